@@ -1,0 +1,4 @@
+DROP TABLE IF EXISTS namespace_keys;
+DROP TABLE IF EXISTS messages;
+DROP SEQUENCE IF EXISTS message_seq;
+DROP TABLE IF EXISTS entities;
