@@ -1,0 +1,192 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/store"
+)
+
+// TestCompetingReceivers: 1,000 messages, 8 receivers peek-locking and completing at once. Every
+// message is completed exactly once, none is lost, and none is handed to a second receiver while
+// a lock on it is valid (locks last a minute here, far longer than the test).
+func TestCompetingReceivers(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true})
+	q := b.queue(t, "q", nil)
+	const total, receivers = 1000, 8
+	var wg sync.WaitGroup
+	for s := range 10 { // ten concurrent senders, so the group commit is exercised too
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := s; i < total; i += 10 {
+				if err := b.store.Send(b.ctx, q, []store.Message{{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)}}); err != nil {
+					t.Errorf("send %d: %v", i, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	var mu sync.Mutex
+	seen := make(map[string]int)
+	for range receivers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				m, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, 0)
+				if err != nil {
+					t.Errorf("receive: %v", err)
+					return
+				}
+				if m == nil {
+					return
+				}
+				mu.Lock()
+				seen[m.MessageID]++
+				mu.Unlock()
+				if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, m.MessageID, m.LockToken); err != nil {
+					t.Errorf("complete %s: %v", m.MessageID, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != total {
+		t.Errorf("received %d distinct messages; want %d", len(seen), total)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("message %s handed out %d times", id, n)
+		}
+	}
+	if c := b.counts(t, "q"); c.Total() != 0 {
+		t.Errorf("left in the queue: %+v", c)
+	}
+}
+
+// TestGroupCommitManySenders: many concurrent senders to two queues, one writer: every message
+// of every send is committed.
+func TestGroupCommitManySenders(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true, opts: store.Options{SendWriters: 1}})
+	queues := []*store.Entity{b.queue(t, "a", nil), b.queue(t, "b", nil)}
+	const senders, each = 32, 25
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				q := queues[(s+i)%2]
+				if err := b.store.Send(b.ctx, q, []store.Message{body("x"), body("y")}); err != nil {
+					t.Errorf("send: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	a, bb := b.counts(t, "a"), b.counts(t, "b")
+	if a.Active+bb.Active != senders*each*2 {
+		t.Errorf("stored %d + %d messages; want %d", a.Active, bb.Active, senders*each*2)
+	}
+}
+
+// TestWakeAcrossGateways: two stores on one database stand for two gateways. A receiver waiting
+// on one is woken by a send through the other (by NOTIFY), not by its poll, which is set to an
+// hour here.
+func TestWakeAcrossGateways(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	open := func() *store.Postgres {
+		pool := openPool(t, url)
+		s := store.New(pool, store.Options{PollInterval: time.Hour})
+		s.Start(context.Background())
+		t.Cleanup(s.Stop)
+		return s
+	}
+	gwA, gwB := open(), open()
+	ctx := t.Context()
+	q, err := gwA.CreateEntity(ctx, store.KindQueue, "q", store.DefaultProperties(store.KindQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qB, err := gwB.Resolve(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *store.Message, 1)
+	go func() {
+		m, err := gwB.Receive(ctx, qB, store.SubQueueMain, store.ReceiveAndDelete, time.Minute)
+		if err != nil {
+			t.Errorf("receive on gateway B: %v", err)
+		}
+		got <- m
+	}()
+	// A gateway notifies once it has seen another listening (it checks every 2s), so keep
+	// sending until the waiter is woken.
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case m := <-got:
+			if m == nil {
+				t.Fatal("gateway B's receive returned nothing")
+			}
+			return
+		case <-tick.C:
+			if err := gwA.Send(ctx, q, []store.Message{body("ping")}); err != nil {
+				t.Fatal(err)
+			}
+		case <-deadline:
+			t.Fatal("gateway B was never woken by gateway A's sends")
+		}
+	}
+}
+
+// TestEntityChangeReachesOtherGateway: an update through one gateway is seen by another's cache
+// without waiting for it to expire.
+func TestEntityChangeReachesOtherGateway(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	open := func() *store.Postgres {
+		s := store.New(openPool(t, url), store.Options{EntityCacheTTL: time.Hour})
+		s.Start(context.Background())
+		t.Cleanup(s.Stop)
+		return s
+	}
+	gwA, gwB := open(), open()
+	ctx := t.Context()
+	if _, err := gwA.CreateEntity(ctx, store.KindQueue, "q", store.DefaultProperties(store.KindQueue)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gwB.Resolve(ctx, "q"); err != nil { // now cached on B for an hour
+		t.Fatal(err)
+	}
+	p := store.DefaultProperties(store.KindQueue)
+	p.MaxDeliveryCount = 3
+	if _, err := gwA.UpdateEntity(ctx, store.KindQueue, "q", p); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		e, err := gwB.Resolve(ctx, "q")
+		return err == nil && e.Props.MaxDeliveryCount == 3
+	})
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,266 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+func TestCreateGetDeleteQueue(t *testing.T) {
+	b := setup(t)
+	p := store.DefaultProperties(store.KindQueue)
+	p.LockDuration = 30 * time.Second
+	p.MaxDeliveryCount = 3
+	p.UserMetadata = "owner=team-a"
+	p.DefaultMessageTimeToLive = time.Hour
+	p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "k", PrimaryKey: "p", SecondaryKey: "s", Rights: []string{"Send"},
+		CreatedTime: b.clock.Now(), ModifiedTime: b.clock.Now()}}
+	created, err := b.store.CreateEntity(b.ctx, store.KindQueue, "Orders/EU", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Path != "Orders/EU" || created.Name != "Orders/EU" || created.Kind != store.KindQueue {
+		t.Errorf("created = %+v", created)
+	}
+	if !created.CreatedAt.Equal(b.clock.Now()) {
+		t.Errorf("CreatedAt = %v; want %v", created.CreatedAt, b.clock.Now())
+	}
+
+	// Paths are case-insensitive; the display path keeps the creator's casing.
+	got, err := b.store.GetEntity(b.ctx, "orders/eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(p, got.Props); diff != "" {
+		t.Errorf("GetEntity props differ (-want +got):\n%s", diff)
+	}
+	if got.Path != "Orders/EU" {
+		t.Errorf("Path = %q; want the created casing", got.Path)
+	}
+
+	_, err = b.store.CreateEntity(b.ctx, store.KindQueue, "ORDERS/eu", store.DefaultProperties(store.KindQueue))
+	if !errors.Is(err, store.ErrConflict) {
+		t.Errorf("second create: err = %v; want ErrConflict", err)
+	}
+
+	if err := b.store.DeleteEntity(b.ctx, "orders/EU"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.GetEntity(b.ctx, "orders/eu"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("get after delete: err = %v; want ErrNotFound", err)
+	}
+	if err := b.store.DeleteEntity(b.ctx, "orders/eu"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("second delete: err = %v; want ErrNotFound", err)
+	}
+}
+
+func TestDeleteQueueDeletesMessages(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", nil)
+	b.send(t, q, body("a"), body("b"))
+	if err := b.store.DeleteEntity(b.ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	// A new queue at the same path starts empty.
+	q = b.queue(t, "q", nil)
+	if c := b.counts(t, "q"); c.Total() != 0 {
+		t.Errorf("counts of the recreated queue = %+v; want none", c)
+	}
+	if m := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete); m != nil {
+		t.Errorf("received %q from the recreated queue", m.Body)
+	}
+}
+
+func TestUpdateQueue(t *testing.T) {
+	b := setup(t)
+	b.queue(t, "q", nil)
+	b.clock.Advance(time.Minute)
+
+	p := store.DefaultProperties(store.KindQueue)
+	p.LockDuration = 2 * time.Minute
+	p.Status = store.StatusSendDisabled
+	e, err := b.store.UpdateEntity(b.ctx, store.KindQueue, "Q", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Props.LockDuration != 2*time.Minute || e.Props.Status != store.StatusSendDisabled {
+		t.Errorf("updated props = %+v", e.Props)
+	}
+	if !e.UpdatedAt.After(e.CreatedAt) {
+		t.Errorf("UpdatedAt %v not after CreatedAt %v", e.UpdatedAt, e.CreatedAt)
+	}
+
+	for _, tc := range []struct {
+		name string
+		edit func(p *store.Properties)
+	}{
+		{"RequiresSession", func(p *store.Properties) { p.RequiresSession = true }},
+		{"RequiresDuplicateDetection", func(p *store.Properties) { p.RequiresDuplicateDetection = true }},
+		{"EnablePartitioning", func(p *store.Properties) { p.EnablePartitioning = true }},
+	} {
+		p := store.DefaultProperties(store.KindQueue)
+		tc.edit(&p)
+		if _, err := b.store.UpdateEntity(b.ctx, store.KindQueue, "q", p); !errors.Is(err, store.ErrBadRequest) {
+			t.Errorf("changing %s: err = %v; want ErrBadRequest", tc.name, err)
+		}
+	}
+	if _, err := b.store.UpdateEntity(b.ctx, store.KindQueue, "missing", p); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("update of a missing queue: err = %v; want ErrNotFound", err)
+	}
+	if _, err := b.store.UpdateEntity(b.ctx, store.KindTopic, "q", store.DefaultProperties(store.KindTopic)); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("update of a queue as a topic: err = %v; want ErrBadRequest", err)
+	}
+}
+
+func TestCreateValidation(t *testing.T) {
+	b := setup(t)
+	for _, tc := range []struct {
+		path string
+		edit func(p *store.Properties)
+	}{
+		{"", nil},
+		{"/q", nil},
+		{"q/", nil},
+		{"a//b", nil},
+		{"q q", nil},
+		{"q?x", nil},
+		{"q@x", nil},
+		{"$q", nil},
+		{"orders/messages", nil},
+		{"Subscriptions", nil},
+		{"-q", nil},
+		{string(make([]byte, 261)), nil},
+		{"q", func(p *store.Properties) { p.LockDuration = 6 * time.Minute }},
+		{"q", func(p *store.Properties) { p.LockDuration = time.Second }},
+		{"q", func(p *store.Properties) { p.MaxDeliveryCount = 0 }},
+		{"q", func(p *store.Properties) { p.DuplicateDetectionHistoryTimeWindow = 10 * time.Second }},
+		{"q", func(p *store.Properties) { p.DuplicateDetectionHistoryTimeWindow = 8 * 24 * time.Hour }},
+		{"q", func(p *store.Properties) { p.AutoDeleteOnIdle = time.Minute }},
+		{"q", func(p *store.Properties) { p.MaxSizeInMegabytes = 1000 }},
+		{"q", func(p *store.Properties) { p.Status = "Paused" }},
+		{"q", func(p *store.Properties) { p.MaxMessageSizeInKilobytes = 0 }},
+		{"q", func(p *store.Properties) { p.DefaultMessageTimeToLive = 0 }},
+	} {
+		p := store.DefaultProperties(store.KindQueue)
+		if tc.edit != nil {
+			tc.edit(&p)
+		}
+		_, err := b.store.CreateEntity(b.ctx, store.KindQueue, tc.path, p)
+		if !errors.Is(err, store.ErrBadRequest) {
+			t.Errorf("CreateEntity(%.30q, %+v) err = %v; want ErrBadRequest", tc.path, p, err)
+		}
+	}
+	for _, ok := range []string{"q", "a/b/c", "A.b-c_d", "x1/y2/z3"} {
+		if _, err := b.store.CreateEntity(b.ctx, store.KindQueue, ok, store.DefaultProperties(store.KindQueue)); err != nil {
+			t.Errorf("CreateEntity(%q) = %v; want success", ok, err)
+		}
+	}
+}
+
+func TestListQueuesPages(t *testing.T) {
+	b := setup(t)
+	for i := range 7 {
+		b.queue(t, fmt.Sprintf("q%02d", 6-i), nil)
+	}
+	var names []string
+	for skip := 0; ; skip += 3 {
+		page, err := b.store.ListEntities(b.ctx, store.KindQueue, "", skip, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page {
+			names = append(names, e.Path)
+		}
+		if len(page) < 3 {
+			break
+		}
+	}
+	want := []string{"q00", "q01", "q02", "q03", "q04", "q05", "q06"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("paged list (-want +got):\n%s", diff)
+	}
+}
+
+func TestCounts(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	b.send(t, q, body("active-1"), body("active-2"), body("to-dead-letter"))
+	b.send(t, q, store.Message{Body: []byte("later"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
+
+	// Lock one message (still active), and dead-letter another by exceeding MaxDeliveryCount.
+	first := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Abandon, first.MessageID, first.LockToken); err != nil {
+		t.Fatal(err)
+	}
+	b.receive(t, q, store.SubQueueMain, store.PeekLock) // active-1 again: dead-lettered, active-2 returned instead
+
+	c := b.counts(t, "q")
+	want := store.Counts{Active: 2, DeadLetter: 1, Scheduled: 1}
+	c.SizeInBytes = 0
+	if c != want {
+		t.Errorf("counts = %+v; want %+v", c, want)
+	}
+	if c.Total() != 4 {
+		t.Errorf("MessageCount = %d; want 4", c.Total())
+	}
+	b.clock.Advance(2 * time.Hour)
+	if c := b.counts(t, "q"); c.Scheduled != 0 || c.Active != 3 {
+		t.Errorf("counts after the schedule passed = %+v; want 3 active, none scheduled", c)
+	}
+}
+
+func TestResolveSeesChanges(t *testing.T) {
+	b := setup(t)
+	b.queue(t, "q", nil)
+	e, err := b.store.Resolve(b.ctx, "Q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Props.LockDuration != time.Minute {
+		t.Fatalf("LockDuration = %v", e.Props.LockDuration)
+	}
+	p := e.Props
+	p.LockDuration = 10 * time.Second
+	if _, err := b.store.UpdateEntity(b.ctx, store.KindQueue, "q", p); err != nil {
+		t.Fatal(err)
+	}
+	e, err = b.store.Resolve(b.ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Props.LockDuration != 10*time.Second {
+		t.Errorf("Resolve after update: LockDuration = %v; want 10s", e.Props.LockDuration)
+	}
+	if err := b.store.DeleteEntity(b.ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Resolve(b.ctx, "q"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Resolve after delete: err = %v; want ErrNotFound", err)
+	}
+}
+
+func TestNamespaceKey(t *testing.T) {
+	b := setup(t)
+	if _, err := b.store.NamespaceKey(b.ctx, "Root", false); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("missing key: err = %v; want ErrNotFound", err)
+	}
+	k1, err := b.store.NamespaceKey(b.ctx, "Root", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k1.Created || len(k1.PrimaryKey) != 44 || k1.PrimaryKey == k1.SecondaryKey {
+		t.Errorf("generated key = %+v", k1)
+	}
+	k2, err := b.store.NamespaceKey(b.ctx, "Root", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k2.Created || k2.PrimaryKey != k1.PrimaryKey {
+		t.Errorf("second call = %+v; want the stored key, not a new one", k2)
+	}
+}

@@ -1,0 +1,128 @@
+package store_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/store"
+)
+
+func TestMain(m *testing.M) {
+	dbtest.Main(m)
+}
+
+// clock is a store clock tests move by hand, so lock expiry and TTL are tested without sleeping.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock {
+	return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// bundle is what a store test works with.
+type bundle struct {
+	ctx   context.Context
+	store *store.Postgres
+	clock *clock
+}
+
+type setupOptions struct {
+	realClock bool
+	opts      store.Options
+}
+
+// setup gives a test a store over its own database, started, with a fake clock unless asked for
+// the real one, and checks for leaked goroutines when the test ends.
+func setup(t *testing.T, so ...setupOptions) *bundle {
+	t.Helper()
+	t.Parallel()
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	var o setupOptions
+	if len(so) > 0 {
+		o = so[0]
+	}
+	pool := dbtest.NewPool(t)
+	b := &bundle{ctx: t.Context(), clock: newClock()}
+	opts := o.opts
+	if !o.realClock {
+		opts.Now = b.clock.Now
+	}
+	b.store = store.New(pool, opts)
+	b.store.Start(context.Background())
+	t.Cleanup(b.store.Stop)
+	return b
+}
+
+// queue creates a queue with the default description changed by edit.
+func (b *bundle) queue(t *testing.T, path string, edit func(p *store.Properties)) *store.Entity {
+	t.Helper()
+	p := store.DefaultProperties(store.KindQueue)
+	if edit != nil {
+		edit(&p)
+	}
+	e, err := b.store.CreateEntity(b.ctx, store.KindQueue, path, p)
+	if err != nil {
+		t.Fatalf("CreateEntity(%q): %v", path, err)
+	}
+	return e
+}
+
+func (b *bundle) send(t *testing.T, e *store.Entity, msgs ...store.Message) {
+	t.Helper()
+	if err := b.store.Send(b.ctx, e, msgs); err != nil {
+		t.Fatalf("Send to %s: %v", e.Path, err)
+	}
+}
+
+// receive takes one message without waiting; nil when there is none.
+func (b *bundle) receive(t *testing.T, e *store.Entity, sq store.SubQueue, mode store.ReceiveMode) *store.Message {
+	t.Helper()
+	m, err := b.store.Receive(b.ctx, e, sq, mode, 0)
+	if err != nil {
+		t.Fatalf("Receive from %s: %v", e.Path, err)
+	}
+	return m
+}
+
+func (b *bundle) counts(t *testing.T, path string) store.Counts {
+	t.Helper()
+	e, err := b.store.GetEntity(b.ctx, path)
+	if err != nil {
+		t.Fatalf("GetEntity(%q): %v", path, err)
+	}
+	return e.Counts
+}
+
+func body(s string) store.Message { return store.Message{Body: []byte(s)} }
+
+// openPool opens a pool on url, closed when the test ends.
+func openPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := db.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}

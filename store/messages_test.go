@@ -1,0 +1,361 @@
+package store_test
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+func TestSendReceiveKeepsEveryProperty(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", nil)
+	date := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+	sent := store.Message{
+		Body:             []byte("\x00binary\xffbody"),
+		ContentType:      "application/x-custom",
+		MessageID:        "id-1",
+		CorrelationID:    "corr",
+		SessionID:        "sess",
+		ReplyToSessionID: "reply-sess",
+		Label:            "lbl",
+		To:               "to",
+		ReplyTo:          "reply",
+		TimeToLive:       90 * time.Second,
+		UserProperties: store.UserProperties{
+			{Name: "b", Value: true},
+			{Name: "d", Value: date},
+			{Name: "f", Value: 2.5},
+			{Name: "i", Value: int64(-7)},
+			{Name: "s", Value: `quote " and , comma`},
+		},
+	}
+	b.send(t, q, sent)
+	got := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if got == nil {
+		t.Fatal("no message received")
+	}
+	want := sent
+	want.PartitionKey = "sess" // defaults to the session id
+	want.SequenceNumber = got.SequenceNumber
+	want.EnqueuedTime = b.clock.Now()
+	want.ExpiresAt = b.clock.Now().Add(90 * time.Second)
+	want.DeliveryCount = 1
+	want.LockToken = got.LockToken
+	want.LockedUntil = b.clock.Now().Add(time.Minute)
+	if diff := cmp.Diff(want, *got); diff != "" {
+		t.Errorf("received message differs (-want +got):\n%s", diff)
+	}
+	if got.LockToken == uuid.Nil || got.SequenceNumber <= 0 {
+		t.Errorf("lock token %v, sequence number %d", got.LockToken, got.SequenceNumber)
+	}
+}
+
+func TestSendDefaults(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", func(p *store.Properties) { p.DefaultMessageTimeToLive = time.Hour })
+	b.send(t, q, body("no id"), store.Message{Body: []byte("long ttl"), TimeToLive: 48 * time.Hour})
+	m1 := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	m2 := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	if len(m1.MessageID) != 32 || strings.Trim(m1.MessageID, "0123456789abcdef") != "" {
+		t.Errorf("generated MessageId = %q; want 32 lower-case hex digits", m1.MessageID)
+	}
+	if m1.TimeToLive != time.Hour || m2.TimeToLive != time.Hour {
+		t.Errorf("TTLs = %v, %v; want both capped to the queue's 1h", m1.TimeToLive, m2.TimeToLive)
+	}
+	if m1.DeliveryCount != 1 {
+		t.Errorf("receive-and-delete DeliveryCount = %d; want 1", m1.DeliveryCount)
+	}
+}
+
+func TestSendValidation(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", func(p *store.Properties) { p.MaxMessageSizeInKilobytes = 1 })
+	for _, tc := range []struct {
+		name string
+		msgs []store.Message
+		want error
+	}{
+		{"empty batch", nil, store.ErrBadRequest},
+		{"long MessageId", []store.Message{{MessageID: strings.Repeat("m", 129)}}, store.ErrBadRequest},
+		{"long SessionId", []store.Message{{SessionID: strings.Repeat("s", 129)}}, store.ErrBadRequest},
+		{"PartitionKey not SessionId", []store.Message{{SessionID: "a", PartitionKey: "b"}}, store.ErrBadRequest},
+		{"negative TTL", []store.Message{{TimeToLive: -time.Second}}, store.ErrBadRequest},
+		{"too large", []store.Message{{Body: make([]byte, 1025)}}, store.ErrTooLarge},
+		{"batch too large", []store.Message{{Body: make([]byte, 600)}, {Body: make([]byte, 600)}}, store.ErrTooLarge},
+		{"duplicate property", []store.Message{{UserProperties: store.UserProperties{{Name: "a", Value: "x"}, {Name: "a", Value: "y"}}}}, store.ErrBadRequest},
+		// A batch is all or nothing: one bad message refuses the good ones with it.
+		{"bad message in batch", []store.Message{{Body: []byte("good")}, {MessageID: strings.Repeat("m", 129)}}, store.ErrBadRequest},
+	} {
+		if err := b.store.Send(b.ctx, q, tc.msgs); !errors.Is(err, tc.want) {
+			t.Errorf("%s: Send err = %v; want %v", tc.name, err, tc.want)
+		}
+	}
+	if c := b.counts(t, "q"); c.Total() != 0 {
+		t.Errorf("refused sends stored messages: %+v", c)
+	}
+	b.send(t, q, store.Message{Body: make([]byte, 900)}) // within the limit with its properties
+}
+
+func TestSendToDisabledQueue(t *testing.T) {
+	b := setup(t)
+	for _, status := range []store.Status{store.StatusDisabled, store.StatusSendDisabled} {
+		q := b.queue(t, "q-"+strings.ToLower(string(status)), func(p *store.Properties) { p.Status = status })
+		if err := b.store.Send(b.ctx, q, []store.Message{body("x")}); !errors.Is(err, store.ErrForbidden) {
+			t.Errorf("send to %s queue: err = %v; want ErrForbidden", status, err)
+		}
+	}
+	q := b.queue(t, "q-receive-disabled", func(p *store.Properties) { p.Status = store.StatusReceiveDisabled })
+	b.send(t, q, body("x"))
+	if _, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, 0); !errors.Is(err, store.ErrForbidden) {
+		t.Errorf("receive from ReceiveDisabled queue: err = %v; want ErrForbidden", err)
+	}
+}
+
+func TestBatchKeepsOrder(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", nil)
+	var batch []store.Message
+	for _, s := range []string{"m1", "m2", "m3", "m4"} {
+		batch = append(batch, store.Message{Body: []byte(s), MessageID: s})
+	}
+	b.send(t, q, batch...)
+	var got []string
+	var last int64
+	for m := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete); m != nil; m = b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete) {
+		got = append(got, m.MessageID)
+		if m.SequenceNumber <= last {
+			t.Errorf("sequence %d after %d", m.SequenceNumber, last)
+		}
+		last = m.SequenceNumber
+	}
+	if diff := cmp.Diff([]string{"m1", "m2", "m3", "m4"}, got); diff != "" {
+		t.Errorf("receive order (-want +got):\n%s", diff)
+	}
+}
+
+func TestPeekLockComplete(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", nil)
+	b.send(t, q, store.Message{Body: []byte("x"), MessageID: "mid"})
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+
+	// While locked, the message is not handed out again.
+	if again := b.receive(t, q, store.SubQueueMain, store.PeekLock); again != nil {
+		t.Fatalf("locked message received again: %+v", again)
+	}
+	// Wrong token, wrong id: lock lost, and the lock stays.
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, "mid", uuid.New()); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("complete with a wrong token: err = %v; want ErrLockLost", err)
+	}
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, "other-id", m.LockToken); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("complete with a wrong id: err = %v; want ErrLockLost", err)
+	}
+	// Settle by sequence number, as the Location header gives it.
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, itoa(m.SequenceNumber), m.LockToken); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, "mid", m.LockToken); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("second complete: err = %v; want ErrLockLost", err)
+	}
+	if c := b.counts(t, "q"); c.Total() != 0 {
+		t.Errorf("counts after complete = %+v", c)
+	}
+}
+
+func TestSettleByMessageID(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", nil)
+	b.send(t, q, store.Message{Body: []byte("x"), MessageID: "order-17"})
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, "order-17", m.LockToken); err != nil {
+		t.Fatalf("complete by message id: %v", err)
+	}
+}
+
+func TestLockExpiryRedelivers(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", func(p *store.Properties) { p.LockDuration = 30 * time.Second })
+	b.send(t, q, body("first"), body("second"))
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if string(m.Body) != "first" || !m.LockedUntil.Equal(b.clock.Now().Add(30*time.Second)) {
+		t.Fatalf("first receive = %q locked until %v", m.Body, m.LockedUntil)
+	}
+
+	b.clock.Advance(29 * time.Second)
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.RenewLock, m.MessageID, m.LockToken); err != nil {
+		t.Fatalf("renew before expiry: %v", err)
+	}
+	b.clock.Advance(29 * time.Second) // past the original expiry, within the renewed one
+	again := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if string(again.Body) != "second" {
+		t.Fatalf("while renewed, receive got %q; want second", again.Body)
+	}
+
+	b.clock.Advance(2 * time.Second) // the renewed lock on "first" has now expired
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, m.MessageID, m.LockToken); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("complete after expiry: err = %v; want ErrLockLost", err)
+	}
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.RenewLock, m.MessageID, m.LockToken); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("renew after expiry: err = %v; want ErrLockLost", err)
+	}
+	redelivered := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if string(redelivered.Body) != "first" || redelivered.DeliveryCount != 2 || redelivered.LockToken == m.LockToken {
+		t.Errorf("redelivered = %q, DeliveryCount %d, token %v; want first, 2, a new token", redelivered.Body, redelivered.DeliveryCount, redelivered.LockToken)
+	}
+	if redelivered.SequenceNumber != m.SequenceNumber {
+		t.Errorf("redelivered sequence %d; want the original %d", redelivered.SequenceNumber, m.SequenceNumber)
+	}
+}
+
+func TestAbandonPutsMessageBackAtFront(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", nil)
+	b.send(t, q, body("first"), body("second"), body("third"))
+	m1 := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	m2 := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Abandon, itoa(m1.SequenceNumber), m1.LockToken); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Abandon, m1.MessageID, m1.LockToken); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("second abandon: err = %v; want ErrLockLost", err)
+	}
+	next := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if string(next.Body) != "first" || next.DeliveryCount != 2 {
+		t.Errorf("after abandon received %q (DeliveryCount %d); want first again with 2", next.Body, next.DeliveryCount)
+	}
+	_ = m2
+}
+
+func TestMaxDeliveryCountDeadLetters(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 2; p.LockDuration = 10 * time.Second })
+	b.send(t, q, store.Message{Body: []byte("poison"), MessageID: "p"}, body("healthy"))
+	for i := 1; i <= 2; i++ {
+		m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+		if string(m.Body) != "poison" || m.DeliveryCount != int32(i) {
+			t.Fatalf("delivery %d: got %q with DeliveryCount %d", i, m.Body, m.DeliveryCount)
+		}
+		b.clock.Advance(11 * time.Second) // let the lock expire
+	}
+	// The third claim finds the poison message delivered twice: it goes to the dead-letter
+	// subqueue and the healthy one is delivered instead.
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if m == nil || string(m.Body) != "healthy" {
+		t.Fatalf("third receive = %v; want healthy", m)
+	}
+	dl := b.receive(t, q, store.SubQueueDeadLetter, store.PeekLock)
+	if dl == nil || dl.MessageID != "p" {
+		t.Fatalf("dead-letter receive = %+v; want the poison message", dl)
+	}
+	if dl.DeadLetterReason != "MaxDeliveryCountExceeded" || !strings.Contains(dl.DeadLetterDescription, "2 delivery attempts") {
+		t.Errorf("dead-letter reason %q, description %q", dl.DeadLetterReason, dl.DeadLetterDescription)
+	}
+	if dl.State != store.StateDeadLetter {
+		t.Errorf("state = %v; want dead-letter", dl.State)
+	}
+	// Messages in the dead-letter subqueue are settled there and never dead-lettered again.
+	for range 3 {
+		if _, err := b.store.Settle(b.ctx, q, store.SubQueueDeadLetter, store.Abandon, dl.MessageID, dl.LockToken); err != nil {
+			t.Fatal(err)
+		}
+		dl = b.receive(t, q, store.SubQueueDeadLetter, store.PeekLock)
+		if dl == nil {
+			t.Fatal("dead-lettered message lost after abandon")
+		}
+	}
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, dl.MessageID, dl.LockToken); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("complete of a dead-letter lock through the main queue: err = %v; want ErrLockLost", err)
+	}
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueDeadLetter, store.Complete, dl.MessageID, dl.LockToken); err != nil {
+		t.Errorf("complete in the dead-letter subqueue: %v", err)
+	}
+}
+
+func TestTimeToLive(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", nil)
+	b.send(t, q, store.Message{Body: []byte("short"), TimeToLive: 10 * time.Second}, body("forever"))
+	b.clock.Advance(11 * time.Second)
+	m := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	if m == nil || string(m.Body) != "forever" {
+		t.Fatalf("received %v; want only the message without TTL", m)
+	}
+	if m := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete); m != nil {
+		t.Errorf("expired message received: %q", m.Body)
+	}
+}
+
+func TestScheduledMessage(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", nil)
+	at := b.clock.Now().Add(time.Hour)
+	b.send(t, q, store.Message{Body: []byte("later"), ScheduledEnqueueTime: at, TimeToLive: time.Minute})
+	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m != nil {
+		t.Fatalf("scheduled message received early: %q", m.Body)
+	}
+	b.clock.Advance(time.Hour + 30*time.Second) // due, and within its TTL counted from the schedule
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if m == nil {
+		t.Fatal("scheduled message not received when due")
+	}
+	if !m.EnqueuedTime.Equal(at) || !m.ScheduledEnqueueTime.Equal(at) || !m.ExpiresAt.Equal(at.Add(time.Minute)) {
+		t.Errorf("enqueued %v, scheduled %v, expires %v; want enqueued at the schedule and TTL from it", m.EnqueuedTime, m.ScheduledEnqueueTime, m.ExpiresAt)
+	}
+}
+
+func TestLongPollWakesOnSend(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true, opts: store.Options{PollInterval: time.Hour}})
+	q := b.queue(t, "q", nil)
+	got := make(chan *store.Message, 1)
+	go func() {
+		m, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, time.Minute)
+		if err != nil {
+			t.Errorf("Receive: %v", err)
+		}
+		got <- m
+	}()
+	// The receiver may or may not be waiting yet; either way it must get the message, and with
+	// the hour-long poll interval only the wake-up can deliver it in time.
+	b.send(t, q, body("wake"))
+	select {
+	case m := <-got:
+		if m == nil || string(m.Body) != "wake" {
+			t.Errorf("long poll got %v", m)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("long poll was not woken by the send")
+	}
+}
+
+func TestLongPollTimesOut(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true, opts: store.Options{PollInterval: 20 * time.Millisecond}})
+	q := b.queue(t, "q", nil)
+	m, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, 100*time.Millisecond)
+	if err != nil || m != nil {
+		t.Errorf("Receive on an empty queue = %v, %v; want nil, nil", m, err)
+	}
+}
+
+func TestReceiveFromMissingOrWrongEntity(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "sessions", func(p *store.Properties) { p.RequiresSession = true })
+	if err := b.store.Send(b.ctx, q, []store.Message{body("no session")}); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("send without SessionId to a session queue: err = %v; want ErrBadRequest", err)
+	}
+	b.send(t, q, store.Message{Body: []byte("x"), SessionID: "s1"})
+	if _, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, 0); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("plain receive from a session queue: err = %v; want ErrBadRequest", err)
+	}
+	if _, err := b.store.Resolve(b.ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Resolve(nope) err = %v; want ErrNotFound", err)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

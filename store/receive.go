@@ -1,0 +1,235 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// messageColumns are read by scanMessage, in its order.
+const messageColumns = `m.seq, m.state, m.visible_at, m.lock_token, m.delivery_count, m.enqueued_at, m.expires_at, m.ttl,
+	m.scheduled_at, m.message_id, m.correlation_id, m.session_id, m.reply_to_session_id, m.label, m.to_addr,
+	m.reply_to, m.partition_key, m.content_type, m.user_props, m.body, m.dead_letter_reason,
+	m.dead_letter_description, m.dead_letter_source`
+
+func scanMessage(row pgx.Row) (*Message, error) {
+	var (
+		m                                         Message
+		visible, expires, scheduled               pgtype.Timestamptz
+		token                                     pgtype.UUID
+		ttl                                       pgtype.Interval
+		cid, sid, rts, label, to, replyTo, pk, ct pgtype.Text
+		props                                     []byte
+		dlReason, dlDescription, dlSource         pgtype.Text
+	)
+	err := row.Scan(&m.SequenceNumber, &m.State, &visible, &token, &m.DeliveryCount, &m.EnqueuedTime, &expires, &ttl,
+		&scheduled, &m.MessageID, &cid, &sid, &rts, &label, &to, &replyTo, &pk, &ct, &props, &m.Body,
+		&dlReason, &dlDescription, &dlSource)
+	if err != nil {
+		return nil, err
+	}
+	if token.Valid {
+		m.LockToken = uuid.UUID(token.Bytes)
+		m.LockedUntil = visible.Time.UTC()
+	}
+	m.EnqueuedTime = m.EnqueuedTime.UTC()
+	m.ExpiresAt = expires.Time.UTC()
+	if !expires.Valid {
+		m.ExpiresAt = time.Time{}
+	}
+	m.TimeToLive = duration(ttl)
+	m.ScheduledEnqueueTime = scheduled.Time.UTC()
+	if !scheduled.Valid {
+		m.ScheduledEnqueueTime = time.Time{}
+	}
+	m.CorrelationID, m.SessionID, m.ReplyToSessionID = cid.String, sid.String, rts.String
+	m.Label, m.To, m.ReplyTo, m.PartitionKey, m.ContentType = label.String, to.String, replyTo.String, pk.String, ct.String
+	m.DeadLetterReason, m.DeadLetterDescription, m.DeadLetterSource = dlReason.String, dlDescription.String, dlSource.String
+	if m.UserProperties, err = decodeUserProperties(props); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// claimCandidatesSQL picks up to $4 receivable messages of one entity and state, locking them with
+// SKIP LOCKED so concurrent receivers take different rows. It reads two partial indexes: rows
+// receivable since they were written (messages_ready, in sequence order) and rows whose
+// scheduled time or lock has passed (messages_due, by that time). Neither index holds messages
+// under a valid lock, so the cost of a claim does not grow with the number of locks in flight.
+// Of the candidates the lowest sequence numbers win: an expired lock puts a message back at the
+// front.
+const claimCandidatesSQL = `
+WITH due AS MATERIALIZED (
+	SELECT seq FROM messages
+	WHERE entity_id = $1 AND state = $2 AND visible_at <= $3 AND (expires_at IS NULL OR expires_at > $3 OR state = 2)
+	ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED
+), ready AS MATERIALIZED (
+	SELECT seq FROM messages
+	WHERE entity_id = $1 AND state = $2 AND visible_at IS NULL AND (expires_at IS NULL OR expires_at > $3 OR state = 2)
+	ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED
+), picked AS (
+	SELECT seq FROM (SELECT seq FROM due UNION ALL SELECT seq FROM ready) c ORDER BY seq LIMIT $4
+)`
+
+// peekLockSQL locks the picked messages for $5 and counts the delivery. A message already
+// delivered MaxDeliveryCount ($6::int) times is moved to the dead-letter subqueue instead; the caller
+// drops those from the result and claims again.
+const peekLockSQL = claimCandidatesSQL + `
+UPDATE messages m SET
+	state = CASE WHEN m.delivery_count >= $6::int THEN 2 ELSE m.state END,
+	lock_token = CASE WHEN m.delivery_count >= $6::int THEN NULL ELSE gen_random_uuid() END,
+	visible_at = CASE WHEN m.delivery_count >= $6::int THEN NULL ELSE $3 + $5::interval END,
+	delivery_count = CASE WHEN m.delivery_count >= $6::int THEN m.delivery_count ELSE m.delivery_count + 1 END,
+	dead_letter_reason = CASE WHEN m.delivery_count >= $6::int THEN 'MaxDeliveryCountExceeded' ELSE m.dead_letter_reason END,
+	dead_letter_description = CASE WHEN m.delivery_count >= $6::int
+		THEN 'Message could not be consumed after ' || $6::int || ' delivery attempts.' ELSE m.dead_letter_description END
+FROM picked WHERE m.entity_id = $1 AND m.seq = picked.seq
+RETURNING ` + messageColumns
+
+// receiveAndDeleteSQL removes the picked messages and returns them as delivered once more.
+const receiveAndDeleteSQL = claimCandidatesSQL + `
+DELETE FROM messages m USING picked WHERE m.entity_id = $1 AND m.seq = picked.seq
+RETURNING ` + messageColumns
+
+// noDeliveryLimit is passed as MaxDeliveryCount for the dead-letter subqueue, whose messages are
+// never dead-lettered again.
+const noDeliveryLimit = 1<<31 - 1
+
+// claim takes up to n messages of e's subqueue now, without waiting.
+func (s *Postgres) claim(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, n int) ([]*Message, error) {
+	state := sq.state()
+	maxDelivery := int64(e.Props.MaxDeliveryCount)
+	if sq == SubQueueDeadLetter {
+		maxDelivery = noDeliveryLimit
+	}
+	for {
+		now := s.now()
+		var rows pgx.Rows
+		var err error
+		if mode == ReceiveAndDelete {
+			rows, err = s.pool.Query(ctx, receiveAndDeleteSQL, e.ID, state, now, n)
+		} else {
+			rows, err = s.pool.Query(ctx, peekLockSQL, e.ID, state, now, n, interval(e.Props.LockDuration), maxDelivery)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("receive from %s: %w", e.Path, interpretError(err))
+		}
+		msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) })
+		if err != nil {
+			return nil, fmt.Errorf("receive from %s: %w", e.Path, interpretError(err))
+		}
+		delivered := msgs[:0]
+		for _, m := range msgs {
+			if m.State == state {
+				if mode == ReceiveAndDelete {
+					m.DeliveryCount++
+				}
+				delivered = append(delivered, m)
+			}
+		}
+		sort.Slice(delivered, func(i, j int) bool { return delivered[i].SequenceNumber < delivered[j].SequenceNumber })
+		// Every candidate was dead-lettered for too many deliveries: look again, the entity may
+		// hold more.
+		if len(delivered) == 0 && len(msgs) > 0 {
+			continue
+		}
+		return delivered, nil
+	}
+}
+
+// Receive takes the next message, waiting up to wait. See Store.
+func (s *Postgres) Receive(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, wait time.Duration) (*Message, error) {
+	if err := checkReceivable(e); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		woken, release := s.hub.wait(e.ID)
+		msgs, err := s.claim(ctx, e, sq, mode, 1)
+		if err != nil || len(msgs) > 0 {
+			release()
+			if err != nil {
+				return nil, err
+			}
+			return msgs[0], nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			release()
+			return nil, nil
+		}
+		timer := time.NewTimer(min(left, s.opts.PollInterval))
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		release()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// checkReceivable refuses receives the entity does not allow.
+func checkReceivable(e *Entity) error {
+	switch {
+	case e.Kind == KindTopic:
+		return badRequest("Messages cannot be received from topic '%s'; receive them from one of its subscriptions.", e.Path)
+	case e.Props.Status == StatusDisabled || e.Props.Status == StatusReceiveDisabled:
+		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
+			"SubCode=40301. The messaging entity '%s' is disabled for receiving (status %s).", e.Path, e.Props.Status)}
+	case e.Props.RequiresSession:
+		return badRequest("The entity '%s' requires sessions; session-aware receive is not available through this endpoint.", e.Path)
+	}
+	return nil
+}
+
+// settleFilter matches the message holding lock token $2 in entity $1 and state $4 while the lock
+// is valid at $3, if its sequence number or message id is $5.
+const settleFilter = `entity_id = $1 AND lock_token = $2 AND visible_at > $3 AND state = $4
+	AND (message_id = $5 OR seq::text = $5)`
+
+const (
+	completeSQL  = `DELETE FROM messages WHERE ` + settleFilter + ` RETURNING visible_at`
+	abandonSQL   = `UPDATE messages SET lock_token = NULL, visible_at = NULL WHERE ` + settleFilter + ` RETURNING $3::timestamptz`
+	renewLockSQL = `UPDATE messages SET visible_at = $3 + $6::interval WHERE ` + settleFilter + ` RETURNING visible_at`
+)
+
+// Settle completes, abandons or renews a lock. See Store.
+func (s *Postgres) Settle(ctx context.Context, e *Entity, sq SubQueue, op Settlement, id string, token uuid.UUID) (time.Time, error) {
+	args := []any{e.ID, token, s.now(), sq.state(), id}
+	var sql string
+	switch op {
+	case Complete:
+		sql = completeSQL
+	case Abandon:
+		sql = abandonSQL
+	case RenewLock:
+		sql = renewLockSQL
+		args = append(args, interval(e.Props.LockDuration))
+	default:
+		return time.Time{}, fmt.Errorf("unknown settlement %d", op)
+	}
+	var until time.Time
+	err := s.pool.QueryRow(ctx, sql, args...).Scan(&until)
+	if err == pgx.ErrNoRows {
+		return time.Time{}, &Error{Code: CodeLockLost, Message: fmt.Sprintf(
+			"The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue. Reference: %s, entity '%s', message '%s'.",
+			token, e.Path, truncate(id))}
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("settle message %s on %s: %w", truncate(id), e.Path, interpretError(err))
+	}
+	if op == Abandon {
+		s.hub.wake(e.ID)
+		s.listener.announceMessages([]int64{e.ID})
+	}
+	return until.UTC(), nil
+}

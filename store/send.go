@@ -1,0 +1,352 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Limits on sender-set broker properties (protocol.md §7.1).
+const (
+	MaxMessageIDLength = 128
+	MaxSessionIDLength = 128
+)
+
+// Send stores msgs in e, all or none. See Store.
+func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
+	if len(msgs) == 0 {
+		return badRequest("The batch contains no messages.")
+	}
+	if err := checkSendable(e); err != nil {
+		return err
+	}
+	now := s.now()
+	total := 0
+	rows := make([]messageRow, 0, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		if err := prepareMessage(e, m, now); err != nil {
+			if len(msgs) > 1 {
+				return fmt.Errorf("message %d of the batch: %w", i+1, err)
+			}
+			return err
+		}
+		r, err := newMessageRow(e, m, now)
+		if err != nil {
+			return err
+		}
+		total += int(r.size)
+		rows = append(rows, r)
+	}
+	if limit := e.Props.MaxMessageSizeInKilobytes * 1024; int64(total) > limit {
+		return &Error{Code: CodeTooLarge, Message: fmt.Sprintf(
+			"The message (size %d bytes) exceeds the limit of %d bytes allowed on entity '%s'.", total, limit, e.Path)}
+	}
+	return s.batcher.submit(ctx, &sendRequest{rows: rows, entityIDs: []int64{e.ID}})
+}
+
+// checkSendable refuses sends the entity does not take.
+func checkSendable(e *Entity) error {
+	switch {
+	case e.Kind == KindSubscription:
+		return badRequest("Messages cannot be sent to subscription '%s'; send them to its topic.", e.Path)
+	case e.Kind == KindTopic:
+		return badRequest("Sending to topic '%s' is not supported.", e.Path)
+	case e.Props.Status == StatusDisabled || e.Props.Status == StatusSendDisabled:
+		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
+			"SubCode=40301. The messaging entity '%s' is disabled for sending (status %s).", e.Path, e.Props.Status)}
+	}
+	return nil
+}
+
+// prepareMessage validates the sender-set properties of m and fills the defaults the broker sets.
+func prepareMessage(e *Entity, m *Message, now time.Time) error {
+	switch {
+	case len(m.MessageID) > MaxMessageIDLength:
+		return badRequest("The MessageId is longer than %d characters.", MaxMessageIDLength)
+	case len(m.SessionID) > MaxSessionIDLength:
+		return badRequest("The SessionId is longer than %d characters.", MaxSessionIDLength)
+	case m.PartitionKey != "" && m.SessionID != "" && m.PartitionKey != m.SessionID:
+		return badRequest("The PartitionKey '%s' must be equal to the SessionId '%s'.", truncate(m.PartitionKey), truncate(m.SessionID))
+	case m.TimeToLive < 0:
+		return badRequest("The TimeToLive must be positive.")
+	case e.Props.RequiresSession && m.SessionID == "":
+		return badRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s'. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.", e.Path)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"MessageId", m.MessageID}, {"CorrelationId", m.CorrelationID}, {"SessionId", m.SessionID},
+		{"ReplyToSessionId", m.ReplyToSessionID}, {"Label", m.Label}, {"To", m.To}, {"ReplyTo", m.ReplyTo},
+		{"PartitionKey", m.PartitionKey}, {"ContentType", m.ContentType},
+	} {
+		if !validText(f.v) {
+			return badRequest("The %s is not valid UTF-8 text (or contains a NUL character).", f.name)
+		}
+	}
+	if m.MessageID == "" {
+		m.MessageID = newMessageID()
+	}
+	if m.PartitionKey == "" {
+		m.PartitionKey = m.SessionID
+	}
+	if m.TimeToLive == 0 || m.TimeToLive > e.Props.DefaultMessageTimeToLive {
+		m.TimeToLive = e.Props.DefaultMessageTimeToLive
+	}
+	m.EnqueuedTime = now
+	if m.ScheduledEnqueueTime.After(now) {
+		m.ScheduledEnqueueTime = m.ScheduledEnqueueTime.UTC().Truncate(time.Microsecond)
+		m.EnqueuedTime = m.ScheduledEnqueueTime
+	} else {
+		m.ScheduledEnqueueTime = time.Time{}
+	}
+	m.ExpiresAt = addClamped(m.EnqueuedTime, m.TimeToLive)
+	return nil
+}
+
+// validText reports whether s can be stored as PostgreSQL text: valid UTF-8 without NUL.
+func validText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// newMessageID returns 32 lower-case hex digits, the form the service generates.
+func newMessageID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// messageRow is one message as the INSERT takes it.
+type messageRow struct {
+	entityID                                                 int64
+	visibleAt, enqueuedAt, expiresAt, scheduledAt            pgtype.Timestamptz
+	ttl                                                      pgtype.Interval
+	messageID, correlationID, sessionID, replyToSessionID    string
+	label, to, replyTo, partitionKey, contentType, userProps string
+	body                                                     []byte
+	size                                                     int32
+}
+
+func newMessageRow(e *Entity, m *Message, now time.Time) (messageRow, error) {
+	props, err := encodeUserProperties(m.UserProperties)
+	if err != nil {
+		return messageRow{}, err
+	}
+	r := messageRow{
+		entityID:         e.ID,
+		enqueuedAt:       timestamptz(m.EnqueuedTime),
+		expiresAt:        timestamptz(m.ExpiresAt),
+		scheduledAt:      timestamptz(m.ScheduledEnqueueTime),
+		visibleAt:        timestamptz(m.ScheduledEnqueueTime),
+		ttl:              interval(m.TimeToLive),
+		messageID:        m.MessageID,
+		correlationID:    m.CorrelationID,
+		sessionID:        m.SessionID,
+		replyToSessionID: m.ReplyToSessionID,
+		label:            m.Label,
+		to:               m.To,
+		replyTo:          m.ReplyTo,
+		partitionKey:     m.PartitionKey,
+		contentType:      m.ContentType,
+		userProps:        props,
+		body:             m.Body,
+	}
+	r.size = int32(messageSize(m, len(props)))
+	return r, nil
+}
+
+// messageSize is what counts against the entity's message size limit and SizeInBytes: the body,
+// the application properties and the broker properties, as Service Bus counts them.
+func messageSize(m *Message, userPropsLen int) int {
+	return len(m.Body) + userPropsLen + len(m.MessageID) + len(m.CorrelationID) + len(m.SessionID) +
+		len(m.ReplyToSessionID) + len(m.Label) + len(m.To) + len(m.ReplyTo) + len(m.PartitionKey) + len(m.ContentType)
+}
+
+const insertMessagesSQL = `
+INSERT INTO messages (entity_id, visible_at, enqueued_at, expires_at, ttl, scheduled_at, message_id, correlation_id,
+	session_id, reply_to_session_id, label, to_addr, reply_to, partition_key, content_type, user_props, body, size)
+SELECT e, v, q, x, t, sc, mid, NULLIF(cid, ''), NULLIF(sid, ''), NULLIF(rts, ''), NULLIF(lb, ''), NULLIF(ta, ''),
+	NULLIF(rt, ''), NULLIF(pk, ''), NULLIF(ct, ''), NULLIF(up, '')::jsonb, b, sz
+FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::interval[],
+	$6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
+	$14::text[], $15::text[], $16::text[], $17::bytea[], $18::int[])
+	AS u(e, v, q, x, t, sc, mid, cid, sid, rts, lb, ta, rt, pk, ct, up, b, sz)`
+
+// insertRows writes rows in one statement, so in one transaction.
+func (s *Postgres) insertRows(ctx context.Context, rows []messageRow) error {
+	n := len(rows)
+	var (
+		entityIDs                            = make([]int64, n)
+		visible, enqueued, expires, schedule = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		ttls                                 = make([]pgtype.Interval, n)
+		mid, cid, sid, rts, lb, ta, rt       = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		pk, ct, up                           = make([]string, n), make([]string, n), make([]string, n)
+		bodies                               = make([][]byte, n)
+		sizes                                = make([]int32, n)
+	)
+	for i := range rows {
+		r := &rows[i]
+		entityIDs[i] = r.entityID
+		visible[i], enqueued[i], expires[i], schedule[i] = r.visibleAt, r.enqueuedAt, r.expiresAt, r.scheduledAt
+		ttls[i] = r.ttl
+		mid[i], cid[i], sid[i], rts[i], lb[i], ta[i], rt[i] = r.messageID, r.correlationID, r.sessionID, r.replyToSessionID, r.label, r.to, r.replyTo
+		pk[i], ct[i], up[i] = r.partitionKey, r.contentType, r.userProps
+		bodies[i], sizes[i] = r.body, r.size
+		if bodies[i] == nil {
+			bodies[i] = []byte{}
+		}
+	}
+	_, err := s.pool.Exec(ctx, insertMessagesSQL, entityIDs, visible, enqueued, expires, ttls, schedule,
+		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes)
+	return err
+}
+
+// sendRequest is one Send call waiting for its group commit.
+type sendRequest struct {
+	rows      []messageRow
+	entityIDs []int64
+	done      chan error
+}
+
+// sendBatcher group-commits concurrent sends. Each writer takes the first waiting request and
+// every other request already waiting, writes them in one statement and answers each. It never
+// waits for more requests to arrive: a lone request is written at once, and requests collect only
+// while the writers are busy, which is exactly when sharing a commit pays.
+type sendBatcher struct {
+	s       *Postgres
+	reqs    chan *sendRequest
+	mu      sync.Mutex
+	started bool
+	quit    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func newSendBatcher(s *Postgres) *sendBatcher {
+	return &sendBatcher{s: s, reqs: make(chan *sendRequest, 4096), quit: make(chan struct{})}
+}
+
+func (b *sendBatcher) start() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.started {
+		return
+	}
+	b.started = true
+	for range b.s.opts.SendWriters {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.run()
+		}()
+	}
+}
+
+func (b *sendBatcher) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.started {
+		return
+	}
+	select {
+	case <-b.quit:
+		return
+	default:
+	}
+	close(b.quit)
+	b.wg.Wait()
+	// Anything still queued was never written; say so rather than leave its sender waiting.
+	for {
+		select {
+		case r := <-b.reqs:
+			r.done <- errShuttingDown
+		default:
+			return
+		}
+	}
+}
+
+var errShuttingDown = &Error{Code: CodeUnavailable, Message: "The gateway is shutting down; retry on another."}
+
+// submit queues req and waits for its commit.
+func (b *sendBatcher) submit(ctx context.Context, req *sendRequest) error {
+	req.done = make(chan error, 1)
+	select {
+	case b.reqs <- req:
+	case <-b.quit:
+		return errShuttingDown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		// The write may still commit; the client that gave up cannot be told either way.
+		return ctx.Err()
+	}
+}
+
+func (b *sendBatcher) run() {
+	for {
+		var first *sendRequest
+		select {
+		case first = <-b.reqs:
+		case <-b.quit:
+			return
+		}
+		batch, n := []*sendRequest{first}, len(first.rows)
+	collect:
+		for n < b.s.opts.MaxBatchRows {
+			select {
+			case r := <-b.reqs:
+				batch = append(batch, r)
+				n += len(r.rows)
+			default:
+				break collect
+			}
+		}
+		b.write(batch, n)
+	}
+}
+
+// writeTimeout bounds one group commit; it does not depend on any one client's context because
+// it serves many.
+const writeTimeout = 30 * time.Second
+
+func (b *sendBatcher) write(batch []*sendRequest, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	rows := make([]messageRow, 0, n)
+	for _, r := range batch {
+		rows = append(rows, r.rows...)
+	}
+	err := interpretError(b.s.insertRows(ctx, rows))
+	if err != nil && len(batch) > 1 && !errors.Is(err, ErrUnavailable) {
+		// One request's rows failed the shared statement; write each alone so the others commit.
+		for _, r := range batch {
+			b.finish(r, interpretError(b.s.insertRows(ctx, r.rows)))
+		}
+		return
+	}
+	for _, r := range batch {
+		b.finish(r, err)
+	}
+}
+
+func (b *sendBatcher) finish(r *sendRequest, err error) {
+	if err == nil {
+		for _, id := range r.entityIDs {
+			b.s.hub.wake(id)
+		}
+		b.s.listener.announceMessages(r.entityIDs)
+	} else {
+		err = fmt.Errorf("store messages: %w", err)
+	}
+	r.done <- err
+}

@@ -1,0 +1,170 @@
+// Package store holds sbgate's domain: entities, messages, their rules and errors, and the
+// PostgreSQL implementation that keeps them. It knows nothing of HTTP.
+//
+// Every lock is row state: a peek-lock sets lock_token and visible_at in one statement and holds
+// no transaction; settlement matches the token and its expiry, so an expired lock simply stops
+// matching. Sends are group-committed: concurrent requests share one INSERT and one WAL flush.
+package store
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store is what the HTTP layer needs from the broker. *Postgres implements it.
+type Store interface {
+	// CreateEntity creates a queue or topic at path (or a subscription when kind is
+	// KindSubscription and path is "topic/Subscriptions/name"). Errors: ErrBadRequest (name or
+	// properties invalid), ErrConflict (exists), ErrNotFound (the topic of a subscription).
+	CreateEntity(ctx context.Context, kind Kind, path string, p Properties) (*Entity, error)
+	// UpdateEntity replaces the description of an existing entity. Errors: ErrNotFound,
+	// ErrBadRequest (invalid, an immutable property changed, or the entity is of another kind).
+	UpdateEntity(ctx context.Context, kind Kind, path string, p Properties) (*Entity, error)
+	// GetEntity returns the entity at path with its counts. Errors: ErrNotFound.
+	GetEntity(ctx context.Context, path string) (*Entity, error)
+	// DeleteEntity deletes the entity at path with its messages (and a topic's subscriptions).
+	// Errors: ErrNotFound.
+	DeleteEntity(ctx context.Context, path string) error
+	// ListEntities lists entities of kind in path order, skipping skip and returning at most top,
+	// with counts. For subscriptions, parent is the topic path.
+	ListEntities(ctx context.Context, kind Kind, parent string, skip, top int) ([]*Entity, error)
+
+	// Resolve returns the entity at path from a short-lived cache. Errors: ErrNotFound.
+	Resolve(ctx context.Context, path string) (*Entity, error)
+	// Send stores msgs in e atomically: all are committed when it returns nil, none otherwise.
+	// Errors: ErrBadRequest, ErrTooLarge, ErrForbidden, ErrNotFound, ErrUnavailable.
+	Send(ctx context.Context, e *Entity, msgs []Message) error
+	// Receive takes the next message of e's subqueue, waiting up to wait for one to arrive. It
+	// returns nil, nil when none came. In PeekLock mode the message is locked for the entity's
+	// LockDuration; in ReceiveAndDelete mode it is removed.
+	Receive(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, wait time.Duration) (*Message, error)
+	// Settle completes, abandons or renews the lock of the message whose lock token is token and
+	// whose sequence number or message id is id. Renew returns the new lock expiry.
+	// Errors: ErrLockLost when no such lock is held (expired, settled, wrong id or token).
+	Settle(ctx context.Context, e *Entity, sq SubQueue, op Settlement, id string, token uuid.UUID) (time.Time, error)
+
+	// NamespaceKey returns the namespace-level key named name, creating it with a random key and
+	// Manage rights when create is true and it does not exist yet.
+	NamespaceKey(ctx context.Context, name string, create bool) (NamespaceKey, error)
+	// Ping reports whether the database answers.
+	Ping(ctx context.Context) error
+}
+
+// ReceiveMode selects peek-lock or receive-and-delete.
+type ReceiveMode int
+
+// Receive modes.
+const (
+	PeekLock ReceiveMode = iota
+	ReceiveAndDelete
+)
+
+// Settlement is what to do with a locked message.
+type Settlement int
+
+// Settlements.
+const (
+	Complete Settlement = iota
+	Abandon
+	RenewLock
+)
+
+// NamespaceKey is a namespace-level shared access policy.
+type NamespaceKey struct {
+	Name         string
+	PrimaryKey   string
+	SecondaryKey string
+	Rights       []string
+	Created      bool // true when this call generated it
+}
+
+// Options configures a Postgres store.
+type Options struct {
+	// Now is the clock every SQL statement uses; tests inject one to move time without sleeping.
+	Now func() time.Time
+	// Logger receives background errors.
+	Logger *slog.Logger
+	// SendWriters is how many group-commit writers run at once (default 2).
+	SendWriters int
+	// MaxBatchRows caps the messages one group commit inserts (default 1000).
+	MaxBatchRows int
+	// PollInterval is the longest a waiting receiver goes without re-checking the database,
+	// which is how it sees scheduled messages and expired locks come due (default 1s).
+	PollInterval time.Duration
+	// EntityCacheTTL is how long a resolved entity is reused before it is read again (default 2s).
+	EntityCacheTTL time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.SendWriters <= 0 {
+		o.SendWriters = 2
+	}
+	if o.MaxBatchRows <= 0 {
+		o.MaxBatchRows = 1000
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	if o.EntityCacheTTL <= 0 {
+		o.EntityCacheTTL = 2 * time.Second
+	}
+}
+
+// Postgres is the PostgreSQL implementation of Store.
+type Postgres struct {
+	pool     *pgxpool.Pool
+	opts     Options
+	log      *slog.Logger
+	cache    *entityCache
+	hub      *hub
+	batcher  *sendBatcher
+	listener *listener
+}
+
+var _ Store = (*Postgres)(nil)
+
+// New returns a store over pool. Call Start to run its background work and Stop to end it.
+func New(pool *pgxpool.Pool, opts Options) *Postgres {
+	opts.setDefaults()
+	s := &Postgres{pool: pool, opts: opts, log: opts.Logger, hub: newHub()}
+	// The cache expires by the wall clock: it is an optimisation, not part of the semantics that
+	// tests move the store clock for.
+	s.cache = newEntityCache(opts.EntityCacheTTL, time.Now)
+	s.batcher = newSendBatcher(s)
+	s.listener = newListener(s)
+	return s
+}
+
+// Start runs the group-commit writers and the cross-gateway listener until Stop.
+func (s *Postgres) Start(ctx context.Context) {
+	s.batcher.start()
+	s.listener.start(ctx)
+}
+
+// Stop ends the background work started by Start and waits for it. It is idempotent.
+func (s *Postgres) Stop() {
+	s.listener.stop()
+	s.batcher.stop()
+}
+
+// Ping reports whether the database answers.
+func (s *Postgres) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return interpretError(err)
+	}
+	return nil
+}
+
+// now returns the store clock truncated to PostgreSQL's microsecond precision, so a time written
+// and read back compares equal.
+func (s *Postgres) now() time.Time { return s.opts.Now().UTC().Truncate(time.Microsecond) }
