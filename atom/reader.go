@@ -1,0 +1,89 @@
+package atom
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"strings"
+)
+
+// reader is an encoding/xml token stream with a nesting limit. Every token of a body goes through
+// next, including the ones of skipped elements, so no input can nest deeper than maxDepth.
+type reader struct {
+	d     *xml.Decoder
+	depth int
+}
+
+func newReader(body []byte) *reader {
+	return &reader{d: xml.NewDecoder(bytes.NewReader(body))}
+}
+
+// next returns the next token, namespace-resolved (Name.Space holds the URI, whatever the
+// prefix). At the end of the input, outside every element, it returns io.EOF; every other error
+// is a *store.Error with CodeBadRequest, so callers inside an element can return it as it is.
+// CharData is only valid until the following call.
+func (r *reader) next() (xml.Token, error) {
+	tok, err := r.d.Token()
+	if err != nil {
+		if err == io.EOF {
+			if r.depth > 0 {
+				return nil, badRequest("The request body is not well-formed XML: it ends inside an element.")
+			}
+			return nil, io.EOF
+		}
+		var syn *xml.SyntaxError
+		if errors.As(err, &syn) {
+			return nil, badRequest("The request body is not well-formed XML: line %d: %s.", syn.Line, clip(syn.Msg))
+		}
+		return nil, badRequest("The request body is not well-formed XML: %s.", clip(err.Error()))
+	}
+	switch tok.(type) {
+	case xml.StartElement:
+		r.depth++
+		if r.depth > maxDepth {
+			return nil, badRequest("The request body nests elements deeper than %d levels.", maxDepth)
+		}
+	case xml.EndElement:
+		r.depth--
+	}
+	return tok, nil
+}
+
+// skip consumes the rest of the element whose start tag was just read.
+func (r *reader) skip() error {
+	for open := 1; open > 0; {
+		tok, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch tok.(type) {
+		case xml.StartElement:
+			open++
+		case xml.EndElement:
+			open--
+		}
+	}
+	return nil
+}
+
+// text returns the character data of the element named name, whose start tag was just read,
+// and consumes its end tag. Comments are ignored; a child element is a bad request, since every
+// element read as text is a simple value.
+func (r *reader) text(name string) (string, error) {
+	var sb strings.Builder
+	for {
+		tok, err := r.next()
+		if err != nil {
+			return "", err
+		}
+		switch t := tok.(type) {
+		case xml.CharData:
+			sb.Write(t)
+		case xml.StartElement:
+			return "", badRequest("Element %s must hold a value, not a %s element.", name, clip(t.Name.Local))
+		case xml.EndElement:
+			return sb.String(), nil
+		}
+	}
+}
