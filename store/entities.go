@@ -249,8 +249,17 @@ func (s *Postgres) DeleteEntity(ctx context.Context, path string) error {
 		if len(ids) == 0 {
 			return notFound("The messaging entity '%s' could not be found.", truncate(path))
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM messages WHERE entity_id = ANY($1)`, ids)
-		return err
+		for _, sql := range []string{
+			`DELETE FROM messages WHERE entity_id = ANY($1)`,
+			`DELETE FROM entity_counts WHERE entity_id = ANY($1)`,
+			`DELETE FROM entity_count_deltas WHERE entity_id = ANY($1)`,
+			`DELETE FROM dedup WHERE entity_id = ANY($1)`,
+		} {
+			if _, err := tx.Exec(ctx, sql, ids); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", truncate(path), interpretError(err))
@@ -288,15 +297,24 @@ func (s *Postgres) ListEntities(ctx context.Context, kind Kind, parent string, s
 	return list, nil
 }
 
-// countsSQL counts the messages of several entities in one statement. A scheduled message is
-// active with a future visible time and no lock.
+// countsSQL reads the counts of several entities: the kept totals plus the deltas not yet folded
+// in, less the messages whose time has not come (scheduled) and those expired but not yet swept,
+// each found through a small partial index. Nothing here scans an entity's messages.
 const countsSQL = `
-SELECT entity_id,
-	count(*) FILTER (WHERE state <> 2 AND NOT (lock_token IS NULL AND coalesce(visible_at > $2, false))),
-	count(*) FILTER (WHERE state = 2),
-	count(*) FILTER (WHERE state = 0 AND lock_token IS NULL AND coalesce(visible_at > $2, false)),
-	coalesce(sum(size), 0)
-FROM messages WHERE entity_id = ANY($1) GROUP BY entity_id`
+SELECT e.id,
+	coalesce(c.main, 0) + coalesce(d.main, 0),
+	coalesce(c.dead, 0) + coalesce(d.dead, 0),
+	coalesce(c.bytes, 0) + coalesce(d.bytes, 0),
+	sch.n, exp.n, exp.bytes
+FROM unnest($1::bigint[]) AS e(id)
+LEFT JOIN entity_counts c ON c.entity_id = e.id
+LEFT JOIN LATERAL (SELECT sum(main) AS main, sum(dead) AS dead, sum(bytes) AS bytes
+	FROM entity_count_deltas x WHERE x.entity_id = e.id) d ON true
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM messages m
+	WHERE m.entity_id = e.id AND m.lock_token IS NULL AND m.visible_at > $2) sch
+CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(sum(m.size), 0) AS bytes FROM messages m
+	WHERE m.entity_id = e.id AND m.expires_at <= $2 AND m.state <> 2
+		AND NOT (m.lock_token IS NOT NULL AND m.visible_at > $2)) exp`
 
 func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
 	if len(list) == 0 {
@@ -314,14 +332,23 @@ func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id int64
-		var c Counts
-		if err := rows.Scan(&id, &c.Active, &c.DeadLetter, &c.Scheduled, &c.SizeInBytes); err != nil {
+		var id, main, dead, bytes, scheduled, expired, expiredBytes int64
+		if err := rows.Scan(&id, &main, &dead, &bytes, &scheduled, &expired, &expiredBytes); err != nil {
 			return fmt.Errorf("count messages: %w", err)
 		}
-		if e := byID[id]; e != nil {
-			e.Counts = c
+		e := byID[id]
+		if e == nil {
+			continue
 		}
+		// An expired message the sweep has not reached is already gone for a client, or already
+		// dead-lettered where the entity says so.
+		c := Counts{Active: main - scheduled - expired, DeadLetter: dead, Scheduled: scheduled, SizeInBytes: bytes}
+		if e.Props.DeadLetteringOnMessageExpiration {
+			c.DeadLetter += expired
+		} else {
+			c.SizeInBytes -= expiredBytes
+		}
+		e.Counts = c
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("count messages: %w", interpretError(err))

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.uber.org/goleak"
 
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/db/dbtest"
@@ -44,6 +43,7 @@ func (c *clock) Advance(d time.Duration) {
 type bundle struct {
 	ctx   context.Context
 	store *store.Postgres
+	pool  *pgxpool.Pool
 	clock *clock
 }
 
@@ -53,17 +53,17 @@ type setupOptions struct {
 }
 
 // setup gives a test a store over its own database, started, with a fake clock unless asked for
-// the real one, and checks for leaked goroutines when the test ends.
+// the real one. Tests run in parallel, so leaked goroutines are checked once for the package
+// (dbtest.Main), not per test, where another test's goroutines would look like leaks.
 func setup(t *testing.T, so ...setupOptions) *bundle {
 	t.Helper()
 	t.Parallel()
-	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	var o setupOptions
 	if len(so) > 0 {
 		o = so[0]
 	}
 	pool := dbtest.NewPool(t)
-	b := &bundle{ctx: t.Context(), clock: newClock()}
+	b := &bundle{ctx: t.Context(), clock: newClock(), pool: pool}
 	opts := o.opts
 	if !o.realClock {
 		opts.Now = b.clock.Now

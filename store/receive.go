@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -11,7 +12,13 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// messageColumns are read by scanMessage, in its order.
+// messageColumnNames are read by scanMessage, in its order; messageColumns qualifies them with
+// the table alias m.
+const messageColumnNames = `seq, state, visible_at, lock_token, delivery_count, enqueued_at, expires_at, ttl,
+	scheduled_at, message_id, correlation_id, session_id, reply_to_session_id, label, to_addr,
+	reply_to, partition_key, content_type, user_props, body, dead_letter_reason,
+	dead_letter_description, dead_letter_source`
+
 const messageColumns = `m.seq, m.state, m.visible_at, m.lock_token, m.delivery_count, m.enqueued_at, m.expires_at, m.ttl,
 	m.scheduled_at, m.message_id, m.correlation_id, m.session_id, m.reply_to_session_id, m.label, m.to_addr,
 	m.reply_to, m.partition_key, m.content_type, m.user_props, m.body, m.dead_letter_reason,
@@ -77,24 +84,35 @@ WITH due AS MATERIALIZED (
 )`
 
 // peekLockSQL locks the picked messages for $5 and counts the delivery. A message already
-// delivered MaxDeliveryCount ($6::int) times is moved to the dead-letter subqueue instead; the caller
-// drops those from the result and claims again.
-const peekLockSQL = claimCandidatesSQL + `
-UPDATE messages m SET
-	state = CASE WHEN m.delivery_count >= $6::int THEN 2 ELSE m.state END,
-	lock_token = CASE WHEN m.delivery_count >= $6::int THEN NULL ELSE gen_random_uuid() END,
-	visible_at = CASE WHEN m.delivery_count >= $6::int THEN NULL ELSE $3 + $5::interval END,
-	delivery_count = CASE WHEN m.delivery_count >= $6::int THEN m.delivery_count ELSE m.delivery_count + 1 END,
-	dead_letter_reason = CASE WHEN m.delivery_count >= $6::int THEN 'MaxDeliveryCountExceeded' ELSE m.dead_letter_reason END,
-	dead_letter_description = CASE WHEN m.delivery_count >= $6::int
-		THEN 'Message could not be consumed after ' || $6::int || ' delivery attempts.' ELSE m.dead_letter_description END
-FROM picked WHERE m.entity_id = $1 AND m.seq = picked.seq
-RETURNING ` + messageColumns
+// delivered MaxDeliveryCount ($6) times is moved to the dead-letter subqueue instead, and counted
+// there; the caller drops those from the result and claims again.
+const peekLockSQL = claimCandidatesSQL + `, locked AS (
+	UPDATE messages m SET
+		state = CASE WHEN m.delivery_count >= $6::int THEN 2 ELSE m.state END,
+		lock_token = CASE WHEN m.delivery_count >= $6::int THEN NULL ELSE gen_random_uuid() END,
+		visible_at = CASE WHEN m.delivery_count >= $6::int THEN NULL ELSE $3 + $5::interval END,
+		delivery_count = CASE WHEN m.delivery_count >= $6::int THEN m.delivery_count ELSE m.delivery_count + 1 END,
+		dead_letter_reason = CASE WHEN m.delivery_count >= $6::int THEN 'MaxDeliveryCountExceeded' ELSE m.dead_letter_reason END,
+		dead_letter_description = CASE WHEN m.delivery_count >= $6::int
+			THEN 'Message could not be consumed after ' || $6::int || ' delivery attempts.' ELSE m.dead_letter_description END
+	FROM picked WHERE m.entity_id = $1 AND m.seq = picked.seq
+	RETURNING ` + messageColumns + `
+), moved AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT $1, -count(*), count(*), 0 FROM locked WHERE locked.state = 2 AND $2::smallint <> 2 HAVING count(*) > 0
+)
+SELECT ` + messageColumnNames + ` FROM locked`
 
-// receiveAndDeleteSQL removes the picked messages and returns them as delivered once more.
-const receiveAndDeleteSQL = claimCandidatesSQL + `
-DELETE FROM messages m USING picked WHERE m.entity_id = $1 AND m.seq = picked.seq
-RETURNING ` + messageColumns
+// receiveAndDeleteSQL removes the picked messages, counts their removal and returns them.
+const receiveAndDeleteSQL = claimCandidatesSQL + `, removed AS (
+	DELETE FROM messages m USING picked WHERE m.entity_id = $1 AND m.seq = picked.seq
+	RETURNING ` + messageColumns + `, m.size
+), counted AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT $1, -count(*) FILTER (WHERE state <> 2), -count(*) FILTER (WHERE state = 2), -sum(size)
+	FROM removed HAVING count(*) > 0
+)
+SELECT ` + messageColumnNames + ` FROM removed`
 
 // noDeliveryLimit is passed as MaxDeliveryCount for the dead-letter subqueue, whose messages are
 // never dead-lettered again.
@@ -144,19 +162,32 @@ func (s *Postgres) claim(ctx context.Context, e *Entity, sq SubQueue, mode Recei
 
 // Receive takes the next message, waiting up to wait. See Store.
 func (s *Postgres) Receive(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, wait time.Duration) (*Message, error) {
+	msgs, err := s.ReceiveBatch(ctx, e, sq, mode, 1, wait)
+	if err != nil || len(msgs) == 0 {
+		return nil, err
+	}
+	return msgs[0], nil
+}
+
+// MaxReceiveBatch bounds the messages one ReceiveBatch takes.
+const MaxReceiveBatch = 1000
+
+// ReceiveBatch takes up to n messages, waiting up to wait for the first. See Store.
+func (s *Postgres) ReceiveBatch(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, n int, wait time.Duration) ([]*Message, error) {
 	if err := checkReceivable(e); err != nil {
 		return nil, err
 	}
+	if n < 1 || n > MaxReceiveBatch {
+		return nil, badRequest("A receive may take between 1 and %d messages.", MaxReceiveBatch)
+	}
+	s.touch(e)
 	deadline := time.Now().Add(wait)
 	for {
 		woken, release := s.hub.wait(e.ID)
-		msgs, err := s.claim(ctx, e, sq, mode, 1)
+		msgs, err := s.claim(ctx, e, sq, mode, n)
 		if err != nil || len(msgs) > 0 {
 			release()
-			if err != nil {
-				return nil, err
-			}
-			return msgs[0], nil
+			return msgs, err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -191,19 +222,57 @@ func checkReceivable(e *Entity) error {
 	return nil
 }
 
-// settleFilter matches the message holding lock token $2 in entity $1 and state $4 while the lock
-// is valid at $3, if its sequence number or message id is $5.
-const settleFilter = `entity_id = $1 AND lock_token = $2 AND visible_at > $3 AND state = $4
+// settleFilter matches the message holding lock token $2 in entity $1 while the lock is valid at
+// $3, in the dead-letter subqueue when $4 is the dead-letter state and in the entity proper
+// (active or deferred) otherwise, if its sequence number or message id is $5.
+const settleFilter = `entity_id = $1 AND lock_token = $2 AND visible_at > $3 AND (state = 2) = ($4::smallint = 2)
 	AND (message_id = $5 OR seq::text = $5)`
 
 const (
-	completeSQL  = `DELETE FROM messages WHERE ` + settleFilter + ` RETURNING visible_at`
+	completeSQL = `WITH removed AS (
+		DELETE FROM messages WHERE ` + settleFilter + ` RETURNING entity_id, state, size, visible_at
+	), counted AS (
+		INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+		SELECT entity_id, -count(*) FILTER (WHERE state <> 2), -count(*) FILTER (WHERE state = 2), -sum(size)
+		FROM removed GROUP BY entity_id
+	)
+	SELECT visible_at FROM removed`
 	abandonSQL   = `UPDATE messages SET lock_token = NULL, visible_at = NULL WHERE ` + settleFilter + ` RETURNING $3::timestamptz`
 	renewLockSQL = `UPDATE messages SET visible_at = $3 + $6::interval WHERE ` + settleFilter + ` RETURNING visible_at`
+	// A deferred message leaves the head of the queue; it is received again only by its sequence
+	// number. Abandoning it later keeps it deferred (the update above leaves state alone).
+	deferSQL = `UPDATE messages SET state = 1, lock_token = NULL, visible_at = NULL
+		WHERE ` + settleFilter + ` AND state <> 2 RETURNING $3::timestamptz`
+	deadLetterSQL = `WITH moved AS (
+		UPDATE messages SET state = 2, lock_token = NULL, visible_at = NULL,
+			dead_letter_reason = $6, dead_letter_description = $7
+		WHERE ` + settleFilter + ` AND state <> 2 RETURNING entity_id
+	), counted AS (
+		INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+		SELECT entity_id, -count(*), count(*), 0 FROM moved GROUP BY entity_id
+	)
+	SELECT $3::timestamptz FROM moved`
 )
 
-// Settle completes, abandons or renews a lock. See Store.
+// Settle completes, abandons, renews, defers or dead-letters a lock. See Store.
 func (s *Postgres) Settle(ctx context.Context, e *Entity, sq SubQueue, op Settlement, id string, token uuid.UUID) (time.Time, error) {
+	return s.settle(ctx, e, sq, op, id, token, "", "")
+}
+
+// DeadLetter moves a locked message to the dead-letter subqueue with a reason and description.
+// See Store.
+func (s *Postgres) DeadLetter(ctx context.Context, e *Entity, id string, token uuid.UUID, reason, description string) error {
+	if !validText(reason) || !validText(description) || len(reason) > MaxPropertySize || len(description) > MaxPropertySize {
+		return badRequest("The dead-letter reason and description must be UTF-8 text of at most %d bytes.", MaxPropertySize)
+	}
+	_, err := s.settle(ctx, e, SubQueueMain, deadLetter, id, token, reason, description)
+	return err
+}
+
+// deadLetter is the settlement behind DeadLetter; it needs a reason, so it is not public.
+const deadLetter Settlement = -1
+
+func (s *Postgres) settle(ctx context.Context, e *Entity, sq SubQueue, op Settlement, id string, token uuid.UUID, reason, description string) (time.Time, error) {
 	args := []any{e.ID, token, s.now(), sq.state(), id}
 	var sql string
 	switch op {
@@ -214,12 +283,17 @@ func (s *Postgres) Settle(ctx context.Context, e *Entity, sq SubQueue, op Settle
 	case RenewLock:
 		sql = renewLockSQL
 		args = append(args, interval(e.Props.LockDuration))
+	case Defer:
+		sql = deferSQL
+	case deadLetter:
+		sql = deadLetterSQL
+		args = append(args, reason, description)
 	default:
 		return time.Time{}, fmt.Errorf("unknown settlement %d", op)
 	}
 	var until time.Time
 	err := s.pool.QueryRow(ctx, sql, args...).Scan(&until)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, &Error{Code: CodeLockLost, Message: fmt.Sprintf(
 			"The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue. Reference: %s, entity '%s', message '%s'.",
 			token, e.Path, truncate(id))}
@@ -227,6 +301,7 @@ func (s *Postgres) Settle(ctx context.Context, e *Entity, sq SubQueue, op Settle
 	if err != nil {
 		return time.Time{}, fmt.Errorf("settle message %s on %s: %w", truncate(id), e.Path, interpretError(err))
 	}
+	s.touch(e)
 	if op == Abandon {
 		s.hub.wake(e.ID)
 		s.listener.announceMessages([]int64{e.ID})

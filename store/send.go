@@ -50,7 +50,15 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 		return &Error{Code: CodeTooLarge, Message: fmt.Sprintf(
 			"The message (size %d bytes) exceeds the limit of %d bytes allowed on entity '%s'.", total, limit, e.Path)}
 	}
-	return s.batcher.submit(ctx, &sendRequest{rows: rows, entityIDs: []int64{e.ID}})
+	if err := s.checkQuota(ctx, e, int64(total)); err != nil {
+		return err
+	}
+	if err := s.batcher.submit(ctx, &sendRequest{rows: rows, entityIDs: []int64{e.ID}}); err != nil {
+		return err
+	}
+	s.grew(e.ID, int64(total))
+	s.touch(e)
+	return nil
 }
 
 // checkSendable refuses sends the entity does not take.
@@ -131,6 +139,7 @@ type messageRow struct {
 	label, to, replyTo, partitionKey, contentType, userProps string
 	body                                                     []byte
 	size                                                     int32
+	dedupUntil                                               pgtype.Timestamptz // NULL: the entity does not detect duplicates
 }
 
 func newMessageRow(e *Entity, m *Message, now time.Time) (messageRow, error) {
@@ -158,6 +167,9 @@ func newMessageRow(e *Entity, m *Message, now time.Time) (messageRow, error) {
 		body:             m.Body,
 	}
 	r.size = int32(messageSize(m, len(props)))
+	if e.Props.RequiresDuplicateDetection {
+		r.dedupUntil = timestamptz(now.Add(e.Props.DuplicateDetectionHistoryTimeWindow))
+	}
 	return r, nil
 }
 
@@ -168,22 +180,46 @@ func messageSize(m *Message, userPropsLen int) int {
 		len(m.ReplyToSessionID) + len(m.Label) + len(m.To) + len(m.ReplyTo) + len(m.PartitionKey) + len(m.ContentType)
 }
 
+// insertMessagesSQL writes a group of messages in one statement, so in one transaction, with
+// their duplicate-detection history and count deltas. A message whose entity detects duplicates
+// (dd, its history expiry, not NULL) is written only if its MessageId is new to the entity or its
+// earlier record has expired; concurrent senders with the same id wait on the dedup key, so
+// exactly one wins on every gateway. Rows are inserted in input order, which gives a batch
+// increasing sequence numbers.
 const insertMessagesSQL = `
-INSERT INTO messages (entity_id, visible_at, enqueued_at, expires_at, ttl, scheduled_at, message_id, correlation_id,
-	session_id, reply_to_session_id, label, to_addr, reply_to, partition_key, content_type, user_props, body, size)
-SELECT e, v, q, x, t, sc, mid, NULLIF(cid, ''), NULLIF(sid, ''), NULLIF(rts, ''), NULLIF(lb, ''), NULLIF(ta, ''),
-	NULLIF(rt, ''), NULLIF(pk, ''), NULLIF(ct, ''), NULLIF(up, '')::jsonb, b, sz
-FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::interval[],
-	$6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
-	$14::text[], $15::text[], $16::text[], $17::bytea[], $18::int[])
-	AS u(e, v, q, x, t, sc, mid, cid, sid, rts, lb, ta, rt, pk, ct, up, b, sz)`
+WITH input AS (
+	SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::interval[],
+		$6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
+		$14::text[], $15::text[], $16::text[], $17::bytea[], $18::int[], $19::timestamptz[])
+		WITH ORDINALITY AS u(e, v, q, x, t, sc, mid, cid, sid, rts, lb, ta, rt, pk, ct, up, b, sz, dd, ord)
+), fresh AS (
+	INSERT INTO dedup (entity_id, message_id, expires_at)
+	SELECT e, mid, dd FROM input WHERE dd IS NOT NULL
+	ON CONFLICT (entity_id, message_id) DO UPDATE SET expires_at = excluded.expires_at
+		WHERE dedup.expires_at <= $20
+	RETURNING entity_id, message_id
+), ins AS (
+	INSERT INTO messages (entity_id, visible_at, enqueued_at, expires_at, ttl, scheduled_at, message_id,
+		correlation_id, session_id, reply_to_session_id, label, to_addr, reply_to, partition_key, content_type,
+		user_props, body, size)
+	SELECT e, v, q, x, t, sc, mid, NULLIF(cid, ''), NULLIF(sid, ''), NULLIF(rts, ''), NULLIF(lb, ''),
+		NULLIF(ta, ''), NULLIF(rt, ''), NULLIF(pk, ''), NULLIF(ct, ''), NULLIF(up, '')::jsonb, b, sz
+	FROM input
+	WHERE dd IS NULL OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.e AND f.message_id = input.mid)
+	ORDER BY ord
+	RETURNING entity_id, size
+)
+INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+SELECT entity_id, count(*), 0, sum(size) FROM ins GROUP BY entity_id`
 
 // insertRows writes rows in one statement, so in one transaction.
 func (s *Postgres) insertRows(ctx context.Context, rows []messageRow) error {
+	rows = dropDuplicateIDs(rows)
 	n := len(rows)
 	var (
 		entityIDs                            = make([]int64, n)
 		visible, enqueued, expires, schedule = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		dedup                                = make([]pgtype.Timestamptz, n)
 		ttls                                 = make([]pgtype.Interval, n)
 		mid, cid, sid, rts, lb, ta, rt       = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		pk, ct, up                           = make([]string, n), make([]string, n), make([]string, n)
@@ -194,6 +230,7 @@ func (s *Postgres) insertRows(ctx context.Context, rows []messageRow) error {
 		r := &rows[i]
 		entityIDs[i] = r.entityID
 		visible[i], enqueued[i], expires[i], schedule[i] = r.visibleAt, r.enqueuedAt, r.expiresAt, r.scheduledAt
+		dedup[i] = r.dedupUntil
 		ttls[i] = r.ttl
 		mid[i], cid[i], sid[i], rts[i], lb[i], ta[i], rt[i] = r.messageID, r.correlationID, r.sessionID, r.replyToSessionID, r.label, r.to, r.replyTo
 		pk[i], ct[i], up[i] = r.partitionKey, r.contentType, r.userProps
@@ -203,8 +240,41 @@ func (s *Postgres) insertRows(ctx context.Context, rows []messageRow) error {
 		}
 	}
 	_, err := s.pool.Exec(ctx, insertMessagesSQL, entityIDs, visible, enqueued, expires, ttls, schedule,
-		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes)
+		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, s.now())
 	return err
+}
+
+// dropDuplicateIDs keeps the first of several rows with one MessageId for an entity that detects
+// duplicates: one statement may not claim a dedup key twice, and the later copies are duplicates
+// anyway (their senders still get their 201, as the service answers).
+func dropDuplicateIDs(rows []messageRow) []messageRow {
+	type key struct {
+		entity int64
+		id     string
+	}
+	var seen map[key]bool
+	out := rows[:0:0]
+	for i, r := range rows {
+		if !r.dedupUntil.Valid {
+			if seen != nil {
+				out = append(out, r)
+			}
+			continue
+		}
+		if seen == nil {
+			seen = make(map[key]bool)
+			out = append(out, rows[:i]...)
+		}
+		k := key{r.entityID, r.messageID}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, r)
+		}
+	}
+	if seen == nil {
+		return rows
+	}
+	return out
 }
 
 // sendRequest is one Send call waiting for its group commit.

@@ -9,6 +9,7 @@ package store
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,6 +72,9 @@ const (
 	Complete Settlement = iota
 	Abandon
 	RenewLock
+	// Defer sets a locked message aside: it stays in the entity but is received only by its
+	// sequence number (ReceiveDeferred).
+	Defer
 )
 
 // NamespaceKey is a namespace-level shared access policy.
@@ -97,6 +101,10 @@ type Options struct {
 	PollInterval time.Duration
 	// EntityCacheTTL is how long a resolved entity is reused before it is read again (default 2s).
 	EntityCacheTTL time.Duration
+	// MaintenanceInterval is how often the background tasks run (default 1s): expiry, count
+	// folding, duplicate-history pruning, idle-entity deletion. Zero keeps the default; tests
+	// that call Maintain themselves set it long.
+	MaintenanceInterval time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -118,6 +126,9 @@ func (o *Options) setDefaults() {
 	if o.EntityCacheTTL <= 0 {
 		o.EntityCacheTTL = 2 * time.Second
 	}
+	if o.MaintenanceInterval <= 0 {
+		o.MaintenanceInterval = time.Second
+	}
 }
 
 // Postgres is the PostgreSQL implementation of Store.
@@ -129,6 +140,12 @@ type Postgres struct {
 	hub      *hub
 	batcher  *sendBatcher
 	listener *listener
+	touched  touches
+	sizes    sizeCache
+
+	mu       sync.Mutex
+	stopLoop context.CancelFunc
+	loopDone chan struct{}
 }
 
 var _ Store = (*Postgres)(nil)
@@ -145,14 +162,33 @@ func New(pool *pgxpool.Pool, opts Options) *Postgres {
 	return s
 }
 
-// Start runs the group-commit writers and the cross-gateway listener until Stop.
+// Start runs the group-commit writers, the cross-gateway listener and the background tasks
+// until Stop.
 func (s *Postgres) Start(ctx context.Context) {
 	s.batcher.start()
 	s.listener.start(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopLoop == nil {
+		var loopCtx context.Context
+		loopCtx, s.stopLoop = context.WithCancel(context.WithoutCancel(ctx))
+		s.loopDone = make(chan struct{})
+		go func() {
+			defer close(s.loopDone)
+			s.maintainLoop(loopCtx, s.opts.MaintenanceInterval)
+		}()
+	}
 }
 
 // Stop ends the background work started by Start and waits for it. It is idempotent.
 func (s *Postgres) Stop() {
+	s.mu.Lock()
+	stop, done := s.stopLoop, s.loopDone
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
 	s.listener.stop()
 	s.batcher.stop()
 }

@@ -1,0 +1,246 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// receiveDeferredSQL locks the deferred message with sequence number $5 for $3, if it is not
+// locked and has not expired, counting the delivery; past MaxDeliveryCount ($4) it is
+// dead-lettered instead.
+const receiveDeferredSQL = `
+WITH locked AS (
+	UPDATE messages m SET
+		state = CASE WHEN m.delivery_count >= $4::int THEN 2 ELSE m.state END,
+		lock_token = CASE WHEN m.delivery_count >= $4::int THEN NULL ELSE gen_random_uuid() END,
+		visible_at = CASE WHEN m.delivery_count >= $4::int THEN NULL ELSE $2 + $3::interval END,
+		delivery_count = CASE WHEN m.delivery_count >= $4::int THEN m.delivery_count ELSE m.delivery_count + 1 END,
+		dead_letter_reason = CASE WHEN m.delivery_count >= $4::int THEN 'MaxDeliveryCountExceeded' ELSE m.dead_letter_reason END,
+		dead_letter_description = CASE WHEN m.delivery_count >= $4::int
+			THEN 'Message could not be consumed after ' || $4::int || ' delivery attempts.' ELSE m.dead_letter_description END
+	WHERE m.entity_id = $1 AND m.seq = $5 AND m.state = 1
+		AND (m.visible_at IS NULL OR m.visible_at <= $2) AND (m.expires_at IS NULL OR m.expires_at > $2)
+	RETURNING ` + messageColumns + `
+), moved AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT $1, -count(*), count(*), 0 FROM locked WHERE locked.state = 2 HAVING count(*) > 0
+)
+SELECT ` + messageColumnNames + ` FROM locked`
+
+// deleteDeferredSQL removes the deferred message with sequence number $3 if it is not locked and
+// has not expired.
+const deleteDeferredSQL = `
+WITH removed AS (
+	DELETE FROM messages m
+	WHERE m.entity_id = $1 AND m.seq = $3 AND m.state = 1
+		AND (m.visible_at IS NULL OR m.visible_at <= $2) AND (m.expires_at IS NULL OR m.expires_at > $2)
+	RETURNING ` + messageColumns + `, m.size
+), counted AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT $1, -count(*), 0, -sum(size) FROM removed HAVING count(*) > 0
+)
+SELECT ` + messageColumnNames + ` FROM removed`
+
+// ReceiveDeferred takes the deferred message with sequence number seq: locked in PeekLock mode,
+// removed in ReceiveAndDelete mode. Errors: ErrNotFound when no such deferred message is
+// available (never deferred, locked, expired, settled, or just dead-lettered for too many
+// deliveries).
+func (s *Postgres) ReceiveDeferred(ctx context.Context, e *Entity, seq int64, mode ReceiveMode) (*Message, error) {
+	if err := checkReceivable(e); err != nil {
+		return nil, err
+	}
+	s.touch(e)
+	now := s.now()
+	var row pgx.Row
+	if mode == ReceiveAndDelete {
+		row = s.pool.QueryRow(ctx, deleteDeferredSQL, e.ID, now, seq)
+	} else {
+		row = s.pool.QueryRow(ctx, receiveDeferredSQL, e.ID, now, interval(e.Props.LockDuration), e.Props.MaxDeliveryCount, seq)
+	}
+	m, err := scanMessage(row)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && m.State != StateDeferred {
+		return nil, notFound("No deferred message with sequence number %d is available in '%s'.", seq, e.Path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("receive deferred message %d from %s: %w", seq, e.Path, interpretError(err))
+	}
+	if mode == ReceiveAndDelete {
+		m.DeliveryCount++
+	}
+	return m, nil
+}
+
+// MaxBrowse bounds the messages one Browse returns.
+const MaxBrowse = 1000
+
+// browseSQL lists messages of one subqueue from a sequence number on, without locking them.
+// Expired messages the sweep has not removed yet are left out, as a receive would.
+const browseSQL = `SELECT ` + messageColumns + ` FROM messages m
+WHERE m.entity_id = $1 AND (m.state = 2) = ($2::smallint = 2) AND m.seq >= $3
+	AND (m.expires_at IS NULL OR m.expires_at > $4 OR m.state = 2)
+ORDER BY m.seq LIMIT $5`
+
+// Browse returns up to n messages of e's subqueue with sequence numbers from `from` on, in order,
+// including scheduled and deferred ones, without locking them or counting a delivery. Lock tokens
+// are not shown: they belong to whoever holds the lock.
+func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int64, n int) ([]*Message, error) {
+	if e.Kind == KindTopic {
+		return nil, badRequest("Messages cannot be browsed on topic '%s'; browse one of its subscriptions.", e.Path)
+	}
+	if n < 1 || n > MaxBrowse {
+		return nil, badRequest("A browse may return between 1 and %d messages.", MaxBrowse)
+	}
+	s.touch(e)
+	rows, err := s.pool.Query(ctx, browseSQL, e.ID, sq.state(), from, s.now(), n)
+	if err != nil {
+		return nil, fmt.Errorf("browse %s: %w", e.Path, interpretError(err))
+	}
+	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) })
+	if err != nil {
+		return nil, fmt.Errorf("browse %s: %w", e.Path, interpretError(err))
+	}
+	for _, m := range msgs {
+		m.LockToken, m.LockedUntil = [16]byte{}, time.Time{}
+	}
+	return msgs, nil
+}
+
+// cancelScheduledSQL removes a message that is still waiting for its scheduled time.
+const cancelScheduledSQL = `
+WITH removed AS (
+	DELETE FROM messages
+	WHERE entity_id = $1 AND seq = $2 AND state = 0 AND lock_token IS NULL AND visible_at > $3
+	RETURNING entity_id, size
+), counted AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT entity_id, -count(*), 0, -sum(size) FROM removed GROUP BY entity_id
+)
+SELECT count(*) FROM removed`
+
+// CancelScheduled removes the scheduled message with sequence number seq before it becomes
+// visible. Errors: ErrNotFound when there is no such message or its time has come.
+func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seq int64) error {
+	var n int
+	if err := s.pool.QueryRow(ctx, cancelScheduledSQL, e.ID, seq, s.now()).Scan(&n); err != nil {
+		return fmt.Errorf("cancel scheduled message %d in %s: %w", seq, e.Path, interpretError(err))
+	}
+	if n == 0 {
+		return notFound("No scheduled message with sequence number %d is waiting in '%s'.", seq, e.Path)
+	}
+	s.touch(e)
+	return nil
+}
+
+// purgeChunk bounds one purge transaction, so purging millions of messages neither holds one
+// huge transaction nor blocks senders for long.
+const purgeChunk = 10000
+
+const purgeSQL = `
+WITH doomed AS (
+	SELECT seq FROM messages WHERE entity_id = $1 AND (state = 2) = ($2::smallint = 2) LIMIT $3
+), removed AS (
+	DELETE FROM messages m USING doomed WHERE m.entity_id = $1 AND m.seq = doomed.seq RETURNING m.state, m.size
+), counted AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT $1, -count(*) FILTER (WHERE state <> 2), -count(*) FILTER (WHERE state = 2), -sum(size)
+	FROM removed HAVING count(*) > 0
+)
+SELECT count(*) FROM removed`
+
+// Purge deletes every message of e's subqueue (locked, scheduled and deferred ones too) and
+// returns how many. Locks on purged messages are lost.
+func (s *Postgres) Purge(ctx context.Context, e *Entity, sq SubQueue) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		if err := s.pool.QueryRow(ctx, purgeSQL, e.ID, sq.state(), purgeChunk).Scan(&n); err != nil {
+			return total, fmt.Errorf("purge %s: %w", e.Path, interpretError(err))
+		}
+		total += n
+		if n < purgeChunk {
+			s.touch(e)
+			return total, nil
+		}
+	}
+}
+
+// resubmitChunk is how many dead-lettered messages one resubmit transaction looks at.
+const resubmitChunk = 500
+
+// resubmitCandidatesSQL reads dead-lettered messages after sequence number $2 that no one holds a
+// lock on, locking the rows for the rest of the transaction.
+const resubmitCandidatesSQL = `SELECT ` + messageColumns + ` FROM messages m
+WHERE m.entity_id = $1 AND m.state = 2 AND m.seq > $2 AND ($3::bigint = 0 OR m.seq = $3)
+	AND (m.lock_token IS NULL OR m.visible_at <= $4)
+ORDER BY m.seq LIMIT $5 FOR UPDATE SKIP LOCKED`
+
+// resubmitSQL puts dead-lettered messages back in their entity as new messages: a new sequence
+// number (at the back of the queue), enqueued now with its TTL counted from now, no deliveries,
+// no dead-letter reason.
+const resubmitSQL = `
+WITH moved AS (
+	UPDATE messages m SET seq = nextval('message_seq'), state = 0, visible_at = NULL, lock_token = NULL,
+		delivery_count = 0, enqueued_at = $3::timestamptz, scheduled_at = NULL,
+		expires_at = CASE WHEN m.ttl IS NULL THEN NULL ELSE $3::timestamptz + m.ttl END,
+		dead_letter_reason = NULL, dead_letter_description = NULL, dead_letter_source = NULL
+	WHERE m.entity_id = $1 AND m.seq = ANY($2) AND m.state = 2
+	RETURNING m.size
+), counted AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT $1, count(*), -count(*), 0 FROM moved HAVING count(*) > 0
+)
+SELECT count(*) FROM moved`
+
+// Resubmit moves dead-lettered messages of e back into e as new messages: the one with sequence
+// number seq when seq is not 0, else every one for which match returns true (every one when match
+// is nil). Messages under a valid lock are left alone. It returns how many moved.
+func (s *Postgres) Resubmit(ctx context.Context, e *Entity, seq int64, match func(*Message) bool) (int64, error) {
+	var total int64
+	var after int64
+	for {
+		var moved, seen int64
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			now := s.now()
+			rows, err := tx.Query(ctx, resubmitCandidatesSQL, e.ID, after, seq, now, resubmitChunk)
+			if err != nil {
+				return err
+			}
+			msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) })
+			if err != nil {
+				return err
+			}
+			seen = int64(len(msgs))
+			var seqs []int64
+			for _, m := range msgs {
+				after = m.SequenceNumber
+				if match == nil || match(m) {
+					seqs = append(seqs, m.SequenceNumber)
+				}
+			}
+			if len(seqs) == 0 {
+				return nil
+			}
+			return tx.QueryRow(ctx, resubmitSQL, e.ID, seqs, now).Scan(&moved)
+		})
+		if err != nil {
+			return total, fmt.Errorf("resubmit dead-lettered messages of %s: %w", e.Path, interpretError(err))
+		}
+		total += moved
+		if seen < resubmitChunk || seq != 0 {
+			break
+		}
+	}
+	if seq != 0 && total == 0 {
+		return 0, notFound("No dead-lettered message with sequence number %d is available in '%s'.", seq, e.Path)
+	}
+	if total > 0 {
+		s.touch(e)
+		s.hub.wake(e.ID)
+		s.listener.announceMessages([]int64{e.ID})
+	}
+	return total, nil
+}

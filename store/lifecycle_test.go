@@ -1,0 +1,553 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+// manual keeps the background tasks from running on their own, so a test decides when the
+// sweep happens by calling Maintain.
+var manual = setupOptions{opts: store.Options{MaintenanceInterval: time.Hour}}
+
+func (b *bundle) maintain(t *testing.T) {
+	t.Helper()
+	if err := b.store.Maintain(b.ctx); err != nil {
+		t.Fatalf("Maintain: %v", err)
+	}
+}
+
+func TestExpiredMessagesAreRemoved(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	b.send(t, q, store.Message{Body: []byte("short"), TimeToLive: 10 * time.Second}, store.Message{Body: []byte("long"), TimeToLive: time.Hour})
+	b.clock.Advance(11 * time.Second)
+
+	// Before the sweep the expired message is already gone for every observer.
+	if c := b.counts(t, "q"); c.Active != 1 || c.DeadLetter != 0 {
+		t.Errorf("counts before the sweep = %+v; want 1 active", c)
+	}
+	before := b.counts(t, "q")
+	b.maintain(t)
+	if c := b.counts(t, "q"); c != before {
+		t.Errorf("counts after the sweep = %+v; before it %+v: they must agree", c, before)
+	}
+	var rows int
+	if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM messages`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 {
+		t.Errorf("%d message rows after the sweep; want the expired one deleted", rows)
+	}
+}
+
+func TestExpiredMessagesAreDeadLettered(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", func(p *store.Properties) { p.DeadLetteringOnMessageExpiration = true })
+	b.send(t, q, store.Message{Body: []byte("x"), MessageID: "x", TimeToLive: 10 * time.Second})
+	b.clock.Advance(11 * time.Second)
+	if c := b.counts(t, "q"); c.Active != 0 || c.DeadLetter != 1 {
+		t.Errorf("counts before the sweep = %+v; want it counted as dead-lettered", c)
+	}
+	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m != nil {
+		t.Fatalf("expired message received: %+v", m)
+	}
+	b.maintain(t)
+	b.clock.Advance(1000 * time.Hour) // dead-lettered messages never expire
+	b.maintain(t)
+	dl := b.receive(t, q, store.SubQueueDeadLetter, store.ReceiveAndDelete)
+	if dl == nil || dl.MessageID != "x" || dl.DeadLetterReason != "TTLExpiredException" {
+		t.Fatalf("dead-letter subqueue gave %+v; want x with TTLExpiredException", dl)
+	}
+}
+
+func TestLockedMessageDoesNotExpireUntilItsLockEnds(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", func(p *store.Properties) { p.LockDuration = time.Minute })
+	b.send(t, q, store.Message{Body: []byte("a"), MessageID: "a", TimeToLive: 10 * time.Second},
+		store.Message{Body: []byte("b"), MessageID: "b", TimeToLive: 10 * time.Second})
+	a := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	bm := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	b.clock.Advance(30 * time.Second) // both past their TTL, both still locked
+	b.maintain(t)
+	if c := b.counts(t, "q"); c.Active != 2 {
+		t.Errorf("counts with both locked past their TTL = %+v; want 2 active", c)
+	}
+	// A locked, expired message can still be completed.
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, a.MessageID, a.LockToken); err != nil {
+		t.Errorf("complete of a locked, expired message: %v", err)
+	}
+	// Abandoning the other makes its expiry take effect at once.
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Abandon, bm.MessageID, bm.LockToken); err != nil {
+		t.Fatal(err)
+	}
+	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m != nil {
+		t.Errorf("abandoned expired message received again: %q", m.Body)
+	}
+	if c := b.counts(t, "q"); c.Total() != 0 {
+		t.Errorf("counts = %+v; want nothing left", c)
+	}
+}
+
+func TestScheduledCountsAndCancel(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	b.send(t, q, store.Message{Body: []byte("s1"), ScheduledEnqueueTime: b.clock.Now().Add(time.Minute)},
+		store.Message{Body: []byte("s2"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
+	if c := b.counts(t, "q"); c.Scheduled != 2 || c.Active != 0 {
+		t.Errorf("counts = %+v; want 2 scheduled", c)
+	}
+	msgs, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 10)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("Browse = %d messages, %v", len(msgs), err)
+	}
+	if err := b.store.CancelScheduled(b.ctx, q, msgs[1].SequenceNumber); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if err := b.store.CancelScheduled(b.ctx, q, msgs[1].SequenceNumber); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("second cancel: err = %v; want ErrNotFound", err)
+	}
+	b.clock.Advance(2 * time.Minute)
+	if err := b.store.CancelScheduled(b.ctx, q, msgs[0].SequenceNumber); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("cancel after the schedule passed: err = %v; want ErrNotFound", err)
+	}
+	if c := b.counts(t, "q"); c.Scheduled != 0 || c.Active != 1 {
+		t.Errorf("counts = %+v; want 1 active", c)
+	}
+}
+
+func TestDuplicateDetection(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", func(p *store.Properties) {
+		p.RequiresDuplicateDetection = true
+		p.DuplicateDetectionHistoryTimeWindow = time.Minute
+	})
+	send := func(ids ...string) {
+		t.Helper()
+		var msgs []store.Message
+		for _, id := range ids {
+			msgs = append(msgs, store.Message{Body: []byte(id), MessageID: id})
+		}
+		b.send(t, q, msgs...)
+	}
+	send("a")
+	send("a")           // dropped, still accepted
+	send("b", "b", "c") // a duplicate inside one batch
+	if c := b.counts(t, "q"); c.Active != 3 {
+		t.Errorf("stored %d messages; want a, b, c", c.Active)
+	}
+	// Consumed or not, the id stays known for the window.
+	for range 3 {
+		b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	}
+	send("a")
+	if c := b.counts(t, "q"); c.Active != 0 {
+		t.Errorf("a resent within the window was stored")
+	}
+	b.clock.Advance(61 * time.Second)
+	send("a")
+	if c := b.counts(t, "q"); c.Active != 1 {
+		t.Errorf("a resent after the window: %d stored; want 1", c.Active)
+	}
+	// The history is pruned once its window has passed.
+	b.clock.Advance(2 * time.Minute)
+	b.maintain(t)
+	var n int
+	if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM dedup`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d duplicate-detection records left after their window", n)
+	}
+}
+
+// TestDuplicateDetectionAcrossGateways: two gateways, many senders, the same ids: each id is
+// stored once.
+func TestDuplicateDetectionAcrossGateways(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true})
+	q := b.queue(t, "q", func(p *store.Properties) { p.RequiresDuplicateDetection = true })
+	other := store.New(b.pool, store.Options{})
+	other.Start(b.ctx)
+	defer other.Stop()
+	qOther, err := other.Resolve(b.ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ids, senders = 50, 8
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, e := b.store, q
+			if s%2 == 1 {
+				st, e = other, qOther
+			}
+			for i := range ids {
+				if err := st.Send(b.ctx, e, []store.Message{{Body: []byte("x"), MessageID: fmt.Sprint(i)}}); err != nil {
+					t.Errorf("send: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if c := b.counts(t, "q"); c.Active != ids {
+		t.Errorf("stored %d messages; want each of the %d ids once", c.Active, ids)
+	}
+}
+
+func TestDeferral(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	b.send(t, q, store.Message{Body: []byte("later"), MessageID: "d"}, body("next"))
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Defer, m.MessageID, m.LockToken); err != nil {
+		t.Fatalf("defer: %v", err)
+	}
+	if next := b.receive(t, q, store.SubQueueMain, store.PeekLock); next == nil || string(next.Body) != "next" {
+		t.Fatalf("after deferring, received %v; want next", next)
+	}
+	if none := b.receive(t, q, store.SubQueueMain, store.PeekLock); none != nil {
+		t.Fatalf("deferred message received by a plain receive: %q", none.Body)
+	}
+	// Browsing shows it as deferred.
+	msgs, err := b.store.Browse(b.ctx, q, store.SubQueueMain, m.SequenceNumber, 1)
+	if err != nil || len(msgs) != 1 || msgs[0].State != store.StateDeferred {
+		t.Fatalf("browse = %+v, %v; want the deferred message", msgs, err)
+	}
+	if c := b.counts(t, "q"); c.Active != 2 {
+		t.Errorf("counts = %+v; deferred messages count as active", c)
+	}
+	d, err := b.store.ReceiveDeferred(b.ctx, q, m.SequenceNumber, store.PeekLock)
+	if err != nil {
+		t.Fatalf("receive deferred: %v", err)
+	}
+	if d.DeliveryCount != 2 || d.LockToken == m.LockToken {
+		t.Errorf("deferred message delivered with count %d, token %v", d.DeliveryCount, d.LockToken)
+	}
+	if _, err := b.store.ReceiveDeferred(b.ctx, q, m.SequenceNumber, store.PeekLock); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("second receive of a locked deferred message: err = %v; want ErrNotFound", err)
+	}
+	// Abandon keeps it deferred; complete removes it.
+	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Abandon, d.MessageID, d.LockToken); err != nil {
+		t.Fatal(err)
+	}
+	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m != nil {
+		t.Errorf("abandoned deferred message came back to the head: %q", m.Body)
+	}
+	d, err = b.store.ReceiveDeferred(b.ctx, q, m.SequenceNumber, store.ReceiveAndDelete)
+	if err != nil || string(d.Body) != "later" {
+		t.Fatalf("receive-and-delete deferred = %v, %v", d, err)
+	}
+	if _, err := b.store.ReceiveDeferred(b.ctx, q, m.SequenceNumber, store.ReceiveAndDelete); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deferred message received twice: err = %v", err)
+	}
+}
+
+func TestBrowseDoesNotLockOrCount(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	for i := range 5 {
+		b.send(t, q, store.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)})
+	}
+	locked := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	all, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 100)
+	if err != nil || len(all) != 5 {
+		t.Fatalf("Browse all = %d, %v", len(all), err)
+	}
+	for i, m := range all {
+		if m.MessageID != fmt.Sprint(i) {
+			t.Errorf("browse[%d] = %s; want sequence order", i, m.MessageID)
+		}
+		if !m.LockedUntil.IsZero() || m.LockToken != [16]byte{} {
+			t.Errorf("browse exposes the lock of %s", m.MessageID)
+		}
+	}
+	page, err := b.store.Browse(b.ctx, q, store.SubQueueMain, all[2].SequenceNumber, 2)
+	if err != nil || len(page) != 2 || page[0].MessageID != "2" || page[1].MessageID != "3" {
+		t.Errorf("Browse from the third, 2 = %+v, %v", page, err)
+	}
+	// Browsing took no lock and counted no delivery.
+	next := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if next.MessageID != "1" || next.DeliveryCount != 1 {
+		t.Errorf("after browsing, received %s with DeliveryCount %d", next.MessageID, next.DeliveryCount)
+	}
+	_ = locked
+}
+
+func TestReceiveBatch(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	for i := range 7 {
+		b.send(t, q, store.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)})
+	}
+	got, err := b.store.ReceiveBatch(b.ctx, q, store.SubQueueMain, store.PeekLock, 5, 0)
+	if err != nil || len(got) != 5 {
+		t.Fatalf("ReceiveBatch(5) = %d, %v", len(got), err)
+	}
+	for i, m := range got {
+		if m.MessageID != fmt.Sprint(i) || m.LockToken == [16]byte{} {
+			t.Errorf("batch[%d] = %s (token %v)", i, m.MessageID, m.LockToken)
+		}
+	}
+	rest, err := b.store.ReceiveBatch(b.ctx, q, store.SubQueueMain, store.ReceiveAndDelete, 5, 0)
+	if err != nil || len(rest) != 2 || rest[0].MessageID != "5" {
+		t.Fatalf("second batch = %+v, %v", rest, err)
+	}
+	if _, err := b.store.ReceiveBatch(b.ctx, q, store.SubQueueMain, store.PeekLock, 0, 0); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("ReceiveBatch(0): err = %v; want ErrBadRequest", err)
+	}
+}
+
+func TestExplicitDeadLetterAndResubmit(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	for _, id := range []string{"a", "b", "c"} {
+		b.send(t, q, store.Message{Body: []byte(id), MessageID: id, TimeToLive: time.Hour, Label: "l-" + id})
+	}
+	for range 3 {
+		m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+		if err := b.store.DeadLetter(b.ctx, q, m.MessageID, m.LockToken, "Broken"+m.MessageID, "cannot parse"); err != nil {
+			t.Fatalf("dead-letter %s: %v", m.MessageID, err)
+		}
+		if err := b.store.DeadLetter(b.ctx, q, m.MessageID, m.LockToken, "again", ""); !errors.Is(err, store.ErrLockLost) {
+			t.Errorf("second dead-letter: err = %v; want ErrLockLost", err)
+		}
+	}
+	if c := b.counts(t, "q"); c.DeadLetter != 3 || c.Active != 0 {
+		t.Errorf("counts = %+v; want 3 dead-lettered", c)
+	}
+	dl, err := b.store.Browse(b.ctx, q, store.SubQueueDeadLetter, 0, 10)
+	if err != nil || len(dl) != 3 || dl[0].DeadLetterReason != "Brokena" || dl[0].DeadLetterDescription != "cannot parse" {
+		t.Fatalf("dead-letter browse = %+v, %v", dl, err)
+	}
+
+	b.clock.Advance(30 * time.Minute)
+	// One by sequence number.
+	if n, err := b.store.Resubmit(b.ctx, q, dl[0].SequenceNumber, nil); err != nil || n != 1 {
+		t.Fatalf("resubmit one = %d, %v", n, err)
+	}
+	if _, err := b.store.Resubmit(b.ctx, q, dl[0].SequenceNumber, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("resubmit of a message no longer dead-lettered: err = %v; want ErrNotFound", err)
+	}
+	// All matching.
+	n, err := b.store.Resubmit(b.ctx, q, 0, func(m *store.Message) bool { return m.Label == "l-c" })
+	if err != nil || n != 1 {
+		t.Fatalf("resubmit matching = %d, %v", n, err)
+	}
+	if c := b.counts(t, "q"); c.DeadLetter != 1 || c.Active != 2 {
+		t.Errorf("counts after resubmits = %+v; want 2 active, 1 dead-lettered", c)
+	}
+	a := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	if a.MessageID != "a" || a.SequenceNumber <= dl[2].SequenceNumber || a.DeadLetterReason != "" || a.DeliveryCount != 1 {
+		t.Errorf("resubmitted a = %+v; want a new sequence number, no dead-letter reason, a fresh delivery count", a)
+	}
+	if !a.EnqueuedTime.Equal(b.clock.Now()) || !a.ExpiresAt.Equal(b.clock.Now().Add(time.Hour)) {
+		t.Errorf("resubmitted a enqueued %v expires %v; want now and its TTL from now", a.EnqueuedTime, a.ExpiresAt)
+	}
+}
+
+func TestPurge(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	for i := range 5 {
+		b.send(t, q, body(fmt.Sprint(i)))
+	}
+	b.send(t, q, store.Message{Body: []byte("scheduled"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if err := b.store.DeadLetter(b.ctx, q, m.MessageID, m.LockToken, "r", "d"); err != nil {
+		t.Fatal(err)
+	}
+	b.receive(t, q, store.SubQueueMain, store.PeekLock) // one locked
+	n, err := b.store.Purge(b.ctx, q, store.SubQueueDeadLetter)
+	if err != nil || n != 1 {
+		t.Fatalf("purge dead-letter = %d, %v", n, err)
+	}
+	n, err = b.store.Purge(b.ctx, q, store.SubQueueMain)
+	if err != nil || n != 5 {
+		t.Fatalf("purge main = %d, %v; want 4 plus the scheduled one", n, err)
+	}
+	if c := b.counts(t, "q"); c != (store.Counts{}) {
+		t.Errorf("counts after purge = %+v", c)
+	}
+}
+
+func TestMaxSizeInMegabytes(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil) // 1024 MB
+	b.send(t, q, body("fits"))
+	// Fill the queue's count to its quota without writing a gigabyte.
+	if _, err := b.pool.Exec(b.ctx, `INSERT INTO entity_count_deltas (entity_id, main, dead, bytes) VALUES ($1, 0, 0, $2)`,
+		q.ID, int64(1024<<20)); err != nil {
+		t.Fatal(err)
+	}
+	b.maintain(t)
+	waitFor(t, 5*time.Second, func() bool { // the size is remembered for a second
+		err := b.store.Send(b.ctx, q, []store.Message{body("too much")})
+		return errors.Is(err, store.ErrQuota)
+	})
+}
+
+func TestAutoDeleteOnIdle(t *testing.T) {
+	b := setup(t, manual)
+	idle := b.queue(t, "idle", func(p *store.Properties) { p.AutoDeleteOnIdle = 5 * time.Minute })
+	busy := b.queue(t, "busy", func(p *store.Properties) { p.AutoDeleteOnIdle = 5 * time.Minute })
+	waiting := b.queue(t, "waiting", func(p *store.Properties) { p.AutoDeleteOnIdle = 5 * time.Minute })
+	b.queue(t, "forever", nil)
+	b.send(t, waiting, store.Message{Body: []byte("x"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
+	_ = idle
+
+	b.clock.Advance(4 * time.Minute)
+	b.send(t, busy, body("x"))
+	b.maintain(t) // records the use of busy at minute 4
+	b.clock.Advance(2 * time.Minute)
+	b.maintain(t)
+
+	for path, want := range map[string]bool{"idle": false, "busy": true, "waiting": true, "forever": true} {
+		_, err := b.store.GetEntity(b.ctx, path)
+		if exists := err == nil; exists != want {
+			t.Errorf("after 6 minutes, %s exists = %v; want %v (err %v)", path, exists, want, err)
+		}
+	}
+	e, err := b.store.GetEntity(b.ctx, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.AccessedAt.Equal(b.clock.Now().Add(-2 * time.Minute)) {
+		t.Errorf("busy AccessedAt = %v; want minute 4", e.AccessedAt)
+	}
+}
+
+// TestCountsDoNotScan: with many messages the count query reads indexes, not the table.
+func TestCountsDoNotScan(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	if _, err := b.pool.Exec(b.ctx, `
+		INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
+		SELECT $1, $2, g::text, '\x00'::bytea, 1 FROM generate_series(1, 200000) g`, q.ID, b.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(b.ctx, `INSERT INTO entity_count_deltas VALUES ($1, 200000, 0, 200000)`, q.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(b.ctx, `ANALYZE messages`); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	rows, err := b.pool.Query(b.ctx, "EXPLAIN "+store.CountsSQL, []int64{q.ID}, b.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, line)
+	}
+	plan := strings.Join(lines, "\n")
+	if strings.Contains(plan, "Seq Scan on messages") {
+		t.Errorf("count query scans the messages table:\n%s", plan)
+	}
+	if c := b.counts(t, "q"); c.Active != 200000 {
+		t.Errorf("Active = %d; want 200000", c.Active)
+	}
+}
+
+// TestDrainGetsExactlyTheExpectedSet: 10,000 messages from 8 concurrent senders with mixed TTLs,
+// schedules and duplicate ids; after time passes, a drain receives exactly the messages that
+// should still be there, once each.
+func TestDrainGetsExactlyTheExpectedSet(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", func(p *store.Properties) {
+		p.RequiresDuplicateDetection = true
+		p.DuplicateDetectionHistoryTimeWindow = time.Hour
+	})
+	start := b.clock.Now()
+	type plan struct {
+		id        string
+		ttl       time.Duration
+		scheduled time.Time
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var plans []plan
+	for i := range 10000 {
+		p := plan{id: fmt.Sprintf("m%05d", i)}
+		switch r := rng.IntN(10); {
+		case r == 0 && i > 0:
+			p = plans[rng.IntN(i)] // a resend of an earlier message, which may race ahead of it
+		case r <= 2:
+			p.ttl = 5 * time.Minute // expired by the drain
+		case r == 3:
+			p.ttl = 5 * time.Hour // still alive
+		case r == 4:
+			p.scheduled = start.Add(10 * time.Minute) // due by the drain
+		case r == 5:
+			p.scheduled = start.Add(10 * time.Hour) // not yet
+		}
+		plans = append(plans, p)
+	}
+	// Expected: each id once, unless it expired or is scheduled past the drain.
+	drainAt := start.Add(time.Hour)
+	want := map[string]bool{}
+	for _, p := range plans {
+		expired := p.ttl > 0 && start.Add(p.ttl).Before(drainAt)
+		future := !p.scheduled.IsZero() && p.scheduled.After(drainAt)
+		if !expired && !future {
+			want[p.id] = true
+		}
+	}
+	var wg sync.WaitGroup
+	for s := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := s; i < len(plans); i += 8 {
+				p := plans[i]
+				m := store.Message{Body: []byte(p.id), MessageID: p.id, TimeToLive: p.ttl, ScheduledEnqueueTime: p.scheduled}
+				if err := b.store.Send(b.ctx, q, []store.Message{m}); err != nil {
+					t.Errorf("send %s: %v", p.id, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.clock.Advance(time.Hour)
+	got := map[string]bool{}
+	for {
+		msgs, err := b.store.ReceiveBatch(b.ctx, q, store.SubQueueMain, store.ReceiveAndDelete, 500, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			if got[m.MessageID] {
+				t.Errorf("message %s received twice", m.MessageID)
+			}
+			got[m.MessageID] = true
+		}
+	}
+	if diff := cmp.Diff(keys(want), keys(got)); diff != "" {
+		t.Errorf("drained set differs (-want +got):\n%s", diff)
+	}
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
