@@ -1,0 +1,185 @@
+package handlers
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/sbgate/sbgate/api"
+	"github.com/sbgate/sbgate/atom"
+	"github.com/sbgate/sbgate/store"
+)
+
+// maxDescriptionBytes bounds a management request body.
+const maxDescriptionBytes = 1 << 20
+
+// PutEntity creates an entity, or with If-Match replaces its description.
+func (s *Server) PutEntity(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.PutEntityParams) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDescriptionBytes))
+	if err != nil {
+		s.writeError(w, r, badRequest("The entity description is larger than %d bytes or could not be read.", maxDescriptionBytes))
+		return
+	}
+	kind, err := atom.DescriptionKind(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if kind != store.KindQueue {
+		s.writeError(w, r, badRequest("Only queue descriptions can be put at '%s'.", truncate(entityPath)))
+		return
+	}
+	props, err := atom.DecodeProperties(body, kind)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var e *store.Entity
+	status := http.StatusCreated
+	if params.IfMatch != nil {
+		status = http.StatusOK
+		e, err = s.store.UpdateEntity(r.Context(), kind, entityPath, props)
+	} else {
+		e, err = s.store.CreateEntity(r.Context(), kind, entityPath, props)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeEntry(w, r, status, e, false)
+}
+
+// GetEntity returns an entity's description with its counts. A path that holds no queue or topic
+// gets the "Publicly Listed Services" feed, as the service answers.
+func (s *Server) GetEntity(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.GetEntityParams) {
+	e, err := s.store.GetEntity(r.Context(), entityPath)
+	if errors.Is(err, store.ErrNotFound) {
+		w.Header().Set("Content-Type", atom.FeedContentType)
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(atom.AppendNotFoundFeed(nil, s.now()))
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeEntry(w, r, http.StatusOK, e, true)
+}
+
+// DeleteEntity deletes an entity with everything in it.
+func (s *Server) DeleteEntity(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.DeleteEntityParams) {
+	if err := s.store.DeleteEntity(r.Context(), entityPath); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+}
+
+// ListQueues returns a page of queues.
+func (s *Server) ListQueues(w http.ResponseWriter, r *http.Request, params api.ListQueuesParams) {
+	s.listEntities(w, r, store.KindQueue, "", "Queues", params.Skip, params.Top)
+}
+
+// maxPageSize bounds $top.
+const maxPageSize = 1000
+
+func (s *Server) listEntities(w http.ResponseWriter, r *http.Request, kind store.Kind, parent, title string, skipP, topP *int) {
+	skip, top := 0, 100
+	if skipP != nil {
+		skip = *skipP
+	}
+	if topP != nil {
+		top = *topP
+	}
+	if skip < 0 || top < 1 {
+		s.writeError(w, r, badRequest("$skip must be 0 or more and $top 1 or more."))
+		return
+	}
+	top = min(top, maxPageSize)
+	list, err := s.store.ListEntities(r.Context(), kind, parent, skip, top)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	self := requestURL(r)
+	entries := make([][]byte, 0, len(list))
+	for _, e := range list {
+		entries = append(entries, atom.AppendEntry(nil, s.entryInfo(r, e, self), e, s.encodeOptions(r, true)))
+	}
+	info := atom.FeedInfo{Title: title, ID: self, SelfHref: self, Updated: s.now()}
+	if len(list) == top {
+		// The service links a next page whenever this one is full; clients that page by the
+		// link (JS) stop at the first page without it.
+		info.NextHref = withQuery(r, "$skip", strconv.Itoa(skip+top))
+	}
+	w.Header().Set("Content-Type", atom.FeedContentType)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(atom.AppendFeed(nil, info, entries))
+}
+
+// GetNamespaceInfo describes the namespace.
+func (s *Server) GetNamespaceInfo(w http.ResponseWriter, r *http.Request, params api.GetNamespaceInfoParams) {
+	w.Header().Set("Content-Type", atom.EntryContentType)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(atom.AppendNamespaceInfo(nil, requestURL(r), s.cfg.Namespace, s.cfg.Started))
+}
+
+func (s *Server) writeEntry(w http.ResponseWriter, r *http.Request, status int, e *store.Entity, runtime bool) {
+	w.Header().Set("Content-Type", atom.EntryContentType)
+	w.WriteHeader(status)
+	_, _ = w.Write(atom.AppendEntry(nil, s.entryInfo(r, e, ""), e, s.encodeOptions(r, runtime)))
+}
+
+// entryInfo builds an entity's Atom envelope. A lone entry's id is the request URL as received
+// (clients take names from it, so its casing must be the request's); in a feed each entry gets
+// its own URL and the feed's as xml:base.
+func (s *Server) entryInfo(r *http.Request, e *store.Entity, feedBase string) atom.EntryInfo {
+	id := requestURL(r)
+	if feedBase != "" {
+		id = requestScheme(r) + "://" + r.Host + "/" + escapePath(e.Path) + apiVersionQuery(r)
+	}
+	info := atom.EntryInfo{ID: id, Title: e.Name, Published: e.CreatedAt, Updated: e.UpdatedAt, SelfHref: id, XMLBase: feedBase}
+	if e.Kind != store.KindSubscription {
+		info.Author = s.cfg.Namespace
+	}
+	return info
+}
+
+func (s *Server) encodeOptions(r *http.Request, runtime bool) atom.EncodeOptions {
+	return atom.EncodeOptions{Runtime: runtime, Host: r.Host}
+}
+
+// requestURL is the absolute URL of the request as the client sent it.
+func requestURL(r *http.Request) string {
+	return requestScheme(r) + "://" + r.Host + r.RequestURI
+}
+
+// withQuery is the request URL with one query parameter set.
+func withQuery(r *http.Request, key, value string) string {
+	path, rawQuery, _ := strings.Cut(r.RequestURI, "?")
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		q = url.Values{}
+	}
+	q.Set(key, value)
+	return requestScheme(r) + "://" + r.Host + path + "?" + q.Encode()
+}
+
+func apiVersionQuery(r *http.Request) string {
+	if v := r.URL.Query().Get("api-version"); v != "" {
+		return "?api-version=" + url.QueryEscape(v)
+	}
+	return ""
+}
+
+func escapePath(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}

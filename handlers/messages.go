@@ -1,0 +1,316 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	openapi_types "github.com/oapi-codegen/runtime/types"
+
+	"github.com/sbgate/sbgate/api"
+	"github.com/sbgate/sbgate/store"
+)
+
+// batchOverheadFactor allows for JSON escaping and framing when a batch body is read: the
+// stored size is checked exactly after parsing.
+const (
+	batchOverheadFactor = 2
+	batchOverheadBytes  = 64 * 1024
+	// headerPropertiesSlack is room for the broker and user properties counted in a message's size.
+	headerPropertiesSlack = 64 * 1024
+)
+
+// messagingEntity resolves the entity of a data-plane request: a queue or subscription, or its
+// dead-letter subqueue.
+func (s *Server) messagingEntity(r *http.Request, entityPath string) (*store.Entity, store.SubQueue, error) {
+	path, sq, _ := splitSubQueue(entityPath)
+	e, err := s.store.Resolve(r.Context(), path)
+	if err != nil {
+		return nil, 0, err
+	}
+	return e, sq, nil
+}
+
+// SendMessage stores one message, or a JSON batch, in a queue.
+func (s *Server) SendMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.SendMessageParams) {
+	e, sq, err := s.messagingEntity(r, entityPath)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if sq != store.SubQueueMain {
+		s.writeError(w, r, badRequest("Messages cannot be sent to a dead-letter queue."))
+		return
+	}
+	limit := e.Props.MaxMessageSizeInKilobytes * 1024
+	batch := isBatchContentType(r.Header.Get("Content-Type"))
+	readLimit := limit + headerPropertiesSlack
+	if batch {
+		readLimit = limit*batchOverheadFactor + batchOverheadBytes
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, readLimit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		s.writeError(w, r, &store.Error{Code: store.CodeTooLarge, Message: fmt.Sprintf(
+			"The message exceeds the limit of %d bytes allowed on entity '%s'.", limit, e.Path)})
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, badRequest("The request body could not be read."))
+		return
+	}
+	var msgs []store.Message
+	if batch {
+		msgs, err = parseBatch(body)
+	} else {
+		var m store.Message
+		m, err = parseSingle(r, body)
+		msgs = []store.Message{m}
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.store.Send(r.Context(), e, msgs); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+	w.WriteHeader(http.StatusCreated)
+}
+
+// isBatchContentType recognises the batch media type, including the old documentation's ".yml"
+// typo and any other vnd.microsoft.servicebus JSON variant.
+func isBatchContentType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return strings.HasPrefix(mt, "application/vnd.microsoft.servicebus.")
+}
+
+func parseSingle(r *http.Request, body []byte) (store.Message, error) {
+	m := store.Message{Body: body, ContentType: r.Header.Get("Content-Type")}
+	if err := parseBrokerProperties([]byte(r.Header.Get("BrokerProperties")), &m, false); err != nil {
+		return m, err
+	}
+	props, err := userPropertiesFromHeaders(r.Header)
+	if err != nil {
+		return m, err
+	}
+	m.UserProperties = props
+	return m, nil
+}
+
+// batchMessage is one element of a batch send.
+type batchMessage struct {
+	Body             *string                    `json:"Body"`
+	BrokerProperties json.RawMessage            `json:"BrokerProperties"`
+	UserProperties   map[string]json.RawMessage `json:"UserProperties"`
+}
+
+// maxBatchMessages bounds the work one request can ask for.
+const maxBatchMessages = 4500
+
+func parseBatch(body []byte) ([]store.Message, error) {
+	var items []batchMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&items); err != nil || !atEOF(dec) {
+		return nil, badRequest("The batch is not a JSON array of messages.")
+	}
+	if len(items) == 0 {
+		return nil, badRequest("The batch contains no messages.")
+	}
+	if len(items) > maxBatchMessages {
+		return nil, badRequest("A batch may contain at most %d messages.", maxBatchMessages)
+	}
+	msgs := make([]store.Message, len(items))
+	for i, it := range items {
+		m := &msgs[i]
+		if it.Body == nil {
+			return nil, badRequest("Message %d of the batch has no Body.", i+1)
+		}
+		m.Body = []byte(*it.Body)
+		if len(it.BrokerProperties) > 0 && string(it.BrokerProperties) != "null" {
+			if err := parseBrokerProperties(it.BrokerProperties, m, true); err != nil {
+				// The client-safe message is all a client sees, so the position goes into it.
+				return nil, badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
+			}
+		}
+		for name, raw := range it.UserProperties {
+			if !validPropertyName(name) {
+				return nil, badRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, truncate(name))
+			}
+			v, err := jsonPropertyValue(raw)
+			if err != nil {
+				return nil, badRequest("Message %d of the batch: user property '%s' must be a string, number or boolean.", i+1, truncate(name))
+			}
+			if s, ok := v.(string); ok && !headerSafe(s) {
+				return nil, badRequest("Message %d of the batch: user property '%s' contains control characters, which cannot be sent in an HTTP header.", i+1, truncate(name))
+			}
+			m.UserProperties = append(m.UserProperties, store.Property{Name: name, Value: v})
+		}
+	}
+	return msgs, nil
+}
+
+// jsonPropertyValue types a batch user property: strings stay strings, integers are int64,
+// other numbers double, booleans bool.
+func jsonPropertyValue(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	switch x := v.(type) {
+	case string, bool:
+		return x, nil
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n, nil
+		}
+		f, err := x.Float64()
+		return f, err
+	}
+	return nil, fmt.Errorf("unsupported value")
+}
+
+// PeekLockMessage locks and returns the next message.
+func (s *Server) PeekLockMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.PeekLockMessageParams) {
+	s.receive(w, r, entityPath, params.Timeout, store.PeekLock)
+}
+
+// ReceiveAndDeleteMessage removes and returns the next message.
+func (s *Server) ReceiveAndDeleteMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.ReceiveAndDeleteMessageParams) {
+	s.receive(w, r, entityPath, params.Timeout, store.ReceiveAndDelete)
+}
+
+func (s *Server) receive(w http.ResponseWriter, r *http.Request, entityPath string, timeout *int, mode store.ReceiveMode) {
+	if timeout != nil && *timeout < 0 {
+		s.writeError(w, r, badRequest("The timeout must be a number of seconds, 0 or more."))
+		return
+	}
+	e, sq, err := s.messagingEntity(r, entityPath)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	m, err := s.store.Receive(r.Context(), e, sq, mode, s.receiveWait(timeout))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if m == nil {
+		w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	status := http.StatusOK
+	if mode == store.PeekLock {
+		status = http.StatusCreated
+		w.Header().Set("Location", s.lockLocation(r, entityPath, m))
+	}
+	s.writeMessage(w, status, m)
+}
+
+// receiveWait is how long a receive waits: the timeout asked for (seconds), capped by the
+// configured maximum; the default when none is given.
+func (s *Server) receiveWait(timeout *int) time.Duration {
+	if timeout == nil {
+		return min(s.cfg.DefaultReceiveWait, s.cfg.MaxReceiveWait)
+	}
+	if time.Duration(*timeout) > s.cfg.MaxReceiveWait/time.Second {
+		return s.cfg.MaxReceiveWait // compared in seconds: a huge timeout must not overflow to a negative wait
+	}
+	return time.Duration(*timeout) * time.Second
+}
+
+// lockLocation is the settlement URL of a locked message, built from the request's own scheme and
+// Host header (clients derive the settlement path from it).
+func (s *Server) lockLocation(r *http.Request, entityPath string, m *store.Message) string {
+	segs := strings.Split(entityPath, "/")
+	for i, seg := range segs {
+		segs[i] = url.PathEscape(seg)
+	}
+	return requestScheme(r) + "://" + r.Host + "/" + strings.Join(segs, "/") + "/messages/" +
+		strconv.FormatInt(m.SequenceNumber, 10) + "/" + m.LockToken.String()
+}
+
+func requestScheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// writeMessage writes a received message: its body, BrokerProperties and one header per user
+// property, and nothing else. The body is sent chunked, as the service does, because azure-sb
+// reads every unknown response header (Content-Length included) as a user property.
+func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Message) {
+	h := w.Header()
+	if m.ContentType != "" {
+		h.Set("Content-Type", m.ContentType)
+	} else {
+		h["Content-Type"] = nil // no sniffed type: the sender gave none
+	}
+	h["BrokerProperties"] = []string{string(formatBrokerProperties(m, s.now()))}
+	for _, p := range m.UserProperties {
+		h[p.Name] = []string{formatPropertyValue(p.Value)}
+	}
+	if m.DeadLetterReason != "" {
+		h["DeadLetterReason"] = []string{formatPropertyValue(m.DeadLetterReason)}
+	}
+	if m.DeadLetterDescription != "" {
+		h["DeadLetterErrorDescription"] = []string{formatPropertyValue(m.DeadLetterDescription)}
+	}
+	w.WriteHeader(status)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	_, _ = w.Write(m.Body)
+}
+
+// CompleteMessage deletes a locked message.
+func (s *Server) CompleteMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.CompleteMessageParams) {
+	s.settle(w, r, entityPath, store.Complete, messageID, lockToken)
+}
+
+// UnlockMessage abandons a lock.
+func (s *Server) UnlockMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.UnlockMessageParams) {
+	s.settle(w, r, entityPath, store.Abandon, messageID, lockToken)
+}
+
+// RenewLock extends a lock.
+func (s *Server) RenewLock(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.RenewLockParams) {
+	s.settle(w, r, entityPath, store.RenewLock, messageID, lockToken)
+}
+
+func (s *Server) settle(w http.ResponseWriter, r *http.Request, entityPath string, op store.Settlement, messageID string, token uuid.UUID) {
+	e, sq, err := s.messagingEntity(r, entityPath)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	until, err := s.store.Settle(r.Context(), e, sq, op, messageID, token)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if op == store.RenewLock {
+		bp, _ := json.Marshal(map[string]string{"LockToken": token.String(), "LockedUntilUtc": until.Format(rfc1123)})
+		w.Header()["BrokerProperties"] = []string{string(bp)}
+	}
+	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+}

@@ -1,0 +1,443 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+// rfc1123 is how Service Bus writes dates in BrokerProperties and user properties.
+const rfc1123 = "Mon, 02 Jan 2006 15:04:05 GMT"
+
+// infiniteTTL is TimeSpan.MaxValue in seconds as the service prints it.
+const infiniteTTL = "922337203685.47754"
+
+// maxTTLSeconds is the largest TTL that fits a time.Duration; anything longer never expires.
+var maxTTLSeconds = store.Infinite.Seconds()
+
+// brokerPropertyFields lists the sender-settable broker properties. Keys are matched without
+// regard to case; read-only and unknown keys are ignored, as the service does.
+var brokerStringFields = map[string]func(m *store.Message) *string{
+	"messageid":        func(m *store.Message) *string { return &m.MessageID },
+	"correlationid":    func(m *store.Message) *string { return &m.CorrelationID },
+	"sessionid":        func(m *store.Message) *string { return &m.SessionID },
+	"replytosessionid": func(m *store.Message) *string { return &m.ReplyToSessionID },
+	"label":            func(m *store.Message) *string { return &m.Label },
+	"to":               func(m *store.Message) *string { return &m.To },
+	"replyto":          func(m *store.Message) *string { return &m.ReplyTo },
+	"partitionkey":     func(m *store.Message) *string { return &m.PartitionKey },
+}
+
+// parseBrokerProperties reads a BrokerProperties JSON object into m. allowContentType lets a
+// batch message carry its content type there. Errors are *store.Error with CodeBadRequest.
+func parseBrokerProperties(raw []byte, m *store.Message, allowContentType bool) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&fields); err != nil || !atEOF(dec) {
+		return badRequest("The BrokerProperties header is not a valid JSON object.")
+	}
+	// Keys match without regard to case, so one property can be given twice; the map's order
+	// would pick the winner at random.
+	seen := make(map[string]string, len(fields))
+	for key := range fields {
+		k := strings.ToLower(key)
+		if k == "timetolivetimespan" {
+			k = "timetolive" // another spelling of the same property
+		}
+		if _, ok := brokerStringFields[k]; !ok && k != "contenttype" && k != "timetolive" && k != "scheduledenqueuetimeutc" {
+			continue
+		}
+		if other, dup := seen[k]; dup {
+			a, b := min(key, other), max(key, other)
+			return badRequest("BrokerProperties gives the same property more than once: '%s' and '%s'.", truncate(a), truncate(b))
+		}
+		seen[k] = key
+	}
+	for key, val := range fields {
+		k := strings.ToLower(key)
+		if f, ok := brokerStringFields[k]; ok {
+			s, err := jsonText(val)
+			if err != nil {
+				return badRequest("BrokerProperties.%s must be a string.", key)
+			}
+			*f(m) = s
+			continue
+		}
+		switch k {
+		case "contenttype":
+			if allowContentType {
+				s, err := jsonText(val)
+				if err != nil {
+					return badRequest("BrokerProperties.%s must be a string.", key)
+				}
+				if !headerSafe(s) {
+					return badRequest("BrokerProperties.%s contains control characters, which cannot be sent in a Content-Type header.", key)
+				}
+				m.ContentType = s
+			}
+		case "timetolive":
+			s, err := jsonText(val)
+			if err != nil || s == "" {
+				return badRequest("BrokerProperties.TimeToLive must be a number of seconds.")
+			}
+			secs, err := strconv.ParseFloat(s, 64)
+			if err != nil || math.IsNaN(secs) || secs <= 0 {
+				return badRequest("BrokerProperties.TimeToLive must be a positive number of seconds.")
+			}
+			m.TimeToLive = secondsToDuration(secs)
+		case "timetolivetimespan":
+			s, err := jsonText(val)
+			if err != nil {
+				return badRequest("BrokerProperties.TimeToLiveTimeSpan must be a string.")
+			}
+			d, err := parseTimeSpan(s)
+			if err != nil || d <= 0 {
+				return badRequest("BrokerProperties.TimeToLiveTimeSpan must be a positive [d.]hh:mm:ss[.fffffff] time span.")
+			}
+			m.TimeToLive = d
+		case "scheduledenqueuetimeutc":
+			s, err := jsonText(val)
+			if err != nil {
+				return badRequest("BrokerProperties.ScheduledEnqueueTimeUtc must be a date string.")
+			}
+			if s == "" {
+				continue
+			}
+			t, ok := parseDate(s)
+			if !ok {
+				return badRequest("BrokerProperties.ScheduledEnqueueTimeUtc '%s' is not an RFC 1123 or ISO 8601 date.", truncate(s))
+			}
+			m.ScheduledEnqueueTime = t
+		}
+	}
+	return nil
+}
+
+// atEOF reports whether only white space is left after the value dec decoded. Decoder.More is not
+// enough: it lets a stray '}' or ']' through.
+func atEOF(dec *json.Decoder) bool {
+	_, err := dec.Token()
+	return err == io.EOF
+}
+
+// jsonText returns a JSON string's text, or a number's or boolean's literal (the legacy Python
+// client sends every value as a string, others numbers; both mean the same). null is "".
+func jsonText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case raw[0] == '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9' || string(raw) == "true" || string(raw) == "false":
+		return string(raw), nil
+	}
+	return "", fmt.Errorf("not a scalar")
+}
+
+func secondsToDuration(secs float64) time.Duration {
+	if secs >= maxTTLSeconds {
+		return store.Infinite
+	}
+	d := time.Duration(secs * float64(time.Second))
+	if d <= 0 {
+		d = time.Nanosecond
+	}
+	return d
+}
+
+var timeSpanRE = regexp.MustCompile(`^(?:(\d+)\.)?(\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,7}))?$`)
+
+// parseTimeSpan parses a .NET TimeSpan "[d.]hh:mm:ss[.fffffff]".
+func parseTimeSpan(s string) (time.Duration, error) {
+	p := timeSpanRE.FindStringSubmatch(strings.TrimSpace(s))
+	if p == nil {
+		return 0, fmt.Errorf("bad time span %q", s)
+	}
+	num := func(x string) float64 {
+		if x == "" {
+			return 0
+		}
+		f, _ := strconv.ParseFloat(x, 64)
+		return f
+	}
+	h, mi, se := num(p[2]), num(p[3]), num(p[4])
+	if h > 23 || mi > 59 || se > 59 {
+		return 0, fmt.Errorf("bad time span %q", s)
+	}
+	secs := num(p[1])*86400 + h*3600 + mi*60 + se
+	if p[5] != "" {
+		secs += num("0." + p[5])
+	}
+	if secs == 0 {
+		return 0, nil // secondsToDuration would make it 1ns; callers refuse a zero span
+	}
+	return secondsToDuration(secs), nil
+}
+
+// dateLayouts are the date forms accepted in broker and user properties: RFC 1123 as the service
+// writes it, with azure-sb's "GMT+0000" suffix, and ISO 8601.
+var dateLayouts = []string{
+	rfc1123,
+	"Mon, 02 Jan 2006 15:04:05 GMT-0700",
+	time.RFC1123Z,
+	time.RFC1123,
+	time.RFC3339Nano,
+	"2006-01-02T15:04:05.9999999",
+	"2006-01-02T15:04:05",
+}
+
+// rfc822Zones are the zone names besides GMT that RFC 1123 dates may carry (RFC 822 §5.1), as
+// hours from UTC. time.Parse knows an abbreviation only when it names the local zone and reads any
+// other as UTC, which would shift "14:27:00 PST" by eight hours.
+var rfc822Zones = map[string]int{"EST": -5, "EDT": -4, "CST": -6, "CDT": -5, "MST": -7, "MDT": -6, "PST": -8, "PDT": -7}
+
+func parseDate(s string) (time.Time, bool) {
+	for _, layout := range dateLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			if name, _ := t.Zone(); layout == time.RFC1123 {
+				if h, ok := rfc822Zones[name]; ok {
+					t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.FixedZone(name, h*3600))
+				}
+			}
+			return t.UTC(), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// formatBrokerProperties writes the BrokerProperties header of a received message. Keys are in
+// ordinal order and present only when set, as the service emits them.
+func formatBrokerProperties(m *store.Message, now time.Time) []byte {
+	bp := map[string]any{
+		"DeliveryCount":          m.DeliveryCount,
+		"EnqueuedSequenceNumber": 0,
+		"EnqueuedTimeUtc":        m.EnqueuedTime.UTC().Format(rfc1123),
+		"MessageId":              m.MessageID,
+		"SequenceNumber":         m.SequenceNumber,
+		"State":                  stateName(m, now),
+		"TimeToLive":             ttlNumber(m.TimeToLive),
+	}
+	for key, v := range map[string]string{
+		"CorrelationId":    m.CorrelationID,
+		"SessionId":        m.SessionID,
+		"ReplyToSessionId": m.ReplyToSessionID,
+		"Label":            m.Label,
+		"To":               m.To,
+		"ReplyTo":          m.ReplyTo,
+		"PartitionKey":     m.PartitionKey,
+		"DeadLetterSource": m.DeadLetterSource,
+	} {
+		if v != "" {
+			bp[key] = v
+		}
+	}
+	if !m.ScheduledEnqueueTime.IsZero() {
+		bp["ScheduledEnqueueTimeUtc"] = m.ScheduledEnqueueTime.UTC().Format(rfc1123)
+	}
+	if !m.LockedUntil.IsZero() {
+		bp["LockToken"] = m.LockToken.String()
+		bp["LockedUntilUtc"] = m.LockedUntil.UTC().Format(rfc1123)
+	}
+	b, _ := json.Marshal(bp) // a map of strings and numbers always encodes
+	return b
+}
+
+// stateName is the State a receiver sees.
+func stateName(m *store.Message, now time.Time) string {
+	switch {
+	case m.State == store.StateDeferred:
+		return "Deferred"
+	case m.LockedUntil.IsZero() && m.ScheduledEnqueueTime.After(now):
+		return "Scheduled"
+	}
+	return "Active"
+}
+
+// ttlNumber prints a TTL in seconds as a JSON number; unbounded is TimeSpan.MaxValue.
+func ttlNumber(d time.Duration) json.Number {
+	if d == store.Infinite || d <= 0 {
+		return infiniteTTL
+	}
+	return json.Number(strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
+}
+
+// reservedHeaders are request headers that are never user properties (protocol.md §2.11), and
+// response headers a user property may not take the name of. Compared in lower case.
+var reservedHeaders = map[string]bool{
+	"authorization": true, "servicebusauthorization": true, "brokerproperties": true,
+	"content-type": true, "content-length": true, "content-encoding": true, "transfer-encoding": true,
+	"host": true, "user-agent": true, "accept": true, "accept-charset": true, "accept-encoding": true,
+	"accept-language": true, "connection": true, "keep-alive": true, "expect": true, "date": true,
+	"te": true, "trailer": true, "upgrade": true, "cookie": true, "traceparent": true, "tracestate": true,
+	"forwarded": true, "via": true, "origin": true, "referer": true, "cache-control": true, "pragma": true,
+	"if-match": true, "if-none-match": true, "if-modified-since": true, "location": true, "server": true,
+	"servicebussupplementaryauthorization": true, "servicebusdlqsupplementaryauthorization": true,
+	"upgrade-insecure-requests": true, "dnt": true, "retry-after": true, "x-request-id": true,
+}
+
+// reservedHeaderPrefixes are header families that are never user properties.
+var reservedHeaderPrefixes = []string{"x-ms-", "x-forwarded-", "proxy-", "sec-", "x-real-"}
+
+func isReservedHeader(lower string) bool {
+	if reservedHeaders[lower] {
+		return true
+	}
+	for _, p := range reservedHeaderPrefixes {
+		if strings.HasPrefix(lower, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// userPropertiesFromHeaders reads every non-standard request header as a user property. Names
+// are stored in lower case: Go's HTTP server canonicalises header names, so the sender's casing
+// cannot be recovered, and lower case is what HTTP/2 and Node clients use anyway.
+func userPropertiesFromHeaders(h http.Header) (store.UserProperties, error) {
+	var props store.UserProperties
+	for name, values := range h {
+		lower := strings.ToLower(name)
+		if isReservedHeader(lower) {
+			continue
+		}
+		if len(values) != 1 {
+			return nil, badRequest("The user property header '%s' is given %d times.", truncate(name), len(values))
+		}
+		props = append(props, store.Property{Name: lower, Value: parsePropertyValue(values[0])})
+	}
+	return props, nil
+}
+
+var (
+	integerRE = regexp.MustCompile(`^-?[0-9]+$`)
+	floatRE   = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+)
+
+// parsePropertyValue types a user property header value (protocol.md §2.11): a quoted value is a
+// date when it parses as one, else a string; bare true/false is a bool, digits an int64, a
+// decimal a double; anything else is kept as a string, as the service does for unquoted text.
+func parsePropertyValue(v string) any {
+	v = strings.TrimSpace(v)
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		s := unescapeQuoted(v[1 : len(v)-1])
+		if t, ok := parseDate(s); ok && looksLikeDate(s) {
+			return t
+		}
+		return s
+	}
+	switch {
+	case v == "true":
+		return true
+	case v == "false":
+		return false
+	case integerRE.MatchString(v):
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	if floatRE.MatchString(v) {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsInf(f, 0) {
+			return f
+		}
+	}
+	return v
+}
+
+// looksLikeDate keeps strings such as "2024" or "1" (which some layouts could read) strings: only
+// values with a day-of-week comma or an ISO 'T' between date and time are dates.
+func looksLikeDate(s string) bool {
+	return strings.Contains(s, ",") || (len(s) >= 19 && s[10] == 'T')
+}
+
+func unescapeQuoted(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) && (s[i+1] == '"' || s[i+1] == '\\') {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// formatPropertyValue writes a user property as a header value, the inverse of
+// parsePropertyValue.
+func formatPropertyValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(x) + `"`
+	case time.Time:
+		return `"` + x.UTC().Format(rfc1123) + `"`
+	case bool:
+		return strconv.FormatBool(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		s := strconv.FormatFloat(x, 'f', -1, 64)
+		if !strings.ContainsAny(s, ".eE") {
+			s += ".0" // stays a double on the way back
+		}
+		return s
+	}
+	return `""`
+}
+
+// headerSafe reports whether s can be written as an HTTP header value unchanged: no control
+// characters but tab. Go's server turns CR and LF into spaces, and clients refuse a response with
+// any other control character, so a message carrying one could never be received.
+func headerSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validPropertyName reports whether name can travel as an HTTP header name (a token) and does
+// not collide with a header the protocol itself uses.
+func validPropertyName(name string) bool {
+	if name == "" || isReservedHeader(strings.ToLower(name)) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?={}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func badRequest(format string, args ...any) error {
+	return &store.Error{Code: store.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// truncate shortens hostile input before it is echoed in an error.
+func truncate(s string) string {
+	const max = 200
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}

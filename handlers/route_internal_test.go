@@ -1,0 +1,328 @@
+package handlers
+
+import (
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	openapi_types "github.com/oapi-codegen/runtime/types"
+
+	"github.com/sbgate/sbgate/api"
+)
+
+func (o op) String() string {
+	return [...]string{"unknown", "health", "namespaceInfo", "listQueues", "putEntity", "getEntity", "deleteEntity",
+		"send", "peekLock", "receiveAndDelete", "complete", "unlock", "renewLock"}[o]
+}
+
+func TestClassify(t *testing.T) {
+	const tok = "acccce0e-7596-4e0c-b216-2d18638ac0dd"
+	tests := []struct {
+		method, path string
+		ok           bool
+		op           op
+		entity       string
+		canonical    string
+		scope        string
+	}{
+		{"GET", "/healthz", true, opHealth, "", "/healthz", "healthz"},
+		{"GET", "/readyz/", true, opHealth, "", "/readyz", "readyz"},
+		{"POST", "/healthz", false, opUnknown, "healthz", "/healthz", "healthz"},
+		{"PUT", "/healthz", true, opPutEntity, "healthz", "/healthz", "healthz"},
+		{"GET", "/Healthz", true, opGetEntity, "Healthz", "/Healthz", "healthz"},
+
+		{"GET", "/$namespaceinfo", true, opNamespaceInfo, "", "/$namespaceinfo", "$namespaceinfo"},
+		{"GET", "/$NamespaceInfo", true, opNamespaceInfo, "", "/$namespaceinfo", "$namespaceinfo"},
+		{"GET", "/%24namespaceinfo", true, opNamespaceInfo, "", "/$namespaceinfo", "$namespaceinfo"},
+		{"PUT", "/$namespaceinfo", false, opNamespaceInfo, "", "/$namespaceinfo", "$namespaceinfo"},
+
+		{"GET", "/$Resources/Queues", true, opListQueues, "", "/$Resources/Queues", "$resources/queues"},
+		{"GET", "/$resources/queues/", true, opListQueues, "", "/$Resources/Queues", "$resources/queues"},
+		{"GET", "/%24Resources/QUEUES", true, opListQueues, "", "/$Resources/Queues", "$resources/queues"},
+		{"DELETE", "/$Resources/Queues", false, opListQueues, "", "/$Resources/Queues", "$resources/queues"},
+		// Topics are not served: the path is looked up as an entity and not found.
+		{"GET", "/$Resources/Topics", true, opGetEntity, "$Resources/Topics", "/$Resources%2FTopics", "$resources/topics"},
+
+		{"PUT", "/q", true, opPutEntity, "q", "/q", "q"},
+		{"PUT", "/q/", true, opPutEntity, "q", "/q", "q"},
+		{"GET", "/Q", true, opGetEntity, "Q", "/Q", "q"},
+		{"DELETE", "/a/b/c", true, opDeleteEntity, "a/b/c", "/a%2Fb%2Fc", "a/b/c"},
+		{"GET", "/a%2Fb%2Fc", true, opGetEntity, "a/b/c", "/a%2Fb%2Fc", "a/b/c"},
+		{"GET", "/a%2fb//c/", true, opGetEntity, "a/b/c", "/a%2Fb%2Fc", "a/b/c"},
+		{"GET", "/t/Subscriptions/s", true, opGetEntity, "t/Subscriptions/s", "/t%2FSubscriptions%2Fs", "t/subscriptions/s"},
+		{"POST", "/q", false, opUnknown, "q", "/q", "q"},
+		{"PATCH", "/q", false, opUnknown, "q", "/q", "q"},
+		{"GET", "/a%20b", true, opGetEntity, "a b", "/a%20b", "a b"},
+		{"GET", "/a%3Fb", true, opGetEntity, "a?b", "/a%3Fb", "a?b"},
+
+		{"POST", "/q/messages", true, opSend, "q", "/q/messages", "q/messages"},
+		{"POST", "/Q/Messages/", true, opSend, "Q", "/Q/messages", "q/messages"},
+		{"POST", "/a/b/messages", true, opSend, "a/b", "/a%2Fb/messages", "a/b/messages"},
+		{"POST", "/a%2Fb%2Fmessages", true, opSend, "a/b", "/a%2Fb/messages", "a/b/messages"},
+		{"GET", "/q/messages", false, opSend, "q", "/q/messages", "q/messages"},
+		{"POST", "/q/$DeadLetterQueue/messages", true, opSend, "q/$DeadLetterQueue", "/q%2F$DeadLetterQueue/messages", "q/$deadletterqueue/messages"},
+		{"POST", "/messages", false, opUnknown, "messages", "/messages", "messages"},
+
+		{"POST", "/q/messages/head", true, opPeekLock, "q", "/q/messages/head", "q/messages/head"},
+		{"DELETE", "/q/Messages/Head", true, opReceiveAndDelete, "q", "/q/messages/head", "q/messages/head"},
+		{"POST", "/Q/MESSAGES/HEAD/", true, opPeekLock, "Q", "/Q/messages/head", "q/messages/head"},
+		{"PUT", "/q/messages/head", false, opUnknown, "q", "/q/messages/head", "q/messages/head"},
+		{"GET", "/q/messages/head", false, opUnknown, "q", "/q/messages/head", "q/messages/head"},
+		{"POST", "/a/b/c/messages/head", true, opPeekLock, "a/b/c", "/a%2Fb%2Fc/messages/head", "a/b/c/messages/head"},
+		{"POST", "/q/$DeadLetterQueue/messages/head", true, opPeekLock, "q/$DeadLetterQueue", "/q%2F$DeadLetterQueue/messages/head", "q/$deadletterqueue/messages/head"},
+		{"DELETE", "/t/subscriptions/s/$deadletterqueue/Messages/Head", true, opReceiveAndDelete, "t/subscriptions/s/$deadletterqueue",
+			"/t%2Fsubscriptions%2Fs%2F$deadletterqueue/messages/head", "t/subscriptions/s/$deadletterqueue/messages/head"},
+		{"POST", "/messages/head", false, opUnknown, "messages/head", "/messages%2Fhead", "messages/head"},
+
+		{"DELETE", "/q/messages/1/" + tok, true, opComplete, "q", "/q/messages/1/" + tok, "q/messages/1/" + tok},
+		{"PUT", "/q/Messages/1/" + tok, true, opUnlock, "q", "/q/messages/1/" + tok, "q/messages/1/" + tok},
+		{"POST", "/a/b/messages/1/" + tok + "/", true, opRenewLock, "a/b", "/a%2Fb/messages/1/" + tok, "a/b/messages/1/" + tok},
+		{"DELETE", "/q/messages/my%20id/" + tok, true, opComplete, "q", "/q/messages/my%20id/" + tok, "q/messages/my id/" + tok},
+		{"DELETE", "/q/$DeadLetterQueue/messages/7/" + tok, true, opComplete, "q/$DeadLetterQueue", "/q%2F$DeadLetterQueue/messages/7/" + tok,
+			"q/$deadletterqueue/messages/7/" + tok},
+		// "head" as a message id: the last two segments decide.
+		{"DELETE", "/q/messages/head/" + tok, true, opComplete, "q", "/q/messages/head/" + tok, "q/messages/head/" + tok},
+		{"GET", "/q/messages/1/" + tok, false, opUnknown, "q", "/q/messages/1/" + tok, "q/messages/1/" + tok},
+		{"PATCH", "/q/messages/1/" + tok, false, opUnknown, "q", "/q/messages/1/" + tok, "q/messages/1/" + tok},
+		// Three segments after a name that are not head: an entity path (which the store refuses).
+		{"GET", "/q/messages/1", true, opGetEntity, "q/messages/1", "/q%2Fmessages%2F1", "q/messages/1"},
+
+		// Invalid paths.
+		{"GET", "", false, opUnknown, "", "", ""},
+		{"GET", "/", false, opUnknown, "", "", ""},
+		{"GET", "//", false, opUnknown, "", "", ""},
+		{"GET", "/..", false, opUnknown, "", "", ""},
+		{"GET", "/q/../x", false, opUnknown, "", "", ""},
+		{"GET", "/q/./x", false, opUnknown, "", "", ""},
+		{"GET", "/q/%2e%2E/x", false, opUnknown, "", "", ""},
+		{"GET", "/q%2F..%2Fx", false, opUnknown, "", "", ""},
+		{"POST", "/../q/messages", false, opUnknown, "", "", ""},
+		{"GET", "/q/%zz", false, opUnknown, "", "", ""},
+		{"GET", "/%", false, opUnknown, "", "", ""},
+		{"GET", "/q%2", false, opUnknown, "", "", ""},
+	}
+	for _, tc := range tests {
+		got, ok := classify(tc.method, tc.path)
+		if ok != tc.ok {
+			t.Errorf("classify(%q, %q) ok = %t; want %t", tc.method, tc.path, ok, tc.ok)
+		}
+		if !tc.ok && tc.op == opUnknown && tc.entity == "" {
+			continue
+		}
+		if got.op != tc.op && tc.ok {
+			t.Errorf("classify(%q, %q) op = %v; want %v", tc.method, tc.path, got.op, tc.op)
+		}
+		if got.entity != tc.entity || got.canonical != tc.canonical || got.scope != tc.scope {
+			t.Errorf("classify(%q, %q) = entity %q, canonical %q, scope %q; want %q, %q, %q", tc.method, tc.path,
+				got.entity, got.canonical, got.scope, tc.entity, tc.canonical, tc.scope)
+		}
+	}
+}
+
+func TestRouteRights(t *testing.T) {
+	tests := []struct {
+		op   op
+		want string
+	}{
+		{opHealth, "None"}, {opNamespaceInfo, "None"},
+		{opListQueues, "Manage"}, {opPutEntity, "Manage"}, {opGetEntity, "Manage"}, {opDeleteEntity, "Manage"},
+		{opSend, "Send"},
+		{opPeekLock, "Listen"}, {opReceiveAndDelete, "Listen"}, {opComplete, "Listen"}, {opUnlock, "Listen"}, {opRenewLock, "Listen"},
+	}
+	for _, tc := range tests {
+		if got := (route{op: tc.op}).right().String(); got != tc.want {
+			t.Errorf("route{op: %v}.right() = %q; want %q", tc.op, got, tc.want)
+		}
+	}
+}
+
+func TestSplitSubQueue(t *testing.T) {
+	tests := []struct {
+		entity, path string
+		dlq          bool
+	}{
+		{"q", "q", false},
+		{"q/$DeadLetterQueue", "q", true},
+		{"a/b/$deadletterqueue", "a/b", true},
+		{"$DeadLetterQueue", "$DeadLetterQueue", false},
+		{"/$DeadLetterQueue", "/$DeadLetterQueue", false},
+		{"q$DeadLetterQueue", "q$DeadLetterQueue", false},
+		{"q/$DeadLetterQueue/x", "q/$DeadLetterQueue/x", false},
+	}
+	for _, tc := range tests {
+		path, _, dlq := splitSubQueue(tc.entity)
+		if path != tc.path || dlq != tc.dlq {
+			t.Errorf("splitSubQueue(%q) = %q, %t; want %q, %t", tc.entity, path, dlq, tc.path, tc.dlq)
+		}
+	}
+}
+
+// recorder is an api.ServerInterface that records which operation the generated router called
+// and with which entity path.
+type recorder struct {
+	api.Unimplemented
+	op     op
+	entity string
+}
+
+func (r *recorder) Healthz(http.ResponseWriter, *http.Request) { r.op = opHealth }
+func (r *recorder) Readyz(http.ResponseWriter, *http.Request)  { r.op = opHealth }
+func (r *recorder) GetNamespaceInfo(http.ResponseWriter, *http.Request, api.GetNamespaceInfoParams) {
+	r.op = opNamespaceInfo
+}
+func (r *recorder) ListQueues(http.ResponseWriter, *http.Request, api.ListQueuesParams) {
+	r.op = opListQueues
+}
+func (r *recorder) PutEntity(_ http.ResponseWriter, _ *http.Request, e string, _ api.PutEntityParams) {
+	r.op, r.entity = opPutEntity, e
+}
+func (r *recorder) GetEntity(_ http.ResponseWriter, _ *http.Request, e string, _ api.GetEntityParams) {
+	r.op, r.entity = opGetEntity, e
+}
+func (r *recorder) DeleteEntity(_ http.ResponseWriter, _ *http.Request, e string, _ api.DeleteEntityParams) {
+	r.op, r.entity = opDeleteEntity, e
+}
+func (r *recorder) SendMessage(_ http.ResponseWriter, _ *http.Request, e string, _ api.SendMessageParams) {
+	r.op, r.entity = opSend, e
+}
+func (r *recorder) PeekLockMessage(_ http.ResponseWriter, _ *http.Request, e string, _ api.PeekLockMessageParams) {
+	r.op, r.entity = opPeekLock, e
+}
+func (r *recorder) ReceiveAndDeleteMessage(_ http.ResponseWriter, _ *http.Request, e string, _ api.ReceiveAndDeleteMessageParams) {
+	r.op, r.entity = opReceiveAndDelete, e
+}
+func (r *recorder) CompleteMessage(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.CompleteMessageParams) {
+	r.op, r.entity = opComplete, e
+}
+func (r *recorder) UnlockMessage(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.UnlockMessageParams) {
+	r.op, r.entity = opUnlock, e
+}
+func (r *recorder) RenewLock(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.RenewLockParams) {
+	r.op, r.entity = opRenewLock, e
+}
+
+// routeCanonical sends a request for rt's canonical path through the generated router, as front
+// does, and returns what the router called.
+func routeCanonical(method string, rt route) (op, string) {
+	rec := &recorder{}
+	router := api.HandlerWithOptions(rec, api.ChiServerOptions{BaseRouter: chi.NewRouter()})
+	req := httptest.NewRequest(method, "http://sbgate/", nil)
+	req.URL.RawPath = rt.canonical
+	req.URL.Path, _ = url.PathUnescape(rt.canonical)
+	router.ServeHTTP(httptest.NewRecorder(), req)
+	return rec.op, rec.entity
+}
+
+// validToken makes settlement paths reach the handler, whose lock token parameter is a UUID.
+const validToken = "acccce0e-7596-4e0c-b216-2d18638ac0dd"
+
+func FuzzClassify(f *testing.F) {
+	for _, s := range []string{"/healthz", "/$namespaceinfo", "/$Resources/Queues/", "/a/b/c", "/a%2Fb/messages",
+		"/q/$DeadLetterQueue/messages/head", "/q/messages/1/" + validToken, "/q/../x", "/%zz", "", "/q/messages/head/" + validToken,
+		"/Q/Messages", "/%2525/messages", "/a%3F%23b/messages/x%2Fy/" + validToken} {
+		for _, m := range []string{"GET", "PUT", "POST", "DELETE"} {
+			f.Add(m, s)
+		}
+	}
+	f.Fuzz(func(t *testing.T, method, path string) {
+		rt, ok := classify(method, path)
+		if !ok {
+			return
+		}
+		if !strings.HasPrefix(rt.canonical, "/") {
+			t.Fatalf("classify(%q, %q): canonical %q does not start with /", method, path, rt.canonical)
+		}
+		if rt.op == opUnknown {
+			t.Fatalf("classify(%q, %q) ok with no operation", method, path)
+		}
+		for _, seg := range strings.Split(rt.entity, "/") {
+			if rt.entity != "" && (seg == "" || seg == "." || seg == "..") {
+				t.Fatalf("classify(%q, %q): entity %q has segment %q", method, path, rt.entity, seg)
+			}
+		}
+		if rt.scope != strings.ToLower(rt.scope) {
+			t.Fatalf("classify(%q, %q): scope %q is not lower case", method, path, rt.scope)
+		}
+		// The canonical path classifies the same way: front and the router agree.
+		again, ok := classify(method, rt.canonical)
+		if !ok || again != rt {
+			t.Fatalf("classify(%q, %q) = %+v, but its canonical path classifies as %+v, %t", method, path, rt, again, ok)
+		}
+		// The generated router sends the canonical path to the operation classify chose, with
+		// the same entity path. Settlement needs a UUID lock token to get that far.
+		switch rt.op {
+		case opComplete, opUnlock, opRenewLock:
+			if !strings.HasSuffix(rt.canonical, "/"+validToken) {
+				return
+			}
+		}
+		gotOp, gotEntity := routeCanonical(method, rt)
+		if gotOp != rt.op || gotEntity != rt.entity {
+			t.Fatalf("classify(%q, %q) = %v %q (canonical %q), but the router called %v %q", method, path,
+				rt.op, rt.entity, rt.canonical, gotOp, gotEntity)
+		}
+	})
+}
+
+// TestCanonicalPathsRoute runs the router check of FuzzClassify over the table's valid rows.
+func TestCanonicalPathsRoute(t *testing.T) {
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/healthz"}, {"GET", "/$NamespaceInfo"}, {"GET", "/$resources/queues"}, {"GET", "/$Resources/Topics"},
+		{"PUT", "/healthz"}, {"DELETE", "/healthz"}, {"PUT", "/readyz"}, {"GET", "/a/b/c"}, {"PUT", "/a%2Fb"}, {"DELETE", "/x%3Fy"},
+		{"POST", "/a/b/Messages"}, {"POST", "/q/$DeadLetterQueue/messages/head"}, {"DELETE", "/q/messages/head"},
+		{"DELETE", "/q/messages/7/" + validToken}, {"PUT", "/a/b/messages/x%2Fy/" + validToken}, {"POST", "/q/messages/head/" + validToken},
+		{"GET", "/q/messages/1"}, {"GET", "/%2525"}, {"PUT", "/$namespaceinfo2"},
+	} {
+		rt, ok := classify(c.method, c.path)
+		if !ok {
+			t.Errorf("classify(%q, %q) not ok", c.method, c.path)
+			continue
+		}
+		if gotOp, gotEntity := routeCanonical(c.method, rt); gotOp != rt.op || gotEntity != rt.entity {
+			t.Errorf("route(%q, %q) = %v %q; want %v %q (canonical %q)", c.method, c.path, gotOp, gotEntity, rt.op, rt.entity, rt.canonical)
+		}
+	}
+}
+
+func TestReceiveWait(t *testing.T) {
+	s := &Server{cfg: Config{DefaultReceiveWait: 60 * time.Second, MaxReceiveWait: 120 * time.Second}}
+	for _, tc := range []struct {
+		timeout *int
+		want    time.Duration
+	}{
+		{nil, 60 * time.Second},
+		{ptr(0), 0},
+		{ptr(5), 5 * time.Second},
+		{ptr(120), 120 * time.Second},
+		{ptr(121), 120 * time.Second},
+		{ptr(9223372036), 120 * time.Second},
+		// time.Duration(n)*time.Second overflows to a negative wait past here.
+		{ptr(9223372037), 120 * time.Second},
+		{ptr(math.MaxInt), 120 * time.Second},
+	} {
+		if got := s.receiveWait(tc.timeout); got != tc.want {
+			t.Errorf("receiveWait(%v) = %v; want %v", deref(tc.timeout), got, tc.want)
+		}
+	}
+	short := &Server{cfg: Config{DefaultReceiveWait: time.Minute, MaxReceiveWait: 1500 * time.Millisecond}}
+	if got := short.receiveWait(ptr(2)); got != 1500*time.Millisecond {
+		t.Errorf("receiveWait(2) with a 1.5 s maximum = %v; want 1.5s", got)
+	}
+	if got := short.receiveWait(nil); got != 1500*time.Millisecond {
+		t.Errorf("receiveWait(nil) with a 1.5 s maximum = %v; want 1.5s", got)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

@@ -1,0 +1,156 @@
+// Package handlers maps HTTP to the broker: the Service Bus REST protocol's paths, headers,
+// Atom XML and SAS authorization on one side, store calls on the other, and one table from domain
+// errors to Service Bus error responses. It holds no SQL.
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sbgate/sbgate/api"
+	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/store"
+)
+
+// Config is what the HTTP layer needs to know beyond the store.
+type Config struct {
+	// Namespace names this broker in Atom entries and error trackers.
+	Namespace string
+	// Keys are the namespace-level shared access keys.
+	Keys []sas.Key
+	// DefaultReceiveWait is how long a receive waits when the request gives no timeout (60s).
+	DefaultReceiveWait time.Duration
+	// MaxReceiveWait caps the timeout a receive may ask for (120s).
+	MaxReceiveWait time.Duration
+	// ClockSkew is how long past its expiry a token is still accepted (5 minutes).
+	ClockSkew time.Duration
+	// Started is when the namespace came up, reported by $namespaceinfo.
+	Started time.Time
+	// Now is the clock for token expiry and error timestamps.
+	Now func() time.Time
+	// Logger receives request logs and internal errors.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Namespace == "" {
+		c.Namespace = "sbgate"
+	}
+	if c.DefaultReceiveWait <= 0 {
+		c.DefaultReceiveWait = 60 * time.Second
+	}
+	if c.MaxReceiveWait <= 0 {
+		c.MaxReceiveWait = 120 * time.Second
+	}
+	if c.ClockSkew <= 0 {
+		c.ClockSkew = 5 * time.Minute
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Started.IsZero() {
+		c.Started = c.Now()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Server implements the generated api.ServerInterface over a store.
+type Server struct {
+	store store.Store
+	cfg   Config
+	log   *slog.Logger
+}
+
+var _ api.ServerInterface = (*Server)(nil)
+
+// NewServer returns the HTTP handler of the whole API.
+func NewServer(st store.Store, cfg Config) http.Handler {
+	cfg.setDefaults()
+	s := &Server{store: st, cfg: cfg, log: cfg.Logger}
+	router := api.HandlerWithOptions(s, api.ChiServerOptions{
+		BaseRouter: chi.NewRouter(),
+		// The generated default writes err.Error() as text/plain; parameter errors get the
+		// Service Bus error body like every other error.
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.writeError(w, r, badRequest("%s", err.Error()))
+		},
+	})
+	return s.recoverer(s.front(router))
+}
+
+func (s *Server) now() time.Time { return s.cfg.Now() }
+
+type routeKey struct{}
+
+func routeFrom(ctx context.Context) (route, bool) {
+	r, ok := ctx.Value(routeKey{}).(route)
+	return r, ok
+}
+
+// front classifies each request, authorizes it, and hands it to the generated router under its
+// canonical path.
+func (s *Server) front(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt, ok := classify(r.Method, r.URL.EscapedPath())
+		if !ok {
+			s.writeError(w, r, &store.Error{Code: store.CodeNotFound, Message: "No service is hosted at the specified address."})
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), routeKey{}, rt))
+		if rt.op != opHealth {
+			if err := s.authorize(r, rt); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		u := *r.URL
+		u.RawPath = rt.canonical
+		if p, err := pathUnescape(rt.canonical); err == nil {
+			u.Path = p
+		}
+		r.URL = &u
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverer turns a panic into a 500 with a tracking id, never a dropped connection with a
+// stack trace in the body.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "panic serving request", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+				s.writeError(w, r, &store.Error{Code: store.CodeInternal})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Healthz answers while the process serves HTTP.
+func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Readyz answers 200 when the database does.
+func (s *Server) Readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.writeError(w, r, &store.Error{Code: store.CodeUnavailable, Message: "The database is not reachable."})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ready\n"))
+}
