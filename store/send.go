@@ -35,7 +35,7 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 		m := &msgs[i]
 		if err := prepareMessage(e, m, now); err != nil {
 			if len(msgs) > 1 {
-				return fmt.Errorf("message %d of the batch: %w", i+1, err)
+				return &Error{Code: ErrorCode(err), Message: fmt.Sprintf("Message %d of the batch: %s", i+1, ErrorMessage(err))}
 			}
 			return err
 		}

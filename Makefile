@@ -1,0 +1,60 @@
+# sbgate — a newcomer needs two targets: `make run` and `make test`. Both install what is
+# missing first (PostgreSQL server binaries, and gcc for the race detector) with the OS package
+# manager.
+
+GO      ?= go
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_GET := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
+
+.PHONY: run test build generate check deps postgres gcc bench clean
+
+run: postgres
+	$(GO) run ./cmd/sbgate
+
+test: postgres gcc
+	$(GO) test -race -timeout 12m ./...
+
+build:
+	$(GO) build -o bin/sbgate ./cmd/sbgate
+
+generate:
+	$(GO) generate ./...
+
+# bench drives a running sbgate: SBGATE_CONNECTION_STRING='Endpoint=...' make bench
+bench:
+	$(GO) run ./cmd/sbgate bench -clients 1,16,64 -duration 15s
+
+# check is what CI adds to the tests: generated code and go.mod must be up to date.
+check:
+	$(GO) generate ./...
+	$(GO) mod tidy
+	git diff --exit-code -- api go.mod go.sum
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
+	$(GO) vet ./...
+
+deps: postgres gcc
+
+# postgres makes sure the PostgreSQL server binaries (initdb, postgres) are installed.
+postgres:
+	@if command -v pg_config >/dev/null 2>&1 && [ -x "$$(pg_config --bindir)/initdb" ] && [ -x "$$(pg_config --bindir)/postgres" ]; then :; \
+	elif ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
+	elif command -v initdb >/dev/null 2>&1 && command -v postgres >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing the PostgreSQL server binaries (apt-get install postgresql)..."; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq postgresql >/dev/null; \
+	else \
+		echo "PostgreSQL server binaries not found: install PostgreSQL (initdb and postgres), or set DATABASE_URL." >&2; exit 1; \
+	fi
+
+# gcc is needed by the race detector (cgo).
+gcc:
+	@if command -v gcc >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing gcc for the race detector (apt-get install gcc libc6-dev)..."; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq gcc libc6-dev >/dev/null; \
+	else \
+		echo "gcc not found: the race detector needs a C compiler." >&2; exit 1; \
+	fi
+
+clean:
+	rm -rf bin

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// serveConfig is every setting of the broker, read once from flags and the environment (a flag
+// wins over its variable).
+type serveConfig struct {
+	Listen         string
+	DataDir        string
+	DatabaseURL    string
+	SASKeyName     string
+	SASKey         string
+	TLSCert        string
+	TLSKey         string
+	Namespace      string
+	LogLevel       slog.Level
+	LogFormat      string
+	MaxReceiveWait time.Duration
+	SendWriters    int
+	PollInterval   time.Duration
+	ShutdownGrace  time.Duration
+}
+
+// envFlag describes one setting: its flag, its variable and its default.
+type envFlag struct {
+	name, env, def, help string
+}
+
+var serveFlags = []envFlag{
+	{"listen", "SBGATE_LISTEN", "127.0.0.1:8080", "address to serve HTTP on (port 0 picks a free one)"},
+	{"data-dir", "SBGATE_DATA_DIR", "", "data directory of the embedded PostgreSQL (default: /var/lib/sbgate as root, else ~/.local/share/sbgate)"},
+	{"database-url", "DATABASE_URL", "", "PostgreSQL URL; when empty sbgate runs its own embedded PostgreSQL"},
+	{"sas-key-name", "SBGATE_SAS_KEY_NAME", "RootManageSharedAccessKey", "name of the namespace shared access key"},
+	{"sas-key", "SBGATE_SAS_KEY", "", "the namespace key; when empty one is generated on first start and kept in the database"},
+	{"tls-cert", "SBGATE_TLS_CERT", "", "certificate file: serve https (the JS and Go administration clients only speak https)"},
+	{"tls-key", "SBGATE_TLS_KEY", "", "private key file for -tls-cert"},
+	{"namespace", "SBGATE_NAMESPACE", "sbgate", "namespace name shown in entity descriptions and errors"},
+	{"log-level", "SBGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
+	{"log-format", "SBGATE_LOG_FORMAT", "text", "text or json"},
+	{"max-receive-wait", "SBGATE_MAX_RECEIVE_WAIT", "120s", "longest a receive may wait for a message (its timeout is capped to this)"},
+	{"send-writers", "SBGATE_SEND_WRITERS", "2", "group-commit writers running at once"},
+	{"poll-interval", "SBGATE_POLL_INTERVAL", "1s", "how often waiting receivers re-check for scheduled messages and expired locks"},
+	{"shutdown-grace", "SBGATE_SHUTDOWN_GRACE", "30s", "how long shutdown waits for requests in flight"},
+}
+
+func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+	fs := flag.NewFlagSet("sbgate serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	vals := make(map[string]*string, len(serveFlags))
+	for _, f := range serveFlags {
+		def := f.def
+		if v := getenv(f.env); v != "" {
+			def = v
+		}
+		vals[f.name] = fs.String(f.name, def, f.help+" ($"+f.env+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return serveConfig{}, err
+	}
+	if fs.NArg() > 0 {
+		return serveConfig{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	get := func(name string) string { return strings.TrimSpace(*vals[name]) }
+	cfg := serveConfig{
+		Listen:      get("listen"),
+		DataDir:     get("data-dir"),
+		DatabaseURL: get("database-url"),
+		SASKeyName:  get("sas-key-name"),
+		SASKey:      get("sas-key"),
+		TLSCert:     get("tls-cert"),
+		TLSKey:      get("tls-key"),
+		Namespace:   get("namespace"),
+		LogFormat:   get("log-format"),
+	}
+	var errs []error
+	if err := cfg.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil {
+		errs = append(errs, fmt.Errorf("-log-level: %w", err))
+	}
+	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("-log-format: want text or json, got %q", cfg.LogFormat))
+	}
+	durations := map[string]*time.Duration{
+		"max-receive-wait": &cfg.MaxReceiveWait, "poll-interval": &cfg.PollInterval, "shutdown-grace": &cfg.ShutdownGrace,
+	}
+	for name, dst := range durations {
+		d, err := time.ParseDuration(get(name))
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("-%s: want a positive duration such as 30s, got %q", name, get(name)))
+		}
+		*dst = d
+	}
+	n, err := strconv.Atoi(get("send-writers"))
+	if err != nil || n < 1 {
+		errs = append(errs, fmt.Errorf("-send-writers: want a positive number, got %q", get("send-writers")))
+	}
+	cfg.SendWriters = n
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		errs = append(errs, errors.New("-tls-cert and -tls-key must be given together"))
+	}
+	if cfg.SASKeyName == "" {
+		errs = append(errs, errors.New("-sas-key-name must not be empty"))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func (c serveConfig) logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

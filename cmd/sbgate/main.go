@@ -1,0 +1,74 @@
+// Command sbgate is a Service Bus–compatible message broker over HTTP that keeps its messages in
+// PostgreSQL.
+//
+//	sbgate [serve]   run the broker (the default)
+//	sbgate migrate   apply database migrations and exit
+//	sbgate token     print a SAS token for curl and other HTTP clients
+//	sbgate bench     drive a running broker and report msgs/s and latency
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return // the flag package printed the usage
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sbgate:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program: main only supplies the process's context, arguments, environment and
+// output, so tests run it in-process on a free port.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		cfg, err := parseServeConfig(args, getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, cfg, stdout)
+	case "migrate":
+		cfg, err := parseServeConfig(args, getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return migrate(ctx, cfg, stdout)
+	case "token":
+		return token(args, getenv, stdout, stderr)
+	case "bench":
+		return runBench(ctx, args, getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+const usage = `usage: sbgate [command] [flags]
+
+commands:
+  serve    run the broker (default)
+  migrate  apply database migrations and exit
+  token    print a SAS token for curl and other HTTP clients
+  bench    drive a running broker and report msgs/s and latency
+
+Run 'sbgate <command> -h' for the flags of a command.
+`

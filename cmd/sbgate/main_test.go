@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/sas"
+)
+
+// TestMain either runs the tests, with a PostgreSQL server for them, or, when a test re-executes
+// this binary with SBGATE_TEST_AS_MAIN set, is the sbgate program itself: the crash test kills
+// that process with SIGKILL, which it cannot do to one running inside the test.
+func TestMain(m *testing.M) {
+	if os.Getenv("SBGATE_TEST_AS_MAIN") != "" {
+		main()
+		os.Exit(0)
+	}
+	dbtest.Main(m)
+}
+
+const testKey = "dGVzdC1rZXktZm9yLXNiZ2F0ZS10ZXN0cy0xMjM0NTY="
+
+// syncBuffer collects output written from another goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var endpointRE = regexp.MustCompile(`endpoint=(https?://[^ ]+/)`)
+
+// waitEndpoint polls the log until the server announces its endpoint, then until /healthz
+// answers.
+func waitEndpoint(t *testing.T, out fmt.Stringer, done <-chan error) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			t.Fatalf("sbgate stopped before serving: %v\n%s", err, out)
+		default:
+		}
+		if m := endpointRE.FindStringSubmatch(out.String()); m != nil {
+			resp, err := http.Get(m[1] + "healthz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return m[1]
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("sbgate did not come up:\n%s", out)
+	return ""
+}
+
+// env builds a getenv over the given variables only, so the tests do not depend on the
+// developer's environment.
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+// startRun runs sbgate in-process and returns its endpoint and a stop function that cancels it
+// and returns run's error.
+func startRun(t *testing.T, getenv func(string) string, args ...string) (string, func() error, *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "-listen", "127.0.0.1:0"}, args...), getenv, out, out)
+	}()
+	endpoint := waitEndpoint(t, out, done)
+	var once sync.Once
+	var err error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(60 * time.Second):
+				err = errors.New("sbgate did not stop within 60s")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return endpoint, stop, out
+}
+
+// call sends one request signed with the test key and returns status, headers and body.
+func call(t *testing.T, method, url string, hdr map[string]string, body string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", sas.Sign(url, "RootManageSharedAccessKey", testKey, time.Now().Add(time.Hour)))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func TestServeWithDatabaseURL(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	endpoint, stop, out := startRun(t, env("DATABASE_URL", url, "SBGATE_SAS_KEY", testKey))
+
+	if st, _, body := call(t, http.MethodPut, endpoint+"orders", nil, ""); st != http.StatusCreated {
+		t.Fatalf("create queue: %d %s", st, body)
+	}
+	if st, _, body := call(t, http.MethodPost, endpoint+"orders/messages", map[string]string{"BrokerProperties": `{"Label":"l"}`}, "hello"); st != http.StatusCreated {
+		t.Fatalf("send: %d %s", st, body)
+	}
+	st, h, body := call(t, http.MethodDelete, endpoint+"orders/messages/head?timeout=5", nil, "")
+	if st != http.StatusOK || body != "hello" || !strings.Contains(h.Get("BrokerProperties"), `"Label":"l"`) {
+		t.Errorf("receive = %d %q %v", st, body, h)
+	}
+	resp, err := http.Get(endpoint + "readyz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("readyz = %v, %v", resp, err)
+	}
+	resp.Body.Close()
+
+	// The start-up log carries what a newcomer needs: endpoint, connection string, curl example.
+	log := out.String()
+	for _, want := range []string{"connection_string=\"Endpoint=sb://127.0.0.1:", "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + testKey, "curl -i -X PUT"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("start-up log lacks %q:\n%s", want, log)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Errorf("run returned %v on shutdown", err)
+	}
+}
+
+func TestGeneratedKeyIsKept(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	keyRE := regexp.MustCompile(`SharedAccessKey=([A-Za-z0-9+/=]+)`)
+	_, stop, out := startRun(t, env("DATABASE_URL", url))
+	first := keyRE.FindStringSubmatch(out.String())
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, stop, out = startRun(t, env("DATABASE_URL", url))
+	second := keyRE.FindStringSubmatch(out.String())
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if first == nil || second == nil || first[1] != second[1] || len(first[1]) != 44 {
+		t.Errorf("generated keys %v then %v; want one 44-character key, kept across restarts", first, second)
+	}
+}
+
+func TestEmbeddedPostgresKeepsDataAndRefusesASecondGateway(t *testing.T) {
+	t.Parallel()
+	dir := tempDataDir(t)
+	getenv := env("SBGATE_DATA_DIR", dir, "SBGATE_SAS_KEY", testKey)
+	endpoint, stop, _ := startRun(t, getenv)
+	if st, _, body := call(t, http.MethodPut, endpoint+"kept", nil, ""); st != http.StatusCreated {
+		t.Fatalf("create queue: %d %s", st, body)
+	}
+	if st, _, body := call(t, http.MethodPost, endpoint+"kept/messages", nil, "survives"); st != http.StatusCreated {
+		t.Fatalf("send: %d %s", st, body)
+	}
+
+	// A second sbgate on the same data directory fails at once with a clear error.
+	err := run(t.Context(), []string{"serve", "-listen", "127.0.0.1:0"}, getenv, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("second sbgate on the same data dir: err = %v; want an in-use error", err)
+	}
+
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	endpoint, stop, _ = startRun(t, getenv)
+	st, _, body := call(t, http.MethodDelete, endpoint+"kept/messages/head?timeout=5", nil, "")
+	if st != http.StatusOK || body != "survives" {
+		t.Errorf("after restart received %d %q; want the message sent before", st, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	var out syncBuffer
+	if err := run(t.Context(), []string{"migrate"}, env("DATABASE_URL", url), &out, &out); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "database migrated") {
+		t.Errorf("migrate output: %s", out.String())
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"serve", "-log-level", "loud"}, nil, "-log-level"},
+		{[]string{"serve", "-max-receive-wait", "soon"}, nil, "-max-receive-wait"},
+		{[]string{"serve", "-tls-cert", "c.pem"}, nil, "together"},
+		{[]string{"serve"}, []string{"SBGATE_SEND_WRITERS", "0"}, "-send-writers"},
+		{[]string{"serve", "extra"}, nil, "unexpected arguments"},
+		{[]string{"frobnicate"}, nil, "unknown command"},
+		{[]string{"token"}, nil, "connection-string"},
+		{[]string{"bench", "-clients", "x"}, nil, "not a number"},
+	} {
+		err := run(t.Context(), tc.args, env(tc.env...), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q, env %q) = %v; want an error mentioning %q", tc.args, tc.env, err, tc.want)
+		}
+	}
+}
+
+func TestTokenCommand(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	conn := "Endpoint=sb://127.0.0.1:8080/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + testKey
+	if err := run(t.Context(), []string{"token", "-connection-string", conn, "-resource", "orders"}, env(), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := sas.ParseToken(strings.TrimSpace(out.String()))
+	if err != nil {
+		t.Fatalf("token output %q: %v", out.String(), err)
+	}
+	if _, err := tok.Verify([]sas.Key{{Name: "RootManageSharedAccessKey", Primary: testKey, Rights: sas.Manage}}, time.Now(), 0); err != nil {
+		t.Errorf("token does not verify: %v", err)
+	}
+	if !tok.Covers("orders/messages") || tok.Covers("other") {
+		t.Errorf("token scope %q: want orders only", tok.Resource)
+	}
+}
+
+func TestBenchCommand(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	endpoint, _, _ := startRun(t, env("DATABASE_URL", url, "SBGATE_SAS_KEY", testKey))
+	host := strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/")
+	conn := "Endpoint=sb://" + host + "/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + testKey
+	var out, progress syncBuffer
+	err := run(t.Context(), []string{"bench", "-clients", "1,4", "-duration", "300ms"},
+		env("SBGATE_CONNECTION_STRING", conn), &out, &progress)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out.String())
+	}
+	// Every operation ran at both levels, moved messages, and failed none.
+	rows := 0
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 7 || f[0] == "operation" {
+			continue
+		}
+		rows++
+		if f[2] == "0" || f[6] != "0" {
+			t.Errorf("bench row %q: want messages and no errors", sc.Text())
+		}
+	}
+	if rows != 8 {
+		t.Errorf("bench printed %d result rows; want 8 (4 operations × 2 levels):\n%s", rows, out.String())
+	}
+}
+
+// tempDataDir is a data directory the embedded PostgreSQL can use, also when the tests run as
+// root and the server runs as the postgres user (t.TempDir lies under a directory only root may
+// enter).
+func tempDataDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sbgate-cmd-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// sbgateProcess runs this test binary as the sbgate program. exited yields its Wait result; the
+// process is killed at the end of the test if still running.
+func sbgateProcess(t *testing.T, out io.Writer, envv ...string) (cmd *exec.Cmd, exited <-chan error) {
+	t.Helper()
+	cmd = exec.Command(os.Args[0], "serve", "-listen", "127.0.0.1:0")
+	cmd.Env = append([]string{"SBGATE_TEST_AS_MAIN=1", "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, envv...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var result error
+	var once sync.Once
+	wait := make(chan error, 1)
+	// The test reads exited at most once; the cleanup must not wait a second time on a channel
+	// the test already drained, so both go through once.
+	collect := func() error {
+		once.Do(func() { result = <-done })
+		return result
+	}
+	go func() { wait <- collect() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = collect()
+	})
+	return cmd, wait
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/store"
+)
+
+// database returns the URL of the configured database, or starts the embedded one. stop ends
+// what was started (a no-op for an external database).
+func database(ctx context.Context, cfg serveConfig, log *slog.Logger) (url string, stop func(), err error) {
+	if cfg.DatabaseURL != "" {
+		return cfg.DatabaseURL, func() {}, nil
+	}
+	dir := cfg.DataDir
+	if dir == "" {
+		if dir, err = db.DefaultDataDir(); err != nil {
+			return "", nil, err
+		}
+	}
+	pg, err := db.StartEmbedded(ctx, db.EmbeddedConfig{DataDir: dir, Logger: log})
+	if err != nil {
+		return "", nil, fmt.Errorf("embedded PostgreSQL: %w", err)
+	}
+	log.Info("embedded PostgreSQL running", "data_dir", dir)
+	return pg.URL(), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := pg.Stop(ctx); err != nil {
+			log.Error("stop embedded PostgreSQL", "err", err)
+		}
+	}, nil
+}
+
+func migrate(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
+	log := cfg.logger(stdout)
+	url, stop, err := database(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	v, err := db.Migrate(ctx, url)
+	if err != nil {
+		return err
+	}
+	log.Info("database migrated", "version", v)
+	return nil
+}
+
+func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
+	log := cfg.logger(stdout)
+	url, stopDB, err := database(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopDB()
+	if _, err := db.Migrate(ctx, url); err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, PollInterval: cfg.PollInterval})
+	st.Start(ctx)
+	defer st.Stop()
+
+	key, err := namespaceKey(ctx, cfg, st)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler: handlers.NewServer(st, handlers.Config{
+			Namespace:      cfg.Namespace,
+			Keys:           []sas.Key{key},
+			MaxReceiveWait: cfg.MaxReceiveWait,
+			Logger:         log,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	scheme := "http"
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("load TLS certificate: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+		scheme = "https"
+	}
+	announce(log, scheme, ln.Addr().String(), key)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	// The context that ended the server is done; shutdown gets a fresh one.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("requests still in flight at shutdown", "err", err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// namespaceKey is the configured key, or the one kept in the database (generated on first start).
+func namespaceKey(ctx context.Context, cfg serveConfig, st store.Store) (sas.Key, error) {
+	if cfg.SASKey != "" {
+		return sas.Key{Name: cfg.SASKeyName, Primary: cfg.SASKey, Rights: sas.Manage}, nil
+	}
+	k, err := st.NamespaceKey(ctx, cfg.SASKeyName, true)
+	if err != nil {
+		return sas.Key{}, err
+	}
+	rights, err := sas.ParseRights(k.Rights)
+	if err != nil {
+		return sas.Key{}, fmt.Errorf("key %s: %w", k.Name, err)
+	}
+	return sas.Key{Name: k.Name, Primary: k.PrimaryKey, Secondary: k.SecondaryKey, Rights: rights}, nil
+}
+
+// announce logs where the broker listens and how to talk to it.
+func announce(log *slog.Logger, scheme, addr string, key sas.Key) {
+	host, port, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	hostPort := net.JoinHostPort(host, port)
+	endpoint := scheme + "://" + hostPort + "/"
+	conn := connectionString(hostPort, key)
+	tok := sas.Sign(endpoint, key.Name, key.Primary, time.Now().Add(24*time.Hour))
+	curl := strings.Join([]string{
+		fmt.Sprintf("TOKEN='%s'", tok),
+		fmt.Sprintf(`curl -i -X PUT -H "Authorization: $TOKEN" %sorders`, endpoint),
+		fmt.Sprintf(`curl -i -X POST -H "Authorization: $TOKEN" -H 'BrokerProperties: {"Label":"hello"}' -d 'hello' %sorders/messages`, endpoint),
+		fmt.Sprintf(`curl -i -X DELETE -H "Authorization: $TOKEN" %sorders/messages/head?timeout=5`, endpoint),
+	}, "; ")
+	log.Info("sbgate serving", "endpoint", endpoint, "connection_string", conn)
+	log.Info("try it (token valid 24h)", "curl", curl)
+}
+
+// connectionString is what Service Bus clients are configured with.
+func connectionString(hostPort string, key sas.Key) string {
+	return "Endpoint=sb://" + hostPort + "/;SharedAccessKeyName=" + key.Name + ";SharedAccessKey=" + key.Primary
+}
