@@ -1,17 +1,17 @@
 # sbgate — a newcomer needs two targets: `make run` and `make test`. Both install what is
-# missing first (PostgreSQL server binaries, and gcc for the race detector) with the OS package
-# manager.
+# missing first with the OS package manager: PostgreSQL server binaries; for the tests also gcc
+# (race detector) and Node.js with the real Service Bus clients the compatibility tests run.
 
 GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_GET := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 
-.PHONY: run test build generate check deps postgres gcc bench clean
+.PHONY: run test build generate check deps postgres gcc node compat-clients bench clean
 
 run: postgres
 	$(GO) run ./cmd/sbgate
 
-test: postgres gcc
+test: postgres gcc compat-clients
 	$(GO) test -race -timeout 12m ./...
 
 build:
@@ -32,7 +32,7 @@ check:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	$(GO) vet ./...
 
-deps: postgres gcc
+deps: postgres gcc compat-clients
 
 # postgres makes sure the PostgreSQL server binaries (initdb, postgres) are installed.
 postgres:
@@ -56,5 +56,19 @@ gcc:
 		echo "gcc not found: the race detector needs a C compiler." >&2; exit 1; \
 	fi
 
+# node makes sure Node.js and npm are installed, for the client compatibility tests.
+node:
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing Node.js for the client compatibility tests (apt-get install nodejs npm)..."; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq nodejs npm >/dev/null; \
+	else \
+		echo "Node.js not found: the client compatibility tests (compat/) need node and npm." >&2; exit 1; \
+	fi
+
+# compat-clients installs the pinned client libraries compat/ runs against sbgate.
+compat-clients: node
+	@[ -d compat/azure-sb/node_modules/azure-sb ] || npm ci --prefix compat/azure-sb --no-audit --no-fund --loglevel=error
+
 clean:
-	rm -rf bin
+	rm -rf bin compat/*/node_modules
