@@ -90,11 +90,35 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 ON CONFLICT (path_key) DO NOTHING
 RETURNING ` + entityColumns
 
-// CreateEntity creates a queue, topic or subscription. See Store.
+// CreateEntity creates a queue, topic or subscription. A subscription gets the $Default rule
+// (every message). See Store.
 func (s *Postgres) CreateEntity(ctx context.Context, kind Kind, path string, p Properties) (*Entity, error) {
+	return s.createEntity(ctx, kind, path, p, nil)
+}
+
+// CreateSubscription creates a subscription whose first rule is rule ($Default, every message,
+// when rule is nil). Errors: as CreateEntity, and ErrBadRequest for an invalid rule.
+func (s *Postgres) CreateSubscription(ctx context.Context, path string, p Properties, rule *Rule) (*Entity, error) {
+	return s.createEntity(ctx, KindSubscription, path, p, rule)
+}
+
+func (s *Postgres) createEntity(ctx context.Context, kind Kind, path string, p Properties, rule *Rule) (*Entity, error) {
 	parentID, err := s.checkNewEntity(ctx, kind, path, &p)
 	if err != nil {
 		return nil, err
+	}
+	if err := s.checkForwarding(ctx, path, &p); err != nil {
+		return nil, err
+	}
+	var first Rule
+	if kind == KindSubscription {
+		first = TrueRule(DefaultRuleName)
+		if rule != nil {
+			first = *rule
+		}
+		if _, err := compileRule(first); err != nil {
+			return nil, err
+		}
 	}
 	props, err := propertyArgs(&p)
 	if err != nil {
@@ -104,12 +128,22 @@ func (s *Postgres) CreateEntity(ctx context.Context, kind Kind, path string, p P
 	if parentID != 0 {
 		parent = pgtype.Int8{Int64: parentID, Valid: true}
 	}
+	now := s.now()
 	args := append([]any{kind, Key(path), path, parent}, props...)
-	args = append(args, s.now())
-	e, err := scanEntity(s.pool.QueryRow(ctx, insertEntitySQL, args...))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &Error{Code: CodeConflict, Message: fmt.Sprintf("The messaging entity '%s' already exists.", path)}
-	}
+	args = append(args, now)
+	var e *Entity
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		e, err = scanEntity(tx.QueryRow(ctx, insertEntitySQL, args...))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &Error{Code: CodeConflict, Message: fmt.Sprintf("The messaging entity '%s' already exists.", path)}
+		}
+		if err != nil || kind != KindSubscription {
+			return err
+		}
+		first.CreatedAt = now
+		return insertRule(ctx, tx, e.ID, first)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("create %s %s: %w", kind, path, interpretError(err))
 	}
@@ -175,6 +209,9 @@ func (s *Postgres) UpdateEntity(ctx context.Context, kind Kind, path string, p P
 			return badRequest("The messaging entity '%s' is a %s, not a %s.", path, strings.ToLower(old.Kind.String()), strings.ToLower(kind.String()))
 		}
 		if err := checkImmutable(old, &p); err != nil {
+			return err
+		}
+		if err := s.checkForwarding(ctx, old.Path, &p); err != nil {
 			return err
 		}
 		props, err := propertyArgs(&p)
@@ -353,7 +390,28 @@ func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("count messages: %w", interpretError(err))
 	}
-	return nil
+	var topics []int64
+	for _, e := range list {
+		if e.Kind == KindTopic {
+			topics = append(topics, e.ID)
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	subRows, err := s.pool.Query(ctx, `SELECT parent_id, count(*) FROM entities WHERE parent_id = ANY($1) GROUP BY parent_id`, topics)
+	if err != nil {
+		return fmt.Errorf("count subscriptions: %w", interpretError(err))
+	}
+	defer subRows.Close()
+	for subRows.Next() {
+		var id, n int64
+		if err := subRows.Scan(&id, &n); err != nil {
+			return fmt.Errorf("count subscriptions: %w", err)
+		}
+		byID[id].SubscriptionCount = n
+	}
+	return interpretError(subRows.Err())
 }
 
 // entityChanged drops path from this gateway's cache and tells the other gateways to do the same.
@@ -376,14 +434,16 @@ func (s *Postgres) Resolve(ctx context.Context, path string) (*Entity, error) {
 	return e, nil
 }
 
-// entityCache keeps resolved entities for a short time, so the hot paths (send, receive, settle)
-// do not read the entity row on every request. Changes made through this gateway invalidate it at
-// once; changes made through another gateway arrive by NOTIFY, with the TTL as a backstop.
+// entityCache keeps resolved entities, and each topic's subscriptions with their compiled rules,
+// for a short time, so the hot paths (send, receive, settle) do not read them on every request.
+// Changes made through this gateway invalidate it at once; changes made through another gateway
+// arrive by NOTIFY, with the TTL as a backstop.
 type entityCache struct {
-	ttl time.Duration
-	now func() time.Time
-	mu  sync.Mutex
-	m   map[string]cachedEntity
+	ttl    time.Duration
+	now    func() time.Time
+	mu     sync.Mutex
+	m      map[string]cachedEntity
+	routes map[string]cachedRoutes // by topic key
 }
 
 type cachedEntity struct {
@@ -391,8 +451,13 @@ type cachedEntity struct {
 	expires time.Time
 }
 
+type cachedRoutes struct {
+	routes  []subRoute
+	expires time.Time
+}
+
 func newEntityCache(ttl time.Duration, now func() time.Time) *entityCache {
-	return &entityCache{ttl: ttl, now: now, m: make(map[string]cachedEntity)}
+	return &entityCache{ttl: ttl, now: now, m: make(map[string]cachedEntity), routes: make(map[string]cachedRoutes)}
 }
 
 func (c *entityCache) get(key string) *Entity {
@@ -411,11 +476,32 @@ func (c *entityCache) put(key string, e *Entity) {
 	c.m[key] = cachedEntity{e: e, expires: c.now().Add(c.ttl)}
 }
 
+func (c *entityCache) getRoutes(topicKey string) ([]subRoute, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cr, ok := c.routes[topicKey]
+	if !ok || c.now().After(cr.expires) {
+		return nil, false
+	}
+	return cr.routes, true
+}
+
+func (c *entityCache) putRoutes(topicKey string, routes []subRoute) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.routes[topicKey] = cachedRoutes{routes: routes, expires: c.now().Add(c.ttl)}
+}
+
+// invalidate forgets the entity at key: a topic with its subscriptions and routes, a
+// subscription with its topic's routes (its rules or description changed).
 func (c *entityCache) invalidate(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, key)
-	// A deleted topic takes its subscriptions with it.
+	delete(c.routes, key)
+	if topic, _, ok := SplitSubscriptionPath(key); ok {
+		delete(c.routes, topic)
+	}
 	prefix := key + strings.ToLower(subscriptionsSegment)
 	for k := range c.m {
 		if strings.HasPrefix(k, prefix) {
@@ -428,4 +514,5 @@ func (c *entityCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.m)
+	clear(c.routes)
 }

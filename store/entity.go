@@ -188,6 +188,8 @@ type Entity struct {
 	UpdatedAt  time.Time
 	AccessedAt time.Time // zero when never accessed
 	Counts     Counts    // filled by Get and List
+	// SubscriptionCount is a topic's number of subscriptions, filled by Get and List.
+	SubscriptionCount int64
 }
 
 // Key returns the canonical, case-insensitive key of an entity path.

@@ -86,6 +86,7 @@ ORDER BY e.id LIMIT 100`
 func (s *Postgres) Maintain(ctx context.Context) error {
 	now := s.now()
 	errs := []error{s.flushTouches(ctx, now)}
+	var woken []int64
 	errs = append(errs, s.led(ctx, lockExpire, func(tx pgx.Tx) error {
 		for {
 			var n int64
@@ -93,10 +94,29 @@ func (s *Postgres) Maintain(ctx context.Context) error {
 				return fmt.Errorf("expire messages: %w", err)
 			}
 			if n == 0 {
-				return nil
+				break
 			}
 		}
+		// Dead letters of entities that forward them, expired ones just now included, move on in
+		// the same transaction.
+		rows, err := tx.Query(ctx, `SELECT `+entityColumns+` FROM entities WHERE forward_dead_lettered_to <> ''`)
+		if err != nil {
+			return err
+		}
+		forwarding, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Entity, error) { return scanEntity(r) })
+		if err != nil {
+			return err
+		}
+		for _, e := range forwarding {
+			ids, err := s.transferDeadLetters(ctx, tx, e)
+			if err != nil {
+				return fmt.Errorf("forward dead letters of %s: %w", e.Path, err)
+			}
+			woken = append(woken, ids...)
+		}
+		return nil
 	}))
+	s.wakeAll(woken)
 	errs = append(errs, s.led(ctx, lockCompactCounts, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, compactCountsSQL)
 		return err

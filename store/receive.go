@@ -121,23 +121,8 @@ const noDeliveryLimit = 1<<31 - 1
 // claim takes up to n messages of e's subqueue now, without waiting.
 func (s *Postgres) claim(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, n int) ([]*Message, error) {
 	state := sq.state()
-	maxDelivery := int64(e.Props.MaxDeliveryCount)
-	if sq == SubQueueDeadLetter {
-		maxDelivery = noDeliveryLimit
-	}
 	for {
-		now := s.now()
-		var rows pgx.Rows
-		var err error
-		if mode == ReceiveAndDelete {
-			rows, err = s.pool.Query(ctx, receiveAndDeleteSQL, e.ID, state, now, n)
-		} else {
-			rows, err = s.pool.Query(ctx, peekLockSQL, e.ID, state, now, n, interval(e.Props.LockDuration), maxDelivery)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("receive from %s: %w", e.Path, interpretError(err))
-		}
-		msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) })
+		msgs, err := s.claimOnce(ctx, e, sq, mode, n)
 		if err != nil {
 			return nil, fmt.Errorf("receive from %s: %w", e.Path, interpretError(err))
 		}
@@ -158,6 +143,66 @@ func (s *Postgres) claim(ctx context.Context, e *Entity, sq SubQueue, mode Recei
 		}
 		return delivered, nil
 	}
+}
+
+// querier runs a query on the pool or inside a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// claimOnce runs one claim statement. An entity that forwards its dead letters runs it in a
+// transaction with the move of any message it dead-lettered, so none waits in its dead-letter
+// subqueue; every other entity claims in one statement.
+func (s *Postgres) claimOnce(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, n int) ([]*Message, error) {
+	maxDelivery := int64(e.Props.MaxDeliveryCount)
+	if sq == SubQueueDeadLetter {
+		maxDelivery = noDeliveryLimit
+	}
+	now := s.now()
+	run := func(db querier) ([]*Message, error) {
+		var rows pgx.Rows
+		var err error
+		if mode == ReceiveAndDelete {
+			rows, err = db.Query(ctx, receiveAndDeleteSQL, e.ID, sq.state(), now, n)
+		} else {
+			rows, err = db.Query(ctx, peekLockSQL, e.ID, sq.state(), now, n, interval(e.Props.LockDuration), maxDelivery)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) })
+	}
+	if mode == ReceiveAndDelete || sq != SubQueueMain || e.Props.ForwardDeadLetteredMessagesTo == "" {
+		return run(s.pool)
+	}
+	var msgs []*Message
+	var woken []int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if msgs, err = run(tx); err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if m.State == StateDeadLetter {
+				woken, err = s.transferDeadLetters(ctx, tx, e)
+				return err
+			}
+		}
+		return nil
+	})
+	s.wakeAll(woken)
+	return msgs, err
+}
+
+// wakeAll wakes the receivers of entities that just got messages, here and on other gateways.
+func (s *Postgres) wakeAll(ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	for _, id := range ids {
+		s.hub.wake(id)
+	}
+	s.listener.announceMessages(ids)
 }
 
 // Receive takes the next message, waiting up to wait. See Store.
@@ -292,7 +337,20 @@ func (s *Postgres) settle(ctx context.Context, e *Entity, sq SubQueue, op Settle
 		return time.Time{}, fmt.Errorf("unknown settlement %d", op)
 	}
 	var until time.Time
-	err := s.pool.QueryRow(ctx, sql, args...).Scan(&until)
+	var err error
+	var woken []int64
+	if op == deadLetter && e.Props.ForwardDeadLetteredMessagesTo != "" {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, sql, args...).Scan(&until); err != nil {
+				return err
+			}
+			woken, err = s.transferDeadLetters(ctx, tx, e)
+			return err
+		})
+		s.wakeAll(woken)
+	} else {
+		err = s.pool.QueryRow(ctx, sql, args...).Scan(&until)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, &Error{Code: CodeLockLost, Message: fmt.Sprintf(
 			"The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue. Reference: %s, entity '%s', message '%s'.",

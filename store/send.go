@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -30,7 +31,6 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 	}
 	now := s.now()
 	total := 0
-	rows := make([]messageRow, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		if err := prepareMessage(e, m, now); err != nil {
@@ -39,21 +39,29 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 			}
 			return err
 		}
-		r, err := newMessageRow(e, m, now)
+		props, err := encodeUserProperties(m.UserProperties)
 		if err != nil {
 			return err
 		}
-		total += int(r.size)
-		rows = append(rows, r)
+		total += messageSize(m, len(props))
 	}
 	if limit := e.Props.MaxMessageSizeInKilobytes * 1024; int64(total) > limit {
 		return &Error{Code: CodeTooLarge, Message: fmt.Sprintf(
 			"The message (size %d bytes) exceeds the limit of %d bytes allowed on entity '%s'.", total, limit, e.Path)}
 	}
-	if err := s.checkQuota(ctx, e, int64(total)); err != nil {
-		return err
+	if e.Kind == KindQueue {
+		if err := s.checkQuota(ctx, e, int64(total)); err != nil {
+			return err
+		}
 	}
-	if err := s.batcher.submit(ctx, &sendRequest{rows: rows, entityIDs: []int64{e.ID}}); err != nil {
+	d := s.newDelivery(ctx, now)
+	for i := range msgs {
+		d.begin(e)
+		if err := d.deliver(e, &msgs[i], e, 0); err != nil {
+			return err
+		}
+	}
+	if err := s.batcher.submit(ctx, &sendRequest{rows: d.rows, entityIDs: d.entityIDs()}); err != nil {
 		return err
 	}
 	s.grew(e.ID, int64(total))
@@ -66,8 +74,6 @@ func checkSendable(e *Entity) error {
 	switch {
 	case e.Kind == KindSubscription:
 		return badRequest("Messages cannot be sent to subscription '%s'; send them to its topic.", e.Path)
-	case e.Kind == KindTopic:
-		return badRequest("Sending to topic '%s' is not supported.", e.Path)
 	case e.Props.Status == StatusDisabled || e.Props.Status == StatusSendDisabled:
 		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
 			"SubCode=40301. The messaging entity '%s' is disabled for sending (status %s).", e.Path, e.Props.Status)}
@@ -132,44 +138,56 @@ func newMessageID() string {
 
 // messageRow is one message as the INSERT takes it.
 type messageRow struct {
-	entityID                                                 int64
-	visibleAt, enqueuedAt, expiresAt, scheduledAt            pgtype.Timestamptz
-	ttl                                                      pgtype.Interval
-	messageID, correlationID, sessionID, replyToSessionID    string
-	label, to, replyTo, partitionKey, contentType, userProps string
-	body                                                     []byte
-	size                                                     int32
-	dedupUntil                                               pgtype.Timestamptz // NULL: the entity does not detect duplicates
+	entityID                                                  int64
+	state                                                     State
+	visibleAt, enqueuedAt, expiresAt, scheduledAt             pgtype.Timestamptz
+	ttl                                                       pgtype.Interval
+	messageID, correlationID, sessionID, replyToSessionID     string
+	label, to, replyTo, partitionKey, contentType, userProps  string
+	deadLetterReason, deadLetterDescription, deadLetterSource string
+	body                                                      []byte
+	size                                                      int32
+	// Duplicate detection: the entity whose history the MessageId goes into (the one the client
+	// sent to; for a topic, every subscription copy shares the topic's record) and until when.
+	// dedupUntil NULL: no detection.
+	dedupEntity int64
+	dedupUntil  pgtype.Timestamptz
+	// msgIndex tells the copies of one sent message apart from a duplicate sent with it.
+	msgIndex int
 }
 
-func newMessageRow(e *Entity, m *Message, now time.Time) (messageRow, error) {
+func newMessageRow(entityID int64, m *Message) (messageRow, error) {
 	props, err := encodeUserProperties(m.UserProperties)
 	if err != nil {
 		return messageRow{}, err
 	}
 	r := messageRow{
-		entityID:         e.ID,
-		enqueuedAt:       timestamptz(m.EnqueuedTime),
-		expiresAt:        timestamptz(m.ExpiresAt),
-		scheduledAt:      timestamptz(m.ScheduledEnqueueTime),
-		visibleAt:        timestamptz(m.ScheduledEnqueueTime),
-		ttl:              interval(m.TimeToLive),
-		messageID:        m.MessageID,
-		correlationID:    m.CorrelationID,
-		sessionID:        m.SessionID,
-		replyToSessionID: m.ReplyToSessionID,
-		label:            m.Label,
-		to:               m.To,
-		replyTo:          m.ReplyTo,
-		partitionKey:     m.PartitionKey,
-		contentType:      m.ContentType,
-		userProps:        props,
-		body:             m.Body,
+		entityID:              entityID,
+		state:                 m.State,
+		enqueuedAt:            timestamptz(m.EnqueuedTime),
+		expiresAt:             timestamptz(m.ExpiresAt),
+		scheduledAt:           timestamptz(m.ScheduledEnqueueTime),
+		visibleAt:             timestamptz(m.ScheduledEnqueueTime),
+		ttl:                   interval(m.TimeToLive),
+		messageID:             m.MessageID,
+		correlationID:         m.CorrelationID,
+		sessionID:             m.SessionID,
+		replyToSessionID:      m.ReplyToSessionID,
+		label:                 m.Label,
+		to:                    m.To,
+		replyTo:               m.ReplyTo,
+		partitionKey:          m.PartitionKey,
+		contentType:           m.ContentType,
+		userProps:             props,
+		deadLetterReason:      m.DeadLetterReason,
+		deadLetterDescription: m.DeadLetterDescription,
+		deadLetterSource:      m.DeadLetterSource,
+		body:                  m.Body,
+	}
+	if m.State == StateDeadLetter {
+		r.visibleAt = pgtype.Timestamptz{} // a dead letter is receivable at once, whatever its schedule
 	}
 	r.size = int32(messageSize(m, len(props)))
-	if e.Props.RequiresDuplicateDetection {
-		r.dedupUntil = timestamptz(now.Add(e.Props.DuplicateDetectionHistoryTimeWindow))
-	}
 	return r, nil
 }
 
@@ -181,97 +199,113 @@ func messageSize(m *Message, userPropsLen int) int {
 }
 
 // insertMessagesSQL writes a group of messages in one statement, so in one transaction, with
-// their duplicate-detection history and count deltas. A message whose entity detects duplicates
-// (dd, its history expiry, not NULL) is written only if its MessageId is new to the entity or its
-// earlier record has expired; concurrent senders with the same id wait on the dedup key, so
-// exactly one wins on every gateway. Rows are inserted in input order, which gives a batch
-// increasing sequence numbers.
+// their duplicate-detection history and count deltas. A message sent to an entity that detects
+// duplicates (dd, its history expiry, not NULL) is written only if its MessageId is new to that
+// entity (de) or its earlier record has expired; concurrent senders with the same id wait on the
+// dedup key, so exactly one wins on every gateway, and all copies of a topic message share the
+// topic's record. Rows are inserted in input order, which gives a batch increasing sequence
+// numbers.
 const insertMessagesSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::interval[],
 		$6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
-		$14::text[], $15::text[], $16::text[], $17::bytea[], $18::int[], $19::timestamptz[])
-		WITH ORDINALITY AS u(e, v, q, x, t, sc, mid, cid, sid, rts, lb, ta, rt, pk, ct, up, b, sz, dd, ord)
+		$14::text[], $15::text[], $16::text[], $17::bytea[], $18::int[], $19::timestamptz[], $20::bigint[],
+		$21::smallint[], $22::text[], $23::text[], $24::text[])
+		WITH ORDINALITY AS u(e, v, q, x, t, sc, mid, cid, sid, rts, lb, ta, rt, pk, ct, up, b, sz, dd, de, st, dlr, dld, dls, ord)
 ), fresh AS (
 	INSERT INTO dedup (entity_id, message_id, expires_at)
-	SELECT e, mid, dd FROM input WHERE dd IS NOT NULL
+	SELECT DISTINCT de, mid, dd FROM input WHERE dd IS NOT NULL
 	ON CONFLICT (entity_id, message_id) DO UPDATE SET expires_at = excluded.expires_at
-		WHERE dedup.expires_at <= $20
+		WHERE dedup.expires_at <= $25
 	RETURNING entity_id, message_id
 ), ins AS (
 	INSERT INTO messages (entity_id, visible_at, enqueued_at, expires_at, ttl, scheduled_at, message_id,
 		correlation_id, session_id, reply_to_session_id, label, to_addr, reply_to, partition_key, content_type,
-		user_props, body, size)
+		user_props, body, size, state, dead_letter_reason, dead_letter_description, dead_letter_source)
 	SELECT e, v, q, x, t, sc, mid, NULLIF(cid, ''), NULLIF(sid, ''), NULLIF(rts, ''), NULLIF(lb, ''),
-		NULLIF(ta, ''), NULLIF(rt, ''), NULLIF(pk, ''), NULLIF(ct, ''), NULLIF(up, '')::jsonb, b, sz
+		NULLIF(ta, ''), NULLIF(rt, ''), NULLIF(pk, ''), NULLIF(ct, ''), NULLIF(up, '')::jsonb, b, sz, st,
+		NULLIF(dlr, ''), NULLIF(dld, ''), NULLIF(dls, '')
 	FROM input
-	WHERE dd IS NULL OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.e AND f.message_id = input.mid)
+	WHERE dd IS NULL OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.de AND f.message_id = input.mid)
 	ORDER BY ord
-	RETURNING entity_id, size
+	RETURNING entity_id, state, size
 )
 INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-SELECT entity_id, count(*), 0, sum(size) FROM ins GROUP BY entity_id`
+SELECT entity_id, count(*) FILTER (WHERE state <> 2), count(*) FILTER (WHERE state = 2), sum(size)
+FROM ins GROUP BY entity_id`
+
+// execer runs a statement on the pool or inside a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
 
 // insertRows writes rows in one statement, so in one transaction.
-func (s *Postgres) insertRows(ctx context.Context, rows []messageRow) error {
+func (s *Postgres) insertRows(ctx context.Context, db execer, rows []messageRow) error {
 	rows = dropDuplicateIDs(rows)
 	n := len(rows)
 	var (
-		entityIDs                            = make([]int64, n)
+		entityIDs, dedupEntities             = make([]int64, n), make([]int64, n)
 		visible, enqueued, expires, schedule = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 		dedup                                = make([]pgtype.Timestamptz, n)
 		ttls                                 = make([]pgtype.Interval, n)
 		mid, cid, sid, rts, lb, ta, rt       = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		pk, ct, up                           = make([]string, n), make([]string, n), make([]string, n)
+		pk, ct, up, dlr, dld, dls            = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		states                               = make([]int16, n)
 		bodies                               = make([][]byte, n)
 		sizes                                = make([]int32, n)
 	)
 	for i := range rows {
 		r := &rows[i]
-		entityIDs[i] = r.entityID
+		entityIDs[i], dedupEntities[i], states[i] = r.entityID, r.dedupEntity, int16(r.state)
 		visible[i], enqueued[i], expires[i], schedule[i] = r.visibleAt, r.enqueuedAt, r.expiresAt, r.scheduledAt
 		dedup[i] = r.dedupUntil
 		ttls[i] = r.ttl
 		mid[i], cid[i], sid[i], rts[i], lb[i], ta[i], rt[i] = r.messageID, r.correlationID, r.sessionID, r.replyToSessionID, r.label, r.to, r.replyTo
 		pk[i], ct[i], up[i] = r.partitionKey, r.contentType, r.userProps
+		dlr[i], dld[i], dls[i] = r.deadLetterReason, r.deadLetterDescription, r.deadLetterSource
 		bodies[i], sizes[i] = r.body, r.size
 		if bodies[i] == nil {
 			bodies[i] = []byte{}
 		}
 	}
-	_, err := s.pool.Exec(ctx, insertMessagesSQL, entityIDs, visible, enqueued, expires, ttls, schedule,
-		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, s.now())
+	_, err := db.Exec(ctx, insertMessagesSQL, entityIDs, visible, enqueued, expires, ttls, schedule,
+		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, dedupEntities, states, dlr, dld, dls, s.now())
 	return err
 }
 
-// dropDuplicateIDs keeps the first of several rows with one MessageId for an entity that detects
-// duplicates: one statement may not claim a dedup key twice, and the later copies are duplicates
-// anyway (their senders still get their 201, as the service answers).
+// dropDuplicateIDs keeps, for each MessageId sent to an entity that detects duplicates, only the
+// rows of the first message that carried it (a topic message has one row per subscription copy):
+// one statement may not claim a dedup key twice, and the later messages are duplicates anyway
+// (their senders still get their 201, as the service answers).
 func dropDuplicateIDs(rows []messageRow) []messageRow {
 	type key struct {
 		entity int64
 		id     string
 	}
-	var seen map[key]bool
+	var first map[key]int
 	out := rows[:0:0]
 	for i, r := range rows {
 		if !r.dedupUntil.Valid {
-			if seen != nil {
+			if first != nil {
 				out = append(out, r)
 			}
 			continue
 		}
-		if seen == nil {
-			seen = make(map[key]bool)
+		if first == nil {
+			first = make(map[key]int)
 			out = append(out, rows[:i]...)
 		}
-		k := key{r.entityID, r.messageID}
-		if !seen[k] {
-			seen[k] = true
+		k := key{r.dedupEntity, r.messageID}
+		owner, seen := first[k]
+		if !seen {
+			first[k] = r.msgIndex
+			owner = r.msgIndex
+		}
+		if owner == r.msgIndex {
 			out = append(out, r)
 		}
 	}
-	if seen == nil {
+	if first == nil {
 		return rows
 	}
 	return out
@@ -396,11 +430,11 @@ func (b *sendBatcher) write(batch []*sendRequest, n int) {
 	for _, r := range batch {
 		rows = append(rows, r.rows...)
 	}
-	err := interpretError(b.s.insertRows(ctx, rows))
+	err := interpretError(b.s.insertRows(ctx, b.s.pool, rows))
 	if err != nil && len(batch) > 1 && !errors.Is(err, ErrUnavailable) {
 		// One request's rows failed the shared statement; write each alone so the others commit.
 		for _, r := range batch {
-			b.finish(r, interpretError(b.s.insertRows(ctx, r.rows)))
+			b.finish(r, interpretError(b.s.insertRows(ctx, b.s.pool, r.rows)))
 		}
 		return
 	}

@@ -31,7 +31,7 @@ func TestGroupCommitIsolatesAFailingRequest(t *testing.T) {
 		if err := prepareMessage(e, &m, s.now()); err != nil {
 			t.Fatal(err)
 		}
-		r, err := newMessageRow(e, &m, s.now())
+		r, err := newMessageRow(e.ID, &m)
 		if err != nil {
 			t.Fatal(err)
 		}

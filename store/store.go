@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,6 +35,20 @@ type Store interface {
 	// with counts. For subscriptions, parent is the topic path.
 	ListEntities(ctx context.Context, kind Kind, parent string, skip, top int) ([]*Entity, error)
 
+	// CreateSubscription creates a subscription with rule as its first rule ($Default, every
+	// message, when nil). Errors: as CreateEntity, and ErrBadRequest for an invalid rule.
+	CreateSubscription(ctx context.Context, path string, p Properties, rule *Rule) (*Entity, error)
+	// PutRule creates a rule on a subscription, or with update replaces one. Errors: ErrNotFound,
+	// ErrConflict, ErrBadRequest (the filter or action does not compile; the message says where),
+	// ErrQuota.
+	PutRule(ctx context.Context, subPath string, r Rule, update bool) (*Rule, error)
+	// GetRule returns a rule. Errors: ErrNotFound.
+	GetRule(ctx context.Context, subPath, name string) (*Rule, error)
+	// DeleteRule deletes a rule. Errors: ErrNotFound.
+	DeleteRule(ctx context.Context, subPath, name string) error
+	// ListRules lists a subscription's rules in name order. Errors: ErrNotFound.
+	ListRules(ctx context.Context, subPath string, skip, top int) ([]*Rule, error)
+
 	// Resolve returns the entity at path from a short-lived cache. Errors: ErrNotFound.
 	Resolve(ctx context.Context, path string) (*Entity, error)
 	// Send stores msgs in e atomically: all are committed when it returns nil, none otherwise.
@@ -43,10 +58,28 @@ type Store interface {
 	// returns nil, nil when none came. In PeekLock mode the message is locked for the entity's
 	// LockDuration; in ReceiveAndDelete mode it is removed.
 	Receive(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, wait time.Duration) (*Message, error)
-	// Settle completes, abandons or renews the lock of the message whose lock token is token and
-	// whose sequence number or message id is id. Renew returns the new lock expiry.
+	// ReceiveBatch is Receive for up to n messages: it waits up to wait for the first and
+	// returns every one available then, up to n. Errors: as Receive, and ErrBadRequest for n out
+	// of 1..MaxReceiveBatch.
+	ReceiveBatch(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, n int, wait time.Duration) ([]*Message, error)
+	// Settle completes, abandons, renews or defers the lock of the message whose lock token is
+	// token and whose sequence number or message id is id. Renew returns the new lock expiry.
 	// Errors: ErrLockLost when no such lock is held (expired, settled, wrong id or token).
 	Settle(ctx context.Context, e *Entity, sq SubQueue, op Settlement, id string, token uuid.UUID) (time.Time, error)
+	// DeadLetter moves a locked message to the dead-letter subqueue with a reason and a
+	// description. Errors: ErrLockLost, ErrBadRequest.
+	DeadLetter(ctx context.Context, e *Entity, id string, token uuid.UUID, reason, description string) error
+	// ReceiveDeferred takes a deferred message by sequence number. Errors: ErrNotFound.
+	ReceiveDeferred(ctx context.Context, e *Entity, seq int64, mode ReceiveMode) (*Message, error)
+	// Browse lists up to n messages of a subqueue from sequence number from on, without locks.
+	Browse(ctx context.Context, e *Entity, sq SubQueue, from int64, n int) ([]*Message, error)
+	// CancelScheduled removes a message still waiting for its scheduled time. Errors: ErrNotFound.
+	CancelScheduled(ctx context.Context, e *Entity, seq int64) error
+	// Purge deletes every message of a subqueue and returns how many.
+	Purge(ctx context.Context, e *Entity, sq SubQueue) (int64, error)
+	// Resubmit moves dead-lettered messages back into the entity as new messages: the one with
+	// sequence number seq, or (seq 0) every one match accepts. Errors: ErrNotFound for a seq.
+	Resubmit(ctx context.Context, e *Entity, seq int64, match func(*Message) bool) (int64, error)
 
 	// NamespaceKey returns the namespace-level key named name, creating it with a random key and
 	// Manage rights when create is true and it does not exist yet.
@@ -142,6 +175,9 @@ type Postgres struct {
 	listener *listener
 	touched  touches
 	sizes    sizeCache
+	// msgCounter numbers sent messages, so the rows of one message (its subscription copies)
+	// are told apart from a duplicate of it in the same group commit.
+	msgCounter atomic.Int64
 
 	mu       sync.Mutex
 	stopLoop context.CancelFunc

@@ -1,0 +1,334 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sbgate/sbgate/sqlfilter"
+)
+
+// ruleJSON is how a rule's filter and action are kept in the rules table.
+type filterJSON struct {
+	Kind        FilterKind       `json:"kind"`
+	SQL         string           `json:"sql,omitempty"`
+	Params      json.RawMessage  `json:"params,omitempty"`
+	Correlation *correlationJSON `json:"correlation,omitempty"`
+}
+
+type correlationJSON struct {
+	CorrelationID    string          `json:"correlationId,omitempty"`
+	MessageID        string          `json:"messageId,omitempty"`
+	To               string          `json:"to,omitempty"`
+	ReplyTo          string          `json:"replyTo,omitempty"`
+	Label            string          `json:"label,omitempty"`
+	SessionID        string          `json:"sessionId,omitempty"`
+	ReplyToSessionID string          `json:"replyToSessionId,omitempty"`
+	ContentType      string          `json:"contentType,omitempty"`
+	Properties       json.RawMessage `json:"properties,omitempty"`
+}
+
+type actionJSON struct {
+	SQL    string          `json:"sql"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// encodeTyped keeps typed values (rule parameters, correlation properties) as user properties
+// are kept; durations, which rule parameters may be and messages may not, go as their text.
+func encodeTyped(props []Property) (json.RawMessage, error) {
+	if len(props) == 0 {
+		return nil, nil
+	}
+	conv := make(UserProperties, len(props))
+	for i, p := range props {
+		if d, ok := p.Value.(time.Duration); ok {
+			p.Value = d.String()
+		}
+		conv[i] = p
+	}
+	s, err := encodeUserProperties(conv)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(s), nil
+}
+
+func encodeRule(r Rule) (filter, action []byte, err error) {
+	f := filterJSON{Kind: r.Filter.Kind, SQL: r.Filter.SQLExpression}
+	if f.Params, err = encodeTyped(r.Filter.Parameters); err != nil {
+		return nil, nil, err
+	}
+	if c := r.Filter.Correlation; c != nil {
+		f.Correlation = &correlationJSON{CorrelationID: c.CorrelationID, MessageID: c.MessageID, To: c.To, ReplyTo: c.ReplyTo,
+			Label: c.Label, SessionID: c.SessionID, ReplyToSessionID: c.ReplyToSessionID, ContentType: c.ContentType}
+		if f.Correlation.Properties, err = encodeTyped(c.Properties); err != nil {
+			return nil, nil, err
+		}
+	}
+	if filter, err = json.Marshal(f); err != nil {
+		return nil, nil, err
+	}
+	if r.Action != nil {
+		a := actionJSON{SQL: r.Action.SQLExpression}
+		if a.Params, err = encodeTyped(r.Action.Parameters); err != nil {
+			return nil, nil, err
+		}
+		if action, err = json.Marshal(a); err != nil {
+			return nil, nil, err
+		}
+	}
+	return filter, action, nil
+}
+
+func decodeRule(name string, filter, action []byte, created time.Time) (Rule, error) {
+	r := Rule{Name: name, CreatedAt: created.UTC()}
+	var f filterJSON
+	if err := json.Unmarshal(filter, &f); err != nil {
+		return r, fmt.Errorf("decode filter of rule %s: %w", name, err)
+	}
+	r.Filter = RuleFilter{Kind: f.Kind, SQLExpression: f.SQL}
+	var err error
+	if r.Filter.Parameters, err = decodeUserProperties(f.Params); err != nil {
+		return r, err
+	}
+	if c := f.Correlation; c != nil {
+		r.Filter.Correlation = &CorrelationFilter{CorrelationID: c.CorrelationID, MessageID: c.MessageID, To: c.To,
+			ReplyTo: c.ReplyTo, Label: c.Label, SessionID: c.SessionID, ReplyToSessionID: c.ReplyToSessionID, ContentType: c.ContentType}
+		if r.Filter.Correlation.Properties, err = decodeUserProperties(c.Properties); err != nil {
+			return r, err
+		}
+	}
+	if len(action) > 0 {
+		var a actionJSON
+		if err := json.Unmarshal(action, &a); err != nil {
+			return r, fmt.Errorf("decode action of rule %s: %w", name, err)
+		}
+		r.Action = &RuleAction{SQLExpression: a.SQL}
+		if r.Action.Parameters, err = decodeUserProperties(a.Params); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// compiledRule is a rule ready to run on messages.
+type compiledRule struct {
+	name   string
+	match  func(sqlfilter.Message) (bool, error)
+	action *sqlfilter.Action
+}
+
+func paramMap(props []Property) map[string]any {
+	if len(props) == 0 {
+		return nil
+	}
+	m := make(map[string]any, len(props))
+	for _, p := range props {
+		m[p.Name] = p.Value
+	}
+	return m
+}
+
+// compileRule checks and compiles a rule. Errors: ErrBadRequest pointing at the problem.
+func compileRule(r Rule) (compiledRule, error) {
+	c := compiledRule{name: r.Name}
+	if err := validateRuleName(r.Name); err != nil {
+		return c, err
+	}
+	switch r.Filter.Kind {
+	case FilterTrue:
+		c.match = func(sqlfilter.Message) (bool, error) { return true, nil }
+	case FilterFalse:
+		c.match = func(sqlfilter.Message) (bool, error) { return false, nil }
+	case FilterSQL:
+		if len(r.Filter.SQLExpression) > MaxExpressionLength {
+			return c, badRequest("The filter expression of rule '%s' is longer than %d characters.", r.Name, MaxExpressionLength)
+		}
+		f, err := sqlfilter.ParseFilter(r.Filter.SQLExpression, paramMap(r.Filter.Parameters))
+		if err != nil {
+			return c, badRequest("The filter of rule '%s' is not valid: %s", r.Name, err.Error())
+		}
+		c.match = f.Match
+	case FilterCorrelation:
+		cf := r.Filter.Correlation
+		if cf == nil || cf.CorrelationID+cf.MessageID+cf.To+cf.ReplyTo+cf.Label+cf.SessionID+cf.ReplyToSessionID+cf.ContentType == "" && len(cf.Properties) == 0 {
+			return c, badRequest("The correlation filter of rule '%s' sets no property; set at least one.", r.Name)
+		}
+		compiled := &sqlfilter.CorrelationFilter{CorrelationID: cf.CorrelationID, MessageID: cf.MessageID, To: cf.To,
+			ReplyTo: cf.ReplyTo, Label: cf.Label, SessionID: cf.SessionID, ReplyToSessionID: cf.ReplyToSessionID,
+			ContentType: cf.ContentType, Properties: paramMap(cf.Properties)}
+		c.match = func(m sqlfilter.Message) (bool, error) { return compiled.Match(m), nil }
+	default:
+		return c, badRequest("Rule '%s' has an unknown filter type '%s'.", r.Name, truncate(string(r.Filter.Kind)))
+	}
+	if r.Action != nil {
+		if len(r.Action.SQLExpression) > MaxExpressionLength {
+			return c, badRequest("The action of rule '%s' is longer than %d characters.", r.Name, MaxExpressionLength)
+		}
+		a, err := sqlfilter.ParseAction(r.Action.SQLExpression, paramMap(r.Action.Parameters))
+		if err != nil {
+			return c, badRequest("The action of rule '%s' is not valid: %s", r.Name, err.Error())
+		}
+		c.action = a
+	}
+	return c, nil
+}
+
+// validateRuleName allows what subscription names allow, plus a leading '$' ("$Default").
+func validateRuleName(name string) error {
+	if name == "" {
+		return badRequest("The rule name is empty.")
+	}
+	if len(name) > MaxRuleNameLength {
+		return badRequest("The rule name '%s' is longer than %d characters.", truncate(name), MaxRuleNameLength)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !isAlnum(c) && c != '.' && c != '-' && c != '_' && !(c == '$' && i == 0) {
+			return badRequest("The rule name '%s' contains character(s) that are not allowed: use letters, numbers, periods, hyphens and underscores.", truncate(name))
+		}
+	}
+	return nil
+}
+
+func insertRule(ctx context.Context, tx pgx.Tx, subID int64, r Rule) error {
+	filter, action, err := encodeRule(r)
+	if err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO rules (subscription_id, name_key, name, filter, action, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, subID, strings.ToLower(r.Name), r.Name, filter, action, r.CreatedAt)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return &Error{Code: CodeConflict, Message: fmt.Sprintf("The messaging entity rule '%s' already exists.", r.Name)}
+	}
+	return nil
+}
+
+// subscription reads the subscription at path. Errors: ErrNotFound.
+func (s *Postgres) subscription(ctx context.Context, path string) (*Entity, error) {
+	e, err := s.lookup(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if e.Kind != KindSubscription {
+		return nil, notFound("The messaging entity '%s' is not a subscription.", truncate(path))
+	}
+	return e, nil
+}
+
+// PutRule creates a rule on the subscription at subPath, or with update replaces an existing
+// one. Errors: ErrNotFound (subscription, or the rule on update), ErrConflict (create of an
+// existing rule), ErrBadRequest (invalid filter, action or name), ErrQuota (too many rules).
+func (s *Postgres) PutRule(ctx context.Context, subPath string, r Rule, update bool) (*Rule, error) {
+	if _, err := compileRule(r); err != nil {
+		return nil, err
+	}
+	sub, err := s.subscription(ctx, subPath)
+	if err != nil {
+		return nil, err
+	}
+	r.CreatedAt = s.now()
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if update {
+			filter, action, err := encodeRule(r)
+			if err != nil {
+				return err
+			}
+			var created time.Time
+			err = tx.QueryRow(ctx, `UPDATE rules SET filter = $3, action = $4, name = $5
+				WHERE subscription_id = $1 AND name_key = $2 RETURNING created_at`,
+				sub.ID, strings.ToLower(r.Name), filter, action, r.Name).Scan(&created)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return notFound("The rule '%s' does not exist on '%s'.", r.Name, sub.Path)
+			}
+			r.CreatedAt = created.UTC()
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM rules WHERE subscription_id = $1`, sub.ID).Scan(&n); err != nil {
+			return err
+		}
+		if n >= MaxRulesPerSub {
+			return &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf("SubCode=40300. The subscription '%s' already has %d rules, the most allowed.", sub.Path, n)}
+		}
+		return insertRule(ctx, tx, sub.ID, r)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("put rule %s on %s: %w", r.Name, sub.Path, interpretError(err))
+	}
+	s.entityChanged(ctx, sub.Path)
+	return &r, nil
+}
+
+// GetRule returns one rule of the subscription at subPath. Errors: ErrNotFound.
+func (s *Postgres) GetRule(ctx context.Context, subPath, name string) (*Rule, error) {
+	sub, err := s.subscription(ctx, subPath)
+	if err != nil {
+		return nil, err
+	}
+	var ruleName string
+	var filter, action []byte
+	var created time.Time
+	err = s.pool.QueryRow(ctx, `SELECT name, filter, action, created_at FROM rules WHERE subscription_id = $1 AND name_key = $2`,
+		sub.ID, strings.ToLower(name)).Scan(&ruleName, &filter, &action, &created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("The rule '%s' does not exist on '%s'.", truncate(name), sub.Path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get rule %s: %w", truncate(name), interpretError(err))
+	}
+	r, err := decodeRule(ruleName, filter, action, created)
+	return &r, err
+}
+
+// DeleteRule deletes a rule. Errors: ErrNotFound.
+func (s *Postgres) DeleteRule(ctx context.Context, subPath, name string) error {
+	sub, err := s.subscription(ctx, subPath)
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM rules WHERE subscription_id = $1 AND name_key = $2`, sub.ID, strings.ToLower(name))
+	if err != nil {
+		return fmt.Errorf("delete rule %s: %w", truncate(name), interpretError(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound("The rule '%s' does not exist on '%s'.", truncate(name), sub.Path)
+	}
+	s.entityChanged(ctx, sub.Path)
+	return nil
+}
+
+// ListRules lists a subscription's rules in name order. Errors: ErrNotFound.
+func (s *Postgres) ListRules(ctx context.Context, subPath string, skip, top int) ([]*Rule, error) {
+	sub, err := s.subscription(ctx, subPath)
+	if err != nil {
+		return nil, err
+	}
+	return s.rulesOf(ctx, sub.ID, skip, top)
+}
+
+func (s *Postgres) rulesOf(ctx context.Context, subID int64, skip, top int) ([]*Rule, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, filter, action, created_at FROM rules WHERE subscription_id = $1
+		ORDER BY name_key OFFSET $2 LIMIT $3`, subID, skip, top)
+	if err != nil {
+		return nil, fmt.Errorf("list rules: %w", interpretError(err))
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Rule, error) {
+		var name string
+		var filter, action []byte
+		var created time.Time
+		if err := row.Scan(&name, &filter, &action, &created); err != nil {
+			return nil, err
+		}
+		r, err := decodeRule(name, filter, action, created)
+		return &r, err
+	})
+}

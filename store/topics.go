@@ -1,0 +1,379 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sbgate/sbgate/sqlfilter"
+)
+
+// MaxTransferHops bounds an auto-forwarding chain: a message that would be forwarded a fifth
+// time is dead-lettered where it is, with MaxTransferHopCountExceeded.
+const MaxTransferHops = 4
+
+// Dead-letter reasons the broker sets.
+const (
+	ReasonMaxDeliveryCount     = "MaxDeliveryCountExceeded"
+	ReasonTTLExpired           = "TTLExpiredException"
+	ReasonFilterEvaluation     = "FilterEvaluationException"
+	ReasonMaxTransferHopCount  = "MaxTransferHopCountExceeded"
+	descriptionMaxTransferHops = "The message was auto-forwarded more than 4 times."
+)
+
+// subRoute is a subscription of a topic with its compiled rules.
+type subRoute struct {
+	sub   *Entity
+	rules []compiledRule
+}
+
+// routesOf returns the subscriptions of topic with their compiled rules, from the cache when
+// fresh. Rule matching then runs in memory: a send does not query the database per
+// subscription, let alone per message.
+func (s *Postgres) routesOf(ctx context.Context, topic *Entity) ([]subRoute, error) {
+	key := Key(topic.Path)
+	if r, ok := s.cache.getRoutes(key); ok {
+		return r, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+entityColumns+` FROM entities WHERE parent_id = $1 ORDER BY path_key`, topic.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read subscriptions of %s: %w", topic.Path, interpretError(err))
+	}
+	subs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Entity, error) { return scanEntity(r) })
+	if err != nil {
+		return nil, fmt.Errorf("read subscriptions of %s: %w", topic.Path, interpretError(err))
+	}
+	ruleRows, err := s.pool.Query(ctx, `SELECT r.subscription_id, r.name, r.filter, r.action, r.created_at
+		FROM rules r JOIN entities e ON e.id = r.subscription_id WHERE e.parent_id = $1 ORDER BY r.subscription_id, r.name_key`, topic.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read rules of %s: %w", topic.Path, interpretError(err))
+	}
+	defer ruleRows.Close()
+	bySub := make(map[int64][]compiledRule)
+	for ruleRows.Next() {
+		var subID int64
+		var name string
+		var filter, action []byte
+		var created time.Time
+		if err := ruleRows.Scan(&subID, &name, &filter, &action, &created); err != nil {
+			return nil, err
+		}
+		r, err := decodeRule(name, filter, action, created)
+		if err == nil {
+			var c compiledRule
+			if c, err = compileRule(r); err == nil {
+				bySub[subID] = append(bySub[subID], c)
+				continue
+			}
+		}
+		s.log.Error("skipping a rule that no longer compiles", "topic", topic.Path, "rule", name, "err", err)
+	}
+	if err := ruleRows.Err(); err != nil {
+		return nil, fmt.Errorf("read rules of %s: %w", topic.Path, interpretError(err))
+	}
+	routes := make([]subRoute, len(subs))
+	for i, sub := range subs {
+		routes[i] = subRoute{sub: sub, rules: bySub[sub.ID]}
+	}
+	s.cache.putRoutes(key, routes)
+	return routes, nil
+}
+
+// delivery builds the rows one send writes: the message in its entity, or its copies in a
+// topic's matching subscriptions, each following auto-forwarding, all written in one statement.
+type delivery struct {
+	s        *Postgres
+	ctx      context.Context
+	now      time.Time
+	rows     []messageRow
+	msgIndex int
+	// dedup is the entity whose duplicate history the message being delivered goes into, and
+	// until when; zero when the entity the client sent to does not detect duplicates.
+	dedupEntity int64
+	dedupUntil  time.Time
+}
+
+func (s *Postgres) newDelivery(ctx context.Context, now time.Time) *delivery {
+	return &delivery{s: s, ctx: ctx, now: now}
+}
+
+func (d *delivery) entityIDs() []int64 {
+	var ids []int64
+	for _, r := range d.rows {
+		if !slices.Contains(ids, r.entityID) {
+			ids = append(ids, r.entityID)
+		}
+	}
+	return ids
+}
+
+// begin starts the delivery of one sent message to e: its rows get their own number, and e's
+// duplicate history when e keeps one.
+func (d *delivery) begin(e *Entity) {
+	d.msgIndex = int(d.s.msgCounter.Add(1))
+	d.dedupEntity, d.dedupUntil = 0, time.Time{}
+	if e.Props.RequiresDuplicateDetection {
+		d.dedupEntity, d.dedupUntil = e.ID, d.now.Add(e.Props.DuplicateDetectionHistoryTimeWindow)
+	}
+}
+
+// deliver places m (prepared for the entity the client sent to) in target, hops forwards into
+// the chain. sent is the entity the message was last addressed to.
+func (d *delivery) deliver(target *Entity, m *Message, sent *Entity, hops int) error {
+	if target.Kind == KindTopic {
+		return d.fanOut(target, m, hops)
+	}
+	if fwd := target.Props.ForwardTo; fwd != "" && m.State != StateDeadLetter {
+		if hops >= MaxTransferHops {
+			dl := *m
+			dl.State, dl.DeadLetterReason, dl.DeadLetterDescription = StateDeadLetter, ReasonMaxTransferHopCount, descriptionMaxTransferHops
+			return d.place(target, &dl)
+		}
+		next, err := d.s.Resolve(d.ctx, fwd)
+		if err != nil {
+			// The target was deleted after the forwarding was set up: keep the message here
+			// rather than lose it.
+			if errors.Is(err, ErrNotFound) {
+				return d.place(target, m)
+			}
+			return err
+		}
+		return d.deliver(next, m, sent, hops+1)
+	}
+	return d.place(target, m)
+}
+
+// place adds m as a row of entity e, dead-lettered ones going on to e's
+// ForwardDeadLetteredMessagesTo when it has one.
+func (d *delivery) place(e *Entity, m *Message) error {
+	if m.State == StateDeadLetter && e.Props.ForwardDeadLetteredMessagesTo != "" && m.DeadLetterSource == "" {
+		if next, err := d.s.Resolve(d.ctx, e.Props.ForwardDeadLetteredMessagesTo); err == nil {
+			fwd := *m
+			fwd.State, fwd.DeadLetterSource = StateActive, e.Path
+			return d.deliver(next, &fwd, e, 1)
+		}
+	}
+	r, err := newMessageRow(e.ID, m)
+	if err != nil {
+		return err
+	}
+	r.msgIndex = d.msgIndex
+	if !d.dedupUntil.IsZero() {
+		r.dedupEntity, r.dedupUntil = d.dedupEntity, timestamptz(d.dedupUntil)
+	}
+	d.rows = append(d.rows, r)
+	return nil
+}
+
+// fanOut copies m into every subscription of topic whose rules match: one copy per matching
+// rule, with the rule's action applied to that copy only. A filter or action that cannot be
+// evaluated dead-letters one copy in the subscription when it says so
+// (DeadLetteringOnFilterEvaluationExceptions), else drops it.
+func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
+	routes, err := d.s.routesOf(d.ctx, topic)
+	if err != nil {
+		return err
+	}
+	for _, rt := range routes {
+		sub := rt.sub
+		if sub.Props.Status == StatusDisabled {
+			continue
+		}
+		var evalErr error
+		for _, rule := range rt.rules {
+			ok, err := rule.match(FilterView(m))
+			if err != nil {
+				evalErr = fmt.Errorf("rule %s: %w", rule.name, err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			c := copyFor(sub, m, d.now)
+			if rule.action != nil {
+				if err := rule.action.Apply(FilterView(c)); err != nil {
+					evalErr = fmt.Errorf("rule %s action: %w", rule.name, err)
+					continue
+				}
+			}
+			if err := d.deliver(sub, c, topic, hops); err != nil {
+				return err
+			}
+		}
+		if evalErr != nil && sub.Props.DeadLetteringOnFilterEvaluation {
+			c := copyFor(sub, m, d.now)
+			c.State, c.DeadLetterReason = StateDeadLetter, ReasonFilterEvaluation
+			c.DeadLetterDescription = truncate(evalErr.Error())
+			if err := d.place(sub, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// copyFor is a subscription's own copy of m: its properties can be changed by an action without
+// touching the other copies, and its TTL is also capped by the subscription's default.
+func copyFor(sub *Entity, m *Message, now time.Time) *Message {
+	c := *m
+	c.UserProperties = slices.Clone(m.UserProperties)
+	if c.TimeToLive > sub.Props.DefaultMessageTimeToLive {
+		c.TimeToLive = sub.Props.DefaultMessageTimeToLive
+		c.ExpiresAt = addClamped(c.EnqueuedTime, c.TimeToLive)
+	}
+	return &c
+}
+
+// checkForwarding validates ForwardTo and ForwardDeadLetteredMessagesTo of the entity at path:
+// each target must exist and be a queue or topic, and following the forwarding from it must not
+// lead back to path (a loop). Targets are stored as entity paths.
+func (s *Postgres) checkForwarding(ctx context.Context, path string, p *Properties) error {
+	for _, f := range []struct {
+		name   string
+		target *string
+	}{{"ForwardTo", &p.ForwardTo}, {"ForwardDeadLetteredMessagesTo", &p.ForwardDeadLetteredMessagesTo}} {
+		t := *f.target
+		if _, rest, ok := strings.Cut(t, "://"); ok { // sb://host/path: the entity is the path
+			_, t, _ = strings.Cut(rest, "/")
+		}
+		t = strings.Trim(t, "/")
+		*f.target = t
+		if t == "" {
+			continue
+		}
+		target, err := s.lookup(ctx, t)
+		if errors.Is(err, ErrNotFound) {
+			return badRequest("SubCode=40400. The auto forwarding destination entity '%s' of %s doesn't exist.", truncate(t), f.name)
+		}
+		if err != nil {
+			return err
+		}
+		if target.Kind == KindSubscription {
+			return badRequest("The %s destination '%s' is a subscription; forward to a queue or topic.", f.name, target.Path)
+		}
+		*f.target = target.Path
+		if loop, err := s.forwardsTo(ctx, target, Key(path), 0); err != nil {
+			return err
+		} else if loop {
+			return badRequest("SubCode=40000. %s '%s' would make messages go round in a loop back to '%s'.", f.name, target.Path, path)
+		}
+	}
+	return nil
+}
+
+// forwardsTo reports whether messages arriving at e can come back to the entity with key back:
+// e is it, or forwards (directly or through a topic's subscriptions) to something that does.
+func (s *Postgres) forwardsTo(ctx context.Context, e *Entity, back string, depth int) (bool, error) {
+	if Key(e.Path) == back {
+		return true, nil
+	}
+	if depth > 2*MaxTransferHops+2 {
+		return false, nil // longer chains dead-letter anyway
+	}
+	var next []string
+	switch e.Kind {
+	case KindTopic:
+		if strings.HasPrefix(back, Key(e.Path)+strings.ToLower(subscriptionsSegment)) {
+			return true, nil // a subscription forwarding to its own topic
+		}
+		rows, err := s.pool.Query(ctx, `SELECT forward_to FROM entities WHERE parent_id = $1 AND forward_to <> ''`, e.ID)
+		if err != nil {
+			return false, interpretError(err)
+		}
+		if next, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return false, interpretError(err)
+		}
+	default:
+		if e.Props.ForwardTo != "" {
+			next = []string{e.Props.ForwardTo}
+		}
+	}
+	for _, n := range next {
+		t, err := s.lookup(ctx, n)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if loop, err := s.forwardsTo(ctx, t, back, depth+1); loop || err != nil {
+			return loop, err
+		}
+	}
+	return false, nil
+}
+
+// transferDeadLetters moves the dead letters of e to its ForwardDeadLetteredMessagesTo target
+// inside tx, as new messages of the target (through its rules if it is a topic) that name e as
+// their DeadLetterSource. Called in the transaction that dead-lettered them, so they never wait
+// in e's dead-letter subqueue, and by the background tasks for any an interrupted move left.
+//
+// It returns the entities that received messages, for the caller to wake once tx commits.
+func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity) ([]int64, error) {
+	if e.Props.ForwardDeadLetteredMessagesTo == "" {
+		return nil, nil
+	}
+	target, err := s.Resolve(ctx, e.Props.ForwardDeadLetteredMessagesTo)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil // the target is gone: the dead letters stay where they are
+	}
+	if err != nil {
+		return nil, err
+	}
+	var woken []int64
+	const chunk = 500
+	for {
+		now := s.now()
+		rows, err := tx.Query(ctx, `SELECT `+messageColumns+` FROM messages m
+			WHERE m.entity_id = $1 AND m.state = 2 AND (m.lock_token IS NULL OR m.visible_at <= $2)
+			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk)
+		if err != nil {
+			return woken, err
+		}
+		msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) })
+		if err != nil || len(msgs) == 0 {
+			return woken, err
+		}
+		d := s.newDelivery(ctx, now)
+		seqs := make([]int64, len(msgs))
+		for i, m := range msgs {
+			d.begin(target)
+			d.dedupUntil = time.Time{} // a forwarded dead letter is not a new send to deduplicate
+			seqs[i] = m.SequenceNumber
+			// A new message of the target: enqueued now, its time to live counted from now (an
+			// expired dead letter would otherwise arrive expired), capped by the target's.
+			m.State, m.DeadLetterSource = StateActive, e.Path
+			m.LockToken, m.LockedUntil, m.DeliveryCount = [16]byte{}, time.Time{}, 0
+			m.ScheduledEnqueueTime, m.EnqueuedTime = time.Time{}, now
+			if m.TimeToLive > target.Props.DefaultMessageTimeToLive {
+				m.TimeToLive = target.Props.DefaultMessageTimeToLive
+			}
+			m.ExpiresAt = addClamped(now, m.TimeToLive)
+			if err := d.deliver(target, m, target, 1); err != nil {
+				return woken, err
+			}
+		}
+		if len(d.rows) > 0 {
+			if err := s.insertRows(ctx, tx, d.rows); err != nil {
+				return woken, err
+			}
+		}
+		if _, err := tx.Exec(ctx, `WITH removed AS (
+				DELETE FROM messages WHERE entity_id = $1 AND seq = ANY($2) RETURNING size
+			) INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+			SELECT $1, 0, -count(*), -sum(size) FROM removed HAVING count(*) > 0`, e.ID, seqs); err != nil {
+			return woken, err
+		}
+		woken = append(woken, d.entityIDs()...)
+		if len(msgs) < chunk {
+			return woken, nil
+		}
+	}
+}
+
+var _ sqlfilter.Message = filterView{}

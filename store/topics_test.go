@@ -1,0 +1,455 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+func (b *bundle) topic(t *testing.T, path string, edit func(p *store.Properties)) *store.Entity {
+	t.Helper()
+	p := store.DefaultProperties(store.KindTopic)
+	if edit != nil {
+		edit(&p)
+	}
+	e, err := b.store.CreateEntity(b.ctx, store.KindTopic, path, p)
+	if err != nil {
+		t.Fatalf("create topic %s: %v", path, err)
+	}
+	return e
+}
+
+// sub creates a subscription with one rule (nil: $Default, everything).
+func (b *bundle) sub(t *testing.T, topic, name string, rule *store.Rule, edit func(p *store.Properties)) *store.Entity {
+	t.Helper()
+	p := store.DefaultProperties(store.KindSubscription)
+	if edit != nil {
+		edit(&p)
+	}
+	e, err := b.store.CreateSubscription(b.ctx, store.SubscriptionPath(topic, name), p, rule)
+	if err != nil {
+		t.Fatalf("create subscription %s/%s: %v", topic, name, err)
+	}
+	return e
+}
+
+func sqlRule(name, expr string, params ...store.Property) *store.Rule {
+	return &store.Rule{Name: name, Filter: store.RuleFilter{Kind: store.FilterSQL, SQLExpression: expr, Parameters: params}}
+}
+
+// drain receives everything in e's subqueue and returns the bodies in order.
+func (b *bundle) drain(t *testing.T, e *store.Entity, sq store.SubQueue) []*store.Message {
+	t.Helper()
+	var out []*store.Message
+	for {
+		msgs, err := b.store.ReceiveBatch(b.ctx, e, sq, store.ReceiveAndDelete, 100, 0)
+		if err != nil {
+			t.Fatalf("drain %s: %v", e.Path, err)
+		}
+		if len(msgs) == 0 {
+			return out
+		}
+		out = append(out, msgs...)
+	}
+}
+
+func bodies(msgs []*store.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = string(m.Body)
+	}
+	return out
+}
+
+func TestTopicRoutesBySQLAndCorrelationFilters(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "orders", nil)
+	all := b.sub(t, "orders", "all", nil, nil)
+	eu := b.sub(t, "orders", "eu", sqlRule("eu", "region = @r AND amount > 100", store.Property{Name: "@r", Value: "eu"}), nil)
+	corr := b.sub(t, "orders", "corr", &store.Rule{Name: "c", Filter: store.RuleFilter{Kind: store.FilterCorrelation,
+		Correlation: &store.CorrelationFilter{Label: "urgent", Properties: []store.Property{{Name: "prio", Value: int64(1)}}}}}, nil)
+	none := b.sub(t, "orders", "none", &store.Rule{Name: "never", Filter: store.RuleFilter{Kind: store.FilterFalse, SQLExpression: "1=0"}}, nil)
+
+	send := func(body, label string, props ...store.Property) {
+		b.send(t, topic, store.Message{Body: []byte(body), Label: label, UserProperties: props})
+	}
+	send("eu-big", "", store.Property{Name: "Region", Value: "eu"}, store.Property{Name: "amount", Value: int64(500)})
+	send("eu-small", "", store.Property{Name: "region", Value: "eu"}, store.Property{Name: "amount", Value: 50.0})
+	send("urgent", "urgent", store.Property{Name: "prio", Value: 1.0})
+	send("urgent-wrong-prio", "urgent", store.Property{Name: "prio", Value: int64(2)})
+
+	for _, tc := range []struct {
+		sub  *store.Entity
+		want []string
+	}{
+		{all, []string{"eu-big", "eu-small", "urgent", "urgent-wrong-prio"}},
+		{eu, []string{"eu-big"}},
+		{corr, []string{"urgent"}},
+		{none, nil},
+	} {
+		if diff := cmp.Diff(tc.want, bodies(b.drain(t, tc.sub, store.SubQueueMain)), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s received (-want +got):\n%s", tc.sub.Path, diff)
+		}
+	}
+	// Messages live in the subscriptions; the topic itself holds none.
+	if c := b.counts(t, "orders"); c.Total() != 0 {
+		t.Errorf("topic counts = %+v", c)
+	}
+	got, err := b.store.GetEntity(b.ctx, "orders")
+	if err != nil || got.SubscriptionCount != 4 {
+		t.Errorf("SubscriptionCount = %v, %v; want 4", got.SubscriptionCount, err)
+	}
+}
+
+func TestRuleActionsChangeOnlyTheirCopy(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "t", nil)
+	tagged := b.sub(t, "t", "tagged", &store.Rule{Name: "tag", Filter: store.RuleFilter{Kind: store.FilterTrue, SQLExpression: "1=1"},
+		Action: &store.RuleAction{SQLExpression: "SET user.seen = 'yes'; SET sys.Label = 'relabelled'; SET total = amount * 2; REMOVE secret"}}, nil)
+	plain := b.sub(t, "t", "plain", nil, nil)
+	// Two matching rules give two copies, each with its own action.
+	if _, err := b.store.PutRule(b.ctx, "t/Subscriptions/plain", store.Rule{Name: "second",
+		Filter: store.RuleFilter{Kind: store.FilterSQL, SQLExpression: "amount > 1"},
+		Action: &store.RuleAction{SQLExpression: "SET copy = 2"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	b.send(t, topic, store.Message{Body: []byte("m"), Label: "orig", UserProperties: store.UserProperties{
+		{Name: "amount", Value: int64(21)}, {Name: "secret", Value: "s"}}})
+
+	got := b.drain(t, tagged, store.SubQueueMain)
+	if len(got) != 1 {
+		t.Fatalf("tagged got %d copies", len(got))
+	}
+	want := store.UserProperties{{Name: "amount", Value: int64(21)}, {Name: "seen", Value: "yes"}, {Name: "total", Value: int64(42)}}
+	if diff := cmp.Diff(want, got[0].UserProperties); diff != "" || got[0].Label != "relabelled" {
+		t.Errorf("tagged copy: label %q, properties (-want +got):\n%s", got[0].Label, diff)
+	}
+	copies := b.drain(t, plain, store.SubQueueMain)
+	if len(copies) != 2 {
+		t.Fatalf("plain got %d copies; want one per matching rule", len(copies))
+	}
+	var sawAction bool
+	for _, c := range copies {
+		if c.Label != "orig" {
+			t.Errorf("plain copy relabelled to %q by another subscription's action", c.Label)
+		}
+		for _, p := range c.UserProperties {
+			if p.Name == "copy" {
+				sawAction = true
+			}
+			if p.Name == "seen" {
+				t.Errorf("plain copy carries the other subscription's property")
+			}
+		}
+	}
+	if !sawAction {
+		t.Errorf("the second rule's action did not apply to its copy")
+	}
+}
+
+func TestFilterEvaluationErrors(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "t", nil)
+	// sys.Nonsense is no broker property: evaluating it is an error.
+	dl := b.sub(t, "t", "dl", sqlRule("bad", "sys.Nonsense = 1"), nil)
+	drop := b.sub(t, "t", "drop", sqlRule("bad", "sys.Nonsense = 1"), func(p *store.Properties) { p.DeadLetteringOnFilterEvaluation = false })
+	b.send(t, topic, store.Message{Body: []byte("x"), MessageID: "x"})
+	if got := b.drain(t, dl, store.SubQueueMain); len(got) != 0 {
+		t.Errorf("dl subscription received %d messages", len(got))
+	}
+	dead := b.drain(t, dl, store.SubQueueDeadLetter)
+	if len(dead) != 1 || dead[0].DeadLetterReason != store.ReasonFilterEvaluation || !strings.Contains(dead[0].DeadLetterDescription, "Nonsense") {
+		t.Errorf("dl dead letters = %+v", dead)
+	}
+	if got := b.drain(t, drop, store.SubQueueDeadLetter); len(got) != 0 {
+		t.Errorf("drop subscription dead-lettered %d messages", len(got))
+	}
+}
+
+func TestRuleManagement(t *testing.T) {
+	b := setup(t, manual)
+	b.topic(t, "t", nil)
+	b.sub(t, "t", "s", nil, nil)
+	sp := "t/Subscriptions/s"
+	rules, err := b.store.ListRules(b.ctx, sp, 0, 100)
+	if err != nil || len(rules) != 1 || rules[0].Name != "$Default" || rules[0].Filter.Kind != store.FilterTrue {
+		t.Fatalf("new subscription rules = %+v, %v; want $Default", rules, err)
+	}
+	r := sqlRule("big", "amount > @min", store.Property{Name: "@min", Value: int64(10)})
+	r.Action = &store.RuleAction{SQLExpression: "SET big = TRUE"}
+	if _, err := b.store.PutRule(b.ctx, sp, *r, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.PutRule(b.ctx, sp, *r, false); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("second create: err = %v; want ErrConflict", err)
+	}
+	got, err := b.store.GetRule(b.ctx, sp, "BIG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(r.Filter, got.Filter); diff != "" || got.Action == nil || got.Action.SQLExpression != r.Action.SQLExpression {
+		t.Errorf("rule read back differs (-want +got):\n%s", diff)
+	}
+	for _, bad := range []store.Rule{
+		*sqlRule("syntax", "amount >"),
+		*sqlRule("unbound", "amount > @nope"),
+		{Name: "noaction", Filter: store.RuleFilter{Kind: store.FilterTrue, SQLExpression: "1=1"}, Action: &store.RuleAction{SQLExpression: "SET"}},
+		{Name: "emptycorr", Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{}}},
+		*sqlRule("bad name!", "1=1"),
+		*sqlRule("long", strings.Repeat("a = 1 OR ", 200)+"a = 1"),
+	} {
+		_, err := b.store.PutRule(b.ctx, sp, bad, false)
+		if !errors.Is(err, store.ErrBadRequest) {
+			t.Errorf("PutRule(%s) err = %v; want ErrBadRequest", bad.Name, err)
+		}
+	}
+	_, err = b.store.PutRule(b.ctx, sp, *sqlRule("syntax", "amount > AND x"), false)
+	if err == nil || !strings.Contains(err.Error(), "position") {
+		t.Errorf("syntax error %v does not say where", err)
+	}
+	if err := b.store.DeleteRule(b.ctx, sp, "$default"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.DeleteRule(b.ctx, sp, "$default"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("second delete: err = %v", err)
+	}
+	if _, err := b.store.PutRule(b.ctx, "t/Subscriptions/missing", *r, false); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("rule on a missing subscription: err = %v", err)
+	}
+}
+
+func TestSubscriptionLifecycle(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "t", func(p *store.Properties) { p.DefaultMessageTimeToLive = time.Hour })
+	s := b.sub(t, "t", "s", nil, func(p *store.Properties) { p.DefaultMessageTimeToLive = 10 * time.Minute; p.MaxDeliveryCount = 1 })
+	if _, err := b.store.CreateSubscription(b.ctx, "missing/Subscriptions/s", store.DefaultProperties(store.KindSubscription), nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("subscription on a missing topic: err = %v", err)
+	}
+	if _, err := b.store.CreateSubscription(b.ctx, "t/Subscriptions/s", store.DefaultProperties(store.KindSubscription), nil); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("second subscription: err = %v", err)
+	}
+	if err := b.store.Send(b.ctx, s, []store.Message{body("x")}); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("send to a subscription: err = %v", err)
+	}
+	if _, err := b.store.Receive(b.ctx, topic, store.SubQueueMain, store.PeekLock, 0); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("receive from a topic: err = %v", err)
+	}
+	// TTL: the message's, capped by the topic's, capped by the subscription's.
+	b.send(t, topic, store.Message{Body: []byte("ttl"), TimeToLive: 2 * time.Hour})
+	m := b.receive(t, s, store.SubQueueMain, store.PeekLock)
+	if m.TimeToLive != 10*time.Minute {
+		t.Errorf("copy TTL = %v; want the subscription's 10m", m.TimeToLive)
+	}
+	// Locks, MaxDeliveryCount and the dead-letter subqueue work as on queues.
+	b.clock.Advance(2 * time.Minute)
+	if again := b.receive(t, s, store.SubQueueMain, store.PeekLock); again != nil {
+		t.Errorf("message past MaxDeliveryCount delivered again")
+	}
+	if dl := b.drain(t, s, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].DeadLetterReason != store.ReasonMaxDeliveryCount {
+		t.Errorf("dead letters = %+v", dl)
+	}
+	// Deleting the topic deletes its subscriptions, rules and messages.
+	b.send(t, topic, body("left"))
+	if err := b.store.DeleteEntity(b.ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.GetEntity(b.ctx, "t/Subscriptions/s"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("subscription after its topic was deleted: err = %v", err)
+	}
+	var n int
+	if err := b.pool.QueryRow(b.ctx, `SELECT (SELECT count(*) FROM messages) + (SELECT count(*) FROM rules)`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d messages and rules left after deleting the topic (%v)", n, err)
+	}
+}
+
+func TestTopicDuplicateDetection(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "t", func(p *store.Properties) { p.RequiresDuplicateDetection = true })
+	a := b.sub(t, "t", "a", nil, nil)
+	c := b.sub(t, "t", "c", nil, nil)
+	for range 3 {
+		b.send(t, topic, store.Message{Body: []byte("once"), MessageID: "id-1"})
+	}
+	b.send(t, topic, store.Message{Body: []byte("x"), MessageID: "id-2"}, store.Message{Body: []byte("dup"), MessageID: "id-2"})
+	for _, s := range []*store.Entity{a, c} {
+		if got := bodies(b.drain(t, s, store.SubQueueMain)); !cmp.Equal(got, []string{"once", "x"}) {
+			t.Errorf("%s received %q; want each id once, in every subscription", s.Path, got)
+		}
+	}
+}
+
+func TestAutoForwarding(t *testing.T) {
+	b := setup(t, manual)
+	final := b.queue(t, "final", nil)
+	b.queue(t, "hop2", func(p *store.Properties) { p.ForwardTo = "final" })
+	hop1 := b.queue(t, "hop1", func(p *store.Properties) { p.ForwardTo = "sb://somewhere.example/hop2" })
+	if hop1.Props.ForwardTo != "hop2" {
+		t.Errorf("ForwardTo stored as %q; want the entity path hop2", hop1.Props.ForwardTo)
+	}
+	topic := b.topic(t, "t", nil)
+	b.sub(t, "t", "fwd", nil, func(p *store.Properties) { p.ForwardTo = "hop1" })
+	b.send(t, hop1, body("via queues"))
+	b.send(t, topic, body("via topic"))
+	if got := bodies(b.drain(t, final, store.SubQueueMain)); !cmp.Equal(got, []string{"via queues", "via topic"}) {
+		t.Errorf("final received %q", got)
+	}
+	for _, q := range []string{"hop1", "hop2", "t/Subscriptions/fwd"} {
+		if c := b.counts(t, q); c.Total() != 0 {
+			t.Errorf("%s kept messages: %+v", q, c)
+		}
+	}
+	// A missing target, a subscription target and loops are refused.
+	for _, tc := range []struct {
+		path, fwd string
+	}{
+		{"x1", "nowhere"},
+		{"x2", "t/Subscriptions/fwd"},
+		{"final", "hop1"}, // final -> hop1 -> hop2 -> final
+	} {
+		p := store.DefaultProperties(store.KindQueue)
+		p.ForwardTo = tc.fwd
+		var err error
+		if tc.path == "final" {
+			_, err = b.store.UpdateEntity(b.ctx, store.KindQueue, tc.path, p)
+		} else {
+			_, err = b.store.CreateEntity(b.ctx, store.KindQueue, tc.path, p)
+		}
+		if !errors.Is(err, store.ErrBadRequest) {
+			t.Errorf("ForwardTo %s -> %s: err = %v; want ErrBadRequest", tc.path, tc.fwd, err)
+		}
+	}
+	p := store.DefaultProperties(store.KindSubscription)
+	p.ForwardTo = "t"
+	if _, err := b.store.CreateSubscription(b.ctx, "t/Subscriptions/self", p, nil); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("a subscription forwarding to its own topic: err = %v; want ErrBadRequest", err)
+	}
+}
+
+func TestForwardingHopLimit(t *testing.T) {
+	b := setup(t, manual)
+	// q0 -> q1 -> q2 -> q3 -> q4 -> q5: five hops, one too many.
+	b.queue(t, "q5", nil)
+	for i := 4; i >= 0; i-- {
+		b.queue(t, fmt.Sprintf("q%d", i), func(p *store.Properties) { p.ForwardTo = fmt.Sprintf("q%d", i+1) })
+	}
+	q0, _ := b.store.Resolve(b.ctx, "q0")
+	b.send(t, q0, body("far"))
+	q4, _ := b.store.Resolve(b.ctx, "q4")
+	dead := b.drain(t, q4, store.SubQueueDeadLetter)
+	if len(dead) != 1 || dead[0].DeadLetterReason != store.ReasonMaxTransferHopCount {
+		t.Fatalf("q4 dead letters = %+v; want the message, with MaxTransferHopCountExceeded", dead)
+	}
+}
+
+func TestForwardDeadLetteredMessages(t *testing.T) {
+	b := setup(t, manual)
+	dlq := b.queue(t, "collector", nil)
+	q := b.queue(t, "work", func(p *store.Properties) {
+		p.ForwardDeadLetteredMessagesTo = "collector"
+		p.DeadLetteringOnMessageExpiration = true
+		p.MaxDeliveryCount = 1
+		p.LockDuration = 10 * time.Second
+	})
+	b.send(t, q, store.Message{Body: []byte("explicit"), MessageID: "e"}, store.Message{Body: []byte("poison"), MessageID: "p"},
+		store.Message{Body: []byte("expiring"), MessageID: "x", TimeToLive: time.Minute})
+	// Explicit dead-lettering.
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if err := b.store.DeadLetter(b.ctx, q, m.MessageID, m.LockToken, "Bad", "bad input"); err != nil {
+		t.Fatal(err)
+	}
+	// MaxDeliveryCount.
+	b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	b.clock.Advance(11 * time.Second)
+	b.receive(t, q, store.SubQueueMain, store.PeekLock) // dead-letters "poison", locks "expiring"
+	// Expiry.
+	b.clock.Advance(2 * time.Minute)
+	b.maintain(t)
+
+	if c := b.counts(t, "work"); c.DeadLetter != 0 {
+		t.Errorf("work keeps %d dead letters; all should have moved", c.DeadLetter)
+	}
+	got := b.drain(t, dlq, store.SubQueueMain)
+	sort.Slice(got, func(i, j int) bool { return got[i].MessageID < got[j].MessageID })
+	if len(got) != 3 {
+		t.Fatalf("collector got %d messages; want 3", len(got))
+	}
+	for i, want := range []struct{ id, reason string }{{"e", "Bad"}, {"p", store.ReasonMaxDeliveryCount}, {"x", store.ReasonTTLExpired}} {
+		if got[i].MessageID != want.id || got[i].DeadLetterReason != want.reason || got[i].DeadLetterSource != "work" {
+			t.Errorf("collector[%d] = %s, reason %q, source %q; want %s, %q, work", i, got[i].MessageID, got[i].DeadLetterReason, got[i].DeadLetterSource, want.id, want.reason)
+		}
+	}
+}
+
+// TestConcurrentPublishersAndSubscriptionChanges: publishers send while subscriptions come and
+// go. Every message reaches every subscription that existed for its whole send, and never a
+// subscription after its deletion.
+func TestConcurrentPublishersAndSubscriptionChanges(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true, opts: store.Options{MaintenanceInterval: time.Hour}})
+	topic := b.topic(t, "t", nil)
+	stable := b.sub(t, "t", "stable", nil, nil)
+	const publishers, each = 6, 100
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() { // subscriptions churn
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			name := fmt.Sprintf("churn%d", i)
+			if _, err := b.store.CreateSubscription(b.ctx, store.SubscriptionPath("t", name), store.DefaultProperties(store.KindSubscription), nil); err != nil {
+				t.Errorf("create %s: %v", name, err)
+				return
+			}
+			if err := b.store.DeleteEntity(b.ctx, store.SubscriptionPath("t", name)); err != nil {
+				t.Errorf("delete %s: %v", name, err)
+				return
+			}
+		}
+	}()
+	var pubs sync.WaitGroup
+	for p := range publishers {
+		pubs.Add(1)
+		go func() {
+			defer pubs.Done()
+			for i := range each {
+				if err := b.store.Send(b.ctx, topic, []store.Message{{Body: []byte("m"), MessageID: fmt.Sprintf("%d-%d", p, i)}}); err != nil {
+					t.Errorf("publish: %v", err)
+				}
+			}
+		}()
+	}
+	pubs.Wait()
+	close(stop)
+	wg.Wait()
+	got := b.drain(t, stable, store.SubQueueMain)
+	seen := map[string]bool{}
+	for _, m := range got {
+		if seen[m.MessageID] {
+			t.Errorf("%s delivered twice", m.MessageID)
+		}
+		seen[m.MessageID] = true
+	}
+	if len(seen) != publishers*each {
+		t.Errorf("stable subscription got %d of %d messages", len(seen), publishers*each)
+	}
+	var orphans int
+	if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM entities e WHERE e.id = m.entity_id)`).Scan(&orphans); err != nil {
+		t.Fatal(err)
+	}
+	if orphans != 0 {
+		t.Logf("%d copies written to subscriptions deleted during the send", orphans)
+	}
+}
