@@ -41,10 +41,13 @@ func (e BrokerPropertiesState) Valid() bool {
 	}
 }
 
-// BatchMessage defines model for BatchMessage.
+// BatchMessage A message of a batch send. Give Body, or BodyBase64 for a binary body.
 type BatchMessage struct {
 	// Body The message body; stored as its UTF-8 bytes.
-	Body string `json:"Body"`
+	Body *string `json:"Body,omitempty"`
+
+	// BodyBase64 Extension: the body as base64, for bodies that are not text.
+	BodyBase64 *[]byte `json:"BodyBase64,omitempty"`
 
 	// BrokerProperties Broker properties. Keys are emitted in ordinal order and only when set. On input numbers
 	// may also be numeric strings and dates RFC 1123 or ISO 8601; read-only keys are ignored.
@@ -58,8 +61,14 @@ type BatchMessage struct {
 // may also be numeric strings and dates RFC 1123 or ISO 8601; read-only keys are ignored.
 type BrokerProperties struct {
 	// ContentType Batch messages only; a single message uses the Content-Type header.
-	ContentType            *string             `json:"ContentType,omitempty"`
-	CorrelationId          *string             `json:"CorrelationId,omitempty"`
+	ContentType   *string `json:"ContentType,omitempty"`
+	CorrelationId *string `json:"CorrelationId,omitempty"`
+
+	// DeadLetterErrorDescription Extension JSON only; REST receives carry it as a user-property header.
+	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
+
+	// DeadLetterReason Extension JSON only; REST receives carry it as a user-property header.
+	DeadLetterReason       *string             `json:"DeadLetterReason,omitempty"`
 	DeadLetterSource       *string             `json:"DeadLetterSource,omitempty"`
 	DeliveryCount          *int                `json:"DeliveryCount,omitempty"`
 	EnqueuedSequenceNumber *int64              `json:"EnqueuedSequenceNumber,omitempty"`
@@ -93,6 +102,20 @@ type BrokerProperties struct {
 // BrokerPropertiesState defines model for BrokerProperties.State.
 type BrokerPropertiesState string
 
+// CountResult defines model for CountResult.
+type CountResult struct {
+	// Count How many messages the operation affected.
+	Count int64 `json:"Count"`
+}
+
+// DeadLetterRequest defines model for DeadLetterRequest.
+type DeadLetterRequest struct {
+	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
+
+	// DeadLetterReason Default DeadLetteredByReceiver.
+	DeadLetterReason *string `json:"DeadLetterReason,omitempty"`
+}
+
 // Error defines model for Error.
 type Error struct {
 	// Code The HTTP status.
@@ -102,11 +125,31 @@ type Error struct {
 	Detail string `json:"Detail"`
 }
 
+// Message A message in the extensions' JSON form. The body is in Body when it is UTF-8 text, else
+// in BodyBase64. User property values are strings, numbers or booleans; a date is its
+// RFC 1123 string.
+type Message struct {
+	Body       *string `json:"Body,omitempty"`
+	BodyBase64 *[]byte `json:"BodyBase64,omitempty"`
+
+	// BrokerProperties Broker properties. Keys are emitted in ordinal order and only when set. On input numbers
+	// may also be numeric strings and dates RFC 1123 or ISO 8601; read-only keys are ignored.
+	BrokerProperties *BrokerProperties `json:"BrokerProperties,omitempty"`
+	ContentType      *string           `json:"ContentType,omitempty"`
+
+	// Location Settlement URL of a locked message (peek-lock only).
+	Location       *string                 `json:"Location,omitempty"`
+	UserProperties *map[string]interface{} `json:"UserProperties,omitempty"`
+}
+
 // ApiVersion defines model for ApiVersion.
 type ApiVersion = string
 
 // EntityPath defines model for EntityPath.
 type EntityPath = string
+
+// SequenceNumber defines model for SequenceNumber.
+type SequenceNumber = int64
 
 // Skip defines model for Skip.
 type Skip = int
@@ -156,6 +199,12 @@ type PutEntityParams struct {
 	IfMatch *string `json:"If-Match,omitempty"`
 }
 
+// PurgeMessagesParams defines parameters for PurgeMessages.
+type PurgeMessagesParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // SendMessageParams defines parameters for SendMessage.
 type SendMessageParams struct {
 	// ApiVersion Accepted and ignored.
@@ -163,6 +212,78 @@ type SendMessageParams struct {
 
 	// BrokerProperties JSON object with the broker properties (see components/schemas/BrokerProperties).
 	BrokerProperties *string `json:"BrokerProperties,omitempty"`
+}
+
+// ReceiveAndDeleteBatchParams defines parameters for ReceiveAndDeleteBatch.
+type ReceiveAndDeleteBatchParams struct {
+	// Count How many messages at most (default 10, at most 1000).
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// PeekLockBatchParams defines parameters for PeekLockBatch.
+type PeekLockBatchParams struct {
+	// Count How many messages at most (default 10, at most 1000).
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// BrowseMessagesParams defines parameters for BrowseMessages.
+type BrowseMessagesParams struct {
+	// From First sequence number to return (default 0, the start).
+	From *int64 `form:"from,omitempty" json:"from,omitempty"`
+
+	// Count How many messages at most (default 10, at most 1000).
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// ReceiveAndDeleteDeferredParams defines parameters for ReceiveAndDeleteDeferred.
+type ReceiveAndDeleteDeferredParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// PeekLockDeferredParams defines parameters for PeekLockDeferred.
+type PeekLockDeferredParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// ResubmitAllParams defines parameters for ResubmitAll.
+type ResubmitAllParams struct {
+	// Filter A SQL filter expression (the subscription rule language, e.g.
+	// `DeadLetterReason = 'MaxDeliveryCountExceeded' AND user.region = 'eu'`; the dead-letter
+	// reason and description read as user properties, as on the service); only
+	// matching dead letters are resubmitted. Without it, all are.
+	Filter *string `form:"filter,omitempty" json:"filter,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// ResubmitOneParams defines parameters for ResubmitOne.
+type ResubmitOneParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// CancelScheduledParams defines parameters for CancelScheduled.
+type CancelScheduledParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
 // ReceiveAndDeleteMessageParams defines parameters for ReceiveAndDeleteMessage.
@@ -201,6 +322,21 @@ type UnlockMessageParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// DeadLetterMessageParams defines parameters for DeadLetterMessage.
+type DeadLetterMessageParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// DeferMessageParams defines parameters for DeferMessage.
+type DeferMessageParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// DeadLetterMessageJSONRequestBody defines body for DeadLetterMessage for application/json ContentType.
+type DeadLetterMessageJSONRequestBody = DeadLetterRequest
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// ListQueues List queues, in path order, a page at a time.
@@ -224,9 +360,36 @@ type ServerInterface interface {
 	// PutEntity Create a queue, or replace its description with If-Match.
 	// (PUT /{entityPath})
 	PutEntity(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params PutEntityParams)
+	// PurgeMessages Extension: delete every message of the entity, or of its dead-letter subqueue.
+	// (DELETE /{entityPath}/messages)
+	PurgeMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params PurgeMessagesParams)
 	// SendMessage Send one message, or a batch.
 	// (POST /{entityPath}/messages)
 	SendMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params SendMessageParams)
+	// ReceiveAndDeleteBatch Extension: receive and delete up to count messages in one request.
+	// (DELETE /{entityPath}/messages/$batch)
+	ReceiveAndDeleteBatch(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ReceiveAndDeleteBatchParams)
+	// PeekLockBatch Extension: peek-lock up to count messages in one request.
+	// (POST /{entityPath}/messages/$batch)
+	PeekLockBatch(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params PeekLockBatchParams)
+	// BrowseMessages Extension: peek at messages in sequence order without locking them.
+	// (GET /{entityPath}/messages/$browse)
+	BrowseMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params BrowseMessagesParams)
+	// ReceiveAndDeleteDeferred Extension: receive and delete a deferred message by its sequence number.
+	// (DELETE /{entityPath}/messages/$deferred/{sequenceNumber})
+	ReceiveAndDeleteDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sequenceNumber SequenceNumber, params ReceiveAndDeleteDeferredParams)
+	// PeekLockDeferred Extension: peek-lock a deferred message by its sequence number.
+	// (POST /{entityPath}/messages/$deferred/{sequenceNumber})
+	PeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sequenceNumber SequenceNumber, params PeekLockDeferredParams)
+	// ResubmitAll Extension: put dead-lettered messages back in their entity.
+	// (POST /{entityPath}/messages/$resubmit)
+	ResubmitAll(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ResubmitAllParams)
+	// ResubmitOne Extension: put one dead-lettered message back in its entity.
+	// (POST /{entityPath}/messages/$resubmit/{sequenceNumber})
+	ResubmitOne(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sequenceNumber SequenceNumber, params ResubmitOneParams)
+	// CancelScheduled Extension: cancel a scheduled message before its time comes.
+	// (DELETE /{entityPath}/messages/$scheduled/{sequenceNumber})
+	CancelScheduled(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sequenceNumber SequenceNumber, params CancelScheduledParams)
 	// ReceiveAndDeleteMessage Receive and remove the next message (receive-and-delete).
 	// (DELETE /{entityPath}/messages/head)
 	ReceiveAndDeleteMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ReceiveAndDeleteMessageParams)
@@ -242,6 +405,12 @@ type ServerInterface interface {
 	// UnlockMessage Abandon a lock; the message is redelivered at the front with DeliveryCount+1.
 	// (PUT /{entityPath}/messages/{messageId}/{lockToken})
 	UnlockMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params UnlockMessageParams)
+	// DeadLetterMessage Extension: move a locked message to the dead-letter subqueue.
+	// (POST /{entityPath}/messages/{messageId}/{lockToken}/$deadletter)
+	DeadLetterMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params DeadLetterMessageParams)
+	// DeferMessage Extension: defer a locked message; receive it later by its sequence number.
+	// (POST /{entityPath}/messages/{messageId}/{lockToken}/$defer)
+	DeferMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params DeferMessageParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -290,9 +459,63 @@ func (_ Unimplemented) PutEntity(w http.ResponseWriter, r *http.Request, entityP
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// PurgeMessages Extension: delete every message of the entity, or of its dead-letter subqueue.
+// (DELETE /{entityPath}/messages)
+func (_ Unimplemented) PurgeMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params PurgeMessagesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // SendMessage Send one message, or a batch.
 // (POST /{entityPath}/messages)
 func (_ Unimplemented) SendMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params SendMessageParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReceiveAndDeleteBatch Extension: receive and delete up to count messages in one request.
+// (DELETE /{entityPath}/messages/$batch)
+func (_ Unimplemented) ReceiveAndDeleteBatch(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ReceiveAndDeleteBatchParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PeekLockBatch Extension: peek-lock up to count messages in one request.
+// (POST /{entityPath}/messages/$batch)
+func (_ Unimplemented) PeekLockBatch(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params PeekLockBatchParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// BrowseMessages Extension: peek at messages in sequence order without locking them.
+// (GET /{entityPath}/messages/$browse)
+func (_ Unimplemented) BrowseMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params BrowseMessagesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReceiveAndDeleteDeferred Extension: receive and delete a deferred message by its sequence number.
+// (DELETE /{entityPath}/messages/$deferred/{sequenceNumber})
+func (_ Unimplemented) ReceiveAndDeleteDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sequenceNumber SequenceNumber, params ReceiveAndDeleteDeferredParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PeekLockDeferred Extension: peek-lock a deferred message by its sequence number.
+// (POST /{entityPath}/messages/$deferred/{sequenceNumber})
+func (_ Unimplemented) PeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sequenceNumber SequenceNumber, params PeekLockDeferredParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResubmitAll Extension: put dead-lettered messages back in their entity.
+// (POST /{entityPath}/messages/$resubmit)
+func (_ Unimplemented) ResubmitAll(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ResubmitAllParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResubmitOne Extension: put one dead-lettered message back in its entity.
+// (POST /{entityPath}/messages/$resubmit/{sequenceNumber})
+func (_ Unimplemented) ResubmitOne(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sequenceNumber SequenceNumber, params ResubmitOneParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CancelScheduled Extension: cancel a scheduled message before its time comes.
+// (DELETE /{entityPath}/messages/$scheduled/{sequenceNumber})
+func (_ Unimplemented) CancelScheduled(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sequenceNumber SequenceNumber, params CancelScheduledParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -323,6 +546,18 @@ func (_ Unimplemented) RenewLock(w http.ResponseWriter, r *http.Request, entityP
 // UnlockMessage Abandon a lock; the message is redelivered at the front with DeliveryCount+1.
 // (PUT /{entityPath}/messages/{messageId}/{lockToken})
 func (_ Unimplemented) UnlockMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params UnlockMessageParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeadLetterMessage Extension: move a locked message to the dead-letter subqueue.
+// (POST /{entityPath}/messages/{messageId}/{lockToken}/$deadletter)
+func (_ Unimplemented) DeadLetterMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params DeadLetterMessageParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeferMessage Extension: defer a locked message; receive it later by its sequence number.
+// (POST /{entityPath}/messages/{messageId}/{lockToken}/$defer)
+func (_ Unimplemented) DeferMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params DeferMessageParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -615,6 +850,48 @@ func (siw *ServerInterfaceWrapper) PutEntity(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// PurgeMessages operation middleware
+func (siw *ServerInterfaceWrapper) PurgeMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PurgeMessagesParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PurgeMessages(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SendMessage operation middleware
 func (siw *ServerInterfaceWrapper) SendMessage(w http.ResponseWriter, r *http.Request) {
 
@@ -669,6 +946,469 @@ func (siw *ServerInterfaceWrapper) SendMessage(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.SendMessage(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReceiveAndDeleteBatch operation middleware
+func (siw *ServerInterfaceWrapper) ReceiveAndDeleteBatch(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReceiveAndDeleteBatchParams
+
+	// ------------- Optional query parameter "count" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "count", r.URL.Query(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "count"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "count", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "timeout" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", r.URL.Query(), &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "timeout"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "timeout", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReceiveAndDeleteBatch(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PeekLockBatch operation middleware
+func (siw *ServerInterfaceWrapper) PeekLockBatch(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PeekLockBatchParams
+
+	// ------------- Optional query parameter "count" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "count", r.URL.Query(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "count"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "count", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "timeout" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", r.URL.Query(), &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "timeout"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "timeout", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PeekLockBatch(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// BrowseMessages operation middleware
+func (siw *ServerInterfaceWrapper) BrowseMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params BrowseMessagesParams
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "count" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "count", r.URL.Query(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "count"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "count", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.BrowseMessages(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReceiveAndDeleteDeferred operation middleware
+func (siw *ServerInterfaceWrapper) ReceiveAndDeleteDeferred(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sequenceNumber" -------------
+	var sequenceNumber SequenceNumber
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sequenceNumber", chi.URLParam(r, "sequenceNumber"), &sequenceNumber, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sequenceNumber", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReceiveAndDeleteDeferredParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReceiveAndDeleteDeferred(w, r, entityPath, sequenceNumber, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PeekLockDeferred operation middleware
+func (siw *ServerInterfaceWrapper) PeekLockDeferred(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sequenceNumber" -------------
+	var sequenceNumber SequenceNumber
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sequenceNumber", chi.URLParam(r, "sequenceNumber"), &sequenceNumber, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sequenceNumber", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PeekLockDeferredParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PeekLockDeferred(w, r, entityPath, sequenceNumber, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResubmitAll operation middleware
+func (siw *ServerInterfaceWrapper) ResubmitAll(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ResubmitAllParams
+
+	// ------------- Optional query parameter "filter" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "filter", r.URL.Query(), &params.Filter, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "filter"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "filter", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResubmitAll(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResubmitOne operation middleware
+func (siw *ServerInterfaceWrapper) ResubmitOne(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sequenceNumber" -------------
+	var sequenceNumber SequenceNumber
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sequenceNumber", chi.URLParam(r, "sequenceNumber"), &sequenceNumber, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sequenceNumber", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ResubmitOneParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResubmitOne(w, r, entityPath, sequenceNumber, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CancelScheduled operation middleware
+func (siw *ServerInterfaceWrapper) CancelScheduled(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sequenceNumber" -------------
+	var sequenceNumber SequenceNumber
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sequenceNumber", chi.URLParam(r, "sequenceNumber"), &sequenceNumber, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sequenceNumber", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CancelScheduledParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CancelScheduled(w, r, entityPath, sequenceNumber, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -968,6 +1708,126 @@ func (siw *ServerInterfaceWrapper) UnlockMessage(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// DeadLetterMessage operation middleware
+func (siw *ServerInterfaceWrapper) DeadLetterMessage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "messageId" -------------
+	var messageId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "messageId", chi.URLParam(r, "messageId"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "messageId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "lockToken" -------------
+	var lockToken openapi_types.UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "lockToken", chi.URLParam(r, "lockToken"), &lockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeadLetterMessageParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeadLetterMessage(w, r, entityPath, messageId, lockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeferMessage operation middleware
+func (siw *ServerInterfaceWrapper) DeferMessage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "messageId" -------------
+	var messageId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "messageId", chi.URLParam(r, "messageId"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "messageId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "lockToken" -------------
+	var lockToken openapi_types.UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "lockToken", chi.URLParam(r, "lockToken"), &lockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeferMessageParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeferMessage(w, r, entityPath, messageId, lockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -1103,6 +1963,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/{entityPath}", wrapper.PutEntity)
 	})
 	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/messages", wrapper.PurgeMessages)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/{entityPath}/messages", wrapper.SendMessage)
 	})
 	r.Group(func(r chi.Router) {
@@ -1120,6 +1983,36 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/{entityPath}/messages/{messageId}/{lockToken}", wrapper.UnlockMessage)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/{entityPath}/messages/$browse", wrapper.BrowseMessages)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/messages/$batch", wrapper.ReceiveAndDeleteBatch)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/$batch", wrapper.PeekLockBatch)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/messages/$deferred/{sequenceNumber}", wrapper.ReceiveAndDeleteDeferred)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/$deferred/{sequenceNumber}", wrapper.PeekLockDeferred)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/messages/$scheduled/{sequenceNumber}", wrapper.CancelScheduled)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/{messageId}/{lockToken}/$deadletter", wrapper.DeadLetterMessage)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/{messageId}/{lockToken}/$defer", wrapper.DeferMessage)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/$resubmit", wrapper.ResubmitAll)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/$resubmit/{sequenceNumber}", wrapper.ResubmitOne)
+	})
 
 	return r
 }
@@ -1129,79 +2022,103 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fvvcts4kn+VLl62ImdkSXayuZxd+eDJn0lunEzWcm4+hKkiRLYkrEmAAUDbGpeq9tM9wD3EPtg8yVU3",
-	"QIqSaDuZJN69rcuXWBQINPrPr39otK6iVBelVqicjQ6uolIYUaBDw5+OSvlfaKzUij5laFMjS8cfo6M0",
-	"xdJhBkJlIGdKG8wGUT+S9OWnCs0i6kdKFBgdRKKUu+dhon5k0zkWgmZ0i5K+ts5INYuWy370QjnpFu+E",
-	"m2+v+JcKK4RSuDn0Em0yNDbpQyKGk2Ga7PRBG7iQbg7J8N5zFNkxOoeGX0pAlCWqDDOQzkKGItvN+etY",
-	"2WryicYMIBkmUIgFTBBKNCkqt4sq1Rlmg1jVO6PlVxvDlbj9yOCnShrMogNnKrx5n+MzWdI3Xdq6Z+nL",
-	"9vsZTkWVu+hg1I8KqWRRFfx3mFcqhzM0PPGpLFBXblt7Y0y1yiw4DRdCOphqAwIKtFbMEHphCXg86kNK",
-	"2spgsgA3R7BoztHct1CIS1r5EEZg0FVGWRAOtEpx5zrDuyBNezO3bUBfrxinr9HL3qitmb2OiZdkH1tq",
-	"ZZFd+0eRneCnCi2rKtXKoeI/RVnmMhWkteFlkdOj1YL3DE6jg+jfhquoGfpv7fCFMTqstK75NyKfalNg",
-	"Bsav2IfS6BKNW5DP0uYG0bIfvdRmIrMM1XeX6HSO4F33vgXrhKss+cNEkn/MEUg4Xo/lOtbp2bG+A0W9",
-	"1XAucplBrtMzH8tuLhw4fYbK40wGPbwsKcr6YNG5HDPWIZ6jgTnm2Q6L/Fa7l7pS2R1qEjKNFpR2gJfS",
-	"OhbjvRKVm2sjf8PvL8obaa1Usz4Utb/1IeiKodFoNcsXYOVMYeZ1ypgpgn5J37py7AAKkcDSyNm82cm5",
-	"kLmY5HgnOs2EExNhEVKhSKcTBIMinWN2SOBjFiCmDg0LO5PnqMB6fCMkmqPIQgY7obG7RzR2XbJtgCBB",
-	"gmweIFw6f+PhkTOjD1kZ4ENni22MJclrRJ3obHEI1lFeBGE58bw/fbn7BCYLhyznRlroRz8afYbm3dpK",
-	"N6lwazxZym7OILJMkoAibz/3OWojp69sCav9HlJUVmhBGAQvrO2DqooJGkseNNE6R6Hae9KTv2LqIg+7",
-	"dVr84NX2cWtU987XZfMjWmIN4GdceKGwkI6oiFSgTSaVyIH5AWOGVvkCLubsIm4AvyiQqqxcvYFYUc4X",
-	"udXkZKoq0Mi03iZPkAmHFk5ePoO9vf2HtOHX41/gyePRHvmiyHZ5hbNamJoLMWdY95pnPmxOefdbGySH",
-	"q93HstiHIIBiOl+5VWXRY3SYa5cmA+/xnT71TBuDOdv0ddZBRvrRiiyNdWVSFo329YvKF7WfdLyUy3M0",
-	"i2e68jhwzRtNgBG3Y6KVjSkLqhTfsgHoXYIr4fzox4+YSn3uZMR33rv0s2Q+FhPMO1VAKe6UUHBNmqqS",
-	"2fXCrL+N2XvlZP65ogRg8RZZ94OfUFH2xQx6D/dhjpeQyZl0dsc7sZhYVI5MXYjLY1Qzosp7+086Fnkn",
-	"jOPI/xk7wOq5J0/MCMdoLTvIIRSVdYCfKpGDdH7JiXZzH/zoOn3sBMt8cao7VRu+a1boHDQmZK9yzIJZ",
-	"W1ZdF7qJQgrKQw6EOjKsEwsLUp1LKyc5QkX2oBGqU+Zv4oVru7rVHmMnHEcXKqKpH6Kj1MlzjCiapmgI",
-	"I1uqIJy81Y9IUaf6mGa5jvEfbvB5VvB9C8H+wRNXE5G2GlVkuqKU36zsQXN9ZfprXIquM2Lu0ChBm4TT",
-	"02NKgwIGb1+cQv0O9D5kg4/z+UFRHFj7YTD1/z7udNqs08WWHenEc4utrP1MZ9idtV+dnr4LTLi1csvS",
-	"z9EJmW+/HNTXZ0eD5NSI9Eyq2evs4Pe//b0P44V1WPBTNP4Rbd06UZT0MenY50bOZKEbAbaSZz8KrCsc",
-	"klq0ymJaGekW5FKF14AVHak1Gc+FwYxO9NaO5UwJV1G0m6dXlcnrQzAYtJwflnE1Gu0/tnK2/j3xtceP",
-	"4NWbo2e741dH+39+XI/Ep1eVkpeeji7qp2fq6dUZLvgAtEwGsWJDvDl6RrkUpE9z9KfDS0e+k2o1lbOK",
-	"CFWPSSEvuJshr7/j4cBrkUCNmC5IG6vEGvgB4iiOVRzBD2AxAbwUqcsXNC3jKdDiVhQY2HAoBNB3RCuS",
-	"MZpzmeKPlT0KlJ5TatIqDfgkvDqurg1cmVmUkvCYLSTVVG/bw05mwiHYEsWZ18LRb2SQIAP8WFk4eTE+",
-	"JTLkdKpz0HT8YR8mwnKGWFqgI9GiQUepYvVOWzczOP7LMW1XWsh0WhW0Q7/+JFCLi7nO65CozFSkOIhV",
-	"rB488NUZLsHYwYMHcOTBhCiR06VMfXGGVDcX56S8czQiB4szWsVCry7WMLGpJs2m2Uwiywxa6+lycsUz",
-	"Lofj1jA7vPLOwtsU7UIO1HUcEGTxK38oW26XggbwS4nq6N3r+miBlyUtC8JL31TA/NnTlkLZZgd9sDpW",
-	"yarsk0BLjV5yrbA1ycVcW+TSEiXQjboSKeRP+y8nf9p/yRWsi7lM57GSFi5o7VnDBNJcsgItqmyw5gft",
-	"b7z/kw+zhaBSYZ1Y9ZIhq35Y80tejk7YuXSbRmrG9CEhp6b/18yQ9GOVbGm2D8m9k4AR/C4/tskOBZBQ",
-	"C0gFkdnDVlUJBFcRracYlHWYcsfKGRSOvbEAkcszHEBwPnIAT7RTYXFXKovKSkoxwUnXwo689AUHQlPT",
-	"ALykNVmKOYrczSGdY3pm+dRLfmAZDlk2axlGGBBj5aGhdz1e/v63v6/AcfUBW3+fKfrglZKsYwloE6vr",
-	"kQbGqDLCNi8nyU9P/Cm9DwZTlOf0PQUHF0fow7G0jk76rNZCKDFDDvk3/Cf02OdAFmUu0dthp452yiT2",
-	"wQM6c4TVVn5Hx1tIaE8PUx7If6J/QCnLf77yOXXpnw9XX/gHPqn5J0FFD9Nh+2l41FoiiZUv87ZPQAew",
-	"UYc4hHQujEX3tHLT3ScBp510OTYIG/Wjuip9EO0NRpTndYlKlDI6iB4ORoOHdISjWCKQHq68e+hdm57O",
-	"sKPYelLXRxUcOV3AFDEDXjxrwmIAvxJlIMWWjNAWplXOjNWPT4UxZBMRq6DoXKozMJg/jSOFly6OgkZq",
-	"lOHKMUOS//OHe06XYeuN/xNZjcgrwh76a0X/D90Vh9WQIZeul/1bx53qzxrWumNYftwo0u6PRjdUm4TT",
-	"xQ9bJadNMrVVXnpJutXTkLpQOVZyqDaiNGDo5FAgpHS0tVz+euQF6dpKI/CwVVLmV/Zuf2WtQLjsR38e",
-	"Pfysl5paHNO8qiiEWQSr+n3ZPuELJzSuhPQ5vc0QhAMBtL0Bvzu8x3haihRrLhIcet1ffkL3th74mgZ+",
-	"qdfcuZmPQuiRgRchQMIKFCAC1vYDmDMsDv6g6dbM0MwMpFM6SVHa6VEK9PVtziM7wQI+B/12repfhe9v",
-	"VRrR5GGZC6m+VFU5H/vaR4bo4MPHdc86R4XWHni8MtqnRkrilpli2AwdWBfX7+XEf/39tsILDP54KF2z",
-	"fZpWrvbfVKeFshdobNj81YoXLn1OyNEf+Ne18Jyfez7zPQJps85Dq2WDPwxKj0aPbn+puXH5ehTzAoMI",
-	"CM3ILPKcK+g1NeXddKbel3ylwcjHBH6u88yC0mE2Mp+3GqfJ/dEoCSsowKJ0i3aujlXyrprkMs0Xnkdl",
-	"NQcifitsw2SJFWUa7WE4dW0zdK4UWy8SnVDiiM4eU1JZHHVl6J/QXecht1/EQ4+rLHQosJCgMjKdP52K",
-	"3GJy7V2tH9V1Px/q+2Smfz6cb93AeajvsTm5Lu2JpPW9AWSr66zJRv+/EyE/oavD476Flj68K1OgdJCY",
-	"L8OZVicGGbLs6ikg3fNBQK6o7rX51vPe56sJklj1GvYBydy58mBY320NCpkabfXUDVJdDBW6EGd2uD/a",
-	"Gw33RsPwYFLZYaqVwtQldHR54TO55TpEqgusj59MhA5Bh8sirMc5cYaB+mV1TbynFVRlJhyC0/ogVqL5",
-	"bLDMRbpWKmlpZWcAyYmv3tlQHebTcv3seeU9Hp+jw9Qf+yhwkxeKDN2U7KWaJXWFIp0LRdSNbzxTOhnT",
-	"ybYDM95Vn4kZyYMkbIcNxzfWdFj0gXTY3AVLf0wO8SWtX73V6LNZ83o93X0jXDeMrOqbX44iTKvrS9cv",
-	"ApANsGy5KKM+bHol9CyS525dtm4O7CpRb/eZfBfMe8+myw5r49S78Vf3F21/5Mjf96D2bYV45l2hUwg+",
-	"yG5KcVeHqC9G40ej/7jLRhGRM0v2UWeh52Oqibk6hHYG3yBTeCPVyYLzYMCv0Am3kTrqxTsYbVM63OwT",
-	"/PJcEpqJNkJz86o73AAYcVE3ToWmCpJ8rfrDJY+61UJloT2Nu1xixXNwbQzNALbaCJoUQeOSzT6EJFyt",
-	"18ROuzmaWCmtdq0TKhMmCyN8kqvsavIF9JI4+lRph1kcJfD7f/9PfTuhDV9g9iFxpsJkmHhuRkNiRXSr",
-	"Hy59+SW+j+xzvTuVhcj5ob+Z61Nmc3PG7txia42dAbzygjUV01gFHUkFuSYKnArry6a/3lJRO1dZKyOv",
-	"Mu/gr5YymGsTAfjP8S9vQRgjFrHS04az9xsT5Tk3bWnlF0/2R3sJFCiUbd/ohiqvLnzCHsBR4xq5MDNf",
-	"oVftO81YJW/EZbiSG8vf8LX6WeaaG24S6LGEZV7Zlvl3SGSD08piFtpHH40e+pystNestLXmupLuGFVW",
-	"9wl9zWGuvxkQrEZ/y7dC1smW/16XrzZdeefapL3VfHNT8r4xHT8YPljHyuYieSKV4NPG9mVn28906tDt",
-	"WmdQFF83040euz61dFjc3mvV7gdb3Tmzm9f9pe3+320isLeNec8a577bBPnwTvJdG8i19kHbX8VrXfHm",
-	"rGTD3Ya0kElLmazWyd0erfhGRatG+NAiObktKQ4pqG4q+pz4FHSkMl/fWEHGLXzxD8TUTdbog8FCn2MG",
-	"U6OLlTU2Gidvb8hjeNqCo8GN4LFkMvpoe7K3uvEWYYw8D2Ac0nJoI/9HBMnNL61atv8Brho8KjAesmk4",
-	"AFy6VV9/YD67QmW73jV3vrIY8Bk3P6Hr/8sPet3M8FinoQ9ibW/TUNSp6yAJjXteGbE6Vde/U5AhgzLT",
-	"4F6PWNHwMHTF4Fr0474NHeZ8Xfr+5DhWveSKfRuXB8Ph1Stt3fIaNLhaby9bDq+aFsNlstOHSSVz10Rg",
-	"rEJKvW9BXyhIaOparAH8KogJViU4DUmIhaRueF7/IcchbfFRAnLK9CpWqSiwzZwy37eJGRBVWuviTDjO",
-	"LEPwqrGC6aJ1KPjSrHk9VmImZHcVAvGMdnstwu19B4Q74h8NYLZSRJuTuo3G7G8Edn2QKs0rTlyNfdnx",
-	"1ltCB7f86qn2xK4evrYHkgVoK+tb/X/IvXPI3cKiSnG7uf/lSq9EPNulP3dupAxXRd0FvBxe5Q0+3MQi",
-	"numivJ09bJHMsn0F9E9UhWl+WvQNKh1hl9ALaS5Yox0nX5v3riVV9y2sAz70hKVjdh3ZO0QjCcWbxu9B",
-	"9y8KG5f4sh8UXnXN1bjUjXNttrt/dbW2TuKb/FfhBdn7s3yWR/s68xfhdHIVr5r544g7buONBn3/eJms",
-	"10x9byr0uBzuUNF2Dtcu+PxtmtKcQXZuR91/1Uhj29RYx+xDcVkM2vzLB1vV4QjvVX4TOehwBv/Gvzh+",
-	"HU2EyrQKel3/aQOXqFbMTfhbmanRKvDaNR73w95gvf+bkY47vz98pAD1vZceACuTRwdRuHvb2//3wWgw",
-	"GuwdPBk9GUXLj8v/DQAA//8=",
+	"7Hzbchs3tvarrOLvKUtOi6Rkj8e/VL6QT7H3+DSSvHNhuqrB7kUSo26AAdCSGJWq5mo/wH6IebA8ya61",
+	"gD6RTR1s2XEyyU2sJroBrOO3DsB5L9H5XCtUzvZ2z3tzYUSODg3/tT+X/43GSq3orxRtYuTc8Z+9/STB",
+	"ucMUhEpBTpU2mPZ7UU/Sjz8XaBa9qKdEjr3dnpjLrZPwoahnkxnmgr7oFnP62Toj1bR3cRH1nisn3eK9",
+	"cLPVGf9RYIEwF24GG7E2KRobRxCLwXiQxJsRaAOn0s0gHtx5hiJ9jc6h4ZdiEPM5qhRTkM5CiiLdyvjn",
+	"kbLF+Gca04d4EEMuFjBGmKNJULktVIlOMe2PVLkzmr7eGNbLjXoGfy6kwbS360yBl+/zEH8uUCX4tsjH",
+	"aGhMx9dte9BlM0y0yYXr7fakcg8f9KJeLpXMi7y3ux2V00vlcIrGz38s59WsS9y6Y+nH5tdTnIgic73d",
+	"YePDw84PH8kcdeFWuXeIiVapBafhVEgHE21AQI7WiinCRpgCHg4jSIhbKYwX4GYIFs0JmrsWcnFGM+/B",
+	"EAy6wigLwoFWCW6uEzwXVtPczFUb0OsJ4/QaumwPh1eQ/IK4Z+daWWTVeiLSA2KvZVIlWjlU/E8xn2cy",
+	"EUS1wVme0aN6wjsGJ73d3v8b1Fo78L/awXNjdJipTfk3IiPxwBSMnzGCudFzNG5BOkOb6/cuot4LbcYy",
+	"TVF99RUdzRC86ty1YJ1whSV5GEuSjxkCLY7n43W91snxa/0NCPVWw4nIZAqZTo69LXEz4cDpY1TezqWw",
+	"gWdz0sEILDqXYco0xBM0MMMs3eQlv9XuhS5U+g0pCalGC0o7wDNpHS/jgxKFm2kjf8Gvv5Q30lqpphHk",
+	"pbxFEGjFptloNc0WYOVUYeppyjZbBPoSvXXhWAAUIhlrI6ezaicnQmZinOE3oWkqnBgLi5AIRTQdIxgU",
+	"yQzTPTI+ZgFi4tDwYqfyBBVYb9/IEs1QpMGDHtDYrX0a217ZqoGghYS1eQPhktkbbx47vG9lOfUEBIxp",
+	"MFhUaR9+lCcIT3S6YOrSP54Iiw8fBIs7lkqYBYx1uqC1Bksgg1XS6WJ1MiJIOR29twfWkbsHYdmffjh6",
+	"sfUIxguHvP0lbxf16jWsfvv5mUNFwGCXaUmfp8+OeXjEax7rVKL1qigMsow7PHM0V+X3aPbOuY0+RvO+",
+	"tcvLpGJlPAmfXf6CSFNJGxBZ87l3ykuMqsUTalrvkaEp0PJ+/GJtBIr9vAXes85QqCY99fifmDj2UUtP",
+	"unfZXocf0VhCH/6OC78AzKUjJCcVaJNKJTJgeMUmT6tsAaczlnDXh3cKpJoXrlzsSBFkEpnVpCOqyNHI",
+	"pNwSfyAVDi0cvHgK29s792lzrw7fwaOHw21SJZFu8QzH5WJKKMmQqy2dT73WH/HuVzbIKhDE1PKy90AA",
+	"maSsFt/Concx4Vtb9DHwCtspu0+1MZgx/16lHVgu6tVYky3Ks+aq1ko7/Nfhu7dhkQfPD4/AYILyBC0k",
+	"wpgFSEdaIGi9Zqvy1vU6iXDvVLYohe6SVR2gsN/LWg51YRJm3jVeyuQJmsVTXXhDv+aNyoJS8MBIPl0F",
+	"1yvw+PofI0D7wSXXWvNrMcasU0gIwxyRm2utpihkeh0C0tuYflBOZtddSvAcXmbbjP8RFcErTGHj/g7M",
+	"8AxSOZXObno1F2OLio1rLs5eo5pSLLa986hjkvfCOLaDf8cOt/HMo2OG/IdoLavQHuSFdYA/FyIjyeIp",
+	"x9rNvClE16mFBzjPFke6k7Tht2qGzkGH5LqLDNPA1gZX24uu7BSZrT02FaXtsE4sLEh1Iq0cZwgF8YNG",
+	"qM4134oUtnZ1JT8OnXCsXagoDvnY20+cPCG/+AwnaChybJCi9+kaokeEOtKv6SvrQrq9pYCNCXzXQuB/",
+	"kMT6Qy2/neqCMF01s3cr7ZnpX4dz0ZWEyBwaJWiTcHT02tup/tvnR1C+Axsf0/6n2Ww3z3et/dif+P8+",
+	"bXbyrFPEuhwuW6UDtBz9na/4qWCy2ot9qU8hF2pRO6lWrANiMsHE+SzKiqh0RKp1NuBjmPJTx0qbjqCK",
+	"N9vrvdyDNaTu/s7fHj76LGcTZAHqkZg+WRx4R2OWjE33NF1s8Bi+gwEpdsPYl0dH70PE2e91KdwzdEJm",
+	"qy8HKY5Y3yE+MiI5lmr6Kt399V//juBwYR3m/BSNf0QSaJ3I5/Rn3CFuKyxMvabyAlZYGfVCdBOSEWX4",
+	"Upn6y4IEqVjWsHT59q53+iRmfTgqgbck88Yhg7fL0tEjD+8JcUeAmcWRCoM8pu8D4eM6pXBNZEvgjGws",
+	"T+rsSFWW17/VBQDL8OSKCOObBAVLYLTLZ4tuEHjIeYMclYMPB699AJexh6/TYXPE4y1OQxAu6zZWNwtL",
+	"rowiKPzEpDDSLchF5P6TVnQEE/HhTBhM95MErT2UUyVcQew2j88Lk5VZUzBoGe9djIrhcOehldP27z7I",
+	"g5dv9p9uHb7c3/nrw3IkPj4vlDzz+YNF+fRYPT4/xgVnrC7i/kixRr/Zf0rRA8kRyTj9k2SVfEGi1URO",
+	"CwpVNziK5wm3UuT5N7179wQlkGLlVIG0IxVbAz/AqDcaqVEPfgCLMeCZSFzGwSnjI9YaK3IM6YuQOabf",
+	"SIniQzQnMsEnhd0PORgWh7iRS/YQus4vtgbWHBdzSfiKEwRSTfQqP+x4Sppk5yiOPRX2fyGGhDXAk8J6",
+	"ZD832ulEZ6BP0HhjSCHaMeLcAhLcbpiMkXqvrZsaPPzHa9qutJDqpGDB9fOPgw87nemstK2FmYgE+yM1",
+	"Uvfu+XQ+5+xt/9492PfggOyA03OZ+Gw+kW4mToh4J2hEBhanNIuFjTK7z6FcMa42zWwSaWrQWp+IiM/5",
+	"ixeDw8YwOzj3wsLbFM3MP5SJfxDE8XOfRbtYrR304d0c1f77V2UuCM/mNC0Iv/qqZOIzFHYulK12EIHV",
+	"IxXXdYIYGmT0K9cKGx85nWmLXIsgC7pUiCCC/GXnxfgvOy+45HE6k8lspKSFU5p7WiH7JJNMQJ8SaspB",
+	"8xcv/yTDzCEoVJhnpDbiAZN+UIIVnk66GWTSLTOpGhNBTEJN/2+xIY5GKl6hbATxnYNgI/hdfmzjTVIg",
+	"AkqJoPB9r1EGAMFlJ+tDBjL0nGQYKWdQOJbGHEQmj7EPQfhIALw7SoTFLaks+UCCjEFIW2pHUvqcFaEG",
+	"ZnhGc/IqZigyN4Nkhsmx5TQlyYFlc8hrs5bNCBvEkfKmYWO9vfz1X/+ujWP9Bzb+fazoD0+UuG1LQJuR",
+	"Wm9p4BBVSrbNr5PWT098WjUKYT79TsrB2Wz647W0DlXkyZoLJabeV73hf8IGyxzIfJ5J9HzYLLWdIIm9",
+	"dw8Ki2G2Wu4YYMS0p/sJD+R/on9A2Mf/fe7B2YV/Pqh/8A88OvJPAonuJ4Pm0/CoMUU8Ur4u2Mz57MJS",
+	"4ngPkpkwFt3jwk22HgU77aTLsLKwvahXljF3e9v9IXlhPUcl5rK327vfH/bvE2YhXSIjPaile+BFm55O",
+	"sSM2OCgLWgr2nc5hgpgCT55WatGHnwiUEWHnbKEtTIqMI1A/PhHGEE/ESAVCZ1Idg8Hs8ain8MyNeoEi",
+	"pZXhUh+bJP/PH+44PQ9br+Sfgs8eSUXYQ9SqEn/shk71kAHXGi+iK8cd6WsNaxSlLz4tVdV2hsNLygPC",
+	"6fyHlRrBMipfqQe8INrqSXBdqBwTOZSHUBowhXIyR0goCLNcr3jgF9K1lWrBg0YNkF/ZvvqVVkXnIur9",
+	"dXj/Wi9VxROGeUWeC7MIXPX7shHZF3ZonPuN2L1NEYQDAbS9Pr87uMP2dC4SLLFIEOi2vPyI7m058BUN",
+	"vKnUfHM27wfVIwYvgoKEGUhBBLT2A+ghfP8zWddiQ/VlIJpS8EJuZ4NcoC9Ish/ZDBzwPuiXtaR/GX6/",
+	"kmgEkwfzTEh1U1JlnMZphgy93Y+f2pJ1ggqt9WWdudHeNZITt4wUw2YMinSxfi8H/uevtxWeoP/5qrRm",
+	"+/RZWe+/KicKZU/R2LD58xoXXnifkKFP4LWp8IyfezzzNRRpOVdDs6X9zzZKD4YPrn6pKpF/uRXzCwYR",
+	"LDRbZpFlXJssoSnvptP1vuCyKFs+BvAznaUWlA5fI/Z5rrGb3BkO4zCDAsznbtH01SMVvy/GmUyyhcdR",
+	"aYmBCN8KWyFZQkWpRrsXoq5VhM61sbLqaSkQpdhjQiQb9bo89I/o1knI1Z1bsMFZUwoKLMSojExmjyci",
+	"sxivba7xo7oaukKOh9j0/dn5RsuEN/UbzE7OoHogaX0zGfFqHTeZ6b8fDfkRXakedy006OFFmRSlA8Tc",
+	"zM40WveIkfOuJrBmplFc5W897m1ko+OR2qjQB8Qz5+a7gzJJ189lYrTVE9dPdD5Q6IKe2cHOcHs42B4O",
+	"woNxYQeJVgoTF1Po8tx7cst5iETnWIafDIT2QIfyOJbjnDjGAP3Sssa1oRUUc05oOq13R0pUfxucZyJp",
+	"pUoaVNnsQ3zg08A2VHs4Wi6fPSu8xOMzdJj4sI8UN36uiNFVCU6qaVxmKJKZUATduEUlociYItsOm/G+",
+	"uKbNiO/FYTvMOG4xomDRK9Je1bwjfZgc9EtaP3ujM3Q55/VqsvVGuG4zUifKb25FGFaX+eIbGZAlY9kQ",
+	"Ubb6sCyVsGGRJHcla7w8sCuLu9oY+FVs3gdmXbpXMqfcje+1Om3KI2v+jjdqt7uIp14UOhfBgezyKr5V",
+	"EHVja/xg+P+/ZWefyBgle62zsOF1qtK5UoU2+7fgKTyTSmfBfjDYr9A6veQ6ysk7EG2VOmxD2/Y2fWtD",
+	"BLasSvueoVCurkulU012dS+Y3Uwnxz6nl2nLXUmXpnB9ExMDcRQp+ASwfz8NYLfTOJopvin38O3i13+G",
+	"Cur1BKhZie4Qo6rofIqN3f5ugEujPdCvfalKoScNf8PSqifLPf5Vpv8WQE1oQ16usy51mYVSlBGnZct1",
+	"6JuklbXSkJx7K7spVRoa27k/dqT4G2WJHFY6+CqsQuPi5RplHDq0yghDuxmakVJabVknVCpMGkZ4tFW0",
+	"irgb8aj3c6EdpqNeDL/+z/+WZTJtuGobQexMgfEg9kECDRkpwv1R6Cbil7h7IeLCSyJzkfFD3/IREcRy",
+	"MwYRmcXGHJt9eOkXVqXuRyrQSCrINMViibA+f//TFandE5U2oGENAfukZnHddMpE4KK4MEYsRkpPKusT",
+	"VSzKMm731spPHu8Mt2PIUSjbbBUK5Qade+TYh7oSnwkz9aUi1WyWGan4jTgLxuZQ/oKv1N9lprmnNoYN",
+	"XuE8K2yD/Zu0ZIOTwmIaDr48GN734FBpT1lpS8p1GbhDVGnZPPAl5i1aVgjfUMh15drFj1fkdx1wWhbl",
+	"zbXocaUwfxmKvBQX3hvca9vcuomAG6Y72zeacqYTh27LOoMi/7IvXSqx7U9Lh/nV3QvNTvK67s9iXp5M",
+	"aZ4rWkWk26s272kl3N8Wqd3/JsCraci19kob1fpall7Y4dhQZJMWUmnJh5U0+baukkt7WlWLD4crxleh",
+	"s8EdHnJZ/jH0ae2r1KfanoSI7YtAzbVk91KxXcs3G4HBXJ8ETuwMOw4evNUVl4Ux8iQY0eBOw8Gx30K4",
+	"L3+pPqT126KxgEsCWmdkVszBaZ8/qh2hVCyTwfB+IQKLrm6pFA5ybV19oHB7GFUPt4fD4dp0Ji+8fVLQ",
+	"Hzjk431Xne+7RnkznEW8eTajG3X+JAhleaLHQV7j8hgSH5zhwFoa62qTwN2L5enJFpQe1VwvP8oUiSNA",
+	"kcxCh1pUJwxtu41NKojLnrfOCvJ7xGOK9tYYj+3f3Hi0e/Dsn6bjK5mOurfxehbjMs9l9KnFK7sqrkou",
+	"OK2DlFfSHXMvfTxSG7FvoueepvI79EfZUh9v9uGt9mdGpU8OqwDCyTLyIRbOhNI2Md3jkaE1yAcK/vSo",
+	"nelTxQesLstkSAd+03Yln9GldE94bCOJ8d26bNioCmo83ncgU9CK4dSfws3vOy14uyrCXquhFOVtAOFs",
+	"Xpn9I2ni/tUZ5rftXl+w86gm9l3cpLLeg9ROdhiFVlph3FoHOzE6713v0oJht4f9/Tr/lke/xKCVtmlw",
+	"3r784eIm8Lxx2OcKdf+MqPcyJW7A7tYp6K5++0sKB78Hx/m1LyKwRTJb8VScpCqtR/+rA3qxuoDxImC/",
+	"lkn4crtzVQth+yzdbUHofd+NU/X2Z/KYdt04fDEpu35T2NgZbkcNjBt15FzZDI7UWKeLzfbhQZ8SVtWl",
+	"EX4qFfKyfdgfC5VyFZdcvG/Il65iwGWAer26b38ldW8j5S9S9vZBmT+NwhcaBdgIcV/npSCb/a+F5G9i",
+	"Ki5xfwZtMc6lW76K6gtxzD4c/uM1TGTm0JTHN7hyz6CleazEFBlCJtS0YHeG/Wl/pOLl843wGO6+EWet",
+	"I+rPzxK+tOQu7L99xtWUvsGp9IOxuBvvVYC9unvK+K95k9tYBJkbYVslGYk28odFmj1km3tc2hypnIJq",
+	"Mh4rBc6SpFyH+Klq04i4liEMNs4jLeM1ptcyKKpOIA93HkRf3qnRbZjfqWxBW730WM5zUV/4AGNMNBeL",
+	"uJ+hszy4O1L+1yWRjADDWX9Q+rQOAY+OXpdBGxB2pV+jRlTHLFF6pJq1Rs/SPpQhFxSKb9Jo3izEdWuc",
+	"OBCZLyStmPaDwLT9LOt9L7XjpiD9p4RhhWsqbDNlMBYU7qvQj+AF7Hq2rRPa/y7AU7eMvlP4G8rowW8r",
+	"ld/I43eI4NeMBUjutcI1E5eiTzbyOoJfZd9uFNQ+FSrBrL6s4jqd6/6d7I8pCiX563vplhMz3Eois4wv",
+	"WCQwMNGGuRSO79ymiCRMahCN3GrtiifaYDUxt6nY7z1EXC+/FNrcJPtSd1T8RskXD1aqYvU1wrOO7o2V",
+	"bo3+pb0VF3/WSm4PgRw0UjGep6FR98zVN0SEfM2WUOmWF83Nr65jt13CfM1tnCt7K2uX5XmFmLMchRF1",
+	"93tZwpShwYgbsfhOhpGqUzSNBrdGLubucu1ypDbic5ZtvNgdDM5fausu1liD87aduRicV1d7XcSbEYwL",
+	"mblKAynEY2m9a0GfKojp0+Wy+nB1Cbe6IXePtvggBjnhSshIJSLHZmNZCEowhXg5NI1Zzyx3qLQ8ulTW",
+	"UbyoJ/XrIyWmQqrLEk5rLdzXyDftL2Wb9lote27paspbMnYRSJVkBff1VPxlwWtfxda/4jrrm1wC4zoT",
+	"a3+a3G9qcldsURm+c+BeX8uzeSnkPc/L2/cuBudZZR8uhbs6n1+NHlZ68ObNfu7vKB6v7my+hRMJYZew",
+	"EdzcynVJt132PGr5irbBhw3B1dhSszchYOzqwsV+91XxlUjc7Kb4zovhK5G63p3w4ZrJW8vVLeNfhafE",
+	"72vJLI++VoFw6QDa+ai+RHPU4yvWRksXY/rHF3H7bJO/Q8q3F5Txy17rIK4/9ao0e5DNq63uH1XTmDel",
+	"rWP0obg6BU385ZWt6BCEDyq7DBx0CIN/4w9uv0JlL9B1pSposEZuwp+enBitAq5t4bgftj/H6wzuEOjz",
+	"mO+LU41/bMO2cnU3qhTiJgFjgurtWKLR9biCmOuiRVMtrnM29WZJ0tVLPtefLF2+7KEREPyh9bCRvOKQ",
+	"euXSxcDZNSfHPkvvJn+q3Ger3OQztG3SVrSrhT90V/yHyD0TdUXw96reH+kgEyT362v37Ttvwv2gHz8R",
+	"S/0NfV7EC5P1dnvhhobtnb/1h/1hf3v30fDRsHfx6eL/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -208,8 +208,9 @@ func (r *runner) deleteQueue() {
 
 func (r *runner) batchBody() []byte {
 	items := make([]client.BatchMessage, r.cfg.BatchSize)
+	text := string(r.body)
 	for i := range items {
-		items[i] = client.BatchMessage{Body: string(r.body)}
+		items[i] = client.BatchMessage{Body: &text}
 	}
 	b, _ := json.Marshal(items)
 	return b

@@ -117,8 +117,8 @@ func TestGeneratedClient(t *testing.T) {
 
 	// A batch, then receive-and-delete and unlock through the client.
 	batch := []client.BatchMessage{
-		{Body: "one", BrokerProperties: &client.BrokerProperties{Label: ptr("L1"), TimeToLive: ptr(30.0)}},
-		{Body: "two", UserProperties: &map[string]any{"Priority": "Low", "n": 2}},
+		{Body: ptr("one"), BrokerProperties: &client.BrokerProperties{Label: ptr("L1"), TimeToLive: ptr(30.0)}},
+		{Body: ptr("two"), UserProperties: &map[string]any{"Priority": "Low", "n": 2}},
 	}
 	raw, err := json.Marshal(batch)
 	if err != nil {
@@ -213,7 +213,7 @@ func TestCompetingReceivers(t *testing.T) {
 	for i := 0; i < total; i += perBatch {
 		batch := make([]client.BatchMessage, perBatch)
 		for j := range batch {
-			batch[j] = client.BatchMessage{Body: fmt.Sprintf("m%04d", i+j)}
+			batch[j] = client.BatchMessage{Body: ptr(fmt.Sprintf("m%04d", i+j))}
 		}
 		raw, _ := json.Marshal(batch)
 		r, err := b.api.SendMessageWithBodyWithResponse(ctx, "busy", nil, "application/vnd.microsoft.servicebus.json", strings.NewReader(string(raw)))

@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -113,7 +112,9 @@ func parseSingle(r *http.Request, body []byte) (store.Message, error) {
 
 // batchMessage is one element of a batch send.
 type batchMessage struct {
-	Body             *string                    `json:"Body"`
+	Body       *string `json:"Body"`
+	BodyBase64 []byte  `json:"BodyBase64"` // extension: a binary body
+
 	BrokerProperties json.RawMessage            `json:"BrokerProperties"`
 	UserProperties   map[string]json.RawMessage `json:"UserProperties"`
 }
@@ -136,10 +137,16 @@ func parseBatch(body []byte) ([]store.Message, error) {
 	msgs := make([]store.Message, len(items))
 	for i, it := range items {
 		m := &msgs[i]
-		if it.Body == nil {
+		switch {
+		case it.Body != nil && it.BodyBase64 != nil:
+			return nil, badRequest("Message %d of the batch has both Body and BodyBase64.", i+1)
+		case it.Body != nil:
+			m.Body = []byte(*it.Body)
+		case it.BodyBase64 != nil:
+			m.Body = it.BodyBase64
+		default:
 			return nil, badRequest("Message %d of the batch has no Body.", i+1)
 		}
-		m.Body = []byte(*it.Body)
 		if len(it.BrokerProperties) > 0 && string(it.BrokerProperties) != "null" {
 			if err := parseBrokerProperties(it.BrokerProperties, m, true); err != nil {
 				// The client-safe message is all a client sees, so the position goes into it.
@@ -196,8 +203,9 @@ func (s *Server) ReceiveAndDeleteMessage(w http.ResponseWriter, r *http.Request,
 }
 
 func (s *Server) receive(w http.ResponseWriter, r *http.Request, entityPath string, timeout *int, mode store.ReceiveMode) {
-	if timeout != nil && *timeout < 0 {
-		s.writeError(w, r, badRequest("The timeout must be a number of seconds, 0 or more."))
+	wait, err := s.receiveWait(timeout)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	e, sq, err := s.messagingEntity(r, entityPath)
@@ -205,7 +213,7 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, entityPath stri
 		s.writeError(w, r, err)
 		return
 	}
-	m, err := s.store.Receive(r.Context(), e, sq, mode, s.receiveWait(timeout))
+	m, err := s.store.Receive(r.Context(), e, sq, mode, wait)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -225,25 +233,23 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, entityPath stri
 }
 
 // receiveWait is how long a receive waits: the timeout asked for (seconds), capped by the
-// configured maximum; the default when none is given.
-func (s *Server) receiveWait(timeout *int) time.Duration {
-	if timeout == nil {
-		return min(s.cfg.DefaultReceiveWait, s.cfg.MaxReceiveWait)
+// configured maximum; the default when none is given. A negative timeout is a bad request.
+func (s *Server) receiveWait(timeout *int) (time.Duration, error) {
+	switch {
+	case timeout == nil:
+		return min(s.cfg.DefaultReceiveWait, s.cfg.MaxReceiveWait), nil
+	case *timeout < 0:
+		return 0, badRequest("The timeout must be a number of seconds, 0 or more.")
+	case time.Duration(*timeout) > s.cfg.MaxReceiveWait/time.Second:
+		return s.cfg.MaxReceiveWait, nil // compared in seconds: a huge timeout must not overflow to a negative wait
 	}
-	if time.Duration(*timeout) > s.cfg.MaxReceiveWait/time.Second {
-		return s.cfg.MaxReceiveWait // compared in seconds: a huge timeout must not overflow to a negative wait
-	}
-	return time.Duration(*timeout) * time.Second
+	return time.Duration(*timeout) * time.Second, nil
 }
 
 // lockLocation is the settlement URL of a locked message, built from the request's own scheme and
 // Host header (clients derive the settlement path from it).
 func (s *Server) lockLocation(r *http.Request, entityPath string, m *store.Message) string {
-	segs := strings.Split(entityPath, "/")
-	for i, seg := range segs {
-		segs[i] = url.PathEscape(seg)
-	}
-	return requestScheme(r) + "://" + r.Host + "/" + strings.Join(segs, "/") + "/messages/" +
+	return requestScheme(r) + "://" + r.Host + "/" + escapePath(entityPath) + "/messages/" +
 		strconv.FormatInt(m.SequenceNumber, 10) + "/" + m.LockToken.String()
 }
 

@@ -26,6 +26,18 @@ const (
 	opComplete
 	opUnlock
 	opRenewLock
+	// Extensions.
+	opPurge
+	opBrowse
+	opPeekLockBatch
+	opReceiveAndDeleteBatch
+	opPeekLockDeferred
+	opReceiveAndDeleteDeferred
+	opCancelScheduled
+	opDeadLetter
+	opDefer
+	opResubmitAll
+	opResubmitOne
 )
 
 // route is a classified request.
@@ -45,11 +57,12 @@ type route struct {
 // right is the claim an operation needs (zero: any valid token).
 func (r route) right() sas.Rights {
 	switch r.op {
-	case opSend:
+	case opSend, opCancelScheduled:
 		return sas.Send
-	case opPeekLock, opReceiveAndDelete, opComplete, opUnlock, opRenewLock:
+	case opPeekLock, opReceiveAndDelete, opComplete, opUnlock, opRenewLock, opBrowse, opPeekLockBatch,
+		opReceiveAndDeleteBatch, opPeekLockDeferred, opReceiveAndDeleteDeferred, opDeadLetter, opDefer:
 		return sas.Listen
-	case opListQueues, opPutEntity, opGetEntity, opDeleteEntity:
+	case opListQueues, opPutEntity, opGetEntity, opDeleteEntity, opPurge, opResubmitAll, opResubmitOne:
 		return sas.Manage
 	}
 	return 0
@@ -58,7 +71,6 @@ func (r route) right() sas.Rights {
 // Literal path segments of the protocol, matched case-insensitively.
 const (
 	segMessages      = "messages"
-	segHead          = "head"
 	segResources     = "$resources"
 	segQueues        = "queues"
 	segNamespaceInfo = "$namespaceinfo"
@@ -72,20 +84,50 @@ const (
 // the entity path as one percent-encoded segment and the literals in their documented casing.
 // ok is false when nothing matches.
 func classify(method, escapedPath string) (route, bool) {
-	segs, ok := splitPath(escapedPath)
+	raw := splitRaw(escapedPath)
+	// Entity names may not contain a "messages" segment, so the first one ends the entity path
+	// of a data-plane request; what follows says the operation. Those following segments are
+	// decoded but not split, so a MessageId with an encoded '/' stays one segment.
+	for k := 1; k < len(raw); k++ {
+		if seg, err := url.PathUnescape(raw[k]); err == nil && strings.EqualFold(seg, segMessages) {
+			entity, ok := decodeSegments(raw[:k])
+			if !ok || len(entity) == 0 {
+				return route{}, false
+			}
+			rest := make([]string, 0, len(raw)-k-1)
+			for _, r := range raw[k+1:] {
+				seg, err := url.PathUnescape(r)
+				if err != nil || seg == "." || seg == ".." {
+					return route{}, false
+				}
+				rest = append(rest, seg)
+			}
+			rt, ok := dataRoute(method, strings.Join(entity, "/"), rest)
+			rt.scope = strings.ToLower(strings.Join(append(append(entity, segMessages), rest...), "/"))
+			return rt, ok
+		}
+	}
+	segs, ok := decodeSegments(raw)
 	if !ok {
 		return route{}, false
 	}
+	scope := strings.ToLower(strings.Join(segs, "/"))
+	// "messages" may also hide inside an encoded segment ("/a%2Fb%2Fmessages").
+	for k := 1; k < len(segs); k++ {
+		if strings.EqualFold(segs[k], segMessages) {
+			rt, ok := dataRoute(method, strings.Join(segs[:k], "/"), segs[k+1:])
+			rt.scope = scope
+			return rt, ok
+		}
+	}
 	r, ok := classifySegments(method, segs)
-	r.scope = strings.ToLower(strings.Join(segs, "/"))
+	r.scope = scope
 	return r, ok
 }
 
 func classifySegments(method string, segs []string) (route, bool) {
 	n := len(segs)
 	lower := func(i int) string { return strings.ToLower(segs[i]) }
-	entityOf := func(k int) string { return strings.Join(segs[:k], "/") }
-
 	switch {
 	case n == 0:
 		return route{}, false
@@ -95,36 +137,9 @@ func classifySegments(method string, segs []string) (route, bool) {
 		return route{op: opNamespaceInfo, canonical: "/$namespaceinfo"}, methodIs(method, http.MethodGet)
 	case n == 2 && lower(0) == segResources && lower(1) == segQueues:
 		return route{op: opListQueues, canonical: "/$Resources/Queues"}, methodIs(method, http.MethodGet)
-	case n >= 3 && lower(n-2) == segMessages && lower(n-1) == segHead:
-		r := dataRoute(entityOf(n-2), "/messages/head")
-		switch method {
-		case http.MethodPost:
-			r.op = opPeekLock
-		case http.MethodDelete:
-			r.op = opReceiveAndDelete
-		default:
-			return r, false
-		}
-		return r, true
-	case n >= 4 && lower(n-3) == segMessages:
-		r := dataRoute(entityOf(n-3), "/messages/"+url.PathEscape(segs[n-2])+"/"+url.PathEscape(segs[n-1]))
-		switch method {
-		case http.MethodDelete:
-			r.op = opComplete
-		case http.MethodPut:
-			r.op = opUnlock
-		case http.MethodPost:
-			r.op = opRenewLock
-		default:
-			return r, false
-		}
-		return r, true
-	case n >= 2 && lower(n-1) == segMessages:
-		r := dataRoute(entityOf(n-1), "/messages")
-		r.op = opSend
-		return r, methodIs(method, http.MethodPost)
 	}
-	r := route{entity: entityOf(n), canonical: "/" + url.PathEscape(entityOf(n))}
+	entity := strings.Join(segs, "/")
+	r := route{entity: entity, canonical: "/" + url.PathEscape(entity)}
 	switch method {
 	case http.MethodPut:
 		r.op = opPutEntity
@@ -138,26 +153,75 @@ func classifySegments(method string, segs []string) (route, bool) {
 	return r, true
 }
 
-// dataRoute builds the route of a data-plane operation on entity (which may end in a
-// $DeadLetterQueue segment) whose path continues with rest.
-func dataRoute(entity, rest string) route {
-	return route{entity: entity, canonical: "/" + url.PathEscape(entity) + rest}
+// dataOps are the data-plane operations by what follows "messages" (a literal in lower case, or
+// "{}" for a value) and by method.
+var dataOps = []struct {
+	rest []string
+	ops  map[string]op
+}{
+	{nil, map[string]op{http.MethodPost: opSend, http.MethodDelete: opPurge}},
+	{[]string{"head"}, map[string]op{http.MethodPost: opPeekLock, http.MethodDelete: opReceiveAndDelete}},
+	{[]string{"$browse"}, map[string]op{http.MethodGet: opBrowse}},
+	{[]string{"$batch"}, map[string]op{http.MethodPost: opPeekLockBatch, http.MethodDelete: opReceiveAndDeleteBatch}},
+	{[]string{"$resubmit"}, map[string]op{http.MethodPost: opResubmitAll}},
+	{[]string{"$deferred", "{}"}, map[string]op{http.MethodPost: opPeekLockDeferred, http.MethodDelete: opReceiveAndDeleteDeferred}},
+	{[]string{"$scheduled", "{}"}, map[string]op{http.MethodDelete: opCancelScheduled}},
+	{[]string{"$resubmit", "{}"}, map[string]op{http.MethodPost: opResubmitOne}},
+	{[]string{"{}", "{}", "$deadletter"}, map[string]op{http.MethodPost: opDeadLetter}},
+	{[]string{"{}", "{}", "$defer"}, map[string]op{http.MethodPost: opDefer}},
+	{[]string{"{}", "{}"}, map[string]op{http.MethodDelete: opComplete, http.MethodPut: opUnlock, http.MethodPost: opRenewLock}},
+}
+
+// dataRoute classifies a data-plane request on entity (which may end in a $DeadLetterQueue
+// segment) whose path continues after "messages" with rest.
+func dataRoute(method, entity string, rest []string) (route, bool) {
+	for _, d := range dataOps {
+		if len(d.rest) != len(rest) {
+			continue
+		}
+		canonical := "/" + url.PathEscape(entity) + "/messages"
+		match := true
+		for i, want := range d.rest {
+			switch {
+			case want == "{}":
+				canonical += "/" + url.PathEscape(rest[i])
+			case strings.EqualFold(rest[i], want):
+				canonical += "/" + want
+			default:
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		o, ok := d.ops[method]
+		return route{op: o, entity: entity, canonical: canonical}, ok
+	}
+	return route{}, false
 }
 
 func methodIs(got, want string) bool { return got == want }
 
-// splitPath splits an escaped URL path into its unescaped segments. A segment may itself hold
-// escaped slashes (a generated client sends the entity path as one parameter, "a%2Fb"); those
-// split too, so both spellings of a path give the same segments. Empty segments (a trailing
-// slash, as clients send on collections) are dropped; "." and ".." and undecodable escapes make
-// the path invalid.
-func splitPath(escaped string) ([]string, bool) {
-	var segs []string
-	for _, raw := range strings.Split(escaped, "/") {
-		if raw == "" {
-			continue
+// splitRaw splits an escaped URL path into its non-empty segments, still escaped. Empty
+// segments (a trailing slash, as clients send on collections) are dropped.
+func splitRaw(escaped string) []string {
+	var raw []string
+	for _, r := range strings.Split(escaped, "/") {
+		if r != "" {
+			raw = append(raw, r)
 		}
-		seg, err := url.PathUnescape(raw)
+	}
+	return raw
+}
+
+// decodeSegments unescapes the segments of an entity path. A segment may itself hold escaped
+// slashes (a generated client sends the entity path as one parameter, "a%2Fb"); those split too,
+// so both spellings of a path give the same segments. "." and ".." and undecodable escapes make
+// the path invalid.
+func decodeSegments(raw []string) ([]string, bool) {
+	var segs []string
+	for _, r := range raw {
+		seg, err := url.PathUnescape(r)
 		if err != nil {
 			return nil, false
 		}

@@ -17,7 +17,9 @@ import (
 
 func (o op) String() string {
 	return [...]string{"unknown", "health", "namespaceInfo", "listQueues", "putEntity", "getEntity", "deleteEntity",
-		"send", "peekLock", "receiveAndDelete", "complete", "unlock", "renewLock"}[o]
+		"send", "peekLock", "receiveAndDelete", "complete", "unlock", "renewLock",
+		"purge", "browse", "peekLockBatch", "receiveAndDeleteBatch", "peekLockDeferred", "receiveAndDeleteDeferred",
+		"cancelScheduled", "deadLetter", "defer", "resubmitAll", "resubmitOne"}[o]
 }
 
 func TestClassify(t *testing.T) {
@@ -90,7 +92,25 @@ func TestClassify(t *testing.T) {
 		{"GET", "/q/messages/1/" + tok, false, opUnknown, "q", "/q/messages/1/" + tok, "q/messages/1/" + tok},
 		{"PATCH", "/q/messages/1/" + tok, false, opUnknown, "q", "/q/messages/1/" + tok, "q/messages/1/" + tok},
 		// Three segments after a name that are not head: an entity path (which the store refuses).
-		{"GET", "/q/messages/1", true, opGetEntity, "q/messages/1", "/q%2Fmessages%2F1", "q/messages/1"},
+		// An entity path ends at its first "messages" segment, so this is no entity at all.
+		{"GET", "/q/messages/1", false, opUnknown, "", "", ""},
+		// Extensions.
+		{"DELETE", "/q/messages", true, opPurge, "q", "/q/messages", "q/messages"},
+		{"DELETE", "/q/$DeadLetterQueue/messages", true, opPurge, "q/$DeadLetterQueue", "/q%2F$DeadLetterQueue/messages", "q/$deadletterqueue/messages"},
+		{"GET", "/q/Messages/$Browse", true, opBrowse, "q", "/q/messages/$browse", "q/messages/$browse"},
+		{"POST", "/q/messages/$batch", true, opPeekLockBatch, "q", "/q/messages/$batch", "q/messages/$batch"},
+		{"DELETE", "/q/messages/%24batch", true, opReceiveAndDeleteBatch, "q", "/q/messages/$batch", "q/messages/$batch"},
+		{"POST", "/q/messages/$deferred/12", true, opPeekLockDeferred, "q", "/q/messages/$deferred/12", "q/messages/$deferred/12"},
+		{"DELETE", "/q/messages/$deferred/12", true, opReceiveAndDeleteDeferred, "q", "/q/messages/$deferred/12", "q/messages/$deferred/12"},
+		{"DELETE", "/q/messages/$scheduled/12", true, opCancelScheduled, "q", "/q/messages/$scheduled/12", "q/messages/$scheduled/12"},
+		{"POST", "/q/messages/12/" + tok + "/$deadletter", true, opDeadLetter, "q", "/q/messages/12/" + tok + "/$deadletter", "q/messages/12/" + tok + "/$deadletter"},
+		{"POST", "/q/messages/12/" + tok + "/$Defer", true, opDefer, "q", "/q/messages/12/" + tok + "/$defer", "q/messages/12/" + tok + "/$defer"},
+		{"POST", "/q/$DeadLetterQueue/messages/$resubmit", true, opResubmitAll, "q/$DeadLetterQueue", "/q%2F$DeadLetterQueue/messages/$resubmit", "q/$deadletterqueue/messages/$resubmit"},
+		{"POST", "/q/$DeadLetterQueue/messages/$resubmit/9", true, opResubmitOne, "q/$DeadLetterQueue", "/q%2F$DeadLetterQueue/messages/$resubmit/9", "q/$deadletterqueue/messages/$resubmit/9"},
+		{"GET", "/q/messages/$batch", false, opUnknown, "", "", ""},
+		{"PUT", "/q/messages/$scheduled/12", false, opUnknown, "", "", ""},
+		// A MessageId with an encoded slash stays one segment.
+		{"DELETE", "/q/messages/a%2Fb/" + tok, true, opComplete, "q", "/q/messages/a%2Fb/" + tok, "q/messages/a/b/" + tok},
 
 		// Invalid paths.
 		{"GET", "", false, opUnknown, "", "", ""},
@@ -205,6 +225,39 @@ func (r *recorder) UnlockMessage(_ http.ResponseWriter, _ *http.Request, e, _ st
 func (r *recorder) RenewLock(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.RenewLockParams) {
 	r.op, r.entity = opRenewLock, e
 }
+func (r *recorder) PurgeMessages(_ http.ResponseWriter, _ *http.Request, e string, _ api.PurgeMessagesParams) {
+	r.op, r.entity = opPurge, e
+}
+func (r *recorder) BrowseMessages(_ http.ResponseWriter, _ *http.Request, e string, _ api.BrowseMessagesParams) {
+	r.op, r.entity = opBrowse, e
+}
+func (r *recorder) PeekLockBatch(_ http.ResponseWriter, _ *http.Request, e string, _ api.PeekLockBatchParams) {
+	r.op, r.entity = opPeekLockBatch, e
+}
+func (r *recorder) ReceiveAndDeleteBatch(_ http.ResponseWriter, _ *http.Request, e string, _ api.ReceiveAndDeleteBatchParams) {
+	r.op, r.entity = opReceiveAndDeleteBatch, e
+}
+func (r *recorder) PeekLockDeferred(_ http.ResponseWriter, _ *http.Request, e string, _ api.SequenceNumber, _ api.PeekLockDeferredParams) {
+	r.op, r.entity = opPeekLockDeferred, e
+}
+func (r *recorder) ReceiveAndDeleteDeferred(_ http.ResponseWriter, _ *http.Request, e string, _ api.SequenceNumber, _ api.ReceiveAndDeleteDeferredParams) {
+	r.op, r.entity = opReceiveAndDeleteDeferred, e
+}
+func (r *recorder) CancelScheduled(_ http.ResponseWriter, _ *http.Request, e string, _ api.SequenceNumber, _ api.CancelScheduledParams) {
+	r.op, r.entity = opCancelScheduled, e
+}
+func (r *recorder) DeadLetterMessage(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.DeadLetterMessageParams) {
+	r.op, r.entity = opDeadLetter, e
+}
+func (r *recorder) DeferMessage(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.DeferMessageParams) {
+	r.op, r.entity = opDefer, e
+}
+func (r *recorder) ResubmitAll(_ http.ResponseWriter, _ *http.Request, e string, _ api.ResubmitAllParams) {
+	r.op, r.entity = opResubmitAll, e
+}
+func (r *recorder) ResubmitOne(_ http.ResponseWriter, _ *http.Request, e string, _ api.SequenceNumber, _ api.ResubmitOneParams) {
+	r.op, r.entity = opResubmitOne, e
+}
 
 // routeCanonical sends a request for rt's canonical path through the generated router, as front
 // does, and returns what the router called.
@@ -276,7 +329,11 @@ func TestCanonicalPathsRoute(t *testing.T) {
 		{"PUT", "/healthz"}, {"DELETE", "/healthz"}, {"PUT", "/readyz"}, {"GET", "/a/b/c"}, {"PUT", "/a%2Fb"}, {"DELETE", "/x%3Fy"},
 		{"POST", "/a/b/Messages"}, {"POST", "/q/$DeadLetterQueue/messages/head"}, {"DELETE", "/q/messages/head"},
 		{"DELETE", "/q/messages/7/" + validToken}, {"PUT", "/a/b/messages/x%2Fy/" + validToken}, {"POST", "/q/messages/head/" + validToken},
-		{"GET", "/q/messages/1"}, {"GET", "/%2525"}, {"PUT", "/$namespaceinfo2"},
+		{"GET", "/%2525"}, {"PUT", "/$namespaceinfo2"},
+		{"DELETE", "/q/messages"}, {"GET", "/q/messages/$browse"}, {"POST", "/q/messages/$batch"}, {"DELETE", "/q/messages/$batch"},
+		{"POST", "/q/messages/$deferred/3"}, {"DELETE", "/q/messages/$deferred/3"}, {"DELETE", "/q/messages/$scheduled/3"},
+		{"POST", "/q/messages/3/" + validToken + "/$deadletter"}, {"POST", "/q/messages/3/" + validToken + "/$defer"},
+		{"POST", "/q/$DeadLetterQueue/messages/$resubmit"}, {"POST", "/q/$DeadLetterQueue/messages/$resubmit/3"},
 	} {
 		rt, ok := classify(c.method, c.path)
 		if !ok {
@@ -305,15 +362,15 @@ func TestReceiveWait(t *testing.T) {
 		{ptr(9223372037), 120 * time.Second},
 		{ptr(math.MaxInt), 120 * time.Second},
 	} {
-		if got := s.receiveWait(tc.timeout); got != tc.want {
+		if got, _ := s.receiveWait(tc.timeout); got != tc.want {
 			t.Errorf("receiveWait(%v) = %v; want %v", deref(tc.timeout), got, tc.want)
 		}
 	}
 	short := &Server{cfg: Config{DefaultReceiveWait: time.Minute, MaxReceiveWait: 1500 * time.Millisecond}}
-	if got := short.receiveWait(ptr(2)); got != 1500*time.Millisecond {
+	if got, _ := short.receiveWait(ptr(2)); got != 1500*time.Millisecond {
 		t.Errorf("receiveWait(2) with a 1.5 s maximum = %v; want 1.5s", got)
 	}
-	if got := short.receiveWait(nil); got != 1500*time.Millisecond {
+	if got, _ := short.receiveWait(nil); got != 1500*time.Millisecond {
 		t.Errorf("receiveWait(nil) with a 1.5 s maximum = %v; want 1.5s", got)
 	}
 }

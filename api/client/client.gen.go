@@ -4,7 +4,9 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -37,10 +39,13 @@ func (e BrokerPropertiesState) Valid() bool {
 	}
 }
 
-// BatchMessage defines model for BatchMessage.
+// BatchMessage A message of a batch send. Give Body, or BodyBase64 for a binary body.
 type BatchMessage struct {
 	// Body The message body; stored as its UTF-8 bytes.
-	Body string `json:"Body"`
+	Body *string `json:"Body,omitempty"`
+
+	// BodyBase64 Extension: the body as base64, for bodies that are not text.
+	BodyBase64 *[]byte `json:"BodyBase64,omitempty"`
 
 	// BrokerProperties Broker properties. Keys are emitted in ordinal order and only when set. On input numbers
 	// may also be numeric strings and dates RFC 1123 or ISO 8601; read-only keys are ignored.
@@ -54,8 +59,14 @@ type BatchMessage struct {
 // may also be numeric strings and dates RFC 1123 or ISO 8601; read-only keys are ignored.
 type BrokerProperties struct {
 	// ContentType Batch messages only; a single message uses the Content-Type header.
-	ContentType            *string             `json:"ContentType,omitempty"`
-	CorrelationId          *string             `json:"CorrelationId,omitempty"`
+	ContentType   *string `json:"ContentType,omitempty"`
+	CorrelationId *string `json:"CorrelationId,omitempty"`
+
+	// DeadLetterErrorDescription Extension JSON only; REST receives carry it as a user-property header.
+	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
+
+	// DeadLetterReason Extension JSON only; REST receives carry it as a user-property header.
+	DeadLetterReason       *string             `json:"DeadLetterReason,omitempty"`
 	DeadLetterSource       *string             `json:"DeadLetterSource,omitempty"`
 	DeliveryCount          *int                `json:"DeliveryCount,omitempty"`
 	EnqueuedSequenceNumber *int64              `json:"EnqueuedSequenceNumber,omitempty"`
@@ -89,6 +100,20 @@ type BrokerProperties struct {
 // BrokerPropertiesState defines model for BrokerProperties.State.
 type BrokerPropertiesState string
 
+// CountResult defines model for CountResult.
+type CountResult struct {
+	// Count How many messages the operation affected.
+	Count int64 `json:"Count"`
+}
+
+// DeadLetterRequest defines model for DeadLetterRequest.
+type DeadLetterRequest struct {
+	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
+
+	// DeadLetterReason Default DeadLetteredByReceiver.
+	DeadLetterReason *string `json:"DeadLetterReason,omitempty"`
+}
+
 // Error defines model for Error.
 type Error struct {
 	// Code The HTTP status.
@@ -98,11 +123,31 @@ type Error struct {
 	Detail string `json:"Detail"`
 }
 
+// Message A message in the extensions' JSON form. The body is in Body when it is UTF-8 text, else
+// in BodyBase64. User property values are strings, numbers or booleans; a date is its
+// RFC 1123 string.
+type Message struct {
+	Body       *string `json:"Body,omitempty"`
+	BodyBase64 *[]byte `json:"BodyBase64,omitempty"`
+
+	// BrokerProperties Broker properties. Keys are emitted in ordinal order and only when set. On input numbers
+	// may also be numeric strings and dates RFC 1123 or ISO 8601; read-only keys are ignored.
+	BrokerProperties *BrokerProperties `json:"BrokerProperties,omitempty"`
+	ContentType      *string           `json:"ContentType,omitempty"`
+
+	// Location Settlement URL of a locked message (peek-lock only).
+	Location       *string                 `json:"Location,omitempty"`
+	UserProperties *map[string]interface{} `json:"UserProperties,omitempty"`
+}
+
 // ApiVersion defines model for ApiVersion.
 type ApiVersion = string
 
 // EntityPath defines model for EntityPath.
 type EntityPath = string
+
+// SequenceNumber defines model for SequenceNumber.
+type SequenceNumber = int64
 
 // Skip defines model for Skip.
 type Skip = int
@@ -152,6 +197,12 @@ type PutEntityParams struct {
 	IfMatch *string `json:"If-Match,omitempty"`
 }
 
+// PurgeMessagesParams defines parameters for PurgeMessages.
+type PurgeMessagesParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // SendMessageParams defines parameters for SendMessage.
 type SendMessageParams struct {
 	// ApiVersion Accepted and ignored.
@@ -159,6 +210,78 @@ type SendMessageParams struct {
 
 	// BrokerProperties JSON object with the broker properties (see components/schemas/BrokerProperties).
 	BrokerProperties *string `json:"BrokerProperties,omitempty"`
+}
+
+// ReceiveAndDeleteBatchParams defines parameters for ReceiveAndDeleteBatch.
+type ReceiveAndDeleteBatchParams struct {
+	// Count How many messages at most (default 10, at most 1000).
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// PeekLockBatchParams defines parameters for PeekLockBatch.
+type PeekLockBatchParams struct {
+	// Count How many messages at most (default 10, at most 1000).
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// BrowseMessagesParams defines parameters for BrowseMessages.
+type BrowseMessagesParams struct {
+	// From First sequence number to return (default 0, the start).
+	From *int64 `form:"from,omitempty" json:"from,omitempty"`
+
+	// Count How many messages at most (default 10, at most 1000).
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// ReceiveAndDeleteDeferredParams defines parameters for ReceiveAndDeleteDeferred.
+type ReceiveAndDeleteDeferredParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// PeekLockDeferredParams defines parameters for PeekLockDeferred.
+type PeekLockDeferredParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// ResubmitAllParams defines parameters for ResubmitAll.
+type ResubmitAllParams struct {
+	// Filter A SQL filter expression (the subscription rule language, e.g.
+	// `DeadLetterReason = 'MaxDeliveryCountExceeded' AND user.region = 'eu'`; the dead-letter
+	// reason and description read as user properties, as on the service); only
+	// matching dead letters are resubmitted. Without it, all are.
+	Filter *string `form:"filter,omitempty" json:"filter,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// ResubmitOneParams defines parameters for ResubmitOne.
+type ResubmitOneParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// CancelScheduledParams defines parameters for CancelScheduled.
+type CancelScheduledParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
 // ReceiveAndDeleteMessageParams defines parameters for ReceiveAndDeleteMessage.
@@ -196,6 +319,21 @@ type UnlockMessageParams struct {
 	// ApiVersion Accepted and ignored.
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
+
+// DeadLetterMessageParams defines parameters for DeadLetterMessage.
+type DeadLetterMessageParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// DeferMessageParams defines parameters for DeferMessage.
+type DeferMessageParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// DeadLetterMessageJSONRequestBody defines body for DeadLetterMessage for application/json ContentType.
+type DeadLetterMessageJSONRequestBody = DeadLetterRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -321,6 +459,14 @@ type ClientInterface interface {
 	// Corresponds with PUT /{entityPath} (the `PutEntity` operationId).
 	PutEntityWithBody(ctx context.Context, entityPath EntityPath, params *PutEntityParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PurgeMessages Extension: delete every message of the entity, or of its dead-letter subqueue.
+	//
+	// Locked, scheduled and deferred messages go too; their locks are lost. On
+	// `{entity}/$DeadLetterQueue` only the dead letters are deleted.
+	//
+	// Corresponds with DELETE /{entityPath}/messages (the `PurgeMessages` operationId).
+	PurgeMessages(ctx context.Context, entityPath EntityPath, params *PurgeMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SendMessageWithBody Send one message, or a batch.
 	//
 	// A single message is the raw request body; its `Content-Type` is stored and returned to
@@ -340,6 +486,60 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /{entityPath}/messages (the `SendMessage` operationId).
 	SendMessageWithBody(ctx context.Context, entityPath EntityPath, params *SendMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveAndDeleteBatch Extension: receive and delete up to count messages in one request.
+	//
+	// Corresponds with DELETE /{entityPath}/messages/$batch (the `ReceiveAndDeleteBatch` operationId).
+	ReceiveAndDeleteBatch(ctx context.Context, entityPath EntityPath, params *ReceiveAndDeleteBatchParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PeekLockBatch Extension: peek-lock up to count messages in one request.
+	//
+	// Waits up to `timeout` seconds for the first message, then returns every message
+	// available up to `count`, each locked, with its settlement URL in `Location`.
+	//
+	// Corresponds with POST /{entityPath}/messages/$batch (the `PeekLockBatch` operationId).
+	PeekLockBatch(ctx context.Context, entityPath EntityPath, params *PeekLockBatchParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BrowseMessages Extension: peek at messages in sequence order without locking them.
+	//
+	// Returns scheduled and deferred messages too, each with its `State`
+	// (`Active`, `Scheduled`, `Deferred`). No lock is taken and no delivery is counted; lock
+	// tokens are never shown. On `{entity}/$DeadLetterQueue` it browses the dead letters.
+	//
+	// Corresponds with GET /{entityPath}/messages/$browse (the `BrowseMessages` operationId).
+	BrowseMessages(ctx context.Context, entityPath EntityPath, params *BrowseMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveAndDeleteDeferred Extension: receive and delete a deferred message by its sequence number.
+	//
+	// Corresponds with DELETE /{entityPath}/messages/$deferred/{sequenceNumber} (the `ReceiveAndDeleteDeferred` operationId).
+	ReceiveAndDeleteDeferred(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *ReceiveAndDeleteDeferredParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PeekLockDeferred Extension: peek-lock a deferred message by its sequence number.
+	//
+	// Answers exactly like a peek-lock of the head (201, `Location`, `BrokerProperties`, the
+	// body); the message is then settled like any other. Abandoning it keeps it deferred.
+	//
+	// Corresponds with POST /{entityPath}/messages/$deferred/{sequenceNumber} (the `PeekLockDeferred` operationId).
+	PeekLockDeferred(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *PeekLockDeferredParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResubmitAll Extension: put dead-lettered messages back in their entity.
+	//
+	// Only on `{entity}/$DeadLetterQueue`. Each message becomes a new message of the entity:
+	// a new sequence number, enqueued now with its TTL counted from now, no deliveries, no
+	// dead-letter reason. Messages under a valid lock are left alone.
+	//
+	// Corresponds with POST /{entityPath}/messages/$resubmit (the `ResubmitAll` operationId).
+	ResubmitAll(ctx context.Context, entityPath EntityPath, params *ResubmitAllParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResubmitOne Extension: put one dead-lettered message back in its entity.
+	//
+	// Corresponds with POST /{entityPath}/messages/$resubmit/{sequenceNumber} (the `ResubmitOne` operationId).
+	ResubmitOne(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *ResubmitOneParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelScheduled Extension: cancel a scheduled message before its time comes.
+	//
+	// Corresponds with DELETE /{entityPath}/messages/$scheduled/{sequenceNumber} (the `CancelScheduled` operationId).
+	CancelScheduled(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *CancelScheduledParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReceiveAndDeleteMessage Receive and remove the next message (receive-and-delete).
 	//
@@ -372,6 +572,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /{entityPath}/messages/{messageId}/{lockToken} (the `UnlockMessage` operationId).
 	UnlockMessage(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *UnlockMessageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeadLetterMessageWithBody Extension: move a locked message to the dead-letter subqueue.
+	//
+	// Append `/$deadletter` to the message's `Location`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$deadletter (the `DeadLetterMessage` operationId).
+	DeadLetterMessageWithBody(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeadLetterMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeadLetterMessage Extension: move a locked message to the dead-letter subqueue.
+	//
+	// Append `/$deadletter` to the message's `Location`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$deadletter (the `DeadLetterMessage` operationId).
+	DeadLetterMessage(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeadLetterMessageParams, body DeadLetterMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeferMessage Extension: defer a locked message; receive it later by its sequence number.
+	//
+	// Append `/$defer` to the message's `Location`.
+	//
+	// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$defer (the `DeferMessage` operationId).
+	DeferMessage(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeferMessageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListQueues List queues, in path order, a page at a time.
@@ -494,6 +719,24 @@ func (c *Client) PutEntityWithBody(ctx context.Context, entityPath EntityPath, p
 	return c.Client.Do(req)
 }
 
+// PurgeMessages Extension: delete every message of the entity, or of its dead-letter subqueue.
+//
+// Locked, scheduled and deferred messages go too; their locks are lost. On
+// `{entity}/$DeadLetterQueue` only the dead letters are deleted.
+//
+// Corresponds with DELETE /{entityPath}/messages (the `PurgeMessages` operationId).
+func (c *Client) PurgeMessages(ctx context.Context, entityPath EntityPath, params *PurgeMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPurgeMessagesRequest(c.Server, entityPath, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SendMessageWithBody Send one message, or a batch.
 //
 // A single message is the raw request body; its `Content-Type` is stored and returned to
@@ -514,6 +757,140 @@ func (c *Client) PutEntityWithBody(ctx context.Context, entityPath EntityPath, p
 // Corresponds with POST /{entityPath}/messages (the `SendMessage` operationId).
 func (c *Client) SendMessageWithBody(ctx context.Context, entityPath EntityPath, params *SendMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSendMessageRequestWithBody(c.Server, entityPath, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveAndDeleteBatch Extension: receive and delete up to count messages in one request.
+//
+// Corresponds with DELETE /{entityPath}/messages/$batch (the `ReceiveAndDeleteBatch` operationId).
+func (c *Client) ReceiveAndDeleteBatch(ctx context.Context, entityPath EntityPath, params *ReceiveAndDeleteBatchParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveAndDeleteBatchRequest(c.Server, entityPath, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PeekLockBatch Extension: peek-lock up to count messages in one request.
+//
+// Waits up to `timeout` seconds for the first message, then returns every message
+// available up to `count`, each locked, with its settlement URL in `Location`.
+//
+// Corresponds with POST /{entityPath}/messages/$batch (the `PeekLockBatch` operationId).
+func (c *Client) PeekLockBatch(ctx context.Context, entityPath EntityPath, params *PeekLockBatchParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPeekLockBatchRequest(c.Server, entityPath, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BrowseMessages Extension: peek at messages in sequence order without locking them.
+//
+// Returns scheduled and deferred messages too, each with its `State`
+// (`Active`, `Scheduled`, `Deferred`). No lock is taken and no delivery is counted; lock
+// tokens are never shown. On `{entity}/$DeadLetterQueue` it browses the dead letters.
+//
+// Corresponds with GET /{entityPath}/messages/$browse (the `BrowseMessages` operationId).
+func (c *Client) BrowseMessages(ctx context.Context, entityPath EntityPath, params *BrowseMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBrowseMessagesRequest(c.Server, entityPath, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveAndDeleteDeferred Extension: receive and delete a deferred message by its sequence number.
+//
+// Corresponds with DELETE /{entityPath}/messages/$deferred/{sequenceNumber} (the `ReceiveAndDeleteDeferred` operationId).
+func (c *Client) ReceiveAndDeleteDeferred(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *ReceiveAndDeleteDeferredParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveAndDeleteDeferredRequest(c.Server, entityPath, sequenceNumber, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PeekLockDeferred Extension: peek-lock a deferred message by its sequence number.
+//
+// Answers exactly like a peek-lock of the head (201, `Location`, `BrokerProperties`, the
+// body); the message is then settled like any other. Abandoning it keeps it deferred.
+//
+// Corresponds with POST /{entityPath}/messages/$deferred/{sequenceNumber} (the `PeekLockDeferred` operationId).
+func (c *Client) PeekLockDeferred(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *PeekLockDeferredParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPeekLockDeferredRequest(c.Server, entityPath, sequenceNumber, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResubmitAll Extension: put dead-lettered messages back in their entity.
+//
+// Only on `{entity}/$DeadLetterQueue`. Each message becomes a new message of the entity:
+// a new sequence number, enqueued now with its TTL counted from now, no deliveries, no
+// dead-letter reason. Messages under a valid lock are left alone.
+//
+// Corresponds with POST /{entityPath}/messages/$resubmit (the `ResubmitAll` operationId).
+func (c *Client) ResubmitAll(ctx context.Context, entityPath EntityPath, params *ResubmitAllParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResubmitAllRequest(c.Server, entityPath, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResubmitOne Extension: put one dead-lettered message back in its entity.
+//
+// Corresponds with POST /{entityPath}/messages/$resubmit/{sequenceNumber} (the `ResubmitOne` operationId).
+func (c *Client) ResubmitOne(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *ResubmitOneParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResubmitOneRequest(c.Server, entityPath, sequenceNumber, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelScheduled Extension: cancel a scheduled message before its time comes.
+//
+// Corresponds with DELETE /{entityPath}/messages/$scheduled/{sequenceNumber} (the `CancelScheduled` operationId).
+func (c *Client) CancelScheduled(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *CancelScheduledParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelScheduledRequest(c.Server, entityPath, sequenceNumber, params)
 	if err != nil {
 		return nil, err
 	}
@@ -596,6 +973,61 @@ func (c *Client) RenewLock(ctx context.Context, entityPath EntityPath, messageId
 // Corresponds with PUT /{entityPath}/messages/{messageId}/{lockToken} (the `UnlockMessage` operationId).
 func (c *Client) UnlockMessage(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *UnlockMessageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUnlockMessageRequest(c.Server, entityPath, messageId, lockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeadLetterMessageWithBody Extension: move a locked message to the dead-letter subqueue.
+//
+// Append `/$deadletter` to the message's `Location`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$deadletter (the `DeadLetterMessage` operationId).
+func (c *Client) DeadLetterMessageWithBody(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeadLetterMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeadLetterMessageRequestWithBody(c.Server, entityPath, messageId, lockToken, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeadLetterMessage Extension: move a locked message to the dead-letter subqueue.
+//
+// Append `/$deadletter` to the message's `Location`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$deadletter (the `DeadLetterMessage` operationId).
+func (c *Client) DeadLetterMessage(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeadLetterMessageParams, body DeadLetterMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeadLetterMessageRequest(c.Server, entityPath, messageId, lockToken, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeferMessage Extension: defer a locked message; receive it later by its sequence number.
+//
+// Append `/$defer` to the message's `Location`.
+//
+// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$defer (the `DeferMessage` operationId).
+func (c *Client) DeferMessage(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeferMessageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeferMessageRequest(c.Server, entityPath, messageId, lockToken, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1004,6 +1436,67 @@ func NewPutEntityRequestWithBody(server string, entityPath EntityPath, params *P
 	return req, nil
 }
 
+// NewPurgeMessagesRequest constructs an http.Request for the PurgeMessages method
+func NewPurgeMessagesRequest(server string, entityPath EntityPath, params *PurgeMessagesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewSendMessageRequestWithBody constructs an http.Request for the SendMessage method, with any body, and a specified content type
 func NewSendMessageRequestWithBody(server string, entityPath EntityPath, params *SendMessageParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
@@ -1077,6 +1570,606 @@ func NewSendMessageRequestWithBody(server string, entityPath EntityPath, params 
 			req.Header.Set("BrokerProperties", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewReceiveAndDeleteBatchRequest constructs an http.Request for the ReceiveAndDeleteBatch method
+func NewReceiveAndDeleteBatchRequest(server string, entityPath EntityPath, params *ReceiveAndDeleteBatchParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages/$batch", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPeekLockBatchRequest constructs an http.Request for the PeekLockBatch method
+func NewPeekLockBatchRequest(server string, entityPath EntityPath, params *PeekLockBatchParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages/$batch", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewBrowseMessagesRequest constructs an http.Request for the BrowseMessages method
+func NewBrowseMessagesRequest(server string, entityPath EntityPath, params *BrowseMessagesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages/$browse", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReceiveAndDeleteDeferredRequest constructs an http.Request for the ReceiveAndDeleteDeferred method
+func NewReceiveAndDeleteDeferredRequest(server string, entityPath EntityPath, sequenceNumber SequenceNumber, params *ReceiveAndDeleteDeferredParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sequenceNumber", sequenceNumber, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages/$deferred/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPeekLockDeferredRequest constructs an http.Request for the PeekLockDeferred method
+func NewPeekLockDeferredRequest(server string, entityPath EntityPath, sequenceNumber SequenceNumber, params *PeekLockDeferredParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sequenceNumber", sequenceNumber, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages/$deferred/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResubmitAllRequest constructs an http.Request for the ResubmitAll method
+func NewResubmitAllRequest(server string, entityPath EntityPath, params *ResubmitAllParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages/$resubmit", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Filter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "filter", *params.Filter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResubmitOneRequest constructs an http.Request for the ResubmitOne method
+func NewResubmitOneRequest(server string, entityPath EntityPath, sequenceNumber SequenceNumber, params *ResubmitOneParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sequenceNumber", sequenceNumber, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages/$resubmit/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelScheduledRequest constructs an http.Request for the CancelScheduled method
+func NewCancelScheduledRequest(server string, entityPath EntityPath, sequenceNumber SequenceNumber, params *CancelScheduledParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sequenceNumber", sequenceNumber, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages/$scheduled/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -1453,6 +2546,169 @@ func NewUnlockMessageRequest(server string, entityPath EntityPath, messageId str
 	return req, nil
 }
 
+// NewDeadLetterMessageRequest calls the generic DeadLetterMessage builder with application/json body
+func NewDeadLetterMessageRequest(server string, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeadLetterMessageParams, body DeadLetterMessageJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDeadLetterMessageRequestWithBody(server, entityPath, messageId, lockToken, params, "application/json", bodyReader)
+}
+
+// NewDeadLetterMessageRequestWithBody constructs an http.Request for the DeadLetterMessage method, with any body, and a specified content type
+func NewDeadLetterMessageRequestWithBody(server string, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeadLetterMessageParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "messageId", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "lockToken", lockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages/%s/%s/$deadletter", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeferMessageRequest constructs an http.Request for the DeferMessage method
+func NewDeferMessageRequest(server string, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeferMessageParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "messageId", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "lockToken", lockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages/%s/%s/$defer", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1559,6 +2815,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /{entityPath} (the `PutEntity` operationId).
 	PutEntityWithBodyWithResponse(ctx context.Context, entityPath EntityPath, params *PutEntityParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutEntityResponse, error)
 
+	// PurgeMessagesWithResponse Extension: delete every message of the entity, or of its dead-letter subqueue.
+	//
+	// Locked, scheduled and deferred messages go too; their locks are lost. On
+	// `{entity}/$DeadLetterQueue` only the dead letters are deleted.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /{entityPath}/messages (the `PurgeMessages` operationId).
+	PurgeMessagesWithResponse(ctx context.Context, entityPath EntityPath, params *PurgeMessagesParams, reqEditors ...RequestEditorFn) (*PurgeMessagesResponse, error)
+
 	// SendMessageWithBodyWithResponse Send one message, or a batch.
 	//
 	// A single message is the raw request body; its `Content-Type` is stored and returned to
@@ -1578,6 +2844,76 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /{entityPath}/messages (the `SendMessage` operationId).
 	SendMessageWithBodyWithResponse(ctx context.Context, entityPath EntityPath, params *SendMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendMessageResponse, error)
+
+	// ReceiveAndDeleteBatchWithResponse Extension: receive and delete up to count messages in one request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /{entityPath}/messages/$batch (the `ReceiveAndDeleteBatch` operationId).
+	ReceiveAndDeleteBatchWithResponse(ctx context.Context, entityPath EntityPath, params *ReceiveAndDeleteBatchParams, reqEditors ...RequestEditorFn) (*ReceiveAndDeleteBatchResponse, error)
+
+	// PeekLockBatchWithResponse Extension: peek-lock up to count messages in one request.
+	//
+	// Waits up to `timeout` seconds for the first message, then returns every message
+	// available up to `count`, each locked, with its settlement URL in `Location`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/messages/$batch (the `PeekLockBatch` operationId).
+	PeekLockBatchWithResponse(ctx context.Context, entityPath EntityPath, params *PeekLockBatchParams, reqEditors ...RequestEditorFn) (*PeekLockBatchResponse, error)
+
+	// BrowseMessagesWithResponse Extension: peek at messages in sequence order without locking them.
+	//
+	// Returns scheduled and deferred messages too, each with its `State`
+	// (`Active`, `Scheduled`, `Deferred`). No lock is taken and no delivery is counted; lock
+	// tokens are never shown. On `{entity}/$DeadLetterQueue` it browses the dead letters.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /{entityPath}/messages/$browse (the `BrowseMessages` operationId).
+	BrowseMessagesWithResponse(ctx context.Context, entityPath EntityPath, params *BrowseMessagesParams, reqEditors ...RequestEditorFn) (*BrowseMessagesResponse, error)
+
+	// ReceiveAndDeleteDeferredWithResponse Extension: receive and delete a deferred message by its sequence number.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /{entityPath}/messages/$deferred/{sequenceNumber} (the `ReceiveAndDeleteDeferred` operationId).
+	ReceiveAndDeleteDeferredWithResponse(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *ReceiveAndDeleteDeferredParams, reqEditors ...RequestEditorFn) (*ReceiveAndDeleteDeferredResponse, error)
+
+	// PeekLockDeferredWithResponse Extension: peek-lock a deferred message by its sequence number.
+	//
+	// Answers exactly like a peek-lock of the head (201, `Location`, `BrokerProperties`, the
+	// body); the message is then settled like any other. Abandoning it keeps it deferred.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/messages/$deferred/{sequenceNumber} (the `PeekLockDeferred` operationId).
+	PeekLockDeferredWithResponse(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *PeekLockDeferredParams, reqEditors ...RequestEditorFn) (*PeekLockDeferredResponse, error)
+
+	// ResubmitAllWithResponse Extension: put dead-lettered messages back in their entity.
+	//
+	// Only on `{entity}/$DeadLetterQueue`. Each message becomes a new message of the entity:
+	// a new sequence number, enqueued now with its TTL counted from now, no deliveries, no
+	// dead-letter reason. Messages under a valid lock are left alone.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/messages/$resubmit (the `ResubmitAll` operationId).
+	ResubmitAllWithResponse(ctx context.Context, entityPath EntityPath, params *ResubmitAllParams, reqEditors ...RequestEditorFn) (*ResubmitAllResponse, error)
+
+	// ResubmitOneWithResponse Extension: put one dead-lettered message back in its entity.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/messages/$resubmit/{sequenceNumber} (the `ResubmitOne` operationId).
+	ResubmitOneWithResponse(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *ResubmitOneParams, reqEditors ...RequestEditorFn) (*ResubmitOneResponse, error)
+
+	// CancelScheduledWithResponse Extension: cancel a scheduled message before its time comes.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /{entityPath}/messages/$scheduled/{sequenceNumber} (the `CancelScheduled` operationId).
+	CancelScheduledWithResponse(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *CancelScheduledParams, reqEditors ...RequestEditorFn) (*CancelScheduledResponse, error)
 
 	// ReceiveAndDeleteMessageWithResponse Receive and remove the next message (receive-and-delete).
 	//
@@ -1620,6 +2956,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /{entityPath}/messages/{messageId}/{lockToken} (the `UnlockMessage` operationId).
 	UnlockMessageWithResponse(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *UnlockMessageParams, reqEditors ...RequestEditorFn) (*UnlockMessageResponse, error)
+
+	// DeadLetterMessageWithBodyWithResponse Extension: move a locked message to the dead-letter subqueue.
+	//
+	// Append `/$deadletter` to the message's `Location`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$deadletter (the `DeadLetterMessage` operationId).
+	DeadLetterMessageWithBodyWithResponse(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeadLetterMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeadLetterMessageResponse, error)
+
+	// DeadLetterMessageWithResponse Extension: move a locked message to the dead-letter subqueue.
+	//
+	// Append `/$deadletter` to the message's `Location`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$deadletter (the `DeadLetterMessage` operationId).
+	DeadLetterMessageWithResponse(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeadLetterMessageParams, body DeadLetterMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*DeadLetterMessageResponse, error)
+
+	// DeferMessageWithResponse Extension: defer a locked message; receive it later by its sequence number.
+	//
+	// Append `/$defer` to the message's `Location`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$defer (the `DeferMessage` operationId).
+	DeferMessageWithResponse(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeferMessageParams, reqEditors ...RequestEditorFn) (*DeferMessageResponse, error)
 }
 
 // ListQueuesResponse503Headers the declared response headers of an HTTP 503 response for ListQueues
@@ -2007,6 +3370,75 @@ func (r PutEntityResponse) ContentType() string {
 	return ""
 }
 
+// PurgeMessagesResponse503Headers the declared response headers of an HTTP 503 response for PurgeMessages
+type PurgeMessagesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PurgeMessagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CountResult
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PurgeMessagesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PurgeMessagesResponse) GetJSON200() *CountResult {
+	return r.JSON200
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r PurgeMessagesResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r PurgeMessagesResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r PurgeMessagesResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r PurgeMessagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PurgeMessagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PurgeMessagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PurgeMessagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SendMessageResponse503Headers the declared response headers of an HTTP 503 response for SendMessage
 type SendMessageResponse503Headers struct {
 	RetryAfter *int
@@ -2077,6 +3509,636 @@ func (r SendMessageResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SendMessageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReceiveAndDeleteBatchResponse503Headers the declared response headers of an HTTP 503 response for ReceiveAndDeleteBatch
+type ReceiveAndDeleteBatchResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ReceiveAndDeleteBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]Message
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML403 the response for an HTTP 403 `application/xml` response
+	XML403 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReceiveAndDeleteBatchResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReceiveAndDeleteBatchResponse) GetJSON200() *[]Message {
+	return r.JSON200
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r ReceiveAndDeleteBatchResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r ReceiveAndDeleteBatchResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML403 returns the response for an HTTP 403 `application/xml` response
+func (r ReceiveAndDeleteBatchResponse) GetXML403() *Error {
+	return r.XML403
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r ReceiveAndDeleteBatchResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r ReceiveAndDeleteBatchResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReceiveAndDeleteBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReceiveAndDeleteBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReceiveAndDeleteBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReceiveAndDeleteBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PeekLockBatchResponse503Headers the declared response headers of an HTTP 503 response for PeekLockBatch
+type PeekLockBatchResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PeekLockBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *[]Message
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML403 the response for an HTTP 403 `application/xml` response
+	XML403 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PeekLockBatchResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PeekLockBatchResponse) GetJSON201() *[]Message {
+	return r.JSON201
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r PeekLockBatchResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r PeekLockBatchResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML403 returns the response for an HTTP 403 `application/xml` response
+func (r PeekLockBatchResponse) GetXML403() *Error {
+	return r.XML403
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r PeekLockBatchResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r PeekLockBatchResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r PeekLockBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PeekLockBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PeekLockBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PeekLockBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// BrowseMessagesResponse503Headers the declared response headers of an HTTP 503 response for BrowseMessages
+type BrowseMessagesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type BrowseMessagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]Message
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *BrowseMessagesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r BrowseMessagesResponse) GetJSON200() *[]Message {
+	return r.JSON200
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r BrowseMessagesResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r BrowseMessagesResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r BrowseMessagesResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r BrowseMessagesResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r BrowseMessagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BrowseMessagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BrowseMessagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BrowseMessagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReceiveAndDeleteDeferredResponse200Headers the declared response headers of an HTTP 200 response for ReceiveAndDeleteDeferred
+type ReceiveAndDeleteDeferredResponse200Headers struct {
+	BrokerProperties *string
+}
+
+// ReceiveAndDeleteDeferredResponse503Headers the declared response headers of an HTTP 503 response for ReceiveAndDeleteDeferred
+type ReceiveAndDeleteDeferredResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ReceiveAndDeleteDeferredResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML403 the response for an HTTP 403 `application/xml` response
+	XML403 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ReceiveAndDeleteDeferredResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReceiveAndDeleteDeferredResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r ReceiveAndDeleteDeferredResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r ReceiveAndDeleteDeferredResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML403 returns the response for an HTTP 403 `application/xml` response
+func (r ReceiveAndDeleteDeferredResponse) GetXML403() *Error {
+	return r.XML403
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r ReceiveAndDeleteDeferredResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r ReceiveAndDeleteDeferredResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReceiveAndDeleteDeferredResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReceiveAndDeleteDeferredResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReceiveAndDeleteDeferredResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReceiveAndDeleteDeferredResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PeekLockDeferredResponse201Headers the declared response headers of an HTTP 201 response for PeekLockDeferred
+type PeekLockDeferredResponse201Headers struct {
+	BrokerProperties *string
+	Location         *string
+}
+
+// PeekLockDeferredResponse503Headers the declared response headers of an HTTP 503 response for PeekLockDeferred
+type PeekLockDeferredResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PeekLockDeferredResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML403 the response for an HTTP 403 `application/xml` response
+	XML403 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PeekLockDeferredResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PeekLockDeferredResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r PeekLockDeferredResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r PeekLockDeferredResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML403 returns the response for an HTTP 403 `application/xml` response
+func (r PeekLockDeferredResponse) GetXML403() *Error {
+	return r.XML403
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r PeekLockDeferredResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r PeekLockDeferredResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r PeekLockDeferredResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PeekLockDeferredResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PeekLockDeferredResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PeekLockDeferredResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResubmitAllResponse503Headers the declared response headers of an HTTP 503 response for ResubmitAll
+type ResubmitAllResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ResubmitAllResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CountResult
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResubmitAllResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResubmitAllResponse) GetJSON200() *CountResult {
+	return r.JSON200
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r ResubmitAllResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r ResubmitAllResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r ResubmitAllResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r ResubmitAllResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResubmitAllResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResubmitAllResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResubmitAllResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResubmitAllResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResubmitOneResponse503Headers the declared response headers of an HTTP 503 response for ResubmitOne
+type ResubmitOneResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ResubmitOneResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CountResult
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResubmitOneResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResubmitOneResponse) GetJSON200() *CountResult {
+	return r.JSON200
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r ResubmitOneResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r ResubmitOneResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r ResubmitOneResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r ResubmitOneResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResubmitOneResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResubmitOneResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResubmitOneResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResubmitOneResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CancelScheduledResponse503Headers the declared response headers of an HTTP 503 response for CancelScheduled
+type CancelScheduledResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CancelScheduledResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CancelScheduledResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r CancelScheduledResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r CancelScheduledResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r CancelScheduledResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r CancelScheduledResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelScheduledResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelScheduledResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelScheduledResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelScheduledResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2464,6 +4526,144 @@ func (r UnlockMessageResponse) ContentType() string {
 	return ""
 }
 
+// DeadLetterMessageResponse503Headers the declared response headers of an HTTP 503 response for DeadLetterMessage
+type DeadLetterMessageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeadLetterMessageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeadLetterMessageResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r DeadLetterMessageResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r DeadLetterMessageResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r DeadLetterMessageResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r DeadLetterMessageResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeadLetterMessageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeadLetterMessageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeadLetterMessageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeadLetterMessageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeferMessageResponse503Headers the declared response headers of an HTTP 503 response for DeferMessage
+type DeferMessageResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeferMessageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeferMessageResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r DeferMessageResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r DeferMessageResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r DeferMessageResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r DeferMessageResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeferMessageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeferMessageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeferMessageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeferMessageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListQueuesWithResponse List queues, in path order, a page at a time.
 //
 // Returns an Atom feed titled `Queues`. When the page is full the feed carries a
@@ -2568,6 +4768,22 @@ func (c *ClientWithResponses) PutEntityWithBodyWithResponse(ctx context.Context,
 	return ParsePutEntityResponse(rsp)
 }
 
+// PurgeMessagesWithResponse Extension: delete every message of the entity, or of its dead-letter subqueue.
+//
+// Locked, scheduled and deferred messages go too; their locks are lost. On
+// `{entity}/$DeadLetterQueue` only the dead letters are deleted.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /{entityPath}/messages (the `PurgeMessages` operationId).
+func (c *ClientWithResponses) PurgeMessagesWithResponse(ctx context.Context, entityPath EntityPath, params *PurgeMessagesParams, reqEditors ...RequestEditorFn) (*PurgeMessagesResponse, error) {
+	rsp, err := c.PurgeMessages(ctx, entityPath, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePurgeMessagesResponse(rsp)
+}
+
 // SendMessageWithBodyWithResponse Send one message, or a batch.
 //
 // A single message is the raw request body; its `Content-Type` is stored and returned to
@@ -2592,6 +4808,124 @@ func (c *ClientWithResponses) SendMessageWithBodyWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseSendMessageResponse(rsp)
+}
+
+// ReceiveAndDeleteBatchWithResponse Extension: receive and delete up to count messages in one request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /{entityPath}/messages/$batch (the `ReceiveAndDeleteBatch` operationId).
+func (c *ClientWithResponses) ReceiveAndDeleteBatchWithResponse(ctx context.Context, entityPath EntityPath, params *ReceiveAndDeleteBatchParams, reqEditors ...RequestEditorFn) (*ReceiveAndDeleteBatchResponse, error) {
+	rsp, err := c.ReceiveAndDeleteBatch(ctx, entityPath, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveAndDeleteBatchResponse(rsp)
+}
+
+// PeekLockBatchWithResponse Extension: peek-lock up to count messages in one request.
+//
+// Waits up to `timeout` seconds for the first message, then returns every message
+// available up to `count`, each locked, with its settlement URL in `Location`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/messages/$batch (the `PeekLockBatch` operationId).
+func (c *ClientWithResponses) PeekLockBatchWithResponse(ctx context.Context, entityPath EntityPath, params *PeekLockBatchParams, reqEditors ...RequestEditorFn) (*PeekLockBatchResponse, error) {
+	rsp, err := c.PeekLockBatch(ctx, entityPath, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePeekLockBatchResponse(rsp)
+}
+
+// BrowseMessagesWithResponse Extension: peek at messages in sequence order without locking them.
+//
+// Returns scheduled and deferred messages too, each with its `State`
+// (`Active`, `Scheduled`, `Deferred`). No lock is taken and no delivery is counted; lock
+// tokens are never shown. On `{entity}/$DeadLetterQueue` it browses the dead letters.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /{entityPath}/messages/$browse (the `BrowseMessages` operationId).
+func (c *ClientWithResponses) BrowseMessagesWithResponse(ctx context.Context, entityPath EntityPath, params *BrowseMessagesParams, reqEditors ...RequestEditorFn) (*BrowseMessagesResponse, error) {
+	rsp, err := c.BrowseMessages(ctx, entityPath, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBrowseMessagesResponse(rsp)
+}
+
+// ReceiveAndDeleteDeferredWithResponse Extension: receive and delete a deferred message by its sequence number.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /{entityPath}/messages/$deferred/{sequenceNumber} (the `ReceiveAndDeleteDeferred` operationId).
+func (c *ClientWithResponses) ReceiveAndDeleteDeferredWithResponse(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *ReceiveAndDeleteDeferredParams, reqEditors ...RequestEditorFn) (*ReceiveAndDeleteDeferredResponse, error) {
+	rsp, err := c.ReceiveAndDeleteDeferred(ctx, entityPath, sequenceNumber, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveAndDeleteDeferredResponse(rsp)
+}
+
+// PeekLockDeferredWithResponse Extension: peek-lock a deferred message by its sequence number.
+//
+// Answers exactly like a peek-lock of the head (201, `Location`, `BrokerProperties`, the
+// body); the message is then settled like any other. Abandoning it keeps it deferred.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/messages/$deferred/{sequenceNumber} (the `PeekLockDeferred` operationId).
+func (c *ClientWithResponses) PeekLockDeferredWithResponse(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *PeekLockDeferredParams, reqEditors ...RequestEditorFn) (*PeekLockDeferredResponse, error) {
+	rsp, err := c.PeekLockDeferred(ctx, entityPath, sequenceNumber, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePeekLockDeferredResponse(rsp)
+}
+
+// ResubmitAllWithResponse Extension: put dead-lettered messages back in their entity.
+//
+// Only on `{entity}/$DeadLetterQueue`. Each message becomes a new message of the entity:
+// a new sequence number, enqueued now with its TTL counted from now, no deliveries, no
+// dead-letter reason. Messages under a valid lock are left alone.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/messages/$resubmit (the `ResubmitAll` operationId).
+func (c *ClientWithResponses) ResubmitAllWithResponse(ctx context.Context, entityPath EntityPath, params *ResubmitAllParams, reqEditors ...RequestEditorFn) (*ResubmitAllResponse, error) {
+	rsp, err := c.ResubmitAll(ctx, entityPath, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResubmitAllResponse(rsp)
+}
+
+// ResubmitOneWithResponse Extension: put one dead-lettered message back in its entity.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/messages/$resubmit/{sequenceNumber} (the `ResubmitOne` operationId).
+func (c *ClientWithResponses) ResubmitOneWithResponse(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *ResubmitOneParams, reqEditors ...RequestEditorFn) (*ResubmitOneResponse, error) {
+	rsp, err := c.ResubmitOne(ctx, entityPath, sequenceNumber, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResubmitOneResponse(rsp)
+}
+
+// CancelScheduledWithResponse Extension: cancel a scheduled message before its time comes.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /{entityPath}/messages/$scheduled/{sequenceNumber} (the `CancelScheduled` operationId).
+func (c *ClientWithResponses) CancelScheduledWithResponse(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *CancelScheduledParams, reqEditors ...RequestEditorFn) (*CancelScheduledResponse, error) {
+	rsp, err := c.CancelScheduled(ctx, entityPath, sequenceNumber, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelScheduledResponse(rsp)
 }
 
 // ReceiveAndDeleteMessageWithResponse Receive and remove the next message (receive-and-delete).
@@ -2664,6 +4998,51 @@ func (c *ClientWithResponses) UnlockMessageWithResponse(ctx context.Context, ent
 		return nil, err
 	}
 	return ParseUnlockMessageResponse(rsp)
+}
+
+// DeadLetterMessageWithBodyWithResponse Extension: move a locked message to the dead-letter subqueue.
+//
+// Append `/$deadletter` to the message's `Location`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$deadletter (the `DeadLetterMessage` operationId).
+func (c *ClientWithResponses) DeadLetterMessageWithBodyWithResponse(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeadLetterMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeadLetterMessageResponse, error) {
+	rsp, err := c.DeadLetterMessageWithBody(ctx, entityPath, messageId, lockToken, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeadLetterMessageResponse(rsp)
+}
+
+// DeadLetterMessageWithResponse Extension: move a locked message to the dead-letter subqueue.
+//
+// Append `/$deadletter` to the message's `Location`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$deadletter (the `DeadLetterMessage` operationId).
+func (c *ClientWithResponses) DeadLetterMessageWithResponse(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeadLetterMessageParams, body DeadLetterMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*DeadLetterMessageResponse, error) {
+	rsp, err := c.DeadLetterMessage(ctx, entityPath, messageId, lockToken, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeadLetterMessageResponse(rsp)
+}
+
+// DeferMessageWithResponse Extension: defer a locked message; receive it later by its sequence number.
+//
+// Append `/$defer` to the message's `Location`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$defer (the `DeferMessage` operationId).
+func (c *ClientWithResponses) DeferMessageWithResponse(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeferMessageParams, reqEditors ...RequestEditorFn) (*DeferMessageResponse, error) {
+	rsp, err := c.DeferMessage(ctx, entityPath, messageId, lockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeferMessageResponse(rsp)
 }
 
 // ParseListQueuesResponse parses an HTTP response from a ListQueuesWithResponse call
@@ -2976,6 +5355,66 @@ func ParsePutEntityResponse(rsp *http.Response) (*PutEntityResponse, error) {
 	return response, nil
 }
 
+// ParsePurgeMessagesResponse parses an HTTP response from a PurgeMessagesWithResponse call
+func ParsePurgeMessagesResponse(rsp *http.Response) (*PurgeMessagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PurgeMessagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CountResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PurgeMessagesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSendMessageResponse parses an HTTP response from a SendMessageWithResponse call
 func ParseSendMessageResponse(rsp *http.Response) (*SendMessageResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3033,6 +5472,585 @@ func ParseSendMessageResponse(rsp *http.Response) (*SendMessageResponse, error) 
 	switch {
 	case rsp.StatusCode == 503:
 		var headers SendMessageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReceiveAndDeleteBatchResponse parses an HTTP response from a ReceiveAndDeleteBatchWithResponse call
+func ParseReceiveAndDeleteBatchResponse(rsp *http.Response) (*ReceiveAndDeleteBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReceiveAndDeleteBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []Message
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 403:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ReceiveAndDeleteBatchResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePeekLockBatchResponse parses an HTTP response from a PeekLockBatchWithResponse call
+func ParsePeekLockBatchResponse(rsp *http.Response) (*PeekLockBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PeekLockBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest []Message
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 403:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PeekLockBatchResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseBrowseMessagesResponse parses an HTTP response from a BrowseMessagesWithResponse call
+func ParseBrowseMessagesResponse(rsp *http.Response) (*BrowseMessagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BrowseMessagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []Message
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers BrowseMessagesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReceiveAndDeleteDeferredResponse parses an HTTP response from a ReceiveAndDeleteDeferredWithResponse call
+func ParseReceiveAndDeleteDeferredResponse(rsp *http.Response) (*ReceiveAndDeleteDeferredResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReceiveAndDeleteDeferredResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 403:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ReceiveAndDeleteDeferredResponse200Headers
+		if values := rsp.Header.Values("BrokerProperties"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "BrokerProperties", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.BrokerProperties = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReceiveAndDeleteDeferredResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePeekLockDeferredResponse parses an HTTP response from a PeekLockDeferredWithResponse call
+func ParsePeekLockDeferredResponse(rsp *http.Response) (*PeekLockDeferredResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PeekLockDeferredResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 403:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers PeekLockDeferredResponse201Headers
+		if values := rsp.Header.Values("BrokerProperties"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "BrokerProperties", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.BrokerProperties = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers PeekLockDeferredResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResubmitAllResponse parses an HTTP response from a ResubmitAllWithResponse call
+func ParseResubmitAllResponse(rsp *http.Response) (*ResubmitAllResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResubmitAllResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CountResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ResubmitAllResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResubmitOneResponse parses an HTTP response from a ResubmitOneWithResponse call
+func ParseResubmitOneResponse(rsp *http.Response) (*ResubmitOneResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResubmitOneResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CountResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ResubmitOneResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCancelScheduledResponse parses an HTTP response from a CancelScheduledWithResponse call
+func ParseCancelScheduledResponse(rsp *http.Response) (*CancelScheduledResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelScheduledResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers CancelScheduledResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -3399,6 +6417,132 @@ func ParseUnlockMessageResponse(rsp *http.Response) (*UnlockMessageResponse, err
 	switch {
 	case rsp.StatusCode == 503:
 		var headers UnlockMessageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeadLetterMessageResponse parses an HTTP response from a DeadLetterMessageWithResponse call
+func ParseDeadLetterMessageResponse(rsp *http.Response) (*DeadLetterMessageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeadLetterMessageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeadLetterMessageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeferMessageResponse parses an HTTP response from a DeferMessageWithResponse call
+func ParseDeferMessageResponse(rsp *http.Response) (*DeferMessageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeferMessageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeferMessageResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

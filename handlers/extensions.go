@@ -1,0 +1,315 @@
+package handlers
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	openapi_types "github.com/oapi-codegen/runtime/types"
+
+	"github.com/sbgate/sbgate/api"
+	"github.com/sbgate/sbgate/sqlfilter"
+	"github.com/sbgate/sbgate/store"
+)
+
+// The sbgate extensions: what the Service Bus REST protocol lacks, on $-segments after
+// "messages" (entity names cannot contain '$'), with messages as JSON objects of the shape a
+// batch send takes.
+
+// jsonMessage is a message in the extensions' JSON form.
+type jsonMessage struct {
+	Body             *string         `json:"Body,omitempty"`
+	BodyBase64       []byte          `json:"BodyBase64,omitempty"`
+	ContentType      string          `json:"ContentType,omitempty"`
+	BrokerProperties json.RawMessage `json:"BrokerProperties"`
+	UserProperties   map[string]any  `json:"UserProperties,omitempty"`
+	Location         string          `json:"Location,omitempty"`
+}
+
+// toJSON converts a message: the body as text when it is UTF-8, else base64; user property
+// values as JSON values (a date as its RFC 1123 text, a double always with a fraction or
+// exponent so it reads back as a double); the dead-letter reason and description, which a REST
+// receive carries as headers, inside BrokerProperties.
+func (s *Server) toJSON(r *http.Request, entityPath string, m *store.Message) jsonMessage {
+	jm := jsonMessage{ContentType: m.ContentType, BrokerProperties: formatBrokerProperties(m, s.now())}
+	if utf8.Valid(m.Body) {
+		b := string(m.Body)
+		jm.Body = &b
+	} else {
+		jm.BodyBase64 = m.Body
+	}
+	if m.DeadLetterReason != "" || m.DeadLetterDescription != "" {
+		var bp map[string]json.RawMessage
+		if json.Unmarshal(jm.BrokerProperties, &bp) == nil {
+			if m.DeadLetterReason != "" {
+				bp["DeadLetterReason"], _ = json.Marshal(m.DeadLetterReason)
+			}
+			if m.DeadLetterDescription != "" {
+				bp["DeadLetterErrorDescription"], _ = json.Marshal(m.DeadLetterDescription)
+			}
+			jm.BrokerProperties, _ = json.Marshal(bp)
+		}
+	}
+	if len(m.UserProperties) > 0 {
+		jm.UserProperties = make(map[string]any, len(m.UserProperties))
+		for _, p := range m.UserProperties {
+			switch v := p.Value.(type) {
+			case time.Time:
+				jm.UserProperties[p.Name] = v.UTC().Format(rfc1123)
+			case float64:
+				jm.UserProperties[p.Name] = json.Number(formatPropertyValue(v))
+			default:
+				jm.UserProperties[p.Name] = v
+			}
+		}
+	}
+	if m.LockToken != [16]byte{} {
+		jm.Location = s.lockLocation(r, entityPath, m)
+	}
+	return jm
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) writeMessages(w http.ResponseWriter, r *http.Request, entityPath string, status int, msgs []*store.Message) {
+	out := make([]jsonMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = s.toJSON(r, entityPath, m)
+	}
+	s.writeJSON(w, status, out)
+}
+
+// count reads an optional count parameter.
+func count(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// BrowseMessages lists messages without locking them.
+func (s *Server) BrowseMessages(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.BrowseMessagesParams) {
+	e, sq, err := s.messagingEntity(r, entityPath)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var from int64
+	if params.From != nil {
+		from = *params.From
+	}
+	msgs, err := s.store.Browse(r.Context(), e, sq, from, count(params.Count, 10))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeMessages(w, r, entityPath, http.StatusOK, msgs)
+}
+
+// PeekLockBatch locks up to count messages.
+func (s *Server) PeekLockBatch(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.PeekLockBatchParams) {
+	s.receiveBatch(w, r, entityPath, params.Count, params.Timeout, store.PeekLock)
+}
+
+// ReceiveAndDeleteBatch removes and returns up to count messages.
+func (s *Server) ReceiveAndDeleteBatch(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.ReceiveAndDeleteBatchParams) {
+	s.receiveBatch(w, r, entityPath, params.Count, params.Timeout, store.ReceiveAndDelete)
+}
+
+func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, entityPath string, n, timeout *int, mode store.ReceiveMode) {
+	e, sq, err := s.messagingEntity(r, entityPath)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	wait, err := s.receiveWait(timeout)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	msgs, err := s.store.ReceiveBatch(r.Context(), e, sq, mode, count(n, 10), wait)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(msgs) == 0 {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	status := http.StatusOK
+	if mode == store.PeekLock {
+		status = http.StatusCreated
+	}
+	s.writeMessages(w, r, entityPath, status, msgs)
+}
+
+// PeekLockDeferred locks a deferred message; the answer is that of a peek-lock.
+func (s *Server) PeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, seq api.SequenceNumber, params api.PeekLockDeferredParams) {
+	s.receiveDeferred(w, r, entityPath, seq, store.PeekLock)
+}
+
+// ReceiveAndDeleteDeferred removes and returns a deferred message.
+func (s *Server) ReceiveAndDeleteDeferred(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, seq api.SequenceNumber, params api.ReceiveAndDeleteDeferredParams) {
+	s.receiveDeferred(w, r, entityPath, seq, store.ReceiveAndDelete)
+}
+
+func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, entityPath string, seq int64, mode store.ReceiveMode) {
+	e, sq, err := s.messagingEntity(r, entityPath)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if sq != store.SubQueueMain {
+		s.writeError(w, r, badRequest("Deferred messages are received from the entity, not its dead-letter subqueue."))
+		return
+	}
+	m, err := s.store.ReceiveDeferred(r.Context(), e, seq, mode)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if mode == store.PeekLock {
+		status = http.StatusCreated
+		w.Header().Set("Location", s.lockLocation(r, entityPath, m))
+	}
+	s.writeMessage(w, status, m)
+}
+
+// CancelScheduled removes a scheduled message before its time.
+func (s *Server) CancelScheduled(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, seq api.SequenceNumber, params api.CancelScheduledParams) {
+	e, sq, err := s.messagingEntity(r, entityPath)
+	if err == nil && sq != store.SubQueueMain {
+		err = badRequest("Scheduled messages live in the entity, not its dead-letter subqueue.")
+	}
+	if err == nil {
+		err = s.store.CancelScheduled(r.Context(), e, seq)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// maxDeadLetterRequest bounds the body of a dead-letter request.
+const maxDeadLetterRequest = 64 * 1024
+
+// DeadLetterMessage moves a locked message to the dead-letter subqueue.
+func (s *Server) DeadLetterMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.DeadLetterMessageParams) {
+	e, sq, err := s.messagingEntity(r, entityPath)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if sq != store.SubQueueMain {
+		s.writeError(w, r, badRequest("A dead-lettered message cannot be dead-lettered again."))
+		return
+	}
+	var req api.DeadLetterRequest
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDeadLetterRequest))
+	if err != nil {
+		s.writeError(w, r, badRequest("The request body is larger than %d bytes or could not be read.", maxDeadLetterRequest))
+		return
+	}
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			s.writeError(w, r, badRequest("The body must be a JSON object with DeadLetterReason and DeadLetterErrorDescription."))
+			return
+		}
+	}
+	reason, description := "DeadLetteredByReceiver", ""
+	if req.DeadLetterReason != nil && *req.DeadLetterReason != "" {
+		reason = *req.DeadLetterReason
+	}
+	if req.DeadLetterErrorDescription != nil {
+		description = *req.DeadLetterErrorDescription
+	}
+	if !headerSafe(reason) || !headerSafe(description) {
+		s.writeError(w, r, badRequest("The dead-letter reason and description may not contain control characters."))
+		return
+	}
+	if err := s.store.DeadLetter(r.Context(), e, messageID, lockToken, reason, description); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// DeferMessage sets a locked message aside until it is received by sequence number.
+func (s *Server) DeferMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.DeferMessageParams) {
+	s.settle(w, r, entityPath, store.Defer, messageID, lockToken)
+}
+
+// PurgeMessages deletes every message of an entity or its dead-letter subqueue.
+func (s *Server) PurgeMessages(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.PurgeMessagesParams) {
+	e, sq, err := s.messagingEntity(r, entityPath)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n, err := s.store.Purge(r.Context(), e, sq)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, api.CountResult{Count: n})
+}
+
+// ResubmitAll puts every (matching) dead-lettered message back in its entity.
+func (s *Server) ResubmitAll(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.ResubmitAllParams) {
+	var match func(*store.Message) bool
+	if params.Filter != nil && *params.Filter != "" {
+		f, err := compileResubmitFilter(*params.Filter)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		match = f
+	}
+	s.resubmit(w, r, entityPath, 0, match)
+}
+
+// ResubmitOne puts one dead-lettered message back in its entity.
+func (s *Server) ResubmitOne(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, seq api.SequenceNumber, params api.ResubmitOneParams) {
+	s.resubmit(w, r, entityPath, seq, nil)
+}
+
+func (s *Server) resubmit(w http.ResponseWriter, r *http.Request, entityPath string, seq int64, match func(*store.Message) bool) {
+	e, sq, err := s.messagingEntity(r, entityPath)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if sq != store.SubQueueDeadLetter {
+		s.writeError(w, r, badRequest("Resubmit takes messages from a dead-letter subqueue: use %s/$DeadLetterQueue/messages/$resubmit.", truncate(entityPath)))
+		return
+	}
+	n, err := s.store.Resubmit(r.Context(), e, seq, match)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, api.CountResult{Count: n})
+}
+
+// compileResubmitFilter compiles a SQL filter that picks the dead letters to resubmit. A message
+// the filter cannot evaluate (it names a property the message lacks in a way the language calls
+// an error) is not resubmitted.
+func compileResubmitFilter(expr string) (func(*store.Message) bool, error) {
+	f, err := sqlfilter.ParseFilter(expr, nil)
+	if err != nil {
+		return nil, badRequest("The filter is not a valid SQL filter expression: %s", err.Error())
+	}
+	return func(m *store.Message) bool {
+		ok, err := f.Match(store.FilterView(m))
+		return err == nil && ok
+	}, nil
+}
