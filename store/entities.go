@@ -291,6 +291,7 @@ func (s *Postgres) DeleteEntity(ctx context.Context, path string) error {
 			`DELETE FROM entity_counts WHERE entity_id = ANY($1)`,
 			`DELETE FROM entity_count_deltas WHERE entity_id = ANY($1)`,
 			`DELETE FROM dedup WHERE entity_id = ANY($1)`,
+			`DELETE FROM sessions WHERE entity_id = ANY($1)`,
 		} {
 			if _, err := tx.Exec(ctx, sql, ids); err != nil {
 				return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // receiveDeferredSQL locks the deferred message with sequence number $5 for $3, if it is not
@@ -22,7 +23,7 @@ WITH locked AS (
 		dead_letter_reason = CASE WHEN m.delivery_count >= $4::int THEN 'MaxDeliveryCountExceeded' ELSE m.dead_letter_reason END,
 		dead_letter_description = CASE WHEN m.delivery_count >= $4::int
 			THEN 'Message could not be consumed after ' || $4::int || ' delivery attempts.' ELSE m.dead_letter_description END
-	WHERE m.entity_id = $1 AND m.seq = $5 AND m.state = 1
+	WHERE m.entity_id = $1 AND m.seq = $5 AND m.state = 1 AND ($6::text IS NULL OR m.session_id = $6)
 		AND (m.visible_at IS NULL OR m.visible_at <= $2) AND (m.expires_at IS NULL OR m.expires_at > $2)
 	RETURNING ` + messageColumns + `
 ), moved AS (
@@ -36,7 +37,7 @@ SELECT ` + messageColumnNames + ` FROM locked`
 const deleteDeferredSQL = `
 WITH removed AS (
 	DELETE FROM messages m
-	WHERE m.entity_id = $1 AND m.seq = $3 AND m.state = 1
+	WHERE m.entity_id = $1 AND m.seq = $3 AND m.state = 1 AND ($4::text IS NULL OR m.session_id = $4)
 		AND (m.visible_at IS NULL OR m.visible_at <= $2) AND (m.expires_at IS NULL OR m.expires_at > $2)
 	RETURNING ` + messageColumns + `, m.size
 ), counted AS (
@@ -50,16 +51,37 @@ SELECT ` + messageColumnNames + ` FROM removed`
 // available (never deferred, locked, expired, settled, or just dead-lettered for too many
 // deliveries).
 func (s *Postgres) ReceiveDeferred(ctx context.Context, e *Entity, seq int64, mode ReceiveMode) (*Message, error) {
-	if err := checkReceivable(e); err != nil {
+	if err := checkReceivable(e, SubQueueMain); err != nil {
 		return nil, err
 	}
+	return s.receiveDeferred(ctx, e, nil, seq, mode)
+}
+
+// ReceiveDeferredSession is ReceiveDeferred inside an accepted session.
+func (s *Postgres) ReceiveDeferredSession(ctx context.Context, e *Entity, sl SessionLock, seq int64, mode ReceiveMode) (*Message, error) {
+	if err := checkSessionful(e); err != nil {
+		return nil, err
+	}
+	if err := s.checkSessionLock(ctx, s.pool, e, sl, s.now()); err != nil {
+		return nil, err
+	}
+	return s.receiveDeferred(ctx, e, &sl, seq, mode)
+}
+
+func (s *Postgres) receiveDeferred(ctx context.Context, e *Entity, sl *SessionLock, seq int64, mode ReceiveMode) (*Message, error) {
 	s.touch(e)
 	now := s.now()
+	var session pgtype.Text
+	if sl != nil {
+		session = pgtype.Text{String: sl.SessionID, Valid: true}
+	} else if e.Props.RequiresSession {
+		return nil, badRequest("Deferred messages of '%s' are received in their session: use the session's path.", e.Path)
+	}
 	var row pgx.Row
 	if mode == ReceiveAndDelete {
-		row = s.pool.QueryRow(ctx, deleteDeferredSQL, e.ID, now, seq)
+		row = s.pool.QueryRow(ctx, deleteDeferredSQL, e.ID, now, seq, session)
 	} else {
-		row = s.pool.QueryRow(ctx, receiveDeferredSQL, e.ID, now, interval(e.Props.LockDuration), e.Props.MaxDeliveryCount, seq)
+		row = s.pool.QueryRow(ctx, receiveDeferredSQL, e.ID, now, interval(e.Props.LockDuration), e.Props.MaxDeliveryCount, seq, session)
 	}
 	m, err := scanMessage(row)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && m.State != StateDeferred {

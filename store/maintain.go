@@ -122,7 +122,13 @@ func (s *Postgres) Maintain(ctx context.Context) error {
 		return err
 	}))
 	errs = append(errs, s.led(ctx, lockPruneDedup, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM dedup WHERE expires_at <= $1`, now)
+		if _, err := tx.Exec(ctx, `DELETE FROM dedup WHERE expires_at <= $1`, now); err != nil {
+			return err
+		}
+		// Sessions with no messages, no state and no lock are forgotten (they come back with
+		// their next message).
+		_, err := tx.Exec(ctx, `DELETE FROM sessions WHERE available_at IS NULL AND state IS NULL
+			AND (locked_until IS NULL OR locked_until <= $1)`, now)
 		return err
 	}))
 	errs = append(errs, s.autoDelete(ctx, now))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -86,7 +87,10 @@ WITH due AS MATERIALIZED (
 // peekLockSQL locks the picked messages for $5 and counts the delivery. A message already
 // delivered MaxDeliveryCount ($6) times is moved to the dead-letter subqueue instead, and counted
 // there; the caller drops those from the result and claims again.
-const peekLockSQL = claimCandidatesSQL + `, locked AS (
+const peekLockSQL = claimCandidatesSQL + peekLockTail
+
+// peekLockTail locks what a claim picked; see peekLockSQL.
+const peekLockTail = `, locked AS (
 	UPDATE messages m SET
 		state = CASE WHEN m.delivery_count >= $6::int THEN 2 ELSE m.state END,
 		lock_token = CASE WHEN m.delivery_count >= $6::int THEN NULL ELSE gen_random_uuid() END,
@@ -104,7 +108,10 @@ const peekLockSQL = claimCandidatesSQL + `, locked AS (
 SELECT ` + messageColumnNames + ` FROM locked`
 
 // receiveAndDeleteSQL removes the picked messages, counts their removal and returns them.
-const receiveAndDeleteSQL = claimCandidatesSQL + `, removed AS (
+const receiveAndDeleteSQL = claimCandidatesSQL + receiveAndDeleteTail
+
+// receiveAndDeleteTail removes what a claim picked; see receiveAndDeleteSQL.
+const receiveAndDeleteTail = `, removed AS (
 	DELETE FROM messages m USING picked WHERE m.entity_id = $1 AND m.seq = picked.seq
 	RETURNING ` + messageColumns + `, m.size
 ), counted AS (
@@ -219,7 +226,7 @@ const MaxReceiveBatch = 1000
 
 // ReceiveBatch takes up to n messages, waiting up to wait for the first. See Store.
 func (s *Postgres) ReceiveBatch(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, n int, wait time.Duration) ([]*Message, error) {
-	if err := checkReceivable(e); err != nil {
+	if err := checkReceivable(e, sq); err != nil {
 		return nil, err
 	}
 	if n < 1 || n > MaxReceiveBatch {
@@ -254,15 +261,15 @@ func (s *Postgres) ReceiveBatch(ctx context.Context, e *Entity, sq SubQueue, mod
 }
 
 // checkReceivable refuses receives the entity does not allow.
-func checkReceivable(e *Entity) error {
+func checkReceivable(e *Entity, sq SubQueue) error {
 	switch {
 	case e.Kind == KindTopic:
 		return badRequest("Messages cannot be received from topic '%s'; receive them from one of its subscriptions.", e.Path)
 	case e.Props.Status == StatusDisabled || e.Props.Status == StatusReceiveDisabled:
 		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
 			"SubCode=40301. The messaging entity '%s' is disabled for receiving (status %s).", e.Path, e.Props.Status)}
-	case e.Props.RequiresSession:
-		return badRequest("The entity '%s' requires sessions; session-aware receive is not available through this endpoint.", e.Path)
+	case e.Props.RequiresSession && sq == SubQueueMain:
+		return badRequest("The entity '%s' requires sessions: accept a session and receive from it (POST %s/sessions/$accept); Service Bus REST cannot receive from session entities.", e.Path, e.Path)
 	}
 	return nil
 }
@@ -271,8 +278,10 @@ func checkReceivable(e *Entity) error {
 // $3, in the dead-letter subqueue when $4 is the dead-letter state and in the entity proper
 // (active or deferred) otherwise, if its sequence number or message id is $5.
 const settleFilter = `entity_id = $1 AND lock_token = $2 AND visible_at > $3 AND (state = 2) = ($4::smallint = 2)
-	AND (message_id = $5 OR seq::text = $5)`
+	AND (message_id = $5 OR seq::text = $5){session}`
 
+// Settlement statements, by operation, as text with {session} where settleSQL puts the session
+// lock check.
 const (
 	completeSQL = `WITH removed AS (
 		DELETE FROM messages WHERE ` + settleFilter + ` RETURNING entity_id, state, size, visible_at
@@ -299,42 +308,75 @@ const (
 	SELECT $3::timestamptz FROM moved`
 )
 
-// Settle completes, abandons, renews, defers or dead-letters a lock. See Store.
+// settleStatements holds each settlement's SQL without and with a session lock check, and how
+// many parameters the operation passes before the session's two.
+var settleStatements = func() map[Settlement][2]string {
+	m := make(map[Settlement][2]string)
+	for op, v := range map[Settlement]struct {
+		sql    string
+		params int
+	}{Complete: {completeSQL, 5}, Abandon: {abandonSQL, 5}, RenewLock: {renewLockSQL, 6}, Defer: {deferSQL, 5}, deadLetter: {deadLetterSQL, 7}} {
+		sid, tok := fmt.Sprintf("$%d", v.params+1), fmt.Sprintf("$%d", v.params+2)
+		// In a session the message must belong to it and the session lock must still be held.
+		clause := ` AND session_id = ` + sid + ` AND EXISTS (SELECT 1 FROM sessions s WHERE s.entity_id = $1
+			AND s.session_id = ` + sid + ` AND s.lock_token = ` + tok + `::uuid AND s.locked_until > $3)`
+		m[op] = [2]string{strings.ReplaceAll(v.sql, "{session}", ""), strings.ReplaceAll(v.sql, "{session}", clause)}
+	}
+	return m
+}()
+
+// Settle completes, abandons, renews or defers a lock. See Store.
 func (s *Postgres) Settle(ctx context.Context, e *Entity, sq SubQueue, op Settlement, id string, token uuid.UUID) (time.Time, error) {
-	return s.settle(ctx, e, sq, op, id, token, "", "")
+	return s.settle(ctx, e, sq, nil, op, id, token, "", "")
+}
+
+// SettleSession is Settle for a message received in an accepted session: the session lock must
+// still be held. Errors: ErrLockLost (the message lock or the session lock is gone).
+func (s *Postgres) SettleSession(ctx context.Context, e *Entity, sl SessionLock, op Settlement, id string, token uuid.UUID) (time.Time, error) {
+	return s.settle(ctx, e, SubQueueMain, &sl, op, id, token, "", "")
 }
 
 // DeadLetter moves a locked message to the dead-letter subqueue with a reason and description.
 // See Store.
 func (s *Postgres) DeadLetter(ctx context.Context, e *Entity, id string, token uuid.UUID, reason, description string) error {
+	return s.deadLetterMessage(ctx, e, nil, id, token, reason, description)
+}
+
+// DeadLetterSession is DeadLetter for a message received in an accepted session.
+func (s *Postgres) DeadLetterSession(ctx context.Context, e *Entity, sl SessionLock, id string, token uuid.UUID, reason, description string) error {
+	return s.deadLetterMessage(ctx, e, &sl, id, token, reason, description)
+}
+
+func (s *Postgres) deadLetterMessage(ctx context.Context, e *Entity, sl *SessionLock, id string, token uuid.UUID, reason, description string) error {
 	if !validText(reason) || !validText(description) || len(reason) > MaxPropertySize || len(description) > MaxPropertySize {
 		return badRequest("The dead-letter reason and description must be UTF-8 text of at most %d bytes.", MaxPropertySize)
 	}
-	_, err := s.settle(ctx, e, SubQueueMain, deadLetter, id, token, reason, description)
+	_, err := s.settle(ctx, e, SubQueueMain, sl, deadLetter, id, token, reason, description)
 	return err
 }
 
 // deadLetter is the settlement behind DeadLetter; it needs a reason, so it is not public.
 const deadLetter Settlement = -1
 
-func (s *Postgres) settle(ctx context.Context, e *Entity, sq SubQueue, op Settlement, id string, token uuid.UUID, reason, description string) (time.Time, error) {
-	args := []any{e.ID, token, s.now(), sq.state(), id}
-	var sql string
-	switch op {
-	case Complete:
-		sql = completeSQL
-	case Abandon:
-		sql = abandonSQL
-	case RenewLock:
-		sql = renewLockSQL
-		args = append(args, interval(e.Props.LockDuration))
-	case Defer:
-		sql = deferSQL
-	case deadLetter:
-		sql = deadLetterSQL
-		args = append(args, reason, description)
-	default:
+func (s *Postgres) settle(ctx context.Context, e *Entity, sq SubQueue, sl *SessionLock, op Settlement, id string, token uuid.UUID, reason, description string) (time.Time, error) {
+	statements, ok := settleStatements[op]
+	if !ok {
 		return time.Time{}, fmt.Errorf("unknown settlement %d", op)
+	}
+	if sl == nil && sq == SubQueueMain && e.Props.RequiresSession {
+		return time.Time{}, badRequest("Messages of '%s' are settled in their session: use the session's settlement path.", e.Path)
+	}
+	args := []any{e.ID, token, s.now(), sq.state(), id}
+	switch op {
+	case RenewLock:
+		args = append(args, interval(e.Props.LockDuration))
+	case deadLetter:
+		args = append(args, reason, description)
+	}
+	sql := statements[0]
+	if sl != nil {
+		sql = statements[1]
+		args = append(args, sl.SessionID, sl.Token)
 	}
 	var until time.Time
 	var err error

@@ -154,6 +154,8 @@ type messageRow struct {
 	dedupUntil  pgtype.Timestamptz
 	// msgIndex tells the copies of one sent message apart from a duplicate sent with it.
 	msgIndex int
+	// sessioned: the entity requires sessions, so the message's session must be acceptable.
+	sessioned bool
 }
 
 func newMessageRow(entityID int64, m *Message) (messageRow, error) {
@@ -210,8 +212,18 @@ WITH input AS (
 	SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::interval[],
 		$6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
 		$14::text[], $15::text[], $16::text[], $17::bytea[], $18::int[], $19::timestamptz[], $20::bigint[],
-		$21::smallint[], $22::text[], $23::text[], $24::text[])
-		WITH ORDINALITY AS u(e, v, q, x, t, sc, mid, cid, sid, rts, lb, ta, rt, pk, ct, up, b, sz, dd, de, st, dlr, dld, dls, ord)
+		$21::smallint[], $22::text[], $23::text[], $24::text[], $26::boolean[])
+		WITH ORDINALITY AS u(e, v, q, x, t, sc, mid, cid, sid, rts, lb, ta, rt, pk, ct, up, b, sz, dd, de, st, dlr, dld, dls, rs, ord)
+), sessioned AS (
+	-- A session entity's session becomes acceptable when its first message can be received; a
+	-- locked session keeps its time (the end of its lock).
+	INSERT INTO sessions (entity_id, session_id, available_at, updated_at)
+	SELECT DISTINCT ON (e, sid) e, sid, coalesce(v, $25), $25 FROM input WHERE rs
+	ORDER BY e, sid, coalesce(v, $25)
+	ON CONFLICT (entity_id, session_id) DO UPDATE SET
+		available_at = CASE WHEN sessions.locked_until > $25 THEN sessions.available_at
+			ELSE least(coalesce(sessions.available_at, excluded.available_at), excluded.available_at) END,
+		updated_at = excluded.updated_at
 ), fresh AS (
 	INSERT INTO dedup (entity_id, message_id, expires_at)
 	SELECT DISTINCT de, mid, dd FROM input WHERE dd IS NOT NULL
@@ -251,12 +263,13 @@ func (s *Postgres) insertRows(ctx context.Context, db execer, rows []messageRow)
 		mid, cid, sid, rts, lb, ta, rt       = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		pk, ct, up, dlr, dld, dls            = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		states                               = make([]int16, n)
+		sessioned                            = make([]bool, n)
 		bodies                               = make([][]byte, n)
 		sizes                                = make([]int32, n)
 	)
 	for i := range rows {
 		r := &rows[i]
-		entityIDs[i], dedupEntities[i], states[i] = r.entityID, r.dedupEntity, int16(r.state)
+		entityIDs[i], dedupEntities[i], states[i], sessioned[i] = r.entityID, r.dedupEntity, int16(r.state), r.sessioned
 		visible[i], enqueued[i], expires[i], schedule[i] = r.visibleAt, r.enqueuedAt, r.expiresAt, r.scheduledAt
 		dedup[i] = r.dedupUntil
 		ttls[i] = r.ttl
@@ -269,7 +282,7 @@ func (s *Postgres) insertRows(ctx context.Context, db execer, rows []messageRow)
 		}
 	}
 	_, err := db.Exec(ctx, insertMessagesSQL, entityIDs, visible, enqueued, expires, ttls, schedule,
-		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, dedupEntities, states, dlr, dld, dls, s.now())
+		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, dedupEntities, states, dlr, dld, dls, s.now(), sessioned)
 	return err
 }
 

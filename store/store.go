@@ -81,6 +81,27 @@ type Store interface {
 	// sequence number seq, or (seq 0) every one match accepts. Errors: ErrNotFound for a seq.
 	Resubmit(ctx context.Context, e *Entity, seq int64, match func(*Message) bool) (int64, error)
 
+	// AcceptSession locks a session of a session entity: the named one, or the next with
+	// messages, waiting up to wait (nil, nil when none came). Errors: ErrBadRequest, ErrConflict.
+	AcceptSession(ctx context.Context, e *Entity, sessionID string, wait time.Duration) (*Session, error)
+	// RenewSessionLock extends a session lock. Errors: ErrLockLost.
+	RenewSessionLock(ctx context.Context, e *Entity, sl SessionLock) (time.Time, error)
+	// ReleaseSession gives a session up. Errors: ErrLockLost.
+	ReleaseSession(ctx context.Context, e *Entity, sl SessionLock) error
+	// SessionState and SetSessionState read and replace a session's state under its lock.
+	// Errors: ErrLockLost, ErrTooLarge.
+	SessionState(ctx context.Context, e *Entity, sl SessionLock) ([]byte, error)
+	SetSessionState(ctx context.Context, e *Entity, sl SessionLock, state []byte) error
+	// ListSessions lists sessions holding messages or state, or locked.
+	ListSessions(ctx context.Context, e *Entity, skip, top int) ([]SessionInfo, error)
+	// ReceiveSession, SettleSession, DeadLetterSession and ReceiveDeferredSession are the
+	// message operations inside an accepted session. Errors: as their counterparts, and
+	// ErrLockLost when the session lock is gone.
+	ReceiveSession(ctx context.Context, e *Entity, sl SessionLock, mode ReceiveMode, n int, wait time.Duration) ([]*Message, error)
+	SettleSession(ctx context.Context, e *Entity, sl SessionLock, op Settlement, id string, token uuid.UUID) (time.Time, error)
+	DeadLetterSession(ctx context.Context, e *Entity, sl SessionLock, id string, token uuid.UUID, reason, description string) error
+	ReceiveDeferredSession(ctx context.Context, e *Entity, sl SessionLock, seq int64, mode ReceiveMode) (*Message, error)
+
 	// NamespaceKey returns the namespace-level key named name, creating it with a random key and
 	// Manage rights when create is true and it does not exist yet.
 	NamespaceKey(ctx context.Context, name string, create bool) (NamespaceKey, error)

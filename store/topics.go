@@ -163,6 +163,7 @@ func (d *delivery) place(e *Entity, m *Message) error {
 		return err
 	}
 	r.msgIndex = d.msgIndex
+	r.sessioned = e.Props.RequiresSession && m.SessionID != "" && m.State != StateDeadLetter
 	if !d.dedupUntil.IsZero() {
 		r.dedupEntity, r.dedupUntil = d.dedupEntity, timestamptz(d.dedupUntil)
 	}

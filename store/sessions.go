@@ -1,0 +1,436 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// SessionLock names a session a receiver holds: its id and the lock token it was accepted with.
+type SessionLock struct {
+	SessionID string
+	Token     uuid.UUID
+}
+
+// Session is an accepted session.
+type Session struct {
+	ID          string
+	LockToken   uuid.UUID
+	LockedUntil time.Time
+}
+
+// SessionInfo describes a session for listing.
+type SessionInfo struct {
+	ID          string
+	LockedUntil time.Time // zero when not locked
+	HasMessages bool
+	HasState    bool
+}
+
+// MaxSessionStateSize bounds a session's state.
+const MaxSessionStateSize = 256 * 1024
+
+// errSessionLockLost is what every operation under a session lock answers once the lock is gone.
+func errSessionLockLost(e *Entity, sessionID string) error {
+	return &Error{Code: CodeLockLost, Message: fmt.Sprintf(
+		"The session lock has expired on the session '%s' of '%s', or it is held under another token. Accept the session again.", truncate(sessionID), e.Path)}
+}
+
+func checkSessionful(e *Entity) error {
+	switch {
+	case e.Kind == KindTopic:
+		return badRequest("Sessions are accepted on queues and subscriptions, not on topic '%s'.", e.Path)
+	case !e.Props.RequiresSession:
+		return badRequest("The entity '%s' does not require sessions; receive from it without a session.", e.Path)
+	case e.Props.Status == StatusDisabled || e.Props.Status == StatusReceiveDisabled:
+		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
+			"SubCode=40301. The messaging entity '%s' is disabled for receiving (status %s).", e.Path, e.Props.Status)}
+	}
+	return nil
+}
+
+// nextAvailableSQL is when the session $2 can next give a message: now if it holds a receivable
+// message (or one under a message lock, which accepting the session releases), the earliest
+// scheduled time if it holds only scheduled ones, NULL if it holds none.
+const nextAvailableSQL = `SELECT min(CASE WHEN lock_token IS NOT NULL OR visible_at IS NULL OR visible_at <= $3 THEN $3 ELSE visible_at END)
+FROM messages WHERE entity_id = $1 AND session_id = $2 AND state = 0 AND (expires_at IS NULL OR expires_at > $3)`
+
+// releaseMessageLocksSQL frees the messages of a session that were locked under an earlier
+// session lock: a new holder continues from the first unsettled message.
+const releaseMessageLocksSQL = `UPDATE messages SET lock_token = NULL, visible_at = NULL
+WHERE entity_id = $1 AND session_id = $2 AND lock_token IS NOT NULL AND state <> 2`
+
+// AcceptSession locks a session of e for the entity's LockDuration: the named one (sessionID not
+// empty; it need not have messages), or the session whose messages have waited longest, waiting
+// up to wait for one. It returns nil, nil when no session became available. Messages the session
+// held under an earlier lock become receivable again. Errors: ErrBadRequest (not a session
+// entity), ErrConflict (the named session is locked by another receiver).
+func (s *Postgres) AcceptSession(ctx context.Context, e *Entity, sessionID string, wait time.Duration) (*Session, error) {
+	if err := checkSessionful(e); err != nil {
+		return nil, err
+	}
+	if sessionID != "" {
+		if len(sessionID) > MaxSessionIDLength || !validText(sessionID) {
+			return nil, badRequest("The SessionId is not valid UTF-8 text of at most %d characters.", MaxSessionIDLength)
+		}
+		return s.acceptNamed(ctx, e, sessionID)
+	}
+	s.touch(e)
+	deadline := time.Now().Add(wait)
+	for {
+		woken, release := s.hub.wait(e.ID)
+		sess, err := s.acceptNext(ctx, e)
+		if err != nil || sess != nil {
+			release()
+			return sess, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			release()
+			return nil, nil
+		}
+		timer := time.NewTimer(min(left, s.opts.PollInterval))
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		release()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// maxAcceptCandidates bounds how many stale candidates (sessions whose messages are gone) one
+// accept clears before it reports that none is available.
+const maxAcceptCandidates = 50
+
+func (s *Postgres) acceptNext(ctx context.Context, e *Entity) (*Session, error) {
+	for range maxAcceptCandidates {
+		var sess *Session
+		stale := false
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			now := s.now()
+			var id string
+			err := tx.QueryRow(ctx, `SELECT session_id FROM sessions WHERE entity_id = $1 AND available_at <= $2
+				ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED`, e.ID, now).Scan(&id)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			sess, stale, err = s.lockSession(ctx, tx, e, id, now)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("accept a session of %s: %w", e.Path, interpretError(err))
+		}
+		if !stale {
+			return sess, nil
+		}
+	}
+	return nil, nil
+}
+
+// lockSession locks session id (whose row tx holds) if it has a message to give, or records when
+// it will have one. stale reports the latter.
+func (s *Postgres) lockSession(ctx context.Context, tx pgx.Tx, e *Entity, id string, now time.Time) (*Session, bool, error) {
+	var next pgtype.Timestamptz
+	if err := tx.QueryRow(ctx, nextAvailableSQL, e.ID, id, now).Scan(&next); err != nil {
+		return nil, false, err
+	}
+	if !next.Valid || next.Time.After(now) {
+		_, err := tx.Exec(ctx, `UPDATE sessions SET available_at = $3, lock_token = NULL, locked_until = NULL
+			WHERE entity_id = $1 AND session_id = $2`, e.ID, id, next)
+		return nil, true, err
+	}
+	sess, err := s.takeSessionLock(ctx, tx, e, id, now)
+	return sess, false, err
+}
+
+func (s *Postgres) takeSessionLock(ctx context.Context, tx pgx.Tx, e *Entity, id string, now time.Time) (*Session, error) {
+	if _, err := tx.Exec(ctx, releaseMessageLocksSQL, e.ID, id); err != nil {
+		return nil, err
+	}
+	sess := &Session{ID: id}
+	err := tx.QueryRow(ctx, `UPDATE sessions SET lock_token = gen_random_uuid(), locked_until = $3::timestamptz + $4::interval,
+			available_at = $3::timestamptz + $4::interval, updated_at = $3
+		WHERE entity_id = $1 AND session_id = $2 RETURNING lock_token, locked_until`,
+		e.ID, id, now, interval(e.Props.LockDuration)).Scan(&sess.LockToken, &sess.LockedUntil)
+	sess.LockedUntil = sess.LockedUntil.UTC()
+	return sess, err
+}
+
+func (s *Postgres) acceptNamed(ctx context.Context, e *Entity, id string) (*Session, error) {
+	s.touch(e)
+	var sess *Session
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.now()
+		var lockedUntil pgtype.Timestamptz
+		err := tx.QueryRow(ctx, `INSERT INTO sessions (entity_id, session_id, updated_at) VALUES ($1, $2, $3)
+			ON CONFLICT (entity_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
+			RETURNING locked_until`, e.ID, id, now).Scan(&lockedUntil)
+		if err != nil {
+			return err
+		}
+		if lockedUntil.Valid && lockedUntil.Time.After(now) {
+			return &Error{Code: CodeConflict, Message: fmt.Sprintf(
+				"SessionCannotBeLocked: the session '%s' of '%s' is locked by another receiver until %s.", truncate(id), e.Path, lockedUntil.Time.UTC().Format(time.RFC3339))}
+		}
+		sess, err = s.takeSessionLock(ctx, tx, e, id, now)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("accept session %s of %s: %w", truncate(id), e.Path, interpretError(err))
+	}
+	return sess, nil
+}
+
+// checkSessionLock verifies that sl is the valid lock of its session. Errors: ErrLockLost.
+func (s *Postgres) checkSessionLock(ctx context.Context, db querier, e *Entity, sl SessionLock, now time.Time) error {
+	rows, err := db.Query(ctx, `SELECT 1 FROM sessions WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
+		e.ID, sl.SessionID, sl.Token, now)
+	if err != nil {
+		return interpretError(err)
+	}
+	held := rows.Next()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return interpretError(err)
+	}
+	if !held {
+		return errSessionLockLost(e, sl.SessionID)
+	}
+	return nil
+}
+
+// RenewSessionLock extends a session lock by the entity's LockDuration and returns its new end.
+// Errors: ErrLockLost.
+func (s *Postgres) RenewSessionLock(ctx context.Context, e *Entity, sl SessionLock) (time.Time, error) {
+	var until time.Time
+	err := s.pool.QueryRow(ctx, `UPDATE sessions SET locked_until = $4::timestamptz + $5::interval, available_at = $4::timestamptz + $5::interval, updated_at = $4
+		WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4 RETURNING locked_until`,
+		e.ID, sl.SessionID, sl.Token, s.now(), interval(e.Props.LockDuration)).Scan(&until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, errSessionLockLost(e, sl.SessionID)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("renew session %s: %w", truncate(sl.SessionID), interpretError(err))
+	}
+	s.touch(e)
+	return until.UTC(), nil
+}
+
+// ReleaseSession gives a session up: it can be accepted again at once if it holds messages.
+// Messages still locked under it become receivable by the next holder. Errors: ErrLockLost.
+func (s *Postgres) ReleaseSession(ctx context.Context, e *Entity, sl SessionLock) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.now()
+		var held bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sessions WHERE entity_id = $1 AND session_id = $2
+			AND lock_token = $3 AND locked_until > $4 FOR UPDATE)`, e.ID, sl.SessionID, sl.Token, now).Scan(&held); err != nil {
+			return err
+		}
+		if !held {
+			return errSessionLockLost(e, sl.SessionID)
+		}
+		if _, err := tx.Exec(ctx, releaseMessageLocksSQL, e.ID, sl.SessionID); err != nil {
+			return err
+		}
+		var next pgtype.Timestamptz
+		if err := tx.QueryRow(ctx, nextAvailableSQL, e.ID, sl.SessionID, now).Scan(&next); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE sessions SET lock_token = NULL, locked_until = NULL, available_at = $3, updated_at = $4
+			WHERE entity_id = $1 AND session_id = $2`, e.ID, sl.SessionID, next, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release session %s: %w", truncate(sl.SessionID), interpretError(err))
+	}
+	s.wakeAll([]int64{e.ID})
+	return nil
+}
+
+// SessionState returns a session's state (nil when it has none). Errors: ErrLockLost.
+func (s *Postgres) SessionState(ctx context.Context, e *Entity, sl SessionLock) ([]byte, error) {
+	var state []byte
+	err := s.pool.QueryRow(ctx, `SELECT state FROM sessions WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
+		e.ID, sl.SessionID, sl.Token, s.now()).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errSessionLockLost(e, sl.SessionID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state of session %s: %w", truncate(sl.SessionID), interpretError(err))
+	}
+	return state, nil
+}
+
+// SetSessionState replaces a session's state; nil or empty clears it. Errors: ErrLockLost,
+// ErrTooLarge.
+func (s *Postgres) SetSessionState(ctx context.Context, e *Entity, sl SessionLock, state []byte) error {
+	if len(state) > MaxSessionStateSize {
+		return &Error{Code: CodeTooLarge, Message: fmt.Sprintf("A session state may be at most %d bytes.", MaxSessionStateSize)}
+	}
+	if len(state) == 0 {
+		state = nil
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET state = $5, updated_at = $4
+		WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
+		e.ID, sl.SessionID, sl.Token, s.now(), state)
+	if err != nil {
+		return fmt.Errorf("set state of session %s: %w", truncate(sl.SessionID), interpretError(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return errSessionLockLost(e, sl.SessionID)
+	}
+	return nil
+}
+
+// ListSessions lists the sessions of e that hold messages or state, or are locked, by id.
+func (s *Postgres) ListSessions(ctx context.Context, e *Entity, skip, top int) ([]SessionInfo, error) {
+	if err := checkSessionful(e); err != nil && !errors.Is(err, ErrForbidden) {
+		return nil, err
+	}
+	now := s.now()
+	rows, err := s.pool.Query(ctx, `SELECT session_id, locked_until, state IS NOT NULL,
+			EXISTS (SELECT 1 FROM messages m WHERE m.entity_id = s.entity_id AND m.session_id = s.session_id AND m.state <> 2)
+		FROM sessions s WHERE entity_id = $1 AND (available_at IS NOT NULL OR state IS NOT NULL OR locked_until > $2)
+		ORDER BY session_id OFFSET $3 LIMIT $4`, e.ID, now, skip, top)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions of %s: %w", e.Path, interpretError(err))
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (SessionInfo, error) {
+		var info SessionInfo
+		var locked pgtype.Timestamptz
+		err := r.Scan(&info.ID, &locked, &info.HasState, &info.HasMessages)
+		if locked.Valid && locked.Time.After(now) {
+			info.LockedUntil = locked.Time.UTC()
+		}
+		return info, err
+	})
+}
+
+// sessionClaim is claimCandidatesSQL inside one session, whose id is parameter sessionParam
+// (peek-lock passes more parameters than receive-and-delete, so the number differs): the
+// session's own receivable messages, lowest sequence number first, which is the session's strict
+// order. The text is built from constants only.
+func sessionClaim(sessionParam string) string {
+	return `
+WITH due AS MATERIALIZED (
+	SELECT seq FROM messages
+	WHERE entity_id = $1 AND session_id = ` + sessionParam + ` AND state = $2 AND visible_at <= $3
+		AND (expires_at IS NULL OR expires_at > $3 OR state = 2)
+	ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED
+), ready AS MATERIALIZED (
+	SELECT seq FROM messages
+	WHERE entity_id = $1 AND session_id = ` + sessionParam + ` AND state = $2 AND visible_at IS NULL
+		AND (expires_at IS NULL OR expires_at > $3 OR state = 2)
+	ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED
+), picked AS (
+	SELECT seq FROM (SELECT seq FROM due UNION ALL SELECT seq FROM ready) c ORDER BY seq LIMIT $4
+)`
+}
+
+var (
+	sessionPeekLockSQL         = sessionClaim("$7") + peekLockTail
+	sessionReceiveAndDeleteSQL = sessionClaim("$5") + receiveAndDeleteTail
+)
+
+// ReceiveSession takes up to n messages of an accepted session, in sequence order, waiting up to
+// wait for the first. Errors: ErrLockLost when the session lock is gone.
+func (s *Postgres) ReceiveSession(ctx context.Context, e *Entity, sl SessionLock, mode ReceiveMode, n int, wait time.Duration) ([]*Message, error) {
+	if err := checkSessionful(e); err != nil {
+		return nil, err
+	}
+	if n < 1 || n > MaxReceiveBatch {
+		return nil, badRequest("A receive may take between 1 and %d messages.", MaxReceiveBatch)
+	}
+	s.touch(e)
+	deadline := time.Now().Add(wait)
+	for {
+		woken, release := s.hub.wait(e.ID)
+		msgs, err := s.claimSession(ctx, e, sl, mode, n)
+		if err != nil || len(msgs) > 0 {
+			release()
+			return msgs, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			release()
+			return nil, nil
+		}
+		timer := time.NewTimer(min(left, s.opts.PollInterval))
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		release()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (s *Postgres) claimSession(ctx context.Context, e *Entity, sl SessionLock, mode ReceiveMode, n int) ([]*Message, error) {
+	for {
+		now := s.now()
+		var msgs []*Message
+		var woken []int64
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := s.checkSessionLock(ctx, tx, e, sl, now); err != nil {
+				return err
+			}
+			var rows pgx.Rows
+			var err error
+			if mode == ReceiveAndDelete {
+				rows, err = tx.Query(ctx, sessionReceiveAndDeleteSQL, e.ID, StateActive, now, n, sl.SessionID)
+			} else {
+				rows, err = tx.Query(ctx, sessionPeekLockSQL, e.ID, StateActive, now, n,
+					interval(e.Props.LockDuration), e.Props.MaxDeliveryCount, sl.SessionID)
+			}
+			if err != nil {
+				return err
+			}
+			if msgs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) }); err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				if m.State == StateDeadLetter {
+					woken, err = s.transferDeadLetters(ctx, tx, e)
+					return err
+				}
+			}
+			return nil
+		})
+		s.wakeAll(woken)
+		if err != nil {
+			return nil, fmt.Errorf("receive from session %s of %s: %w", truncate(sl.SessionID), e.Path, interpretError(err))
+		}
+		delivered := msgs[:0]
+		for _, m := range msgs {
+			if m.State != StateDeadLetter {
+				if mode == ReceiveAndDelete {
+					m.DeliveryCount++
+				}
+				delivered = append(delivered, m)
+			}
+		}
+		sort.Slice(delivered, func(i, j int) bool { return delivered[i].SequenceNumber < delivered[j].SequenceNumber })
+		if len(delivered) == 0 && len(msgs) > 0 {
+			continue
+		}
+		return delivered, nil
+	}
+}

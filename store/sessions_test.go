@@ -1,0 +1,315 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+func (b *bundle) sessionQueue(t *testing.T, path string, edit func(p *store.Properties)) *store.Entity {
+	t.Helper()
+	return b.queue(t, path, func(p *store.Properties) {
+		p.RequiresSession = true
+		if edit != nil {
+			edit(p)
+		}
+	})
+}
+
+func (b *bundle) accept(t *testing.T, e *store.Entity, id string) *store.Session {
+	t.Helper()
+	s, err := b.store.AcceptSession(b.ctx, e, id, 0)
+	if err != nil {
+		t.Fatalf("AcceptSession(%q): %v", id, err)
+	}
+	return s
+}
+
+func lockOf(s *store.Session) store.SessionLock { return store.SessionLock{SessionID: s.ID, Token: s.LockToken} }
+
+func (b *bundle) receiveIn(t *testing.T, e *store.Entity, s *store.Session, n int) []*store.Message {
+	t.Helper()
+	msgs, err := b.store.ReceiveSession(b.ctx, e, lockOf(s), store.PeekLock, n, 0)
+	if err != nil {
+		t.Fatalf("ReceiveSession(%s): %v", s.ID, err)
+	}
+	return msgs
+}
+
+func TestSessionsAreExclusiveAndOrdered(t *testing.T) {
+	b := setup(t, manual)
+	q := b.sessionQueue(t, "q", nil)
+	for i := range 3 {
+		for _, sid := range []string{"a", "b"} {
+			b.send(t, q, store.Message{Body: []byte(fmt.Sprintf("%s%d", sid, i)), SessionID: sid})
+		}
+	}
+	// The session whose messages waited longest comes first.
+	s1 := b.accept(t, q, "")
+	if s1 == nil || s1.ID != "a" || !s1.LockedUntil.Equal(b.clock.Now().Add(time.Minute)) {
+		t.Fatalf("first accept = %+v; want session a locked for a minute", s1)
+	}
+	s2 := b.accept(t, q, "")
+	if s2 == nil || s2.ID != "b" {
+		t.Fatalf("second accept = %+v; want session b", s2)
+	}
+	if s3 := b.accept(t, q, ""); s3 != nil {
+		t.Fatalf("third accept = %+v; want none while both are held", s3)
+	}
+	if _, err := b.store.AcceptSession(b.ctx, q, "a", 0); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("accepting a held session by name: err = %v; want ErrConflict", err)
+	}
+	got := b.receiveIn(t, q, s1, 10)
+	if diff := cmp.Diff([]string{"a0", "a1", "a2"}, bodies(got)); diff != "" {
+		t.Errorf("session a (-want +got):\n%s", diff)
+	}
+	for _, m := range got {
+		if _, err := b.store.SettleSession(b.ctx, q, lockOf(s2), store.Complete, m.MessageID, m.LockToken); !errors.Is(err, store.ErrLockLost) {
+			t.Errorf("settling a's message under b's lock: err = %v; want ErrLockLost", err)
+		}
+		if _, err := b.store.SettleSession(b.ctx, q, lockOf(s1), store.Complete, m.MessageID, m.LockToken); err != nil {
+			t.Errorf("complete in session: %v", err)
+		}
+	}
+	// Plain receives and settlements do not work on a session queue.
+	if _, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, 0); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("plain receive: err = %v; want ErrBadRequest", err)
+	}
+	if err := b.store.Send(b.ctx, q, []store.Message{body("no session")}); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("send without SessionId: err = %v; want ErrBadRequest", err)
+	}
+	// Released with no messages left, a session is no longer offered.
+	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s1)); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("second release: err = %v; want ErrLockLost", err)
+	}
+	if s := b.accept(t, q, ""); s != nil {
+		t.Errorf("accept after a was emptied = %+v; want none (b is held)", s)
+	}
+}
+
+func TestSessionLockExpiryHandsOver(t *testing.T) {
+	b := setup(t, manual)
+	q := b.sessionQueue(t, "q", func(p *store.Properties) { p.LockDuration = 30 * time.Second })
+	for i := range 4 {
+		b.send(t, q, store.Message{Body: []byte(fmt.Sprint(i)), SessionID: "s"})
+	}
+	first := b.accept(t, q, "")
+	msgs := b.receiveIn(t, q, first, 2)
+	if _, err := b.store.SettleSession(b.ctx, q, lockOf(first), store.Complete, msgs[0].MessageID, msgs[0].LockToken); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := b.store.RenewSessionLock(b.ctx, q, lockOf(first))
+	if err != nil || !renewed.Equal(b.clock.Now().Add(30*time.Second)) {
+		t.Fatalf("renew = %v, %v", renewed, err)
+	}
+	// The receiver dies holding the session and message 1.
+	b.clock.Advance(31 * time.Second)
+	if _, err := b.store.SettleSession(b.ctx, q, lockOf(first), store.Complete, msgs[1].MessageID, msgs[1].LockToken); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("settle after the session lock expired: err = %v; want ErrLockLost", err)
+	}
+	second := b.accept(t, q, "")
+	if second == nil || second.ID != "s" || second.LockToken == first.LockToken {
+		t.Fatalf("second accept = %+v; want s under a new lock", second)
+	}
+	rest := b.receiveIn(t, q, second, 10)
+	if diff := cmp.Diff([]string{"1", "2", "3"}, bodies(rest)); diff != "" {
+		t.Errorf("the new holder continues from the first unsettled message (-want +got):\n%s", diff)
+	}
+	if rest[0].DeliveryCount != 2 {
+		t.Errorf("message 1 redelivered with DeliveryCount %d; want 2", rest[0].DeliveryCount)
+	}
+	if _, err := b.store.ReceiveSession(b.ctx, q, lockOf(first), store.PeekLock, 1, 0); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("receive under the expired lock: err = %v; want ErrLockLost", err)
+	}
+}
+
+func TestSessionState(t *testing.T) {
+	b := setup(t, manual)
+	q := b.sessionQueue(t, "q", nil)
+	s := b.accept(t, q, "device-7") // named, without messages
+	if st, err := b.store.SessionState(b.ctx, q, lockOf(s)); err != nil || st != nil {
+		t.Fatalf("initial state = %q, %v", st, err)
+	}
+	if err := b.store.SetSessionState(b.ctx, q, lockOf(s), []byte("step=3")); err != nil {
+		t.Fatal(err)
+	}
+	other := store.SessionLock{SessionID: "device-7", Token: [16]byte{1}}
+	if err := b.store.SetSessionState(b.ctx, q, other, []byte("x")); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("set state without the lock: err = %v; want ErrLockLost", err)
+	}
+	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s)); err != nil {
+		t.Fatal(err)
+	}
+	b.maintain(t) // idle sessions without state are forgotten; this one has state
+	list, err := b.store.ListSessions(b.ctx, q, 0, 10)
+	if err != nil || len(list) != 1 || list[0].ID != "device-7" || !list[0].HasState || list[0].HasMessages {
+		t.Fatalf("ListSessions = %+v, %v", list, err)
+	}
+	s = b.accept(t, q, "device-7")
+	if st, err := b.store.SessionState(b.ctx, q, lockOf(s)); err != nil || string(st) != "step=3" {
+		t.Errorf("state after re-accept = %q, %v; want it kept", st, err)
+	}
+	if err := b.store.SetSessionState(b.ctx, q, lockOf(s), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s)); err != nil {
+		t.Fatal(err)
+	}
+	b.maintain(t)
+	if list, _ := b.store.ListSessions(b.ctx, q, 0, 10); len(list) != 0 {
+		t.Errorf("a cleared, empty session is still listed: %+v", list)
+	}
+}
+
+func TestSessionLifecycleFeatures(t *testing.T) {
+	b := setup(t, manual)
+	q := b.sessionQueue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	b.send(t, q,
+		store.Message{Body: []byte("later"), SessionID: "s", ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)},
+		store.Message{Body: []byte("short"), SessionID: "s", TimeToLive: time.Second},
+		store.Message{Body: []byte("defer-me"), SessionID: "s", MessageID: "d"},
+		store.Message{Body: []byte("poison"), SessionID: "s", MessageID: "p"})
+	b.clock.Advance(2 * time.Second) // "short" expires
+	s := b.accept(t, q, "")
+	msgs := b.receiveIn(t, q, s, 10)
+	if diff := cmp.Diff([]string{"defer-me", "poison"}, bodies(msgs)); diff != "" {
+		t.Fatalf("session receive (-want +got):\n%s", diff)
+	}
+	if _, err := b.store.SettleSession(b.ctx, q, lockOf(s), store.Defer, "d", msgs[0].LockToken); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.SettleSession(b.ctx, q, lockOf(s), store.Abandon, "p", msgs[1].LockToken); err != nil {
+		t.Fatal(err)
+	}
+	// The poison message was delivered MaxDeliveryCount times: the next receive dead-letters it.
+	if again := b.receiveIn(t, q, s, 10); len(again) != 0 {
+		t.Errorf("received %q; want nothing (deferred, dead-lettered, scheduled)", bodies(again))
+	}
+	if dl := b.drain(t, q, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != "p" {
+		t.Errorf("dead letters = %q; want the poison message", bodies(dl))
+	}
+	d, err := b.store.ReceiveDeferredSession(b.ctx, q, lockOf(s), msgs[0].SequenceNumber, store.ReceiveAndDelete)
+	if err != nil || string(d.Body) != "defer-me" {
+		t.Fatalf("deferred receive = %v, %v", d, err)
+	}
+	if err := b.store.DeadLetterSession(b.ctx, q, lockOf(s), "x", [16]byte{9}, "r", "d"); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("dead-letter with a wrong message lock: err = %v", err)
+	}
+	// The scheduled message makes the session available again when it is due.
+	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s)); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.accept(t, q, ""); s != nil {
+		t.Fatalf("accept before the schedule = %+v; want none", s)
+	}
+	b.clock.Advance(time.Hour)
+	s = b.accept(t, q, "")
+	if s == nil {
+		t.Fatal("session not offered when its scheduled message became due")
+	}
+	if got := bodies(b.receiveIn(t, q, s, 10)); !cmp.Equal(got, []string{"later"}) {
+		t.Errorf("after the schedule: %q", got)
+	}
+}
+
+// TestManySessionsManyReceivers: 50 sessions × 200 messages sent concurrently (each session by
+// its own sender, in order), 8 competing session receivers. Each session's messages are
+// processed in exact send order, by one receiver at a time, none lost or duplicated.
+func TestManySessionsManyReceivers(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true, opts: store.Options{MaintenanceInterval: time.Hour}})
+	q := b.sessionQueue(t, "q", nil)
+	const sessions, perSession, receivers = 50, 200, 8
+	var wg sync.WaitGroup
+	for s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sid := fmt.Sprintf("s%02d", s)
+			for i := 0; i < perSession; i += 10 {
+				batch := make([]store.Message, 10)
+				for j := range batch {
+					batch[j] = store.Message{Body: []byte(fmt.Sprint(i + j)), SessionID: sid}
+				}
+				if err := b.store.Send(b.ctx, q, batch); err != nil {
+					t.Errorf("send %s: %v", sid, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	var mu sync.Mutex
+	next := make(map[string]int)   // the next message number each session must deliver
+	holder := make(map[string]int) // which receiver holds each session
+	for r := range receivers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				s, err := b.store.AcceptSession(b.ctx, q, "", 0)
+				if err != nil {
+					t.Errorf("accept: %v", err)
+					return
+				}
+				if s == nil {
+					return
+				}
+				mu.Lock()
+				if h, held := holder[s.ID]; held {
+					t.Errorf("receiver %d accepted %s while receiver %d holds it", r, s.ID, h)
+				}
+				holder[s.ID] = r
+				mu.Unlock()
+				for {
+					msgs, err := b.store.ReceiveSession(b.ctx, q, lockOf(s), store.PeekLock, 25, 0)
+					if err != nil {
+						t.Errorf("receive in %s: %v", s.ID, err)
+						return
+					}
+					if len(msgs) == 0 {
+						break
+					}
+					for _, m := range msgs {
+						mu.Lock()
+						if want := fmt.Sprint(next[s.ID]); string(m.Body) != want {
+							t.Errorf("session %s delivered %s; want %s", s.ID, m.Body, want)
+						}
+						next[s.ID]++
+						mu.Unlock()
+						if _, err := b.store.SettleSession(b.ctx, q, lockOf(s), store.Complete, m.MessageID, m.LockToken); err != nil {
+							t.Errorf("complete: %v", err)
+						}
+					}
+				}
+				mu.Lock()
+				delete(holder, s.ID)
+				mu.Unlock()
+				if err := b.store.ReleaseSession(b.ctx, q, lockOf(s)); err != nil {
+					t.Errorf("release %s: %v", s.ID, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(next) != sessions {
+		t.Errorf("%d sessions processed; want %d", len(next), sessions)
+	}
+	for sid, n := range next {
+		if n != perSession {
+			t.Errorf("session %s: %d messages processed; want %d", sid, n, perSession)
+		}
+	}
+	if c := b.counts(t, "q"); c.Total() != 0 {
+		t.Errorf("left over: %+v", c)
+	}
+}
