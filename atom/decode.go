@@ -1,11 +1,9 @@
 package atom
 
 import (
-	"bytes"
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +31,7 @@ const (
 // (SizeInBytes, CountDetails, CreatedAt, EntityAvailabilityStatus, ...) and unknown ones are
 // ignored, as are empty or xsi:nil typed elements. ForwardTo and ForwardDeadLetteredMessagesTo
 // are stored as entity paths: an sb://, http:// or https:// host prefix is stripped. A
-// subscription's DefaultRuleDescription is skipped for now.
+// subscription's DefaultRuleDescription is skipped; DecodeSubscription reads it.
 //
 // It returns a *store.Error with Code store.CodeBadRequest (the message names the element and the
 // bad value) for malformed XML, a body over 1 MiB or nested deeper than 32 elements, a root that
@@ -139,112 +137,7 @@ func descriptionName(k store.Kind) string {
 }
 
 func (d *descDecoder) decode(body []byte) error {
-	if len(body) > maxBodySize {
-		return badRequest("The request body is larger than %d bytes.", maxBodySize)
-	}
-	r := newReader(body)
-	var root xml.StartElement
-	for {
-		tok, err := r.next()
-		if err == io.EOF {
-			return nil // no element at all: every property keeps its default
-		}
-		if err != nil {
-			return err
-		}
-		if se, ok := tok.(xml.StartElement); ok {
-			root = se
-			break
-		}
-		if err := outsideRoot(tok); err != nil {
-			return err
-		}
-	}
-	var err error
-	switch {
-	case root.Name.Local == "entry":
-		err = d.entry(r)
-	case strings.HasSuffix(root.Name.Local, "Description"):
-		err = d.description(r, root)
-	default:
-		err = badRequest("The request body must be an Atom entry or a %s, not a %s element.",
-			descriptionName(d.kind), clip(root.Name.Local))
-	}
-	if err != nil {
-		return err
-	}
-	// Read to the end so that a truncated or trailing-garbage document is rejected rather than
-	// half-applied.
-	for {
-		tok, err := r.next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if _, ok := tok.(xml.StartElement); ok {
-			return badRequest("The request body has more than one root element.")
-		}
-		if err := outsideRoot(tok); err != nil {
-			return err
-		}
-	}
-}
-
-// outsideRoot accepts what may stand before or after the root element: the XML declaration,
-// comments, a DOCTYPE (encoding/xml never expands its entities) and white space.
-func outsideRoot(tok xml.Token) error {
-	if cd, ok := tok.(xml.CharData); ok && len(bytes.TrimSpace(cd)) != 0 {
-		return badRequest("The request body has text outside its root element.")
-	}
-	return nil
-}
-
-// entry reads an Atom entry's children, looking for <content>; <updated>, <title> and the rest
-// are ignored. An entry without content leaves every property at its default.
-func (d *descDecoder) entry(r *reader) error {
-	for {
-		tok, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch t := tok.(type) {
-		case xml.StartElement:
-			if t.Name.Local == "content" {
-				err = d.content(r)
-			} else {
-				err = r.skip()
-			}
-			if err != nil {
-				return err
-			}
-		case xml.EndElement:
-			return nil
-		}
-	}
-}
-
-func (d *descDecoder) content(r *reader) error {
-	found := false
-	for {
-		tok, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch t := tok.(type) {
-		case xml.StartElement:
-			if found {
-				return badRequest("The entry content holds more than one description.")
-			}
-			found = true
-			if err := d.description(r, t); err != nil {
-				return err
-			}
-		case xml.EndElement:
-			return nil
-		}
-	}
+	return decodeEnvelope(body, descriptionName(d.kind), d.description)
 }
 
 // description reads the children of a description element. Order does not matter (the real

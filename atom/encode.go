@@ -47,12 +47,16 @@ type EntryInfo struct {
 // EncodeOptions says which variant of a description to write.
 type EncodeOptions struct {
 	// Runtime includes the elements the service writes only on GET and list: AccessedAt (queues
-	// and topics; subscriptions always carry it) and CountDetails. MessageCount and SizeInBytes
-	// are written either way.
+	// and topics; subscriptions always carry it), CountDetails and a topic's SubscriptionCount.
+	// MessageCount and SizeInBytes are written either way.
 	Runtime bool
 	// Host is "host:port". When set, ForwardTo and ForwardDeadLetteredMessagesTo are written as
 	// sb://Host/path, as the service does; when empty they are written as stored (relative).
 	Host string
+	// SubscriptionCount is a topic's number of subscriptions, written as <SubscriptionCount>
+	// when Runtime is set (store.Entity does not carry it, so the caller counts). Queues and
+	// subscriptions ignore it.
+	SubscriptionCount int
 }
 
 // AppendEntry appends the Atom entry for e (no XML declaration) to dst and returns the extended
@@ -61,6 +65,20 @@ type EncodeOptions struct {
 // serializer on the other side of some proxies is order-sensitive. An entity of unknown kind
 // gets an empty <content>. It cannot fail.
 func AppendEntry(dst []byte, info EntryInfo, e *store.Entity, opts EncodeOptions) []byte {
+	dst = appendEntryOpen(dst, info)
+	switch e.Kind {
+	case store.KindQueue:
+		dst = appendQueue(dst, e, opts)
+	case store.KindTopic:
+		dst = appendTopic(dst, e, opts)
+	case store.KindSubscription:
+		dst = appendSubscription(dst, e, opts)
+	}
+	return append(dst, "</content></entry>"...)
+}
+
+// appendEntryOpen writes an entry's envelope up to and including the <content> start tag.
+func appendEntryOpen(dst []byte, info EntryInfo) []byte {
 	dst = append(dst, `<entry xmlns="`+nsAtom+`"`...)
 	if info.XMLBase != "" {
 		dst = append(dst, ` xml:base="`...)
@@ -86,16 +104,7 @@ func AppendEntry(dst []byte, info EntryInfo, e *store.Entity, opts EncodeOptions
 		dst = appendEscaped(dst, info.SelfHref, true)
 		dst = append(dst, `"/>`...)
 	}
-	dst = append(dst, `<content type="application/xml">`...)
-	switch e.Kind {
-	case store.KindQueue:
-		dst = appendQueue(dst, e, opts)
-	case store.KindTopic:
-		dst = appendTopic(dst, e, opts)
-	case store.KindSubscription:
-		dst = appendSubscription(dst, e, opts)
-	}
-	return append(dst, "</content></entry>"...)
+	return append(dst, `<content type="application/xml">`...)
 }
 
 const descAttrs = ` xmlns="` + nsSB + `" xmlns:i="` + nsXSI + `">`
@@ -139,9 +148,10 @@ func appendQueue(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
 }
 
 // appendTopic writes TopicDescription in the order of protocol.md §4.6 "Response order".
-// UserMetadata is not in that recording; it goes after Status as for queues. SubscriptionCount,
-// SqlFilterCount and CorrelationFilterCount are left out: store.Entity does not carry them yet,
-// and the Go and JS clients read all three as optional.
+// UserMetadata is not in that recording; it goes after Status as for queues. SubscriptionCount
+// comes from opts. SqlFilterCount and CorrelationFilterCount are left out: nothing supplies them
+// yet, the service writes them only at api-version 2024-05 and later, and the Go and JS clients
+// read both as optional.
 func appendTopic(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
 	p := &e.Props
 	dst = append(dst, "<TopicDescription"+descAttrs...)
@@ -164,6 +174,7 @@ func appendTopic(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
 	dst = appendBoolElem(dst, "SupportOrdering", p.SupportOrdering)
 	if opts.Runtime {
 		dst = appendCountDetails(dst, e.Counts)
+		dst = appendIntElem(dst, "SubscriptionCount", int64(opts.SubscriptionCount))
 	}
 	dst = appendDurationElem(dst, "AutoDeleteOnIdle", p.AutoDeleteOnIdle)
 	dst = appendBoolElem(dst, "EnablePartitioning", p.EnablePartitioning)

@@ -13,6 +13,10 @@ import (
 type reader struct {
 	d     *xml.Decoder
 	depth int
+	// Prefixed namespace declarations in scope (see lookupPrefix): scope maps each prefix to its
+	// URI, ns holds what to undo when the declaring element ends.
+	scope map[string]string
+	ns    []nsBinding
 }
 
 func newReader(body []byte) *reader {
@@ -38,14 +42,16 @@ func (r *reader) next() (xml.Token, error) {
 		}
 		return nil, badRequest("The request body is not well-formed XML: %s.", clip(err.Error()))
 	}
-	switch tok.(type) {
+	switch t := tok.(type) {
 	case xml.StartElement:
 		r.depth++
 		if r.depth > maxDepth {
 			return nil, badRequest("The request body nests elements deeper than %d levels.", maxDepth)
 		}
+		r.declare(t)
 	case xml.EndElement:
 		r.depth--
+		r.release()
 	}
 	return tok, nil
 }
