@@ -58,6 +58,8 @@ func (s *Server) toJSON(r *http.Request, entityPath string, m *store.Message) js
 			switch v := p.Value.(type) {
 			case time.Time:
 				jm.UserProperties[p.Name] = v.UTC().Format(rfc1123)
+			case time.Duration:
+				jm.UserProperties[p.Name] = v.String()
 			case float64:
 				jm.UserProperties[p.Name] = json.Number(formatPropertyValue(v))
 			default:

@@ -392,6 +392,8 @@ func formatPropertyValue(v any) string {
 		return strconv.FormatBool(x)
 	case int64:
 		return strconv.FormatInt(x, 10)
+	case time.Duration: // only a rule action can produce one
+		return `"` + x.String() + `"`
 	case float64:
 		s := strconv.FormatFloat(x, 'f', -1, 64)
 		if !strings.ContainsAny(s, ".eE") {

@@ -144,8 +144,6 @@ func (v filterView) SetUser(name string, val any) {
 		val = int64(x)
 	case float32:
 		val = float64(x)
-	case time.Duration:
-		val = x.String()
 	case nil:
 		v.RemoveUser(name)
 		return

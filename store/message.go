@@ -74,7 +74,7 @@ type Message struct {
 // Property is one user property.
 type Property struct {
 	Name  string
-	Value any // string, int64, float64, bool or time.Time
+	Value any // string, int64, float64, bool, time.Time, or (rule parameters) time.Duration
 }
 
 // UserProperties is an ordered list of user properties. Names are unique; order is the order the

@@ -39,19 +39,12 @@ type actionJSON struct {
 }
 
 // encodeTyped keeps typed values (rule parameters, correlation properties) as user properties
-// are kept; durations, which rule parameters may be and messages may not, go as their text.
+// are kept.
 func encodeTyped(props []Property) (json.RawMessage, error) {
 	if len(props) == 0 {
 		return nil, nil
 	}
-	conv := make(UserProperties, len(props))
-	for i, p := range props {
-		if d, ok := p.Value.(time.Duration); ok {
-			p.Value = d.String()
-		}
-		conv[i] = p
-	}
-	s, err := encodeUserProperties(conv)
+	s, err := encodeUserProperties(props)
 	if err != nil {
 		return nil, err
 	}

@@ -184,7 +184,8 @@ func TestRuleManagement(t *testing.T) {
 	if err != nil || len(rules) != 1 || rules[0].Name != "$Default" || rules[0].Filter.Kind != store.FilterTrue {
 		t.Fatalf("new subscription rules = %+v, %v; want $Default", rules, err)
 	}
-	r := sqlRule("big", "amount > @min", store.Property{Name: "@min", Value: int64(10)})
+	r := sqlRule("big", "amount > @min AND sys.TimeToLive > @ttl", store.Property{Name: "@min", Value: int64(10)},
+		store.Property{Name: "@ttl", Value: 90 * time.Second})
 	r.Action = &store.RuleAction{SQLExpression: "SET big = TRUE"}
 	if _, err := b.store.PutRule(b.ctx, sp, *r, false); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ const (
 // int and a date a date on the way back: {"n":{"i":1},"s":{"s":"x"},"f":{"f":2.5},"b":{"b":true},
 // "d":{"d":"2024-01-02T03:04:05Z"}}.
 type typedValue struct {
+	T *int64   `json:"t,omitempty"` // a time span in nanoseconds (rule parameters, action results)
 	S *string  `json:"s,omitempty"`
 	I *int64   `json:"i,omitempty"`
 	F *float64 `json:"f,omitempty"`
@@ -70,6 +71,10 @@ func encodeUserProperties(props UserProperties) (string, error) {
 			d := v.UTC().Format(time.RFC3339Nano)
 			tv.D = &d
 			size += 8
+		case time.Duration:
+			n := int64(v)
+			tv.T = &n
+			size += 8
 		default:
 			return "", badRequest("The application property '%s' has an unsupported type %T.", truncate(p.Name), p.Value)
 		}
@@ -102,6 +107,8 @@ func decodeUserProperties(raw []byte) (UserProperties, error) {
 	for name, tv := range m {
 		var v any
 		switch {
+		case tv.T != nil:
+			v = time.Duration(*tv.T)
 		case tv.S != nil:
 			v = *tv.S
 		case tv.I != nil:
