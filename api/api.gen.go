@@ -142,17 +142,54 @@ type Message struct {
 	UserProperties *map[string]interface{} `json:"UserProperties,omitempty"`
 }
 
+// SessionInfo defines model for SessionInfo.
+type SessionInfo struct {
+	HasMessages bool `json:"HasMessages"`
+	HasState    bool `json:"HasState"`
+
+	// LockedUntilUtc RFC 1123 date; absent when the session is not locked.
+	LockedUntilUtc *string `json:"LockedUntilUtc,omitempty"`
+	SessionId      string  `json:"SessionId"`
+}
+
+// SessionLock defines model for SessionLock.
+type SessionLock struct {
+	LockToken openapi_types.UUID `json:"LockToken"`
+
+	// LockedUntilUtc RFC 1123 date.
+	LockedUntilUtc string `json:"LockedUntilUtc"`
+	SessionId      string `json:"SessionId"`
+}
+
 // ApiVersion defines model for ApiVersion.
 type ApiVersion = string
 
 // EntityPath defines model for EntityPath.
 type EntityPath = string
 
+// LockToken defines model for LockToken.
+type LockToken = openapi_types.UUID
+
+// MessageId defines model for MessageId.
+type MessageId = string
+
+// RuleName defines model for RuleName.
+type RuleName = string
+
 // SequenceNumber defines model for SequenceNumber.
 type SequenceNumber = int64
 
+// SessionId defines model for SessionId.
+type SessionId = string
+
+// SessionLockToken defines model for SessionLockToken.
+type SessionLockToken = openapi_types.UUID
+
 // Skip defines model for Skip.
 type Skip = int
+
+// SubscriptionName defines model for SubscriptionName.
+type SubscriptionName = string
 
 // Timeout defines model for Timeout.
 type Timeout = int
@@ -162,6 +199,15 @@ type Top = int
 
 // ListQueuesParams defines parameters for ListQueues.
 type ListQueuesParams struct {
+	Skip *Skip `form:"$skip,omitempty" json:"$skip,omitempty"`
+	Top  *Top  `form:"$top,omitempty" json:"$top,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// ListTopicsParams defines parameters for ListTopics.
+type ListTopicsParams struct {
 	Skip *Skip `form:"$skip,omitempty" json:"$skip,omitempty"`
 	Top  *Top  `form:"$top,omitempty" json:"$top,omitempty"`
 
@@ -197,6 +243,74 @@ type PutEntityParams struct {
 
 	// IfMatch `*` updates an existing entity; without it the entity is created.
 	IfMatch *string `json:"If-Match,omitempty"`
+
+	// ServiceBusSupplementaryAuthorization A SAS token with Send rights on the ForwardTo target; checked when present.
+	ServiceBusSupplementaryAuthorization *string `json:"ServiceBusSupplementaryAuthorization,omitempty"`
+
+	// ServiceBusDlqSupplementaryAuthorization A SAS token with Send rights on the ForwardDeadLetteredMessagesTo target; checked when present.
+	ServiceBusDlqSupplementaryAuthorization *string `json:"ServiceBusDlqSupplementaryAuthorization,omitempty"`
+}
+
+// ListSubscriptionsParams defines parameters for ListSubscriptions.
+type ListSubscriptionsParams struct {
+	Skip *Skip `form:"$skip,omitempty" json:"$skip,omitempty"`
+	Top  *Top  `form:"$top,omitempty" json:"$top,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// DeleteSubscriptionParams defines parameters for DeleteSubscription.
+type DeleteSubscriptionParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// GetSubscriptionParams defines parameters for GetSubscription.
+type GetSubscriptionParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// PutSubscriptionParams defines parameters for PutSubscription.
+type PutSubscriptionParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+	IfMatch    *string     `json:"If-Match,omitempty"`
+
+	// ServiceBusSupplementaryAuthorization A SAS token with Send rights on the ForwardTo target; checked when present.
+	ServiceBusSupplementaryAuthorization *string `json:"ServiceBusSupplementaryAuthorization,omitempty"`
+
+	// ServiceBusDlqSupplementaryAuthorization A SAS token with Send rights on the ForwardDeadLetteredMessagesTo target; checked when present.
+	ServiceBusDlqSupplementaryAuthorization *string `json:"ServiceBusDlqSupplementaryAuthorization,omitempty"`
+}
+
+// ListRulesParams defines parameters for ListRules.
+type ListRulesParams struct {
+	Skip *Skip `form:"$skip,omitempty" json:"$skip,omitempty"`
+	Top  *Top  `form:"$top,omitempty" json:"$top,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// DeleteRuleParams defines parameters for DeleteRule.
+type DeleteRuleParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// GetRuleParams defines parameters for GetRule.
+type GetRuleParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// PutRuleParams defines parameters for PutRule.
+type PutRuleParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+	IfMatch    *string     `json:"If-Match,omitempty"`
 }
 
 // PurgeMessagesParams defines parameters for PurgeMessages.
@@ -334,14 +448,150 @@ type DeferMessageParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// ListSessionsParams defines parameters for ListSessions.
+type ListSessionsParams struct {
+	Skip *Skip `form:"$skip,omitempty" json:"$skip,omitempty"`
+	Top  *Top  `form:"$top,omitempty" json:"$top,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// AcceptNextSessionParams defines parameters for AcceptNextSession.
+type AcceptNextSessionParams struct {
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// AcceptSessionParams defines parameters for AcceptSession.
+type AcceptSessionParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// ReleaseSessionParams defines parameters for ReleaseSession.
+type ReleaseSessionParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// RenewSessionLockParams defines parameters for RenewSessionLock.
+type RenewSessionLockParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionReceiveAndDeleteBatchParams defines parameters for SessionReceiveAndDeleteBatch.
+type SessionReceiveAndDeleteBatchParams struct {
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionPeekLockBatchParams defines parameters for SessionPeekLockBatch.
+type SessionPeekLockBatchParams struct {
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionReceiveAndDeleteDeferredParams defines parameters for SessionReceiveAndDeleteDeferred.
+type SessionReceiveAndDeleteDeferredParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionPeekLockDeferredParams defines parameters for SessionPeekLockDeferred.
+type SessionPeekLockDeferredParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionReceiveAndDeleteParams defines parameters for SessionReceiveAndDelete.
+type SessionReceiveAndDeleteParams struct {
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionPeekLockParams defines parameters for SessionPeekLock.
+type SessionPeekLockParams struct {
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionCompleteParams defines parameters for SessionComplete.
+type SessionCompleteParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionRenewMessageLockParams defines parameters for SessionRenewMessageLock.
+type SessionRenewMessageLockParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionUnlockParams defines parameters for SessionUnlock.
+type SessionUnlockParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionDeadLetterParams defines parameters for SessionDeadLetter.
+type SessionDeadLetterParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionDeferParams defines parameters for SessionDefer.
+type SessionDeferParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// GetSessionStateParams defines parameters for GetSessionState.
+type GetSessionStateParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SetSessionStateParams defines parameters for SetSessionState.
+type SetSessionStateParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // DeadLetterMessageJSONRequestBody defines body for DeadLetterMessage for application/json ContentType.
 type DeadLetterMessageJSONRequestBody = DeadLetterRequest
+
+// SessionDeadLetterJSONRequestBody defines body for SessionDeadLetter for application/json ContentType.
+type SessionDeadLetterJSONRequestBody = DeadLetterRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// ListQueues List queues, in path order, a page at a time.
 	// (GET /$Resources/Queues)
 	ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams)
+	// ListTopics List topics, in path order, a page at a time.
+	// (GET /$Resources/Topics)
+	ListTopics(w http.ResponseWriter, r *http.Request, params ListTopicsParams)
 	// GetNamespaceInfo Namespace information (any valid token).
 	// (GET /$namespaceinfo)
 	GetNamespaceInfo(w http.ResponseWriter, r *http.Request, params GetNamespaceInfoParams)
@@ -357,9 +607,33 @@ type ServerInterface interface {
 	// GetEntity Get a queue's description with its runtime counts.
 	// (GET /{entityPath})
 	GetEntity(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params GetEntityParams)
-	// PutEntity Create a queue, or replace its description with If-Match.
+	// PutEntity Create a queue or topic, or replace its description with If-Match.
 	// (PUT /{entityPath})
 	PutEntity(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params PutEntityParams)
+	// ListSubscriptions List a topic's subscriptions (entityPath is the topic).
+	// (GET /{entityPath}/Subscriptions)
+	ListSubscriptions(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ListSubscriptionsParams)
+	// DeleteSubscription Delete a subscription with its rules and messages.
+	// (DELETE /{entityPath}/Subscriptions/{subscriptionName})
+	DeleteSubscription(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params DeleteSubscriptionParams)
+	// GetSubscription Get a subscription with its counts (404 when missing).
+	// (GET /{entityPath}/Subscriptions/{subscriptionName})
+	GetSubscription(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params GetSubscriptionParams)
+	// PutSubscription Create a subscription of a topic, or replace its description with If-Match.
+	// (PUT /{entityPath}/Subscriptions/{subscriptionName})
+	PutSubscription(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params PutSubscriptionParams)
+	// ListRules List a subscription's rules.
+	// (GET /{entityPath}/Subscriptions/{subscriptionName}/Rules)
+	ListRules(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params ListRulesParams)
+	// DeleteRule Delete a rule.
+	// (DELETE /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName})
+	DeleteRule(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params DeleteRuleParams)
+	// GetRule Get a rule.
+	// (GET /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName})
+	GetRule(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params GetRuleParams)
+	// PutRule Create a rule, or replace it with If-Match.
+	// (PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName})
+	PutRule(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params PutRuleParams)
 	// PurgeMessages Extension: delete every message of the entity, or of its dead-letter subqueue.
 	// (DELETE /{entityPath}/messages)
 	PurgeMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params PurgeMessagesParams)
@@ -411,6 +685,60 @@ type ServerInterface interface {
 	// DeferMessage Extension: defer a locked message; receive it later by its sequence number.
 	// (POST /{entityPath}/messages/{messageId}/{lockToken}/$defer)
 	DeferMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params DeferMessageParams)
+	// ListSessions Extension: list the sessions that hold messages or state, or are locked.
+	// (GET /{entityPath}/sessions)
+	ListSessions(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ListSessionsParams)
+	// AcceptNextSession Extension: accept the session whose messages have waited longest.
+	// (POST /{entityPath}/sessions/$accept)
+	AcceptNextSession(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params AcceptNextSessionParams)
+	// AcceptSession Extension: accept a named session (it need not have messages).
+	// (POST /{entityPath}/sessions/{sessionId}/$accept)
+	AcceptSession(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, params AcceptSessionParams)
+	// ReleaseSession Extension: release a session; its unsettled messages go to the next holder.
+	// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken})
+	ReleaseSession(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params ReleaseSessionParams)
+	// RenewSessionLock Extension: renew a session lock for another LockDuration.
+	// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken})
+	RenewSessionLock(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params RenewSessionLockParams)
+	// SessionReceiveAndDeleteBatch Extension: receive and delete up to count messages of an accepted session.
+	// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch)
+	SessionReceiveAndDeleteBatch(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionReceiveAndDeleteBatchParams)
+	// SessionPeekLockBatch Extension: peek-lock up to count messages of an accepted session, in order.
+	// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch)
+	SessionPeekLockBatch(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionPeekLockBatchParams)
+	// SessionReceiveAndDeleteDeferred Extension: receive and delete a deferred message of an accepted session.
+	// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber})
+	SessionReceiveAndDeleteDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params SessionReceiveAndDeleteDeferredParams)
+	// SessionPeekLockDeferred Extension: peek-lock a deferred message of an accepted session.
+	// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber})
+	SessionPeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params SessionPeekLockDeferredParams)
+	// SessionReceiveAndDelete Extension: receive and delete the next message of an accepted session.
+	// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head)
+	SessionReceiveAndDelete(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionReceiveAndDeleteParams)
+	// SessionPeekLock Extension: peek-lock the next message of an accepted session.
+	// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head)
+	SessionPeekLock(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionPeekLockParams)
+	// SessionComplete Extension: complete a message of an accepted session.
+	// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken})
+	SessionComplete(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params SessionCompleteParams)
+	// SessionRenewMessageLock Extension: renew the lock of a message of an accepted session.
+	// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken})
+	SessionRenewMessageLock(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params SessionRenewMessageLockParams)
+	// SessionUnlock Extension: abandon a message of an accepted session.
+	// (PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken})
+	SessionUnlock(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params SessionUnlockParams)
+	// SessionDeadLetter Extension: dead-letter a message of an accepted session.
+	// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$deadletter)
+	SessionDeadLetter(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params SessionDeadLetterParams)
+	// SessionDefer Extension: defer a message of an accepted session.
+	// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$defer)
+	SessionDefer(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params SessionDeferParams)
+	// GetSessionState Extension: read the session state (an opaque blob).
+	// (GET /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state)
+	GetSessionState(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params GetSessionStateParams)
+	// SetSessionState Extension: replace the session state; an empty body clears it.
+	// (PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state)
+	SetSessionState(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SetSessionStateParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -420,6 +748,12 @@ type Unimplemented struct{}
 // ListQueues List queues, in path order, a page at a time.
 // (GET /$Resources/Queues)
 func (_ Unimplemented) ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTopics List topics, in path order, a page at a time.
+// (GET /$Resources/Topics)
+func (_ Unimplemented) ListTopics(w http.ResponseWriter, r *http.Request, params ListTopicsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -453,9 +787,57 @@ func (_ Unimplemented) GetEntity(w http.ResponseWriter, r *http.Request, entityP
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// PutEntity Create a queue, or replace its description with If-Match.
+// PutEntity Create a queue or topic, or replace its description with If-Match.
 // (PUT /{entityPath})
 func (_ Unimplemented) PutEntity(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params PutEntityParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListSubscriptions List a topic's subscriptions (entityPath is the topic).
+// (GET /{entityPath}/Subscriptions)
+func (_ Unimplemented) ListSubscriptions(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ListSubscriptionsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteSubscription Delete a subscription with its rules and messages.
+// (DELETE /{entityPath}/Subscriptions/{subscriptionName})
+func (_ Unimplemented) DeleteSubscription(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params DeleteSubscriptionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSubscription Get a subscription with its counts (404 when missing).
+// (GET /{entityPath}/Subscriptions/{subscriptionName})
+func (_ Unimplemented) GetSubscription(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params GetSubscriptionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutSubscription Create a subscription of a topic, or replace its description with If-Match.
+// (PUT /{entityPath}/Subscriptions/{subscriptionName})
+func (_ Unimplemented) PutSubscription(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params PutSubscriptionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListRules List a subscription's rules.
+// (GET /{entityPath}/Subscriptions/{subscriptionName}/Rules)
+func (_ Unimplemented) ListRules(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params ListRulesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteRule Delete a rule.
+// (DELETE /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName})
+func (_ Unimplemented) DeleteRule(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params DeleteRuleParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetRule Get a rule.
+// (GET /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName})
+func (_ Unimplemented) GetRule(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params GetRuleParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutRule Create a rule, or replace it with If-Match.
+// (PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName})
+func (_ Unimplemented) PutRule(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params PutRuleParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -561,6 +943,114 @@ func (_ Unimplemented) DeferMessage(w http.ResponseWriter, r *http.Request, enti
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListSessions Extension: list the sessions that hold messages or state, or are locked.
+// (GET /{entityPath}/sessions)
+func (_ Unimplemented) ListSessions(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ListSessionsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcceptNextSession Extension: accept the session whose messages have waited longest.
+// (POST /{entityPath}/sessions/$accept)
+func (_ Unimplemented) AcceptNextSession(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params AcceptNextSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcceptSession Extension: accept a named session (it need not have messages).
+// (POST /{entityPath}/sessions/{sessionId}/$accept)
+func (_ Unimplemented) AcceptSession(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, params AcceptSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseSession Extension: release a session; its unsettled messages go to the next holder.
+// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken})
+func (_ Unimplemented) ReleaseSession(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params ReleaseSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RenewSessionLock Extension: renew a session lock for another LockDuration.
+// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken})
+func (_ Unimplemented) RenewSessionLock(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params RenewSessionLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionReceiveAndDeleteBatch Extension: receive and delete up to count messages of an accepted session.
+// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch)
+func (_ Unimplemented) SessionReceiveAndDeleteBatch(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionReceiveAndDeleteBatchParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionPeekLockBatch Extension: peek-lock up to count messages of an accepted session, in order.
+// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch)
+func (_ Unimplemented) SessionPeekLockBatch(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionPeekLockBatchParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionReceiveAndDeleteDeferred Extension: receive and delete a deferred message of an accepted session.
+// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber})
+func (_ Unimplemented) SessionReceiveAndDeleteDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params SessionReceiveAndDeleteDeferredParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionPeekLockDeferred Extension: peek-lock a deferred message of an accepted session.
+// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber})
+func (_ Unimplemented) SessionPeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params SessionPeekLockDeferredParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionReceiveAndDelete Extension: receive and delete the next message of an accepted session.
+// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head)
+func (_ Unimplemented) SessionReceiveAndDelete(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionReceiveAndDeleteParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionPeekLock Extension: peek-lock the next message of an accepted session.
+// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head)
+func (_ Unimplemented) SessionPeekLock(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionPeekLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionComplete Extension: complete a message of an accepted session.
+// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken})
+func (_ Unimplemented) SessionComplete(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params SessionCompleteParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionRenewMessageLock Extension: renew the lock of a message of an accepted session.
+// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken})
+func (_ Unimplemented) SessionRenewMessageLock(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params SessionRenewMessageLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionUnlock Extension: abandon a message of an accepted session.
+// (PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken})
+func (_ Unimplemented) SessionUnlock(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params SessionUnlockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionDeadLetter Extension: dead-letter a message of an accepted session.
+// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$deadletter)
+func (_ Unimplemented) SessionDeadLetter(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params SessionDeadLetterParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionDefer Extension: defer a message of an accepted session.
+// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$defer)
+func (_ Unimplemented) SessionDefer(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params SessionDeferParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSessionState Extension: read the session state (an opaque blob).
+// (GET /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state)
+func (_ Unimplemented) GetSessionState(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params GetSessionStateParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetSessionState Extension: replace the session state; an empty body clears it.
+// (PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state)
+func (_ Unimplemented) SetSessionState(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SetSessionStateParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ServerInterfaceWrapper converts contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler            ServerInterface
@@ -620,6 +1110,65 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListQueues(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListTopics operation middleware
+func (siw *ServerInterfaceWrapper) ListTopics(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTopicsParams
+
+	// ------------- Optional query parameter "$skip" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "$skip", r.URL.Query(), &params.Skip, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "$skip"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "$skip", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "$top" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "$top", r.URL.Query(), &params.Top, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "$top"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "$top", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTopics(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -839,8 +1388,604 @@ func (siw *ServerInterfaceWrapper) PutEntity(w http.ResponseWriter, r *http.Requ
 
 	}
 
+	// ------------- Optional header parameter "ServiceBusSupplementaryAuthorization" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("ServiceBusSupplementaryAuthorization")]; found {
+		var ServiceBusSupplementaryAuthorization string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "ServiceBusSupplementaryAuthorization", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "ServiceBusSupplementaryAuthorization", valueList[0], &ServiceBusSupplementaryAuthorization, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ServiceBusSupplementaryAuthorization", Err: err})
+			return
+		}
+
+		params.ServiceBusSupplementaryAuthorization = &ServiceBusSupplementaryAuthorization
+
+	}
+
+	// ------------- Optional header parameter "ServiceBusDlqSupplementaryAuthorization" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("ServiceBusDlqSupplementaryAuthorization")]; found {
+		var ServiceBusDlqSupplementaryAuthorization string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "ServiceBusDlqSupplementaryAuthorization", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "ServiceBusDlqSupplementaryAuthorization", valueList[0], &ServiceBusDlqSupplementaryAuthorization, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ServiceBusDlqSupplementaryAuthorization", Err: err})
+			return
+		}
+
+		params.ServiceBusDlqSupplementaryAuthorization = &ServiceBusDlqSupplementaryAuthorization
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PutEntity(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSubscriptions operation middleware
+func (siw *ServerInterfaceWrapper) ListSubscriptions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSubscriptionsParams
+
+	// ------------- Optional query parameter "$skip" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "$skip", r.URL.Query(), &params.Skip, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "$skip"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "$skip", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "$top" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "$top", r.URL.Query(), &params.Top, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "$top"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "$top", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSubscriptions(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSubscription operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSubscription(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "subscriptionName" -------------
+	var subscriptionName SubscriptionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subscriptionName", chi.URLParam(r, "subscriptionName"), &subscriptionName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "subscriptionName", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteSubscriptionParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSubscription(w, r, entityPath, subscriptionName, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSubscription operation middleware
+func (siw *ServerInterfaceWrapper) GetSubscription(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "subscriptionName" -------------
+	var subscriptionName SubscriptionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subscriptionName", chi.URLParam(r, "subscriptionName"), &subscriptionName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "subscriptionName", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSubscriptionParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSubscription(w, r, entityPath, subscriptionName, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutSubscription operation middleware
+func (siw *ServerInterfaceWrapper) PutSubscription(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "subscriptionName" -------------
+	var subscriptionName SubscriptionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subscriptionName", chi.URLParam(r, "subscriptionName"), &subscriptionName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "subscriptionName", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutSubscriptionParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Match", Err: err})
+			return
+		}
+
+		params.IfMatch = &IfMatch
+
+	}
+
+	// ------------- Optional header parameter "ServiceBusSupplementaryAuthorization" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("ServiceBusSupplementaryAuthorization")]; found {
+		var ServiceBusSupplementaryAuthorization string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "ServiceBusSupplementaryAuthorization", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "ServiceBusSupplementaryAuthorization", valueList[0], &ServiceBusSupplementaryAuthorization, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ServiceBusSupplementaryAuthorization", Err: err})
+			return
+		}
+
+		params.ServiceBusSupplementaryAuthorization = &ServiceBusSupplementaryAuthorization
+
+	}
+
+	// ------------- Optional header parameter "ServiceBusDlqSupplementaryAuthorization" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("ServiceBusDlqSupplementaryAuthorization")]; found {
+		var ServiceBusDlqSupplementaryAuthorization string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "ServiceBusDlqSupplementaryAuthorization", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "ServiceBusDlqSupplementaryAuthorization", valueList[0], &ServiceBusDlqSupplementaryAuthorization, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ServiceBusDlqSupplementaryAuthorization", Err: err})
+			return
+		}
+
+		params.ServiceBusDlqSupplementaryAuthorization = &ServiceBusDlqSupplementaryAuthorization
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutSubscription(w, r, entityPath, subscriptionName, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListRules operation middleware
+func (siw *ServerInterfaceWrapper) ListRules(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "subscriptionName" -------------
+	var subscriptionName SubscriptionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subscriptionName", chi.URLParam(r, "subscriptionName"), &subscriptionName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "subscriptionName", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListRulesParams
+
+	// ------------- Optional query parameter "$skip" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "$skip", r.URL.Query(), &params.Skip, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "$skip"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "$skip", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "$top" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "$top", r.URL.Query(), &params.Top, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "$top"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "$top", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListRules(w, r, entityPath, subscriptionName, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteRule operation middleware
+func (siw *ServerInterfaceWrapper) DeleteRule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "subscriptionName" -------------
+	var subscriptionName SubscriptionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subscriptionName", chi.URLParam(r, "subscriptionName"), &subscriptionName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "subscriptionName", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "ruleName" -------------
+	var ruleName RuleName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "ruleName", chi.URLParam(r, "ruleName"), &ruleName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ruleName", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteRuleParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteRule(w, r, entityPath, subscriptionName, ruleName, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetRule operation middleware
+func (siw *ServerInterfaceWrapper) GetRule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "subscriptionName" -------------
+	var subscriptionName SubscriptionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subscriptionName", chi.URLParam(r, "subscriptionName"), &subscriptionName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "subscriptionName", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "ruleName" -------------
+	var ruleName RuleName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "ruleName", chi.URLParam(r, "ruleName"), &ruleName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ruleName", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetRuleParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetRule(w, r, entityPath, subscriptionName, ruleName, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutRule operation middleware
+func (siw *ServerInterfaceWrapper) PutRule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "subscriptionName" -------------
+	var subscriptionName SubscriptionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subscriptionName", chi.URLParam(r, "subscriptionName"), &subscriptionName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "subscriptionName", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "ruleName" -------------
+	var ruleName RuleName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "ruleName", chi.URLParam(r, "ruleName"), &ruleName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ruleName", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutRuleParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Match", Err: err})
+			return
+		}
+
+		params.IfMatch = &IfMatch
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutRule(w, r, entityPath, subscriptionName, ruleName, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1828,6 +2973,1266 @@ func (siw *ServerInterfaceWrapper) DeferMessage(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListSessions operation middleware
+func (siw *ServerInterfaceWrapper) ListSessions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSessionsParams
+
+	// ------------- Optional query parameter "$skip" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "$skip", r.URL.Query(), &params.Skip, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "$skip"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "$skip", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "$top" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "$top", r.URL.Query(), &params.Top, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "$top"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "$top", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSessions(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcceptNextSession operation middleware
+func (siw *ServerInterfaceWrapper) AcceptNextSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcceptNextSessionParams
+
+	// ------------- Optional query parameter "timeout" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", r.URL.Query(), &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "timeout"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "timeout", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcceptNextSession(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcceptSession operation middleware
+func (siw *ServerInterfaceWrapper) AcceptSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcceptSessionParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcceptSession(w, r, entityPath, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseSession operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleaseSessionParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseSession(w, r, entityPath, sessionId, sessionLockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RenewSessionLock operation middleware
+func (siw *ServerInterfaceWrapper) RenewSessionLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RenewSessionLockParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RenewSessionLock(w, r, entityPath, sessionId, sessionLockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SessionReceiveAndDeleteBatch operation middleware
+func (siw *ServerInterfaceWrapper) SessionReceiveAndDeleteBatch(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionReceiveAndDeleteBatchParams
+
+	// ------------- Optional query parameter "count" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "count", r.URL.Query(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "count"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "count", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "timeout" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", r.URL.Query(), &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "timeout"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "timeout", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionReceiveAndDeleteBatch(w, r, entityPath, sessionId, sessionLockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SessionPeekLockBatch operation middleware
+func (siw *ServerInterfaceWrapper) SessionPeekLockBatch(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionPeekLockBatchParams
+
+	// ------------- Optional query parameter "count" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "count", r.URL.Query(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "count"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "count", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "timeout" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", r.URL.Query(), &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "timeout"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "timeout", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionPeekLockBatch(w, r, entityPath, sessionId, sessionLockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SessionReceiveAndDeleteDeferred operation middleware
+func (siw *ServerInterfaceWrapper) SessionReceiveAndDeleteDeferred(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sequenceNumber" -------------
+	var sequenceNumber SequenceNumber
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sequenceNumber", chi.URLParam(r, "sequenceNumber"), &sequenceNumber, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sequenceNumber", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionReceiveAndDeleteDeferredParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionReceiveAndDeleteDeferred(w, r, entityPath, sessionId, sessionLockToken, sequenceNumber, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SessionPeekLockDeferred operation middleware
+func (siw *ServerInterfaceWrapper) SessionPeekLockDeferred(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sequenceNumber" -------------
+	var sequenceNumber SequenceNumber
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sequenceNumber", chi.URLParam(r, "sequenceNumber"), &sequenceNumber, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sequenceNumber", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionPeekLockDeferredParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionPeekLockDeferred(w, r, entityPath, sessionId, sessionLockToken, sequenceNumber, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SessionReceiveAndDelete operation middleware
+func (siw *ServerInterfaceWrapper) SessionReceiveAndDelete(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionReceiveAndDeleteParams
+
+	// ------------- Optional query parameter "timeout" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", r.URL.Query(), &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "timeout"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "timeout", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionReceiveAndDelete(w, r, entityPath, sessionId, sessionLockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SessionPeekLock operation middleware
+func (siw *ServerInterfaceWrapper) SessionPeekLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionPeekLockParams
+
+	// ------------- Optional query parameter "timeout" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", r.URL.Query(), &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "timeout"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "timeout", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionPeekLock(w, r, entityPath, sessionId, sessionLockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SessionComplete operation middleware
+func (siw *ServerInterfaceWrapper) SessionComplete(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "messageId" -------------
+	var messageId MessageId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "messageId", chi.URLParam(r, "messageId"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "messageId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "lockToken" -------------
+	var lockToken LockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "lockToken", chi.URLParam(r, "lockToken"), &lockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionCompleteParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionComplete(w, r, entityPath, sessionId, sessionLockToken, messageId, lockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SessionRenewMessageLock operation middleware
+func (siw *ServerInterfaceWrapper) SessionRenewMessageLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "messageId" -------------
+	var messageId MessageId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "messageId", chi.URLParam(r, "messageId"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "messageId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "lockToken" -------------
+	var lockToken LockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "lockToken", chi.URLParam(r, "lockToken"), &lockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionRenewMessageLockParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionRenewMessageLock(w, r, entityPath, sessionId, sessionLockToken, messageId, lockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SessionUnlock operation middleware
+func (siw *ServerInterfaceWrapper) SessionUnlock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "messageId" -------------
+	var messageId MessageId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "messageId", chi.URLParam(r, "messageId"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "messageId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "lockToken" -------------
+	var lockToken LockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "lockToken", chi.URLParam(r, "lockToken"), &lockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionUnlockParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionUnlock(w, r, entityPath, sessionId, sessionLockToken, messageId, lockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SessionDeadLetter operation middleware
+func (siw *ServerInterfaceWrapper) SessionDeadLetter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "messageId" -------------
+	var messageId MessageId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "messageId", chi.URLParam(r, "messageId"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "messageId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "lockToken" -------------
+	var lockToken LockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "lockToken", chi.URLParam(r, "lockToken"), &lockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionDeadLetterParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionDeadLetter(w, r, entityPath, sessionId, sessionLockToken, messageId, lockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SessionDefer operation middleware
+func (siw *ServerInterfaceWrapper) SessionDefer(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "messageId" -------------
+	var messageId MessageId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "messageId", chi.URLParam(r, "messageId"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "messageId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "lockToken" -------------
+	var lockToken LockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "lockToken", chi.URLParam(r, "lockToken"), &lockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionDeferParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionDefer(w, r, entityPath, sessionId, sessionLockToken, messageId, lockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSessionState operation middleware
+func (siw *ServerInterfaceWrapper) GetSessionState(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSessionStateParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSessionState(w, r, entityPath, sessionId, sessionLockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetSessionState operation middleware
+func (siw *ServerInterfaceWrapper) SetSessionState(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SetSessionStateParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetSessionState(w, r, entityPath, sessionId, sessionLockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -1954,6 +4359,33 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/$Resources/Queues", wrapper.ListQueues)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/$Resources/Topics", wrapper.ListTopics)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/{entityPath}/Subscriptions", wrapper.ListSubscriptions)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/Subscriptions/{subscriptionName}", wrapper.DeleteSubscription)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/{entityPath}/Subscriptions/{subscriptionName}", wrapper.GetSubscription)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/{entityPath}/Subscriptions/{subscriptionName}", wrapper.PutSubscription)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/{entityPath}/Subscriptions/{subscriptionName}/Rules", wrapper.ListRules)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName}", wrapper.DeleteRule)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName}", wrapper.GetRule)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName}", wrapper.PutRule)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/{entityPath}", wrapper.DeleteEntity)
 	})
 	r.Group(func(r chi.Router) {
@@ -2013,6 +4445,60 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/{entityPath}/messages/$resubmit/{sequenceNumber}", wrapper.ResubmitOne)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/{entityPath}/sessions", wrapper.ListSessions)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/$accept", wrapper.AcceptNextSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/$accept", wrapper.AcceptSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}", wrapper.ReleaseSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}", wrapper.RenewSessionLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/state", wrapper.GetSessionState)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/state", wrapper.SetSessionState)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head", wrapper.SessionReceiveAndDelete)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head", wrapper.SessionPeekLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch", wrapper.SessionReceiveAndDeleteBatch)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch", wrapper.SessionPeekLockBatch)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}", wrapper.SessionComplete)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}", wrapper.SessionRenewMessageLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}", wrapper.SessionUnlock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$deadletter", wrapper.SessionDeadLetter)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$defer", wrapper.SessionDefer)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber}", wrapper.SessionReceiveAndDeleteDeferred)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber}", wrapper.SessionPeekLockDeferred)
+	})
 
 	return r
 }
@@ -2022,103 +4508,129 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Hzbchs3tvarrOLvKUtOi6Rkj8e/VL6QT7H3+DSSvHNhuqrB7kUSo26AAdCSGJWq5mo/wH6IebA8ya61",
-	"gD6RTR1s2XEyyU2sJroBrOO3DsB5L9H5XCtUzvZ2z3tzYUSODg3/tT+X/43GSq3orxRtYuTc8Z+9/STB",
-	"ucMUhEpBTpU2mPZ7UU/Sjz8XaBa9qKdEjr3dnpjLrZPwoahnkxnmgr7oFnP62Toj1bR3cRH1nisn3eK9",
-	"cLPVGf9RYIEwF24GG7E2KRobRxCLwXiQxJsRaAOn0s0gHtx5hiJ9jc6h4ZdiEPM5qhRTkM5CiiLdyvjn",
-	"kbLF+Gca04d4EEMuFjBGmKNJULktVIlOMe2PVLkzmr7eGNbLjXoGfy6kwbS360yBl+/zEH8uUCX4tsjH",
-	"aGhMx9dte9BlM0y0yYXr7fakcg8f9KJeLpXMi7y3ux2V00vlcIrGz38s59WsS9y6Y+nH5tdTnIgic73d",
-	"YePDw84PH8kcdeFWuXeIiVapBafhVEgHE21AQI7WiinCRpgCHg4jSIhbKYwX4GYIFs0JmrsWcnFGM+/B",
-	"EAy6wigLwoFWCW6uEzwXVtPczFUb0OsJ4/QaumwPh1eQ/IK4Z+daWWTVeiLSA2KvZVIlWjlU/E8xn2cy",
-	"EUS1wVme0aN6wjsGJ73d3v8b1Fo78L/awXNjdJipTfk3IiPxwBSMnzGCudFzNG5BOkOb6/cuot4LbcYy",
-	"TVF99RUdzRC86ty1YJ1whSV5GEuSjxkCLY7n43W91snxa/0NCPVWw4nIZAqZTo69LXEz4cDpY1TezqWw",
-	"gWdz0sEILDqXYco0xBM0MMMs3eQlv9XuhS5U+g0pCalGC0o7wDNpHS/jgxKFm2kjf8Gvv5Q30lqpphHk",
-	"pbxFEGjFptloNc0WYOVUYeppyjZbBPoSvXXhWAAUIhlrI6ezaicnQmZinOE3oWkqnBgLi5AIRTQdIxgU",
-	"yQzTPTI+ZgFi4tDwYqfyBBVYb9/IEs1QpMGDHtDYrX0a217ZqoGghYS1eQPhktkbbx47vG9lOfUEBIxp",
-	"MFhUaR9+lCcIT3S6YOrSP54Iiw8fBIs7lkqYBYx1uqC1Bksgg1XS6WJ1MiJIOR29twfWkbsHYdmffjh6",
-	"sfUIxguHvP0lbxf16jWsfvv5mUNFwGCXaUmfp8+OeXjEax7rVKL1qigMsow7PHM0V+X3aPbOuY0+RvO+",
-	"tcvLpGJlPAmfXf6CSFNJGxBZ87l3ykuMqsUTalrvkaEp0PJ+/GJtBIr9vAXes85QqCY99fifmDj2UUtP",
-	"unfZXocf0VhCH/6OC78AzKUjJCcVaJNKJTJgeMUmT6tsAaczlnDXh3cKpJoXrlzsSBFkEpnVpCOqyNHI",
-	"pNwSfyAVDi0cvHgK29s792lzrw7fwaOHw21SJZFu8QzH5WJKKMmQqy2dT73WH/HuVzbIKhDE1PKy90AA",
-	"maSsFt/Concx4Vtb9DHwCtspu0+1MZgx/16lHVgu6tVYky3Ks+aq1ko7/Nfhu7dhkQfPD4/AYILyBC0k",
-	"wpgFSEdaIGi9Zqvy1vU6iXDvVLYohe6SVR2gsN/LWg51YRJm3jVeyuQJmsVTXXhDv+aNyoJS8MBIPl0F",
-	"1yvw+PofI0D7wSXXWvNrMcasU0gIwxyRm2utpihkeh0C0tuYflBOZtddSvAcXmbbjP8RFcErTGHj/g7M",
-	"8AxSOZXObno1F2OLio1rLs5eo5pSLLa986hjkvfCOLaDf8cOt/HMo2OG/IdoLavQHuSFdYA/FyIjyeIp",
-	"x9rNvClE16mFBzjPFke6k7Tht2qGzkGH5LqLDNPA1gZX24uu7BSZrT02FaXtsE4sLEh1Iq0cZwgF8YNG",
-	"qM4134oUtnZ1JT8OnXCsXagoDvnY20+cPCG/+AwnaChybJCi9+kaokeEOtKv6SvrQrq9pYCNCXzXQuB/",
-	"kMT6Qy2/neqCMF01s3cr7ZnpX4dz0ZWEyBwaJWiTcHT02tup/tvnR1C+Axsf0/6n2Ww3z3et/dif+P8+",
-	"bXbyrFPEuhwuW6UDtBz9na/4qWCy2ot9qU8hF2pRO6lWrANiMsHE+SzKiqh0RKp1NuBjmPJTx0qbjqCK",
-	"N9vrvdyDNaTu/s7fHj76LGcTZAHqkZg+WRx4R2OWjE33NF1s8Bi+gwEpdsPYl0dH70PE2e91KdwzdEJm",
-	"qy8HKY5Y3yE+MiI5lmr6Kt399V//juBwYR3m/BSNf0QSaJ3I5/Rn3CFuKyxMvabyAlZYGfVCdBOSEWX4",
-	"Upn6y4IEqVjWsHT59q53+iRmfTgqgbck88Yhg7fL0tEjD+8JcUeAmcWRCoM8pu8D4eM6pXBNZEvgjGws",
-	"T+rsSFWW17/VBQDL8OSKCOObBAVLYLTLZ4tuEHjIeYMclYMPB699AJexh6/TYXPE4y1OQxAu6zZWNwtL",
-	"rowiKPzEpDDSLchF5P6TVnQEE/HhTBhM95MErT2UUyVcQew2j88Lk5VZUzBoGe9djIrhcOehldP27z7I",
-	"g5dv9p9uHb7c3/nrw3IkPj4vlDzz+YNF+fRYPT4/xgVnrC7i/kixRr/Zf0rRA8kRyTj9k2SVfEGi1URO",
-	"CwpVNziK5wm3UuT5N7179wQlkGLlVIG0IxVbAz/AqDcaqVEPfgCLMeCZSFzGwSnjI9YaK3IM6YuQOabf",
-	"SIniQzQnMsEnhd0PORgWh7iRS/YQus4vtgbWHBdzSfiKEwRSTfQqP+x4Sppk5yiOPRX2fyGGhDXAk8J6",
-	"ZD832ulEZ6BP0HhjSCHaMeLcAhLcbpiMkXqvrZsaPPzHa9qutJDqpGDB9fOPgw87nemstK2FmYgE+yM1",
-	"Uvfu+XQ+5+xt/9492PfggOyA03OZ+Gw+kW4mToh4J2hEBhanNIuFjTK7z6FcMa42zWwSaWrQWp+IiM/5",
-	"ixeDw8YwOzj3wsLbFM3MP5SJfxDE8XOfRbtYrR304d0c1f77V2UuCM/mNC0Iv/qqZOIzFHYulK12EIHV",
-	"IxXXdYIYGmT0K9cKGx85nWmLXIsgC7pUiCCC/GXnxfgvOy+45HE6k8lspKSFU5p7WiH7JJNMQJ8SaspB",
-	"8xcv/yTDzCEoVJhnpDbiAZN+UIIVnk66GWTSLTOpGhNBTEJN/2+xIY5GKl6hbATxnYNgI/hdfmzjTVIg",
-	"AkqJoPB9r1EGAMFlJ+tDBjL0nGQYKWdQOJbGHEQmj7EPQfhIALw7SoTFLaks+UCCjEFIW2pHUvqcFaEG",
-	"ZnhGc/IqZigyN4Nkhsmx5TQlyYFlc8hrs5bNCBvEkfKmYWO9vfz1X/+ujWP9Bzb+fazoD0+UuG1LQJuR",
-	"Wm9p4BBVSrbNr5PWT098WjUKYT79TsrB2Wz647W0DlXkyZoLJabeV73hf8IGyxzIfJ5J9HzYLLWdIIm9",
-	"dw8Ki2G2Wu4YYMS0p/sJD+R/on9A2Mf/fe7B2YV/Pqh/8A88OvJPAonuJ4Pm0/CoMUU8Ur4u2Mz57MJS",
-	"4ngPkpkwFt3jwk22HgU77aTLsLKwvahXljF3e9v9IXlhPUcl5rK327vfH/bvE2YhXSIjPaile+BFm55O",
-	"sSM2OCgLWgr2nc5hgpgCT55WatGHnwiUEWHnbKEtTIqMI1A/PhHGEE/ESAVCZ1Idg8Hs8ain8MyNeoEi",
-	"pZXhUh+bJP/PH+44PQ9br+Sfgs8eSUXYQ9SqEn/shk71kAHXGi+iK8cd6WsNaxSlLz4tVdV2hsNLygPC",
-	"6fyHlRrBMipfqQe8INrqSXBdqBwTOZSHUBowhXIyR0goCLNcr3jgF9K1lWrBg0YNkF/ZvvqVVkXnIur9",
-	"dXj/Wi9VxROGeUWeC7MIXPX7shHZF3ZonPuN2L1NEYQDAbS9Pr87uMP2dC4SLLFIEOi2vPyI7m058BUN",
-	"vKnUfHM27wfVIwYvgoKEGUhBBLT2A+ghfP8zWddiQ/VlIJpS8EJuZ4NcoC9Ish/ZDBzwPuiXtaR/GX6/",
-	"kmgEkwfzTEh1U1JlnMZphgy93Y+f2pJ1ggqt9WWdudHeNZITt4wUw2YMinSxfi8H/uevtxWeoP/5qrRm",
-	"+/RZWe+/KicKZU/R2LD58xoXXnifkKFP4LWp8IyfezzzNRRpOVdDs6X9zzZKD4YPrn6pKpF/uRXzCwYR",
-	"LDRbZpFlXJssoSnvptP1vuCyKFs+BvAznaUWlA5fI/Z5rrGb3BkO4zCDAsznbtH01SMVvy/GmUyyhcdR",
-	"aYmBCN8KWyFZQkWpRrsXoq5VhM61sbLqaSkQpdhjQiQb9bo89I/o1knI1Z1bsMFZUwoKLMSojExmjyci",
-	"sxivba7xo7oaukKOh9j0/dn5RsuEN/UbzE7OoHogaX0zGfFqHTeZ6b8fDfkRXakedy006OFFmRSlA8Tc",
-	"zM40WveIkfOuJrBmplFc5W897m1ko+OR2qjQB8Qz5+a7gzJJ189lYrTVE9dPdD5Q6IKe2cHOcHs42B4O",
-	"woNxYQeJVgoTF1Po8tx7cst5iETnWIafDIT2QIfyOJbjnDjGAP3Sssa1oRUUc05oOq13R0pUfxucZyJp",
-	"pUoaVNnsQ3zg08A2VHs4Wi6fPSu8xOMzdJj4sI8UN36uiNFVCU6qaVxmKJKZUATduEUlociYItsOm/G+",
-	"uKbNiO/FYTvMOG4xomDRK9Je1bwjfZgc9EtaP3ujM3Q55/VqsvVGuG4zUifKb25FGFaX+eIbGZAlY9kQ",
-	"Ubb6sCyVsGGRJHcla7w8sCuLu9oY+FVs3gdmXbpXMqfcje+1Om3KI2v+jjdqt7uIp14UOhfBgezyKr5V",
-	"EHVja/xg+P+/ZWefyBgle62zsOF1qtK5UoU2+7fgKTyTSmfBfjDYr9A6veQ6ysk7EG2VOmxD2/Y2fWtD",
-	"BLasSvueoVCurkulU012dS+Y3Uwnxz6nl2nLXUmXpnB9ExMDcRQp+ASwfz8NYLfTOJopvin38O3i13+G",
-	"Cur1BKhZie4Qo6rofIqN3f5ugEujPdCvfalKoScNf8PSqifLPf5Vpv8WQE1oQ16usy51mYVSlBGnZct1",
-	"6JuklbXSkJx7K7spVRoa27k/dqT4G2WJHFY6+CqsQuPi5RplHDq0yghDuxmakVJabVknVCpMGkZ4tFW0",
-	"irgb8aj3c6EdpqNeDL/+z/+WZTJtuGobQexMgfEg9kECDRkpwv1R6Cbil7h7IeLCSyJzkfFD3/IREcRy",
-	"MwYRmcXGHJt9eOkXVqXuRyrQSCrINMViibA+f//TFandE5U2oGENAfukZnHddMpE4KK4MEYsRkpPKusT",
-	"VSzKMm731spPHu8Mt2PIUSjbbBUK5Qade+TYh7oSnwkz9aUi1WyWGan4jTgLxuZQ/oKv1N9lprmnNoYN",
-	"XuE8K2yD/Zu0ZIOTwmIaDr48GN734FBpT1lpS8p1GbhDVGnZPPAl5i1aVgjfUMh15drFj1fkdx1wWhbl",
-	"zbXocaUwfxmKvBQX3hvca9vcuomAG6Y72zeacqYTh27LOoMi/7IvXSqx7U9Lh/nV3QvNTvK67s9iXp5M",
-	"aZ4rWkWk26s272kl3N8Wqd3/JsCraci19kob1fpall7Y4dhQZJMWUmnJh5U0+baukkt7WlWLD4crxleh",
-	"s8EdHnJZ/jH0ae2r1KfanoSI7YtAzbVk91KxXcs3G4HBXJ8ETuwMOw4evNUVl4Ux8iQY0eBOw8Gx30K4",
-	"L3+pPqT126KxgEsCWmdkVszBaZ8/qh2hVCyTwfB+IQKLrm6pFA5ybV19oHB7GFUPt4fD4dp0Ji+8fVLQ",
-	"Hzjk431Xne+7RnkznEW8eTajG3X+JAhleaLHQV7j8hgSH5zhwFoa62qTwN2L5enJFpQe1VwvP8oUiSNA",
-	"kcxCh1pUJwxtu41NKojLnrfOCvJ7xGOK9tYYj+3f3Hi0e/Dsn6bjK5mOurfxehbjMs9l9KnFK7sqrkou",
-	"OK2DlFfSHXMvfTxSG7FvoueepvI79EfZUh9v9uGt9mdGpU8OqwDCyTLyIRbOhNI2Md3jkaE1yAcK/vSo",
-	"nelTxQesLstkSAd+03Yln9GldE94bCOJ8d26bNioCmo83ncgU9CK4dSfws3vOy14uyrCXquhFOVtAOFs",
-	"Xpn9I2ni/tUZ5rftXl+w86gm9l3cpLLeg9ROdhiFVlph3FoHOzE6713v0oJht4f9/Tr/lke/xKCVtmlw",
-	"3r784eIm8Lxx2OcKdf+MqPcyJW7A7tYp6K5++0sKB78Hx/m1LyKwRTJb8VScpCqtR/+rA3qxuoDxImC/",
-	"lkn4crtzVQth+yzdbUHofd+NU/X2Z/KYdt04fDEpu35T2NgZbkcNjBt15FzZDI7UWKeLzfbhQZ8SVtWl",
-	"EX4qFfKyfdgfC5VyFZdcvG/Il65iwGWAer26b38ldW8j5S9S9vZBmT+NwhcaBdgIcV/npSCb/a+F5G9i",
-	"Ki5xfwZtMc6lW76K6gtxzD4c/uM1TGTm0JTHN7hyz6CleazEFBlCJtS0YHeG/Wl/pOLl843wGO6+EWet",
-	"I+rPzxK+tOQu7L99xtWUvsGp9IOxuBvvVYC9unvK+K95k9tYBJkbYVslGYk28odFmj1km3tc2hypnIJq",
-	"Mh4rBc6SpFyH+Klq04i4liEMNs4jLeM1ptcyKKpOIA93HkRf3qnRbZjfqWxBW730WM5zUV/4AGNMNBeL",
-	"uJ+hszy4O1L+1yWRjADDWX9Q+rQOAY+OXpdBGxB2pV+jRlTHLFF6pJq1Rs/SPpQhFxSKb9Jo3izEdWuc",
-	"OBCZLyStmPaDwLT9LOt9L7XjpiD9p4RhhWsqbDNlMBYU7qvQj+AF7Hq2rRPa/y7AU7eMvlP4G8rowW8r",
-	"ld/I43eI4NeMBUjutcI1E5eiTzbyOoJfZd9uFNQ+FSrBrL6s4jqd6/6d7I8pCiX563vplhMz3Eois4wv",
-	"WCQwMNGGuRSO79ymiCRMahCN3GrtiifaYDUxt6nY7z1EXC+/FNrcJPtSd1T8RskXD1aqYvU1wrOO7o2V",
-	"bo3+pb0VF3/WSm4PgRw0UjGep6FR98zVN0SEfM2WUOmWF83Nr65jt13CfM1tnCt7K2uX5XmFmLMchRF1",
-	"93tZwpShwYgbsfhOhpGqUzSNBrdGLubucu1ypDbic5ZtvNgdDM5fausu1liD87aduRicV1d7XcSbEYwL",
-	"mblKAynEY2m9a0GfKojp0+Wy+nB1Cbe6IXePtvggBjnhSshIJSLHZmNZCEowhXg5NI1Zzyx3qLQ8ulTW",
-	"UbyoJ/XrIyWmQqrLEk5rLdzXyDftL2Wb9lote27paspbMnYRSJVkBff1VPxlwWtfxda/4jrrm1wC4zoT",
-	"a3+a3G9qcldsURm+c+BeX8uzeSnkPc/L2/cuBudZZR8uhbs6n1+NHlZ68ObNfu7vKB6v7my+hRMJYZew",
-	"EdzcynVJt132PGr5irbBhw3B1dhSszchYOzqwsV+91XxlUjc7Kb4zovhK5G63p3w4ZrJW8vVLeNfhafE",
-	"72vJLI++VoFw6QDa+ai+RHPU4yvWRksXY/rHF3H7bJO/Q8q3F5Txy17rIK4/9ao0e5DNq63uH1XTmDel",
-	"rWP0obg6BU385ZWt6BCEDyq7DBx0CIN/4w9uv0JlL9B1pSposEZuwp+enBitAq5t4bgftj/H6wzuEOjz",
-	"mO+LU41/bMO2cnU3qhTiJgFjgurtWKLR9biCmOuiRVMtrnM29WZJ0tVLPtefLF2+7KEREPyh9bCRvOKQ",
-	"euXSxcDZNSfHPkvvJn+q3Ger3OQztG3SVrSrhT90V/yHyD0TdUXw96reH+kgEyT362v37Ttvwv2gHz8R",
-	"S/0NfV7EC5P1dnvhhobtnb/1h/1hf3v30fDRsHfx6eL/AgAA//8=",
+	"7H3Zchu31u6rrOrjv0w5LZKSHf85UuVCnuKceNqS8ucidFWD3YsktpoADaAlMSpV7avzAOch9oPtJzmF",
+	"BfRENgeNlhTlJlYT3ZjW8K0BC2dBLMcTKVAYHeycBROm2BgNKvprb8L/B5XmUti/EtSx4hNDfwZ7cYwT",
+	"gwkwkQAfCqkwaQdhwO2P3zJU0yAMBBtjsBOwCd889h8KAx2PcMzsF810Yn/WRnExDM7Pw+CtMNxMvzAz",
+	"mu/xHxlmCBNmRtCKpEpQ6SiEiHX6nTjaCEEqOOFmBFHnyRtkyQc0BhW9FAGbTFAkmAA3GhJkyWZKP/eE",
+	"zvrfbJs2RJ0IxmwKfYQJqhiF2UQRywSTdk/kM7PdlxPDcrhhoPBbxhUmwY5RGS6f5wcZHx3KI6SFbfhw",
+	"Wvy+7LsDqcbMBDtBlvEkCBv6+YhasyH+mswv5+EIYex+fqrhAL9lKGL8lI37qKDFNHABH2TMbPMNu7h2",
+	"6YrvtZsXZFz0d7H12M9S/ESfaFwOlf+87KtjdvoBxdCSzo/dpsWoz3FBV7reaK3l58K8fBGEwZgLPs7G",
+	"wc5W0T0XBoeofP/asoDbjMau89/XnObW9k/N86TvrKIxPdvsaqR2cMQnRU8zAuCJtj9Wv5fggGWpCXa6",
+	"lWXrNi9b1i/odgmN6NlmV6KVQz5GmZl5tjnAWIpEg5FwwriBgVTAckaClp8XvOyGEFupk0B/CmaEoFEd",
+	"o3qqYcxO7XR3oQsKTaaEBmZAihg3FglQ40dTm8LyVTuUi3fDyAWbsdXtrqDic7uqeiKFRlIRr1iybzlG",
+	"01LFUhgU9E82maTcSY/O6Ti1j8oOnygcBDvB/+qU2qfjftWdt0pJ31N95T+y1FIhJqBcjyFMlJygMlMr",
+	"nuzk2sF5GLyTqs+TxNH9jY7IilCnAp5q0IaZTFt66HNLHyMEOzjqj8ZlGe2DvIWF+iThmKU8AatFnE40",
+	"I2bAWC53+jqBFp5OLG+EoNGYFBNaQzxGBSNMkw0a8idp3slMJLe4kpBI1CCkATzl2tAwfhcsMyOp+F94",
+	"80P5yLXmYhjCOKe3EPxaEcRQUgzTKWg+FJi4NSXswfz62vWWmSECEIgWdCg+HBUzOWY8Zf0Ub2VNE2ZY",
+	"n2mEmAm7pn0EhSweYbJrhY+aAhsYVDTYIT9GAdrJNyuJRsgSjwT3bdvNPdu2PrJ5AWEH4sfmBISJRx42",
+	"NKDIQnLKATDo28agUSRt+IUfI7ySyZRW1/7jFdP48oWXuH0umJpCXyZTO1YvCbiXSjKZLkU89N4uaGNh",
+	"K1iwYzT8fvhu8yfoTw3S9GeUQhiUY5j/9ttTg8Kq0x1aS/t5+9k+NQ9pzH2ZcNSOFZlConGDp8b2VahX",
+	"23tj30oeofpSm+Uyqphrb4lPz36BJQm3E2Bp9blTljMbVZInlGu9awVNhprm4warQxAEnTTQnGWKTFTX",
+	"U/b/ibEhHTXzpHmW9XG4FpUhtOE3nLoB4Jgba5FwAVIlXLAUyEwgkSdFOoWTEVG4acNnAVxMMpMPtics",
+	"9GeplpZHRDZGxeN8SvSBhBnUsP/uNWxtbT+3k/v14DP89LK7ZVmJJZvUw1E+mNwkItOhTp2vHdcf0uzn",
+	"Jkgs4MlU07B3gYEVSWlJvplGp2L8tzbtx8AxbCPtvpZKYUr75/DnXIvSZiKJ8qY6qoXUDv/n4PMnP8j9",
+	"tweHoDBGfowaYqbUFLixXMDseNVmoa3LcdqF+yzSaU50S0a1j0zflbEcyEzFtHlrvJTyY1TT1zJzgn7B",
+	"G4UEtUYwWaTJvL0yZ3Gs/zELaH838Vpj/sD6mDYSSc2mmLUJVn9XxkeY/C4MT9cdyhID9hcUFl5hAq3n",
+	"2zDCU0j4kBu94dic9TUKEq4rLKYw+MKUITn4GzaojTcOHRPkL0y4XRhn2gB+y1hqKYu67EszcqIQTSMX",
+	"7uMknR7KxqX1v9WMxLlGB1Z1Zykmflsru1ofdCGnrNjaJVGRyw5t2NRa98dc836KkNn9sC1E45ivhQpr",
+	"s1q5HweGGeIuFNYO+TPYiw0/tnrxDQ5QWYuushTB1zVIzy7Uofxgv7LIpNudMdhogZ9q8PvvKbH8UE1v",
+	"JzKzmK7o2amVes/2XwcT1uRMSw0qwewk4fDwg5NT7U9vDyF/B1p/Ju2vo9HOeLyj9Z/tgfvv60bjnjWS",
+	"WJPCJam0j5qsv7M5PeVFVn2w7+UJjJmYlkqqZusAGwwwNs4bOEcqDZZqaaX/6bv82jDSqiIo7M36eJdr",
+	"sArVPd/+75c/XUrZeFqAsiUmr6b7TtGoGWHT3E3TNjgM37ABCTbD2PeHh1+8xdkOmhjuDRrG0/mXPRWH",
+	"xO8QHSoWH3Ex/DXZ+c+//h3CwVQbHNNTVO6RpUBt2Hhi/4zajb6f+hYmjlNpAHNbGQbeuvHOiNx8KUT9",
+	"MiOBC6I1zFW+fuqUviWzNhzmwJuT89LCdSeXubGPHLy3iDsETDX2hG/kMH0bLD4uXQprIlsLzqyMpU6N",
+	"7olC8rq3mgBgbp6ssDBuxSiYAaNNOps1g8AD8huMURj4ff+DM+BS0vClO2yCeLRJbgiLy5qF1cXMkjWs",
+	"iFzZiIGc56n3THtC05X5+t20b79nutA/87/OQ5ileteBEEeFzglIQ7PEYs0/t1wL1O5iHDDDcQcVv3F1",
+	"epW5fF28THZG88u0FOitAeyWrMp1TrfqvJ4ZxNcmWtEYZ4qbqQUPYzdTzRrMzOhgxBQme3GMWh/woWAm",
+	"s4JA/XyWqTSPC4FCTZbAeS/rdrdfaj6s/+7Mf3j/ce/15sH7ve0fX+Yt8eezTPBT51ma5k+PxM9nRzgl",
+	"X+Z51O4JkvUf915bu9ISjaUh+08rxSxKiKUY8GGmLAgm/w51uJkg9b/hgJ9bRwtfNR9a2uuJSCv4AXpB",
+	"ryd6AfwAGiPAUxablNwWhJxJnmo2Ru/Y8rExImguIDpAdcxjfJXpPe+dI0ERVaJlzrgqPc+1hiUZsAm3",
+	"yJtcR9xzbX0/dH9oZayeIDtyq7D3l90QPwZ4lWln802UNDKWKchjVE5NWuP9CHGiAa0hVlEmPfFFajNU",
+	"ePCPD3a6XEMi44xEmuu/79HNyUimudbN1IDF2O6Jnnj2zAUsKSqp28+ewZ6DjVZDGDnhsYtX2qUbsWO7",
+	"eMeoWAoah7YXDa08fklGfiWEQdvEkkSh1s5FFZ3RF8871YCI7pw5YqFpsmpsE/LQJjC742fOv3o+Hx1t",
+	"w+cJir0vv+ZeQjyd2G6BudEXQWHnu9ITJnQxgxC07ImojIRGUFlGN3IpsPKRk5HUSNFWq1tnQq12Qf5r",
+	"+13/v7bfUVD3ZMTjUU9wDSe272Fh88UppwV0zsIqHVR/cfRvaZh2CDLh++mJVtShpe/kMJa642YEKTez",
+	"m1S0CSGyRG3/X9uGKOyJaG5lQ4ie7HsZQe/SYx1tWAayEDpmmovhbiVABIwC69oZk1bykvupJ4xCZoga",
+	"x8BSfoRt8MRnCcABlZhp3ORCW3RkjQlPpDW2s1T6lhihhOx4avukUYyQpWYE8QjjI00ObEsHmsQhjU1r",
+	"EiMkEHvCiYbWYnn5n3/9uxSO5R9Y+feRsH+4RYnqsgSk6onFkgYOUCRWtrlx2vHbJ87hHnoHkP3dMgfF",
+	"OewfH7g2KEK3rGMm2NChmI/0T2gRzQEfT1KObh82cm63YFU/ewaZRt9bSXcEPSM7p+cxNaR/ontgUbH7",
+	"+8zB9nP3vFP+4B443Oye+CV6HneqT/2jShdRT7jMh6o3cAdmQgq7EI+Y0mh+zsxg8ycvpw03KRYSNgiD",
+	"PFFjJ9hqd61qlhMUbMKDneB5u9t+btGs5SUrpDsldXccadunQ2ywGvfzUKeAPSPHMEBMgDpPCrZowx85",
+	"UJqQhNYwyFLyTbj2MVPK7gnrCb/QKRdHoDD9uRcIPDW9wK9ILmUo8kwiyf3zhydGTvzUC/q3qCOwVOHn",
+	"ENbyYP5sBtVlkw6Fvs/Dle0O5VrNKmk3519n4q3b3e6SwBEzcvzDXPRoFk7NRYre2bWVA6+6UBhaZB84",
+	"RK5AZcLwMUJszXNNkawXbiBNUykG3KlEh+mVrdWv1GJ952HwY/f5Wi8VYTWCedl4zNTU76qblw6tfCGF",
+	"RlGBkNTbEIEZYGCn16Z3qzR9aBVulabnScY3+buSjAM5S0jG4jlrPVg10yJ+h8itWbRx7wiJZrs+IZFi",
+	"nrAYc1DbSEW/oPmUNySb9aK0dOubv+dluN32qZe0vgcraRnU5gPovATtS25dbRuKL9cJy2Ipl/NAgGTD",
+	"74ADM38tXPr3/veVi2btrc4kZVxcdKlS8hRXbc9g58+vdco6RoFau8jxREmHsSwa1GRy+MkoZMl08Vz2",
+	"3c83NxXqoH15VlowfftZXs6/yFhgQp+g0n7yZ6WBce7ARYrOR1NfhTf03AHjm2CkWXew7S1pX1oovei+",
+	"WP1SkYVzdSnmBgzMq3qS1yxNKf0ht3FoNo0Y7h1lXpDkI0twJNNEg5D+a3b73K4R3trudiPfgwAcT8y0",
+	"Cvp6IvqS9VMep1MHyJMcTFtDienCJLLwOpGod735Pm/qUfg9T6zQPdELrBE7sEvWC5qg3i9oFlHI6iRn",
+	"aFFgxlqXGiIUisejnwcs1RgtzN9zrZpynwvX4l1U8pWsLCfqW7SdFKRxFol2edd2rxbtJm36/eGQX9Dk",
+	"7PFUQ2U9HClbRmlAwxeTM5Usd7uRk6Y802owg63St86AqgS8rOHscVb1aU+0CkwC0ciYyU4njw60xzxW",
+	"UsuBacdy3BFoPPfpznZ3q9vZ6nb8g36mO7EUAmMTWcv4rdPvmtxcsSTQR94Ngke7IH1eDubtDDtCDxOT",
+	"PLjekgKyCUVSjJQ7PcGKvxVOUhbXPHGVtdpoQ7Tv3MPau4bJGZM/e5M5PsA3aDB2i2PZOXor7PYXsX8u",
+	"hlHuAItHTFhAR7lxsULnOGmQJF+yNSVJ9Czy06HtpNxGLoaevXaLrEHuvDCe67h2vVeOVsy6VH8dbH5k",
+	"plm4lA70C8mWcD4Ad7B3UElvrDhZNEhnsL+T6oSp5FCCYWqIZte5kDBxwY+Jwjwdo3EapYvnIJtMHKEw",
+	"NZ11GC+d4qUHXY3m5tGTq0/kTfrtknP56gIeqE0eKbyQXJ9Zh4rkIGUMs8ICWhqtQJmLF842pGMgs0Jl",
+	"t1TvJK8cweo6xnCq2zN7Uwx5LrH8RhTa78SByW7OY/mauFzdk6pYIbG+7TTW9Q7itePoxkGQu2t2FLdl",
+	"IV9Y1b7o/u/bzAxnKZlATnhqaDlKK0RnLgk32tcAA9wmFUSch3MI7Xh95M+SzQCEfBQNdks9cLPUq1Rv",
+	"eZsOnVoMKvfr5I6beshj4/6gOvLeMLeHT3Vtkhpa5R7lMVZquHFFaBd+Vy/gcurrnM2el1rDrK5+IXjY",
+	"9nGNDSrIP0WXDd5kLM8ZmWus1/UbbHMMPL1vxlfz2jtrC1ovui8cEhu7gzq3wKWzJwsvbqtf1MRzQK3a",
+	"cQVxtWGP0EptnYbogsMuDE04KyJ6hdahyvAdTw2qDchEitrJuKrqKgJrebbrfpZWkV+7J0qAb+l/OXK2",
+	"WLhm5tS16C5liskJ5TgoHGQ6PygxZ13NsNDMNl/JInq0ce6xjfNd7Ycbtw0eYf+8JiPQf63QvvZ9Sl+9",
+	"bozfgLI6VrIuB/+uxW2CftITs2CfhnEPQX51yZ96zHYnMcKdQv+OLjtneamNNcwB+8YDNwPsaiyF+EvW",
+	"4PqhfcGm9w7SF+t413iwKDxzW5h+BljvWJj/LXXwPIQSqofwjqXa/9ETUkHlCK976lJ+BbwdT8zUfncv",
+	"dqpM2U9WHrQO3h529t9+/Pw/b32Oa098KebVhj0BXLj0CZ/6688oeGzuxv6i27XA3sL5kxEqF+9Fq8CB",
+	"6wXw3bPHtcH2e4ka9x2WeHCw8fnto8CRTwwYS21yb0yaypNi7ncUyjrJff0Q1n53Bq+uhqjjyvmnUsPX",
+	"B+0O04Sg81O2rgaCP35bHv0cSjBS7vpobirjI5eJnkpNVRaWHjxwRRmcL4Il4I4tuPcTDxkaxYoaYuWQ",
+	"020ly/3TnwhdjxyqJ2sbiKI4RHuCldneG61eKXfixj5ztkYOKmFsIlA5mK29V5xPuYYMCl9WadY7MlM1",
+	"wzv3FTvJS0j5OjB2ZLXkecoYz6vDiMQX6qJ6Pz1B38iP/MJcRZIiBcK2i2bPXEa+4kSeziTNyOp3IcWm",
+	"NkwkTCW+hUvtyGqHUltRL/iWSYNJL4jgP//3/+WHu6Sis3UhREZlGHUil5Fkm/REX8o09NUR6CU6jR3S",
+	"caGYj1lKD90R9hCYmJoR5SakGit9bLThvRtYceCkJ/wacQFWCis6gUKHJf5YcSDhWCSVjJMys6Rt2Swq",
+	"i+jQItAhX6YUm/aEHBTSJyy2KE2pfJUUrvNou7sVwRiZ0NXSB/6QjBy7hJQ2lCeLU6aG7oCTqB7+74no",
+	"Izv1wuaA/4W/it94KqlGUAQtGuEkzXRl+zfmgFP0ovvc5ZwI6VaW63zlmgTcAYrcRXcl8TbnLnQFUug0",
+	"ZBly7s/R76J0gFlS3ljoIJw7aHxpTPes86wuc8tD0VQAqvE4epXOZGzQbGqjkI2v9qWlFFv/NDc4Xn0a",
+	"u1oZqzzHTGSeV9qr1i+cx6pb8zLvdUHcDxELVgW5lI5pw5Jf8wNDpHC0PxrGNSRcWx12SYx4RVVJLnkp",
+	"isH7YnH9Veis84SaLHPD+LoTeyJxDotX3n66EqhZi3aXku3CfdMhKBzL48IUaiik9kkWu8yU4sdeiHp1",
+	"6gthfg/iXv5SWXTy+6Ixj0s8Widklk3ASBc+LRUhF0STXvBe3TWzqkQMM85mKwqkbnXD4uFWt9tdmDtN",
+	"Aw9mirf6AqXdlfVK1/Cu+tqql3AANaLOP5hFWW7RI0+vUV5WkQoBUqIXV9qUIoGqseTVYGtQulfuev5R",
+	"WpEoBGTxyJeQCMs4ua6X5eACoryGR+O5xy+IR9baWyA8tr678KjXFNGPouOGREdZq2U9ibFMcyl5onHl",
+	"WeBVzgUjpafygrojqmcS9UQrckXB6CR+/h37R14iLNpowyfpauByl3MuPAi3kpGK8lGCtZ0mJrvU0h9o",
+	"d4aCq4arR/JEUMHIZZ4MbsBNWs/5M5qY7hW1rTgx7qzKhlaR3kvti1o2Cn0VU4Ebdztefb0sQlqrwhR5",
+	"wXhfazTPRrXURFVXRji+bvX6jpRH0bGrSmVZ1mmQUsl2Q18AhimzUMEOlBwH69W17zZr2Pur/JfHTEuB",
+	"lsumzln9foDzi8DzSvHCFex+Cat3GRNXYHetqnNT/bDlwZI7rzhvurC6zuLRnKYiJ1UuPdo3DujZ/AD6",
+	"U4/9aiLh5iOu9dqg1wWh99zR36IiVcqP7KwrxeQGea2aBFrb3a2wgnHDBp9r6DIj+zKZbtSLoTqXsCiK",
+	"4LuuhPfLtmGvz0RCh8OsindlpLgpNmAZoF7M7ls3xO51pHwlZq8X/nsUClcUCtDydl/jJQcb7ZtC8hcR",
+	"FUvUn0Kd9cfczF4RdUUcswcH//gAA5fMUMk8aJnZuC/FT1MmhhmpM2wP2z0RzdZrhZ/h6Ud2Wiu5/fY0",
+	"pksYnsLepzcUTWkrHHLXGLOn0W4B2Is7oZT7mhO5lUFYccN0LSTDUYeuxFn1wPrGLoU2e2JsjWorPOYC",
+	"nPmSUhzij+L0Z0ixDKawUkVvFq/RegWL7gTqbr8Ir3gAdKFg/izSqZ3q0mJyb1lZwB76GEsKFlHGemN4",
+	"cKcn3K8zJBkC+trlIORJaQIeHn7IjTaw2NX+GlasOtoSIXuiGmt0W9rOL7DSkAm6GaB6UwrFrXFggKUu",
+	"kDQn2vf9pu2laXBXYsdVQvq7mGGZqTJs1WXQZ9bcFz4fwRHYerKtEdrfC/DUTKOfBX5HGt3/vlR5Sxq/",
+	"gQRv0hawdC8FLug4J30rI9ch/ML7diGj9jUTMaZl8f118n/dO+nDJIV8+ct7tmYdM5RKwtOULoyzYGDg",
+	"b1P0tcKuk0RiWmpgFd9qqYoHUmHRMaWp6LtuIi6mX2vaXMT7UmZUfCfniwMrRbB6DfOsIXtjLlujvTS3",
+	"4vwxVnJ9CGS/4opxe+oLR5yasuK999dsMpFsOtK8+QOq1x3C/EBpnHNzy2OXeXGkiLwcmWJlUZ08hJmn",
+	"oVIiFlUS74nSRVNJcDO1W2jrscueaEVnRNt4vtPpnL2X2pwvkAZndTlz3jkrSsOfRxsh9DOemoIDrYlH",
+	"1PpUgzwRENlP58Nqw+oQbnHj566d4osI+IAiIT0RszFWE8u8UYIJRLOmaUR8pilDpabRudDG2otyUL7e",
+	"E2zIuFjmcFoo4W7C37Q3423araXsmZmr9q5J2IXARZxmlNdT7C8RXr34fzsI1/ZtrbrUwjQ61h5F7q2K",
+	"3DlZlJvvZLiX14xsLIW8Z8X11Oeds+KK7eVwV44nq9HDXA7epJrPfYfs8eIO2ms4g+BnCS2v5uauf7nu",
+	"sOddurH8Jm9tvy4/gMATutxlHZql1msFCGfq2p31yktYegFdGdWbuYrFPT6P6rW23M0nLr0gt192a1U/",
+	"XYlNIUmDbKyWug+V02hvcllH6ENQdAqq+MsxW9ZACL+LdBk4aCAG98YDl18+sufXdS4qqLBEbswVZRwo",
+	"KTyureG4H7Yuo3U6Tyzoc5jvyq7Ghy3Y5q4iRpFAVF3AyEL1ui1RyXqcQ8xl0KLKFuucK72Yk3T+0sLF",
+	"Z05nj8xXDIIHzYcV5xWZ1HOXyPmdXXBy7FJ8N3hkuUuz3OAS3DaoM9pq4vfZFX8TuqdFnSP83SL3hxtI",
+	"maX79WP3/qLBFVUm80a3kX9avZVxzRzUfBIhTfxvE95M6aqRyvzLavuVi+EV3f/qjxMphApkezAlK/MF",
+	"6Dxxt6LddEj29s+CsOJKUF8fxPE85QwVAQR3rJ6b3APbE26RnuqaCeDrgbjcue3uVmlv5X3QNQamJq3h",
+	"jxFPsfBy0VV7I0wpTd5ZGflR56LEYPE5b2IXJzMafJPuBoVPeJoLm6ueMFlDxJDRu0CksPxGBz+HGYN3",
+	"/aS3RS6+fG36GFMRxCID7NHXt74EdLtUozV360Eh/ug2zRPG7VamUgwXHEkpBMiZzm+NPb8tYVLeU3td",
+	"Lh3HTA+MkR4QA9xGNZk9MSOV3SU8FVZp3wgvMqr6UGw3tLihWzcpi5W4MefNjbUZMf/3h7Vc8fuYItO4",
+	"kPwbvZr0yk0XVrkZq0C5wZcQwdUpyUSeq14vwlPGSCxF3Ery/wXk28HMTgfX6uauyqsbzHlbIRYLH/q9",
+	"JDbnY87Ze5Wv+bIMfpHyBn65H6scPHD3x7o1C+QAmGgAHndezt3PsgaNzPhYLeBBsuCKs//NnEf34NKp",
+	"5+tRCJc6ZLtASTyetb2nkr/hxNq9lfvf5wDIjKR+PIb6EMX0Rdjk6qJ5Va79AiF8j4XvI2S4hOyey9J8",
+	"qJL7uuNEecGDZYUOditRG7r9l4usOMda9ZRPmBm1G4qK1rTC90kSvzVd8Mi+66uS9bn26orkEhnYnnDz",
+	"dOPHDOzGY395MjZ78LK3SOhep/H1+5sLqCPwxA/lBpKsHy1D8kfnWQnudq51KDtbvGUuq/kxAbopxlfk",
+	"Qn8/HXCt+dCPQkrTnaF5+vFjfvPdyPMsU5i/N6sNHrns2rhs4BnsMa+5Oa/55iidUmAX5jj/gnmyFFUN",
+	"vljM+CoXRzRnM9sxLI5HVRKe6ZorIStv3D/4xpKaU4KmQof95IR9yxD6qexvPLwclWb8OU+G6+jiK1Hg",
+	"Wlr4wN1Bc/fvgCPq4bp2Tc/2jy/ht1ft707p7uK1OWLfhaJwNlVFiFNkSgOnPFX7NYwzxc2UiF4zS/xf",
+	"LQlpVMc5L2QqDXaCkTGTnU5na/u/2912t72181P3p25w/vX8/wcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

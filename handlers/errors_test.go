@@ -73,7 +73,7 @@ func TestSendErrors(t *testing.T) {
 func TestReceiveErrors(t *testing.T) {
 	b := setup(t)
 	b.createQueue(t, "q", "")
-	b.createQueue(t, "sessions", "<RequiresSession>true</RequiresSession>")
+	b.createQueue(t, "session-queue", "<RequiresSession>true</RequiresSession>")
 	b.createQueue(t, "off", "<Status>ReceiveDisabled</Status>")
 	tests := []struct {
 		name, method, path string
@@ -87,7 +87,7 @@ func TestReceiveErrors(t *testing.T) {
 		{"negative timeout", http.MethodDelete, "/q/messages/head?timeout=-1", http.StatusBadRequest, "timeout"},
 		{"missing queue", http.MethodPost, "/nope/messages/head?timeout=0", http.StatusNotFound, "could not be found"},
 		{"settle on a missing queue", http.MethodDelete, "/nope/messages/1/00000000-0000-0000-0000-000000000000", http.StatusNotFound, "could not be found"},
-		{"session queue", http.MethodPost, "/sessions/messages/head?timeout=0", http.StatusBadRequest, "requires sessions"},
+		{"session queue", http.MethodPost, "/session-queue/messages/head?timeout=0", http.StatusBadRequest, "requires sessions"},
 		{"receive disabled", http.MethodDelete, "/off/messages/head?timeout=0", http.StatusForbidden, "SubCode=40301"},
 		{"GET on messages", http.MethodGet, "/q/messages", http.StatusNotFound, "No service is hosted at the specified address."},
 		{"PATCH on head", http.MethodPatch, "/q/messages/head", http.StatusNotFound, "No service is hosted"},
@@ -98,8 +98,8 @@ func TestReceiveErrors(t *testing.T) {
 		b.do(t, call{method: tc.method, path: tc.path}).wantError(t, tc.name+": "+tc.method+" "+tc.path, tc.status, tc.detail)
 	}
 	// Sending to a session queue without a SessionId is refused, with one it is stored.
-	b.do(t, call{method: http.MethodPost, path: "/sessions/messages", body: "x"}).wantError(t, "send without SessionId", http.StatusBadRequest, "SessionId was not set")
-	b.send(t, "sessions", "x", map[string]string{"BrokerProperties": `{"SessionId":"s"}`})
+	b.do(t, call{method: http.MethodPost, path: "/session-queue/messages", body: "x"}).wantError(t, "send without SessionId", http.StatusBadRequest, "SessionId was not set")
+	b.send(t, "session-queue", "x", map[string]string{"BrokerProperties": `{"SessionId":"s"}`})
 	b.send(t, "off", "x", nil)
 }
 
@@ -149,7 +149,7 @@ func (failingStore) Send(context.Context, *store.Entity, []store.Message) error 
 	return errors.New("secret internal detail")
 }
 
-func (failingStore) Receive(context.Context, *store.Entity, store.SubQueue, store.ReceiveMode, time.Duration) (*store.Message, error) {
+func (failingStore) ReceiveBatch(context.Context, *store.Entity, store.SubQueue, store.ReceiveMode, int, time.Duration) ([]*store.Message, error) {
 	panic("secret panic detail")
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 
 	"github.com/sbgate/sbgate/api"
@@ -32,7 +33,7 @@ type jsonMessage struct {
 // values as JSON values (a date as its RFC 1123 text, a double always with a fraction or
 // exponent so it reads back as a double); the dead-letter reason and description, which a REST
 // receive carries as headers, inside BrokerProperties.
-func (s *Server) toJSON(r *http.Request, entityPath string, m *store.Message) jsonMessage {
+func (s *Server) toJSON(r *http.Request, t target, m *store.Message) jsonMessage {
 	jm := jsonMessage{ContentType: m.ContentType, BrokerProperties: formatBrokerProperties(m, s.now())}
 	if utf8.Valid(m.Body) {
 		b := string(m.Body)
@@ -68,7 +69,7 @@ func (s *Server) toJSON(r *http.Request, entityPath string, m *store.Message) js
 		}
 	}
 	if m.LockToken != [16]byte{} {
-		jm.Location = s.lockLocation(r, entityPath, m)
+		jm.Location = s.lockLocation(r, t, m)
 	}
 	return jm
 }
@@ -79,10 +80,10 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (s *Server) writeMessages(w http.ResponseWriter, r *http.Request, entityPath string, status int, msgs []*store.Message) {
+func (s *Server) writeMessages(w http.ResponseWriter, r *http.Request, t target, status int, msgs []*store.Message) {
 	out := make([]jsonMessage, len(msgs))
 	for i, m := range msgs {
-		out[i] = s.toJSON(r, entityPath, m)
+		out[i] = s.toJSON(r, t, m)
 	}
 	s.writeJSON(w, status, out)
 }
@@ -111,21 +112,21 @@ func (s *Server) BrowseMessages(w http.ResponseWriter, r *http.Request, entityPa
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeMessages(w, r, entityPath, http.StatusOK, msgs)
+	s.writeMessages(w, r, target{path: entityPath}, http.StatusOK, msgs)
 }
 
 // PeekLockBatch locks up to count messages.
 func (s *Server) PeekLockBatch(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.PeekLockBatchParams) {
-	s.receiveBatch(w, r, entityPath, params.Count, params.Timeout, store.PeekLock)
+	s.receiveBatch(w, r, target{path: entityPath}, params.Count, params.Timeout, store.PeekLock)
 }
 
 // ReceiveAndDeleteBatch removes and returns up to count messages.
 func (s *Server) ReceiveAndDeleteBatch(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.ReceiveAndDeleteBatchParams) {
-	s.receiveBatch(w, r, entityPath, params.Count, params.Timeout, store.ReceiveAndDelete)
+	s.receiveBatch(w, r, target{path: entityPath}, params.Count, params.Timeout, store.ReceiveAndDelete)
 }
 
-func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, entityPath string, n, timeout *int, mode store.ReceiveMode) {
-	e, sq, err := s.messagingEntity(r, entityPath)
+func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, t target, n, timeout *int, mode store.ReceiveMode) {
+	e, sq, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -135,7 +136,7 @@ func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, entityPath
 		s.writeError(w, r, err)
 		return
 	}
-	msgs, err := s.store.ReceiveBatch(r.Context(), e, sq, mode, count(n, 10), wait)
+	msgs, err := s.receiveMessages(r, t, e, sq, mode, count(n, 10), wait)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -149,21 +150,21 @@ func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, entityPath
 	if mode == store.PeekLock {
 		status = http.StatusCreated
 	}
-	s.writeMessages(w, r, entityPath, status, msgs)
+	s.writeMessages(w, r, t, status, msgs)
 }
 
 // PeekLockDeferred locks a deferred message; the answer is that of a peek-lock.
 func (s *Server) PeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, seq api.SequenceNumber, params api.PeekLockDeferredParams) {
-	s.receiveDeferred(w, r, entityPath, seq, store.PeekLock)
+	s.receiveDeferred(w, r, target{path: entityPath}, seq, store.PeekLock)
 }
 
 // ReceiveAndDeleteDeferred removes and returns a deferred message.
 func (s *Server) ReceiveAndDeleteDeferred(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, seq api.SequenceNumber, params api.ReceiveAndDeleteDeferredParams) {
-	s.receiveDeferred(w, r, entityPath, seq, store.ReceiveAndDelete)
+	s.receiveDeferred(w, r, target{path: entityPath}, seq, store.ReceiveAndDelete)
 }
 
-func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, entityPath string, seq int64, mode store.ReceiveMode) {
-	e, sq, err := s.messagingEntity(r, entityPath)
+func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, t target, seq int64, mode store.ReceiveMode) {
+	e, sq, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -172,7 +173,12 @@ func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, entityP
 		s.writeError(w, r, badRequest("Deferred messages are received from the entity, not its dead-letter subqueue."))
 		return
 	}
-	m, err := s.store.ReceiveDeferred(r.Context(), e, seq, mode)
+	var m *store.Message
+	if t.session != nil {
+		m, err = s.store.ReceiveDeferredSession(r.Context(), e, *t.session, seq, mode)
+	} else {
+		m, err = s.store.ReceiveDeferred(r.Context(), e, seq, mode)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -180,7 +186,7 @@ func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, entityP
 	status := http.StatusOK
 	if mode == store.PeekLock {
 		status = http.StatusCreated
-		w.Header().Set("Location", s.lockLocation(r, entityPath, m))
+		w.Header().Set("Location", s.lockLocation(r, t, m))
 	}
 	s.writeMessage(w, status, m)
 }
@@ -206,7 +212,11 @@ const maxDeadLetterRequest = 64 * 1024
 
 // DeadLetterMessage moves a locked message to the dead-letter subqueue.
 func (s *Server) DeadLetterMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.DeadLetterMessageParams) {
-	e, sq, err := s.messagingEntity(r, entityPath)
+	s.deadLetter(w, r, target{path: entityPath}, messageID, lockToken)
+}
+
+func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request, t target, messageID string, lockToken uuid.UUID) {
+	e, sq, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -238,7 +248,12 @@ func (s *Server) DeadLetterMessage(w http.ResponseWriter, r *http.Request, entit
 		s.writeError(w, r, badRequest("The dead-letter reason and description may not contain control characters."))
 		return
 	}
-	if err := s.store.DeadLetter(r.Context(), e, messageID, lockToken, reason, description); err != nil {
+	if t.session != nil {
+		err = s.store.DeadLetterSession(r.Context(), e, *t.session, messageID, lockToken, reason, description)
+	} else {
+		err = s.store.DeadLetter(r.Context(), e, messageID, lockToken, reason, description)
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -247,7 +262,7 @@ func (s *Server) DeadLetterMessage(w http.ResponseWriter, r *http.Request, entit
 
 // DeferMessage sets a locked message aside until it is received by sequence number.
 func (s *Server) DeferMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.DeferMessageParams) {
-	s.settle(w, r, entityPath, store.Defer, messageID, lockToken)
+	s.settle(w, r, target{path: entityPath}, store.Defer, messageID, lockToken)
 }
 
 // PurgeMessages deletes every message of an entity or its dead-letter subqueue.

@@ -2,10 +2,8 @@ package handlers
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/sbgate/sbgate/api"
@@ -18,9 +16,9 @@ const maxDescriptionBytes = 1 << 20
 
 // PutEntity creates an entity, or with If-Match replaces its description.
 func (s *Server) PutEntity(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.PutEntityParams) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDescriptionBytes))
+	body, err := readDescription(w, r)
 	if err != nil {
-		s.writeError(w, r, badRequest("The entity description is larger than %d bytes or could not be read.", maxDescriptionBytes))
+		s.writeError(w, r, err)
 		return
 	}
 	kind, err := atom.DescriptionKind(body)
@@ -28,12 +26,16 @@ func (s *Server) PutEntity(w http.ResponseWriter, r *http.Request, entityPath ap
 		s.writeError(w, r, err)
 		return
 	}
-	if kind != store.KindQueue {
-		s.writeError(w, r, badRequest("Only queue descriptions can be put at '%s'.", truncate(entityPath)))
+	if kind == store.KindSubscription {
+		s.writeError(w, r, badRequest("A subscription is put at {topic}/Subscriptions/{name}, not at '%s'.", truncate(entityPath)))
 		return
 	}
 	props, err := atom.DecodeProperties(body, kind)
 	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.checkSupplementary(r, props); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -88,18 +90,11 @@ func (s *Server) ListQueues(w http.ResponseWriter, r *http.Request, params api.L
 const maxPageSize = 1000
 
 func (s *Server) listEntities(w http.ResponseWriter, r *http.Request, kind store.Kind, parent, title string, skipP, topP *int) {
-	skip, top := 0, 100
-	if skipP != nil {
-		skip = *skipP
-	}
-	if topP != nil {
-		top = *topP
-	}
-	if skip < 0 || top < 1 {
-		s.writeError(w, r, badRequest("$skip must be 0 or more and $top 1 or more."))
+	skip, top, err := page(skipP, topP)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
-	top = min(top, maxPageSize)
 	list, err := s.store.ListEntities(r.Context(), kind, parent, skip, top)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -108,17 +103,9 @@ func (s *Server) listEntities(w http.ResponseWriter, r *http.Request, kind store
 	self := requestURL(r)
 	entries := make([][]byte, 0, len(list))
 	for _, e := range list {
-		entries = append(entries, atom.AppendEntry(nil, s.entryInfo(r, e, self), e, s.encodeOptions(r, true)))
+		entries = append(entries, atom.AppendEntry(nil, s.entryInfo(r, e, self), e, s.encodeOptions(r, e, true)))
 	}
-	info := atom.FeedInfo{Title: title, ID: self, SelfHref: self, Updated: s.now()}
-	if len(list) == top {
-		// The service links a next page whenever this one is full; clients that page by the
-		// link (JS) stop at the first page without it.
-		info.NextHref = withQuery(r, "$skip", strconv.Itoa(skip+top))
-	}
-	w.Header().Set("Content-Type", atom.FeedContentType)
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(atom.AppendFeed(nil, info, entries))
+	s.writeFeed(w, r, title, skip, top, len(list), entries)
 }
 
 // GetNamespaceInfo describes the namespace.
@@ -131,7 +118,7 @@ func (s *Server) GetNamespaceInfo(w http.ResponseWriter, r *http.Request, params
 func (s *Server) writeEntry(w http.ResponseWriter, r *http.Request, status int, e *store.Entity, runtime bool) {
 	w.Header().Set("Content-Type", atom.EntryContentType)
 	w.WriteHeader(status)
-	_, _ = w.Write(atom.AppendEntry(nil, s.entryInfo(r, e, ""), e, s.encodeOptions(r, runtime)))
+	_, _ = w.Write(atom.AppendEntry(nil, s.entryInfo(r, e, ""), e, s.encodeOptions(r, e, runtime)))
 }
 
 // entryInfo builds an entity's Atom envelope. A lone entry's id is the request URL as received
@@ -149,8 +136,8 @@ func (s *Server) entryInfo(r *http.Request, e *store.Entity, feedBase string) at
 	return info
 }
 
-func (s *Server) encodeOptions(r *http.Request, runtime bool) atom.EncodeOptions {
-	return atom.EncodeOptions{Runtime: runtime, Host: r.Host}
+func (s *Server) encodeOptions(r *http.Request, e *store.Entity, runtime bool) atom.EncodeOptions {
+	return atom.EncodeOptions{Runtime: runtime, Host: r.Host, SubscriptionCount: int(e.SubscriptionCount)}
 }
 
 // requestURL is the absolute URL of the request as the client sent it.

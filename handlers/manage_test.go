@@ -288,7 +288,7 @@ func TestGetQueueCounts(t *testing.T) {
 
 func TestGetMissingQueueIsPubliclyListedServicesFeed(t *testing.T) {
 	b := setup(t)
-	for _, path := range []string{"/nope", "/a/b/nope?api-version=2024-05", "/$Resources/Topics"} {
+	for _, path := range []string{"/nope", "/a/b/nope?api-version=2024-05"} {
 		r := b.do(t, call{method: http.MethodGet, path: path})
 		r.want(t, "GET "+path, http.StatusOK)
 		want := `<feed xmlns="http://www.w3.org/2005/Atom"><title type="text">Publicly Listed Services</title>` +
@@ -359,8 +359,8 @@ func TestManagementErrors(t *testing.T) {
 			http.StatusBadRequest, "text outside its root element"},
 		{"bad duration", call{method: http.MethodPut, path: "/bad-duration", body: entryXML("<LockDuration>T1M</LockDuration>")},
 			http.StatusBadRequest, "LockDuration"},
-		{"topic description", call{method: http.MethodPut, path: "/a-topic", body: `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"><TopicDescription xmlns="` + nsSB + `"/></content></entry>`},
-			http.StatusBadRequest, "Only queue descriptions"},
+		{"subscription description at an entity path", call{method: http.MethodPut, path: "/a-sub", body: `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"><SubscriptionDescription xmlns="` + nsSB + `"/></content></entry>`},
+			http.StatusBadRequest, "is put at {topic}/Subscriptions/{name}"},
 		{"invalid name", call{method: http.MethodPut, path: "/bad%40name", body: entryXML("")},
 			http.StatusBadRequest, "contains character(s) that is not allowed"},
 		{"reserved segment", call{method: http.MethodPut, path: "/a/rules/b", body: entryXML("")},

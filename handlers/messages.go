@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -194,40 +195,74 @@ func jsonPropertyValue(raw json.RawMessage) (any, error) {
 
 // PeekLockMessage locks and returns the next message.
 func (s *Server) PeekLockMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.PeekLockMessageParams) {
-	s.receive(w, r, entityPath, params.Timeout, store.PeekLock)
+	s.receive(w, r, target{path: entityPath}, params.Timeout, store.PeekLock)
 }
 
 // ReceiveAndDeleteMessage removes and returns the next message.
 func (s *Server) ReceiveAndDeleteMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.ReceiveAndDeleteMessageParams) {
-	s.receive(w, r, entityPath, params.Timeout, store.ReceiveAndDelete)
+	s.receive(w, r, target{path: entityPath}, params.Timeout, store.ReceiveAndDelete)
 }
 
-func (s *Server) receive(w http.ResponseWriter, r *http.Request, entityPath string, timeout *int, mode store.ReceiveMode) {
+// target is where a data-plane operation acts: an entity path (possibly ending in
+// $DeadLetterQueue) and, inside an accepted session, the session lock.
+type target struct {
+	path    string
+	session *store.SessionLock
+}
+
+// base is the escaped URL path under which the target's messages are settled.
+func (t target) base() string {
+	b := escapePath(t.path)
+	if t.session != nil {
+		b += "/sessions/" + url.PathEscape(t.session.SessionID) + "/" + t.session.Token.String()
+	}
+	return b
+}
+
+// resolve finds the target's entity; a session lives in the entity proper.
+func (s *Server) resolve(r *http.Request, t target) (*store.Entity, store.SubQueue, error) {
+	e, sq, err := s.messagingEntity(r, t.path)
+	if err == nil && t.session != nil && sq != store.SubQueueMain {
+		err = badRequest("Sessions live in the entity, not its dead-letter subqueue.")
+	}
+	return e, sq, err
+}
+
+// receiveMessages takes up to n messages of the target.
+func (s *Server) receiveMessages(r *http.Request, t target, e *store.Entity, sq store.SubQueue, mode store.ReceiveMode, n int, wait time.Duration) ([]*store.Message, error) {
+	if t.session != nil {
+		return s.store.ReceiveSession(r.Context(), e, *t.session, mode, n, wait)
+	}
+	return s.store.ReceiveBatch(r.Context(), e, sq, mode, n, wait)
+}
+
+func (s *Server) receive(w http.ResponseWriter, r *http.Request, t target, timeout *int, mode store.ReceiveMode) {
 	wait, err := s.receiveWait(timeout)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	e, sq, err := s.messagingEntity(r, entityPath)
+	e, sq, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	m, err := s.store.Receive(r.Context(), e, sq, mode, wait)
+	msgs, err := s.receiveMessages(r, t, e, sq, mode, 1, wait)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if m == nil {
+	if len(msgs) == 0 {
 		w.Header().Set("Content-Type", "application/xml; charset=utf-8")
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	m := msgs[0]
 	status := http.StatusOK
 	if mode == store.PeekLock {
 		status = http.StatusCreated
-		w.Header().Set("Location", s.lockLocation(r, entityPath, m))
+		w.Header().Set("Location", s.lockLocation(r, t, m))
 	}
 	s.writeMessage(w, status, m)
 }
@@ -248,8 +283,8 @@ func (s *Server) receiveWait(timeout *int) (time.Duration, error) {
 
 // lockLocation is the settlement URL of a locked message, built from the request's own scheme and
 // Host header (clients derive the settlement path from it).
-func (s *Server) lockLocation(r *http.Request, entityPath string, m *store.Message) string {
-	return requestScheme(r) + "://" + r.Host + "/" + escapePath(entityPath) + "/messages/" +
+func (s *Server) lockLocation(r *http.Request, t target, m *store.Message) string {
+	return requestScheme(r) + "://" + r.Host + "/" + t.base() + "/messages/" +
 		strconv.FormatInt(m.SequenceNumber, 10) + "/" + m.LockToken.String()
 }
 
@@ -289,26 +324,31 @@ func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Messag
 
 // CompleteMessage deletes a locked message.
 func (s *Server) CompleteMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.CompleteMessageParams) {
-	s.settle(w, r, entityPath, store.Complete, messageID, lockToken)
+	s.settle(w, r, target{path: entityPath}, store.Complete, messageID, lockToken)
 }
 
 // UnlockMessage abandons a lock.
 func (s *Server) UnlockMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.UnlockMessageParams) {
-	s.settle(w, r, entityPath, store.Abandon, messageID, lockToken)
+	s.settle(w, r, target{path: entityPath}, store.Abandon, messageID, lockToken)
 }
 
 // RenewLock extends a lock.
 func (s *Server) RenewLock(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.RenewLockParams) {
-	s.settle(w, r, entityPath, store.RenewLock, messageID, lockToken)
+	s.settle(w, r, target{path: entityPath}, store.RenewLock, messageID, lockToken)
 }
 
-func (s *Server) settle(w http.ResponseWriter, r *http.Request, entityPath string, op store.Settlement, messageID string, token uuid.UUID) {
-	e, sq, err := s.messagingEntity(r, entityPath)
+func (s *Server) settle(w http.ResponseWriter, r *http.Request, t target, op store.Settlement, messageID string, token uuid.UUID) {
+	e, sq, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	until, err := s.store.Settle(r.Context(), e, sq, op, messageID, token)
+	var until time.Time
+	if t.session != nil {
+		until, err = s.store.SettleSession(r.Context(), e, *t.session, op, messageID, token)
+	} else {
+		until, err = s.store.Settle(r.Context(), e, sq, op, messageID, token)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -38,6 +38,24 @@ const (
 	opDefer
 	opResubmitAll
 	opResubmitOne
+	// Topics, subscriptions, rules.
+	opListTopics
+	opListSubscriptions
+	opPutSubscription
+	opGetSubscription
+	opDeleteSubscription
+	opListRules
+	opPutRule
+	opGetRule
+	opDeleteRule
+	// Sessions (operations on messages inside a session reuse the message operations).
+	opListSessions
+	opAcceptNextSession
+	opAcceptSession
+	opRenewSession
+	opReleaseSession
+	opGetSessionState
+	opSetSessionState
 )
 
 // route is a classified request.
@@ -60,9 +78,12 @@ func (r route) right() sas.Rights {
 	case opSend, opCancelScheduled:
 		return sas.Send
 	case opPeekLock, opReceiveAndDelete, opComplete, opUnlock, opRenewLock, opBrowse, opPeekLockBatch,
-		opReceiveAndDeleteBatch, opPeekLockDeferred, opReceiveAndDeleteDeferred, opDeadLetter, opDefer:
+		opReceiveAndDeleteBatch, opPeekLockDeferred, opReceiveAndDeleteDeferred, opDeadLetter, opDefer,
+		opListSessions, opAcceptNextSession, opAcceptSession, opRenewSession, opReleaseSession, opGetSessionState, opSetSessionState:
 		return sas.Listen
-	case opListQueues, opPutEntity, opGetEntity, opDeleteEntity, opPurge, opResubmitAll, opResubmitOne:
+	case opListQueues, opPutEntity, opGetEntity, opDeleteEntity, opPurge, opResubmitAll, opResubmitOne,
+		opListTopics, opListSubscriptions, opPutSubscription, opGetSubscription, opDeleteSubscription,
+		opListRules, opPutRule, opGetRule, opDeleteRule:
 		return sas.Manage
 	}
 	return 0
@@ -71,6 +92,9 @@ func (r route) right() sas.Rights {
 // Literal path segments of the protocol, matched case-insensitively.
 const (
 	segMessages      = "messages"
+	segSessions      = "sessions"
+	segSubscriptions = "subscriptions"
+	segTopics        = "topics"
 	segResources     = "$resources"
 	segQueues        = "queues"
 	segNamespaceInfo = "$namespaceinfo"
@@ -85,11 +109,21 @@ const (
 // ok is false when nothing matches.
 func classify(method, escapedPath string) (route, bool) {
 	raw := splitRaw(escapedPath)
-	// Entity names may not contain a "messages" segment, so the first one ends the entity path
-	// of a data-plane request; what follows says the operation. Those following segments are
-	// decoded but not split, so a MessageId with an encoded '/' stays one segment.
-	for k := 1; k < len(raw); k++ {
-		if seg, err := url.PathUnescape(raw[k]); err == nil && strings.EqualFold(seg, segMessages) {
+	// Entity names may not contain a "messages", "sessions" or "subscriptions" segment, so the
+	// first "messages" or "sessions" ends the entity path of a data-plane request (a
+	// subscription's entity path includes its "Subscriptions" segment), and failing those the
+	// first "subscriptions" ends a topic's path. The segments after the marker are decoded but
+	// not split, so a MessageId or SessionId with an encoded '/' stays one segment.
+	for _, markers := range [][]string{{segMessages, segSessions}, {segSubscriptions}} {
+		for k := 1; k < len(raw); k++ {
+			seg, err := url.PathUnescape(raw[k])
+			if err != nil {
+				return route{}, false
+			}
+			marker := strings.ToLower(seg)
+			if marker != markers[0] && (len(markers) < 2 || marker != markers[1]) {
+				continue
+			}
 			entity, ok := decodeSegments(raw[:k])
 			if !ok || len(entity) == 0 {
 				return route{}, false
@@ -102,8 +136,8 @@ func classify(method, escapedPath string) (route, bool) {
 				}
 				rest = append(rest, seg)
 			}
-			rt, ok := dataRoute(method, strings.Join(entity, "/"), rest)
-			rt.scope = strings.ToLower(strings.Join(append(append(entity, segMessages), rest...), "/"))
+			rt, ok := markerRoute(method, marker, strings.Join(entity, "/"), rest)
+			rt.scope = strings.ToLower(strings.Join(append(append(entity, marker), rest...), "/"))
 			return rt, ok
 		}
 	}
@@ -112,17 +146,115 @@ func classify(method, escapedPath string) (route, bool) {
 		return route{}, false
 	}
 	scope := strings.ToLower(strings.Join(segs, "/"))
-	// "messages" may also hide inside an encoded segment ("/a%2Fb%2Fmessages").
-	for k := 1; k < len(segs); k++ {
-		if strings.EqualFold(segs[k], segMessages) {
-			rt, ok := dataRoute(method, strings.Join(segs[:k], "/"), segs[k+1:])
-			rt.scope = scope
-			return rt, ok
+	// A marker may also hide inside an encoded segment ("/a%2Fb%2Fmessages").
+	for _, markers := range [][]string{{segMessages, segSessions}, {segSubscriptions}} {
+		for k := 1; k < len(segs); k++ {
+			marker := strings.ToLower(segs[k])
+			if marker == markers[0] || len(markers) > 1 && marker == markers[1] {
+				rt, ok := markerRoute(method, marker, strings.Join(segs[:k], "/"), segs[k+1:])
+				rt.scope = scope
+				return rt, ok
+			}
 		}
 	}
 	r, ok := classifySegments(method, segs)
 	r.scope = scope
 	return r, ok
+}
+
+// markerRoute classifies what follows a marker segment of an entity path.
+func markerRoute(method, marker, entity string, rest []string) (route, bool) {
+	switch marker {
+	case segMessages:
+		return dataRoute(method, entity, rest)
+	case segSessions:
+		return sessionRoute(method, entity, rest)
+	}
+	return subscriptionRoute(method, entity, rest)
+}
+
+// sessionOps are the operations under {entity}/sessions, by what follows and by method.
+var sessionOps = []struct {
+	rest []string
+	ops  map[string]op
+}{
+	{nil, map[string]op{http.MethodGet: opListSessions}},
+	{[]string{"$accept"}, map[string]op{http.MethodPost: opAcceptNextSession}},
+	{[]string{"{}", "$accept"}, map[string]op{http.MethodPost: opAcceptSession}},
+	{[]string{"{}", "{}"}, map[string]op{http.MethodPost: opRenewSession, http.MethodDelete: opReleaseSession}},
+	{[]string{"{}", "{}", "state"}, map[string]op{http.MethodGet: opGetSessionState, http.MethodPut: opSetSessionState}},
+	{[]string{"{}", "{}", "messages", "head"}, map[string]op{http.MethodPost: opPeekLock, http.MethodDelete: opReceiveAndDelete}},
+	{[]string{"{}", "{}", "messages", "$batch"}, map[string]op{http.MethodPost: opPeekLockBatch, http.MethodDelete: opReceiveAndDeleteBatch}},
+	{[]string{"{}", "{}", "messages", "$deferred", "{}"}, map[string]op{http.MethodPost: opPeekLockDeferred, http.MethodDelete: opReceiveAndDeleteDeferred}},
+	{[]string{"{}", "{}", "messages", "{}", "{}", "$deadletter"}, map[string]op{http.MethodPost: opDeadLetter}},
+	{[]string{"{}", "{}", "messages", "{}", "{}", "$defer"}, map[string]op{http.MethodPost: opDefer}},
+	{[]string{"{}", "{}", "messages", "{}", "{}"}, map[string]op{http.MethodDelete: opComplete, http.MethodPut: opUnlock, http.MethodPost: opRenewLock}},
+}
+
+// subscriptionOps are the operations under {topic}/Subscriptions.
+var subscriptionOps = []struct {
+	rest []string
+	ops  map[string]op
+}{
+	{nil, map[string]op{http.MethodGet: opListSubscriptions}},
+	{[]string{"{}"}, map[string]op{http.MethodPut: opPutSubscription, http.MethodGet: opGetSubscription, http.MethodDelete: opDeleteSubscription}},
+	{[]string{"{}", "rules"}, map[string]op{http.MethodGet: opListRules}},
+	{[]string{"{}", "rules", "{}"}, map[string]op{http.MethodPut: opPutRule, http.MethodGet: opGetRule, http.MethodDelete: opDeleteRule}},
+}
+
+// literalCase is the casing a literal segment takes in the canonical path.
+var literalCase = map[string]string{"rules": "Rules"}
+
+// matchOps finds the operation whose pattern rest matches, building the canonical path after
+// prefix.
+func matchOps(method, prefix string, rest []string, table []struct {
+	rest []string
+	ops  map[string]op
+}) (op, string, bool) {
+	for _, d := range table {
+		if len(d.rest) != len(rest) {
+			continue
+		}
+		canonical := prefix
+		match := true
+		for i, want := range d.rest {
+			switch {
+			case want == "{}":
+				canonical += "/" + url.PathEscape(rest[i])
+			case strings.EqualFold(rest[i], want):
+				lit := want
+				if c, ok := literalCase[want]; ok {
+					lit = c
+				}
+				canonical += "/" + lit
+			default:
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		o, ok := d.ops[method]
+		return o, canonical, ok
+	}
+	return opUnknown, "", false
+}
+
+// sessionRoute classifies a request under {entity}/sessions.
+func sessionRoute(method, entity string, rest []string) (route, bool) {
+	o, canonical, ok := matchOps(method, "/"+url.PathEscape(entity)+"/sessions", rest, sessionOps)
+	return route{op: o, entity: entity, canonical: canonical}, ok
+}
+
+// subscriptionRoute classifies a request under {topic}/Subscriptions. The route's entity is the
+// subscription (for errors and for the topic's keys).
+func subscriptionRoute(method, topic string, rest []string) (route, bool) {
+	o, canonical, ok := matchOps(method, "/"+url.PathEscape(topic)+"/Subscriptions", rest, subscriptionOps)
+	entity := topic
+	if len(rest) > 0 {
+		entity = store.SubscriptionPath(topic, rest[0])
+	}
+	return route{op: o, entity: entity, canonical: canonical}, ok
 }
 
 func classifySegments(method string, segs []string) (route, bool) {
@@ -137,6 +269,8 @@ func classifySegments(method string, segs []string) (route, bool) {
 		return route{op: opNamespaceInfo, canonical: "/$namespaceinfo"}, methodIs(method, http.MethodGet)
 	case n == 2 && lower(0) == segResources && lower(1) == segQueues:
 		return route{op: opListQueues, canonical: "/$Resources/Queues"}, methodIs(method, http.MethodGet)
+	case n == 2 && lower(0) == segResources && lower(1) == segTopics:
+		return route{op: opListTopics, canonical: "/$Resources/Topics"}, methodIs(method, http.MethodGet)
 	}
 	entity := strings.Join(segs, "/")
 	r := route{entity: entity, canonical: "/" + url.PathEscape(entity)}
@@ -175,29 +309,8 @@ var dataOps = []struct {
 // dataRoute classifies a data-plane request on entity (which may end in a $DeadLetterQueue
 // segment) whose path continues after "messages" with rest.
 func dataRoute(method, entity string, rest []string) (route, bool) {
-	for _, d := range dataOps {
-		if len(d.rest) != len(rest) {
-			continue
-		}
-		canonical := "/" + url.PathEscape(entity) + "/messages"
-		match := true
-		for i, want := range d.rest {
-			switch {
-			case want == "{}":
-				canonical += "/" + url.PathEscape(rest[i])
-			case strings.EqualFold(rest[i], want):
-				canonical += "/" + want
-			default:
-				match = false
-			}
-		}
-		if !match {
-			continue
-		}
-		o, ok := d.ops[method]
-		return route{op: o, entity: entity, canonical: canonical}, ok
-	}
-	return route{}, false
+	o, canonical, ok := matchOps(method, "/"+url.PathEscape(entity)+"/messages", rest, dataOps)
+	return route{op: o, entity: entity, canonical: canonical}, ok
 }
 
 func methodIs(got, want string) bool { return got == want }

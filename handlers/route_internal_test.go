@@ -19,7 +19,10 @@ func (o op) String() string {
 	return [...]string{"unknown", "health", "namespaceInfo", "listQueues", "putEntity", "getEntity", "deleteEntity",
 		"send", "peekLock", "receiveAndDelete", "complete", "unlock", "renewLock",
 		"purge", "browse", "peekLockBatch", "receiveAndDeleteBatch", "peekLockDeferred", "receiveAndDeleteDeferred",
-		"cancelScheduled", "deadLetter", "defer", "resubmitAll", "resubmitOne"}[o]
+		"cancelScheduled", "deadLetter", "defer", "resubmitAll", "resubmitOne",
+		"listTopics", "listSubscriptions", "putSubscription", "getSubscription", "deleteSubscription",
+		"listRules", "putRule", "getRule", "deleteRule",
+		"listSessions", "acceptNextSession", "acceptSession", "renewSession", "releaseSession", "getSessionState", "setSessionState"}[o]
 }
 
 func TestClassify(t *testing.T) {
@@ -48,7 +51,7 @@ func TestClassify(t *testing.T) {
 		{"GET", "/%24Resources/QUEUES", true, opListQueues, "", "/$Resources/Queues", "$resources/queues"},
 		{"DELETE", "/$Resources/Queues", false, opListQueues, "", "/$Resources/Queues", "$resources/queues"},
 		// Topics are not served: the path is looked up as an entity and not found.
-		{"GET", "/$Resources/Topics", true, opGetEntity, "$Resources/Topics", "/$Resources%2FTopics", "$resources/topics"},
+		{"GET", "/$Resources/Topics", true, opListTopics, "", "/$Resources/Topics", "$resources/topics"},
 
 		{"PUT", "/q", true, opPutEntity, "q", "/q", "q"},
 		{"PUT", "/q/", true, opPutEntity, "q", "/q", "q"},
@@ -56,7 +59,18 @@ func TestClassify(t *testing.T) {
 		{"DELETE", "/a/b/c", true, opDeleteEntity, "a/b/c", "/a%2Fb%2Fc", "a/b/c"},
 		{"GET", "/a%2Fb%2Fc", true, opGetEntity, "a/b/c", "/a%2Fb%2Fc", "a/b/c"},
 		{"GET", "/a%2fb//c/", true, opGetEntity, "a/b/c", "/a%2Fb%2Fc", "a/b/c"},
-		{"GET", "/t/Subscriptions/s", true, opGetEntity, "t/Subscriptions/s", "/t%2FSubscriptions%2Fs", "t/subscriptions/s"},
+		{"GET", "/t/Subscriptions/s", true, opGetSubscription, "t/Subscriptions/s", "/t/Subscriptions/s", "t/subscriptions/s"},
+		{"GET", "/a/b/subscriptions/", true, opListSubscriptions, "a/b", "/a%2Fb/Subscriptions", "a/b/subscriptions"},
+		{"PUT", "/t/Subscriptions/s/rules/r1", true, opPutRule, "t/Subscriptions/s", "/t/Subscriptions/s/Rules/r1", "t/subscriptions/s/rules/r1"},
+		{"GET", "/t/Subscriptions/s/Rules/", true, opListRules, "t/Subscriptions/s", "/t/Subscriptions/s/Rules", "t/subscriptions/s/rules"},
+		{"POST", "/t/Subscriptions/s/messages/head", true, opPeekLock, "t/Subscriptions/s", "/t%2FSubscriptions%2Fs/messages/head", "t/subscriptions/s/messages/head"},
+		{"POST", "/q/sessions/$accept", true, opAcceptNextSession, "q", "/q/sessions/$accept", "q/sessions/$accept"},
+		{"POST", "/q/Sessions/a%2Fb/$accept", true, opAcceptSession, "q", "/q/sessions/a%2Fb/$accept", "q/sessions/a/b/$accept"},
+		{"DELETE", "/q/sessions/s1/" + tok, true, opReleaseSession, "q", "/q/sessions/s1/" + tok, "q/sessions/s1/" + tok},
+		{"PUT", "/q/sessions/s1/" + tok + "/State", true, opSetSessionState, "q", "/q/sessions/s1/" + tok + "/state", "q/sessions/s1/" + tok + "/state"},
+		{"POST", "/t/Subscriptions/s/sessions/s1/" + tok + "/messages/head", true, opPeekLock, "t/Subscriptions/s", "/t%2FSubscriptions%2Fs/sessions/s1/" + tok + "/messages/head", "t/subscriptions/s/sessions/s1/" + tok + "/messages/head"},
+		{"DELETE", "/q/sessions/s1/" + tok + "/messages/7/" + tok, true, opComplete, "q", "/q/sessions/s1/" + tok + "/messages/7/" + tok, "q/sessions/s1/" + tok + "/messages/7/" + tok},
+		{"GET", "/q/sessions", true, opListSessions, "q", "/q/sessions", "q/sessions"},
 		{"POST", "/q", false, opUnknown, "q", "/q", "q"},
 		{"PATCH", "/q", false, opUnknown, "q", "/q", "q"},
 		{"GET", "/a%20b", true, opGetEntity, "a b", "/a%20b", "a b"},
@@ -257,6 +271,86 @@ func (r *recorder) ResubmitAll(_ http.ResponseWriter, _ *http.Request, e string,
 }
 func (r *recorder) ResubmitOne(_ http.ResponseWriter, _ *http.Request, e string, _ api.SequenceNumber, _ api.ResubmitOneParams) {
 	r.op, r.entity = opResubmitOne, e
+}
+
+func (r *recorder) ListTopics(http.ResponseWriter, *http.Request, api.ListTopicsParams) { r.op = opListTopics }
+func (r *recorder) ListSubscriptions(_ http.ResponseWriter, _ *http.Request, e string, _ api.ListSubscriptionsParams) {
+	r.op, r.entity = opListSubscriptions, e
+}
+func (r *recorder) PutSubscription(_ http.ResponseWriter, _ *http.Request, e, s string, _ api.PutSubscriptionParams) {
+	r.op, r.entity = opPutSubscription, e+"/Subscriptions/"+s
+}
+func (r *recorder) GetSubscription(_ http.ResponseWriter, _ *http.Request, e, s string, _ api.GetSubscriptionParams) {
+	r.op, r.entity = opGetSubscription, e+"/Subscriptions/"+s
+}
+func (r *recorder) DeleteSubscription(_ http.ResponseWriter, _ *http.Request, e, s string, _ api.DeleteSubscriptionParams) {
+	r.op, r.entity = opDeleteSubscription, e+"/Subscriptions/"+s
+}
+func (r *recorder) ListRules(_ http.ResponseWriter, _ *http.Request, e, s string, _ api.ListRulesParams) {
+	r.op, r.entity = opListRules, e+"/Subscriptions/"+s
+}
+func (r *recorder) PutRule(_ http.ResponseWriter, _ *http.Request, e, s, _ string, _ api.PutRuleParams) {
+	r.op, r.entity = opPutRule, e+"/Subscriptions/"+s
+}
+func (r *recorder) GetRule(_ http.ResponseWriter, _ *http.Request, e, s, _ string, _ api.GetRuleParams) {
+	r.op, r.entity = opGetRule, e+"/Subscriptions/"+s
+}
+func (r *recorder) DeleteRule(_ http.ResponseWriter, _ *http.Request, e, s, _ string, _ api.DeleteRuleParams) {
+	r.op, r.entity = opDeleteRule, e+"/Subscriptions/"+s
+}
+func (r *recorder) ListSessions(_ http.ResponseWriter, _ *http.Request, e string, _ api.ListSessionsParams) {
+	r.op, r.entity = opListSessions, e
+}
+func (r *recorder) AcceptNextSession(_ http.ResponseWriter, _ *http.Request, e string, _ api.AcceptNextSessionParams) {
+	r.op, r.entity = opAcceptNextSession, e
+}
+func (r *recorder) AcceptSession(_ http.ResponseWriter, _ *http.Request, e, _ string, _ api.AcceptSessionParams) {
+	r.op, r.entity = opAcceptSession, e
+}
+func (r *recorder) RenewSessionLock(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.RenewSessionLockParams) {
+	r.op, r.entity = opRenewSession, e
+}
+func (r *recorder) ReleaseSession(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.ReleaseSessionParams) {
+	r.op, r.entity = opReleaseSession, e
+}
+func (r *recorder) GetSessionState(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.GetSessionStateParams) {
+	r.op, r.entity = opGetSessionState, e
+}
+func (r *recorder) SetSessionState(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.SetSessionStateParams) {
+	r.op, r.entity = opSetSessionState, e
+}
+func (r *recorder) SessionPeekLock(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.SessionPeekLockParams) {
+	r.op, r.entity = opPeekLock, e
+}
+func (r *recorder) SessionReceiveAndDelete(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.SessionReceiveAndDeleteParams) {
+	r.op, r.entity = opReceiveAndDelete, e
+}
+func (r *recorder) SessionPeekLockBatch(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.SessionPeekLockBatchParams) {
+	r.op, r.entity = opPeekLockBatch, e
+}
+func (r *recorder) SessionReceiveAndDeleteBatch(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.SessionReceiveAndDeleteBatchParams) {
+	r.op, r.entity = opReceiveAndDeleteBatch, e
+}
+func (r *recorder) SessionComplete(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ string, _ openapi_types.UUID, _ api.SessionCompleteParams) {
+	r.op, r.entity = opComplete, e
+}
+func (r *recorder) SessionUnlock(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ string, _ openapi_types.UUID, _ api.SessionUnlockParams) {
+	r.op, r.entity = opUnlock, e
+}
+func (r *recorder) SessionRenewMessageLock(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ string, _ openapi_types.UUID, _ api.SessionRenewMessageLockParams) {
+	r.op, r.entity = opRenewLock, e
+}
+func (r *recorder) SessionDeadLetter(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ string, _ openapi_types.UUID, _ api.SessionDeadLetterParams) {
+	r.op, r.entity = opDeadLetter, e
+}
+func (r *recorder) SessionDefer(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ string, _ openapi_types.UUID, _ api.SessionDeferParams) {
+	r.op, r.entity = opDefer, e
+}
+func (r *recorder) SessionPeekLockDeferred(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ int64, _ api.SessionPeekLockDeferredParams) {
+	r.op, r.entity = opPeekLockDeferred, e
+}
+func (r *recorder) SessionReceiveAndDeleteDeferred(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ int64, _ api.SessionReceiveAndDeleteDeferredParams) {
+	r.op, r.entity = opReceiveAndDeleteDeferred, e
 }
 
 // routeCanonical sends a request for rt's canonical path through the generated router, as front

@@ -103,13 +103,16 @@ func (s *Server) front(next http.Handler) http.Handler {
 			s.writeError(w, r, &store.Error{Code: store.CodeNotFound, Message: "No service is hosted at the specified address."})
 			return
 		}
-		r = r.WithContext(context.WithValue(r.Context(), routeKey{}, rt))
+		ctx := context.WithValue(r.Context(), routeKey{}, rt)
 		if rt.op != opHealth {
-			if err := s.authorize(r, rt); err != nil {
-				s.writeError(w, r, err)
+			namespaceKey, err := s.authorize(r.WithContext(ctx), rt)
+			if err != nil {
+				s.writeError(w, r.WithContext(ctx), err)
 				return
 			}
+			ctx = context.WithValue(ctx, namespaceKeyCtx{}, namespaceKey)
 		}
+		r = r.WithContext(ctx)
 		u := *r.URL
 		u.RawPath = rt.canonical
 		if p, err := pathUnescape(rt.canonical); err == nil {

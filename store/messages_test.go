@@ -345,7 +345,7 @@ func TestLongPollTimesOut(t *testing.T) {
 
 func TestReceiveFromMissingOrWrongEntity(t *testing.T) {
 	b := setup(t)
-	q := b.queue(t, "sessions", func(p *store.Properties) { p.RequiresSession = true })
+	q := b.queue(t, "session-queue", func(p *store.Properties) { p.RequiresSession = true })
 	if err := b.store.Send(b.ctx, q, []store.Message{body("no session")}); !errors.Is(err, store.ErrBadRequest) {
 		t.Errorf("send without SessionId to a session queue: err = %v; want ErrBadRequest", err)
 	}

@@ -26,7 +26,7 @@ func SplitSubscriptionPath(path string) (topic, name string, ok bool) {
 
 // reservedSegments are path segments that address something inside an entity, so an entity
 // name may not contain them as a segment: "orders/messages" would be ambiguous with a send.
-var reservedSegments = map[string]bool{"messages": true, "subscriptions": true, "rules": true}
+var reservedSegments = map[string]bool{"messages": true, "subscriptions": true, "rules": true, "sessions": true}
 
 // ValidateEntityPath checks a queue or topic path: at most 260 characters, segments separated
 // by '/', made of letters, digits, '.', '-' and '_', starting and ending with a letter or digit,
@@ -66,6 +66,9 @@ func ValidateSubscriptionName(name string) error {
 	}
 	if !isAlnum(name[0]) || !isAlnum(name[len(name)-1]) {
 		return badRequest("The name '%s' is not valid: it must start and end with a letter or number.", name)
+	}
+	if reservedSegments[strings.ToLower(name)] {
+		return badRequest("'%s' is a reserved word and cannot be a name here.", name)
 	}
 	return nil
 }

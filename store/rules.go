@@ -180,6 +180,9 @@ func validateRuleName(name string) error {
 	if len(name) > MaxRuleNameLength {
 		return badRequest("The rule name '%s' is longer than %d characters.", truncate(name), MaxRuleNameLength)
 	}
+	if reservedSegments[strings.ToLower(name)] {
+		return badRequest("'%s' is a reserved word and cannot be a rule name.", name)
+	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !isAlnum(c) && c != '.' && c != '-' && c != '_' && !(c == '$' && i == 0) {

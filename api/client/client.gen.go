@@ -140,17 +140,54 @@ type Message struct {
 	UserProperties *map[string]interface{} `json:"UserProperties,omitempty"`
 }
 
+// SessionInfo defines model for SessionInfo.
+type SessionInfo struct {
+	HasMessages bool `json:"HasMessages"`
+	HasState    bool `json:"HasState"`
+
+	// LockedUntilUtc RFC 1123 date; absent when the session is not locked.
+	LockedUntilUtc *string `json:"LockedUntilUtc,omitempty"`
+	SessionId      string  `json:"SessionId"`
+}
+
+// SessionLock defines model for SessionLock.
+type SessionLock struct {
+	LockToken openapi_types.UUID `json:"LockToken"`
+
+	// LockedUntilUtc RFC 1123 date.
+	LockedUntilUtc string `json:"LockedUntilUtc"`
+	SessionId      string `json:"SessionId"`
+}
+
 // ApiVersion defines model for ApiVersion.
 type ApiVersion = string
 
 // EntityPath defines model for EntityPath.
 type EntityPath = string
 
+// LockToken defines model for LockToken.
+type LockToken = openapi_types.UUID
+
+// MessageId defines model for MessageId.
+type MessageId = string
+
+// RuleName defines model for RuleName.
+type RuleName = string
+
 // SequenceNumber defines model for SequenceNumber.
 type SequenceNumber = int64
 
+// SessionId defines model for SessionId.
+type SessionId = string
+
+// SessionLockToken defines model for SessionLockToken.
+type SessionLockToken = openapi_types.UUID
+
 // Skip defines model for Skip.
 type Skip = int
+
+// SubscriptionName defines model for SubscriptionName.
+type SubscriptionName = string
 
 // Timeout defines model for Timeout.
 type Timeout = int
@@ -160,6 +197,15 @@ type Top = int
 
 // ListQueuesParams defines parameters for ListQueues.
 type ListQueuesParams struct {
+	Skip *Skip `form:"$skip,omitempty" json:"$skip,omitempty"`
+	Top  *Top  `form:"$top,omitempty" json:"$top,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// ListTopicsParams defines parameters for ListTopics.
+type ListTopicsParams struct {
 	Skip *Skip `form:"$skip,omitempty" json:"$skip,omitempty"`
 	Top  *Top  `form:"$top,omitempty" json:"$top,omitempty"`
 
@@ -195,6 +241,74 @@ type PutEntityParams struct {
 
 	// IfMatch `*` updates an existing entity; without it the entity is created.
 	IfMatch *string `json:"If-Match,omitempty"`
+
+	// ServiceBusSupplementaryAuthorization A SAS token with Send rights on the ForwardTo target; checked when present.
+	ServiceBusSupplementaryAuthorization *string `json:"ServiceBusSupplementaryAuthorization,omitempty"`
+
+	// ServiceBusDlqSupplementaryAuthorization A SAS token with Send rights on the ForwardDeadLetteredMessagesTo target; checked when present.
+	ServiceBusDlqSupplementaryAuthorization *string `json:"ServiceBusDlqSupplementaryAuthorization,omitempty"`
+}
+
+// ListSubscriptionsParams defines parameters for ListSubscriptions.
+type ListSubscriptionsParams struct {
+	Skip *Skip `form:"$skip,omitempty" json:"$skip,omitempty"`
+	Top  *Top  `form:"$top,omitempty" json:"$top,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// DeleteSubscriptionParams defines parameters for DeleteSubscription.
+type DeleteSubscriptionParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// GetSubscriptionParams defines parameters for GetSubscription.
+type GetSubscriptionParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// PutSubscriptionParams defines parameters for PutSubscription.
+type PutSubscriptionParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+	IfMatch    *string     `json:"If-Match,omitempty"`
+
+	// ServiceBusSupplementaryAuthorization A SAS token with Send rights on the ForwardTo target; checked when present.
+	ServiceBusSupplementaryAuthorization *string `json:"ServiceBusSupplementaryAuthorization,omitempty"`
+
+	// ServiceBusDlqSupplementaryAuthorization A SAS token with Send rights on the ForwardDeadLetteredMessagesTo target; checked when present.
+	ServiceBusDlqSupplementaryAuthorization *string `json:"ServiceBusDlqSupplementaryAuthorization,omitempty"`
+}
+
+// ListRulesParams defines parameters for ListRules.
+type ListRulesParams struct {
+	Skip *Skip `form:"$skip,omitempty" json:"$skip,omitempty"`
+	Top  *Top  `form:"$top,omitempty" json:"$top,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// DeleteRuleParams defines parameters for DeleteRule.
+type DeleteRuleParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// GetRuleParams defines parameters for GetRule.
+type GetRuleParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// PutRuleParams defines parameters for PutRule.
+type PutRuleParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+	IfMatch    *string     `json:"If-Match,omitempty"`
 }
 
 // PurgeMessagesParams defines parameters for PurgeMessages.
@@ -332,8 +446,141 @@ type DeferMessageParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// ListSessionsParams defines parameters for ListSessions.
+type ListSessionsParams struct {
+	Skip *Skip `form:"$skip,omitempty" json:"$skip,omitempty"`
+	Top  *Top  `form:"$top,omitempty" json:"$top,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// AcceptNextSessionParams defines parameters for AcceptNextSession.
+type AcceptNextSessionParams struct {
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// AcceptSessionParams defines parameters for AcceptSession.
+type AcceptSessionParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// ReleaseSessionParams defines parameters for ReleaseSession.
+type ReleaseSessionParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// RenewSessionLockParams defines parameters for RenewSessionLock.
+type RenewSessionLockParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionReceiveAndDeleteBatchParams defines parameters for SessionReceiveAndDeleteBatch.
+type SessionReceiveAndDeleteBatchParams struct {
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionPeekLockBatchParams defines parameters for SessionPeekLockBatch.
+type SessionPeekLockBatchParams struct {
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionReceiveAndDeleteDeferredParams defines parameters for SessionReceiveAndDeleteDeferred.
+type SessionReceiveAndDeleteDeferredParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionPeekLockDeferredParams defines parameters for SessionPeekLockDeferred.
+type SessionPeekLockDeferredParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionReceiveAndDeleteParams defines parameters for SessionReceiveAndDelete.
+type SessionReceiveAndDeleteParams struct {
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionPeekLockParams defines parameters for SessionPeekLock.
+type SessionPeekLockParams struct {
+	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
+	Timeout *Timeout `form:"timeout,omitempty" json:"timeout,omitempty"`
+
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionCompleteParams defines parameters for SessionComplete.
+type SessionCompleteParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionRenewMessageLockParams defines parameters for SessionRenewMessageLock.
+type SessionRenewMessageLockParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionUnlockParams defines parameters for SessionUnlock.
+type SessionUnlockParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionDeadLetterParams defines parameters for SessionDeadLetter.
+type SessionDeadLetterParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SessionDeferParams defines parameters for SessionDefer.
+type SessionDeferParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// GetSessionStateParams defines parameters for GetSessionState.
+type GetSessionStateParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
+// SetSessionStateParams defines parameters for SetSessionState.
+type SetSessionStateParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // DeadLetterMessageJSONRequestBody defines body for DeadLetterMessage for application/json ContentType.
 type DeadLetterMessageJSONRequestBody = DeadLetterRequest
+
+// SessionDeadLetterJSONRequestBody defines body for SessionDeadLetter for application/json ContentType.
+type SessionDeadLetterJSONRequestBody = DeadLetterRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -417,6 +664,11 @@ type ClientInterface interface {
 	// Corresponds with GET /$Resources/Queues (the `ListQueues` operationId).
 	ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListTopics List topics, in path order, a page at a time.
+	//
+	// Corresponds with GET /$Resources/Topics (the `ListTopics` operationId).
+	ListTopics(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetNamespaceInfo Namespace information (any valid token).
 	//
 	// Corresponds with GET /$namespaceinfo (the `GetNamespaceInfo` operationId).
@@ -446,9 +698,9 @@ type ClientInterface interface {
 	// Corresponds with GET /{entityPath} (the `GetEntity` operationId).
 	GetEntity(ctx context.Context, entityPath EntityPath, params *GetEntityParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PutEntityWithBody Create a queue, or replace its description with If-Match.
+	// PutEntityWithBody Create a queue or topic, or replace its description with If-Match.
 	//
-	// The body is an Atom entry whose content is a `QueueDescription`
+	// The body is an Atom entry whose content is a `QueueDescription` or `TopicDescription`
 	// (namespace `http://schemas.microsoft.com/netservices/2010/10/servicebus/connect`).
 	// Elements may come in any order; omitted elements take their defaults (on update too:
 	// an update replaces the whole description). `RequiresSession`,
@@ -458,6 +710,59 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /{entityPath} (the `PutEntity` operationId).
 	PutEntityWithBody(ctx context.Context, entityPath EntityPath, params *PutEntityParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSubscriptions List a topic's subscriptions (entityPath is the topic).
+	//
+	// Corresponds with GET /{entityPath}/Subscriptions (the `ListSubscriptions` operationId).
+	ListSubscriptions(ctx context.Context, entityPath EntityPath, params *ListSubscriptionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSubscription Delete a subscription with its rules and messages.
+	//
+	// Corresponds with DELETE /{entityPath}/Subscriptions/{subscriptionName} (the `DeleteSubscription` operationId).
+	DeleteSubscription(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *DeleteSubscriptionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSubscription Get a subscription with its counts (404 when missing).
+	//
+	// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName} (the `GetSubscription` operationId).
+	GetSubscription(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *GetSubscriptionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutSubscriptionWithBody Create a subscription of a topic, or replace its description with If-Match.
+	//
+	// The body is an Atom entry with a SubscriptionDescription. A new subscription gets the
+	// `$Default` rule (TrueFilter) unless the description carries a DefaultRuleDescription.
+	// ForwardTo and ForwardDeadLetteredMessagesTo name an existing queue or topic; a loop is
+	// refused.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName} (the `PutSubscription` operationId).
+	PutSubscriptionWithBody(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *PutSubscriptionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListRules List a subscription's rules.
+	//
+	// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName}/Rules (the `ListRules` operationId).
+	ListRules(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *ListRulesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteRule Delete a rule.
+	//
+	// Corresponds with DELETE /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `DeleteRule` operationId).
+	DeleteRule(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *DeleteRuleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetRule Get a rule.
+	//
+	// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `GetRule` operationId).
+	GetRule(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *GetRuleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutRuleWithBody Create a rule, or replace it with If-Match.
+	//
+	// The body is an Atom entry with a RuleDescription: a SqlFilter, TrueFilter, FalseFilter
+	// or CorrelationFilter and an EmptyRuleAction or SqlRuleAction (SET/REMOVE), with
+	// Parameters. An invalid expression is refused with 400 naming where the error is.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `PutRule` operationId).
+	PutRuleWithBody(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *PutRuleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PurgeMessages Extension: delete every message of the entity, or of its dead-letter subqueue.
 	//
@@ -597,6 +902,113 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$defer (the `DeferMessage` operationId).
 	DeferMessage(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeferMessageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSessions Extension: list the sessions that hold messages or state, or are locked.
+	//
+	// Corresponds with GET /{entityPath}/sessions (the `ListSessions` operationId).
+	ListSessions(ctx context.Context, entityPath EntityPath, params *ListSessionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcceptNextSession Extension: accept the session whose messages have waited longest.
+	//
+	// Waits up to `timeout` seconds for a session with a receivable message, locks it for the
+	// entity's LockDuration and answers 201 with the session and its `Location`. While the lock
+	// is held no other receiver gets the session or its messages.
+	//
+	// Corresponds with POST /{entityPath}/sessions/$accept (the `AcceptNextSession` operationId).
+	AcceptNextSession(ctx context.Context, entityPath EntityPath, params *AcceptNextSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcceptSession Extension: accept a named session (it need not have messages).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/$accept (the `AcceptSession` operationId).
+	AcceptSession(ctx context.Context, entityPath EntityPath, sessionId SessionId, params *AcceptSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseSession Extension: release a session; its unsettled messages go to the next holder.
+	//
+	// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken} (the `ReleaseSession` operationId).
+	ReleaseSession(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *ReleaseSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewSessionLock Extension: renew a session lock for another LockDuration.
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken} (the `RenewSessionLock` operationId).
+	RenewSessionLock(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *RenewSessionLockParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionReceiveAndDeleteBatch Extension: receive and delete up to count messages of an accepted session.
+	//
+	// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch (the `SessionReceiveAndDeleteBatch` operationId).
+	SessionReceiveAndDeleteBatch(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionReceiveAndDeleteBatchParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionPeekLockBatch Extension: peek-lock up to count messages of an accepted session, in order.
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch (the `SessionPeekLockBatch` operationId).
+	SessionPeekLockBatch(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionPeekLockBatchParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionReceiveAndDeleteDeferred Extension: receive and delete a deferred message of an accepted session.
+	//
+	// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber} (the `SessionReceiveAndDeleteDeferred` operationId).
+	SessionReceiveAndDeleteDeferred(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionReceiveAndDeleteDeferredParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionPeekLockDeferred Extension: peek-lock a deferred message of an accepted session.
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber} (the `SessionPeekLockDeferred` operationId).
+	SessionPeekLockDeferred(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionPeekLockDeferredParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionReceiveAndDelete Extension: receive and delete the next message of an accepted session.
+	//
+	// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head (the `SessionReceiveAndDelete` operationId).
+	SessionReceiveAndDelete(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionReceiveAndDeleteParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionPeekLock Extension: peek-lock the next message of an accepted session.
+	//
+	// Answers like a peek-lock of the head; `Location` continues under the session path.
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head (the `SessionPeekLock` operationId).
+	SessionPeekLock(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionPeekLockParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionComplete Extension: complete a message of an accepted session.
+	//
+	// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionComplete` operationId).
+	SessionComplete(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionCompleteParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionRenewMessageLock Extension: renew the lock of a message of an accepted session.
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionRenewMessageLock` operationId).
+	SessionRenewMessageLock(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionRenewMessageLockParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionUnlock Extension: abandon a message of an accepted session.
+	//
+	// Corresponds with PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionUnlock` operationId).
+	SessionUnlock(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionUnlockParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionDeadLetterWithBody Extension: dead-letter a message of an accepted session.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$deadletter (the `SessionDeadLetter` operationId).
+	SessionDeadLetterWithBody(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeadLetterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionDeadLetter Extension: dead-letter a message of an accepted session.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$deadletter (the `SessionDeadLetter` operationId).
+	SessionDeadLetter(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeadLetterParams, body SessionDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionDefer Extension: defer a message of an accepted session.
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$defer (the `SessionDefer` operationId).
+	SessionDefer(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeferParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSessionState Extension: read the session state (an opaque blob).
+	//
+	// Corresponds with GET /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state (the `GetSessionState` operationId).
+	GetSessionState(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *GetSessionStateParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetSessionStateWithBody Extension: replace the session state; an empty body clears it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state (the `SetSessionState` operationId).
+	SetSessionStateWithBody(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SetSessionStateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListQueues List queues, in path order, a page at a time.
@@ -607,6 +1019,21 @@ type ClientInterface interface {
 // Corresponds with GET /$Resources/Queues (the `ListQueues` operationId).
 func (c *Client) ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListQueuesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTopics List topics, in path order, a page at a time.
+//
+// Corresponds with GET /$Resources/Topics (the `ListTopics` operationId).
+func (c *Client) ListTopics(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTopicsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -696,9 +1123,9 @@ func (c *Client) GetEntity(ctx context.Context, entityPath EntityPath, params *G
 	return c.Client.Do(req)
 }
 
-// PutEntityWithBody Create a queue, or replace its description with If-Match.
+// PutEntityWithBody Create a queue or topic, or replace its description with If-Match.
 //
-// The body is an Atom entry whose content is a `QueueDescription`
+// The body is an Atom entry whose content is a `QueueDescription` or `TopicDescription`
 // (namespace `http://schemas.microsoft.com/netservices/2010/10/servicebus/connect`).
 // Elements may come in any order; omitted elements take their defaults (on update too:
 // an update replaces the whole description). `RequiresSession`,
@@ -709,6 +1136,139 @@ func (c *Client) GetEntity(ctx context.Context, entityPath EntityPath, params *G
 // Corresponds with PUT /{entityPath} (the `PutEntity` operationId).
 func (c *Client) PutEntityWithBody(ctx context.Context, entityPath EntityPath, params *PutEntityParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutEntityRequestWithBody(c.Server, entityPath, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSubscriptions List a topic's subscriptions (entityPath is the topic).
+//
+// Corresponds with GET /{entityPath}/Subscriptions (the `ListSubscriptions` operationId).
+func (c *Client) ListSubscriptions(ctx context.Context, entityPath EntityPath, params *ListSubscriptionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSubscriptionsRequest(c.Server, entityPath, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSubscription Delete a subscription with its rules and messages.
+//
+// Corresponds with DELETE /{entityPath}/Subscriptions/{subscriptionName} (the `DeleteSubscription` operationId).
+func (c *Client) DeleteSubscription(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *DeleteSubscriptionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSubscriptionRequest(c.Server, entityPath, subscriptionName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSubscription Get a subscription with its counts (404 when missing).
+//
+// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName} (the `GetSubscription` operationId).
+func (c *Client) GetSubscription(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *GetSubscriptionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSubscriptionRequest(c.Server, entityPath, subscriptionName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutSubscriptionWithBody Create a subscription of a topic, or replace its description with If-Match.
+//
+// The body is an Atom entry with a SubscriptionDescription. A new subscription gets the
+// `$Default` rule (TrueFilter) unless the description carries a DefaultRuleDescription.
+// ForwardTo and ForwardDeadLetteredMessagesTo name an existing queue or topic; a loop is
+// refused.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName} (the `PutSubscription` operationId).
+func (c *Client) PutSubscriptionWithBody(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *PutSubscriptionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutSubscriptionRequestWithBody(c.Server, entityPath, subscriptionName, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListRules List a subscription's rules.
+//
+// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName}/Rules (the `ListRules` operationId).
+func (c *Client) ListRules(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *ListRulesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListRulesRequest(c.Server, entityPath, subscriptionName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteRule Delete a rule.
+//
+// Corresponds with DELETE /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `DeleteRule` operationId).
+func (c *Client) DeleteRule(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *DeleteRuleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteRuleRequest(c.Server, entityPath, subscriptionName, ruleName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetRule Get a rule.
+//
+// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `GetRule` operationId).
+func (c *Client) GetRule(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *GetRuleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetRuleRequest(c.Server, entityPath, subscriptionName, ruleName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutRuleWithBody Create a rule, or replace it with If-Match.
+//
+// The body is an Atom entry with a RuleDescription: a SqlFilter, TrueFilter, FalseFilter
+// or CorrelationFilter and an EmptyRuleAction or SqlRuleAction (SET/REMOVE), with
+// Parameters. An invalid expression is refused with 400 naming where the error is.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `PutRule` operationId).
+func (c *Client) PutRuleWithBody(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *PutRuleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutRuleRequestWithBody(c.Server, entityPath, subscriptionName, ruleName, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1038,6 +1598,303 @@ func (c *Client) DeferMessage(ctx context.Context, entityPath EntityPath, messag
 	return c.Client.Do(req)
 }
 
+// ListSessions Extension: list the sessions that hold messages or state, or are locked.
+//
+// Corresponds with GET /{entityPath}/sessions (the `ListSessions` operationId).
+func (c *Client) ListSessions(ctx context.Context, entityPath EntityPath, params *ListSessionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSessionsRequest(c.Server, entityPath, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcceptNextSession Extension: accept the session whose messages have waited longest.
+//
+// Waits up to `timeout` seconds for a session with a receivable message, locks it for the
+// entity's LockDuration and answers 201 with the session and its `Location`. While the lock
+// is held no other receiver gets the session or its messages.
+//
+// Corresponds with POST /{entityPath}/sessions/$accept (the `AcceptNextSession` operationId).
+func (c *Client) AcceptNextSession(ctx context.Context, entityPath EntityPath, params *AcceptNextSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcceptNextSessionRequest(c.Server, entityPath, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcceptSession Extension: accept a named session (it need not have messages).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/$accept (the `AcceptSession` operationId).
+func (c *Client) AcceptSession(ctx context.Context, entityPath EntityPath, sessionId SessionId, params *AcceptSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcceptSessionRequest(c.Server, entityPath, sessionId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseSession Extension: release a session; its unsettled messages go to the next holder.
+//
+// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken} (the `ReleaseSession` operationId).
+func (c *Client) ReleaseSession(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *ReleaseSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseSessionRequest(c.Server, entityPath, sessionId, sessionLockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewSessionLock Extension: renew a session lock for another LockDuration.
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken} (the `RenewSessionLock` operationId).
+func (c *Client) RenewSessionLock(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *RenewSessionLockParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewSessionLockRequest(c.Server, entityPath, sessionId, sessionLockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionReceiveAndDeleteBatch Extension: receive and delete up to count messages of an accepted session.
+//
+// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch (the `SessionReceiveAndDeleteBatch` operationId).
+func (c *Client) SessionReceiveAndDeleteBatch(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionReceiveAndDeleteBatchParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionReceiveAndDeleteBatchRequest(c.Server, entityPath, sessionId, sessionLockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionPeekLockBatch Extension: peek-lock up to count messages of an accepted session, in order.
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch (the `SessionPeekLockBatch` operationId).
+func (c *Client) SessionPeekLockBatch(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionPeekLockBatchParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionPeekLockBatchRequest(c.Server, entityPath, sessionId, sessionLockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionReceiveAndDeleteDeferred Extension: receive and delete a deferred message of an accepted session.
+//
+// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber} (the `SessionReceiveAndDeleteDeferred` operationId).
+func (c *Client) SessionReceiveAndDeleteDeferred(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionReceiveAndDeleteDeferredParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionReceiveAndDeleteDeferredRequest(c.Server, entityPath, sessionId, sessionLockToken, sequenceNumber, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionPeekLockDeferred Extension: peek-lock a deferred message of an accepted session.
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber} (the `SessionPeekLockDeferred` operationId).
+func (c *Client) SessionPeekLockDeferred(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionPeekLockDeferredParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionPeekLockDeferredRequest(c.Server, entityPath, sessionId, sessionLockToken, sequenceNumber, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionReceiveAndDelete Extension: receive and delete the next message of an accepted session.
+//
+// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head (the `SessionReceiveAndDelete` operationId).
+func (c *Client) SessionReceiveAndDelete(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionReceiveAndDeleteParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionReceiveAndDeleteRequest(c.Server, entityPath, sessionId, sessionLockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionPeekLock Extension: peek-lock the next message of an accepted session.
+//
+// Answers like a peek-lock of the head; `Location` continues under the session path.
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head (the `SessionPeekLock` operationId).
+func (c *Client) SessionPeekLock(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionPeekLockParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionPeekLockRequest(c.Server, entityPath, sessionId, sessionLockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionComplete Extension: complete a message of an accepted session.
+//
+// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionComplete` operationId).
+func (c *Client) SessionComplete(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionCompleteParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionCompleteRequest(c.Server, entityPath, sessionId, sessionLockToken, messageId, lockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionRenewMessageLock Extension: renew the lock of a message of an accepted session.
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionRenewMessageLock` operationId).
+func (c *Client) SessionRenewMessageLock(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionRenewMessageLockParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionRenewMessageLockRequest(c.Server, entityPath, sessionId, sessionLockToken, messageId, lockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionUnlock Extension: abandon a message of an accepted session.
+//
+// Corresponds with PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionUnlock` operationId).
+func (c *Client) SessionUnlock(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionUnlockParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionUnlockRequest(c.Server, entityPath, sessionId, sessionLockToken, messageId, lockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionDeadLetterWithBody Extension: dead-letter a message of an accepted session.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$deadletter (the `SessionDeadLetter` operationId).
+func (c *Client) SessionDeadLetterWithBody(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeadLetterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionDeadLetterRequestWithBody(c.Server, entityPath, sessionId, sessionLockToken, messageId, lockToken, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionDeadLetter Extension: dead-letter a message of an accepted session.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$deadletter (the `SessionDeadLetter` operationId).
+func (c *Client) SessionDeadLetter(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeadLetterParams, body SessionDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionDeadLetterRequest(c.Server, entityPath, sessionId, sessionLockToken, messageId, lockToken, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionDefer Extension: defer a message of an accepted session.
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$defer (the `SessionDefer` operationId).
+func (c *Client) SessionDefer(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeferParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionDeferRequest(c.Server, entityPath, sessionId, sessionLockToken, messageId, lockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSessionState Extension: read the session state (an opaque blob).
+//
+// Corresponds with GET /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state (the `GetSessionState` operationId).
+func (c *Client) GetSessionState(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *GetSessionStateParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSessionStateRequest(c.Server, entityPath, sessionId, sessionLockToken, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetSessionStateWithBody Extension: replace the session state; an empty body clears it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state (the `SetSessionState` operationId).
+func (c *Client) SetSessionStateWithBody(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SetSessionStateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetSessionStateRequestWithBody(c.Server, entityPath, sessionId, sessionLockToken, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NewListQueuesRequest constructs an http.Request for the ListQueues method
 func NewListQueuesRequest(server string, params *ListQueuesParams) (*http.Request, error) {
 	var err error
@@ -1048,6 +1905,84 @@ func NewListQueuesRequest(server string, params *ListQueuesParams) (*http.Reques
 	}
 
 	operationPath := fmt.Sprintf("/$Resources/Queues")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Skip != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "$skip", *params.Skip, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Top != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "$top", *params.Top, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTopicsRequest constructs an http.Request for the ListTopics method
+func NewListTopicsRequest(server string, params *ListTopicsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/$Resources/Topics")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -1375,6 +2310,690 @@ func NewPutEntityRequestWithBody(server string, entityPath EntityPath, params *P
 	}
 
 	operationPath := fmt.Sprintf("/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+		if params.ServiceBusSupplementaryAuthorization != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "ServiceBusSupplementaryAuthorization", *params.ServiceBusSupplementaryAuthorization, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("ServiceBusSupplementaryAuthorization", headerParam1)
+		}
+
+		if params.ServiceBusDlqSupplementaryAuthorization != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "ServiceBusDlqSupplementaryAuthorization", *params.ServiceBusDlqSupplementaryAuthorization, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("ServiceBusDlqSupplementaryAuthorization", headerParam2)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListSubscriptionsRequest constructs an http.Request for the ListSubscriptions method
+func NewListSubscriptionsRequest(server string, entityPath EntityPath, params *ListSubscriptionsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/Subscriptions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Skip != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "$skip", *params.Skip, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Top != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "$top", *params.Top, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteSubscriptionRequest constructs an http.Request for the DeleteSubscription method
+func NewDeleteSubscriptionRequest(server string, entityPath EntityPath, subscriptionName SubscriptionName, params *DeleteSubscriptionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subscriptionName", subscriptionName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/Subscriptions/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSubscriptionRequest constructs an http.Request for the GetSubscription method
+func NewGetSubscriptionRequest(server string, entityPath EntityPath, subscriptionName SubscriptionName, params *GetSubscriptionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subscriptionName", subscriptionName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/Subscriptions/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutSubscriptionRequestWithBody constructs an http.Request for the PutSubscription method, with any body, and a specified content type
+func NewPutSubscriptionRequestWithBody(server string, entityPath EntityPath, subscriptionName SubscriptionName, params *PutSubscriptionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subscriptionName", subscriptionName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/Subscriptions/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+		if params.ServiceBusSupplementaryAuthorization != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "ServiceBusSupplementaryAuthorization", *params.ServiceBusSupplementaryAuthorization, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("ServiceBusSupplementaryAuthorization", headerParam1)
+		}
+
+		if params.ServiceBusDlqSupplementaryAuthorization != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "ServiceBusDlqSupplementaryAuthorization", *params.ServiceBusDlqSupplementaryAuthorization, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("ServiceBusDlqSupplementaryAuthorization", headerParam2)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListRulesRequest constructs an http.Request for the ListRules method
+func NewListRulesRequest(server string, entityPath EntityPath, subscriptionName SubscriptionName, params *ListRulesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subscriptionName", subscriptionName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/Subscriptions/%s/Rules", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Skip != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "$skip", *params.Skip, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Top != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "$top", *params.Top, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteRuleRequest constructs an http.Request for the DeleteRule method
+func NewDeleteRuleRequest(server string, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *DeleteRuleParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subscriptionName", subscriptionName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "ruleName", ruleName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/Subscriptions/%s/Rules/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetRuleRequest constructs an http.Request for the GetRule method
+func NewGetRuleRequest(server string, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *GetRuleParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subscriptionName", subscriptionName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "ruleName", ruleName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/Subscriptions/%s/Rules/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutRuleRequestWithBody constructs an http.Request for the PutRule method, with any body, and a specified content type
+func NewPutRuleRequestWithBody(server string, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *PutRuleParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subscriptionName", subscriptionName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "ruleName", ruleName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/Subscriptions/%s/Rules/%s", pathParam0, pathParam1, pathParam2)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2709,6 +4328,1528 @@ func NewDeferMessageRequest(server string, entityPath EntityPath, messageId stri
 	return req, nil
 }
 
+// NewListSessionsRequest constructs an http.Request for the ListSessions method
+func NewListSessionsRequest(server string, entityPath EntityPath, params *ListSessionsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Skip != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "$skip", *params.Skip, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Top != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "$top", *params.Top, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAcceptNextSessionRequest constructs an http.Request for the AcceptNextSession method
+func NewAcceptNextSessionRequest(server string, entityPath EntityPath, params *AcceptNextSessionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/$accept", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAcceptSessionRequest constructs an http.Request for the AcceptSession method
+func NewAcceptSessionRequest(server string, entityPath EntityPath, sessionId SessionId, params *AcceptSessionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/$accept", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReleaseSessionRequest constructs an http.Request for the ReleaseSession method
+func NewReleaseSessionRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *ReleaseSessionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRenewSessionLockRequest constructs an http.Request for the RenewSessionLock method
+func NewRenewSessionLockRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *RenewSessionLockParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSessionReceiveAndDeleteBatchRequest constructs an http.Request for the SessionReceiveAndDeleteBatch method
+func NewSessionReceiveAndDeleteBatchRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionReceiveAndDeleteBatchParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/$batch", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSessionPeekLockBatchRequest constructs an http.Request for the SessionPeekLockBatch method
+func NewSessionPeekLockBatchRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionPeekLockBatchParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/$batch", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSessionReceiveAndDeleteDeferredRequest constructs an http.Request for the SessionReceiveAndDeleteDeferred method
+func NewSessionReceiveAndDeleteDeferredRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionReceiveAndDeleteDeferredParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam3 string
+
+	pathParam3, err = runtime.StyleParamWithOptions("simple", false, "sequenceNumber", sequenceNumber, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/$deferred/%s", pathParam0, pathParam1, pathParam2, pathParam3)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSessionPeekLockDeferredRequest constructs an http.Request for the SessionPeekLockDeferred method
+func NewSessionPeekLockDeferredRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionPeekLockDeferredParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam3 string
+
+	pathParam3, err = runtime.StyleParamWithOptions("simple", false, "sequenceNumber", sequenceNumber, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/$deferred/%s", pathParam0, pathParam1, pathParam2, pathParam3)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSessionReceiveAndDeleteRequest constructs an http.Request for the SessionReceiveAndDelete method
+func NewSessionReceiveAndDeleteRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionReceiveAndDeleteParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/head", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSessionPeekLockRequest constructs an http.Request for the SessionPeekLock method
+func NewSessionPeekLockRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionPeekLockParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/head", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Timeout != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "timeout", *params.Timeout, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSessionCompleteRequest constructs an http.Request for the SessionComplete method
+func NewSessionCompleteRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionCompleteParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam3 string
+
+	pathParam3, err = runtime.StyleParamWithOptions("simple", false, "messageId", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam4 string
+
+	pathParam4, err = runtime.StyleParamWithOptions("simple", false, "lockToken", lockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/%s/%s", pathParam0, pathParam1, pathParam2, pathParam3, pathParam4)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSessionRenewMessageLockRequest constructs an http.Request for the SessionRenewMessageLock method
+func NewSessionRenewMessageLockRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionRenewMessageLockParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam3 string
+
+	pathParam3, err = runtime.StyleParamWithOptions("simple", false, "messageId", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam4 string
+
+	pathParam4, err = runtime.StyleParamWithOptions("simple", false, "lockToken", lockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/%s/%s", pathParam0, pathParam1, pathParam2, pathParam3, pathParam4)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSessionUnlockRequest constructs an http.Request for the SessionUnlock method
+func NewSessionUnlockRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionUnlockParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam3 string
+
+	pathParam3, err = runtime.StyleParamWithOptions("simple", false, "messageId", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam4 string
+
+	pathParam4, err = runtime.StyleParamWithOptions("simple", false, "lockToken", lockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/%s/%s", pathParam0, pathParam1, pathParam2, pathParam3, pathParam4)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSessionDeadLetterRequest calls the generic SessionDeadLetter builder with application/json body
+func NewSessionDeadLetterRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeadLetterParams, body SessionDeadLetterJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSessionDeadLetterRequestWithBody(server, entityPath, sessionId, sessionLockToken, messageId, lockToken, params, "application/json", bodyReader)
+}
+
+// NewSessionDeadLetterRequestWithBody constructs an http.Request for the SessionDeadLetter method, with any body, and a specified content type
+func NewSessionDeadLetterRequestWithBody(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeadLetterParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam3 string
+
+	pathParam3, err = runtime.StyleParamWithOptions("simple", false, "messageId", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam4 string
+
+	pathParam4, err = runtime.StyleParamWithOptions("simple", false, "lockToken", lockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/%s/%s/$deadletter", pathParam0, pathParam1, pathParam2, pathParam3, pathParam4)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSessionDeferRequest constructs an http.Request for the SessionDefer method
+func NewSessionDeferRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeferParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam3 string
+
+	pathParam3, err = runtime.StyleParamWithOptions("simple", false, "messageId", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam4 string
+
+	pathParam4, err = runtime.StyleParamWithOptions("simple", false, "lockToken", lockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/%s/%s/$defer", pathParam0, pathParam1, pathParam2, pathParam3, pathParam4)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSessionStateRequest constructs an http.Request for the GetSessionState method
+func NewGetSessionStateRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *GetSessionStateParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/state", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetSessionStateRequestWithBody constructs an http.Request for the SetSessionState method, with any body, and a specified content type
+func NewSetSessionStateRequestWithBody(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SetSessionStateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/state", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -2763,6 +5904,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /$Resources/Queues (the `ListQueues` operationId).
 	ListQueuesWithResponse(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*ListQueuesResponse, error)
 
+	// ListTopicsWithResponse List topics, in path order, a page at a time.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /$Resources/Topics (the `ListTopics` operationId).
+	ListTopicsWithResponse(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*ListTopicsResponse, error)
+
 	// GetNamespaceInfoWithResponse Namespace information (any valid token).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2802,9 +5950,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /{entityPath} (the `GetEntity` operationId).
 	GetEntityWithResponse(ctx context.Context, entityPath EntityPath, params *GetEntityParams, reqEditors ...RequestEditorFn) (*GetEntityResponse, error)
 
-	// PutEntityWithBodyWithResponse Create a queue, or replace its description with If-Match.
+	// PutEntityWithBodyWithResponse Create a queue or topic, or replace its description with If-Match.
 	//
-	// The body is an Atom entry whose content is a `QueueDescription`
+	// The body is an Atom entry whose content is a `QueueDescription` or `TopicDescription`
 	// (namespace `http://schemas.microsoft.com/netservices/2010/10/servicebus/connect`).
 	// Elements may come in any order; omitted elements take their defaults (on update too:
 	// an update replaces the whole description). `RequiresSession`,
@@ -2814,6 +5962,71 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /{entityPath} (the `PutEntity` operationId).
 	PutEntityWithBodyWithResponse(ctx context.Context, entityPath EntityPath, params *PutEntityParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutEntityResponse, error)
+
+	// ListSubscriptionsWithResponse List a topic's subscriptions (entityPath is the topic).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /{entityPath}/Subscriptions (the `ListSubscriptions` operationId).
+	ListSubscriptionsWithResponse(ctx context.Context, entityPath EntityPath, params *ListSubscriptionsParams, reqEditors ...RequestEditorFn) (*ListSubscriptionsResponse, error)
+
+	// DeleteSubscriptionWithResponse Delete a subscription with its rules and messages.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /{entityPath}/Subscriptions/{subscriptionName} (the `DeleteSubscription` operationId).
+	DeleteSubscriptionWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *DeleteSubscriptionParams, reqEditors ...RequestEditorFn) (*DeleteSubscriptionResponse, error)
+
+	// GetSubscriptionWithResponse Get a subscription with its counts (404 when missing).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName} (the `GetSubscription` operationId).
+	GetSubscriptionWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *GetSubscriptionParams, reqEditors ...RequestEditorFn) (*GetSubscriptionResponse, error)
+
+	// PutSubscriptionWithBodyWithResponse Create a subscription of a topic, or replace its description with If-Match.
+	//
+	// The body is an Atom entry with a SubscriptionDescription. A new subscription gets the
+	// `$Default` rule (TrueFilter) unless the description carries a DefaultRuleDescription.
+	// ForwardTo and ForwardDeadLetteredMessagesTo name an existing queue or topic; a loop is
+	// refused.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName} (the `PutSubscription` operationId).
+	PutSubscriptionWithBodyWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *PutSubscriptionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSubscriptionResponse, error)
+
+	// ListRulesWithResponse List a subscription's rules.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName}/Rules (the `ListRules` operationId).
+	ListRulesWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *ListRulesParams, reqEditors ...RequestEditorFn) (*ListRulesResponse, error)
+
+	// DeleteRuleWithResponse Delete a rule.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `DeleteRule` operationId).
+	DeleteRuleWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *DeleteRuleParams, reqEditors ...RequestEditorFn) (*DeleteRuleResponse, error)
+
+	// GetRuleWithResponse Get a rule.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `GetRule` operationId).
+	GetRuleWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *GetRuleParams, reqEditors ...RequestEditorFn) (*GetRuleResponse, error)
+
+	// PutRuleWithBodyWithResponse Create a rule, or replace it with If-Match.
+	//
+	// The body is an Atom entry with a RuleDescription: a SqlFilter, TrueFilter, FalseFilter
+	// or CorrelationFilter and an EmptyRuleAction or SqlRuleAction (SET/REMOVE), with
+	// Parameters. An invalid expression is refused with 400 naming where the error is.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `PutRule` operationId).
+	PutRuleWithBodyWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *PutRuleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutRuleResponse, error)
 
 	// PurgeMessagesWithResponse Extension: delete every message of the entity, or of its dead-letter subqueue.
 	//
@@ -2983,6 +6196,145 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /{entityPath}/messages/{messageId}/{lockToken}/$defer (the `DeferMessage` operationId).
 	DeferMessageWithResponse(ctx context.Context, entityPath EntityPath, messageId string, lockToken openapi_types.UUID, params *DeferMessageParams, reqEditors ...RequestEditorFn) (*DeferMessageResponse, error)
+
+	// ListSessionsWithResponse Extension: list the sessions that hold messages or state, or are locked.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /{entityPath}/sessions (the `ListSessions` operationId).
+	ListSessionsWithResponse(ctx context.Context, entityPath EntityPath, params *ListSessionsParams, reqEditors ...RequestEditorFn) (*ListSessionsResponse, error)
+
+	// AcceptNextSessionWithResponse Extension: accept the session whose messages have waited longest.
+	//
+	// Waits up to `timeout` seconds for a session with a receivable message, locks it for the
+	// entity's LockDuration and answers 201 with the session and its `Location`. While the lock
+	// is held no other receiver gets the session or its messages.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/$accept (the `AcceptNextSession` operationId).
+	AcceptNextSessionWithResponse(ctx context.Context, entityPath EntityPath, params *AcceptNextSessionParams, reqEditors ...RequestEditorFn) (*AcceptNextSessionResponse, error)
+
+	// AcceptSessionWithResponse Extension: accept a named session (it need not have messages).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/$accept (the `AcceptSession` operationId).
+	AcceptSessionWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, params *AcceptSessionParams, reqEditors ...RequestEditorFn) (*AcceptSessionResponse, error)
+
+	// ReleaseSessionWithResponse Extension: release a session; its unsettled messages go to the next holder.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken} (the `ReleaseSession` operationId).
+	ReleaseSessionWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *ReleaseSessionParams, reqEditors ...RequestEditorFn) (*ReleaseSessionResponse, error)
+
+	// RenewSessionLockWithResponse Extension: renew a session lock for another LockDuration.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken} (the `RenewSessionLock` operationId).
+	RenewSessionLockWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *RenewSessionLockParams, reqEditors ...RequestEditorFn) (*RenewSessionLockResponse, error)
+
+	// SessionReceiveAndDeleteBatchWithResponse Extension: receive and delete up to count messages of an accepted session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch (the `SessionReceiveAndDeleteBatch` operationId).
+	SessionReceiveAndDeleteBatchWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionReceiveAndDeleteBatchParams, reqEditors ...RequestEditorFn) (*SessionReceiveAndDeleteBatchResponse, error)
+
+	// SessionPeekLockBatchWithResponse Extension: peek-lock up to count messages of an accepted session, in order.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch (the `SessionPeekLockBatch` operationId).
+	SessionPeekLockBatchWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionPeekLockBatchParams, reqEditors ...RequestEditorFn) (*SessionPeekLockBatchResponse, error)
+
+	// SessionReceiveAndDeleteDeferredWithResponse Extension: receive and delete a deferred message of an accepted session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber} (the `SessionReceiveAndDeleteDeferred` operationId).
+	SessionReceiveAndDeleteDeferredWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionReceiveAndDeleteDeferredParams, reqEditors ...RequestEditorFn) (*SessionReceiveAndDeleteDeferredResponse, error)
+
+	// SessionPeekLockDeferredWithResponse Extension: peek-lock a deferred message of an accepted session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber} (the `SessionPeekLockDeferred` operationId).
+	SessionPeekLockDeferredWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionPeekLockDeferredParams, reqEditors ...RequestEditorFn) (*SessionPeekLockDeferredResponse, error)
+
+	// SessionReceiveAndDeleteWithResponse Extension: receive and delete the next message of an accepted session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head (the `SessionReceiveAndDelete` operationId).
+	SessionReceiveAndDeleteWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionReceiveAndDeleteParams, reqEditors ...RequestEditorFn) (*SessionReceiveAndDeleteResponse, error)
+
+	// SessionPeekLockWithResponse Extension: peek-lock the next message of an accepted session.
+	//
+	// Answers like a peek-lock of the head; `Location` continues under the session path.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head (the `SessionPeekLock` operationId).
+	SessionPeekLockWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionPeekLockParams, reqEditors ...RequestEditorFn) (*SessionPeekLockResponse, error)
+
+	// SessionCompleteWithResponse Extension: complete a message of an accepted session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionComplete` operationId).
+	SessionCompleteWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionCompleteParams, reqEditors ...RequestEditorFn) (*SessionCompleteResponse, error)
+
+	// SessionRenewMessageLockWithResponse Extension: renew the lock of a message of an accepted session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionRenewMessageLock` operationId).
+	SessionRenewMessageLockWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionRenewMessageLockParams, reqEditors ...RequestEditorFn) (*SessionRenewMessageLockResponse, error)
+
+	// SessionUnlockWithResponse Extension: abandon a message of an accepted session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionUnlock` operationId).
+	SessionUnlockWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionUnlockParams, reqEditors ...RequestEditorFn) (*SessionUnlockResponse, error)
+
+	// SessionDeadLetterWithBodyWithResponse Extension: dead-letter a message of an accepted session.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$deadletter (the `SessionDeadLetter` operationId).
+	SessionDeadLetterWithBodyWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeadLetterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SessionDeadLetterResponse, error)
+
+	// SessionDeadLetterWithResponse Extension: dead-letter a message of an accepted session.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$deadletter (the `SessionDeadLetter` operationId).
+	SessionDeadLetterWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeadLetterParams, body SessionDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*SessionDeadLetterResponse, error)
+
+	// SessionDeferWithResponse Extension: defer a message of an accepted session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$defer (the `SessionDefer` operationId).
+	SessionDeferWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeferParams, reqEditors ...RequestEditorFn) (*SessionDeferResponse, error)
+
+	// GetSessionStateWithResponse Extension: read the session state (an opaque blob).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state (the `GetSessionState` operationId).
+	GetSessionStateWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *GetSessionStateParams, reqEditors ...RequestEditorFn) (*GetSessionStateResponse, error)
+
+	// SetSessionStateWithBodyWithResponse Extension: replace the session state; an empty body clears it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state (the `SetSessionState` operationId).
+	SetSessionStateWithBodyWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SetSessionStateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSessionStateResponse, error)
 }
 
 // ListQueuesResponse503Headers the declared response headers of an HTTP 503 response for ListQueues
@@ -3041,6 +6393,68 @@ func (r ListQueuesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListQueuesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListTopicsResponse503Headers the declared response headers of an HTTP 503 response for ListTopics
+type ListTopicsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListTopicsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListTopicsResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r ListTopicsResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r ListTopicsResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r ListTopicsResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTopicsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTopicsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTopicsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTopicsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3364,6 +6778,537 @@ func (r PutEntityResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PutEntityResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListSubscriptionsResponse503Headers the declared response headers of an HTTP 503 response for ListSubscriptions
+type ListSubscriptionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListSubscriptionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListSubscriptionsResponse503Headers
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r ListSubscriptionsResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r ListSubscriptionsResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r ListSubscriptionsResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSubscriptionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSubscriptionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSubscriptionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSubscriptionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteSubscriptionResponse503Headers the declared response headers of an HTTP 503 response for DeleteSubscription
+type DeleteSubscriptionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteSubscriptionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteSubscriptionResponse503Headers
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r DeleteSubscriptionResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r DeleteSubscriptionResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r DeleteSubscriptionResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSubscriptionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSubscriptionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSubscriptionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSubscriptionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSubscriptionResponse503Headers the declared response headers of an HTTP 503 response for GetSubscription
+type GetSubscriptionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetSubscriptionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSubscriptionResponse503Headers
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r GetSubscriptionResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r GetSubscriptionResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r GetSubscriptionResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSubscriptionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSubscriptionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSubscriptionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSubscriptionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutSubscriptionResponse503Headers the declared response headers of an HTTP 503 response for PutSubscription
+type PutSubscriptionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PutSubscriptionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML409 the response for an HTTP 409 `application/xml` response
+	XML409 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutSubscriptionResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r PutSubscriptionResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r PutSubscriptionResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r PutSubscriptionResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML409 returns the response for an HTTP 409 `application/xml` response
+func (r PutSubscriptionResponse) GetXML409() *Error {
+	return r.XML409
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r PutSubscriptionResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutSubscriptionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutSubscriptionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutSubscriptionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutSubscriptionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListRulesResponse503Headers the declared response headers of an HTTP 503 response for ListRules
+type ListRulesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListRulesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListRulesResponse503Headers
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r ListRulesResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r ListRulesResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r ListRulesResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListRulesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListRulesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListRulesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListRulesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteRuleResponse503Headers the declared response headers of an HTTP 503 response for DeleteRule
+type DeleteRuleResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteRuleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteRuleResponse503Headers
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r DeleteRuleResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r DeleteRuleResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r DeleteRuleResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteRuleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteRuleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteRuleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteRuleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetRuleResponse503Headers the declared response headers of an HTTP 503 response for GetRule
+type GetRuleResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetRuleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetRuleResponse503Headers
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r GetRuleResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r GetRuleResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r GetRuleResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetRuleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetRuleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetRuleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetRuleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutRuleResponse503Headers the declared response headers of an HTTP 503 response for PutRule
+type PutRuleResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PutRuleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML403 the response for an HTTP 403 `application/xml` response
+	XML403 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML409 the response for an HTTP 409 `application/xml` response
+	XML409 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutRuleResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r PutRuleResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r PutRuleResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML403 returns the response for an HTTP 403 `application/xml` response
+func (r PutRuleResponse) GetXML403() *Error {
+	return r.XML403
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r PutRuleResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML409 returns the response for an HTTP 409 `application/xml` response
+func (r PutRuleResponse) GetXML409() *Error {
+	return r.XML409
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r PutRuleResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutRuleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutRuleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutRuleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutRuleResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4664,6 +8609,1341 @@ func (r DeferMessageResponse) ContentType() string {
 	return ""
 }
 
+// ListSessionsResponse503Headers the declared response headers of an HTTP 503 response for ListSessions
+type ListSessionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListSessionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]SessionInfo
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListSessionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSessionsResponse) GetJSON200() *[]SessionInfo {
+	return r.JSON200
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r ListSessionsResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r ListSessionsResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r ListSessionsResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r ListSessionsResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSessionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSessionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSessionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSessionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AcceptNextSessionResponse201Headers the declared response headers of an HTTP 201 response for AcceptNextSession
+type AcceptNextSessionResponse201Headers struct {
+	Location *string
+}
+
+// AcceptNextSessionResponse503Headers the declared response headers of an HTTP 503 response for AcceptNextSession
+type AcceptNextSessionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AcceptNextSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SessionLock
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML403 the response for an HTTP 403 `application/xml` response
+	XML403 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *AcceptNextSessionResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AcceptNextSessionResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r AcceptNextSessionResponse) GetJSON201() *SessionLock {
+	return r.JSON201
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r AcceptNextSessionResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r AcceptNextSessionResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML403 returns the response for an HTTP 403 `application/xml` response
+func (r AcceptNextSessionResponse) GetXML403() *Error {
+	return r.XML403
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r AcceptNextSessionResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r AcceptNextSessionResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r AcceptNextSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcceptNextSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcceptNextSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcceptNextSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AcceptSessionResponse201Headers the declared response headers of an HTTP 201 response for AcceptSession
+type AcceptSessionResponse201Headers struct {
+	Location *string
+}
+
+// AcceptSessionResponse503Headers the declared response headers of an HTTP 503 response for AcceptSession
+type AcceptSessionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AcceptSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SessionLock
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML403 the response for an HTTP 403 `application/xml` response
+	XML403 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML409 the response for an HTTP 409 `application/xml` response
+	XML409 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *AcceptSessionResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AcceptSessionResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r AcceptSessionResponse) GetJSON201() *SessionLock {
+	return r.JSON201
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r AcceptSessionResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r AcceptSessionResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML403 returns the response for an HTTP 403 `application/xml` response
+func (r AcceptSessionResponse) GetXML403() *Error {
+	return r.XML403
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r AcceptSessionResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML409 returns the response for an HTTP 409 `application/xml` response
+func (r AcceptSessionResponse) GetXML409() *Error {
+	return r.XML409
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r AcceptSessionResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r AcceptSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcceptSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcceptSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcceptSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReleaseSessionResponse503Headers the declared response headers of an HTTP 503 response for ReleaseSession
+type ReleaseSessionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ReleaseSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReleaseSessionResponse503Headers
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r ReleaseSessionResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r ReleaseSessionResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r ReleaseSessionResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RenewSessionLockResponse503Headers the declared response headers of an HTTP 503 response for RenewSessionLock
+type RenewSessionLockResponse503Headers struct {
+	RetryAfter *int
+}
+
+type RenewSessionLockResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SessionLock
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RenewSessionLockResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RenewSessionLockResponse) GetJSON200() *SessionLock {
+	return r.JSON200
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r RenewSessionLockResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r RenewSessionLockResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r RenewSessionLockResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r RenewSessionLockResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RenewSessionLockResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RenewSessionLockResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RenewSessionLockResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SessionReceiveAndDeleteBatchResponse503Headers the declared response headers of an HTTP 503 response for SessionReceiveAndDeleteBatch
+type SessionReceiveAndDeleteBatchResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionReceiveAndDeleteBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]Message
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionReceiveAndDeleteBatchResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SessionReceiveAndDeleteBatchResponse) GetJSON200() *[]Message {
+	return r.JSON200
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionReceiveAndDeleteBatchResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionReceiveAndDeleteBatchResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionReceiveAndDeleteBatchResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionReceiveAndDeleteBatchResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionReceiveAndDeleteBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionReceiveAndDeleteBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionReceiveAndDeleteBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionReceiveAndDeleteBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SessionPeekLockBatchResponse503Headers the declared response headers of an HTTP 503 response for SessionPeekLockBatch
+type SessionPeekLockBatchResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionPeekLockBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *[]Message
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionPeekLockBatchResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r SessionPeekLockBatchResponse) GetJSON201() *[]Message {
+	return r.JSON201
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionPeekLockBatchResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionPeekLockBatchResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionPeekLockBatchResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionPeekLockBatchResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionPeekLockBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionPeekLockBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionPeekLockBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionPeekLockBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SessionReceiveAndDeleteDeferredResponse200Headers the declared response headers of an HTTP 200 response for SessionReceiveAndDeleteDeferred
+type SessionReceiveAndDeleteDeferredResponse200Headers struct {
+	BrokerProperties *string
+}
+
+// SessionReceiveAndDeleteDeferredResponse503Headers the declared response headers of an HTTP 503 response for SessionReceiveAndDeleteDeferred
+type SessionReceiveAndDeleteDeferredResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionReceiveAndDeleteDeferredResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SessionReceiveAndDeleteDeferredResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionReceiveAndDeleteDeferredResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionReceiveAndDeleteDeferredResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionReceiveAndDeleteDeferredResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionReceiveAndDeleteDeferredResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionReceiveAndDeleteDeferredResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionReceiveAndDeleteDeferredResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionReceiveAndDeleteDeferredResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionReceiveAndDeleteDeferredResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionReceiveAndDeleteDeferredResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SessionPeekLockDeferredResponse201Headers the declared response headers of an HTTP 201 response for SessionPeekLockDeferred
+type SessionPeekLockDeferredResponse201Headers struct {
+	BrokerProperties *string
+	Location         *string
+}
+
+// SessionPeekLockDeferredResponse503Headers the declared response headers of an HTTP 503 response for SessionPeekLockDeferred
+type SessionPeekLockDeferredResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionPeekLockDeferredResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *SessionPeekLockDeferredResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionPeekLockDeferredResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionPeekLockDeferredResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionPeekLockDeferredResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionPeekLockDeferredResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionPeekLockDeferredResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionPeekLockDeferredResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionPeekLockDeferredResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionPeekLockDeferredResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionPeekLockDeferredResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SessionReceiveAndDeleteResponse200Headers the declared response headers of an HTTP 200 response for SessionReceiveAndDelete
+type SessionReceiveAndDeleteResponse200Headers struct {
+	BrokerProperties *string
+}
+
+// SessionReceiveAndDeleteResponse503Headers the declared response headers of an HTTP 503 response for SessionReceiveAndDelete
+type SessionReceiveAndDeleteResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionReceiveAndDeleteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SessionReceiveAndDeleteResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionReceiveAndDeleteResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionReceiveAndDeleteResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionReceiveAndDeleteResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionReceiveAndDeleteResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionReceiveAndDeleteResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionReceiveAndDeleteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionReceiveAndDeleteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionReceiveAndDeleteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionReceiveAndDeleteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SessionPeekLockResponse201Headers the declared response headers of an HTTP 201 response for SessionPeekLock
+type SessionPeekLockResponse201Headers struct {
+	BrokerProperties *string
+	Location         *string
+}
+
+// SessionPeekLockResponse503Headers the declared response headers of an HTTP 503 response for SessionPeekLock
+type SessionPeekLockResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionPeekLockResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *SessionPeekLockResponse201Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionPeekLockResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionPeekLockResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionPeekLockResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionPeekLockResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionPeekLockResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionPeekLockResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionPeekLockResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionPeekLockResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionPeekLockResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SessionCompleteResponse503Headers the declared response headers of an HTTP 503 response for SessionComplete
+type SessionCompleteResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionCompleteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionCompleteResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionCompleteResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionCompleteResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionCompleteResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionCompleteResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionCompleteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionCompleteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionCompleteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionCompleteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SessionRenewMessageLockResponse200Headers the declared response headers of an HTTP 200 response for SessionRenewMessageLock
+type SessionRenewMessageLockResponse200Headers struct {
+	BrokerProperties *string
+}
+
+// SessionRenewMessageLockResponse503Headers the declared response headers of an HTTP 503 response for SessionRenewMessageLock
+type SessionRenewMessageLockResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionRenewMessageLockResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SessionRenewMessageLockResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionRenewMessageLockResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionRenewMessageLockResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionRenewMessageLockResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionRenewMessageLockResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionRenewMessageLockResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionRenewMessageLockResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionRenewMessageLockResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionRenewMessageLockResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionRenewMessageLockResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SessionUnlockResponse503Headers the declared response headers of an HTTP 503 response for SessionUnlock
+type SessionUnlockResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionUnlockResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionUnlockResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionUnlockResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionUnlockResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionUnlockResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionUnlockResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionUnlockResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionUnlockResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionUnlockResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionUnlockResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SessionDeadLetterResponse503Headers the declared response headers of an HTTP 503 response for SessionDeadLetter
+type SessionDeadLetterResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionDeadLetterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionDeadLetterResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionDeadLetterResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionDeadLetterResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionDeadLetterResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionDeadLetterResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionDeadLetterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionDeadLetterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionDeadLetterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionDeadLetterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SessionDeferResponse503Headers the declared response headers of an HTTP 503 response for SessionDefer
+type SessionDeferResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionDeferResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionDeferResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionDeferResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionDeferResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionDeferResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionDeferResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionDeferResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionDeferResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionDeferResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionDeferResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSessionStateResponse503Headers the declared response headers of an HTTP 503 response for GetSessionState
+type GetSessionStateResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetSessionStateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSessionStateResponse503Headers
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r GetSessionStateResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r GetSessionStateResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r GetSessionStateResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSessionStateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSessionStateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSessionStateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSessionStateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetSessionStateResponse503Headers the declared response headers of an HTTP 503 response for SetSessionState
+type SetSessionStateResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SetSessionStateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML403 the response for an HTTP 403 `application/xml` response
+	XML403 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SetSessionStateResponse503Headers
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SetSessionStateResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML403 returns the response for an HTTP 403 `application/xml` response
+func (r SetSessionStateResponse) GetXML403() *Error {
+	return r.XML403
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SetSessionStateResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SetSessionStateResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SetSessionStateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetSessionStateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetSessionStateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetSessionStateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListQueuesWithResponse List queues, in path order, a page at a time.
 //
 // Returns an Atom feed titled `Queues`. When the page is full the feed carries a
@@ -4678,6 +9958,19 @@ func (c *ClientWithResponses) ListQueuesWithResponse(ctx context.Context, params
 		return nil, err
 	}
 	return ParseListQueuesResponse(rsp)
+}
+
+// ListTopicsWithResponse List topics, in path order, a page at a time.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /$Resources/Topics (the `ListTopics` operationId).
+func (c *ClientWithResponses) ListTopicsWithResponse(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*ListTopicsResponse, error) {
+	rsp, err := c.ListTopics(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTopicsResponse(rsp)
 }
 
 // GetNamespaceInfoWithResponse Namespace information (any valid token).
@@ -4749,9 +10042,9 @@ func (c *ClientWithResponses) GetEntityWithResponse(ctx context.Context, entityP
 	return ParseGetEntityResponse(rsp)
 }
 
-// PutEntityWithBodyWithResponse Create a queue, or replace its description with If-Match.
+// PutEntityWithBodyWithResponse Create a queue or topic, or replace its description with If-Match.
 //
-// The body is an Atom entry whose content is a `QueueDescription`
+// The body is an Atom entry whose content is a `QueueDescription` or `TopicDescription`
 // (namespace `http://schemas.microsoft.com/netservices/2010/10/servicebus/connect`).
 // Elements may come in any order; omitted elements take their defaults (on update too:
 // an update replaces the whole description). `RequiresSession`,
@@ -4766,6 +10059,119 @@ func (c *ClientWithResponses) PutEntityWithBodyWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParsePutEntityResponse(rsp)
+}
+
+// ListSubscriptionsWithResponse List a topic's subscriptions (entityPath is the topic).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /{entityPath}/Subscriptions (the `ListSubscriptions` operationId).
+func (c *ClientWithResponses) ListSubscriptionsWithResponse(ctx context.Context, entityPath EntityPath, params *ListSubscriptionsParams, reqEditors ...RequestEditorFn) (*ListSubscriptionsResponse, error) {
+	rsp, err := c.ListSubscriptions(ctx, entityPath, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSubscriptionsResponse(rsp)
+}
+
+// DeleteSubscriptionWithResponse Delete a subscription with its rules and messages.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /{entityPath}/Subscriptions/{subscriptionName} (the `DeleteSubscription` operationId).
+func (c *ClientWithResponses) DeleteSubscriptionWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *DeleteSubscriptionParams, reqEditors ...RequestEditorFn) (*DeleteSubscriptionResponse, error) {
+	rsp, err := c.DeleteSubscription(ctx, entityPath, subscriptionName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSubscriptionResponse(rsp)
+}
+
+// GetSubscriptionWithResponse Get a subscription with its counts (404 when missing).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName} (the `GetSubscription` operationId).
+func (c *ClientWithResponses) GetSubscriptionWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *GetSubscriptionParams, reqEditors ...RequestEditorFn) (*GetSubscriptionResponse, error) {
+	rsp, err := c.GetSubscription(ctx, entityPath, subscriptionName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSubscriptionResponse(rsp)
+}
+
+// PutSubscriptionWithBodyWithResponse Create a subscription of a topic, or replace its description with If-Match.
+//
+// The body is an Atom entry with a SubscriptionDescription. A new subscription gets the
+// `$Default` rule (TrueFilter) unless the description carries a DefaultRuleDescription.
+// ForwardTo and ForwardDeadLetteredMessagesTo name an existing queue or topic; a loop is
+// refused.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName} (the `PutSubscription` operationId).
+func (c *ClientWithResponses) PutSubscriptionWithBodyWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *PutSubscriptionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSubscriptionResponse, error) {
+	rsp, err := c.PutSubscriptionWithBody(ctx, entityPath, subscriptionName, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutSubscriptionResponse(rsp)
+}
+
+// ListRulesWithResponse List a subscription's rules.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName}/Rules (the `ListRules` operationId).
+func (c *ClientWithResponses) ListRulesWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *ListRulesParams, reqEditors ...RequestEditorFn) (*ListRulesResponse, error) {
+	rsp, err := c.ListRules(ctx, entityPath, subscriptionName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListRulesResponse(rsp)
+}
+
+// DeleteRuleWithResponse Delete a rule.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `DeleteRule` operationId).
+func (c *ClientWithResponses) DeleteRuleWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *DeleteRuleParams, reqEditors ...RequestEditorFn) (*DeleteRuleResponse, error) {
+	rsp, err := c.DeleteRule(ctx, entityPath, subscriptionName, ruleName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteRuleResponse(rsp)
+}
+
+// GetRuleWithResponse Get a rule.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `GetRule` operationId).
+func (c *ClientWithResponses) GetRuleWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *GetRuleParams, reqEditors ...RequestEditorFn) (*GetRuleResponse, error) {
+	rsp, err := c.GetRule(ctx, entityPath, subscriptionName, ruleName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetRuleResponse(rsp)
+}
+
+// PutRuleWithBodyWithResponse Create a rule, or replace it with If-Match.
+//
+// The body is an Atom entry with a RuleDescription: a SqlFilter, TrueFilter, FalseFilter
+// or CorrelationFilter and an EmptyRuleAction or SqlRuleAction (SET/REMOVE), with
+// Parameters. An invalid expression is refused with 400 naming where the error is.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName} (the `PutRule` operationId).
+func (c *ClientWithResponses) PutRuleWithBodyWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params *PutRuleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutRuleResponse, error) {
+	rsp, err := c.PutRuleWithBody(ctx, entityPath, subscriptionName, ruleName, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutRuleResponse(rsp)
 }
 
 // PurgeMessagesWithResponse Extension: delete every message of the entity, or of its dead-letter subqueue.
@@ -5045,6 +10451,259 @@ func (c *ClientWithResponses) DeferMessageWithResponse(ctx context.Context, enti
 	return ParseDeferMessageResponse(rsp)
 }
 
+// ListSessionsWithResponse Extension: list the sessions that hold messages or state, or are locked.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /{entityPath}/sessions (the `ListSessions` operationId).
+func (c *ClientWithResponses) ListSessionsWithResponse(ctx context.Context, entityPath EntityPath, params *ListSessionsParams, reqEditors ...RequestEditorFn) (*ListSessionsResponse, error) {
+	rsp, err := c.ListSessions(ctx, entityPath, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSessionsResponse(rsp)
+}
+
+// AcceptNextSessionWithResponse Extension: accept the session whose messages have waited longest.
+//
+// Waits up to `timeout` seconds for a session with a receivable message, locks it for the
+// entity's LockDuration and answers 201 with the session and its `Location`. While the lock
+// is held no other receiver gets the session or its messages.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/$accept (the `AcceptNextSession` operationId).
+func (c *ClientWithResponses) AcceptNextSessionWithResponse(ctx context.Context, entityPath EntityPath, params *AcceptNextSessionParams, reqEditors ...RequestEditorFn) (*AcceptNextSessionResponse, error) {
+	rsp, err := c.AcceptNextSession(ctx, entityPath, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcceptNextSessionResponse(rsp)
+}
+
+// AcceptSessionWithResponse Extension: accept a named session (it need not have messages).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/$accept (the `AcceptSession` operationId).
+func (c *ClientWithResponses) AcceptSessionWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, params *AcceptSessionParams, reqEditors ...RequestEditorFn) (*AcceptSessionResponse, error) {
+	rsp, err := c.AcceptSession(ctx, entityPath, sessionId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcceptSessionResponse(rsp)
+}
+
+// ReleaseSessionWithResponse Extension: release a session; its unsettled messages go to the next holder.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken} (the `ReleaseSession` operationId).
+func (c *ClientWithResponses) ReleaseSessionWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *ReleaseSessionParams, reqEditors ...RequestEditorFn) (*ReleaseSessionResponse, error) {
+	rsp, err := c.ReleaseSession(ctx, entityPath, sessionId, sessionLockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseSessionResponse(rsp)
+}
+
+// RenewSessionLockWithResponse Extension: renew a session lock for another LockDuration.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken} (the `RenewSessionLock` operationId).
+func (c *ClientWithResponses) RenewSessionLockWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *RenewSessionLockParams, reqEditors ...RequestEditorFn) (*RenewSessionLockResponse, error) {
+	rsp, err := c.RenewSessionLock(ctx, entityPath, sessionId, sessionLockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewSessionLockResponse(rsp)
+}
+
+// SessionReceiveAndDeleteBatchWithResponse Extension: receive and delete up to count messages of an accepted session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch (the `SessionReceiveAndDeleteBatch` operationId).
+func (c *ClientWithResponses) SessionReceiveAndDeleteBatchWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionReceiveAndDeleteBatchParams, reqEditors ...RequestEditorFn) (*SessionReceiveAndDeleteBatchResponse, error) {
+	rsp, err := c.SessionReceiveAndDeleteBatch(ctx, entityPath, sessionId, sessionLockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionReceiveAndDeleteBatchResponse(rsp)
+}
+
+// SessionPeekLockBatchWithResponse Extension: peek-lock up to count messages of an accepted session, in order.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch (the `SessionPeekLockBatch` operationId).
+func (c *ClientWithResponses) SessionPeekLockBatchWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionPeekLockBatchParams, reqEditors ...RequestEditorFn) (*SessionPeekLockBatchResponse, error) {
+	rsp, err := c.SessionPeekLockBatch(ctx, entityPath, sessionId, sessionLockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionPeekLockBatchResponse(rsp)
+}
+
+// SessionReceiveAndDeleteDeferredWithResponse Extension: receive and delete a deferred message of an accepted session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber} (the `SessionReceiveAndDeleteDeferred` operationId).
+func (c *ClientWithResponses) SessionReceiveAndDeleteDeferredWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionReceiveAndDeleteDeferredParams, reqEditors ...RequestEditorFn) (*SessionReceiveAndDeleteDeferredResponse, error) {
+	rsp, err := c.SessionReceiveAndDeleteDeferred(ctx, entityPath, sessionId, sessionLockToken, sequenceNumber, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionReceiveAndDeleteDeferredResponse(rsp)
+}
+
+// SessionPeekLockDeferredWithResponse Extension: peek-lock a deferred message of an accepted session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber} (the `SessionPeekLockDeferred` operationId).
+func (c *ClientWithResponses) SessionPeekLockDeferredWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionPeekLockDeferredParams, reqEditors ...RequestEditorFn) (*SessionPeekLockDeferredResponse, error) {
+	rsp, err := c.SessionPeekLockDeferred(ctx, entityPath, sessionId, sessionLockToken, sequenceNumber, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionPeekLockDeferredResponse(rsp)
+}
+
+// SessionReceiveAndDeleteWithResponse Extension: receive and delete the next message of an accepted session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head (the `SessionReceiveAndDelete` operationId).
+func (c *ClientWithResponses) SessionReceiveAndDeleteWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionReceiveAndDeleteParams, reqEditors ...RequestEditorFn) (*SessionReceiveAndDeleteResponse, error) {
+	rsp, err := c.SessionReceiveAndDelete(ctx, entityPath, sessionId, sessionLockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionReceiveAndDeleteResponse(rsp)
+}
+
+// SessionPeekLockWithResponse Extension: peek-lock the next message of an accepted session.
+//
+// Answers like a peek-lock of the head; `Location` continues under the session path.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head (the `SessionPeekLock` operationId).
+func (c *ClientWithResponses) SessionPeekLockWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionPeekLockParams, reqEditors ...RequestEditorFn) (*SessionPeekLockResponse, error) {
+	rsp, err := c.SessionPeekLock(ctx, entityPath, sessionId, sessionLockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionPeekLockResponse(rsp)
+}
+
+// SessionCompleteWithResponse Extension: complete a message of an accepted session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionComplete` operationId).
+func (c *ClientWithResponses) SessionCompleteWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionCompleteParams, reqEditors ...RequestEditorFn) (*SessionCompleteResponse, error) {
+	rsp, err := c.SessionComplete(ctx, entityPath, sessionId, sessionLockToken, messageId, lockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionCompleteResponse(rsp)
+}
+
+// SessionRenewMessageLockWithResponse Extension: renew the lock of a message of an accepted session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionRenewMessageLock` operationId).
+func (c *ClientWithResponses) SessionRenewMessageLockWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionRenewMessageLockParams, reqEditors ...RequestEditorFn) (*SessionRenewMessageLockResponse, error) {
+	rsp, err := c.SessionRenewMessageLock(ctx, entityPath, sessionId, sessionLockToken, messageId, lockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionRenewMessageLockResponse(rsp)
+}
+
+// SessionUnlockWithResponse Extension: abandon a message of an accepted session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken} (the `SessionUnlock` operationId).
+func (c *ClientWithResponses) SessionUnlockWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionUnlockParams, reqEditors ...RequestEditorFn) (*SessionUnlockResponse, error) {
+	rsp, err := c.SessionUnlock(ctx, entityPath, sessionId, sessionLockToken, messageId, lockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionUnlockResponse(rsp)
+}
+
+// SessionDeadLetterWithBodyWithResponse Extension: dead-letter a message of an accepted session.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$deadletter (the `SessionDeadLetter` operationId).
+func (c *ClientWithResponses) SessionDeadLetterWithBodyWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeadLetterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SessionDeadLetterResponse, error) {
+	rsp, err := c.SessionDeadLetterWithBody(ctx, entityPath, sessionId, sessionLockToken, messageId, lockToken, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionDeadLetterResponse(rsp)
+}
+
+// SessionDeadLetterWithResponse Extension: dead-letter a message of an accepted session.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$deadletter (the `SessionDeadLetter` operationId).
+func (c *ClientWithResponses) SessionDeadLetterWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeadLetterParams, body SessionDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*SessionDeadLetterResponse, error) {
+	rsp, err := c.SessionDeadLetter(ctx, entityPath, sessionId, sessionLockToken, messageId, lockToken, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionDeadLetterResponse(rsp)
+}
+
+// SessionDeferWithResponse Extension: defer a message of an accepted session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$defer (the `SessionDefer` operationId).
+func (c *ClientWithResponses) SessionDeferWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, messageId MessageId, lockToken LockToken, params *SessionDeferParams, reqEditors ...RequestEditorFn) (*SessionDeferResponse, error) {
+	rsp, err := c.SessionDefer(ctx, entityPath, sessionId, sessionLockToken, messageId, lockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionDeferResponse(rsp)
+}
+
+// GetSessionStateWithResponse Extension: read the session state (an opaque blob).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state (the `GetSessionState` operationId).
+func (c *ClientWithResponses) GetSessionStateWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *GetSessionStateParams, reqEditors ...RequestEditorFn) (*GetSessionStateResponse, error) {
+	rsp, err := c.GetSessionState(ctx, entityPath, sessionId, sessionLockToken, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSessionStateResponse(rsp)
+}
+
+// SetSessionStateWithBodyWithResponse Extension: replace the session state; an empty body clears it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /{entityPath}/sessions/{sessionId}/{sessionLockToken}/state (the `SetSessionState` operationId).
+func (c *ClientWithResponses) SetSessionStateWithBodyWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SetSessionStateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSessionStateResponse, error) {
+	rsp, err := c.SetSessionStateWithBody(ctx, entityPath, sessionId, sessionLockToken, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetSessionStateResponse(rsp)
+}
+
 // ParseListQueuesResponse parses an HTTP response from a ListQueuesWithResponse call
 func ParseListQueuesResponse(rsp *http.Response) (*ListQueuesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5085,6 +10744,59 @@ func ParseListQueuesResponse(rsp *http.Response) (*ListQueuesResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ListQueuesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListTopicsResponse parses an HTTP response from a ListTopicsWithResponse call
+func ParseListTopicsResponse(rsp *http.Response) (*ListTopicsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTopicsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListTopicsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -5342,6 +11054,471 @@ func ParsePutEntityResponse(rsp *http.Response) (*PutEntityResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers PutEntityResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSubscriptionsResponse parses an HTTP response from a ListSubscriptionsWithResponse call
+func ParseListSubscriptionsResponse(rsp *http.Response) (*ListSubscriptionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSubscriptionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListSubscriptionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSubscriptionResponse parses an HTTP response from a DeleteSubscriptionWithResponse call
+func ParseDeleteSubscriptionResponse(rsp *http.Response) (*DeleteSubscriptionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSubscriptionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteSubscriptionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSubscriptionResponse parses an HTTP response from a GetSubscriptionWithResponse call
+func ParseGetSubscriptionResponse(rsp *http.Response) (*GetSubscriptionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSubscriptionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetSubscriptionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutSubscriptionResponse parses an HTTP response from a PutSubscriptionWithResponse call
+func ParsePutSubscriptionResponse(rsp *http.Response) (*PutSubscriptionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutSubscriptionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 409:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PutSubscriptionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListRulesResponse parses an HTTP response from a ListRulesWithResponse call
+func ParseListRulesResponse(rsp *http.Response) (*ListRulesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListRulesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListRulesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteRuleResponse parses an HTTP response from a DeleteRuleWithResponse call
+func ParseDeleteRuleResponse(rsp *http.Response) (*DeleteRuleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteRuleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteRuleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetRuleResponse parses an HTTP response from a GetRuleWithResponse call
+func ParseGetRuleResponse(rsp *http.Response) (*GetRuleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetRuleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetRuleResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutRuleResponse parses an HTTP response from a PutRuleWithResponse call
+func ParsePutRuleResponse(rsp *http.Response) (*PutRuleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutRuleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 403:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 409:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PutRuleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -6543,6 +12720,1251 @@ func ParseDeferMessageResponse(rsp *http.Response) (*DeferMessageResponse, error
 	switch {
 	case rsp.StatusCode == 503:
 		var headers DeferMessageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSessionsResponse parses an HTTP response from a ListSessionsWithResponse call
+func ParseListSessionsResponse(rsp *http.Response) (*ListSessionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSessionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []SessionInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListSessionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAcceptNextSessionResponse parses an HTTP response from a AcceptNextSessionWithResponse call
+func ParseAcceptNextSessionResponse(rsp *http.Response) (*AcceptNextSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcceptNextSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SessionLock
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 403:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers AcceptNextSessionResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers AcceptNextSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAcceptSessionResponse parses an HTTP response from a AcceptSessionWithResponse call
+func ParseAcceptSessionResponse(rsp *http.Response) (*AcceptSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcceptSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SessionLock
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 403:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 409:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers AcceptSessionResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers AcceptSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReleaseSessionResponse parses an HTTP response from a ReleaseSessionWithResponse call
+func ParseReleaseSessionResponse(rsp *http.Response) (*ReleaseSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ReleaseSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRenewSessionLockResponse parses an HTTP response from a RenewSessionLockWithResponse call
+func ParseRenewSessionLockResponse(rsp *http.Response) (*RenewSessionLockResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RenewSessionLockResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SessionLock
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers RenewSessionLockResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionReceiveAndDeleteBatchResponse parses an HTTP response from a SessionReceiveAndDeleteBatchWithResponse call
+func ParseSessionReceiveAndDeleteBatchResponse(rsp *http.Response) (*SessionReceiveAndDeleteBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionReceiveAndDeleteBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []Message
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SessionReceiveAndDeleteBatchResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionPeekLockBatchResponse parses an HTTP response from a SessionPeekLockBatchWithResponse call
+func ParseSessionPeekLockBatchResponse(rsp *http.Response) (*SessionPeekLockBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionPeekLockBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest []Message
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SessionPeekLockBatchResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionReceiveAndDeleteDeferredResponse parses an HTTP response from a SessionReceiveAndDeleteDeferredWithResponse call
+func ParseSessionReceiveAndDeleteDeferredResponse(rsp *http.Response) (*SessionReceiveAndDeleteDeferredResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionReceiveAndDeleteDeferredResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SessionReceiveAndDeleteDeferredResponse200Headers
+		if values := rsp.Header.Values("BrokerProperties"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "BrokerProperties", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.BrokerProperties = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers SessionReceiveAndDeleteDeferredResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionPeekLockDeferredResponse parses an HTTP response from a SessionPeekLockDeferredWithResponse call
+func ParseSessionPeekLockDeferredResponse(rsp *http.Response) (*SessionPeekLockDeferredResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionPeekLockDeferredResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers SessionPeekLockDeferredResponse201Headers
+		if values := rsp.Header.Values("BrokerProperties"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "BrokerProperties", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.BrokerProperties = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers SessionPeekLockDeferredResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionReceiveAndDeleteResponse parses an HTTP response from a SessionReceiveAndDeleteWithResponse call
+func ParseSessionReceiveAndDeleteResponse(rsp *http.Response) (*SessionReceiveAndDeleteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionReceiveAndDeleteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SessionReceiveAndDeleteResponse200Headers
+		if values := rsp.Header.Values("BrokerProperties"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "BrokerProperties", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.BrokerProperties = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers SessionReceiveAndDeleteResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionPeekLockResponse parses an HTTP response from a SessionPeekLockWithResponse call
+func ParseSessionPeekLockResponse(rsp *http.Response) (*SessionPeekLockResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionPeekLockResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers SessionPeekLockResponse201Headers
+		if values := rsp.Header.Values("BrokerProperties"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "BrokerProperties", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.BrokerProperties = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 503:
+		var headers SessionPeekLockResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionCompleteResponse parses an HTTP response from a SessionCompleteWithResponse call
+func ParseSessionCompleteResponse(rsp *http.Response) (*SessionCompleteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionCompleteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SessionCompleteResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionRenewMessageLockResponse parses an HTTP response from a SessionRenewMessageLockWithResponse call
+func ParseSessionRenewMessageLockResponse(rsp *http.Response) (*SessionRenewMessageLockResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionRenewMessageLockResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SessionRenewMessageLockResponse200Headers
+		if values := rsp.Header.Values("BrokerProperties"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "BrokerProperties", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.BrokerProperties = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers SessionRenewMessageLockResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionUnlockResponse parses an HTTP response from a SessionUnlockWithResponse call
+func ParseSessionUnlockResponse(rsp *http.Response) (*SessionUnlockResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionUnlockResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SessionUnlockResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionDeadLetterResponse parses an HTTP response from a SessionDeadLetterWithResponse call
+func ParseSessionDeadLetterResponse(rsp *http.Response) (*SessionDeadLetterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionDeadLetterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SessionDeadLetterResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionDeferResponse parses an HTTP response from a SessionDeferWithResponse call
+func ParseSessionDeferResponse(rsp *http.Response) (*SessionDeferResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionDeferResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SessionDeferResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSessionStateResponse parses an HTTP response from a GetSessionStateWithResponse call
+func ParseGetSessionStateResponse(rsp *http.Response) (*GetSessionStateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSessionStateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetSessionStateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetSessionStateResponse parses an HTTP response from a SetSessionStateWithResponse call
+func ParseSetSessionStateResponse(rsp *http.Response) (*SetSessionStateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetSessionStateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 403:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SetSessionStateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

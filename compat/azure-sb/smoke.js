@@ -58,7 +58,58 @@ async function main() {
 
   await call((cb) => sb.deleteQueue(q, cb));
   await assert.rejects(call((cb) => sb.getQueue(q, cb)), (err) => err.code === 'QueueNotFound');
+
+  await topics();
   console.log('azure-sb: all checks passed');
+}
+
+// Topics, subscriptions and rules through azure-sb's own functions.
+async function topics() {
+  const t = 'azure-sb-topic-' + Date.now();
+  await call((cb) => sb.createTopic(t, { DefaultMessageTimeToLive: 'PT1H' }, cb));
+  await call((cb) => sb.createTopicIfNotExists(t, cb));
+  const { result: topic } = await call((cb) => sb.getTopic(t, cb));
+  assert.strictEqual(topic.TopicName, t);
+  assert.strictEqual(topic.DefaultMessageTimeToLive, 'PT1H');
+
+  await call((cb) => sb.createSubscription(t, 'all', {}, cb));
+  await call((cb) => sb.createSubscription(t, 'eu', { LockDuration: 'PT30S' }, cb));
+  const { result: sub } = await call((cb) => sb.getSubscription(t, 'eu', cb));
+  assert.strictEqual(sub.SubscriptionName, 'eu');
+  assert.strictEqual(sub.LockDuration, 'PT30S');
+  const { result: subs } = await call((cb) => sb.listSubscriptions(t, cb));
+  assert.deepStrictEqual(subs.map((x) => x.SubscriptionName).sort(), ['all', 'eu']);
+
+  // Replace eu's $Default rule with a SQL filter.
+  await call((cb) => sb.deleteRule(t, 'eu', '$Default', cb));
+  await call((cb) => sb.createRule(t, 'eu', 'region', { sqlExpressionFilter: "region = 'eu'" }, cb));
+  const { result: rules } = await call((cb) => sb.listRules(t, 'eu', cb));
+  assert.deepStrictEqual(rules.map((x) => x.RuleName), ['region']);
+  const { result: rule } = await call((cb) => sb.getRule(t, 'eu', 'region', cb));
+  assert.strictEqual(rule.Filter.SqlExpression, "region = 'eu'");
+
+  await call((cb) => sb.sendTopicMessage(t, { body: 'to-eu', customProperties: { region: 'eu' } }, cb));
+  await call((cb) => sb.sendTopicMessage(t, { body: 'to-us', customProperties: { region: 'us' } }, cb));
+
+  const received = async (s) => {
+    const out = [];
+    for (;;) {
+      try {
+        const { result: m } = await call((cb) => sb.receiveSubscriptionMessage(t, s, { isPeekLock: true, timeoutIntervalInS: 1 }, cb));
+        await call((cb) => sb.deleteMessage(m, cb)); // settles through the subscription's Location
+        out.push(m.body);
+      } catch (e) {
+        if (/No messages to receive/.test(String(e))) return out;
+        throw e;
+      }
+    }
+  };
+  assert.deepStrictEqual(await received('all'), ['to-eu', 'to-us']);
+  assert.deepStrictEqual(await received('eu'), ['to-eu']);
+
+  await call((cb) => sb.deleteSubscription(t, 'all', cb));
+  await call((cb) => sb.deleteTopic(t, cb));
+  await assert.rejects(call((cb) => sb.getTopic(t, cb)), (err) => err.code === 'TopicNotFound');
 }
 
 main().catch((err) => {
