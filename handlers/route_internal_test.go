@@ -273,7 +273,9 @@ func (r *recorder) ResubmitOne(_ http.ResponseWriter, _ *http.Request, e string,
 	r.op, r.entity = opResubmitOne, e
 }
 
-func (r *recorder) ListTopics(http.ResponseWriter, *http.Request, api.ListTopicsParams) { r.op = opListTopics }
+func (r *recorder) ListTopics(http.ResponseWriter, *http.Request, api.ListTopicsParams) {
+	r.op = opListTopics
+}
 func (r *recorder) ListSubscriptions(_ http.ResponseWriter, _ *http.Request, e string, _ api.ListSubscriptionsParams) {
 	r.op, r.entity = opListSubscriptions, e
 }

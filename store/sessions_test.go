@@ -31,7 +31,9 @@ func (b *bundle) accept(t *testing.T, e *store.Entity, id string) *store.Session
 	return s
 }
 
-func lockOf(s *store.Session) store.SessionLock { return store.SessionLock{SessionID: s.ID, Token: s.LockToken} }
+func lockOf(s *store.Session) store.SessionLock {
+	return store.SessionLock{SessionID: s.ID, Token: s.LockToken}
+}
 
 func (b *bundle) receiveIn(t *testing.T, e *store.Entity, s *store.Session, n int) []*store.Message {
 	t.Helper()
