@@ -56,6 +56,11 @@ type Config struct {
 	Operations []string
 	// Insecure skips TLS certificate checks (for a self-signed https broker).
 	Insecure bool
+	// Subscriptions is how many subscriptions the topic-send scenario's topic has (default 100).
+	Subscriptions int
+	// IdleSessions is how many sessions with state but no messages the session scenario's
+	// queue holds besides the active ones (default 10,000; negative for none).
+	IdleSessions int
 	// Progress receives a line per second while a phase runs; nil for none.
 	Progress io.Writer
 }
@@ -103,8 +108,8 @@ func (c *Config) setDefaults() error {
 		c.Operations = AllOperations
 	}
 	for _, op := range c.Operations {
-		if !slices.Contains(AllOperations, op) {
-			return fmt.Errorf("bench: unknown operation %q (want %s)", op, strings.Join(AllOperations, ", "))
+		if !slices.Contains(AllOperations, op) && !slices.Contains(Scenarios, op) {
+			return fmt.Errorf("bench: unknown operation %q (want %s)", op, strings.Join(append(slices.Clone(AllOperations), Scenarios...), ", "))
 		}
 	}
 	for _, n := range c.Clients {
@@ -124,12 +129,16 @@ func randomBytes(n int) []byte {
 // runner holds what every phase shares.
 type runner struct {
 	cfg    Config
-	api    *client.Client
+	api    *client.ClientWithResponses
 	queue  string
 	body   []byte
 	batch  []byte
 	sent   atomic.Int64 // messages sent and not yet received, to size the fills
 	tokens *sas.ConnectionString
+	// counter numbers topic sends, to spread them over the subscriptions' filters.
+	counter atomic.Int64
+	// sessionBacklog is how many messages the session queue holds.
+	sessionBacklog atomic.Int64
 }
 
 // Run measures every operation at every concurrency level against the broker and returns the
@@ -152,7 +161,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	defer transport.CloseIdleConnections()
 	token := cs.Token(time.Now().Add(24 * time.Hour))
-	api, err := client.NewClient(cs.Endpoint.String(),
+	api, err := client.NewClientWithResponses(cs.Endpoint.String(),
 		client.WithHTTPClient(&http.Client{Transport: transport}),
 		client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 			req.Header.Set("Authorization", token)
@@ -167,14 +176,22 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		return nil, err
 	}
 	defer r.deleteQueue()
+	defer r.tearDown()
+	if err := r.setUp(ctx, cfg.Operations); err != nil {
+		return nil, err
+	}
 
 	var results []Result
 	for _, clients := range cfg.Clients {
 		for _, op := range cfg.Operations {
-			if op == OpPeekLock || op == OpReceiveDelete {
-				if err := r.fill(ctx, clients); err != nil {
-					return results, err
-				}
+			switch op {
+			case OpPeekLock, OpReceiveDelete:
+				err = r.fill(ctx, clients)
+			case OpSession:
+				err = r.fillSessions(ctx, clients)
+			}
+			if err != nil {
+				return results, err
 			}
 			res, err := r.phase(ctx, op, clients)
 			if err != nil {
@@ -231,27 +248,10 @@ func (r *runner) fill(ctx context.Context, clients int) error {
 		return nil
 	}
 	requests := (need + int64(r.cfg.BatchSize) - 1) / int64(r.cfg.BatchSize)
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= requests && ctx.Err() == nil {
-				if err := r.sendBatch(ctx); err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-			}
-		}()
+	if err := parallel(ctx, int(requests), func(int) error { return r.sendBatch(ctx) }); err != nil {
+		return fmt.Errorf("bench: fill queue: %w", err)
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return fmt.Errorf("bench: fill queue: %w", firstErr)
-	}
-	return ctx.Err()
+	return nil
 }
 
 // phase runs one operation with clients workers for the configured duration.
@@ -396,6 +396,10 @@ func (r *runner) once(ctx context.Context, op string) (int, error) {
 		}
 		r.sent.Add(-1)
 		return 1, nil
+	case OpTopicSend:
+		return r.topicSend(ctx)
+	case OpSession:
+		return r.sessionOnce(ctx)
 	}
 	return 0, fmt.Errorf("unknown operation %q", op)
 }

@@ -21,7 +21,10 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	duration := fs.Duration("duration", 3*time.Second, "how long each operation runs at each level")
 	size := fs.Int("size", 1024, "message body size in bytes")
 	batch := fs.Int("batch", 10, "messages per send-batch request")
-	ops := fs.String("ops", strings.Join(bench.AllOperations, ","), "operations to run")
+	ops := fs.String("ops", strings.Join(bench.AllOperations, ","), "operations to run: "+strings.Join(bench.AllOperations, ", ")+
+		", and the scenarios "+strings.Join(bench.Scenarios, ", "))
+	subs := fs.Int("subscriptions", 100, "subscriptions of the topic-send scenario's topic")
+	idle := fs.Int("idle-sessions", 10000, "idle sessions beside the active ones in the session scenario")
 	queue := fs.String("queue", "", "queue to create and use (default: a fresh bench-* queue, deleted after)")
 	insecure := fs.Bool("insecure", false, "skip TLS certificate checks")
 	quiet := fs.Bool("quiet", false, "no progress lines")
@@ -36,6 +39,8 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		BatchSize:        *batch,
 		Operations:       splitList(*ops),
 		Insecure:         *insecure,
+		Subscriptions:    *subs,
+		IdleSessions:     *idle,
 		Progress:         stderr,
 	}
 	if *quiet {
