@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -328,142 +327,39 @@ func dropDuplicateIDs(rows []messageRow) []messageRow {
 type sendRequest struct {
 	rows      []messageRow
 	entityIDs []int64
-	done      chan error
 }
 
-// sendBatcher group-commits concurrent sends. Each writer takes the first waiting request and
-// every other request already waiting, writes them in one statement and answers each. It never
-// waits for more requests to arrive: a lone request is written at once, and requests collect only
-// while the writers are busy, which is exactly when sharing a commit pays.
-type sendBatcher struct {
-	s       *Postgres
-	reqs    chan *sendRequest
-	mu      sync.Mutex
-	started bool
-	quit    chan struct{}
-	wg      sync.WaitGroup
+// newSendBatcher group-commits concurrent sends: their rows go into one INSERT.
+func newSendBatcher(s *Postgres) *batcher[*sendRequest] {
+	return newBatcher(s.opts.SendWriters, s.opts.MaxBatchRows,
+		func(r *sendRequest) int { return len(r.rows) }, s.writeSends)
 }
 
-func newSendBatcher(s *Postgres) *sendBatcher {
-	return &sendBatcher{s: s, reqs: make(chan *sendRequest, 4096), quit: make(chan struct{})}
-}
-
-func (b *sendBatcher) start() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.started {
-		return
-	}
-	b.started = true
-	for range b.s.opts.SendWriters {
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			b.run()
-		}()
-	}
-}
-
-func (b *sendBatcher) stop() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.started {
-		return
-	}
-	select {
-	case <-b.quit:
-		return
-	default:
-	}
-	close(b.quit)
-	b.wg.Wait()
-	// Anything still queued was never written; say so rather than leave its sender waiting.
-	for {
-		select {
-		case r := <-b.reqs:
-			r.done <- errShuttingDown
-		default:
-			return
-		}
-	}
-}
-
-var errShuttingDown = &Error{Code: CodeUnavailable, Message: "The gateway is shutting down; retry on another."}
-
-// submit queues req and waits for its commit.
-func (b *sendBatcher) submit(ctx context.Context, req *sendRequest) error {
-	req.done = make(chan error, 1)
-	select {
-	case b.reqs <- req:
-	case <-b.quit:
-		return errShuttingDown
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		// The write may still commit; the client that gave up cannot be told either way.
-		return ctx.Err()
-	}
-}
-
-func (b *sendBatcher) run() {
-	for {
-		var first *sendRequest
-		select {
-		case first = <-b.reqs:
-		case <-b.quit:
-			return
-		}
-		batch, n := []*sendRequest{first}, len(first.rows)
-	collect:
-		for n < b.s.opts.MaxBatchRows {
-			select {
-			case r := <-b.reqs:
-				batch = append(batch, r)
-				n += len(r.rows)
-			default:
-				break collect
-			}
-		}
-		b.write(batch, n)
-	}
-}
-
-// writeTimeout bounds one group commit; it does not depend on any one client's context because
-// it serves many.
-const writeTimeout = 30 * time.Second
-
-func (b *sendBatcher) write(batch []*sendRequest, n int) {
+func (s *Postgres) writeSends(jobs []*job[*sendRequest]) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	rows := make([]messageRow, 0, n)
-	for _, r := range batch {
-		rows = append(rows, r.rows...)
+	var rows []messageRow
+	for _, j := range jobs {
+		rows = append(rows, j.req.rows...)
 	}
-	err := interpretError(b.s.insertRows(ctx, b.s.pool, rows))
-	if err != nil && len(batch) > 1 && !errors.Is(err, ErrUnavailable) {
+	err := interpretError(s.insertRows(ctx, s.pool, rows))
+	if err != nil && len(jobs) > 1 && !errors.Is(err, ErrUnavailable) {
 		// One request's rows failed the shared statement; write each alone so the others commit.
-		for _, r := range batch {
-			b.finish(r, interpretError(b.s.insertRows(ctx, b.s.pool, r.rows)))
+		for _, j := range jobs {
+			s.finishSend(j, interpretError(s.insertRows(ctx, s.pool, j.req.rows)))
 		}
 		return
 	}
-	for _, r := range batch {
-		b.finish(r, err)
+	for _, j := range jobs {
+		s.finishSend(j, err)
 	}
 }
 
-func (b *sendBatcher) finish(r *sendRequest, err error) {
+func (s *Postgres) finishSend(j *job[*sendRequest], err error) {
 	if err == nil {
-		for _, id := range r.entityIDs {
-			b.s.hub.wake(id)
-		}
-		b.s.listener.announceMessages(r.entityIDs)
+		s.wakeAll(j.req.entityIDs)
 	} else {
 		err = fmt.Errorf("store messages: %w", err)
 	}
-	r.done <- err
+	j.finish(err)
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -44,10 +45,10 @@ func TestGroupCommitIsolatesAFailingRequest(t *testing.T) {
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
 		r.entityIDs = []int64{e.ID}
-		r.done = make(chan error, 1)
-		s.batcher.reqs <- r
+		j := &job[*sendRequest]{req: r, done: make(chan error, 1)}
+		s.batcher.reqs <- j
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = <-r.done }()
+		go func() { defer wg.Done(); errs[i] = <-j.done }()
 	}
 	s.Start(ctx)
 	defer s.Stop()
@@ -66,3 +67,53 @@ func TestGroupCommitIsolatesAFailingRequest(t *testing.T) {
 		t.Errorf("stored %d messages; want the 2 good ones", n)
 	}
 }
+
+// TestCoalescedCompletesAnswerEachLock: completions that share one statement each learn whether
+// their own lock was there.
+func TestCoalescedCompletesAnswerEachLock(t *testing.T) {
+	t.Parallel()
+	pool, err := db.Open(t.Context(), dbtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s := New(pool, Options{SendWriters: 1})
+	ctx := context.Background()
+	e, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.batcher.start()
+	defer s.batcher.stop()
+	if err := s.Send(ctx, e, []Message{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := s.claim(ctx, e, SubQueueMain, PeekLock, 2)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("claim = %d, %v", len(msgs), err)
+	}
+	reqs := []completeRequest{
+		{e: e, id: msgs[0].MessageID, token: msgs[0].LockToken},
+		{e: e, id: msgs[1].MessageID, token: [16]byte{7}}, // no such lock
+		{e: e, id: "wrong-id", token: msgs[1].LockToken},  // right lock, wrong message
+		{e: e, id: itoa(msgs[1].SequenceNumber), token: msgs[1].LockToken},
+	}
+	jobs := make([]*job[completeRequest], len(reqs))
+	for i, r := range reqs {
+		jobs[i] = &job[completeRequest]{req: r, done: make(chan error, 1)}
+		s.completer.reqs <- jobs[i] // queued before any writer runs: one statement takes them all
+	}
+	s.completer.start()
+	defer s.completer.stop()
+	for i, want := range []error{nil, ErrLockLost, ErrLockLost, nil} {
+		if err := <-jobs[i].done; !errors.Is(err, want) && !(want == nil && err == nil) {
+			t.Errorf("completion %d: err = %v; want %v", i, err, want)
+		}
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM messages`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d messages left (%v); want both completed", n, err)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -146,7 +146,8 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives background errors.
 	Logger *slog.Logger
-	// SendWriters is how many group-commit writers run at once (default 2).
+	// SendWriters is how many group-commit writers run at once, for sends and, as many
+	// again, for completions (default 2).
 	SendWriters int
 	// MaxBatchRows caps the messages one group commit inserts (default 1000).
 	MaxBatchRows int
@@ -187,15 +188,17 @@ func (o *Options) setDefaults() {
 
 // Postgres is the PostgreSQL implementation of Store.
 type Postgres struct {
-	pool     *pgxpool.Pool
-	opts     Options
-	log      *slog.Logger
-	cache    *entityCache
-	hub      *hub
-	batcher  *sendBatcher
-	listener *listener
-	touched  touches
-	sizes    sizeCache
+	pool    *pgxpool.Pool
+	opts    Options
+	log     *slog.Logger
+	cache   *entityCache
+	hub     *hub
+	batcher *batcher[*sendRequest]
+	// completer coalesces completions the same way: one DELETE for many lock tokens.
+	completer *batcher[completeRequest]
+	listener  *listener
+	touched   touches
+	sizes     sizeCache
 	// msgCounter numbers sent messages, so the rows of one message (its subscription copies)
 	// are told apart from a duplicate of it in the same group commit.
 	msgCounter atomic.Int64
@@ -215,6 +218,7 @@ func New(pool *pgxpool.Pool, opts Options) *Postgres {
 	// tests move the store clock for.
 	s.cache = newEntityCache(opts.EntityCacheTTL, time.Now)
 	s.batcher = newSendBatcher(s)
+	s.completer = newCompleter(s)
 	s.listener = newListener(s)
 	return s
 }
@@ -223,6 +227,7 @@ func New(pool *pgxpool.Pool, opts Options) *Postgres {
 // until Stop.
 func (s *Postgres) Start(ctx context.Context) {
 	s.batcher.start()
+	s.completer.start()
 	s.listener.start(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -248,6 +253,7 @@ func (s *Postgres) Stop() {
 	}
 	s.listener.stop()
 	s.batcher.stop()
+	s.completer.stop()
 }
 
 // Ping reports whether the database answers.
