@@ -13,16 +13,9 @@ import (
 // receiveDeferredSQL locks the deferred message with sequence number $5 for $3, if it is not
 // locked and has not expired, counting the delivery; past MaxDeliveryCount ($4) it is
 // dead-lettered instead.
-const receiveDeferredSQL = `
+var receiveDeferredSQL = `
 WITH locked AS (
-	UPDATE messages m SET
-		state = CASE WHEN m.delivery_count >= $4::int THEN 2 ELSE m.state END,
-		lock_token = CASE WHEN m.delivery_count >= $4::int THEN NULL ELSE gen_random_uuid() END,
-		visible_at = CASE WHEN m.delivery_count >= $4::int THEN NULL ELSE $2 + $3::interval END,
-		delivery_count = CASE WHEN m.delivery_count >= $4::int THEN m.delivery_count ELSE m.delivery_count + 1 END,
-		dead_letter_reason = CASE WHEN m.delivery_count >= $4::int THEN 'MaxDeliveryCountExceeded' ELSE m.dead_letter_reason END,
-		dead_letter_description = CASE WHEN m.delivery_count >= $4::int
-			THEN 'Message could not be consumed after ' || $4::int || ' delivery attempts.' ELSE m.dead_letter_description END
+	UPDATE messages m SET ` + lockOrDeadLetter("$2", "$3", "$4") + `
 	WHERE m.entity_id = $1 AND m.seq = $5 AND m.state = 1 AND ($6::text IS NULL OR m.session_id = $6)
 		AND (m.visible_at IS NULL OR m.visible_at <= $2) AND (m.expires_at IS NULL OR m.expires_at > $2)
 	RETURNING ` + messageColumns + `

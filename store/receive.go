@@ -87,18 +87,11 @@ WITH due AS MATERIALIZED (
 // peekLockSQL locks the picked messages for $5 and counts the delivery. A message already
 // delivered MaxDeliveryCount ($6) times is moved to the dead-letter subqueue instead, and counted
 // there; the caller drops those from the result and claims again.
-const peekLockSQL = claimCandidatesSQL + peekLockTail
+var peekLockSQL = claimCandidatesSQL + peekLockTail
 
 // peekLockTail locks what a claim picked; see peekLockSQL.
-const peekLockTail = `, locked AS (
-	UPDATE messages m SET
-		state = CASE WHEN m.delivery_count >= $6::int THEN 2 ELSE m.state END,
-		lock_token = CASE WHEN m.delivery_count >= $6::int THEN NULL ELSE gen_random_uuid() END,
-		visible_at = CASE WHEN m.delivery_count >= $6::int THEN NULL ELSE $3 + $5::interval END,
-		delivery_count = CASE WHEN m.delivery_count >= $6::int THEN m.delivery_count ELSE m.delivery_count + 1 END,
-		dead_letter_reason = CASE WHEN m.delivery_count >= $6::int THEN 'MaxDeliveryCountExceeded' ELSE m.dead_letter_reason END,
-		dead_letter_description = CASE WHEN m.delivery_count >= $6::int
-			THEN 'Message could not be consumed after ' || $6::int || ' delivery attempts.' ELSE m.dead_letter_description END
+var peekLockTail = `, locked AS (
+	UPDATE messages m SET ` + lockOrDeadLetter("$3", "$5", "$6") + `
 	FROM picked WHERE m.entity_id = $1 AND m.seq = picked.seq
 	RETURNING ` + messageColumns + `
 ), moved AS (
@@ -106,6 +99,21 @@ const peekLockTail = `, locked AS (
 	SELECT $1, -count(*), count(*), 0 FROM locked WHERE locked.state = 2 AND $2::smallint <> 2 HAVING count(*) > 0
 )
 SELECT ` + messageColumnNames + ` FROM locked`
+
+// lockOrDeadLetter is the SET list that locks a message from time now for lock, counting the
+// delivery, or, when it has already been delivered max times, moves it to the dead-letter
+// subqueue instead (MaxDeliveryCountExceeded). The arguments are parameter placeholders.
+func lockOrDeadLetter(now, lock, max string) string {
+	over := `m.delivery_count >= ` + max + `::int`
+	return `
+		state = CASE WHEN ` + over + ` THEN 2 ELSE m.state END,
+		lock_token = CASE WHEN ` + over + ` THEN NULL ELSE gen_random_uuid() END,
+		visible_at = CASE WHEN ` + over + ` THEN NULL ELSE ` + now + `::timestamptz + ` + lock + `::interval END,
+		delivery_count = CASE WHEN ` + over + ` THEN m.delivery_count ELSE m.delivery_count + 1 END,
+		dead_letter_reason = CASE WHEN ` + over + ` THEN 'MaxDeliveryCountExceeded' ELSE m.dead_letter_reason END,
+		dead_letter_description = CASE WHEN ` + over + `
+			THEN 'Message could not be consumed after ' || ` + max + `::int || ' delivery attempts.' ELSE m.dead_letter_description END`
+}
 
 // receiveAndDeleteSQL removes the picked messages, counts their removal and returns them.
 const receiveAndDeleteSQL = claimCandidatesSQL + receiveAndDeleteTail
@@ -233,18 +241,32 @@ func (s *Postgres) ReceiveBatch(ctx context.Context, e *Entity, sq SubQueue, mod
 		return nil, badRequest("A receive may take between 1 and %d messages.", MaxReceiveBatch)
 	}
 	s.touch(e)
+	var msgs []*Message
+	err := s.longPoll(ctx, e.ID, wait, func() (bool, error) {
+		var err error
+		msgs, err = s.claim(ctx, e, sq, mode, n)
+		return len(msgs) > 0, err
+	})
+	return msgs, err
+}
+
+// longPoll calls try until it reports done or fails, waiting between tries, up to wait in all,
+// for a wake-up of entity id (a send here, or another gateway's NOTIFY) or the poll interval,
+// which is how scheduled messages and expired locks, which announce nothing, are noticed. The
+// waiter registers before each try, so a send between the try and the wait is not missed.
+func (s *Postgres) longPoll(ctx context.Context, id int64, wait time.Duration, try func() (bool, error)) error {
 	deadline := time.Now().Add(wait)
 	for {
-		woken, release := s.hub.wait(e.ID)
-		msgs, err := s.claim(ctx, e, sq, mode, n)
-		if err != nil || len(msgs) > 0 {
+		woken, release := s.hub.wait(id)
+		done, err := try()
+		if err != nil || done {
 			release()
-			return msgs, err
+			return err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			release()
-			return nil, nil
+			return nil
 		}
 		timer := time.NewTimer(min(left, s.opts.PollInterval))
 		select {
@@ -255,7 +277,7 @@ func (s *Postgres) ReceiveBatch(ctx context.Context, e *Entity, sq SubQueue, mod
 		timer.Stop()
 		release()
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }

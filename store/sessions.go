@@ -88,31 +88,13 @@ func (s *Postgres) AcceptSession(ctx context.Context, e *Entity, sessionID strin
 		return s.acceptNamed(ctx, e, sessionID)
 	}
 	s.touch(e)
-	deadline := time.Now().Add(wait)
-	for {
-		woken, release := s.hub.wait(e.ID)
-		sess, err := s.acceptNext(ctx, e)
-		if err != nil || sess != nil {
-			release()
-			return sess, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			release()
-			return nil, nil
-		}
-		timer := time.NewTimer(min(left, s.opts.PollInterval))
-		select {
-		case <-woken:
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		timer.Stop()
-		release()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-	}
+	var sess *Session
+	err := s.longPoll(ctx, e.ID, wait, func() (bool, error) {
+		var err error
+		sess, err = s.acceptNext(ctx, e)
+		return sess != nil, err
+	})
+	return sess, err
 }
 
 // maxAcceptCandidates bounds how many stale candidates (sessions whose messages are gone) one
@@ -365,31 +347,13 @@ func (s *Postgres) ReceiveSession(ctx context.Context, e *Entity, sl SessionLock
 		return nil, badRequest("A receive may take between 1 and %d messages.", MaxReceiveBatch)
 	}
 	s.touch(e)
-	deadline := time.Now().Add(wait)
-	for {
-		woken, release := s.hub.wait(e.ID)
-		msgs, err := s.claimSession(ctx, e, sl, mode, n)
-		if err != nil || len(msgs) > 0 {
-			release()
-			return msgs, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			release()
-			return nil, nil
-		}
-		timer := time.NewTimer(min(left, s.opts.PollInterval))
-		select {
-		case <-woken:
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		timer.Stop()
-		release()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-	}
+	var msgs []*Message
+	err := s.longPoll(ctx, e.ID, wait, func() (bool, error) {
+		var err error
+		msgs, err = s.claimSession(ctx, e, sl, mode, n)
+		return len(msgs) > 0, err
+	})
+	return msgs, err
 }
 
 func (s *Postgres) claimSession(ctx context.Context, e *Entity, sl SessionLock, mode ReceiveMode, n int) ([]*Message, error) {
