@@ -294,6 +294,12 @@ type ListRulesParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// PutRuleNamedInBodyParams defines parameters for PutRuleNamedInBody.
+type PutRuleNamedInBodyParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // DeleteRuleParams defines parameters for DeleteRule.
 type DeleteRuleParams struct {
 	// ApiVersion Accepted and ignored.
@@ -625,6 +631,9 @@ type ServerInterface interface {
 	// ListRules List a subscription's rules.
 	// (GET /{entityPath}/Subscriptions/{subscriptionName}/Rules)
 	ListRules(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params ListRulesParams)
+	// PutRuleNamedInBody Create a rule whose name is the body's <Name> (the Go SDK's form when it names no rule).
+	// (PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules)
+	PutRuleNamedInBody(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params PutRuleNamedInBodyParams)
 	// DeleteRule Delete a rule.
 	// (DELETE /{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName})
 	DeleteRule(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, ruleName RuleName, params DeleteRuleParams)
@@ -820,6 +829,12 @@ func (_ Unimplemented) PutSubscription(w http.ResponseWriter, r *http.Request, e
 // ListRules List a subscription's rules.
 // (GET /{entityPath}/Subscriptions/{subscriptionName}/Rules)
 func (_ Unimplemented) ListRules(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params ListRulesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutRuleNamedInBody Create a rule whose name is the body's <Name> (the Go SDK's form when it names no rule).
+// (PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules)
+func (_ Unimplemented) PutRuleNamedInBody(w http.ResponseWriter, r *http.Request, entityPath EntityPath, subscriptionName SubscriptionName, params PutRuleNamedInBodyParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1785,6 +1800,57 @@ func (siw *ServerInterfaceWrapper) ListRules(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListRules(w, r, entityPath, subscriptionName, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutRuleNamedInBody operation middleware
+func (siw *ServerInterfaceWrapper) PutRuleNamedInBody(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "subscriptionName" -------------
+	var subscriptionName SubscriptionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "subscriptionName", chi.URLParam(r, "subscriptionName"), &subscriptionName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "subscriptionName", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutRuleNamedInBodyParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutRuleNamedInBody(w, r, entityPath, subscriptionName, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4377,6 +4443,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/{entityPath}/Subscriptions/{subscriptionName}/Rules", wrapper.ListRules)
 	})
 	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/{entityPath}/Subscriptions/{subscriptionName}/Rules", wrapper.PutRuleNamedInBody)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName}", wrapper.DeleteRule)
 	})
 	r.Group(func(r chi.Router) {
@@ -4508,129 +4577,130 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3Zchu31u6rrOrjv0w5LZKSHf85UuVCnuKceNqS8ucidFWD3YsktpoADaAlMSpV7avzAOch9oPtJzmF",
-	"BfRENgeNlhTlJlYT3ZjW8K0BC2dBLMcTKVAYHeycBROm2BgNKvprb8L/B5XmUti/EtSx4hNDfwZ7cYwT",
-	"gwkwkQAfCqkwaQdhwO2P3zJU0yAMBBtjsBOwCd889h8KAx2PcMzsF810Yn/WRnExDM7Pw+CtMNxMvzAz",
-	"mu/xHxlmCBNmRtCKpEpQ6SiEiHX6nTjaCEEqOOFmBFHnyRtkyQc0BhW9FAGbTFAkmAA3GhJkyWZKP/eE",
-	"zvrfbJs2RJ0IxmwKfYQJqhiF2UQRywSTdk/kM7PdlxPDcrhhoPBbxhUmwY5RGS6f5wcZHx3KI6SFbfhw",
-	"Wvy+7LsDqcbMBDtBlvEkCBv6+YhasyH+mswv5+EIYex+fqrhAL9lKGL8lI37qKDFNHABH2TMbPMNu7h2",
-	"6YrvtZsXZFz0d7H12M9S/ESfaFwOlf+87KtjdvoBxdCSzo/dpsWoz3FBV7reaK3l58K8fBGEwZgLPs7G",
-	"wc5W0T0XBoeofP/asoDbjMau89/XnObW9k/N86TvrKIxPdvsaqR2cMQnRU8zAuCJtj9Wv5fggGWpCXa6",
-	"lWXrNi9b1i/odgmN6NlmV6KVQz5GmZl5tjnAWIpEg5FwwriBgVTAckaClp8XvOyGEFupk0B/CmaEoFEd",
-	"o3qqYcxO7XR3oQsKTaaEBmZAihg3FglQ40dTm8LyVTuUi3fDyAWbsdXtrqDic7uqeiKFRlIRr1iybzlG",
-	"01LFUhgU9E82maTcSY/O6Ti1j8oOnygcBDvB/+qU2qfjftWdt0pJ31N95T+y1FIhJqBcjyFMlJygMlMr",
-	"nuzk2sF5GLyTqs+TxNH9jY7IilCnAp5q0IaZTFt66HNLHyMEOzjqj8ZlGe2DvIWF+iThmKU8AatFnE40",
-	"I2bAWC53+jqBFp5OLG+EoNGYFBNaQzxGBSNMkw0a8idp3slMJLe4kpBI1CCkATzl2tAwfhcsMyOp+F94",
-	"80P5yLXmYhjCOKe3EPxaEcRQUgzTKWg+FJi4NSXswfz62vWWmSECEIgWdCg+HBUzOWY8Zf0Ub2VNE2ZY",
-	"n2mEmAm7pn0EhSweYbJrhY+aAhsYVDTYIT9GAdrJNyuJRsgSjwT3bdvNPdu2PrJ5AWEH4sfmBISJRx42",
-	"NKDIQnLKATDo28agUSRt+IUfI7ySyZRW1/7jFdP48oWXuH0umJpCXyZTO1YvCbiXSjKZLkU89N4uaGNh",
-	"K1iwYzT8fvhu8yfoTw3S9GeUQhiUY5j/9ttTg8Kq0x1aS/t5+9k+NQ9pzH2ZcNSOFZlConGDp8b2VahX",
-	"23tj30oeofpSm+Uyqphrb4lPz36BJQm3E2Bp9blTljMbVZInlGu9awVNhprm4warQxAEnTTQnGWKTFTX",
-	"U/b/ibEhHTXzpHmW9XG4FpUhtOE3nLoB4Jgba5FwAVIlXLAUyEwgkSdFOoWTEVG4acNnAVxMMpMPtics",
-	"9GeplpZHRDZGxeN8SvSBhBnUsP/uNWxtbT+3k/v14DP89LK7ZVmJJZvUw1E+mNwkItOhTp2vHdcf0uzn",
-	"Jkgs4MlU07B3gYEVSWlJvplGp2L8tzbtx8AxbCPtvpZKYUr75/DnXIvSZiKJ8qY6qoXUDv/n4PMnP8j9",
-	"tweHoDBGfowaYqbUFLixXMDseNVmoa3LcdqF+yzSaU50S0a1j0zflbEcyEzFtHlrvJTyY1TT1zJzgn7B",
-	"G4UEtUYwWaTJvL0yZ3Gs/zELaH838Vpj/sD6mDYSSc2mmLUJVn9XxkeY/C4MT9cdyhID9hcUFl5hAq3n",
-	"2zDCU0j4kBu94dic9TUKEq4rLKYw+MKUITn4GzaojTcOHRPkL0y4XRhn2gB+y1hqKYu67EszcqIQTSMX",
-	"7uMknR7KxqX1v9WMxLlGB1Z1Zykmflsru1ofdCGnrNjaJVGRyw5t2NRa98dc836KkNn9sC1E45ivhQpr",
-	"s1q5HweGGeIuFNYO+TPYiw0/tnrxDQ5QWYuushTB1zVIzy7Uofxgv7LIpNudMdhogZ9q8PvvKbH8UE1v",
-	"JzKzmK7o2amVes/2XwcT1uRMSw0qwewk4fDwg5NT7U9vDyF/B1p/Ju2vo9HOeLyj9Z/tgfvv60bjnjWS",
-	"WJPCJam0j5qsv7M5PeVFVn2w7+UJjJmYlkqqZusAGwwwNs4bOEcqDZZqaaX/6bv82jDSqiIo7M36eJdr",
-	"sArVPd/+75c/XUrZeFqAsiUmr6b7TtGoGWHT3E3TNjgM37ABCTbD2PeHh1+8xdkOmhjuDRrG0/mXPRWH",
-	"xO8QHSoWH3Ex/DXZ+c+//h3CwVQbHNNTVO6RpUBt2Hhi/4zajb6f+hYmjlNpAHNbGQbeuvHOiNx8KUT9",
-	"MiOBC6I1zFW+fuqUviWzNhzmwJuT89LCdSeXubGPHLy3iDsETDX2hG/kMH0bLD4uXQprIlsLzqyMpU6N",
-	"7olC8rq3mgBgbp6ssDBuxSiYAaNNOps1g8AD8huMURj4ff+DM+BS0vClO2yCeLRJbgiLy5qF1cXMkjWs",
-	"iFzZiIGc56n3THtC05X5+t20b79nutA/87/OQ5ileteBEEeFzglIQ7PEYs0/t1wL1O5iHDDDcQcVv3F1",
-	"epW5fF28THZG88u0FOitAeyWrMp1TrfqvJ4ZxNcmWtEYZ4qbqQUPYzdTzRrMzOhgxBQme3GMWh/woWAm",
-	"s4JA/XyWqTSPC4FCTZbAeS/rdrdfaj6s/+7Mf3j/ce/15sH7ve0fX+Yt8eezTPBT51ma5k+PxM9nRzgl",
-	"X+Z51O4JkvUf915bu9ISjaUh+08rxSxKiKUY8GGmLAgm/w51uJkg9b/hgJ9bRwtfNR9a2uuJSCv4AXpB",
-	"ryd6AfwAGiPAUxablNwWhJxJnmo2Ru/Y8rExImguIDpAdcxjfJXpPe+dI0ERVaJlzrgqPc+1hiUZsAm3",
-	"yJtcR9xzbX0/dH9oZayeIDtyq7D3l90QPwZ4lWln802UNDKWKchjVE5NWuP9CHGiAa0hVlEmPfFFajNU",
-	"ePCPD3a6XEMi44xEmuu/79HNyUimudbN1IDF2O6Jnnj2zAUsKSqp28+ewZ6DjVZDGDnhsYtX2qUbsWO7",
-	"eMeoWAoah7YXDa08fklGfiWEQdvEkkSh1s5FFZ3RF8871YCI7pw5YqFpsmpsE/LQJjC742fOv3o+Hx1t",
-	"w+cJir0vv+ZeQjyd2G6BudEXQWHnu9ITJnQxgxC07ImojIRGUFlGN3IpsPKRk5HUSNFWq1tnQq12Qf5r",
-	"+13/v7bfUVD3ZMTjUU9wDSe272Fh88UppwV0zsIqHVR/cfRvaZh2CDLh++mJVtShpe/kMJa642YEKTez",
-	"m1S0CSGyRG3/X9uGKOyJaG5lQ4ie7HsZQe/SYx1tWAayEDpmmovhbiVABIwC69oZk1bykvupJ4xCZoga",
-	"x8BSfoRt8MRnCcABlZhp3ORCW3RkjQlPpDW2s1T6lhihhOx4avukUYyQpWYE8QjjI00ObEsHmsQhjU1r",
-	"EiMkEHvCiYbWYnn5n3/9uxSO5R9Y+feRsH+4RYnqsgSk6onFkgYOUCRWtrlx2vHbJ87hHnoHkP3dMgfF",
-	"OewfH7g2KEK3rGMm2NChmI/0T2gRzQEfT1KObh82cm63YFU/ewaZRt9bSXcEPSM7p+cxNaR/ontgUbH7",
-	"+8zB9nP3vFP+4B443Oye+CV6HneqT/2jShdRT7jMh6o3cAdmQgq7EI+Y0mh+zsxg8ycvpw03KRYSNgiD",
-	"PFFjJ9hqd61qlhMUbMKDneB5u9t+btGs5SUrpDsldXccadunQ2ywGvfzUKeAPSPHMEBMgDpPCrZowx85",
-	"UJqQhNYwyFLyTbj2MVPK7gnrCb/QKRdHoDD9uRcIPDW9wK9ILmUo8kwiyf3zhydGTvzUC/q3qCOwVOHn",
-	"ENbyYP5sBtVlkw6Fvs/Dle0O5VrNKmk3519n4q3b3e6SwBEzcvzDXPRoFk7NRYre2bWVA6+6UBhaZB84",
-	"RK5AZcLwMUJszXNNkawXbiBNUykG3KlEh+mVrdWv1GJ952HwY/f5Wi8VYTWCedl4zNTU76qblw6tfCGF",
-	"RlGBkNTbEIEZYGCn16Z3qzR9aBVulabnScY3+buSjAM5S0jG4jlrPVg10yJ+h8itWbRx7wiJZrs+IZFi",
-	"nrAYc1DbSEW/oPmUNySb9aK0dOubv+dluN32qZe0vgcraRnU5gPovATtS25dbRuKL9cJy2Ipl/NAgGTD",
-	"74ADM38tXPr3/veVi2btrc4kZVxcdKlS8hRXbc9g58+vdco6RoFau8jxREmHsSwa1GRy+MkoZMl08Vz2",
-	"3c83NxXqoH15VlowfftZXs6/yFhgQp+g0n7yZ6WBce7ARYrOR1NfhTf03AHjm2CkWXew7S1pX1oovei+",
-	"WP1SkYVzdSnmBgzMq3qS1yxNKf0ht3FoNo0Y7h1lXpDkI0twJNNEg5D+a3b73K4R3trudiPfgwAcT8y0",
-	"Cvp6IvqS9VMep1MHyJMcTFtDienCJLLwOpGod735Pm/qUfg9T6zQPdELrBE7sEvWC5qg3i9oFlHI6iRn",
-	"aFFgxlqXGiIUisejnwcs1RgtzN9zrZpynwvX4l1U8pWsLCfqW7SdFKRxFol2edd2rxbtJm36/eGQX9Dk",
-	"7PFUQ2U9HClbRmlAwxeTM5Usd7uRk6Y802owg63St86AqgS8rOHscVb1aU+0CkwC0ciYyU4njw60xzxW",
-	"UsuBacdy3BFoPPfpznZ3q9vZ6nb8g36mO7EUAmMTWcv4rdPvmtxcsSTQR94Ngke7IH1eDubtDDtCDxOT",
-	"PLjekgKyCUVSjJQ7PcGKvxVOUhbXPHGVtdpoQ7Tv3MPau4bJGZM/e5M5PsA3aDB2i2PZOXor7PYXsX8u",
-	"hlHuAItHTFhAR7lxsULnOGmQJF+yNSVJ9Czy06HtpNxGLoaevXaLrEHuvDCe67h2vVeOVsy6VH8dbH5k",
-	"plm4lA70C8mWcD4Ad7B3UElvrDhZNEhnsL+T6oSp5FCCYWqIZte5kDBxwY+Jwjwdo3EapYvnIJtMHKEw",
-	"NZ11GC+d4qUHXY3m5tGTq0/kTfrtknP56gIeqE0eKbyQXJ9Zh4rkIGUMs8ICWhqtQJmLF842pGMgs0Jl",
-	"t1TvJK8cweo6xnCq2zN7Uwx5LrH8RhTa78SByW7OY/mauFzdk6pYIbG+7TTW9Q7itePoxkGQu2t2FLdl",
-	"IV9Y1b7o/u/bzAxnKZlATnhqaDlKK0RnLgk32tcAA9wmFUSch3MI7Xh95M+SzQCEfBQNdks9cLPUq1Rv",
-	"eZsOnVoMKvfr5I6beshj4/6gOvLeMLeHT3Vtkhpa5R7lMVZquHFFaBd+Vy/gcurrnM2el1rDrK5+IXjY",
-	"9nGNDSrIP0WXDd5kLM8ZmWus1/UbbHMMPL1vxlfz2jtrC1ovui8cEhu7gzq3wKWzJwsvbqtf1MRzQK3a",
-	"cQVxtWGP0EptnYbogsMuDE04KyJ6hdahyvAdTw2qDchEitrJuKrqKgJrebbrfpZWkV+7J0qAb+l/OXK2",
-	"WLhm5tS16C5liskJ5TgoHGQ6PygxZ13NsNDMNl/JInq0ce6xjfNd7Ycbtw0eYf+8JiPQf63QvvZ9Sl+9",
-	"bozfgLI6VrIuB/+uxW2CftITs2CfhnEPQX51yZ96zHYnMcKdQv+OLjtneamNNcwB+8YDNwPsaiyF+EvW",
-	"4PqhfcGm9w7SF+t413iwKDxzW5h+BljvWJj/LXXwPIQSqofwjqXa/9ETUkHlCK976lJ+BbwdT8zUfncv",
-	"dqpM2U9WHrQO3h529t9+/Pw/b32Oa098KebVhj0BXLj0CZ/6688oeGzuxv6i27XA3sL5kxEqF+9Fq8CB",
-	"6wXw3bPHtcH2e4ka9x2WeHCw8fnto8CRTwwYS21yb0yaypNi7ncUyjrJff0Q1n53Bq+uhqjjyvmnUsPX",
-	"B+0O04Sg81O2rgaCP35bHv0cSjBS7vpobirjI5eJnkpNVRaWHjxwRRmcL4Il4I4tuPcTDxkaxYoaYuWQ",
-	"020ly/3TnwhdjxyqJ2sbiKI4RHuCldneG61eKXfixj5ztkYOKmFsIlA5mK29V5xPuYYMCl9WadY7MlM1",
-	"wzv3FTvJS0j5OjB2ZLXkecoYz6vDiMQX6qJ6Pz1B38iP/MJcRZIiBcK2i2bPXEa+4kSeziTNyOp3IcWm",
-	"NkwkTCW+hUvtyGqHUltRL/iWSYNJL4jgP//3/+WHu6Sis3UhREZlGHUil5Fkm/REX8o09NUR6CU6jR3S",
-	"caGYj1lKD90R9hCYmJoR5SakGit9bLThvRtYceCkJ/wacQFWCis6gUKHJf5YcSDhWCSVjJMys6Rt2Swq",
-	"i+jQItAhX6YUm/aEHBTSJyy2KE2pfJUUrvNou7sVwRiZ0NXSB/6QjBy7hJQ2lCeLU6aG7oCTqB7+74no",
-	"Izv1wuaA/4W/it94KqlGUAQtGuEkzXRl+zfmgFP0ovvc5ZwI6VaW63zlmgTcAYrcRXcl8TbnLnQFUug0",
-	"ZBly7s/R76J0gFlS3ljoIJw7aHxpTPes86wuc8tD0VQAqvE4epXOZGzQbGqjkI2v9qWlFFv/NDc4Xn0a",
-	"u1oZqzzHTGSeV9qr1i+cx6pb8zLvdUHcDxELVgW5lI5pw5Jf8wNDpHC0PxrGNSRcWx12SYx4RVVJLnkp",
-	"isH7YnH9Veis84SaLHPD+LoTeyJxDotX3n66EqhZi3aXku3CfdMhKBzL48IUaiik9kkWu8yU4sdeiHp1",
-	"6gthfg/iXv5SWXTy+6Ixj0s8Widklk3ASBc+LRUhF0STXvBe3TWzqkQMM85mKwqkbnXD4uFWt9tdmDtN",
-	"Aw9mirf6AqXdlfVK1/Cu+tqql3AANaLOP5hFWW7RI0+vUV5WkQoBUqIXV9qUIoGqseTVYGtQulfuev5R",
-	"WpEoBGTxyJeQCMs4ua6X5eACoryGR+O5xy+IR9baWyA8tr678KjXFNGPouOGREdZq2U9ibFMcyl5onHl",
-	"WeBVzgUjpafygrojqmcS9UQrckXB6CR+/h37R14iLNpowyfpauByl3MuPAi3kpGK8lGCtZ0mJrvU0h9o",
-	"d4aCq4arR/JEUMHIZZ4MbsBNWs/5M5qY7hW1rTgx7qzKhlaR3kvti1o2Cn0VU4Ebdztefb0sQlqrwhR5",
-	"wXhfazTPRrXURFVXRji+bvX6jpRH0bGrSmVZ1mmQUsl2Q18AhimzUMEOlBwH69W17zZr2Pur/JfHTEuB",
-	"lsumzln9foDzi8DzSvHCFex+Cat3GRNXYHetqnNT/bDlwZI7rzhvurC6zuLRnKYiJ1UuPdo3DujZ/AD6",
-	"U4/9aiLh5iOu9dqg1wWh99zR36IiVcqP7KwrxeQGea2aBFrb3a2wgnHDBp9r6DIj+zKZbtSLoTqXsCiK",
-	"4LuuhPfLtmGvz0RCh8OsindlpLgpNmAZoF7M7ls3xO51pHwlZq8X/nsUClcUCtDydl/jJQcb7ZtC8hcR",
-	"FUvUn0Kd9cfczF4RdUUcswcH//gAA5fMUMk8aJnZuC/FT1MmhhmpM2wP2z0RzdZrhZ/h6Ud2Wiu5/fY0",
-	"pksYnsLepzcUTWkrHHLXGLOn0W4B2Is7oZT7mhO5lUFYccN0LSTDUYeuxFn1wPrGLoU2e2JsjWorPOYC",
-	"nPmSUhzij+L0Z0ixDKawUkVvFq/RegWL7gTqbr8Ir3gAdKFg/izSqZ3q0mJyb1lZwB76GEsKFlHGemN4",
-	"cKcn3K8zJBkC+trlIORJaQIeHn7IjTaw2NX+GlasOtoSIXuiGmt0W9rOL7DSkAm6GaB6UwrFrXFggKUu",
-	"kDQn2vf9pu2laXBXYsdVQvq7mGGZqTJs1WXQZ9bcFz4fwRHYerKtEdrfC/DUTKOfBX5HGt3/vlR5Sxq/",
-	"gQRv0hawdC8FLug4J30rI9ch/ML7diGj9jUTMaZl8f118n/dO+nDJIV8+ct7tmYdM5RKwtOULoyzYGDg",
-	"b1P0tcKuk0RiWmpgFd9qqYoHUmHRMaWp6LtuIi6mX2vaXMT7UmZUfCfniwMrRbB6DfOsIXtjLlujvTS3",
-	"4vwxVnJ9CGS/4opxe+oLR5yasuK999dsMpFsOtK8+QOq1x3C/EBpnHNzy2OXeXGkiLwcmWJlUZ08hJmn",
-	"oVIiFlUS74nSRVNJcDO1W2jrscueaEVnRNt4vtPpnL2X2pwvkAZndTlz3jkrSsOfRxsh9DOemoIDrYlH",
-	"1PpUgzwRENlP58Nqw+oQbnHj566d4osI+IAiIT0RszFWE8u8UYIJRLOmaUR8pilDpabRudDG2otyUL7e",
-	"E2zIuFjmcFoo4W7C37Q3423araXsmZmr9q5J2IXARZxmlNdT7C8RXr34fzsI1/ZtrbrUwjQ61h5F7q2K",
-	"3DlZlJvvZLiX14xsLIW8Z8X11Oeds+KK7eVwV44nq9HDXA7epJrPfYfs8eIO2ms4g+BnCS2v5uauf7nu",
-	"sOddurH8Jm9tvy4/gMATutxlHZql1msFCGfq2p31yktYegFdGdWbuYrFPT6P6rW23M0nLr0gt192a1U/",
-	"XYlNIUmDbKyWug+V02hvcllH6ENQdAqq+MsxW9ZACL+LdBk4aCAG98YDl18+sufXdS4qqLBEbswVZRwo",
-	"KTyureG4H7Yuo3U6Tyzoc5jvyq7Ghy3Y5q4iRpFAVF3AyEL1ui1RyXqcQ8xl0KLKFuucK72Yk3T+0sLF",
-	"Z05nj8xXDIIHzYcV5xWZ1HOXyPmdXXBy7FJ8N3hkuUuz3OAS3DaoM9pq4vfZFX8TuqdFnSP83SL3hxtI",
-	"maX79WP3/qLBFVUm80a3kX9avZVxzRzUfBIhTfxvE95M6aqRyvzLavuVi+EV3f/qjxMphApkezAlK/MF",
-	"6Dxxt6LddEj29s+CsOJKUF8fxPE85QwVAQR3rJ6b3APbE26RnuqaCeDrgbjcue3uVmlv5X3QNQamJq3h",
-	"jxFPsfBy0VV7I0wpTd5ZGflR56LEYPE5b2IXJzMafJPuBoVPeJoLm6ueMFlDxJDRu0CksPxGBz+HGYN3",
-	"/aS3RS6+fG36GFMRxCID7NHXt74EdLtUozV360Eh/ug2zRPG7VamUgwXHEkpBMiZzm+NPb8tYVLeU3td",
-	"Lh3HTA+MkR4QA9xGNZk9MSOV3SU8FVZp3wgvMqr6UGw3tLihWzcpi5W4MefNjbUZMf/3h7Vc8fuYItO4",
-	"kPwbvZr0yk0XVrkZq0C5wZcQwdUpyUSeq14vwlPGSCxF3Ery/wXk28HMTgfX6uauyqsbzHlbIRYLH/q9",
-	"JDbnY87Ze5Wv+bIMfpHyBn65H6scPHD3x7o1C+QAmGgAHndezt3PsgaNzPhYLeBBsuCKs//NnEf34NKp",
-	"5+tRCJc6ZLtASTyetb2nkr/hxNq9lfvf5wDIjKR+PIb6EMX0Rdjk6qJ5Va79AiF8j4XvI2S4hOyey9J8",
-	"qJL7uuNEecGDZYUOditRG7r9l4usOMda9ZRPmBm1G4qK1rTC90kSvzVd8Mi+66uS9bn26orkEhnYnnDz",
-	"dOPHDOzGY395MjZ78LK3SOhep/H1+5sLqCPwxA/lBpKsHy1D8kfnWQnudq51KDtbvGUuq/kxAbopxlfk",
-	"Qn8/HXCt+dCPQkrTnaF5+vFjfvPdyPMsU5i/N6sNHrns2rhs4BnsMa+5Oa/55iidUmAX5jj/gnmyFFUN",
-	"vljM+CoXRzRnM9sxLI5HVRKe6ZorIStv3D/4xpKaU4KmQof95IR9yxD6qexvPLwclWb8OU+G6+jiK1Hg",
-	"Wlr4wN1Bc/fvgCPq4bp2Tc/2jy/ht1ft707p7uK1OWLfhaJwNlVFiFNkSgOnPFX7NYwzxc2UiF4zS/xf",
-	"LQlpVMc5L2QqDXaCkTGTnU5na/u/2912t72181P3p25w/vX8/wcAAP//",
+	"7H3bUhtJ0vCrZOj3BsLTSAJ7vPNDzAU+jecffFjAOxcjR3SpOyXV0qqSq6oBDUHEXv0P8D3EPtg+yReV",
+	"VX2SWgdAYMPgG6Pu6jpk5Tmzsi4akRyNpUBhdGP3ojFmio3QoKJf+2P+T1SaS2F/xagjxceGfjb2owjH",
+	"BmNgIgY+EFJh3GoEDW5ffk1RTRpBQ7ARNnYbbMy3Tn1HQUNHQxwx26OZjO1rbRQXg8blZdB4Iww3k0/M",
+	"DGdH/EeKKcKYmSE0Q6liVDoMIGTtXjsKNwOQCs64GULYfvIaWXyAxqCij0Jg4zGKGGPgRkOMLN5K6HVX",
+	"6LT31bZpQdgOYcQm0EMYo4pQmC0UkYwxbnVFtjI7fLEwLKYbNBR+TbnCuLFrVIqL13kgo5NjeYIE2JqO",
+	"k/z9on77Uo2Yaew20pTHjaBmnPeoNRvgr/EsOI+HCCP3ekPDEX5NUUT4IR31UEGTaeACDmTEbPNNC1wL",
+	"ury/Vj1ARvl4V4PHYZrgB+qiFhwqe72o1xE7P0AxsKjzY6cOGNU1zhlKVxutBH4uzIvnjaAx4oKP0lFj",
+	"dzsfnguDA1R+fG1JwG1G7dDZ+xWXub3zU/06qZ9lOKanm90M1Y5O+DgfaYoBPNH2Zbm/GPssTUxjt1MC",
+	"W6cebGkvx9sFOKKnm90IV475CGVqZsnmCCMpYg1GwhnjBvpSAcsICZp+XfCiE0BkuU4MvQmYIYJGdYpq",
+	"Q8OIndvl7kEHFJpUCQ3MgBQRbs5joMbPprKExVA7lvN3w8g5m7Hd6SzB4ksLVT2WQiOJiJcsPrQUowlU",
+	"kRQGBf3JxuOEO+7RPh8l9lEx4BOF/cZu4/+0C+nTdm91+41S0o9Uhfx7llgsxBiUGzGAsZJjVGZi2ZNd",
+	"XKtxGTTeStXjcezw/lZnZFmoEwEbGrRhJtUWH3rc4scQwU6OxqN5WUI7kHcAqA8STlnCY7BSxMlEM2QG",
+	"jKVyJ69jaOL52NJGABqNSTAmGOIpKhhiEm/SlD9I81amIr5DSEIsUYOQBvCca0PT+CxYaoZS8T/x9qfy",
+	"nmvNxSCAUYZvAXhYkYqhpBgkE9B8IDB2MCXdg3n4WnjL1BACCESrdCg+GOYrOWU8Yb0E7wSmMTOsxzRC",
+	"xISFaQ9BIYuGGO9Z5qMmwPoGFU12wE9RgHb8zXKiIbLYa4KHtu3Wvm1bndksg7AT8XNzDMJEQ6821GiR",
+	"OeeUfWDQs41Bo4hb8As/RXgp4wlB1/7xkml88dxz3B4XTE2gJ+OJnavnBNxzJRlPFmo89N0eaGPVVrDK",
+	"jtHw+fjt1k/Qmxik5U8JhaBRzGG27zfnBoUVp7sES9u97bZHzQOac0/GHLUjRaaQcNzgubFj5eLVjl47",
+	"tpInqD5VVrkIK2baW+TT0z2wOOZ2ASwpP3fCcmqjCvSEAtZ7ltGkqGk9brI6AEGqkwZas0yQiTI8Ze9f",
+	"GBmSUVNP6ldZnYdrUZpCC37DiZsAjrixFgkXIFXMBUuAzARieVIkEzgbEoabFnwUwMU4Ndlku8Kq/izR",
+	"0tKISEeoeJQtiTqImUENh29fwfb2zjO7uF+PPsJPLzrblpRYvEUjnGSTyUwiMh2q2PnKUf0xrX5mgUQC",
+	"Hk01TXsPGFiWlBTom2p0Isb3tWU7A0ewtbj7SiqFCe2f0z9nWhQ2E3GU1+VZzcV2+H9HHz/4SR6+OToG",
+	"hRHyU9QQMaUmwI2lAmbnq7ZyaV3M0wLuo0gmGdItmNUhMv29zOVIpiqizVvho4Sfopq8kqlj9HO+yDmo",
+	"NYLJIo1n7ZUZi2P1zqxC+9lEK835gPUwqUWSik0xbRMs71dGJxh/FoYnq05lgQH7CwqrXmEMzWc7MMRz",
+	"iPmAG73pyJz1NApirksspqDxiSlDfPA3rBEbr512TCp/bsLtwSjVBvBryhKLWTRkT5qhY4VoaqnwEMfJ",
+	"5FjWgta/qxiJM42OrOhOE4z9tpZ2tTrpnE9ZtrVHrCLjHdqwibXuT7nmvQQhtfthW4jaOa8FCyurWrof",
+	"R4YZoi4U1g75o7EfGX5q5eJr7KOyFl0JFI0vK6CeBdSxPLC9zDPp9qYMNgLwhga//x4Ti44qcjuWqdXp",
+	"8pGdWKmObP86GrM6Z1piUAlmFwnHxweOT7U+vDmG7Bto/hG3vgyHu6PRrtZ/tPru35fN2j2rRbE6gUtc",
+	"6RA1WX8XM3LKs6zqZN/JMxgxMSmEVMXWAdbvY2ScN3AGVWos1cJK/8MP+aVmpmVBkNub1fkulmAlrHu2",
+	"8/cXP11L2HhcgKIlxi8nh07QqClmUz9M3TY4Hb5mA2KsV2PfHR9/8hZnq1FHcK/RMJ7MfuyxOCB6h/BY",
+	"seiEi8Gv8e5///2fAI4m2uCInqJyjywGasNGY/szbNX6fqpbGDtKpQnMbGXQ8NaNd0Zk5kvO6hcZCVwQ",
+	"rmEm8vWGE/oWzVpwnCnenJyXVl13fJkb+8ip91bjDgATjV3hGzmdvgVWPy5cCitqtlY5szyWBjW6K3LO",
+	"676qUwAz82SJhXEnRsGUMlons1m9EnhEfoMRCgOfDw+cAZeQhC/cYWPEky1yQ1i9rJ5ZXc0sWcGKyISN",
+	"6MtZmnrHtEc0XVqv30379Tumc/kz+3ZWhVkod50S4rDQOQFpahZZrPnnwDVH7M7XA6Yo7qjkNy4vr7SW",
+	"L/PBZFc0C6aFit4Kit0CqKxzuWXn9dQkvtThisYoVdxMrPIwcivVrMbMDI+GTGG8H0Wo9REfCGZSywjU",
+	"zxepSrK4ECjUZAlcdtNOZ+eF5oPqe2f+w7v3+6+2jt7t7/z4ImuJP1+kgp87z9Ike3oifr44wQn5Mi/D",
+	"VlcQr3+//8ralRZpLA7ZPy0Xs1pCJEWfD1JllWDy79CAWzHS+JtO8XNwtOqr5gOLe10RagU/QLfR7Ypu",
+	"A34AjSHgOYtMQm4L0pyJn2o2Qu/Y8rExQmguIDxCdcojfJnqfe+dI0YRlqJlzrgqPM+VhgUasDG3mje5",
+	"jrin2up+6N7A8lg9RnbioLD/p90QPwd4mWpn842VNDKSCchTVE5MWuP9BHGsAa0hVhImXfFJajNQePSP",
+	"A7tcriGWUUoszY3f89rN2VAmmdRNVZ9F2OqKrnj61AUsKSqpW0+fwr5TG62EMHLMIxevtKAbslMLvFNU",
+	"LAGNAzuKhmYWvyQjvxTCoG1icaxQa+eiCi+ox8t2OSCi2xcOWWiZrBzbhCy0Cczu+IXzr17ORkdb8HGM",
+	"Yv/Tr5mXEM/HdlhgbvZ5UNj5rvSYCZ2vIAAtuyIsIqEhlMDoZi4Fljo5G0qNFG21snUq1GoB8redt72/",
+	"7byloO7ZkEfDruAazuzYg9zmixJOAHTOwjIelN84/Lc4TDsEqfDjdEUzbBPo25kaS8NxM4SEm+lNytsE",
+	"EFqktv9XtiEMuiKcgWwA4ZNDzyPoW3qsw01LQFaFjpjmYrBXChABo8C6dsak5bzkfuoKo5AZwsYRsISf",
+	"YAs88lkEcIpKxDRucaGtdmSNCY+kFbKzWPqGCKFQ2fHcjkmzGCJLzBCiIUYnmhzYFg80sUOam9bERogh",
+	"doVjDc35/PK///5PwRyLH1j6+0TYHw4oYZWXgFRdMZ/TwBGK2PI2N087f/vEOdwD7wCy7y1xUJzD/jjg",
+	"2qAIHFhHTLCB02Le05/QJJwDPhonHN0+bGbUbpVV/fQppBr9aAXekeoZ2jU9i6gh/YnugdWK3e8Lp7Zf",
+	"uuft4oV74PRm98SD6FnULj/1j0pDhF3hMh/K3sBdmAop7EE0ZEqj+Tk1/a2fPJ823CSYc9hG0MgSNXYb",
+	"262OFc1yjIKNeWO38azVaT2z2qylJcuk2wV2tx1q26cDrLEaD7NQp4B9I0fQR4yBBo9zsmjB75miNCYO",
+	"raGfJuSbcO0jppTdE9YVHtAJFyegMPm52xB4broND5GMy1DkmViS+/OHJ0aO/dJz/LdaR8NihV9DUMmD",
+	"+aNeqS6atCn0fRksbXcsV2pWSru5/DIVb93pdBYEjpiRox9mokfT6tRMpOitha3se9GFwhCQfeAQuQKV",
+	"CsNHCJE1zzVFsp67idQtJZ9wuxQdpk+2l39SifVdBo0fO89W+igPq5Gal45GTE38rrp16cDyFxJoFBUI",
+	"SLwNEJgBBnZ5Lfq2jNPHVuCWcXoWZXyTvyrKOCVnAcpYfc5aD1bMNIneIXQwCzfvHSLRaldHJBLMYxZh",
+	"ptTWYtEvaD5kDclmvSou3fnm73sebrd94jmtH8FyWgaV9QA6L0HrmltX2Ya85ypiWV3K5TyQQrLpd8Ap",
+	"M3/OBf07/34p0Ky91R4njIurgiohT3HZ9mzs/vGlilmnKFBrFzkeK+l0LKsNajI5/GIUsngyfy2H7vXt",
+	"LYUGaF2flOYs33bLi/XnGQtM6DNU2i/+ojAwLp1ykaDz0VSh8JqeO8X4Nghp2h1sR4tb12ZKzzvPl3+U",
+	"Z+HcnIu5CQPzop74NUsSSn/IbBxaTa0O95YyL4jzkSU4lEmsQUjfm90+t2ukb+10OqEfQQCOxmZSVvq6",
+	"IvyU9hIeJROnkMeZMm0NJaZzk8iq17FEvefN91lTj8LvWWKF7opuwxqxfQuybqNO1fsFzTwMWZ7kDE0K",
+	"zFjrUkOIQvFo+HOfJRrDufl7rlVd7nPuWvwehXwpK8ux+iZtJwVpnEWiXd613at5u0mbfn8o5Bc0GXls",
+	"aCjBw6GyJZQabfhqfKaU5W43clyXZ1oOZrBl8tYZUKWAlzWcvZ5VftoVzVwngXBozHi3nUUHWiMeKall",
+	"37QiOWoLNJ76dHuns91pb3fa/kEv1e1ICoGRCa1l/MbJd01urkiS0kfeDVKP9kD6vBzM2hl2gl5NjLPg",
+	"elMKSMcUSTFS7nYFy38rHCcsqnjiSrDabEF46NzD2ruGyRmTPXudOjrA12gwcsCx5By+EXb789g/F4Mw",
+	"c4BFQyasQke5cZFC5zip4SSf0hU5Sfg09Muh7aTcRi4Gnrz28qxB7rwwnuq4dqOXjlZMu1R/7W+9Z6ae",
+	"uRQO9CvxlmA2AHe0f1RKbyw5WTRIZ7C/leqMqfhYgmFqgGbPuZAwdsGPscIsHaN2GYWL5ygdjx2iMDWZ",
+	"dhgvXOK1J12O5mbRk5sv5HXy9Zpr+eICHqhNFim8El+fgkOJc5AwhmlmAU2NlqHMxAunG9IxkGmmsleI",
+	"d+JXDmF1VcdwotsTe10MeSax/FYE2meiwHgvo7EMJi5X96zMVoit7ziJtd5JvHIUXTsJcndNz+KuLOQr",
+	"i9rnnf97l5nhLCETyDFPDU2HaTnrzDjhZmsNaoDbpByJs3AOaTteHvmzZFMKQjaLGrulGrhZ6FWqtrxL",
+	"h04lBpX5dTLHTTXksfl9Y+c6HD7MbfuGrsBFQ7PY1iwsSw03b6gNBt/UcbgYYdsX00esVrDEyz00HrZJ",
+	"XaGckrGQoEsgr7OvZ+zSFeC1fhtvhuYn981eq4e9M9Cg+bzz3ClvI3e25w6odPow4tXN+6tahU63Kw9c",
+	"UtJasE8KTgVOA3TxZBe5JtUsJHyF5rFK8S1PDKpNSEWC2vG4srTLY3FZguxhmpSVxVZXFDaBxf/FyrZV",
+	"nyuWUVXw7lFymRxTWoTCfqqzsxUzBtkUCU1t842MqEez6B6bRd/U5Lh1c+LRUpiVZGQnrNUaqPRPGa/r",
+	"NgtqtKy25ayL7QXX4laD0HcaViYpNG190CL/GlZHGQc2vBJ5j5SWGZmc1feIfxXEu9fMyadLPcxy9kfG",
+	"e7uM1xHs+hku9esiHqQhemPb6sAbGlwOmEUsl/YFTfvyFwlHr3/boFoMo/wEiMuSFJK63Lw+H25fZNVo",
+	"VjB/7RcP3Oy10Fho0i6AwfpN2Vxw3DsTNofj98bi89pMd2XDThmSu9as/Zo4czSAwjQN4C1LtP/RFVJB",
+	"6ZS7e+qy4gW8GY3NxPa7HznVTdkuSw+aR2+O24dv3n/85xufBt4Vn/J1tWBfABcuw8hnx/tjPN4WdXN/",
+	"3ulYPmPN17MhKpcSgZZvAtdzzFVPHmszU++llXTodOcHZyY9u3urZ+hzZ0ZSm8z7mCTyLF/7X1CDmLLP",
+	"lptko9IRwULCVyftzpsFoLOD6K5MiD+hXpyOHkgwUu75hIdERifusEYiNRUiWXg2x9Utcb43FoM72eO+",
+	"j73KUMtW1ABL5wDvKp/0X/7Q9GroUD58XoMU+TnzMyyt9t5I9VJFIDf3qeNnsl/K9CAElf3p8pT5Ea41",
+	"JBn5ymPT3sCpwjJev1bsLKuy5ksl2ZlVzpfQoYqsgJKIfS07KonVFdRHdioeZor25FlCtl04fSw59EVZ",
+	"sow/aYZWvgsptrRhImYq9i1c9lNaObfdDLuNr6k0GHcbIfz3//9Pdv5RKjp+GkBoTcSwHbqkPdukK3pS",
+	"JoEvIEIfUcGCgE7URXzEEnroqjwEwMTEDCl9J9FYGmOzBe/cxPIzWV3hYcQFWC6s6JAWnSf6fcmZnVMR",
+	"l5KyiuSrliWzsKgzRUCgc/BMKTbpCtnPuU+Qb1GSUIU3Kdzg4U5nO4QRMqHL1UH8OTI5cjlbLSgO3ydM",
+	"DdwZQFGuj9EV4Xt27pnNEf8TfxW/8URSGa0QmjTDcZLq0vZvzihO4fPOM5eWJaSDLNcZ5OoY3BGKzCV9",
+	"I/Y24x53NYTowHCRldGbwd95GTPTqLw51yE+cxb/2jrd0/bTKs8t6gZQjbTaig1lPJORQbOljUI2ullP",
+	"CzG22jU3OFpesKBcPK446k9ofgW/z5QmmCP3Q9QFy4xcSke0QUGv2Zk6Ejjan57kGmKurQy7po54Q1FJ",
+	"ISgp8sn7eoq9ZdpZ+wk1WeSG8aVZ9kXsHBYvvf10I6VmJdxdiLZz900HoHAkT3NTqKbW4AeZ7zJTip96",
+	"JurFqa8V+y2Qe/FHRV3Wb6uNeb3Ea+ukmaVjMNKlCxSCkAvCSc94b+6aWVZFiRlns+U1hLc7Qf5wu9Pp",
+	"zD1eQBNvTNU39jV8O0tL+q4Q//Hlh6/hAKrVOn9nVstyQA89voZZ5VGqlUm5kFxpU7AEKliUFUyuqNLd",
+	"YtezTgkiYQDIoqGvshIUeSG6WrmGCwizMje1R4M/IZ5Ya28O89j+5syjWnZHP7KOW2IdRTmj1TjGIsml",
+	"5JnGpcfllzkXjJQey3PsDqnkT9gVzdDVzaNiFVk/9kdWRS/cbMEH6cpEc3csQ3gl3HJGqltJZxDsMjHe",
+	"o5a+5oMzFFzBaD2UZ4Jqqi7yZHADbtF6xp9RR3QvqW3JifHdimxo5hnw1D4v96TQF/oV+LCj1lMkQlKr",
+	"RBTZnQq+HG+WsG2xiQoTDXG0bvH6loRHPrAr3GZJ1kmQQsh2Al8jiSkzV8D2lRw1Vrv6oVMvYe+v8F+c",
+	"IVwwtIw3tS+qV2hcXkU9L9X3XELu17B6FxFxSe2uFD6vK7G3OFjy3QvO2757QKfRcEZSkZMq4x6tW1fo",
+	"2ewEehOv+1VYwu1HXKvlc9elQu+70/F50baEn9hVl+ot9rNyTjE0dzrbQUnHDWp8roHLBO7JeLJZrRfs",
+	"XMIivyfCDSW8X7YF+z0mYjo/aUW8q7TGTb4BixTq+eS+fUvkXtWUb0Ts1dqYj0zhhkwBmt7uq70HZLN1",
+	"W5r8VVjFAvGnUKe9ETfTt6jdUI/Zh6N/HEDfJTOUMg8o0akS96X4acLEICVxhq1BqyvC6ZLG8DNsvGfn",
+	"lar0b84juqdkA/Y/vKZoSkvhgLvGmG6Ee7nCnl+bplxvjuWWJmHZDdOVkAxHHbgqgOWaDpt7FNrsipE1",
+	"qi3zmAlwZiClOMTv+QHpgGIZTGGp0OS0vkbwasy7Nquz8zy44RnpuYz5o0gmdqkL6y2+YcUdD9DDSFKw",
+	"iE5o1IYHd7vCvZ1CyQDQl/cHIc8KE/D4+CAz2sDqrvZtULLqaEuE7IpyrNFtaSu7401DKujyjPJlQhS3",
+	"xr4BlrhA0gxrP/Sbtp8kje8ldlxGpL+KGZaaMsGWXQY9Zs194fMRHIKtxttqVft7oTzV4+hHgd8QRw+/",
+	"LVbekcSvQcHbtAUs3kuBcwbOUN/yyFUQP/e+XcmofcVEhElxP8Uq+b/um+RhokIG/uIqumnHDKWS8CSh",
+	"OxWtMtD3F476cnrrRJGIQA2s5FstRHFfKswHpjQV/b2biPPx15o2V/G+FBkV38j54pSVPFi9gnlWk70x",
+	"k63RWphbcfkYK1mfBnJYcsW4PfW1Vc5NcSmE99dsMRFvOdS8/QPZ6w5hHlAa58zasthlVj8sJC9HqlhR",
+	"dyoLYWZpqJSIRcX2u6Jw0ZQS3EzlouZq7LIrmuEF4TZe7rbbF++kNpdzuMFFlc9cti/y2xMuw80AeilP",
+	"TE6B1sQjbN3QIM8EhLbrbFotWB7CzS/F3bNLfB4C71MkpCsiNsJyYpk3SjCGcNo0DYnONGWoVCQ6F9pY",
+	"e1H2i8+7gg0YF4scTnM53G34m/anvE17lZQ9M3Ub5ZqYXQBcRElKeT35/hLiVe/HaDWClX1by+59MbWO",
+	"tUeWe6csd4YXZeY7Ge7FTTybC1Xei/wG98v2RX4L/WJ1V47Gy7WHmRy8cTmf+zuyx/NrmtdwBsGvEppe",
+	"zM3ckLTusOf3dKl/7S3tyXpum1+XH0DgGd1/tArOUuuVAoRTpR8vusU9Rd0G3arWnbqtyD2+DKvl6Nzl",
+	"QC69ILNf9iqFcV0VWiFJgmwu57oPldJobzJeR9qHoOgUlPUvR2x1J9Q/i2SRclCDDO6LB86/fGTPw3Um",
+	"Kqiw0NyYq1vaV1J4vbaix/2wfR2p035ilT6n893Y1fiwGdvMbd0oYgjLAAytql61JUpZjzMacxG0KJPF",
+	"KudKr+Yknb3Xc/6Z0+kj8yWD4EHTYcl5RSb1zD2LfmfnnBy7Ft31H0nu2iTXvwa19auEthz5fXbFXwTv",
+	"CagziL+X5/5wAwmzeL967N7fxbmkEGvW6C7yT8sXl66Yg5otIqCF/2XCmwndxlNaf3EhRRHolIquSPbH",
+	"iRRCSWV7MCVaMwC0n7iLA287JHv3Z0FYfmuurw/iaJ5yhvIAgjtWz03mge0KB6QNXTEBfD0Qlzu309ku",
+	"7K1sDLrpw1S4Nfw+5AnmXi66jXKICaXJOysjO+qcl9TMu/Mmdn4yo8Y36S4Z+YDnGbO56QmTFVgMGb1z",
+	"WArLLj3xa5gyeFdPepvn4stg08OIin7mGWCPvr7VOaDbpQquuTJZOfujC2fPGLdbmUgxmHMkJWcgFzq7",
+	"WPnyrphJcZXzulw6jpgeGCE9IAK4i2oy+2KKK7t7qkqk0roVWmRU9SHfbmhyQxfTUhYrUWNGm5srE2L2",
+	"98FKrvhDTJBpnIv+tV5N+uS2C6vcjlWg3OQLFcHVKUlFlqteLcJTxEgsRtxJ8v8V+NvR1E431urmLvOr",
+	"W8x5W8IWcx/6vUQ252POyHuZr/m6BH6V8gYe3I9VDh64+2PVmgWyD0zUKB7fPZ+7n2UNaonxsVrAgyTB",
+	"JWf/6ymProqmU8/rEQjXOmQ7R0g8nrW9p5y/5sTaveX73+YAyBSnfjyG+hDZ9FXI5OaseVmu/RwmfI+Z",
+	"76PKcA3ePZOl+VA597rjRFnBg0WFDvZKURu6IJuLND/HWvaUj5kZtmqKilakwrdJEr8zWfBIvquLktWp",
+	"9uaC5BoZ2B5xs3Tjxwzs2mN/WTI2e/C8N0/oXqXx+v3Nuaoj8MxP5RaSrB8tQ/JHZ1kJ7ja6VTA7nb9l",
+	"Lqv5MQG6LsaX50J/Oxmw1nzoRyal6Y7cLP34Mb/5+8jzLFKYvzWp9R+pbG1U1vcE9pjXXJ/XfHuYTimw",
+	"c3Ocf8EsWYqqBl8tZnyTiyPqs5ntHObHo0oJz3TNlZClL+6f+sbiilOClkKH/eSYfU0ReonsbT68HJV6",
+	"/XMWDVeRxTfCwJWk8JG7g+b7vwOOsIfryjU9Oz++gN9etr45pruL12aQfQ/ywtlUFSFKkCkNnPJUbW8Y",
+	"pYqbCSG9Zhb5v1gU0qhOM1pIVdLYbQyNGe+229s7f291Wp3W9u5PnZ86jcsvl/8bAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

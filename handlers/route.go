@@ -198,7 +198,7 @@ var subscriptionOps = []struct {
 }{
 	{nil, map[string]op{http.MethodGet: opListSubscriptions}},
 	{[]string{"{}"}, map[string]op{http.MethodPut: opPutSubscription, http.MethodGet: opGetSubscription, http.MethodDelete: opDeleteSubscription}},
-	{[]string{"{}", "rules"}, map[string]op{http.MethodGet: opListRules}},
+	{[]string{"{}", "rules"}, map[string]op{http.MethodGet: opListRules, http.MethodPut: opPutRule}},
 	{[]string{"{}", "rules", "{}"}, map[string]op{http.MethodPut: opPutRule, http.MethodGet: opGetRule, http.MethodDelete: opDeleteRule}},
 }
 

@@ -63,6 +63,7 @@ func TestClassify(t *testing.T) {
 		{"GET", "/a/b/subscriptions/", true, opListSubscriptions, "a/b", "/a%2Fb/Subscriptions", "a/b/subscriptions"},
 		{"PUT", "/t/Subscriptions/s/rules/r1", true, opPutRule, "t/Subscriptions/s", "/t/Subscriptions/s/Rules/r1", "t/subscriptions/s/rules/r1"},
 		{"GET", "/t/Subscriptions/s/Rules/", true, opListRules, "t/Subscriptions/s", "/t/Subscriptions/s/Rules", "t/subscriptions/s/rules"},
+		{"PUT", "/t/Subscriptions/s/Rules/", true, opPutRule, "t/Subscriptions/s", "/t/Subscriptions/s/Rules", "t/subscriptions/s/rules"},
 		{"POST", "/t/Subscriptions/s/messages/head", true, opPeekLock, "t/Subscriptions/s", "/t%2FSubscriptions%2Fs/messages/head", "t/subscriptions/s/messages/head"},
 		{"POST", "/q/sessions/$accept", true, opAcceptNextSession, "q", "/q/sessions/$accept", "q/sessions/$accept"},
 		{"POST", "/q/Sessions/a%2Fb/$accept", true, opAcceptSession, "q", "/q/sessions/a%2Fb/$accept", "q/sessions/a/b/$accept"},
@@ -287,6 +288,9 @@ func (r *recorder) GetSubscription(_ http.ResponseWriter, _ *http.Request, e, s 
 }
 func (r *recorder) DeleteSubscription(_ http.ResponseWriter, _ *http.Request, e, s string, _ api.DeleteSubscriptionParams) {
 	r.op, r.entity = opDeleteSubscription, e+"/Subscriptions/"+s
+}
+func (r *recorder) PutRuleNamedInBody(_ http.ResponseWriter, _ *http.Request, e, s string, _ api.PutRuleNamedInBodyParams) {
+	r.op, r.entity = opPutRule, e+"/Subscriptions/"+s
 }
 func (r *recorder) ListRules(_ http.ResponseWriter, _ *http.Request, e, s string, _ api.ListRulesParams) {
 	r.op, r.entity = opListRules, e+"/Subscriptions/"+s

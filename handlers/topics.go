@@ -94,8 +94,18 @@ func (s *Server) DeleteSubscription(w http.ResponseWriter, r *http.Request, topi
 	w.WriteHeader(http.StatusOK)
 }
 
+// PutRuleNamedInBody creates a rule named by its body's <Name>, as the Go SDK sends one it was
+// given no name for.
+func (s *Server) PutRuleNamedInBody(w http.ResponseWriter, r *http.Request, topic api.EntityPath, sub api.SubscriptionName, params api.PutRuleNamedInBodyParams) {
+	s.putRule(w, r, topic, sub, "", nil)
+}
+
 // PutRule creates a rule, or with If-Match replaces it.
 func (s *Server) PutRule(w http.ResponseWriter, r *http.Request, topic api.EntityPath, sub api.SubscriptionName, name api.RuleName, params api.PutRuleParams) {
+	s.putRule(w, r, topic, sub, name, params.IfMatch)
+}
+
+func (s *Server) putRule(w http.ResponseWriter, r *http.Request, topic, sub, name string, ifMatch *string) {
 	body, err := readDescription(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -107,10 +117,10 @@ func (s *Server) PutRule(w http.ResponseWriter, r *http.Request, topic api.Entit
 		return
 	}
 	status := http.StatusCreated
-	if params.IfMatch != nil {
+	if ifMatch != nil {
 		status = http.StatusOK
 	}
-	saved, err := s.store.PutRule(r.Context(), store.SubscriptionPath(topic, sub), rule, params.IfMatch != nil)
+	saved, err := s.store.PutRule(r.Context(), store.SubscriptionPath(topic, sub), rule, ifMatch != nil)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

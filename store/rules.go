@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -107,6 +108,10 @@ func decodeRule(name string, filter, action []byte, created time.Time) (Rule, er
 		}
 	}
 	return r, nil
+}
+
+func sortProperties(props []Property) {
+	sort.Slice(props, func(i, j int) bool { return props[i].Name < props[j].Name })
 }
 
 // compiledRule is a rule ready to run on messages.
@@ -226,6 +231,14 @@ func (s *Postgres) subscription(ctx context.Context, path string) (*Entity, erro
 func (s *Postgres) PutRule(ctx context.Context, subPath string, r Rule, update bool) (*Rule, error) {
 	if _, err := compileRule(r); err != nil {
 		return nil, err
+	}
+	// Answer with the parameters in the order a later read gives them.
+	sortProperties(r.Filter.Parameters)
+	if r.Filter.Correlation != nil {
+		sortProperties(r.Filter.Correlation.Properties)
+	}
+	if r.Action != nil {
+		sortProperties(r.Action.Parameters)
 	}
 	sub, err := s.subscription(ctx, subPath)
 	if err != nil {

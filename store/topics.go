@@ -151,6 +151,10 @@ func (d *delivery) deliver(target *Entity, m *Message, sent *Entity, hops int) e
 // place adds m as a row of entity e, dead-lettered ones going on to e's
 // ForwardDeadLetteredMessagesTo when it has one.
 func (d *delivery) place(e *Entity, m *Message) error {
+	if e.Props.RequiresSession && m.SessionID == "" && m.State != StateDeadLetter {
+		// A copy no session could ever receive: refuse the send, as for a session queue.
+		return badRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s', which requires sessions.", e.Path)
+	}
 	if m.State == StateDeadLetter && e.Props.ForwardDeadLetteredMessagesTo != "" && m.DeadLetterSource == "" {
 		if next, err := d.s.Resolve(d.ctx, e.Props.ForwardDeadLetteredMessagesTo); err == nil {
 			fwd := *m

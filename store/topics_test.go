@@ -272,6 +272,24 @@ func TestSubscriptionLifecycle(t *testing.T) {
 	}
 }
 
+func TestTopicSendNeedsSessionForSessionSubscriptions(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "t", nil)
+	plain := b.sub(t, "t", "plain", nil, nil)
+	sessioned := b.sub(t, "t", "sess", nil, func(p *store.Properties) { p.RequiresSession = true })
+	if err := b.store.Send(b.ctx, topic, []store.Message{body("no session")}); !errors.Is(err, store.ErrBadRequest) {
+		t.Fatalf("send without SessionId to a topic with a session subscription: err = %v; want ErrBadRequest", err)
+	}
+	if c := b.counts(t, plain.Path); c.Total() != 0 {
+		t.Errorf("the refused send left %d copies in plain", c.Total())
+	}
+	b.send(t, topic, store.Message{Body: []byte("with session"), SessionID: "s1"})
+	s, err := b.store.AcceptSession(b.ctx, sessioned, "", 0)
+	if err != nil || s == nil || s.ID != "s1" {
+		t.Fatalf("accept on the session subscription = %+v, %v", s, err)
+	}
+}
+
 func TestTopicDuplicateDetection(t *testing.T) {
 	b := setup(t, manual)
 	topic := b.topic(t, "t", func(p *store.Properties) { p.RequiresDuplicateDetection = true })

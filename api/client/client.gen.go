@@ -292,6 +292,12 @@ type ListRulesParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// PutRuleNamedInBodyParams defines parameters for PutRuleNamedInBody.
+type PutRuleNamedInBodyParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // DeleteRuleParams defines parameters for DeleteRule.
 type DeleteRuleParams struct {
 	// ApiVersion Accepted and ignored.
@@ -742,6 +748,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName}/Rules (the `ListRules` operationId).
 	ListRules(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *ListRulesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutRuleNamedInBodyWithBody Create a rule whose name is the body's <Name> (the Go SDK's form when it names no rule).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules (the `PutRuleNamedInBody` operationId).
+	PutRuleNamedInBodyWithBody(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *PutRuleNamedInBodyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteRule Delete a rule.
 	//
@@ -1218,6 +1231,23 @@ func (c *Client) PutSubscriptionWithBody(ctx context.Context, entityPath EntityP
 // Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName}/Rules (the `ListRules` operationId).
 func (c *Client) ListRules(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *ListRulesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListRulesRequest(c.Server, entityPath, subscriptionName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutRuleNamedInBodyWithBody Create a rule whose name is the body's <Name> (the Go SDK's form when it names no rule).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules (the `PutRuleNamedInBody` operationId).
+func (c *Client) PutRuleNamedInBodyWithBody(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *PutRuleNamedInBodyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutRuleNamedInBodyRequestWithBody(c.Server, entityPath, subscriptionName, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2809,6 +2839,76 @@ func NewListRulesRequest(server string, entityPath EntityPath, subscriptionName 
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewPutRuleNamedInBodyRequestWithBody constructs an http.Request for the PutRuleNamedInBody method, with any body, and a specified content type
+func NewPutRuleNamedInBodyRequestWithBody(server string, entityPath EntityPath, subscriptionName SubscriptionName, params *PutRuleNamedInBodyParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "subscriptionName", subscriptionName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/Subscriptions/%s/Rules", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -6003,6 +6103,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /{entityPath}/Subscriptions/{subscriptionName}/Rules (the `ListRules` operationId).
 	ListRulesWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *ListRulesParams, reqEditors ...RequestEditorFn) (*ListRulesResponse, error)
 
+	// PutRuleNamedInBodyWithBodyWithResponse Create a rule whose name is the body's <Name> (the Go SDK's form when it names no rule).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules (the `PutRuleNamedInBody` operationId).
+	PutRuleNamedInBodyWithBodyWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *PutRuleNamedInBodyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutRuleNamedInBodyResponse, error)
+
 	// DeleteRuleWithResponse Delete a rule.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6792,6 +6899,8 @@ type ListSubscriptionsResponse503Headers struct {
 type ListSubscriptionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
 	// XML401 the response for an HTTP 401 `application/xml` response
 	XML401 *Error
 	// XML404 the response for an HTTP 404 `application/xml` response
@@ -6800,6 +6909,11 @@ type ListSubscriptionsResponse struct {
 	XML503 *Error
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ListSubscriptionsResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r ListSubscriptionsResponse) GetXML400() *Error {
+	return r.XML400
 }
 
 // GetXML401 returns the response for an HTTP 401 `application/xml` response
@@ -7054,6 +7168,8 @@ type ListRulesResponse503Headers struct {
 type ListRulesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
 	// XML401 the response for an HTTP 401 `application/xml` response
 	XML401 *Error
 	// XML404 the response for an HTTP 404 `application/xml` response
@@ -7062,6 +7178,11 @@ type ListRulesResponse struct {
 	XML503 *Error
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ListRulesResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r ListRulesResponse) GetXML400() *Error {
+	return r.XML400
 }
 
 // GetXML401 returns the response for an HTTP 401 `application/xml` response
@@ -7102,6 +7223,82 @@ func (r ListRulesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListRulesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutRuleNamedInBodyResponse503Headers the declared response headers of an HTTP 503 response for PutRuleNamedInBody
+type PutRuleNamedInBodyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PutRuleNamedInBodyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML409 the response for an HTTP 409 `application/xml` response
+	XML409 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutRuleNamedInBodyResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r PutRuleNamedInBodyResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r PutRuleNamedInBodyResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r PutRuleNamedInBodyResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML409 returns the response for an HTTP 409 `application/xml` response
+func (r PutRuleNamedInBodyResponse) GetXML409() *Error {
+	return r.XML409
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r PutRuleNamedInBodyResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutRuleNamedInBodyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutRuleNamedInBodyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutRuleNamedInBodyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutRuleNamedInBodyResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10131,6 +10328,19 @@ func (c *ClientWithResponses) ListRulesWithResponse(ctx context.Context, entityP
 	return ParseListRulesResponse(rsp)
 }
 
+// PutRuleNamedInBodyWithBodyWithResponse Create a rule whose name is the body's <Name> (the Go SDK's form when it names no rule).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /{entityPath}/Subscriptions/{subscriptionName}/Rules (the `PutRuleNamedInBody` operationId).
+func (c *ClientWithResponses) PutRuleNamedInBodyWithBodyWithResponse(ctx context.Context, entityPath EntityPath, subscriptionName SubscriptionName, params *PutRuleNamedInBodyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutRuleNamedInBodyResponse, error) {
+	rsp, err := c.PutRuleNamedInBodyWithBody(ctx, entityPath, subscriptionName, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutRuleNamedInBodyResponse(rsp)
+}
+
 // DeleteRuleWithResponse Delete a rule.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -11081,6 +11291,13 @@ func ParseListSubscriptionsResponse(rsp *http.Response) (*ListSubscriptionsRespo
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
 		var dest Error
 		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11310,6 +11527,13 @@ func ParseListRulesResponse(rsp *http.Response) (*ListRulesResponse, error) {
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
 		var dest Error
 		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11336,6 +11560,73 @@ func ParseListRulesResponse(rsp *http.Response) (*ListRulesResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ListRulesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutRuleNamedInBodyResponse parses an HTTP response from a PutRuleNamedInBodyWithResponse call
+func ParsePutRuleNamedInBodyResponse(rsp *http.Response) (*PutRuleNamedInBodyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutRuleNamedInBodyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 409:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PutRuleNamedInBodyResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
