@@ -17,7 +17,7 @@ import (
 // setup takes a while.
 const (
 	// OpTopicSend sends single messages to a topic with Config.Subscriptions subscriptions, a
-	// mix of SQL and correlation filters; each message matches about a tenth of them.
+	// mix of SQL and correlation filters; with 100, each message matches about 8 of them.
 	OpTopicSend = "topic-send"
 	// OpSession accepts the next session of a session queue that also holds
 	// Config.IdleSessions sessions with state but no messages, receives and deletes up to 10
@@ -107,8 +107,9 @@ func (r *runner) createTopic(ctx context.Context) error {
 	})
 }
 
-// topicSend sends one message to the topic; its region and label pick a tenth of the
-// subscriptions.
+// topicSend sends one message to the topic; its region, amount and label pick about 8 of 100
+// subscriptions (the SQL ones of its region bucket whose amount test passes, or the correlation
+// ones of its label bucket).
 func (r *runner) topicSend(ctx context.Context) (int, error) {
 	k := r.counter.Add(1)
 	bp := fmt.Sprintf(`{"Label":"l%d"}`, k%filterBuckets)

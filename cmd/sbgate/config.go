@@ -28,6 +28,7 @@ type serveConfig struct {
 	SendWriters    int
 	PollInterval   time.Duration
 	ShutdownGrace  time.Duration
+	PprofListen    string
 }
 
 // envFlag describes one setting: its flag, its variable and its default.
@@ -50,6 +51,7 @@ var serveFlags = []envFlag{
 	{"send-writers", "SBGATE_SEND_WRITERS", "2", "group-commit writers running at once"},
 	{"poll-interval", "SBGATE_POLL_INTERVAL", "1s", "how often waiting receivers re-check for scheduled messages and expired locks"},
 	{"shutdown-grace", "SBGATE_SHUTDOWN_GRACE", "30s", "how long shutdown waits for requests in flight"},
+	{"pprof-listen", "SBGATE_PPROF_LISTEN", "", "address to serve Go's /debug/pprof profiles on (off when empty; keep it private)"},
 }
 
 func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -80,6 +82,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		TLSKey:      get("tls-key"),
 		Namespace:   get("namespace"),
 		LogFormat:   get("log-format"),
+		PprofListen: get("pprof-listen"),
 	}
 	var errs []error
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil {

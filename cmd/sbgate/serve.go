@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -110,6 +111,14 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		scheme = "https"
 	}
 	announce(log, scheme, ln.Addr().String(), key)
+	if cfg.PprofListen != "" {
+		stopPprof, err := servePprof(cfg.PprofListen, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopPprof()
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -129,6 +138,25 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// servePprof serves Go's profiling endpoints on their own listener, so they are never reachable
+// through the broker's address.
+func servePprof(addr string, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("profiling endpoints serving", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
 
 // namespaceKey is the configured key, or the one kept in the database (generated on first start).
