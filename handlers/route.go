@@ -56,7 +56,20 @@ const (
 	opReleaseSession
 	opGetSessionState
 	opSetSessionState
+	opMetrics
 )
+
+// String names the operation, for metrics and logs.
+func (o op) String() string {
+	return [...]string{"unknown", "health", "namespaceInfo", "listQueues", "putEntity", "getEntity", "deleteEntity",
+		"send", "peekLock", "receiveAndDelete", "complete", "unlock", "renewLock",
+		"purge", "browse", "peekLockBatch", "receiveAndDeleteBatch", "peekLockDeferred", "receiveAndDeleteDeferred",
+		"cancelScheduled", "deadLetter", "defer", "resubmitAll", "resubmitOne",
+		"listTopics", "listSubscriptions", "putSubscription", "getSubscription", "deleteSubscription",
+		"listRules", "putRule", "getRule", "deleteRule",
+		"listSessions", "acceptNextSession", "acceptSession", "renewSession", "releaseSession", "getSessionState", "setSessionState",
+		"metrics"}[o]
+}
 
 // route is a classified request.
 type route struct {
@@ -265,6 +278,8 @@ func classifySegments(method string, segs []string) (route, bool) {
 		return route{}, false
 	case n == 1 && method == http.MethodGet && (segs[0] == "healthz" || segs[0] == "readyz"):
 		return route{op: opHealth, canonical: "/" + segs[0]}, true
+	case n == 1 && method == http.MethodGet && segs[0] == "metrics":
+		return route{op: opMetrics, canonical: "/metrics"}, true
 	case n == 1 && lower(0) == segNamespaceInfo:
 		return route{op: opNamespaceInfo, canonical: "/$namespaceinfo"}, methodIs(method, http.MethodGet)
 	case n == 2 && lower(0) == segResources && lower(1) == segQueues:

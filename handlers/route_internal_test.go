@@ -15,16 +15,6 @@ import (
 	"github.com/sbgate/sbgate/api"
 )
 
-func (o op) String() string {
-	return [...]string{"unknown", "health", "namespaceInfo", "listQueues", "putEntity", "getEntity", "deleteEntity",
-		"send", "peekLock", "receiveAndDelete", "complete", "unlock", "renewLock",
-		"purge", "browse", "peekLockBatch", "receiveAndDeleteBatch", "peekLockDeferred", "receiveAndDeleteDeferred",
-		"cancelScheduled", "deadLetter", "defer", "resubmitAll", "resubmitOne",
-		"listTopics", "listSubscriptions", "putSubscription", "getSubscription", "deleteSubscription",
-		"listRules", "putRule", "getRule", "deleteRule",
-		"listSessions", "acceptNextSession", "acceptSession", "renewSession", "releaseSession", "getSessionState", "setSessionState"}[o]
-}
-
 func TestClassify(t *testing.T) {
 	const tok = "acccce0e-7596-4e0c-b216-2d18638ac0dd"
 	tests := []struct {

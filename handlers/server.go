@@ -35,6 +35,10 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives request logs and internal errors.
 	Logger *slog.Logger
+	// Metrics, when set, serves GET /metrics (no token needed, like the health checks).
+	Metrics http.Handler
+	// Observe, when set, is told the operation, status and duration of every request.
+	Observe func(operation string, status int, d time.Duration)
 }
 
 func (c *Config) setDefaults() {
@@ -99,8 +103,22 @@ func routeFrom(ctx context.Context) (route, bool) {
 func (s *Server) front(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := classify(r.Method, r.URL.EscapedPath())
+		if s.cfg.Observe != nil {
+			start := time.Now()
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			w = sw
+			defer func() { s.cfg.Observe(rt.op.String(), sw.status, time.Since(start)) }()
+		}
 		if !ok {
 			s.writeError(w, r, &store.Error{Code: store.CodeNotFound, Message: "No service is hosted at the specified address."})
+			return
+		}
+		if rt.op == opMetrics {
+			if s.cfg.Metrics == nil {
+				s.writeError(w, r, &store.Error{Code: store.CodeNotFound, Message: "Metrics are not enabled."})
+				return
+			}
+			s.cfg.Metrics.ServeHTTP(w, r)
 			return
 		}
 		ctx := context.WithValue(r.Context(), routeKey{}, rt)
@@ -122,6 +140,26 @@ func (s *Server) front(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// statusWriter remembers the status a handler answered with. It passes Flush on, which the
+// chunked message responses need.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // recoverer turns a panic into a 500 with a tracking id, never a dropped connection with a
 // stack trace in the body.

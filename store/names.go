@@ -28,6 +28,10 @@ func SplitSubscriptionPath(path string) (topic, name string, ok bool) {
 // name may not contain them as a segment: "orders/messages" would be ambiguous with a send.
 var reservedSegments = map[string]bool{"messages": true, "subscriptions": true, "rules": true, "sessions": true}
 
+// reservedTopLevel are the gateway's own endpoints (GET /healthz, /readyz, /metrics), which an
+// entity at the top level would shadow.
+var reservedTopLevel = map[string]bool{"healthz": true, "readyz": true, "metrics": true}
+
 // ValidateEntityPath checks a queue or topic path: at most 260 characters, segments separated
 // by '/', made of letters, digits, '.', '-' and '_', starting and ending with a letter or digit,
 // no segment a reserved word. It returns an ErrBadRequest error that names the problem.
@@ -40,6 +44,9 @@ func ValidateEntityPath(path string) error {
 	}
 	if !isAlnum(path[0]) || !isAlnum(path[len(path)-1]) {
 		return badRequest("The entity path '%s' is not valid: it must start and end with a letter or number.", truncate(path))
+	}
+	if first, _, _ := strings.Cut(path, "/"); reservedTopLevel[strings.ToLower(first)] {
+		return badRequest("'%s' is reserved for the gateway's own endpoints and cannot begin an entity path.", first)
 	}
 	for _, seg := range strings.Split(path, "/") {
 		if err := validateSegment(path, seg); err != nil {

@@ -162,6 +162,29 @@ func TestServeWithDatabaseURL(t *testing.T) {
 	}
 	resp.Body.Close()
 
+	// Metrics need no token and count the requests above by operation; the dead rows of the
+	// message table, the main long-run risk of the design, are among them.
+	resp, err = http.Get(endpoint + "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsText, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`sbgate_http_requests_total{code="201",operation="send"} 1`,
+		`sbgate_http_requests_total{code="200",operation="receiveAndDelete"} 1`,
+		`sbgate_db_dead_rows{table="messages"}`,
+		`sbgate_db_pool_connections`,
+		`sbgate_http_request_duration_seconds_bucket{operation="putEntity"`,
+	} {
+		if !strings.Contains(string(metricsText), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if st, _, body := call(t, http.MethodPut, endpoint+"metrics", nil, ""); st != http.StatusBadRequest {
+		t.Errorf("creating a queue named metrics: %d %s; want 400", st, body)
+	}
+
 	// The start-up log carries what a newcomer needs: endpoint, connection string, curl example.
 	log := out.String()
 	for _, want := range []string{"connection_string=\"Endpoint=sb://127.0.0.1:", "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + testKey, "curl -i -X PUT"} {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/metrics"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
 )
@@ -88,12 +89,15 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	m := metrics.New(pool, log)
 	srv := &http.Server{
 		Handler: handlers.NewServer(st, handlers.Config{
 			Namespace:      cfg.Namespace,
 			Keys:           []sas.Key{key},
 			MaxReceiveWait: cfg.MaxReceiveWait,
 			Logger:         log,
+			Metrics:        m.Handler(),
+			Observe:        m.Observe,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

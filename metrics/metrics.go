@@ -1,0 +1,127 @@
+// Package metrics exports sbgate's Prometheus metrics: requests by operation and status, their
+// latency, the database pool, and the dead rows of the busiest tables, which are the main
+// long-run risk of a SKIP LOCKED queue (design.md §5). It uses the Prometheus client library
+// rather than hand-written exposition: the text format, histograms and the Go runtime
+// collectors are its job and done right there.
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the registry and the request instruments.
+type Metrics struct {
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// New registers the Go runtime and process collectors, the request instruments, and collectors
+// that read pool statistics and table statistics from pool at scrape time.
+func New(pool *pgxpool.Pool, log *slog.Logger) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sbgate_http_requests_total",
+			Help: "HTTP requests by operation and status code.",
+		}, []string{"operation", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sbgate_http_request_duration_seconds",
+			Help:    "HTTP request latency by operation (long-polling receives included).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"operation"}),
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.latency,
+		&poolCollector{pool: pool},
+		&tableCollector{pool: pool, log: log},
+	)
+	return m
+}
+
+// Observe records one request.
+func (m *Metrics) Observe(operation string, code int, d time.Duration) {
+	m.requests.WithLabelValues(operation, strconv.Itoa(code)).Inc()
+	m.latency.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+var (
+	poolAcquired = prometheus.NewDesc("sbgate_db_pool_acquired_connections", "Database connections in use.", nil, nil)
+	poolIdle     = prometheus.NewDesc("sbgate_db_pool_idle_connections", "Idle database connections.", nil, nil)
+	poolTotal    = prometheus.NewDesc("sbgate_db_pool_connections", "Database connections open.", nil, nil)
+	poolWaits    = prometheus.NewDesc("sbgate_db_pool_empty_acquire_total", "Acquires that had to wait for a connection.", nil, nil)
+	deadRows     = prometheus.NewDesc("sbgate_db_dead_rows", "Dead rows (n_dead_tup) of a table, which vacuum has yet to reclaim.", []string{"table"}, nil)
+	liveRows     = prometheus.NewDesc("sbgate_db_live_rows", "Live rows (n_live_tup, an estimate) of a table.", []string{"table"}, nil)
+	vacuums      = prometheus.NewDesc("sbgate_db_autovacuum_total", "Autovacuum runs on a table.", []string{"table"}, nil)
+)
+
+// poolCollector reports the pgx pool's statistics.
+type poolCollector struct{ pool *pgxpool.Pool }
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- poolAcquired
+	ch <- poolIdle
+	ch <- poolTotal
+	ch <- poolWaits
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.pool.Stat()
+	ch <- prometheus.MustNewConstMetric(poolAcquired, prometheus.GaugeValue, float64(st.AcquiredConns()))
+	ch <- prometheus.MustNewConstMetric(poolIdle, prometheus.GaugeValue, float64(st.IdleConns()))
+	ch <- prometheus.MustNewConstMetric(poolTotal, prometheus.GaugeValue, float64(st.TotalConns()))
+	ch <- prometheus.MustNewConstMetric(poolWaits, prometheus.CounterValue, float64(st.EmptyAcquireCount()))
+}
+
+// tableCollector reads pg_stat_user_tables for sbgate's tables at scrape time.
+type tableCollector struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- deadRows
+	ch <- liveRows
+	ch <- vacuums
+}
+
+// tableStatsTimeout keeps a slow database from stalling a scrape.
+const tableStatsTimeout = 2 * time.Second
+
+func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), tableStatsTimeout)
+	defer cancel()
+	rows, err := c.pool.Query(ctx, `SELECT relname, n_dead_tup, n_live_tup, autovacuum_count FROM pg_stat_user_tables
+		WHERE relname IN ('messages', 'entities', 'entity_count_deltas', 'entity_counts', 'dedup', 'sessions', 'rules')`)
+	if err != nil {
+		c.log.Warn("read table statistics for metrics", "err", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var table string
+		var dead, live, vac int64
+		if err := rows.Scan(&table, &dead, &live, &vac); err != nil {
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(deadRows, prometheus.GaugeValue, float64(dead), table)
+		ch <- prometheus.MustNewConstMetric(liveRows, prometheus.GaugeValue, float64(live), table)
+		ch <- prometheus.MustNewConstMetric(vacuums, prometheus.CounterValue, float64(vac), table)
+	}
+}
