@@ -379,29 +379,24 @@ func boolField(ptr func(*store.Properties) *bool) field {
 }
 
 func int64Field(ptr func(*store.Properties) *int64) field {
-	return field{text: func(p *store.Properties, v string) error {
-		if v = strings.TrimSpace(v); v == "" {
-			return nil
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return errors.New("not an integer in range")
-		}
-		*ptr(p) = n
-		return nil
-	}}
+	return intField(64, "not an integer in range", func(p *store.Properties, n int64) { *ptr(p) = n })
 }
 
 func int32Field(ptr func(*store.Properties) *int32) field {
+	return intField(32, "not a 32-bit integer", func(p *store.Properties, n int64) { *ptr(p) = int32(n) })
+}
+
+// intField reads a decimal integer that fits in bits bits; an empty element keeps the default.
+func intField(bits int, complaint string, set func(*store.Properties, int64)) field {
 	return field{text: func(p *store.Properties, v string) error {
 		if v = strings.TrimSpace(v); v == "" {
 			return nil
 		}
-		n, err := strconv.ParseInt(v, 10, 32)
+		n, err := strconv.ParseInt(v, 10, bits)
 		if err != nil {
-			return errors.New("not a 32-bit integer")
+			return errors.New(complaint)
 		}
-		*ptr(p) = int32(n)
+		set(p, n)
 		return nil
 	}}
 }

@@ -195,41 +195,25 @@ func (p *parser) fold(n node, at token, kids ...node) (node, error) {
 }
 
 func (p *parser) parseOr() (node, error) {
-	lt := p.tok()
-	l, err := p.parseAnd()
-	if err != nil {
-		return nil, err
-	}
-	for p.isKw(kwOr) {
-		p.take()
-		rt := p.tok()
-		r, err := p.parseAnd()
-		if err != nil {
-			return nil, err
-		}
-		if err := p.requirePredicate(l, lt); err != nil {
-			return nil, err
-		}
-		if err := p.requirePredicate(r, rt); err != nil {
-			return nil, err
-		}
-		if l, err = p.fold(&orNode{l: l, r: r}, lt, l, r); err != nil {
-			return nil, err
-		}
-	}
-	return l, nil
+	return p.parseLogical(kwOr, p.parseAnd, func(l, r node) node { return &orNode{l: l, r: r} })
 }
 
 func (p *parser) parseAnd() (node, error) {
+	return p.parseLogical(kwAnd, p.parseNot, func(l, r node) node { return &andNode{l: l, r: r} })
+}
+
+// parseLogical parses operands joined by the keyword kw (AND or OR, left-associative): each
+// operand must be a predicate, and constant parts are folded.
+func (p *parser) parseLogical(kw keyword, operand func() (node, error), join func(l, r node) node) (node, error) {
 	lt := p.tok()
-	l, err := p.parseNot()
+	l, err := operand()
 	if err != nil {
 		return nil, err
 	}
-	for p.isKw(kwAnd) {
+	for p.isKw(kw) {
 		p.take()
 		rt := p.tok()
-		r, err := p.parseNot()
+		r, err := operand()
 		if err != nil {
 			return nil, err
 		}
@@ -239,7 +223,7 @@ func (p *parser) parseAnd() (node, error) {
 		if err := p.requirePredicate(r, rt); err != nil {
 			return nil, err
 		}
-		if l, err = p.fold(&andNode{l: l, r: r}, lt, l, r); err != nil {
+		if l, err = p.fold(join(l, r), lt, l, r); err != nil {
 			return nil, err
 		}
 	}
