@@ -68,7 +68,10 @@ node:
 
 # compat-clients installs the pinned client libraries compat/ runs against sbgate.
 compat-clients: node
-	@[ -d compat/azure-sb/node_modules/azure-sb ] || npm ci --prefix compat/azure-sb --no-audit --no-fund --loglevel=error
+	@for d in compat/*/; do \
+		[ -f $$d/package-lock.json ] || continue; \
+		[ -d $$d/node_modules ] || npm ci --prefix $$d --no-audit --no-fund --loglevel=error || exit 1; \
+	done
 
 clean:
 	rm -rf bin compat/*/node_modules
