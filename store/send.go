@@ -30,6 +30,8 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 	}
 	now := s.now()
 	total := 0
+	// Each message's properties are checked and encoded once; its row reuses the encoding.
+	encoded := make(map[*Message]string, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		if err := prepareMessage(e, m, now); err != nil {
@@ -40,8 +42,12 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 		}
 		props, err := encodeUserProperties(m.UserProperties)
 		if err != nil {
+			if len(msgs) > 1 {
+				return &Error{Code: ErrorCode(err), Message: fmt.Sprintf("Message %d of the batch: %s", i+1, ErrorMessage(err))}
+			}
 			return err
 		}
+		encoded[m] = props
 		total += messageSize(m, len(props))
 	}
 	if limit := e.Props.MaxMessageSizeInKilobytes * 1024; int64(total) > limit {
@@ -54,6 +60,7 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 		}
 	}
 	d := s.newDelivery(ctx, now)
+	d.encoded = encoded
 	for i := range msgs {
 		d.begin(e)
 		if err := d.deliver(e, &msgs[i], e, 0); err != nil {
@@ -157,10 +164,14 @@ type messageRow struct {
 	sessioned bool
 }
 
-func newMessageRow(entityID int64, m *Message) (messageRow, error) {
-	props, err := encodeUserProperties(m.UserProperties)
-	if err != nil {
-		return messageRow{}, err
+// newMessageRow turns m into a row of entity entityID; props is m's encoded user properties, or
+// "" with encode set to have them encoded here.
+func newMessageRow(entityID int64, m *Message, props string, encode bool) (messageRow, error) {
+	if encode {
+		var err error
+		if props, err = encodeUserProperties(m.UserProperties); err != nil {
+			return messageRow{}, err
+		}
 	}
 	r := messageRow{
 		entityID:              entityID,

@@ -32,7 +32,7 @@ func TestGroupCommitIsolatesAFailingRequest(t *testing.T) {
 		if err := prepareMessage(e, &m, s.now()); err != nil {
 			t.Fatal(err)
 		}
-		r, err := newMessageRow(e.ID, &m)
+		r, err := newMessageRow(e.ID, &m, "", true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -96,6 +96,9 @@ type delivery struct {
 	// until when; zero when the entity the client sent to does not detect duplicates.
 	dedupEntity int64
 	dedupUntil  time.Time
+	// encoded holds the user properties Send already encoded, by message; copies changed by an
+	// action are not in it and are encoded when placed.
+	encoded map[*Message]string
 }
 
 func (s *Postgres) newDelivery(ctx context.Context, now time.Time) *delivery {
@@ -162,7 +165,8 @@ func (d *delivery) place(e *Entity, m *Message) error {
 			return d.deliver(next, &fwd, e, 1)
 		}
 	}
-	r, err := newMessageRow(e.ID, m)
+	props, ok := d.encoded[m]
+	r, err := newMessageRow(e.ID, m, props, !ok)
 	if err != nil {
 		return err
 	}
