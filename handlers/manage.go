@@ -39,19 +39,35 @@ func (s *Server) PutEntity(w http.ResponseWriter, r *http.Request, entityPath ap
 		s.writeError(w, r, err)
 		return
 	}
+	s.saveEntity(w, r, params.IfMatch, kind, entityPath, props, func() (*store.Entity, error) {
+		return s.store.CreateEntity(r.Context(), kind, entityPath, props)
+	})
+}
+
+// saveEntity answers a management PUT: with If-Match it replaces the description of the entity at
+// path (200), without it it runs create (201).
+func (s *Server) saveEntity(w http.ResponseWriter, r *http.Request, ifMatch *string, kind store.Kind, path string, props store.Properties, create func() (*store.Entity, error)) {
 	var e *store.Entity
-	status := http.StatusCreated
-	if params.IfMatch != nil {
-		status = http.StatusOK
-		e, err = s.store.UpdateEntity(r.Context(), kind, entityPath, props)
+	var err error
+	if ifMatch != nil {
+		e, err = s.store.UpdateEntity(r.Context(), kind, path, props)
 	} else {
-		e, err = s.store.CreateEntity(r.Context(), kind, entityPath, props)
+		e, err = create()
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeEntry(w, r, status, e, false)
+	s.writeEntry(w, r, putStatus(ifMatch), e, false)
+}
+
+// putStatus is the status of a successful PUT: 200 when If-Match made it an update, 201 when it
+// created.
+func putStatus(ifMatch *string) int {
+	if ifMatch != nil {
+		return http.StatusOK
+	}
+	return http.StatusCreated
 }
 
 // GetEntity returns an entity's description with its counts. A path that holds no queue or topic

@@ -221,11 +221,11 @@ func (t target) base() string {
 
 // resolve finds the target's entity; a session lives in the entity proper.
 func (s *Server) resolve(r *http.Request, t target) (*store.Entity, store.SubQueue, error) {
-	e, sq, err := s.messagingEntity(r, t.path)
-	if err == nil && t.session != nil && sq != store.SubQueueMain {
-		err = badRequest("Sessions live in the entity, not its dead-letter subqueue.")
+	if t.session != nil {
+		e, err := s.sessionEntity(r, t.path)
+		return e, store.SubQueueMain, err
 	}
-	return e, sq, err
+	return s.messagingEntity(r, t.path)
 }
 
 // receiveMessages takes up to n messages of the target.

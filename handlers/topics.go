@@ -46,19 +46,9 @@ func (s *Server) PutSubscription(w http.ResponseWriter, r *http.Request, topic a
 		return
 	}
 	path := store.SubscriptionPath(topic, name)
-	var e *store.Entity
-	status := http.StatusCreated
-	if params.IfMatch != nil {
-		status = http.StatusOK
-		e, err = s.store.UpdateEntity(r.Context(), store.KindSubscription, path, props)
-	} else {
-		e, err = s.store.CreateSubscription(r.Context(), path, props, rule)
-	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.writeEntry(w, r, status, e, false)
+	s.saveEntity(w, r, params.IfMatch, store.KindSubscription, path, props, func() (*store.Entity, error) {
+		return s.store.CreateSubscription(r.Context(), path, props, rule)
+	})
 }
 
 // subscription reads the subscription name of topic; a missing one is 404, not the empty feed.
@@ -116,16 +106,12 @@ func (s *Server) putRule(w http.ResponseWriter, r *http.Request, topic, sub, nam
 		s.writeError(w, r, err)
 		return
 	}
-	status := http.StatusCreated
-	if ifMatch != nil {
-		status = http.StatusOK
-	}
 	saved, err := s.store.PutRule(r.Context(), store.SubscriptionPath(topic, sub), rule, ifMatch != nil)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeRule(w, r, status, saved)
+	s.writeRule(w, r, putStatus(ifMatch), saved)
 }
 
 // GetRule returns a rule.

@@ -418,7 +418,7 @@ func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
 // entityChanged drops path from this gateway's cache and tells the other gateways to do the same.
 func (s *Postgres) entityChanged(ctx context.Context, path string) {
 	s.cache.invalidate(Key(path))
-	s.listener.announceEntityChange(ctx, Key(path))
+	s.listener.announceEntityChange(Key(path))
 }
 
 // Resolve returns the entity at path from the cache, reading it when absent or stale. See Store.

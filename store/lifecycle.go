@@ -64,11 +64,9 @@ func (s *Postgres) ReceiveDeferredSession(ctx context.Context, e *Entity, sl Ses
 func (s *Postgres) receiveDeferred(ctx context.Context, e *Entity, sl *SessionLock, seq int64, mode ReceiveMode) (*Message, error) {
 	s.touch(e)
 	now := s.now()
-	var session pgtype.Text
+	var session pgtype.Text // NULL: any session (ReceiveDeferred has refused session entities)
 	if sl != nil {
 		session = pgtype.Text{String: sl.SessionID, Valid: true}
-	} else if e.Props.RequiresSession {
-		return nil, badRequest("Deferred messages of '%s' are received in their session: use the session's path.", e.Path)
 	}
 	var row pgx.Row
 	if mode == ReceiveAndDelete {
@@ -254,8 +252,7 @@ func (s *Postgres) Resubmit(ctx context.Context, e *Entity, seq int64, match fun
 	}
 	if total > 0 {
 		s.touch(e)
-		s.hub.wake(e.ID)
-		s.listener.announceMessages([]int64{e.ID})
+		s.announce([]int64{e.ID})
 	}
 	return total, nil
 }

@@ -116,7 +116,7 @@ func (s *Postgres) Maintain(ctx context.Context) error {
 		}
 		return nil
 	}))
-	s.wakeAll(woken)
+	s.announce(woken)
 	errs = append(errs, s.led(ctx, lockCompactCounts, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, compactCountsSQL)
 		return err

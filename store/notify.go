@@ -133,7 +133,7 @@ func (l *listener) announceMessages(ids []int64) {
 }
 
 // announceEntityChange tells the other gateways to drop key from their entity caches.
-func (l *listener) announceEntityChange(_ context.Context, key string) {
+func (l *listener) announceEntityChange(key string) {
 	l.mu.Lock()
 	l.entities = append(l.entities, key)
 	l.mu.Unlock()

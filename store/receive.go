@@ -141,16 +141,7 @@ func (s *Postgres) claim(ctx context.Context, e *Entity, sq SubQueue, mode Recei
 		if err != nil {
 			return nil, fmt.Errorf("receive from %s: %w", e.Path, interpretError(err))
 		}
-		delivered := msgs[:0]
-		for _, m := range msgs {
-			if m.State == state {
-				if mode == ReceiveAndDelete {
-					m.DeliveryCount++
-				}
-				delivered = append(delivered, m)
-			}
-		}
-		sort.Slice(delivered, func(i, j int) bool { return delivered[i].SequenceNumber < delivered[j].SequenceNumber })
+		delivered := delivered(msgs, state, mode)
 		// Every candidate was dead-lettered for too many deliveries: look again, the entity may
 		// hold more.
 		if len(delivered) == 0 && len(msgs) > 0 {
@@ -158,6 +149,23 @@ func (s *Postgres) claim(ctx context.Context, e *Entity, sq SubQueue, mode Recei
 		}
 		return delivered, nil
 	}
+}
+
+// delivered keeps, in sequence order, the claimed messages that were handed out rather than
+// dead-lettered for too many deliveries (those left state), counting the delivery a
+// receive-and-delete made by removing them.
+func delivered(msgs []*Message, state State, mode ReceiveMode) []*Message {
+	out := msgs[:0]
+	for _, m := range msgs {
+		if m.State == state {
+			if mode == ReceiveAndDelete {
+				m.DeliveryCount++
+			}
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].SequenceNumber < out[j].SequenceNumber })
+	return out
 }
 
 // querier runs a query on the pool or inside a transaction.
@@ -205,12 +213,12 @@ func (s *Postgres) claimOnce(ctx context.Context, e *Entity, sq SubQueue, mode R
 		}
 		return nil
 	})
-	s.wakeAll(woken)
+	s.announce(woken)
 	return msgs, err
 }
 
-// wakeAll wakes the receivers of entities that just got messages, here and on other gateways.
-func (s *Postgres) wakeAll(ids []int64) {
+// announce wakes the receivers of entities that just got messages, here and on other gateways.
+func (s *Postgres) announce(ids []int64) {
 	if len(ids) == 0 {
 		return
 	}
@@ -419,7 +427,7 @@ func (s *Postgres) settle(ctx context.Context, e *Entity, sq SubQueue, sl *Sessi
 			woken, err = s.transferDeadLetters(ctx, tx, e)
 			return err
 		})
-		s.wakeAll(woken)
+		s.announce(woken)
 	} else {
 		err = s.pool.QueryRow(ctx, sql, args...).Scan(&until)
 	}
@@ -431,8 +439,7 @@ func (s *Postgres) settle(ctx context.Context, e *Entity, sq SubQueue, sl *Sessi
 	}
 	s.touch(e)
 	if op == Abandon {
-		s.hub.wake(e.ID)
-		s.listener.announceMessages([]int64{e.ID})
+		s.announce([]int64{e.ID})
 	}
 	return until.UTC(), nil
 }

@@ -368,7 +368,7 @@ func (s *Postgres) writeSends(jobs []*job[*sendRequest]) {
 
 func (s *Postgres) finishSend(j *job[*sendRequest], err error) {
 	if err == nil {
-		s.wakeAll(j.req.entityIDs)
+		s.announce(j.req.entityIDs)
 	} else {
 		err = fmt.Errorf("store messages: %w", err)
 	}

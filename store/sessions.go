@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -245,7 +244,7 @@ func (s *Postgres) ReleaseSession(ctx context.Context, e *Entity, sl SessionLock
 	if err != nil {
 		return fmt.Errorf("release session %s: %w", truncate(sl.SessionID), interpretError(err))
 	}
-	s.wakeAll([]int64{e.ID})
+	s.announce([]int64{e.ID})
 	return nil
 }
 
@@ -387,20 +386,11 @@ func (s *Postgres) claimSession(ctx context.Context, e *Entity, sl SessionLock, 
 			}
 			return nil
 		})
-		s.wakeAll(woken)
+		s.announce(woken)
 		if err != nil {
 			return nil, fmt.Errorf("receive from session %s of %s: %w", truncate(sl.SessionID), e.Path, interpretError(err))
 		}
-		delivered := msgs[:0]
-		for _, m := range msgs {
-			if m.State != StateDeadLetter {
-				if mode == ReceiveAndDelete {
-					m.DeliveryCount++
-				}
-				delivered = append(delivered, m)
-			}
-		}
-		sort.Slice(delivered, func(i, j int) bool { return delivered[i].SequenceNumber < delivered[j].SequenceNumber })
+		delivered := delivered(msgs, StateActive, mode)
 		if len(delivered) == 0 && len(msgs) > 0 {
 			continue
 		}

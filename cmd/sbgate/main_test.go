@@ -372,3 +372,30 @@ func sbgateProcess(t *testing.T, out io.Writer, envv ...string) (cmd *exec.Cmd, 
 	})
 	return cmd, wait
 }
+
+// TestPprofListensApart checks that -pprof-listen serves the profiles on its own address and
+// that the broker's address does not serve them.
+func TestPprofListensApart(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	endpoint, stop, out := startRun(t, env("DATABASE_URL", url, "SBGATE_SAS_KEY", testKey), "-pprof-listen", "127.0.0.1:0")
+	m := regexp.MustCompile(`profiling endpoints serving" addr=(\S+)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no profiling address in the log:\n%s", out)
+	}
+	resp, err := http.Get("http://" + m[1] + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine profile:") {
+		t.Errorf("pprof goroutine profile = %d %.200s", resp.StatusCode, body)
+	}
+	if st, _, body := call(t, http.MethodGet, endpoint+"debug/pprof/goroutine?debug=1", nil, ""); strings.Contains(body, "goroutine profile:") {
+		t.Errorf("the broker's address serves profiles: %d %.200s", st, body)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("run returned %v on shutdown", err)
+	}
+}
