@@ -41,6 +41,33 @@ func (e BrokerPropertiesState) Valid() bool {
 	}
 }
 
+// Defines values for SettlementDisposition.
+const (
+	Abandon    SettlementDisposition = "Abandon"
+	Complete   SettlementDisposition = "Complete"
+	DeadLetter SettlementDisposition = "DeadLetter"
+	Defer      SettlementDisposition = "Defer"
+	RenewLock  SettlementDisposition = "RenewLock"
+)
+
+// Valid indicates whether the value is a known member of the SettlementDisposition enum.
+func (e SettlementDisposition) Valid() bool {
+	switch e {
+	case Abandon:
+		return true
+	case Complete:
+		return true
+	case DeadLetter:
+		return true
+	case Defer:
+		return true
+	case RenewLock:
+		return true
+	default:
+		return false
+	}
+}
+
 // BatchMessage A message of a batch send. Give Body, or BodyBase64 for a binary body.
 type BatchMessage struct {
 	// Body The message body; stored as its UTF-8 bytes.
@@ -159,6 +186,43 @@ type SessionLock struct {
 	// LockedUntilUtc RFC 1123 date.
 	LockedUntilUtc string `json:"LockedUntilUtc"`
 	SessionId      string `json:"SessionId"`
+}
+
+// Settlement defines model for Settlement.
+type Settlement struct {
+	// DeadLetterErrorDescription DeadLetter only.
+	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
+
+	// DeadLetterReason DeadLetter only; default DeadLetteredByReceiver.
+	DeadLetterReason *string `json:"DeadLetterReason,omitempty"`
+
+	// Disposition `Complete` removes the message; `Abandon` releases the lock (the message is
+	// redelivered at the front, or dead-lettered if this was its last allowed delivery);
+	// `DeadLetter` moves it to the dead-letter subqueue; `Defer` sets it aside until it is
+	// received by sequence number; `RenewLock` extends the lock by the entity's LockDuration.
+	Disposition SettlementDisposition `json:"Disposition"`
+
+	// LockToken The lock token of a peek-locked message (the last segment of its Location).
+	LockToken openapi_types.UUID `json:"LockToken"`
+}
+
+// SettlementDisposition `Complete` removes the message; `Abandon` releases the lock (the message is
+// redelivered at the front, or dead-lettered if this was its last allowed delivery);
+// `DeadLetter` moves it to the dead-letter subqueue; `Defer` sets it aside until it is
+// received by sequence number; `RenewLock` extends the lock by the entity's LockDuration.
+type SettlementDisposition string
+
+// SettlementResult defines model for SettlementResult.
+type SettlementResult struct {
+	// Detail Why the element failed, when Status is not 200.
+	Detail    *string            `json:"Detail,omitempty"`
+	LockToken openapi_types.UUID `json:"LockToken"`
+
+	// LockedUntilUtc RenewLock only: the new lock expiry, RFC 1123.
+	LockedUntilUtc *string `json:"LockedUntilUtc,omitempty"`
+
+	// Status 200 when settled; 404 when the lock was lost (expired, settled, or never held); 400 for an invalid element.
+	Status int `json:"Status"`
 }
 
 // ApiVersion defines model for ApiVersion.
@@ -406,6 +470,15 @@ type CancelScheduledParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// SettleMessagesJSONBody defines parameters for SettleMessages.
+type SettleMessagesJSONBody = []Settlement
+
+// SettleMessagesParams defines parameters for SettleMessages.
+type SettleMessagesParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // ReceiveAndDeleteMessageParams defines parameters for ReceiveAndDeleteMessage.
 type ReceiveAndDeleteMessageParams struct {
 	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
@@ -524,6 +597,15 @@ type SessionPeekLockDeferredParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// SessionSettleMessagesJSONBody defines parameters for SessionSettleMessages.
+type SessionSettleMessagesJSONBody = []Settlement
+
+// SessionSettleMessagesParams defines parameters for SessionSettleMessages.
+type SessionSettleMessagesParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // SessionReceiveAndDeleteParams defines parameters for SessionReceiveAndDelete.
 type SessionReceiveAndDeleteParams struct {
 	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
@@ -584,8 +666,14 @@ type SetSessionStateParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// SettleMessagesJSONRequestBody defines body for SettleMessages for application/json ContentType.
+type SettleMessagesJSONRequestBody = SettleMessagesJSONBody
+
 // DeadLetterMessageJSONRequestBody defines body for DeadLetterMessage for application/json ContentType.
 type DeadLetterMessageJSONRequestBody = DeadLetterRequest
+
+// SessionSettleMessagesJSONRequestBody defines body for SessionSettleMessages for application/json ContentType.
+type SessionSettleMessagesJSONRequestBody = SessionSettleMessagesJSONBody
 
 // SessionDeadLetterJSONRequestBody defines body for SessionDeadLetter for application/json ContentType.
 type SessionDeadLetterJSONRequestBody = DeadLetterRequest
@@ -673,6 +761,9 @@ type ServerInterface interface {
 	// CancelScheduled Extension: cancel a scheduled message before its time comes.
 	// (DELETE /{entityPath}/messages/$scheduled/{sequenceNumber})
 	CancelScheduled(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sequenceNumber SequenceNumber, params CancelScheduledParams)
+	// SettleMessages Extension: settle many locked messages in one request.
+	// (POST /{entityPath}/messages/$settle)
+	SettleMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params SettleMessagesParams)
 	// ReceiveAndDeleteMessage Receive and remove the next message (receive-and-delete).
 	// (DELETE /{entityPath}/messages/head)
 	ReceiveAndDeleteMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ReceiveAndDeleteMessageParams)
@@ -721,6 +812,9 @@ type ServerInterface interface {
 	// SessionPeekLockDeferred Extension: peek-lock a deferred message of an accepted session.
 	// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber})
 	SessionPeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params SessionPeekLockDeferredParams)
+	// SessionSettleMessages Extension: settle many locked messages of an accepted session in one request.
+	// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle)
+	SessionSettleMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionSettleMessagesParams)
 	// SessionReceiveAndDelete Extension: receive and delete the next message of an accepted session.
 	// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head)
 	SessionReceiveAndDelete(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionReceiveAndDeleteParams)
@@ -916,6 +1010,12 @@ func (_ Unimplemented) CancelScheduled(w http.ResponseWriter, r *http.Request, e
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// SettleMessages Extension: settle many locked messages in one request.
+// (POST /{entityPath}/messages/$settle)
+func (_ Unimplemented) SettleMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params SettleMessagesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ReceiveAndDeleteMessage Receive and remove the next message (receive-and-delete).
 // (DELETE /{entityPath}/messages/head)
 func (_ Unimplemented) ReceiveAndDeleteMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ReceiveAndDeleteMessageParams) {
@@ -1009,6 +1109,12 @@ func (_ Unimplemented) SessionReceiveAndDeleteDeferred(w http.ResponseWriter, r 
 // SessionPeekLockDeferred Extension: peek-lock a deferred message of an accepted session.
 // (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber})
 func (_ Unimplemented) SessionPeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params SessionPeekLockDeferredParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionSettleMessages Extension: settle many locked messages of an accepted session in one request.
+// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle)
+func (_ Unimplemented) SessionSettleMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionSettleMessagesParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2629,6 +2735,48 @@ func (siw *ServerInterfaceWrapper) CancelScheduled(w http.ResponseWriter, r *htt
 	handler.ServeHTTP(w, r)
 }
 
+// SettleMessages operation middleware
+func (siw *ServerInterfaceWrapper) SettleMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SettleMessagesParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SettleMessages(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ReceiveAndDeleteMessage operation middleware
 func (siw *ServerInterfaceWrapper) ReceiveAndDeleteMessage(w http.ResponseWriter, r *http.Request) {
 
@@ -3643,6 +3791,66 @@ func (siw *ServerInterfaceWrapper) SessionPeekLockDeferred(w http.ResponseWriter
 	handler.ServeHTTP(w, r)
 }
 
+// SessionSettleMessages operation middleware
+func (siw *ServerInterfaceWrapper) SessionSettleMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionSettleMessagesParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionSettleMessages(w, r, entityPath, sessionId, sessionLockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SessionReceiveAndDelete operation middleware
 func (siw *ServerInterfaceWrapper) SessionReceiveAndDelete(w http.ResponseWriter, r *http.Request) {
 
@@ -4494,6 +4702,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/{entityPath}/messages/$batch", wrapper.PeekLockBatch)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/$settle", wrapper.SettleMessages)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/{entityPath}/messages/$deferred/{sequenceNumber}", wrapper.ReceiveAndDeleteDeferred)
 	})
 	r.Group(func(r chi.Router) {
@@ -4548,6 +4759,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch", wrapper.SessionPeekLockBatch)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle", wrapper.SessionSettleMessages)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}", wrapper.SessionComplete)
 	})
 	r.Group(func(r chi.Router) {
@@ -4577,130 +4791,141 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3bUhtJ0vCrZOj3BsLTSAJ7vPNDzAU+jecffFjAOxcjR3SpOyXV0qqSq6oBDUHEXv0P8D3EPtg+yReV",
-	"VX2SWgdAYMPgG6Pu6jpk5Tmzsi4akRyNpUBhdGP3ojFmio3QoKJf+2P+T1SaS2F/xagjxceGfjb2owjH",
-	"BmNgIgY+EFJh3GoEDW5ffk1RTRpBQ7ARNnYbbMy3Tn1HQUNHQxwx26OZjO1rbRQXg8blZdB4Iww3k0/M",
-	"DGdH/EeKKcKYmSE0Q6liVDoMIGTtXjsKNwOQCs64GULYfvIaWXyAxqCij0Jg4zGKGGPgRkOMLN5K6HVX",
-	"6LT31bZpQdgOYcQm0EMYo4pQmC0UkYwxbnVFtjI7fLEwLKYbNBR+TbnCuLFrVIqL13kgo5NjeYIE2JqO",
-	"k/z9on77Uo2Yaew20pTHjaBmnPeoNRvgr/EsOI+HCCP3ekPDEX5NUUT4IR31UEGTaeACDmTEbPNNC1wL",
-	"ury/Vj1ARvl4V4PHYZrgB+qiFhwqe72o1xE7P0AxsKjzY6cOGNU1zhlKVxutBH4uzIvnjaAx4oKP0lFj",
-	"dzsfnguDA1R+fG1JwG1G7dDZ+xWXub3zU/06qZ9lOKanm90M1Y5O+DgfaYoBPNH2Zbm/GPssTUxjt1MC",
-	"W6cebGkvx9sFOKKnm90IV475CGVqZsnmCCMpYg1GwhnjBvpSAcsICZp+XfCiE0BkuU4MvQmYIYJGdYpq",
-	"Q8OIndvl7kEHFJpUCQ3MgBQRbs5joMbPprKExVA7lvN3w8g5m7Hd6SzB4ksLVT2WQiOJiJcsPrQUowlU",
-	"kRQGBf3JxuOEO+7RPh8l9lEx4BOF/cZu4/+0C+nTdm91+41S0o9Uhfx7llgsxBiUGzGAsZJjVGZi2ZNd",
-	"XKtxGTTeStXjcezw/lZnZFmoEwEbGrRhJtUWH3rc4scQwU6OxqN5WUI7kHcAqA8STlnCY7BSxMlEM2QG",
-	"jKVyJ69jaOL52NJGABqNSTAmGOIpKhhiEm/SlD9I81amIr5DSEIsUYOQBvCca0PT+CxYaoZS8T/x9qfy",
-	"nmvNxSCAUYZvAXhYkYqhpBgkE9B8IDB2MCXdg3n4WnjL1BACCESrdCg+GOYrOWU8Yb0E7wSmMTOsxzRC",
-	"xISFaQ9BIYuGGO9Z5qMmwPoGFU12wE9RgHb8zXKiIbLYa4KHtu3Wvm1bndksg7AT8XNzDMJEQ6821GiR",
-	"OeeUfWDQs41Bo4hb8As/RXgp4wlB1/7xkml88dxz3B4XTE2gJ+OJnavnBNxzJRlPFmo89N0eaGPVVrDK",
-	"jtHw+fjt1k/Qmxik5U8JhaBRzGG27zfnBoUVp7sES9u97bZHzQOac0/GHLUjRaaQcNzgubFj5eLVjl47",
-	"tpInqD5VVrkIK2baW+TT0z2wOOZ2ASwpP3fCcmqjCvSEAtZ7ltGkqGk9brI6AEGqkwZas0yQiTI8Ze9f",
-	"GBmSUVNP6ldZnYdrUZpCC37DiZsAjrixFgkXIFXMBUuAzARieVIkEzgbEoabFnwUwMU4Ndlku8Kq/izR",
-	"0tKISEeoeJQtiTqImUENh29fwfb2zjO7uF+PPsJPLzrblpRYvEUjnGSTyUwiMh2q2PnKUf0xrX5mgUQC",
-	"Hk01TXsPGFiWlBTom2p0Isb3tWU7A0ewtbj7SiqFCe2f0z9nWhQ2E3GU1+VZzcV2+H9HHz/4SR6+OToG",
-	"hRHyU9QQMaUmwI2lAmbnq7ZyaV3M0wLuo0gmGdItmNUhMv29zOVIpiqizVvho4Sfopq8kqlj9HO+yDmo",
-	"NYLJIo1n7ZUZi2P1zqxC+9lEK835gPUwqUWSik0xbRMs71dGJxh/FoYnq05lgQH7CwqrXmEMzWc7MMRz",
-	"iPmAG73pyJz1NApirksspqDxiSlDfPA3rBEbr512TCp/bsLtwSjVBvBryhKLWTRkT5qhY4VoaqnwEMfJ",
-	"5FjWgta/qxiJM42OrOhOE4z9tpZ2tTrpnE9ZtrVHrCLjHdqwibXuT7nmvQQhtfthW4jaOa8FCyurWrof",
-	"R4YZoi4U1g75o7EfGX5q5eJr7KOyFl0JFI0vK6CeBdSxPLC9zDPp9qYMNgLwhga//x4Ti44qcjuWqdXp",
-	"8pGdWKmObP86GrM6Z1piUAlmFwnHxweOT7U+vDmG7Bto/hG3vgyHu6PRrtZ/tPru35fN2j2rRbE6gUtc",
-	"6RA1WX8XM3LKs6zqZN/JMxgxMSmEVMXWAdbvY2ScN3AGVWos1cJK/8MP+aVmpmVBkNub1fkulmAlrHu2",
-	"8/cXP11L2HhcgKIlxi8nh07QqClmUz9M3TY4Hb5mA2KsV2PfHR9/8hZnq1FHcK/RMJ7MfuyxOCB6h/BY",
-	"seiEi8Gv8e5///2fAI4m2uCInqJyjywGasNGY/szbNX6fqpbGDtKpQnMbGXQ8NaNd0Zk5kvO6hcZCVwQ",
-	"rmEm8vWGE/oWzVpwnCnenJyXVl13fJkb+8ip91bjDgATjV3hGzmdvgVWPy5cCitqtlY5szyWBjW6K3LO",
-	"676qUwAz82SJhXEnRsGUMlons1m9EnhEfoMRCgOfDw+cAZeQhC/cYWPEky1yQ1i9rJ5ZXc0sWcGKyISN",
-	"6MtZmnrHtEc0XVqv30379Tumc/kz+3ZWhVkod50S4rDQOQFpahZZrPnnwDVH7M7XA6Yo7qjkNy4vr7SW",
-	"L/PBZFc0C6aFit4Kit0CqKxzuWXn9dQkvtThisYoVdxMrPIwcivVrMbMDI+GTGG8H0Wo9REfCGZSywjU",
-	"zxepSrK4ECjUZAlcdtNOZ+eF5oPqe2f+w7v3+6+2jt7t7/z4ImuJP1+kgp87z9Ike3oifr44wQn5Mi/D",
-	"VlcQr3+//8ralRZpLA7ZPy0Xs1pCJEWfD1JllWDy79CAWzHS+JtO8XNwtOqr5gOLe10RagU/QLfR7Ypu",
-	"A34AjSHgOYtMQm4L0pyJn2o2Qu/Y8rExQmguIDxCdcojfJnqfe+dI0YRlqJlzrgqPM+VhgUasDG3mje5",
-	"jrin2up+6N7A8lg9RnbioLD/p90QPwd4mWpn842VNDKSCchTVE5MWuP9BHGsAa0hVhImXfFJajNQePSP",
-	"A7tcriGWUUoszY3f89rN2VAmmdRNVZ9F2OqKrnj61AUsKSqpW0+fwr5TG62EMHLMIxevtKAbslMLvFNU",
-	"LAGNAzuKhmYWvyQjvxTCoG1icaxQa+eiCi+ox8t2OSCi2xcOWWiZrBzbhCy0Cczu+IXzr17ORkdb8HGM",
-	"Yv/Tr5mXEM/HdlhgbvZ5UNj5rvSYCZ2vIAAtuyIsIqEhlMDoZi4Fljo5G0qNFG21snUq1GoB8redt72/",
-	"7byloO7ZkEfDruAazuzYg9zmixJOAHTOwjIelN84/Lc4TDsEqfDjdEUzbBPo25kaS8NxM4SEm+lNytsE",
-	"EFqktv9XtiEMuiKcgWwA4ZNDzyPoW3qsw01LQFaFjpjmYrBXChABo8C6dsak5bzkfuoKo5AZwsYRsISf",
-	"YAs88lkEcIpKxDRucaGtdmSNCY+kFbKzWPqGCKFQ2fHcjkmzGCJLzBCiIUYnmhzYFg80sUOam9bERogh",
-	"doVjDc35/PK///5PwRyLH1j6+0TYHw4oYZWXgFRdMZ/TwBGK2PI2N087f/vEOdwD7wCy7y1xUJzD/jjg",
-	"2qAIHFhHTLCB02Le05/QJJwDPhonHN0+bGbUbpVV/fQppBr9aAXekeoZ2jU9i6gh/YnugdWK3e8Lp7Zf",
-	"uuft4oV74PRm98SD6FnULj/1j0pDhF3hMh/K3sBdmAop7EE0ZEqj+Tk1/a2fPJ823CSYc9hG0MgSNXYb",
-	"262OFc1yjIKNeWO38azVaT2z2qylJcuk2wV2tx1q26cDrLEaD7NQp4B9I0fQR4yBBo9zsmjB75miNCYO",
-	"raGfJuSbcO0jppTdE9YVHtAJFyegMPm52xB4broND5GMy1DkmViS+/OHJ0aO/dJz/LdaR8NihV9DUMmD",
-	"+aNeqS6atCn0fRksbXcsV2pWSru5/DIVb93pdBYEjpiRox9mokfT6tRMpOitha3se9GFwhCQfeAQuQKV",
-	"CsNHCJE1zzVFsp67idQtJZ9wuxQdpk+2l39SifVdBo0fO89W+igPq5Gal45GTE38rrp16cDyFxJoFBUI",
-	"SLwNEJgBBnZ5Lfq2jNPHVuCWcXoWZXyTvyrKOCVnAcpYfc5aD1bMNIneIXQwCzfvHSLRaldHJBLMYxZh",
-	"ptTWYtEvaD5kDclmvSou3fnm73sebrd94jmtH8FyWgaV9QA6L0HrmltX2Ya85ypiWV3K5TyQQrLpd8Ap",
-	"M3/OBf07/34p0Ky91R4njIurgiohT3HZ9mzs/vGlilmnKFBrFzkeK+l0LKsNajI5/GIUsngyfy2H7vXt",
-	"LYUGaF2flOYs33bLi/XnGQtM6DNU2i/+ojAwLp1ykaDz0VSh8JqeO8X4Nghp2h1sR4tb12ZKzzvPl3+U",
-	"Z+HcnIu5CQPzop74NUsSSn/IbBxaTa0O95YyL4jzkSU4lEmsQUjfm90+t2ukb+10OqEfQQCOxmZSVvq6",
-	"IvyU9hIeJROnkMeZMm0NJaZzk8iq17FEvefN91lTj8LvWWKF7opuwxqxfQuybqNO1fsFzTwMWZ7kDE0K",
-	"zFjrUkOIQvFo+HOfJRrDufl7rlVd7nPuWvwehXwpK8ux+iZtJwVpnEWiXd613at5u0mbfn8o5Bc0GXls",
-	"aCjBw6GyJZQabfhqfKaU5W43clyXZ1oOZrBl8tYZUKWAlzWcvZ5VftoVzVwngXBozHi3nUUHWiMeKall",
-	"37QiOWoLNJ76dHuns91pb3fa/kEv1e1ICoGRCa1l/MbJd01urkiS0kfeDVKP9kD6vBzM2hl2gl5NjLPg",
-	"elMKSMcUSTFS7nYFy38rHCcsqnjiSrDabEF46NzD2ruGyRmTPXudOjrA12gwcsCx5By+EXb789g/F4Mw",
-	"c4BFQyasQke5cZFC5zip4SSf0hU5Sfg09Muh7aTcRi4Gnrz28qxB7rwwnuq4dqOXjlZMu1R/7W+9Z6ae",
-	"uRQO9CvxlmA2AHe0f1RKbyw5WTRIZ7C/leqMqfhYgmFqgGbPuZAwdsGPscIsHaN2GYWL5ygdjx2iMDWZ",
-	"dhgvXOK1J12O5mbRk5sv5HXy9Zpr+eICHqhNFim8El+fgkOJc5AwhmlmAU2NlqHMxAunG9IxkGmmsleI",
-	"d+JXDmF1VcdwotsTe10MeSax/FYE2meiwHgvo7EMJi5X96zMVoit7ziJtd5JvHIUXTsJcndNz+KuLOQr",
-	"i9rnnf97l5nhLCETyDFPDU2HaTnrzDjhZmsNaoDbpByJs3AOaTteHvmzZFMKQjaLGrulGrhZ6FWqtrxL",
-	"h04lBpX5dTLHTTXksfl9Y+c6HD7MbfuGrsBFQ7PY1iwsSw03b6gNBt/UcbgYYdsX00esVrDEyz00HrZJ",
-	"XaGckrGQoEsgr7OvZ+zSFeC1fhtvhuYn981eq4e9M9Cg+bzz3ClvI3e25w6odPow4tXN+6tahU63Kw9c",
-	"UtJasE8KTgVOA3TxZBe5JtUsJHyF5rFK8S1PDKpNSEWC2vG4srTLY3FZguxhmpSVxVZXFDaBxf/FyrZV",
-	"nyuWUVXw7lFymRxTWoTCfqqzsxUzBtkUCU1t842MqEez6B6bRd/U5Lh1c+LRUpiVZGQnrNUaqPRPGa/r",
-	"NgtqtKy25ayL7QXX4laD0HcaViYpNG190CL/GlZHGQc2vBJ5j5SWGZmc1feIfxXEu9fMyadLPcxy9kfG",
-	"e7uM1xHs+hku9esiHqQhemPb6sAbGlwOmEUsl/YFTfvyFwlHr3/boFoMo/wEiMuSFJK63Lw+H25fZNVo",
-	"VjB/7RcP3Oy10Fho0i6AwfpN2Vxw3DsTNofj98bi89pMd2XDThmSu9as/Zo4czSAwjQN4C1LtP/RFVJB",
-	"6ZS7e+qy4gW8GY3NxPa7HznVTdkuSw+aR2+O24dv3n/85xufBt4Vn/J1tWBfABcuw8hnx/tjPN4WdXN/",
-	"3ulYPmPN17MhKpcSgZZvAtdzzFVPHmszU++llXTodOcHZyY9u3urZ+hzZ0ZSm8z7mCTyLF/7X1CDmLLP",
-	"lptko9IRwULCVyftzpsFoLOD6K5MiD+hXpyOHkgwUu75hIdERifusEYiNRUiWXg2x9Utcb43FoM72eO+",
-	"j73KUMtW1ABL5wDvKp/0X/7Q9GroUD58XoMU+TnzMyyt9t5I9VJFIDf3qeNnsl/K9CAElf3p8pT5Ea41",
-	"JBn5ymPT3sCpwjJev1bsLKuy5ksl2ZlVzpfQoYqsgJKIfS07KonVFdRHdioeZor25FlCtl04fSw59EVZ",
-	"sow/aYZWvgsptrRhImYq9i1c9lNaObfdDLuNr6k0GHcbIfz3//9Pdv5RKjp+GkBoTcSwHbqkPdukK3pS",
-	"JoEvIEIfUcGCgE7URXzEEnroqjwEwMTEDCl9J9FYGmOzBe/cxPIzWV3hYcQFWC6s6JAWnSf6fcmZnVMR",
-	"l5KyiuSrliWzsKgzRUCgc/BMKTbpCtnPuU+Qb1GSUIU3Kdzg4U5nO4QRMqHL1UH8OTI5cjlbLSgO3ydM",
-	"DdwZQFGuj9EV4Xt27pnNEf8TfxW/8URSGa0QmjTDcZLq0vZvzihO4fPOM5eWJaSDLNcZ5OoY3BGKzCV9",
-	"I/Y24x53NYTowHCRldGbwd95GTPTqLw51yE+cxb/2jrd0/bTKs8t6gZQjbTaig1lPJORQbOljUI2ullP",
-	"CzG22jU3OFpesKBcPK446k9ofgW/z5QmmCP3Q9QFy4xcSke0QUGv2Zk6Ejjan57kGmKurQy7po54Q1FJ",
-	"ISgp8sn7eoq9ZdpZ+wk1WeSG8aVZ9kXsHBYvvf10I6VmJdxdiLZz900HoHAkT3NTqKbW4AeZ7zJTip96",
-	"JurFqa8V+y2Qe/FHRV3Wb6uNeb3Ea+ukmaVjMNKlCxSCkAvCSc94b+6aWVZFiRlns+U1hLc7Qf5wu9Pp",
-	"zD1eQBNvTNU39jV8O0tL+q4Q//Hlh6/hAKrVOn9nVstyQA89voZZ5VGqlUm5kFxpU7AEKliUFUyuqNLd",
-	"YtezTgkiYQDIoqGvshIUeSG6WrmGCwizMje1R4M/IZ5Ya28O89j+5syjWnZHP7KOW2IdRTmj1TjGIsml",
-	"5JnGpcfllzkXjJQey3PsDqnkT9gVzdDVzaNiFVk/9kdWRS/cbMEH6cpEc3csQ3gl3HJGqltJZxDsMjHe",
-	"o5a+5oMzFFzBaD2UZ4Jqqi7yZHADbtF6xp9RR3QvqW3JifHdimxo5hnw1D4v96TQF/oV+LCj1lMkQlKr",
-	"RBTZnQq+HG+WsG2xiQoTDXG0bvH6loRHPrAr3GZJ1kmQQsh2Al8jiSkzV8D2lRw1Vrv6oVMvYe+v8F+c",
-	"IVwwtIw3tS+qV2hcXkU9L9X3XELu17B6FxFxSe2uFD6vK7G3OFjy3QvO2757QKfRcEZSkZMq4x6tW1fo",
-	"2ewEehOv+1VYwu1HXKvlc9elQu+70/F50baEn9hVl+ot9rNyTjE0dzrbQUnHDWp8roHLBO7JeLJZrRfs",
-	"XMIivyfCDSW8X7YF+z0mYjo/aUW8q7TGTb4BixTq+eS+fUvkXtWUb0Ts1dqYj0zhhkwBmt7uq70HZLN1",
-	"W5r8VVjFAvGnUKe9ETfTt6jdUI/Zh6N/HEDfJTOUMg8o0akS96X4acLEICVxhq1BqyvC6ZLG8DNsvGfn",
-	"lar0b84juqdkA/Y/vKZoSkvhgLvGmG6Ee7nCnl+bplxvjuWWJmHZDdOVkAxHHbgqgOWaDpt7FNrsipE1",
-	"qi3zmAlwZiClOMTv+QHpgGIZTGGp0OS0vkbwasy7Nquz8zy44RnpuYz5o0gmdqkL6y2+YcUdD9DDSFKw",
-	"iE5o1IYHd7vCvZ1CyQDQl/cHIc8KE/D4+CAz2sDqrvZtULLqaEuE7IpyrNFtaSu7401DKujyjPJlQhS3",
-	"xr4BlrhA0gxrP/Sbtp8kje8ldlxGpL+KGZaaMsGWXQY9Zs194fMRHIKtxttqVft7oTzV4+hHgd8QRw+/",
-	"LVbekcSvQcHbtAUs3kuBcwbOUN/yyFUQP/e+XcmofcVEhElxP8Uq+b/um+RhokIG/uIqumnHDKWS8CSh",
-	"OxWtMtD3F476cnrrRJGIQA2s5FstRHFfKswHpjQV/b2biPPx15o2V/G+FBkV38j54pSVPFi9gnlWk70x",
-	"k63RWphbcfkYK1mfBnJYcsW4PfW1Vc5NcSmE99dsMRFvOdS8/QPZ6w5hHlAa58zasthlVj8sJC9HqlhR",
-	"dyoLYWZpqJSIRcX2u6Jw0ZQS3EzlouZq7LIrmuEF4TZe7rbbF++kNpdzuMFFlc9cti/y2xMuw80AeilP",
-	"TE6B1sQjbN3QIM8EhLbrbFotWB7CzS/F3bNLfB4C71MkpCsiNsJyYpk3SjCGcNo0DYnONGWoVCQ6F9pY",
-	"e1H2i8+7gg0YF4scTnM53G34m/anvE17lZQ9M3Ub5ZqYXQBcRElKeT35/hLiVe/HaDWClX1by+59MbWO",
-	"tUeWe6csd4YXZeY7Ge7FTTybC1Xei/wG98v2RX4L/WJ1V47Gy7WHmRy8cTmf+zuyx/NrmtdwBsGvEppe",
-	"zM3ckLTusOf3dKl/7S3tyXpum1+XH0DgGd1/tArOUuuVAoRTpR8vusU9Rd0G3arWnbqtyD2+DKvl6Nzl",
-	"QC69ILNf9iqFcV0VWiFJgmwu57oPldJobzJeR9qHoOgUlPUvR2x1J9Q/i2SRclCDDO6LB86/fGTPw3Um",
-	"Kqiw0NyYq1vaV1J4vbaix/2wfR2p035ilT6n893Y1fiwGdvMbd0oYgjLAAytql61JUpZjzMacxG0KJPF",
-	"KudKr+Yknb3Xc/6Z0+kj8yWD4EHTYcl5RSb1zD2LfmfnnBy7Ft31H0nu2iTXvwa19auEthz5fXbFXwTv",
-	"CagziL+X5/5wAwmzeL967N7fxbmkEGvW6C7yT8sXl66Yg5otIqCF/2XCmwndxlNaf3EhRRHolIquSPbH",
-	"iRRCSWV7MCVaMwC0n7iLA287JHv3Z0FYfmuurw/iaJ5yhvIAgjtWz03mge0KB6QNXTEBfD0Qlzu309ku",
-	"7K1sDLrpw1S4Nfw+5AnmXi66jXKICaXJOysjO+qcl9TMu/Mmdn4yo8Y36S4Z+YDnGbO56QmTFVgMGb1z",
-	"WArLLj3xa5gyeFdPepvn4stg08OIin7mGWCPvr7VOaDbpQquuTJZOfujC2fPGLdbmUgxmHMkJWcgFzq7",
-	"WPnyrphJcZXzulw6jpgeGCE9IAK4i2oy+2KKK7t7qkqk0roVWmRU9SHfbmhyQxfTUhYrUWNGm5srE2L2",
-	"98FKrvhDTJBpnIv+tV5N+uS2C6vcjlWg3OQLFcHVKUlFlqteLcJTxEgsRtxJ8v8V+NvR1E431urmLvOr",
-	"W8x5W8IWcx/6vUQ252POyHuZr/m6BH6V8gYe3I9VDh64+2PVmgWyD0zUKB7fPZ+7n2UNaonxsVrAgyTB",
-	"JWf/6ymProqmU8/rEQjXOmQ7R0g8nrW9p5y/5sTaveX73+YAyBSnfjyG+hDZ9FXI5OaseVmu/RwmfI+Z",
-	"76PKcA3ePZOl+VA597rjRFnBg0WFDvZKURu6IJuLND/HWvaUj5kZtmqKilakwrdJEr8zWfBIvquLktWp",
-	"9uaC5BoZ2B5xs3Tjxwzs2mN/WTI2e/C8N0/oXqXx+v3Nuaoj8MxP5RaSrB8tQ/JHZ1kJ7ja6VTA7nb9l",
-	"Lqv5MQG6LsaX50J/Oxmw1nzoRyal6Y7cLP34Mb/5+8jzLFKYvzWp9R+pbG1U1vcE9pjXXJ/XfHuYTimw",
-	"c3Ocf8EsWYqqBl8tZnyTiyPqs5ntHObHo0oJz3TNlZClL+6f+sbiilOClkKH/eSYfU0ReonsbT68HJV6",
-	"/XMWDVeRxTfCwJWk8JG7g+b7vwOOsIfryjU9Oz++gN9etr45pruL12aQfQ/ywtlUFSFKkCkNnPJUbW8Y",
-	"pYqbCSG9Zhb5v1gU0qhOM1pIVdLYbQyNGe+229s7f291Wp3W9u5PnZ86jcsvl/8bAAD//w==",
+	"7H3Zchu3tuivoPr6lEmnRVKyt0+uWHmQp9g38rAl5eQhdFWD3YskjpoADaAlMSpVnaf7Afcj9oftL7mF",
+	"BaAnNgeNthTlJVazG8PCmiecB7GYzgQHrlWwex7MqKRT0CDxr70Z+y+Qiglu/kpAxZLNNP4Z7MUxzDQk",
+	"hPKEsDEXEpJOEAbM/PgtAzkPwoDTKQS7AZ2xrRM3UBioeAJTakbU85n5WWnJ+Di4uAiDt1wzPf9C9WRx",
+	"xn9mkAGZUT0hrUjIBKSKQhLR7rAbR+2QCElOmZ6QqPvkDdBkH7QGiR9FhM5mwBNICNOKJECTrRR/HnCV",
+	"Db+Zdzok6kZkSudkCGQGMgaut4DHIoGkM+B+Z2b6YmNQLDcMJHzLmIQk2NUyg9X73Bfx8ZE4BgRsw8Bp",
+	"/vuqcUdCTqkOdoMsY0kQNszzEZSiY/iQLILzaAJkan9+qsghfMuAx/Apmw5BkhZVhHGyL2JqXm8b4BrQ",
+	"5eN1mgEyzee7HDwOshQ+4RCN4JD+51WjTunZPvCxQZ1/9JqAUd3jkqlU9aWNwM+4fvkiCIMp42yaTYPd",
+	"7Xx6xjWMQbr5lSEBexiNU/vfN9zm9s7PzfvEcdbhmKq/dj1UOzxms3ymGgN4osyP5fESGNEs1cFurwS2",
+	"XjPYsmGOtytwRNVfuxauHLEpiEwvks0hxIInimhBTinTZCQkoZ6QSMvti7zshSQ2XCchwznREyAK5AnI",
+	"p4pM6ZnZbp/0iASdSa4I1UTwGNrLGKh2q6lsYTXUjsTy09BiyWFs93prsPjCQFXNBFeAIuIVTQ4MxSgE",
+	"VSy4Bo7/pLNZyiz36J5NU/OomPCJhFGwG/yvbiF9uvZX1X0rpXAzVSH/kaYGCyEh0s4YkpkUM5B6btiT",
+	"2VwnuAiDd0IOWZJYvL/VFRkWakXAU0WUpjpTBh+GzODHBIhZHM6H6zKEti/uAFCfBDmhKUuIkSJWJuoJ",
+	"1UQbKrfyOiEtOJsZ2giJAq1TSBCGcAKSTCBN2rjkT0K/ExlP7hCSJBGgCBeawBlTGpfxO6eZngjJ/oLb",
+	"X8pHphTj45BMPb6FxMEKVQwp+DidE8XGHBILU9Q9qIOvgbfINCIABzBKh2TjSb6TE8pSOkzhTmCaUE2H",
+	"VAGJKTcwHQKRQOMJJH3DfOSc0JEGiYsdsxPgRFn+ZjjRBGjiNMED8+7Wnnm3urJFBmEW4tZmGYSOJ05t",
+	"aNAic84pRoSSoXmZKOBJh/zKToC8EskcoWv+8YoqePnCcdwh41TOyVAkc7NWxwmY40oima/UePC7PlHa",
+	"qK3EKDtakd+P3m39TIZzDbj9mlAIg2INi2O/PdPAjTjdRVia4c2wQ3w9xDUPRcJAWVKkEhDHNZxpM1cu",
+	"Xs3sjXNLcQzyS2WXq7Bi4X2DfKo+Ak0SZjZA0/JzKyxrB1WgJylg3TeMJgOF+7GLVSHhqDopgnsWKVBe",
+	"hqcY/jfEGmVU7UnzLqvrsG+UltAhv8HcLgCmTBuLhHEiZMI4TQmaCcjyBE/n5HSCGK475DMnjM8y7Rc7",
+	"4Eb1p6kShkZ4NgXJYr8lHCChGhQ5ePeabG/vPDeb+3D4mfz8srdtSIkmWzjDsV+MN4nQdKhi52tL9Ue4",
+	"+4UNIgk4NFW47D6hxLCktEDfTIEVMW6sLTMYsQTbiLuvhZSQ4vlZ/XPhjcJmQo7ypryqpdhO/s/h509u",
+	"kQdvD4+IhBjYCSgSUynnhGlDBdSsV27l0rpYpwHcZ57OPdKtWNUBUPWjrOVQZDLGw9vgo5SdgJy/Fpll",
+	"9Eu+yDmoMYLRIk0W7ZUFi2PzwYxC+7uON1rzPh1C2ogkFZuibhOsH1fEx5D8zjVLN13KCgP2V+BGvYKE",
+	"tJ7vkAmckYSNmVZtS+Z0qIAjc11jMYXBFyo18sHfoEFsvLHaMar8uQnXJ9NMaQLfMpoazMIph0JPLCsE",
+	"3UiFBzBL50eiEbTut4qRuPDSoRHdWQqJO9bSqVYXnfMpw7b6yCo871Cazo11f8IUG6ZAMnMe5g3euOYb",
+	"wcLKrtaex6GmGqkLuLFD/gz2Ys1OjFx8AyOQxqIrgSL4ugHqGUAdiX0zyjKTrl8z2BDATxVx5+8wsRio",
+	"IrcTkRmdLp/ZipXqzOZfhzPa5ExLNUhOzSbJ0dG+5VOdT2+PiP+GtP5MOl8nk93pdFepPzsj+9/XduOZ",
+	"NaJYk8BFrnQACq2/8wU55VhWdbHvxSmZUj4vhFTF1iF0NIJYW2/gAqo0WKqFlf6nm/Jrw0rLgiC3N6vr",
+	"XS3BSlj3fOc/X/58JWHjcIEUb0Lyan5gBY2sMZvmaZqOwerwDQeQQLMa+/7o6IuzODtBE8G9AU1Zuvix",
+	"w+IQ6Z1ER5LGx4yPPyS7//6ff4XkcK40TPEpSPvIYKDSdDozf0adRt9P9QgTS6m4gIWjDANn3ThnhDdf",
+	"cla/ykhgHHENvMhXT63QN2jWIUde8WbovDTquuXLTJtHVr03GndIIFUw4O4lq9N3iNGPC5fChpqtUc4M",
+	"j8VJtRrwnPPar5oUQG+erLEw7sQoqCmjTTKbNiuBh+g3mALX5PeDfWvApSjhC3fYDOB4C90QRi9rZlaX",
+	"M0s2sCK8sOEjsUhT76lyiKZK+3Wnab5+T1UufxZ/XVRhVspdq4RYLLROQFyaQRZj/llwLRG7y/WAGsUd",
+	"lvzG5e2V9vJ1OZjMjhbBtFLR20CxWwGVm9xu2XldW0Tzlj3KXlZ61MWAfxfxeiO+v5l4qYzbJ8n15U0Y",
+	"vGFqJhRr3kr0WkxnKWiIiISpOHHi3FFwn0R7Q8oTwc3PKVBvdyJNt8pqJVMDLiGx5g4khFoX2EgKrtGF",
+	"Uwq7GSN9RPSEKXLqnC8pVZrQNBWnkBA3yrzdH/Co2HtE7AKZNrq4Gb00JvGRvD6JUE2MjBqurNnHEq/n",
+	"oiwwK0UQorLnQz6OvfdJdAAcTg0+RVbWJKVNO+0w9/ua195kzs+LzN5rrR6yQRg4IAZlJPDqbGB0fzdf",
+	"CWuXGF2LugCuyvoekQfnPLfMiHH5BsQKxsiyxQjBnkf4Ktra0iBPmQ7LtFdGsdWEt0zZXKaw/DFx8Hai",
+	"ZkRZCkloWeqh9bk7brrT63WC8JJG6+V5mT8rJNFd5+c9tceAjuJ5mLuJmnkdrnpx5J1eL/dQ6RSSPnnR",
+	"e1HIDuvNp4qkQulF/31Yc+Cbr3vWWcqNtYcRAQfFznpNvHy6bsFfm6SvgjiTTM+NOTa1R6low+aiwwmV",
+	"kOzFMSh1yMac6syoVvKX80ymPtJOJCj0rVwMsl5v56Vi4+rv1qFK3n/ce711+H5v5x8v/Zvwy3nG2Zk7",
+	"Av/0mP9yfgxzjA5dRJ0BR+35495rYp4yS9fmn0YvNHZXLPiIjTPDolroMccJtxLA+dvWlLZnaZiQYmOO",
+	"DCVSkvxEBsFgwAcB+YkoMLyDxjpFRzD6IlBDVXQKjlxdtgGqCIyT6BDkCYvhVab2XLwDaTMq5R9Yd1UR",
+	"y6u8WJwqnbHfYG6jAszpQdXzUMOx0VrVDOixhcLeX+ZA3BrIq0xZL9pMCi1ikRJhUAsND8oTcgwwU8Sg",
+	"27ykng/4F6H0WMLhP/fNdpkiiYgzpFw7/9AJkNOJSL0dk8kRjaEz4AP+7JlNAcE8D9V59ozsWUPcYLcW",
+	"MxbbDBADugk9McA7AUlTz9cUafmMEHSbloLCeEw0SSQoZZ3+0TmOeNEth5hV99wiC26TNooYQs2Jn1sZ",
+	"cLGYb9Ihn2fA97588HEXOJuZaQ13NqvP02xsNEDNKFf5DkKixIBHRW5JREpgtCsXHEqDnE6EAsxfMdZK",
+	"LXnFAOQ/dt4N/2PnHabJnE5YPBlwI3rN3OPcixanDAFowy9lPCj/YvHf4DCeEMm4m2fAW1EXQd/1jgGc",
+	"jukJSZmuH1L+Tkgig9Tm/5VjiMIBjxYgG5LoyYHjEfgtPlZR2xAQ5XMSU8X4uF8KuROKqUrKuucM/0eH",
+	"/oBrCVQjNk4JTdkxdIhDPoMA1vSLqYItxpWxNzU78UhaITuDpW+REAonCJyZOXEVE6CpnpB4AvGxwpCg",
+	"wQOF7BDXphSyEWSIA25ZQ2s5v/z3//yrYI7FH1D69zE3f1igRFVeQoQc8OWchhwCTwxvs+s06zdPbAgz",
+	"dC5187shDpQ85o99pjTw0IJ1SjkdW2H9Ef9JWohzhE1nKQN7Dm1P7UbXVs+ekUyBm63AOzTmI7On5zG+",
+	"iP8E++C1SOy/4Nw6Qi7s827xg31gNQv7xIHoedwtP3WPSlNEA25zycrxlV1SC9L2STyhUoH+JdOjrZ8d",
+	"n9ZMp5Bz2CAMfOrbbrDd6RkFQMyA0xkLdoPnnV7neRBiKgsKzW6B3V2L2ubpGHSTIuKSRzjZ02JKRgAJ",
+	"wcmTnCw65A+vPsyskk5GWZpazdy8H1MpzZnQAXeAThk/Nrr+L4OAw5keBA4instgLg+yJPvPn55oMXNb",
+	"z/Hf2HGBwQq3h7CSWfhns5uieKWLyUQX4dr3jsRGr5USGS++1jJYdnq9FaF4qsX0p4V4fF0xXoi9vzOw",
+	"FSMnuoBrBLJLxQAmiTTWyBRILDKuFeYGvLALadpKvuBuKd8GP9le/0kle+IiDP7Re77RR3miAqp52XRK",
+	"5dydqt2XCg1/QYGGcdYQxdsYjOlHidleB78t4/SREbhlnF5EGffK3xVlrJKzAmWMPmdsGCNmWkjvJLIw",
+	"i9r3DpFwt5sjEgrmGY3BK7WNWPQr6E/+RfQCXhaX7vzw9xwPN8c+d5zWzWA4LSWV/RRm3NWOrnIM+chV",
+	"xDK6lLUZUSFpuxOwysxfS0H/3v2+FmjG3urOUsr4ZUGVYuytbHsGu39+rWLWCXBQyhrnMymsjmW0QYUm",
+	"h9uMBJrMl+/lwP58e1vBCTpXJ6Ul2zfDsmL/eQ4Y5eoUpHKbPy8MjAurXKCvagEKb/C5VYxvg5DqHlAz",
+	"W9K5MlN60Xux/qM8r/H6XMwumFAn6pFf0zRF55q3cXA3jTrcO8xlQ86HluBEpIkiXLjRzPHZU0N9a6fX",
+	"i9wMnMB0pudlpW/Aoy/ZMGVxOrcKeeKVaWMoUZWbREa9TgSovjPfF009TGjyqWpqwAeBMWJHBmSDoEnV",
+	"+xX0MgxZXzZCWhjqVuhnjYBLFk9+GdFUQbQ0I9q+1VRNkgdrfkQhX8pztay+hceJYW9rkShbyWLOatlp",
+	"4qHfHwr5FbQnj6eKlOBhUdkQSoM2fDk+U6obMgc5a8rcL4eH6Tp5aw2oUhDIGM5Ozyo/HfBWrpOQaKL1",
+	"bLfr462dKYulUGKkO7GYdjloR32qu9Pb7nW3e133YJipbiw4h1hHxjJ+a+W7QjdXLFDpQ+8Gqkd9Ilym",
+	"I/j3ND0GpyYmPl2pJTjJZhib1kLsDjjN/5YwS2lc8cSVYNXukOjAuoKVC7ahM8Y/e5NZOoA3oCG2wDHk",
+	"HL3l5vjzbCrGx5F3gMUTyo1Ch9nGsYRSuKTKSb5kG3KS6FnktoPHidnijI8defXzPGymS/Eac7g4e6lY",
+	"re5S/TDa+kh1M3MpQiGX4i3hYkrD4d5hKWG85GRRRFiD/Z2Qp1QmR4JoKseg+9aFBIkNCcwk+AS3xm0U",
+	"Lp7DbDaziELlvO4wXrnFKy+6HK/08ejrb+RN+u2Ke/lqgxugtM+9uBRfr8GhxDlQGJM6syAtBYahLGRg",
+	"1F/Ewro6U+kX4h35lUVYVdUxrOh2xN6UlbNQqnMrAu13pMCk72nMw8RHxUpvI1vfsRLrZhfx2lJ04yLQ",
+	"3VVfxV1ZyJcWtS96//sua21oiiaQZZ6KtCym5azTc8J25wbUAHtIORL7cA5qO04euercmoLgV9Fgt1QD",
+	"Nyu9StU379KhU4lBeb+Od9xUQx7tHxs7b8LhQ+2xP1UVuCjSKo7Vh2XxxfY1tcHwuzoOVyNs97xetLqB",
+	"JV4eIXjYJnWFckrGQgq2JKfJvl6wSzeA183beAs0P79v9loz7K2BRlp5YsrUVkveAZXWy7svb95f1iq0",
+	"ul154pKS1iF7qOBU4DQGG0+2kWtUzSLEV9I6khm8Y6kG2SYZT0Epl8BWfJ3H4nzJwUGWlpXFzoAXNoHB",
+	"/9XKtlGfK5ZRVfD2MV1XzFw63ChTvlptwSCrkVDtmK9lRD2aRffYLPquJsetmxOPlsKiJEM74Uatgcr4",
+	"mL9602ZBg5bVNZx1tb1g37jVIPSdhpVRCtWtD9zk38PqKOPAU6dE3iOlZUEm+45JyQeOvPuGOXm9ec4i",
+	"Z39kvLfLeC3B3jzDxXFtxAM1RGdsGx34qSI2B8wglk37spUDvwpy+Oa3p9jdZprX1NksSS5wyPbV+XD3",
+	"3Pf32sD8NV88cLPXQGOlSbsCBjdvyuaC496ZsDkcfzQWn3e7uysbtmZI7hqz9ltqzdGQFKZpSN7RVLk/",
+	"BlxIUuobYp/arHhO3k5nem7G3Yut6ibNkKUHrcO3R92Dtx8//9dblwY+4F/yfXXIXqkqxWbHu8JIZ4va",
+	"tb/o9QyfMebr6QSkTYkAwzcJU0vMVUceN2am3ksr6cDqzg/OTHp+91bPxOXOTIXS3vtoCxU7f1sNomaf",
+	"rTfJpqWi60LCVxdtS+9ConxrD9t4yfX8KPpNjAXRQvRdwkMq4mNbrJEKha2dVtbm2E5QvniU2Moe+33i",
+	"VIZGtiLHUKqsvqt80v92dcKboUO5nUcDUuSdO06htNt7I9VLPdbs2mvlZ2JUyvRABHVFrk0lXDeQZOR6",
+	"Oda9gbVWXU6/lvTU9610zefMyir1JVhU4VvS8cR1B8UmgwOOY/i6b7LQBi3PEjLvRfVGD5Frc+Uz/oSe",
+	"GPnOBd9SmvKEysS9YbOfskonjFY0CL5lQkMyCCLy7//7/3z9o5BY0B+SyJiIUTeySXvmlQEfCpGGriUT",
+	"foQtYEKsqIvZlKb40PbNCQnlcz3B9J1UQWmOdoe8twvLa7IG3MGIcWK4sMQiLawn+mNNzc4JT0pJWUXy",
+	"VceQWVR07kMgYGcRKiWdD7gY5dwnzI8oTbHkVnA7ebTT247IFCivlNC7OjIxtTlbHVK0M0mpHNsaQF7u",
+	"ODTg0Ud65pjNIfsLPvDfWCqwMWFEWrjCWZqp0vG3FxSn6EXvuU3L4sJClikPuSYGdwjcu6Svxd4W3OO2",
+	"KxsWDBdZGcMF/F2WMVNH5fZSh/hCd5Mr63TPus+qPLfoxIJdJxtL48t4JmINektpCXR6vZFWYmx1aKZh",
+	"ur4FTLkdZ9E8BdH8En6fmiaYI/dD1AXLjFwIS7RhQa++pg4FjnLVk0yRhCkjw66oI15TVGIISvB88a5D",
+	"7XCddtZ9gq+scsO45iN7PLEOi1fOfrqWUrMR7q5E26XnpkLX2MSbQg3dWz+J/JSplNgXxLAqJ05d9+3v",
+	"gdyrPyo6XX9fbczpJU5bR80smxEtbLpAIQgZR5x0jPf6rpl1femotjZb3pV9uxfmD7d7vd7S8gJceFDr",
+	"GO+6ovfWNknfIP7jGrpfwQHUqHX+QY2WZYEeOXyNfC9nbAKCuZBMKl2wBGwB51vQV1TpQXHqflCESBQS",
+	"oPHE9a0Ki7wQVe0FxjiJfGeZxtLgLwDHxtpbwjy2vzvzqPbPUY+s45ZYR9EgbjOOsUpySXGqYG25/Drn",
+	"ghbCYXmO3RE2UYsGvBXZTqTYrMKPY/7wfUmjdod8ErZVD7NlGdwp4XlTK6xBMNuEpI9vup4P1lCwHXzU",
+	"RJxy7FK9ypPBNLGbVgv+jCaie4XvlpwYP6zIJq08Ax7fz5sgSXCt0zk87Kh1jURQapWIIm9ZZhuc+4Rt",
+	"g03YmGgC05sWr+9QeNR6pRmStRKkELK90PVIolIvFbAjKabBZpfp9Jol7P0V/qszhAuG5nlT97x6KdHF",
+	"ZdTzUsfkNeR+Bat3FRGX1O7KVRJNTUtXB0t+eMF527e5qCyeLEgqdFJ57tG5dYWeLi5gOHe6X4Ul3H7E",
+	"tdqQ/KZU6D1bHZ83bUvZMZS7KXr3skFl0trpbYclHTds8LmGNhN4KJJ5u9qB3bqE8z5/biru/LId4rpF",
+	"oiNBu05rTOcHsEqhXk7u27dE7lVN+VrEXu02/MgUrskUSMvZfY03K7U7t6XJX4ZVrBB/ElQ2nDJdv5fy",
+	"mnrMHjn85z4Z2WSGUuYBJjpV4r4YP00pH2cozqAz7lTa0douvuQX8vQjPavc8/H2LMabn56SvU9vMJrS",
+	"kTBm9mXInkb9evfaAZd2NMtyS4sw7IaqSkiGgQptF8ByT4d2H0ObAz41RrVhHgsBTg9SjEP8kRdIhxjL",
+	"oBJKjSbr+hrCK1h2EWFv50V4zRrppYz5M0/nZqsr+y2+pcWtOWQIscBgEVZoNIYHdwfc/lpDyZCAuzCF",
+	"cHFamIBHR/veaCNGdzW/hiWrDo+EiwEvxxrtkXb8rZmKZByvIypfz4ZxaxhpQlMbSFpg7Qfu0PbSNPhR",
+	"YsdlRPq7mGGZrrWwzk2NITXmPnf5CBbBNuNtjar9vVCemnH0M4fviKMH3xcr70jiN6DgbdoCBu8FhyUT",
+	"e9Q3PHITxM+9b5cyal9THkNa3PizSf6v/SZ9mKjgwV9c7ll3zGAqCUtTvKXWKAMjd4Wza6d3kygSI6gJ",
+	"LflWC1E8EhLyiTFNRf3oJuIq/EWT7ba59EZ6kb9ewOiC1mBUYZlK8a+Ru65GAofT4hYDhek0iU8YGuI1",
+	"m9grfsBdCzB3Zaw4zu/ltHklNkLsVS7flp+p4h5Zyw3EKeYZY7N66+UeUZa6pmL+M8zFa+U+9kxhDtSL",
+	"3ot26DzheLeUMYuVbZ/u2qGl2LBCcDCKs5EHZGbUeTts6PdlvaN4sWmH7JVvSkBty+UUlVq1hUQJVOMa",
+	"yMle5tqcO2N2XnGsb5IufEWfeukSkwu8/+OD/Sr3Tfq/r5Ld0bvN9XrJvT4Y8JlbHdOdaxFexKP1eXR4",
+	"vI+xtWVs2ULNau21eOZlAmsToMllPM5FFtl3cjhbAy1P0NnAJdWQsbaQodZZmU928RgfvjkcPii5n+2Z",
+	"un5SZ7q40cb5qLcoT7Ysat5+E4qbTtvYR1G8sDefr+F7JkblO4aiUm6wylPvMfkUJeSAF27pUlJvyf/8",
+	"tJ6vMeCt6BxxGy52u93z90LpiyXc4LyqW110z/ObYi6idkiGGUt1ToFGOiO2PkWFgERmaL+sDlmftkJL",
+	"N1Ht9F5EhI0w+jvgMZ1COZm2uHkqqrvjIqQzvCeodgkVVxoo1kfnnw84HVPGVznZl3K42/Cx79V4d7+S",
+	"pqxrd5rfELMzYjZOM8xlzM8XEa96PdJqpni52wN1YzDhkeXeKctd4EXeZWkvfMud/O2VKsP51F/bfNE9",
+	"T3P+sNLEd9bMau2h2QL6AX2Qhkz2hZ3lunVXbpek5cTcwj2bN53qcVSRFVWGT1oUtcf84jji/Ar5Td15",
+	"WsXMjJ5HEHKUCOpWyJpuOw1jpaXLyZaPtfY6u5vyffrL+zbBWXx7o6SIWrvb80FxJ9sgwLt5B7XL6uzj",
+	"i6jagtNeiGZTqrxx0K80A7edt7lACdJez3UfKqXh2XheZ2/OQ9dD9Y5HJLamrhy/83SVctCADPaLB86/",
+	"XDaDg+tCJsSyO0MtElf0uJ+2ryJ1uk+M0md1vms77h42Y6tpnrMZ8IREZQBG/ubVQj6UMr0XNOYiUFsm",
+	"i6s5x1b5mBZvh19eZ7945W5uEDxoOix5htCkXrite8Wdulelu9EjyV2Z5EZXoLZRldDWI7/LKPub4D0C",
+	"dQHx+3m+I9MkpQbvN89Xcje6r2k+7V+6G397cf39hnn3fhMhbvxvk9KR4g1kpf0Xl/AUnnIhidJY5W4U",
+	"QgmkpLI9mLbUHgDdJ/ay1NsOcN59/Rv1h+x7IlmaxzzJPIBgQ6NMew/sgDde8+56INl84Z3edmFv+Tnw",
+	"diNd4dbkjwlLIfdy4Q28E0ixNMhaGb69Q95GOB/Omdh5NVqDb9JerPQJzjyzuW5V3QYsBo3eJSyF+oue",
+	"3B5qBu/mib7LXHweNkOIsdFxnvX66OvbnAPaU6rgmm0NmLM/vGT7lDJzlKng4yXRwpyBnLt/GWXwjpiJ",
+	"F3jJjaWzWWJ6YIT0gAjgLjpo7fEaV7Z385VIpXMrtEhdao6nxxbTmHqCmftIjZ422xsTov/3/kau+ANI",
+	"gSpYiv6NXk385LabSd2OVSDt4gsVwfZmyrjPaKo2HitiJAYj7qTg6RL87bB20sGNurnL/OoW83zXsMXc",
+	"h34vkc36mD15r/M1X5XAL9PSxYH7sbPLA3d/bNqnRYwI5Q2Kxw/P5+5nK5dGYnzskPIgSXBNv5NmysOk",
+	"V5/segMC4UqNBZYIicf+AveU8zdU6d5bvv99it5qnPqx9P4hsunLkMkNsOa7qS/6XhZlzcOi8pru5jKr",
+	"yPcrxpOYZkqTIaSCj70VnstH67QsXrOlb0NAD3unoWAHv3us23ms27lndTvNvGeDcp5Ls6J1ZT9L9MF7",
+	"rAc+Wi9XUCMXEsYfqhJ50yFr329qVZ+pfimATAwJMZ7lbUTKQbsZ1ZOlYs4rqN+nXuXO1NJH8t1cq92c",
+	"aq8vSK5QDOIQ11c+PBaDNHZd8HUh9MHz3ry2ZJOXbz70las6HE7dUm6h3uPRSYWhMZ8gZS8D3gSzs+VH",
+	"ZgssHmsxmtIN8rKM7ycDbrQ045FJmTeKSojHUosfI+W8qKb43qQ2eqSyG6OykSOwxxKL5hKL28N0zMZf",
+	"Wm7xK/i8Tby04XLpK9e5t6u5sMKsYXlovFR7gbeMclH64v6pbzSpOCVwK1h3LGb0WwZkmIph++GlyzXr",
+	"n4touIksvhYGbiSFD+0VgD/+FbyIPUxVbknc+cdL8turznfHdHvv7QKy90l+bwk2aIlToFIRhh55MxrE",
+	"mWR6jkivqEH+rwaFFMgTTwuZTIPdYKL1bLfb3d75z06v0+ts7/7c+7kXXHy9+P8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -237,13 +237,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request, t target, me
 			return
 		}
 	}
-	reason, description := "DeadLetteredByReceiver", ""
-	if req.DeadLetterReason != nil && *req.DeadLetterReason != "" {
-		reason = *req.DeadLetterReason
-	}
-	if req.DeadLetterErrorDescription != nil {
-		description = *req.DeadLetterErrorDescription
-	}
+	reason, description := deadLetterReason(req.DeadLetterReason, req.DeadLetterErrorDescription)
 	if !headerSafe(reason) || !headerSafe(description) {
 		s.writeError(w, r, badRequest("The dead-letter reason and description may not contain control characters."))
 		return

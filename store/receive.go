@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -107,7 +108,7 @@ func lockOrDeadLetter(now, lock, max string) string {
 	over := `m.delivery_count >= ` + max + `::int`
 	return `
 		state = CASE WHEN ` + over + ` THEN 2 ELSE m.state END,
-		lock_token = CASE WHEN ` + over + ` THEN NULL ELSE gen_random_uuid() END,
+		lock_token = CASE WHEN ` + over + ` THEN NULL ELSE ` + newLockTokenSQL + ` END,
 		visible_at = CASE WHEN ` + over + ` THEN NULL ELSE ` + now + `::timestamptz + ` + lock + `::interval END,
 		delivery_count = CASE WHEN ` + over + ` THEN m.delivery_count ELSE m.delivery_count + 1 END,
 		dead_letter_reason = CASE WHEN ` + over + ` THEN 'MaxDeliveryCountExceeded' ELSE m.dead_letter_reason END,
@@ -345,7 +346,7 @@ var settleStatements = func() map[Settlement][2]string {
 	for op, v := range map[Settlement]struct {
 		sql    string
 		params int
-	}{Complete: {completeSQL, 5}, Abandon: {abandonSQL, 5}, RenewLock: {renewLockSQL, 6}, Defer: {deferSQL, 5}, deadLetter: {deadLetterSQL, 7}} {
+	}{Complete: {completeSQL, 5}, Abandon: {abandonSQL, 5}, RenewLock: {renewLockSQL, 6}, Defer: {deferSQL, 5}, DeadLetter: {deadLetterSQL, 7}} {
 		sid, tok := fmt.Sprintf("$%d", v.params+1), fmt.Sprintf("$%d", v.params+2)
 		// In a session the message must belong to it and the session lock must still be held.
 		clause := ` AND session_id = ` + sid + ` AND EXISTS (SELECT 1 FROM sessions s WHERE s.entity_id = $1
@@ -381,12 +382,30 @@ func (s *Postgres) deadLetterMessage(ctx context.Context, e *Entity, sl *Session
 	if !validText(reason) || !validText(description) || len(reason) > MaxPropertySize || len(description) > MaxPropertySize {
 		return badRequest("The dead-letter reason and description must be UTF-8 text of at most %d bytes.", MaxPropertySize)
 	}
-	_, err := s.settle(ctx, e, SubQueueMain, sl, deadLetter, id, token, reason, description)
+	_, err := s.settle(ctx, e, SubQueueMain, sl, DeadLetter, id, token, reason, description)
 	return err
 }
 
-// deadLetter is the settlement behind DeadLetter; it needs a reason, so it is not public.
-const deadLetter Settlement = -1
+// SettleMany settles each request on its own. See Store.
+func (s *Postgres) SettleMany(ctx context.Context, e *Entity, sq SubQueue, sl *SessionLock, reqs []SettleRequest) []SettleResult {
+	out := make([]SettleResult, len(reqs))
+	for i, r := range reqs {
+		id := r.ID
+		if id == "" {
+			id = strconv.FormatInt(lockTokenSeq(r.Token), 10)
+		}
+		if r.Op == DeadLetter {
+			if sq != SubQueueMain {
+				out[i].Err = badRequest("A dead-lettered message cannot be dead-lettered again.")
+				continue
+			}
+			out[i].Err = s.deadLetterMessage(ctx, e, sl, id, r.Token, r.Reason, r.Description)
+			continue
+		}
+		out[i].LockedUntil, out[i].Err = s.settle(ctx, e, sq, sl, r.Op, id, r.Token, "", "")
+	}
+	return out
+}
 
 func (s *Postgres) settle(ctx context.Context, e *Entity, sq SubQueue, sl *SessionLock, op Settlement, id string, token uuid.UUID, reason, description string) (time.Time, error) {
 	statements, ok := settleStatements[op]
@@ -408,7 +427,7 @@ func (s *Postgres) settle(ctx context.Context, e *Entity, sq SubQueue, sl *Sessi
 	switch op {
 	case RenewLock:
 		args = append(args, interval(e.Props.LockDuration))
-	case deadLetter:
+	case DeadLetter:
 		args = append(args, reason, description)
 	}
 	sql := statements[0]
@@ -419,7 +438,7 @@ func (s *Postgres) settle(ctx context.Context, e *Entity, sq SubQueue, sl *Sessi
 	var until time.Time
 	var err error
 	var woken []int64
-	if op == deadLetter && e.Props.ForwardDeadLetteredMessagesTo != "" {
+	if op == DeadLetter && e.Props.ForwardDeadLetteredMessagesTo != "" {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if err := tx.QueryRow(ctx, sql, args...).Scan(&until); err != nil {
 				return err

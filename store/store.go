@@ -66,6 +66,9 @@ type Store interface {
 	// token and whose sequence number or message id is id. Renew returns the new lock expiry.
 	// Errors: ErrLockLost when no such lock is held (expired, settled, wrong id or token).
 	Settle(ctx context.Context, e *Entity, sq SubQueue, op Settlement, id string, token uuid.UUID) (time.Time, error)
+	// SettleMany settles many locks of e's subqueue (in the session sl when not nil), each on its
+	// own: one failing does not fail the others. The results are in request order.
+	SettleMany(ctx context.Context, e *Entity, sq SubQueue, sl *SessionLock, reqs []SettleRequest) []SettleResult
 	// DeadLetter moves a locked message to the dead-letter subqueue with a reason and a
 	// description. Errors: ErrLockLost, ErrBadRequest.
 	DeadLetter(ctx context.Context, e *Entity, id string, token uuid.UUID, reason, description string) error
@@ -129,7 +132,28 @@ const (
 	// Defer sets a locked message aside: it stays in the entity but is received only by its
 	// sequence number (ReceiveDeferred).
 	Defer
+	// DeadLetter moves a locked message to the dead-letter subqueue with a reason and a
+	// description.
+	DeadLetter
 )
+
+// SettleRequest is one lock to settle and how.
+type SettleRequest struct {
+	Op    Settlement
+	Token uuid.UUID
+	// ID, when not empty, is the sequence number or MessageId the client addressed the message
+	// by: the lock must be that message's. The token alone names its message.
+	ID string
+	// Reason and Description go with DeadLetter.
+	Reason, Description string
+}
+
+// SettleResult is the outcome of one SettleRequest: the new lock expiry for RenewLock, or the
+// error (ErrLockLost when the lock is gone, ErrBadRequest for an invalid request).
+type SettleResult struct {
+	LockedUntil time.Time
+	Err         error
+}
 
 // NamespaceKey is a namespace-level shared access policy.
 type NamespaceKey struct {
