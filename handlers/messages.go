@@ -219,21 +219,15 @@ func (t target) base() string {
 	return b
 }
 
-// resolve finds the target's entity; a session lives in the entity proper.
-func (s *Server) resolve(r *http.Request, t target) (*store.Entity, store.SubQueue, error) {
+// resolve finds the store target of t: its entity (a session lives in the entity proper), the
+// subqueue, and the session lock.
+func (s *Server) resolve(r *http.Request, t target) (store.Target, error) {
 	if t.session != nil {
 		e, err := s.sessionEntity(r, t.path)
-		return e, store.SubQueueMain, err
+		return store.Target{Entity: e, Session: t.session}, err
 	}
-	return s.messagingEntity(r, t.path)
-}
-
-// receiveMessages takes up to n messages of the target.
-func (s *Server) receiveMessages(r *http.Request, t target, e *store.Entity, sq store.SubQueue, mode store.ReceiveMode, n int, wait time.Duration) ([]*store.Message, error) {
-	if t.session != nil {
-		return s.store.ReceiveSession(r.Context(), e, *t.session, mode, n, wait)
-	}
-	return s.store.ReceiveBatch(r.Context(), e, sq, mode, n, wait)
+	e, sq, err := s.messagingEntity(r, t.path)
+	return store.Target{Entity: e, SubQueue: sq}, err
 }
 
 func (s *Server) receive(w http.ResponseWriter, r *http.Request, t target, timeout *int, mode store.ReceiveMode) {
@@ -242,12 +236,12 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, t target, timeo
 		s.writeError(w, r, err)
 		return
 	}
-	e, sq, err := s.resolve(r, t)
+	st, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	msgs, err := s.receiveMessages(r, t, e, sq, mode, 1, wait)
+	msgs, err := s.store.Receive(r.Context(), store.ReceiveRequest{Target: st, Mode: mode, Max: 1, Wait: wait})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -338,23 +332,23 @@ func (s *Server) RenewLock(w http.ResponseWriter, r *http.Request, entityPath ap
 }
 
 func (s *Server) settle(w http.ResponseWriter, r *http.Request, t target, op store.Settlement, messageID string, token uuid.UUID) {
-	e, sq, err := s.resolve(r, t)
+	s.settleOne(w, r, t, store.SettleRequest{Op: op, ID: messageID, Token: token})
+}
+
+// settleOne settles one lock and answers 200, with the new lock expiry for a renewal.
+func (s *Server) settleOne(w http.ResponseWriter, r *http.Request, t target, req store.SettleRequest) {
+	st, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	var until time.Time
-	if t.session != nil {
-		until, err = s.store.SettleSession(r.Context(), e, *t.session, op, messageID, token)
-	} else {
-		until, err = s.store.Settle(r.Context(), e, sq, op, messageID, token)
-	}
-	if err != nil {
-		s.writeError(w, r, err)
+	res := s.store.Settle(r.Context(), st, []store.SettleRequest{req})[0]
+	if res.Err != nil {
+		s.writeError(w, r, res.Err)
 		return
 	}
-	if op == store.RenewLock {
-		bp, _ := json.Marshal(map[string]string{"LockToken": token.String(), "LockedUntilUtc": until.Format(rfc1123)})
+	if req.Op == store.RenewLock {
+		bp, _ := json.Marshal(map[string]string{"LockToken": req.Token.String(), "LockedUntilUtc": res.LockedUntil.Format(rfc1123)})
 		w.Header()["BrokerProperties"] = []string{string(bp)}
 	}
 	w.Header().Set("Content-Type", "application/xml; charset=utf-8")

@@ -38,7 +38,7 @@ func (s *Server) SessionSettleMessages(w http.ResponseWriter, r *http.Request, e
 }
 
 func (s *Server) settleMany(w http.ResponseWriter, r *http.Request, t target) {
-	e, sq, err := s.resolve(r, t)
+	st, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -48,7 +48,7 @@ func (s *Server) settleMany(w http.ResponseWriter, r *http.Request, t target) {
 		s.writeError(w, r, err)
 		return
 	}
-	results := s.store.SettleMany(r.Context(), e, sq, t.session, reqs)
+	results := s.store.Settle(r.Context(), st, reqs)
 	out := make([]api.SettlementResult, len(results))
 	for i, res := range results {
 		out[i] = api.SettlementResult{LockToken: reqs[i].Token, Status: http.StatusOK}

@@ -194,7 +194,7 @@ func TestCounts(t *testing.T) {
 
 	// Lock one message (still active), and dead-letter another by exceeding MaxDeliveryCount.
 	first := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Abandon, first.MessageID, first.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Abandon, first.MessageID, first.LockToken); err != nil {
 		t.Fatal(err)
 	}
 	b.receive(t, q, store.SubQueueMain, store.PeekLock) // active-1 again: dead-lettered, active-2 returned instead

@@ -67,7 +67,7 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 			return err
 		}
 	}
-	if err := s.batcher.submit(ctx, &sendRequest{rows: d.rows, entityIDs: d.entityIDs()}); err != nil {
+	if err := s.batcher.submit(ctx, &sendRequest{rows: d.rows, woken: d.wakeTargets()}); err != nil {
 		return err
 	}
 	s.grew(e.ID, int64(total))
@@ -336,8 +336,8 @@ func dropDuplicateIDs(rows []messageRow) []messageRow {
 
 // sendRequest is one Send call waiting for its group commit.
 type sendRequest struct {
-	rows      []messageRow
-	entityIDs []int64
+	rows  []messageRow
+	woken []wakeTarget
 }
 
 // newSendBatcher group-commits concurrent sends: their rows go into one INSERT.
@@ -368,7 +368,7 @@ func (s *Postgres) writeSends(jobs []*job[*sendRequest]) {
 
 func (s *Postgres) finishSend(j *job[*sendRequest], err error) {
 	if err == nil {
-		s.announce(j.req.entityIDs)
+		s.announce(j.req.woken...)
 	} else {
 		err = fmt.Errorf("store messages: %w", err)
 	}

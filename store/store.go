@@ -54,26 +54,21 @@ type Store interface {
 	// Send stores msgs in e atomically: all are committed when it returns nil, none otherwise.
 	// Errors: ErrBadRequest, ErrTooLarge, ErrForbidden, ErrNotFound, ErrUnavailable.
 	Send(ctx context.Context, e *Entity, msgs []Message) error
-	// Receive takes the next message of e's subqueue, waiting up to wait for one to arrive. It
-	// returns nil, nil when none came. In PeekLock mode the message is locked for the entity's
-	// LockDuration; in ReceiveAndDelete mode it is removed.
-	Receive(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, wait time.Duration) (*Message, error)
-	// ReceiveBatch is Receive for up to n messages: it waits up to wait for the first and
-	// returns every one available then, up to n. Errors: as Receive, and ErrBadRequest for n out
-	// of 1..MaxReceiveBatch.
-	ReceiveBatch(ctx context.Context, e *Entity, sq SubQueue, mode ReceiveMode, n int, wait time.Duration) ([]*Message, error)
-	// Settle completes, abandons, renews or defers the lock of the message whose lock token is
-	// token and whose sequence number or message id is id. Renew returns the new lock expiry.
-	// Errors: ErrLockLost when no such lock is held (expired, settled, wrong id or token).
-	Settle(ctx context.Context, e *Entity, sq SubQueue, op Settlement, id string, token uuid.UUID) (time.Time, error)
-	// SettleMany settles many locks of e's subqueue (in the session sl when not nil), each on its
-	// own: one failing does not fail the others. The results are in request order.
-	SettleMany(ctx context.Context, e *Entity, sq SubQueue, sl *SessionLock, reqs []SettleRequest) []SettleResult
-	// DeadLetter moves a locked message to the dead-letter subqueue with a reason and a
-	// description. Errors: ErrLockLost, ErrBadRequest.
-	DeadLetter(ctx context.Context, e *Entity, id string, token uuid.UUID, reason, description string) error
-	// ReceiveDeferred takes a deferred message by sequence number. Errors: ErrNotFound.
-	ReceiveDeferred(ctx context.Context, e *Entity, seq int64, mode ReceiveMode) (*Message, error)
+	// Receive takes up to r.Max messages of r's target, waiting up to r.Wait for the first: it
+	// returns every message available then, up to r.Max, in sequence order, or none when none
+	// came in time. In PeekLock mode each is locked for the entity's LockDuration; in
+	// ReceiveAndDelete mode they are removed. Errors: ErrBadRequest (r.Max out of
+	// 1..MaxReceiveBatch, a topic, a session entity received without a session), ErrForbidden
+	// (receiving disabled), ErrLockLost (the session lock is gone), ErrUnavailable.
+	Receive(ctx context.Context, r ReceiveRequest) ([]*Message, error)
+	// Settle completes, abandons, renews, defers or dead-letters locks of t's messages, each
+	// request on its own; the results are in request order. A result's error is ErrLockLost when
+	// the lock is not held (expired, settled, another message's, or outside t), ErrBadRequest for
+	// a request t cannot take.
+	Settle(ctx context.Context, t Target, reqs []SettleRequest) []SettleResult
+	// ReceiveDeferred takes a deferred message of t by sequence number. Errors: ErrNotFound,
+	// ErrLockLost (the session lock is gone).
+	ReceiveDeferred(ctx context.Context, t Target, seq int64, mode ReceiveMode) (*Message, error)
 	// Browse lists up to n messages of a subqueue from sequence number from on, without locks.
 	Browse(ctx context.Context, e *Entity, sq SubQueue, from int64, n int) ([]*Message, error)
 	// CancelScheduled removes a message still waiting for its scheduled time. Errors: ErrNotFound.
@@ -97,19 +92,28 @@ type Store interface {
 	SetSessionState(ctx context.Context, e *Entity, sl SessionLock, state []byte) error
 	// ListSessions lists sessions holding messages or state, or locked.
 	ListSessions(ctx context.Context, e *Entity, skip, top int) ([]SessionInfo, error)
-	// ReceiveSession, SettleSession, DeadLetterSession and ReceiveDeferredSession are the
-	// message operations inside an accepted session. Errors: as their counterparts, and
-	// ErrLockLost when the session lock is gone.
-	ReceiveSession(ctx context.Context, e *Entity, sl SessionLock, mode ReceiveMode, n int, wait time.Duration) ([]*Message, error)
-	SettleSession(ctx context.Context, e *Entity, sl SessionLock, op Settlement, id string, token uuid.UUID) (time.Time, error)
-	DeadLetterSession(ctx context.Context, e *Entity, sl SessionLock, id string, token uuid.UUID, reason, description string) error
-	ReceiveDeferredSession(ctx context.Context, e *Entity, sl SessionLock, seq int64, mode ReceiveMode) (*Message, error)
-
 	// NamespaceKey returns the namespace-level key named name, creating it with a random key and
 	// Manage rights when create is true and it does not exist yet.
 	NamespaceKey(ctx context.Context, name string, create bool) (NamespaceKey, error)
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
+}
+
+// Target is where a message operation acts: an entity (a queue or subscription), its main queue
+// or its dead-letter subqueue, and inside an accepted session the session, whose lock must be
+// held.
+type Target struct {
+	Entity   *Entity
+	SubQueue SubQueue
+	Session  *SessionLock // nil outside a session
+}
+
+// ReceiveRequest asks for up to Max messages of a target, waiting up to Wait for the first.
+type ReceiveRequest struct {
+	Target
+	Mode ReceiveMode
+	Max  int
+	Wait time.Duration
 }
 
 // ReceiveMode selects peek-lock or receive-and-delete.
@@ -175,9 +179,11 @@ type Options struct {
 	SendWriters int
 	// MaxBatchRows caps the messages one group commit inserts (default 1000).
 	MaxBatchRows int
-	// PollInterval is the longest a waiting receiver goes without re-checking the database,
-	// which is how it sees scheduled messages and expired locks come due (default 1s).
-	PollInterval time.Duration
+	// Recheck is the longest receivers waiting on an entity that has nothing for them go without
+	// a look at the database (default 30s). They are woken by sends, abandons and releases (on
+	// any gateway) and by timers set for the next scheduled message or lock end, so this is only
+	// a backstop.
+	Recheck time.Duration
 	// EntityCacheTTL is how long a resolved entity is reused before it is read again (default 2s).
 	EntityCacheTTL time.Duration
 	// MaintenanceInterval is how often the background tasks run (default 1s): expiry, count
@@ -199,8 +205,8 @@ func (o *Options) setDefaults() {
 	if o.MaxBatchRows <= 0 {
 		o.MaxBatchRows = 1000
 	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = time.Second
+	if o.Recheck <= 0 {
+		o.Recheck = 30 * time.Second
 	}
 	if o.EntityCacheTTL <= 0 {
 		o.EntityCacheTTL = 2 * time.Second
@@ -216,13 +222,17 @@ type Postgres struct {
 	opts    Options
 	log     *slog.Logger
 	cache   *entityCache
-	hub     *hub
 	batcher *batcher[*sendRequest]
-	// completer coalesces completions the same way: one DELETE for many lock tokens.
-	completer *batcher[completeRequest]
-	listener  *listener
-	touched   touches
-	sizes     sizeCache
+	// settler coalesces settlements the same way: one statement per kind for many locks.
+	settler  *batcher[*settleJob]
+	listener *listener
+	waiting  waiting
+	// dispatchers counts the running dispatchers; lifetime ends at Stop.
+	dispatchers sync.WaitGroup
+	lifetime    context.Context
+	endLifetime context.CancelFunc
+	touched     touches
+	sizes       sizeCache
 	// msgCounter numbers sent messages, so the rows of one message (its subscription copies)
 	// are told apart from a duplicate of it in the same group commit.
 	msgCounter atomic.Int64
@@ -237,12 +247,14 @@ var _ Store = (*Postgres)(nil)
 // New returns a store over pool. Call Start to run its background work and Stop to end it.
 func New(pool *pgxpool.Pool, opts Options) *Postgres {
 	opts.setDefaults()
-	s := &Postgres{pool: pool, opts: opts, log: opts.Logger, hub: newHub()}
+	s := &Postgres{pool: pool, opts: opts, log: opts.Logger}
+	s.waiting.byEntity = make(map[int64]map[waitKey]waker)
+	s.lifetime, s.endLifetime = context.WithCancel(context.Background())
 	// The cache expires by the wall clock: it is an optimisation, not part of the semantics that
 	// tests move the store clock for.
 	s.cache = newEntityCache(opts.EntityCacheTTL, time.Now)
 	s.batcher = newSendBatcher(s)
-	s.completer = newCompleter(s)
+	s.settler = newSettler(s)
 	s.listener = newListener(s)
 	return s
 }
@@ -251,7 +263,7 @@ func New(pool *pgxpool.Pool, opts Options) *Postgres {
 // until Stop.
 func (s *Postgres) Start(ctx context.Context) {
 	s.batcher.start()
-	s.completer.start()
+	s.settler.start()
 	s.listener.start(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -266,8 +278,10 @@ func (s *Postgres) Start(ctx context.Context) {
 	}
 }
 
-// Stop ends the background work started by Start and waits for it. It is idempotent.
+// Stop ends the background work started by Start and waits for it: receivers still waiting are
+// answered with nothing, claims and writes under way finish. It is idempotent.
 func (s *Postgres) Stop() {
+	s.haltReceivers()
 	s.mu.Lock()
 	stop, done := s.stopLoop, s.loopDone
 	s.mu.Unlock()
@@ -277,7 +291,8 @@ func (s *Postgres) Stop() {
 	}
 	s.listener.stop()
 	s.batcher.stop()
-	s.completer.stop()
+	s.settler.stop()
+	s.endLifetime()
 }
 
 // Ping reports whether the database answers.

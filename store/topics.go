@@ -105,14 +105,20 @@ func (s *Postgres) newDelivery(ctx context.Context, now time.Time) *delivery {
 	return &delivery{s: s, ctx: ctx, now: now}
 }
 
-func (d *delivery) entityIDs() []int64 {
-	var ids []int64
+// wakeTargets are the receivers the delivery's rows concern: each entity, and in a session
+// entity each session (its other sessions' receivers need not look).
+func (d *delivery) wakeTargets() []wakeTarget {
+	var targets []wakeTarget
 	for _, r := range d.rows {
-		if !slices.Contains(ids, r.entityID) {
-			ids = append(ids, r.entityID)
+		t := wakeTarget{entity: r.entityID}
+		if r.sessioned {
+			t.session = r.sessionID
+		}
+		if !slices.Contains(targets, t) {
+			targets = append(targets, t)
 		}
 	}
-	return ids
+	return targets
 }
 
 // begin starts the delivery of one sent message to e: its rows get their own number, and e's
@@ -323,7 +329,7 @@ func (s *Postgres) forwardsTo(ctx context.Context, e *Entity, back string, depth
 // in e's dead-letter subqueue, and by the background tasks for any an interrupted move left.
 //
 // It returns the entities that received messages, for the caller to wake once tx commits.
-func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity) ([]int64, error) {
+func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity) ([]wakeTarget, error) {
 	if e.Props.ForwardDeadLetteredMessagesTo == "" {
 		return nil, nil
 	}
@@ -334,17 +340,17 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 	if err != nil {
 		return nil, err
 	}
-	var woken []int64
+	var woken []wakeTarget
 	const chunk = 500
 	for {
 		now := s.now()
-		rows, err := tx.Query(ctx, `SELECT `+messageColumns+` FROM messages m
+		rows, err := tx.Query(ctx, `SELECT `+messageSelectFrom("m")+` FROM messages m
 			WHERE m.entity_id = $1 AND m.state = 2 AND (m.lock_token IS NULL OR m.visible_at <= $2)
 			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk)
 		if err != nil {
 			return woken, err
 		}
-		msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) })
+		msgs, err := collectMessages(rows)
 		if err != nil || len(msgs) == 0 {
 			return woken, err
 		}
@@ -378,7 +384,7 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 			SELECT $1, 0, -count(*), -sum(size) FROM removed HAVING count(*) > 0`, e.ID, seqs); err != nil {
 			return woken, err
 		}
-		woken = append(woken, d.entityIDs()...)
+		woken = append(woken, d.wakeTargets()...)
 		if len(msgs) < chunk {
 			return woken, nil
 		}

@@ -26,7 +26,7 @@ type serveConfig struct {
 	LogFormat      string
 	MaxReceiveWait time.Duration
 	SendWriters    int
-	PollInterval   time.Duration
+	Recheck        time.Duration
 	ShutdownGrace  time.Duration
 	PprofListen    string
 }
@@ -49,7 +49,7 @@ var serveFlags = []envFlag{
 	{"log-format", "SBGATE_LOG_FORMAT", "text", "text or json"},
 	{"max-receive-wait", "SBGATE_MAX_RECEIVE_WAIT", "120s", "longest a receive may wait for a message (its timeout is capped to this)"},
 	{"send-writers", "SBGATE_SEND_WRITERS", "2", "group-commit writers running at once"},
-	{"poll-interval", "SBGATE_POLL_INTERVAL", "1s", "how often waiting receivers re-check for scheduled messages and expired locks"},
+	{"recheck-interval", "SBGATE_RECHECK_INTERVAL", "30s", "longest receivers waiting on an entity with nothing for them go without looking again (a backstop: sends, abandons and timers for scheduled messages and lock ends wake them)"},
 	{"shutdown-grace", "SBGATE_SHUTDOWN_GRACE", "30s", "how long shutdown waits for requests in flight"},
 	{"pprof-listen", "SBGATE_PPROF_LISTEN", "", "address to serve Go's /debug/pprof profiles on (off when empty; keep it private)"},
 }
@@ -92,7 +92,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		errs = append(errs, fmt.Errorf("-log-format: want text or json, got %q", cfg.LogFormat))
 	}
 	durations := map[string]*time.Duration{
-		"max-receive-wait": &cfg.MaxReceiveWait, "poll-interval": &cfg.PollInterval, "shutdown-grace": &cfg.ShutdownGrace,
+		"max-receive-wait": &cfg.MaxReceiveWait, "recheck-interval": &cfg.Recheck, "shutdown-grace": &cfg.ShutdownGrace,
 	}
 	for name, dst := range durations {
 		d, err := time.ParseDuration(get(name))

@@ -77,7 +77,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	}
 	defer pool.Close()
 
-	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, PollInterval: cfg.PollInterval})
+	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, Recheck: cfg.Recheck})
 	st.Start(ctx)
 	defer st.Stop()
 
