@@ -23,11 +23,19 @@ const (
 
 // A claim takes up to @n receivable messages of one entity's subqueue (or one session) in one
 // statement. It reads two partial indexes: rows receivable since they were written
-// (messages_ready, in sequence order) and rows whose scheduled time or lock has passed
-// (messages_due, by that time). Neither holds a message under a valid lock, so the cost of a
-// claim does not grow with the number of locks in flight; the lowest sequence numbers win, so an
-// expired lock puts its message back at the front. SKIP LOCKED makes claims of other gateways
-// take other rows; on one gateway only one claim per entity runs at a time (dispatcher).
+// (messages_ready, in sequence order) and rows whose scheduled time or lock has passed, or that
+// were abandoned (messages_due, by that time). Neither holds a message under a valid lock, so the
+// claim does not step over the locks in flight; the lowest sequence numbers win, so a message
+// whose lock ended goes back to the front. SKIP LOCKED makes claims of other gateways take other
+// rows; on one gateway only one claim per target runs at a time (the dispatcher).
+//
+// A row that is locked or removed leaves its index entries behind until vacuum, and in a busy
+// queue those pile up at the head of both ranges faster than vacuum comes (after 32,000 claims a
+// claim read 470 index pages instead of 20). So each dispatcher keeps a cursor: where its last
+// claim ended in each range (@ready_from, @due_from), which the next claim starts from instead of
+// the head. A cursor can pass a row committed late (a send whose group commit finished after a
+// later one, an abandon in flight during the claim); the dispatcher therefore claims from the
+// head now and then, and always before it concludes that nothing is there (cursor).
 //
 // The rows picked are then updated or deleted by their ctid, a TID scan, which is the one plan
 // there is for that: whatever the statistics say, a claim never walks the backlog (statistics
@@ -37,24 +45,31 @@ const (
 // between.
 const (
 	claimDueSQL = `due AS MATERIALIZED (
-	SELECT ctid, seq FROM messages
-	WHERE entity_id = @entity AND state = @state AND visible_at <= @now
+	SELECT ctid, seq, visible_at FROM messages
+	WHERE entity_id = @entity AND state = @state AND visible_at >= @due_from AND visible_at <= @now
 		AND (expires_at IS NULL OR expires_at > @now OR state = ` + sqlDeadLetter + `)`
 	claimReadySQL = `
 	ORDER BY visible_at LIMIT @n FOR UPDATE SKIP LOCKED
 ), ready AS MATERIALIZED (
 	SELECT ctid, seq FROM messages
-	WHERE entity_id = @entity AND state = @state AND visible_at IS NULL
+	WHERE entity_id = @entity AND state = @state AND visible_at IS NULL AND seq > @ready_from
 		AND (expires_at IS NULL OR expires_at > @now OR state = ` + sqlDeadLetter + `)`
 	claimPickSQL = `
 	ORDER BY seq LIMIT @n FOR UPDATE SKIP LOCKED
 ), picked AS (
-	SELECT ctid FROM (SELECT ctid, seq FROM due UNION ALL SELECT ctid, seq FROM ready) c ORDER BY seq LIMIT @n
+	SELECT ctid, seq, due_at FROM (SELECT ctid, seq, visible_at AS due_at FROM due
+		UNION ALL SELECT ctid, seq, NULL::timestamptz FROM ready) c
+	ORDER BY seq LIMIT @n
 )`
 	// inSession narrows both index ranges to one session, whose lock must still be held.
 	inSessionSQL = `
 		AND session_id = @session AND EXISTS (SELECT 1 FROM sessions s WHERE s.entity_id = @entity
 			AND s.session_id = @session AND s.lock_token = @session_token AND s.locked_until > @now)`
+	// claimedSQL returns the claimed rows with what moves the cursors: each row's place in the
+	// due range (NULL for a row from the ready range), and the earliest due row the claim locked
+	// but did not take (the union kept lower sequence numbers), where the due cursor must stop.
+	claimedSQL = `, p.due_at AS claimed_due_at,
+	(SELECT min(d.visible_at) FROM due d WHERE d.ctid <> ALL (ARRAY(SELECT ctid FROM picked))) AS due_left`
 )
 
 // claimPicks are the picking parts of a claim, outside a session and inside one.
@@ -75,7 +90,7 @@ var peekLockTailSQL = `, locked AS (
 	SELECT @entity, -count(*), count(*), 0 FROM locked
 	WHERE locked.state = ` + sqlDeadLetter + ` AND @state <> ` + sqlDeadLetter + ` HAVING count(*) > 0
 )
-SELECT ` + messageSelect + ` FROM locked`
+SELECT ` + messageSelectFrom("locked") + claimedSQL + ` FROM locked JOIN picked p ON p.seq = locked.seq`
 
 // lockOrDeadLetterSQL is the SET list that locks message m from @now for @lock, counting the
 // delivery, or, when it has already been delivered @max_delivery times, moves it to the
@@ -98,7 +113,33 @@ var receiveAndDeleteTailSQL = `, removed AS (
 	SELECT @entity, -count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `), -count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), -sum(size)
 	FROM removed HAVING count(*) > 0
 )
-SELECT ` + messageSelect + ` FROM removed`
+SELECT ` + messageSelectFrom("removed") + claimedSQL + ` FROM removed JOIN picked p ON p.seq = removed.seq`
+
+// claimedRecord is a claimed row with what moves the claim cursor.
+type claimedRecord struct {
+	messageRecord
+	ClaimedDueAt pgtype.Timestamptz `db:"claimed_due_at"`
+	DueLeft      pgtype.Timestamptz `db:"due_left"`
+}
+
+// claimCursor is where a dispatcher's next claim starts in each range. The zero value starts at
+// the head of both.
+type claimCursor struct {
+	readyFrom int64     // the ready range after this sequence number
+	dueFrom   time.Time // the due range from this time; zero: from its start
+	lastHead  time.Time // when a claim last started at the head (wall clock)
+}
+
+// Claims start at the head at least this often, to take rows a cursor passed before they were
+// committed; dueMargin keeps the due cursor this far behind the time a claim looked, for abandons
+// committed just after it.
+const (
+	headClaimEvery = 250 * time.Millisecond
+	dueMargin      = 100 * time.Millisecond
+)
+
+// minusInfinity starts the due range at its head.
+var minusInfinity = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 
 // claimStatements[mode][inSession] is the whole claim.
 var claimStatements = [2][2]string{
@@ -116,77 +157,164 @@ type querier interface {
 const noDeliveryLimit = 1<<31 - 1
 
 // claimMessages takes up to n messages of t now, without waiting, in sequence order. full
-// reports that the statement found n candidates, so more may be waiting; fewer means the target
-// had no more receivable messages when the claim ran.
-func (s *Postgres) claimMessages(ctx context.Context, t Target, mode ReceiveMode, n int) (msgs []*Message, full bool, err error) {
+// reports that the last statement found as many candidates as it asked for, so more may be
+// waiting; otherwise a claim from the head of both ranges found no more. cur, when not nil, is
+// the dispatcher's cursor, which the claim starts from and moves.
+func (s *Postgres) claimMessages(ctx context.Context, t Target, mode ReceiveMode, n int, cur *claimCursor) (msgs []*Message, full bool, err error) {
+	fromHead := cur == nil || time.Since(cur.lastHead) >= headClaimEvery
+	for len(msgs) < n {
+		want := n - len(msgs)
+		got, picked, err := s.claimOnce(ctx, t, mode, want, cur, fromHead)
+		if err != nil {
+			return nil, false, err
+		}
+		msgs = append(msgs, got...)
+		full = picked == want
+		switch {
+		case full && len(got) == 0:
+			// Every candidate was dead-lettered for too many deliveries: look again, the
+			// entity may hold more.
+		case !full && !fromHead:
+			// A cursor may have passed rows committed late: nothing is concluded before a look
+			// from the head.
+			fromHead = true
+		default:
+			sort.Slice(msgs, func(i, j int) bool { return msgs[i].SequenceNumber < msgs[j].SequenceNumber })
+			return msgs, full, s.sessionLostIfEmpty(ctx, t, msgs)
+		}
+	}
+	sort.Slice(msgs, func(i, j int) bool { return msgs[i].SequenceNumber < msgs[j].SequenceNumber })
+	return msgs, full, nil
+}
+
+// sessionLostIfEmpty tells an empty session from one whose lock is gone: a claim in a session
+// that found nothing fails with ErrLockLost when the session lock is no longer held.
+func (s *Postgres) sessionLostIfEmpty(ctx context.Context, t Target, msgs []*Message) error {
+	if len(msgs) > 0 || t.Session == nil {
+		return nil
+	}
+	return s.checkSessionLock(ctx, s.pool, t.Entity, *t.Session, s.now())
+}
+
+// claimOnce runs one claim statement for up to n messages, from the head of both ranges or from
+// cur, and moves cur. It returns the messages delivered and how many rows the statement picked
+// (some may have been dead-lettered instead).
+func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n int, cur *claimCursor, fromHead bool) ([]*Message, int, error) {
 	e := t.Entity
 	state := t.SubQueue.state()
-	maxDelivery := e.Props.MaxDeliveryCount
-	if t.SubQueue == SubQueueDeadLetter {
-		maxDelivery = noDeliveryLimit
+	now := s.now()
+	args := pgx.NamedArgs{"entity": e.ID, "state": state, "n": n, "now": now, "ready_from": int64(0), "due_from": minusInfinity}
+	if cur != nil && !fromHead {
+		args["ready_from"] = cur.readyFrom
+		if !cur.dueFrom.IsZero() {
+			args["due_from"] = cur.dueFrom
+		}
 	}
-	args := pgx.NamedArgs{"entity": e.ID, "state": state, "n": n}
 	inSession := 0
 	if t.Session != nil {
 		inSession = 1
 		args["session"], args["session_token"] = t.Session.SessionID, t.Session.Token
 	}
 	if mode == PeekLock {
+		maxDelivery := e.Props.MaxDeliveryCount
+		if t.SubQueue == SubQueueDeadLetter {
+			maxDelivery = noDeliveryLimit
+		}
 		args["lock"], args["max_delivery"] = interval(e.Props.LockDuration), maxDelivery
 	}
 	sql := claimStatements[mode][inSession]
+	s.claims.Add(1)
+	var rows []claimedRecord
+	var woken []wakeTarget
+	run := func(q querier) error {
+		r, err := q.Query(ctx, sql, args)
+		if err == nil {
+			rows, err = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
+		}
+		return err
+	}
 	// An entity that forwards its dead letters claims in a transaction with the move of any
 	// message the claim dead-lettered, so none waits in its dead-letter subqueue.
-	forward := mode == PeekLock && t.SubQueue == SubQueueMain && e.Props.ForwardDeadLetteredMessagesTo != ""
-	for {
-		args["now"] = s.now()
-		var picked []*Message
-		var woken []wakeTarget
-		if forward {
-			err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-				rows, err := tx.Query(ctx, sql, args)
-				if err != nil {
-					return err
-				}
-				if picked, err = collectMessages(rows); err != nil {
-					return err
-				}
-				for _, m := range picked {
-					if m.State == StateDeadLetter {
-						woken, err = s.transferDeadLetters(ctx, tx, e)
-						return err
-					}
-				}
-				return nil
-			})
-		} else {
-			var rows pgx.Rows
-			if rows, err = s.pool.Query(ctx, sql, args); err == nil {
-				picked, err = collectMessages(rows)
+	var err error
+	if mode == PeekLock && t.SubQueue == SubQueueMain && e.Props.ForwardDeadLetteredMessagesTo != "" {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := run(tx); err != nil {
+				return err
 			}
-		}
+			for _, r := range rows {
+				if r.State == StateDeadLetter {
+					woken, err = s.transferDeadLetters(ctx, tx, e)
+					return err
+				}
+			}
+			return nil
+		})
+	} else {
+		err = run(s.pool)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("receive from %s: %w", t, interpretError(err))
+	}
+	s.announce(woken...)
+	if fromHead && cur != nil {
+		cur.lastHead = time.Now()
+	}
+	cur.move(rows, n, now)
+	msgs := make([]*Message, 0, len(rows))
+	for _, r := range rows {
+		m, err := r.message()
 		if err != nil {
-			return nil, false, fmt.Errorf("receive from %s: %w", t, interpretError(err))
+			return nil, 0, fmt.Errorf("receive from %s: %w", t, err)
 		}
-		s.announce(woken...)
-		msgs = delivered(picked, state, mode)
-		if len(msgs) < len(picked) && state != StateDeadLetter {
-			s.announce(wakeTarget{entity: e.ID}) // dead letters arrived for the dead-letter receivers
+		msgs = append(msgs, m)
+	}
+	out := delivered(msgs, state, mode)
+	if len(out) < len(msgs) && state != StateDeadLetter {
+		s.announce(wakeTarget{entity: e.ID}) // dead letters arrived for the dead-letter receivers
+	}
+	return out, len(rows), nil
+}
+
+// move advances the cursor past what a claim of n rows at now took: the ready range past the
+// highest sequence number it took from it, the due range to the earliest due row it locked but
+// left (or past the latest it took), and to just before now when the claim found fewer rows than
+// it asked for, since then it saw everything up to now. The due cursor stays dueMargin behind
+// now, for abandons committed just after the claim looked.
+func (c *claimCursor) move(rows []claimedRecord, n int, now time.Time) {
+	if c == nil {
+		return
+	}
+	var dueMax, dueLeft time.Time
+	for _, r := range rows {
+		if r.ClaimedDueAt.Valid {
+			dueMax = maxTime(dueMax, r.ClaimedDueAt.Time)
+		} else {
+			c.readyFrom = max(c.readyFrom, r.Seq)
 		}
-		full = len(picked) == n
-		// Every candidate was dead-lettered for too many deliveries: look again, the entity may
-		// hold more.
-		if len(msgs) > 0 || !full {
-			break
+		if r.DueLeft.Valid {
+			dueLeft = r.DueLeft.Time
 		}
 	}
-	if len(msgs) == 0 && t.Session != nil {
-		// Nothing came: tell an empty session from a session whose lock is gone.
-		if err := s.checkSessionLock(ctx, s.pool, e, *t.Session, s.now()); err != nil {
-			return nil, false, err
-		}
+	next := c.dueFrom
+	switch {
+	case len(rows) < n:
+		next = now
+	case !dueLeft.IsZero():
+		next = dueLeft
+	case !dueMax.IsZero():
+		next = dueMax
 	}
-	return msgs, full, nil
+	if limit := now.Add(-dueMargin); next.After(limit) {
+		next = limit
+	}
+	c.dueFrom = maxTime(c.dueFrom, next)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // delivered keeps, in sequence order, the claimed messages that were handed out rather than

@@ -158,3 +158,19 @@ func deadLetter1(ctx context.Context, st store.Store, t store.Target, id string,
 func inSession(e *store.Entity, sl store.SessionLock) store.Target {
 	return store.Target{Entity: e, Session: &sl}
 }
+
+// newSharedDatabase is a database of the test's own for several stores (gateways) to share.
+func newSharedDatabase(t *testing.T) string { return dbtest.NewDatabase(t) }
+
+// openStore starts a store over url with opts, stopped when the test ends: one gateway.
+func openStore(t *testing.T, url string, opts ...store.Options) *store.Postgres {
+	t.Helper()
+	var o store.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	s := store.New(openPool(t, url), o)
+	s.Start(context.Background())
+	t.Cleanup(s.Stop)
+	return s
+}

@@ -29,6 +29,13 @@ func (s *Postgres) Receive(ctx context.Context, r ReceiveRequest) ([]*Message, e
 	}
 	start := func() *dispatcher[*Message] {
 		d := &dispatcher[*Message]{s: s, key: key, recheck: s.recheck(t.Entity)}
+		// The main queue, where throughput matters, claims from a cursor; sessions and
+		// dead-letter subqueues, whose rows come back below any cursor (a session released, a
+		// message dead-lettered), claim from the head.
+		var cur *claimCursor
+		if t.Session == nil && t.SubQueue == SubQueueMain {
+			cur = &claimCursor{}
+		}
 		// Each claim reads the entity afresh (from the cache), so a change of its lock
 		// duration, delivery limit or status applies to receivers already waiting.
 		d.claim = func(ctx context.Context, mode ReceiveMode, n int) ([]*Message, bool, error) {
@@ -36,7 +43,7 @@ func (s *Postgres) Receive(ctx context.Context, r ReceiveRequest) ([]*Message, e
 			if err != nil {
 				return nil, false, err
 			}
-			return s.claimMessages(ctx, now, mode, n)
+			return s.claimMessages(ctx, now, mode, n, cur)
 		}
 		d.next = func(ctx context.Context) (time.Time, error) {
 			now, err := s.currentTarget(ctx, t)
@@ -78,9 +85,10 @@ func (s *Postgres) recheck(e *Entity) time.Duration {
 	return min(e.Props.LockDuration, s.opts.Recheck)
 }
 
-// releaseSQL gives peek-locked messages back as if they had not been delivered. Each is found by
-// its primary key, a lookup of one row whatever the statistics say.
-const releaseSQL = `UPDATE messages m SET lock_token = NULL, visible_at = NULL, delivery_count = m.delivery_count - 1
+// releaseSQL gives peek-locked messages back as if they had not been delivered, due at once (in
+// the due range, which claims look at from the time they last looked). Each is found by its
+// primary key, a lookup of one row whatever the statistics say.
+const releaseSQL = `UPDATE messages m SET lock_token = NULL, visible_at = @now, delivery_count = m.delivery_count - 1
 FROM unnest(@seq::bigint[], @token::uuid[]) r(seq, token)
 WHERE m.entity_id = @entity AND m.seq = r.seq AND m.lock_token = r.token`
 
@@ -91,7 +99,7 @@ func (s *Postgres) release(ctx context.Context, t Target, msgs []*Message) {
 	for i, m := range msgs {
 		seqs[i], tokens[i] = m.SequenceNumber, m.LockToken
 	}
-	args := pgx.NamedArgs{"entity": t.Entity.ID, "seq": seqs, "token": tokens}
+	args := pgx.NamedArgs{"entity": t.Entity.ID, "seq": seqs, "token": tokens, "now": s.now()}
 	if _, err := s.pool.Exec(ctx, releaseSQL, args); err != nil {
 		s.log.Warn("release messages of a receiver that left; they are redelivered when their locks end",
 			"entity", t.Entity.Path, "err", err)

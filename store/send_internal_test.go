@@ -93,7 +93,7 @@ func TestCoalescedSettlementsAnswerEachLock(t *testing.T) {
 		if err := s.Send(ctx, q, []Message{{Body: []byte("1")}, {Body: []byte("2")}, {Body: []byte("3")}}); err != nil {
 			t.Fatal(err)
 		}
-		if msgs[i], _, err = s.claimMessages(ctx, Target{Entity: q}, PeekLock, 3); err != nil || len(msgs[i]) != 3 {
+		if msgs[i], _, err = s.claimMessages(ctx, Target{Entity: q}, PeekLock, 3, nil); err != nil || len(msgs[i]) != 3 {
 			t.Fatalf("claim = %d, %v", len(msgs[i]), err)
 		}
 	}

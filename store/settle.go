@@ -139,12 +139,14 @@ var settleStatements = map[Settlement]string{
 )
 SELECT ord, entity_id, session_id, state, until FROM done`,
 
-	// An abandon releases the lock; the message is receivable again at once, at the front. If
-	// that delivery was the last MaxDeliveryCount allows, the message goes to the dead-letter
-	// subqueue now, not at the next receive (which may never come). A deferred message stays
-	// deferred.
+	// An abandon releases the lock; the message is receivable again at once, at the front (due
+	// now: claims look at the due range from where they last looked, not at the ready range
+	// below their cursor). If that delivery was the last MaxDeliveryCount allows, the message
+	// goes to the dead-letter subqueue now, not at the next receive (which may never come). A
+	// deferred message stays deferred.
 	Abandon: settleInputSQL + `, done AS (
-	UPDATE messages m SET lock_token = NULL, visible_at = NULL,
+	UPDATE messages m SET lock_token = NULL,
+		visible_at = CASE WHEN ` + abandonedLastSQL + ` THEN NULL ELSE @now::timestamptz END,
 		state = CASE WHEN ` + abandonedLastSQL + ` THEN ` + sqlDeadLetter + ` ELSE m.state END,
 		dead_letter_reason = CASE WHEN ` + abandonedLastSQL + ` THEN '` + ReasonMaxDeliveryCount + `' ELSE m.dead_letter_reason END,
 		dead_letter_description = CASE WHEN ` + abandonedLastSQL + `

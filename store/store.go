@@ -236,6 +236,8 @@ type Postgres struct {
 	// msgCounter numbers sent messages, so the rows of one message (its subscription copies)
 	// are told apart from a duplicate of it in the same group commit.
 	msgCounter atomic.Int64
+	// claims counts the claim statements run, for tests and metrics.
+	claims atomic.Int64
 
 	mu       sync.Mutex
 	stopLoop context.CancelFunc
