@@ -79,6 +79,16 @@ type Config struct {
 	// IdleSessions is how many sessions with state but no messages the session scenario's
 	// queue holds besides the active ones (default 10,000; negative for none).
 	IdleSessions int
+	// Backlog is how many messages the backlog scenario's queue holds (default 1,000,000).
+	Backlog int
+	// Inflight is how many locks the inflight scenario holds at the head of its queue (default
+	// 10,000).
+	Inflight int
+	// Queues is how many queues the many-queues scenario spreads its clients over (default 100).
+	Queues int
+	// WakeReceivers is how many receivers wait in the wake scenario; default the level's client
+	// count.
+	WakeReceivers int
 	// BaselineClients is how many connections each baseline phase uses (default 16).
 	BaselineClients int
 	// Disposable says the gateways and their database are thrown away after the run (sbgate
@@ -96,7 +106,7 @@ type Config struct {
 // Result is one operation at one concurrency level.
 type Result struct {
 	Operation string
-	// Variant tells apart rows of one operation.
+	// Variant tells apart rows of one operation, e.g. the wake scenario's "other gateway".
 	Variant    string
 	Clients    int
 	Messages   int64
@@ -104,7 +114,7 @@ type Result struct {
 	Errors     int64
 	FirstError string
 	Elapsed    time.Duration
-	// P50 and P99 are per iteration; for a latency row they are the measured latency.
+	// P50 and P99 are per iteration; for a latency row (wake) they are the measured latency.
 	P50 time.Duration
 	P99 time.Duration
 	// Drained says a receive phase ran out of messages before its time.
@@ -178,6 +188,15 @@ func (c *Config) setDefaults() error {
 	}
 	if c.IdleSessions == 0 {
 		c.IdleSessions = 10000
+	}
+	if c.Backlog <= 0 {
+		c.Backlog = 1_000_000
+	}
+	if c.Inflight <= 0 {
+		c.Inflight = 10_000
+	}
+	if c.Queues <= 0 {
+		c.Queues = 100
 	}
 	if c.BaselineClients <= 0 {
 		c.BaselineClients = 16
@@ -308,6 +327,11 @@ type runner struct {
 	sessions *queue
 	// isSetUp says which scenarios have their entities.
 	isSetUp map[string]bool
+	// backlog, inflight, manyQueues and wakeQueue are the scenarios' queues.
+	backlog    *queue
+	inflight   *inflightState
+	manyQueues []*queue
+	wakeQueue  *queue
 	// done is the results so far, for the fills to size themselves on.
 	doneMu sync.Mutex
 	done   []Result
@@ -395,9 +419,10 @@ func (r *runner) plan() []planned {
 
 // connect prepares one client per gateway, sharing one transport.
 func (r *runner) connect() error {
-	maxClients := slices.Max(slices.Concat(r.cfg.Clients, r.cfg.ScenarioClients))
-	// Every client of a phase may hold a connection to one gateway.
-	perHost := maxClients + setupConcurrency
+	maxClients := slices.Max(slices.Concat(r.cfg.Clients, r.cfg.ScenarioClients, []int{r.cfg.WakeReceivers}))
+	// Every client of a phase may hold a connection to one gateway, and the wake scenario has a
+	// sender beside its receivers.
+	perHost := maxClients + setupConcurrency + 1
 	r.transport = &http.Transport{
 		MaxIdleConns:        perHost * len(r.cfg.ConnectionStrings),
 		MaxIdleConnsPerHost: perHost,

@@ -66,6 +66,9 @@ func TestEveryOperation(t *testing.T) {
 		Operations:        []string{"all"},
 		Subscriptions:     4,
 		IdleSessions:      5,
+		Backlog:           300,
+		Inflight:          20,
+		Queues:            3,
 		BaselineClients:   2,
 		Progress:          &progress,
 	})
@@ -83,6 +86,10 @@ func TestEveryOperation(t *testing.T) {
 		}
 	}
 	for _, op := range bench.Scenarios {
+		if op == bench.OpWake {
+			want = append(want, key(op, "same gateway", 2), key(op, "other gateway", 2))
+			continue
+		}
 		want = append(want, key(op, "", 2))
 	}
 	var got []string
@@ -107,7 +114,7 @@ func TestEveryOperation(t *testing.T) {
 	}
 
 	// Every rate is compared with its baseline; receive-and-delete also with the send at its
-	// level.
+	// level; wake-ups are latencies.
 	for _, r := range rep.Results {
 		var against []string
 		for _, q := range r.Ratios {
@@ -122,6 +129,10 @@ func TestEveryOperation(t *testing.T) {
 			want = []string{bench.BaselineInsert}
 		case bench.OpReceiveDelete:
 			want = []string{bench.BaselineClaim, "send@" + strconv.Itoa(r.Clients)}
+		case bench.OpWake:
+			if !r.Latency {
+				t.Errorf("wake row %q is not a latency row", r.Variant)
+			}
 		default:
 			want = []string{bench.BaselineClaim}
 		}
@@ -135,7 +146,7 @@ func TestEveryOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"machine:", "database:  PostgreSQL", "pg-insert (baseline)", "pg-claim-complete (baseline)",
-		"x pg-insert", "x pg-claim-complete", "x send@2", "session (5 idle)"} {
+		"x pg-insert", "x pg-claim-complete", "x send@2", "wake, other gateway", "backlog (300 queued)"} {
 		if !strings.Contains(table.String(), s) {
 			t.Errorf("summary lacks %q:\n%s", s, table.String())
 		}

@@ -66,6 +66,9 @@ func (r *runner) runPhase(ctx context.Context, op string, clients int) ([]Result
 			}
 			r.isSetUp[op] = true
 		}
+		if op == OpWake {
+			return r.wake(ctx, clients)
+		}
 		res, err = r.scenario(ctx, res)
 	}
 	if err != nil {

@@ -28,6 +28,9 @@ type Report struct {
 	MessageSize int
 	BatchSize   int
 	SettleBatch int
+	Backlog     int
+	Inflight    int
+	Queues      int
 	Subs        int
 	IdleSess    int
 	// Baseline is PostgreSQL alone (BaselineInsert, BaselineClaim); empty without a database
@@ -53,7 +56,7 @@ func newReport(cfg Config) *Report {
 	return &Report{
 		Started: time.Now(), Machine: describeMachine(), Setup: cfg.Setup, Gateways: len(cfg.ConnectionStrings),
 		Duration: cfg.Duration, MessageSize: cfg.MessageSize, BatchSize: cfg.BatchSize, SettleBatch: cfg.SettleBatch,
-		Subs: cfg.Subscriptions, IdleSess: cfg.IdleSessions,
+		Backlog: cfg.Backlog, Inflight: cfg.Inflight, Queues: cfg.Queues, Subs: cfg.Subscriptions, IdleSess: cfg.IdleSessions,
 	}
 }
 
@@ -71,7 +74,7 @@ func (rep *Report) finish() *Report {
 // complete.
 var (
 	sendOps    = []string{OpSend, OpSendBatch, OpTopicSend}
-	receiveOps = []string{OpPeekLock, OpBatchSettle, OpReceiveDelete, OpSession}
+	receiveOps = []string{OpPeekLock, OpBatchSettle, OpReceiveDelete, OpSession, OpBacklog, OpInflight, OpManyQueues}
 )
 
 // ratios compares res with its baseline and, for receive-and-delete, with sbgate's own single
@@ -114,6 +117,12 @@ func (rep *Report) Label(r Result) string {
 		return fmt.Sprintf("topic-send (%d subscriptions)", rep.Subs)
 	case OpSession:
 		return fmt.Sprintf("session (%s idle)", thousands(float64(max(rep.IdleSess, 0))))
+	case OpBacklog:
+		return fmt.Sprintf("backlog (%s queued)", thousands(float64(rep.Backlog)))
+	case OpInflight:
+		return fmt.Sprintf("inflight (%s locked)", thousands(float64(rep.Inflight)))
+	case OpManyQueues:
+		return fmt.Sprintf("many-queues (%d queues)", rep.Queues)
 	}
 	if r.Variant != "" {
 		return r.Operation + ", " + r.Variant
@@ -186,6 +195,9 @@ func ratioText(r Result) string {
 	for _, q := range r.Ratios {
 		parts = append(parts, fmt.Sprintf("%.2fx %s", q.Value, q.Against))
 	}
+	if r.Latency {
+		parts = append(parts, "latency from the send's 201 to a woken receiver having the message")
+	}
 	if r.Drained {
 		parts = append(parts, "(queue drained before the end)")
 	}
@@ -203,6 +215,9 @@ type jsonReport struct {
 	MessageSize     int          `json:"message_size"`
 	BatchSize       int          `json:"batch_size"`
 	SettleBatch     int          `json:"settle_batch"`
+	Backlog         int          `json:"backlog"`
+	Inflight        int          `json:"inflight"`
+	Queues          int          `json:"queues"`
 	Subscriptions   int          `json:"subscriptions"`
 	IdleSessions    int          `json:"idle_sessions"`
 	Baseline        []jsonResult `json:"baseline"`
@@ -251,7 +266,8 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(jsonReport{
 		Started: rep.Started.UTC(), ElapsedSeconds: rep.Elapsed.Seconds(), Machine: rep.Machine, Setup: rep.Setup,
 		Gateways: rep.Gateways, PhaseSeconds: rep.Duration.Seconds(), MessageSize: rep.MessageSize,
-		BatchSize: rep.BatchSize, SettleBatch: rep.SettleBatch, Subscriptions: rep.Subs, IdleSessions: rep.IdleSess,
+		BatchSize: rep.BatchSize, SettleBatch: rep.SettleBatch, Backlog: rep.Backlog, Inflight: rep.Inflight,
+		Queues: rep.Queues, Subscriptions: rep.Subs, IdleSessions: rep.IdleSess,
 		Baseline: conv(rep.Baseline), Results: conv(rep.Results), LatencyPerIter: true,
 		RatioDefinition: "msgs_per_s divided by the msgs_per_s of the named baseline row of the same run " +
 			"(pg-insert for sends, pg-claim-complete for receives; send@N is sbgate's own send at N clients)",

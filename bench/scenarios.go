@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/sbgate/sbgate/api/client"
 )
@@ -23,15 +24,35 @@ const (
 	// Config.IdleSessions sessions with state but no messages, receives and deletes up to 10
 	// of its messages and releases it: one iteration, counted in messages.
 	OpSession = "session"
+	// OpBacklog is peek-lock + complete on a queue holding Config.Backlog messages, to compare
+	// with peek-lock on a queue holding only what the phase needs.
+	OpBacklog = "backlog"
+	// OpInflight is peek-lock + complete on a queue whose first Config.Inflight messages are
+	// locked (LockDuration 5 minutes, renewed between phases) and never settled.
+	OpInflight = "inflight"
+	// OpManyQueues is peek-lock + complete with every client on a queue of its own: client i on
+	// queue i mod Config.Queues.
+	OpManyQueues = "many-queues"
+	// OpWake measures long-poll wake-ups: receivers wait (timeout=30) on an empty queue and one
+	// sender sends one message at a time; each row is the time from the send's 201 to a
+	// receiver having the message. With two or more gateways it also runs with the receivers
+	// on another gateway than the sender.
+	OpWake = "wake"
 )
 
 // Scenarios are the operations outside the default run.
-var Scenarios = []string{OpTopicSend, OpSession}
+var Scenarios = []string{OpTopicSend, OpSession, OpBacklog, OpInflight, OpManyQueues, OpWake}
 
 const (
 	activeSessions = 100
 	sessionBatch   = 10
 	filterBuckets  = 10
+	// inflightLockDuration keeps the inflight scenario's locks through a phase; they are renewed
+	// before a phase once older than inflightRenewAfter.
+	inflightLockDuration = "PT5M"
+	inflightRenewAfter   = 2 * time.Minute
+	// maxBatchLocks is the most locks one $batch or $settle request names.
+	maxBatchLocks = 1000
 )
 
 func (r *runner) topicPath() string   { return r.cfg.Queue + "-topic" }
@@ -44,11 +65,30 @@ func (r *runner) setUpScenario(ctx context.Context, op string) error {
 		return r.createTopic(ctx)
 	case OpSession:
 		return r.createSessionQueue(ctx)
+	case OpBacklog:
+		r.backlog = &queue{name: r.cfg.Queue + "-backlog"}
+		if err := r.createEntity(ctx, r.backlog.name, queueDescription); err != nil {
+			return err
+		}
+		return r.fillQueue(ctx, r.backlog, int64(r.cfg.Backlog))
+	case OpInflight:
+		return r.createInflight(ctx)
+	case OpManyQueues:
+		r.manyQueues = make([]*queue, r.cfg.Queues)
+		for i := range r.manyQueues {
+			r.manyQueues[i] = &queue{name: fmt.Sprintf("%s-q%03d", r.cfg.Queue, i)}
+		}
+		return parallel(ctx, len(r.manyQueues), func(i int) error {
+			return r.createEntity(ctx, r.manyQueues[i].name, queueDescription)
+		})
+	case OpWake:
+		r.wakeQueue = &queue{name: r.cfg.Queue + "-wake"}
+		return r.createEntity(ctx, r.wakeQueue.name, queueDescription)
 	}
 	return nil
 }
 
-// scenario runs one phase of a scenario.
+// scenario runs one phase of a scenario other than wake.
 func (r *runner) scenario(ctx context.Context, res Result) (Result, error) {
 	clients := res.Clients
 	switch res.Operation {
@@ -66,6 +106,30 @@ func (r *runner) scenario(ctx context.Context, res Result) (Result, error) {
 			return res, err
 		}
 		return r.measure(ctx, res, func(w int) (iteration, error) { return r.sessionWorker(r.gw(w)) })
+	case OpBacklog:
+		if err := r.fillQueue(ctx, r.backlog, int64(r.cfg.Backlog)); err != nil {
+			return res, err
+		}
+		return r.measure(ctx, res, func(w int) (iteration, error) { return r.peekLockWorker(r.gw(w), r.backlog) })
+	case OpInflight:
+		if err := r.renewInflight(ctx); err != nil {
+			return res, err
+		}
+		if err := r.fillQueue(ctx, r.inflight.q, r.fillFor(OpInflight, clients, 1)); err != nil {
+			return res, err
+		}
+		return r.measure(ctx, res, func(w int) (iteration, error) { return r.peekLockWorker(r.gw(w), r.inflight.q) })
+	case OpManyQueues:
+		used := min(len(r.manyQueues), clients)
+		each := r.fillFor(OpManyQueues, clients, 1)/int64(used) + 1
+		for _, q := range r.manyQueues[:used] {
+			if err := r.fillQueue(ctx, q, each); err != nil {
+				return res, err
+			}
+		}
+		return r.measure(ctx, res, func(w int) (iteration, error) {
+			return r.peekLockWorker(r.gw(w), r.manyQueues[w%len(r.manyQueues)])
+		})
 	}
 	return res, fmt.Errorf("bench: unknown operation %q", res.Operation)
 }
@@ -270,4 +334,108 @@ func (r *runner) sessionWorker(g *gateway) (iteration, error) {
 		}
 		return n, expect(resp, http.StatusOK)
 	}, nil
+}
+
+// inflightState is the inflight scenario's queue and the locks it holds at its head.
+type inflightState struct {
+	q        *queue
+	tokens   [][]byte // lock tokens, as their 36 characters
+	lockedAt time.Time
+}
+
+// createInflight creates the inflight queue (LockDuration 5 minutes), sends Config.Inflight
+// messages and peek-locks every one of them, keeping the tokens to renew the locks with.
+func (r *runner) createInflight(ctx context.Context) error {
+	st := &inflightState{q: &queue{name: r.cfg.Queue + "-inflight"}}
+	r.inflight = st
+	desc := `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"><QueueDescription xmlns="` + nsSB +
+		`"><LockDuration>` + inflightLockDuration + `</LockDuration></QueueDescription></content></entry>`
+	if err := r.createEntity(ctx, st.q.name, desc); err != nil {
+		return err
+	}
+	if err := r.fillQueue(ctx, st.q, int64(r.cfg.Inflight)); err != nil {
+		return err
+	}
+	g := r.gws[0]
+	zero := 0
+	var buf bytes.Buffer
+	for len(st.tokens) < r.cfg.Inflight {
+		count := min(maxBatchLocks, r.cfg.Inflight-len(st.tokens))
+		resp, err := g.api.PeekLockBatch(ctx, st.q.name, &client.PeekLockBatchParams{Count: &count, Timeout: &zero})
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusCreated {
+			return expect(resp, http.StatusCreated)
+		}
+		buf.Reset()
+		_, err = buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		tokens := lockTokens(buf.Bytes())
+		if len(tokens) == 0 {
+			return fmt.Errorf("$batch locked nothing: %.200s", buf.Bytes())
+		}
+		st.tokens = append(st.tokens, tokens...)
+	}
+	st.q.left.Add(-int64(len(st.tokens)))
+	st.lockedAt = time.Now()
+	r.logf("  %d messages locked at the head of %s", len(st.tokens), st.q.name)
+	return nil
+}
+
+// lockTokens returns the lock tokens of a $batch answer.
+func lockTokens(batch []byte) [][]byte {
+	var out [][]byte
+	for {
+		i := bytes.Index(batch, lockTokenKey)
+		if i < 0 || len(batch) < i+len(lockTokenKey)+36 {
+			return out
+		}
+		batch = batch[i+len(lockTokenKey):]
+		out = append(out, bytes.Clone(batch[:36]))
+		batch = batch[36:]
+	}
+}
+
+// renewInflight renews the inflight locks once they are old enough to lapse during the phase.
+func (r *runner) renewInflight(ctx context.Context) error {
+	st := r.inflight
+	if time.Since(st.lockedAt) < inflightRenewAfter {
+		return nil
+	}
+	g := r.gws[0]
+	lost := 0
+	for i := 0; i < len(st.tokens); i += maxBatchLocks {
+		chunk := st.tokens[i:min(len(st.tokens), i+maxBatchLocks)]
+		body := []byte{'['}
+		for j, t := range chunk {
+			if j > 0 {
+				body = append(body, ',')
+			}
+			body = appendSettlement(body, t, "RenewLock")
+		}
+		body = append(body, ']')
+		resp, err := g.api.SettleMessagesWithBody(ctx, st.q.name, nil, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("bench: renew in-flight locks: %w", err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("bench: renew in-flight locks: %w", expect(resp, http.StatusOK))
+		}
+		var buf bytes.Buffer
+		_, err = buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return fmt.Errorf("bench: renew in-flight locks: %w", err)
+		}
+		lost += len(chunk) - bytes.Count(buf.Bytes(), []byte(`"Status":200`))
+	}
+	if lost > 0 {
+		r.logf("  warning: %d of %d in-flight locks were lost before renewal", lost, len(st.tokens))
+	}
+	st.lockedAt = time.Now()
+	return nil
 }

@@ -31,6 +31,10 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		"; the scenarios "+strings.Join(bench.Scenarios, ", ")+"; or all")
 	subs := fs.Int("subscriptions", 100, "subscriptions of the topic-send scenario's topic")
 	idle := fs.Int("idle-sessions", 10000, "idle sessions beside the active ones in the session scenario (negative: none)")
+	backlog := fs.Int("backlog", 1_000_000, "messages the backlog scenario's queue holds")
+	inflight := fs.Int("inflight", 10_000, "locks the inflight scenario holds, never settled, at the head of its queue")
+	queues := fs.Int("queues", 100, "queues of the many-queues scenario (client i works on queue i mod queues)")
+	wakeReceivers := fs.Int("wake-receivers", 0, "receivers waiting in the wake scenario (default: the level's client count)")
 	baselineClients := fs.Int("baseline-clients", 16, "connections of each baseline phase")
 	queue := fs.String("queue", "", "name prefix of the entities the run creates (default: bench-<random>); they are deleted after")
 	insecure := fs.Bool("insecure", false, "skip TLS certificate checks")
@@ -57,6 +61,10 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		Insecure:          *insecure,
 		Subscriptions:     *subs,
 		IdleSessions:      *idle,
+		Backlog:           *backlog,
+		Inflight:          *inflight,
+		Queues:            *queues,
+		WakeReceivers:     *wakeReceivers,
 		BaselineClients:   *baselineClients,
 		Progress:          stderr,
 	}
