@@ -12,15 +12,20 @@ import (
 	"github.com/sbgate/sbgate/bench"
 )
 
-// runBench runs the load tool against the gateways named by -connection-string.
+// runBench runs the load tool: against the gateways named by -connection-string, or, when none
+// is named, against gateways it starts for itself on a fresh embedded PostgreSQL.
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sbgate bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	conns := listFlag{values: splitList(getenv("SBGATE_CONNECTION_STRING"))}
 	fs.Var(&conns, "connection-string", "a gateway's connection string, as sbgate prints it at start; repeat the flag or separate with commas "+
-		"for several gateways on one database, which the clients are spread over ($SBGATE_CONNECTION_STRING)")
+		"for several gateways on one database, which the clients are spread over ($SBGATE_CONNECTION_STRING). "+
+		"None: sbgate bench starts its own gateways (-gateways) and removes them afterwards")
 	databaseURL := fs.String("database-url", getenv("SBGATE_BENCH_DATABASE_URL"), "the gateways' PostgreSQL, for the baseline (PostgreSQL alone, on a scratch table "+
-		"the run creates and drops); without it there are no ratios ($SBGATE_BENCH_DATABASE_URL)")
+		"the run creates and drops); without it there are no ratios. With gateways started by sbgate bench: the database they use "+
+		"instead of a fresh embedded one ($SBGATE_BENCH_DATABASE_URL)")
+	gateways := fs.Int("gateways", 1, "how many gateways to start when no connection string is given: the first runs a fresh embedded PostgreSQL "+
+		"in a temporary directory, the others use its database")
 	clients := fs.String("clients", "16", "comma-separated concurrency levels, e.g. 1,16,64")
 	scenarioClients := fs.String("scenario-clients", "", "concurrency levels of the scenarios (default: -clients)")
 	duration := fs.Duration("duration", 3*time.Second, "how long each phase runs")
@@ -77,6 +82,29 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if cfg.ScenarioClients, err = levels("-scenario-clients", *scenarioClients); err != nil {
 		return err
+	}
+
+	if len(cfg.ConnectionStrings) == 0 {
+		if *gateways < 1 {
+			return fmt.Errorf("bench: -gateways: want at least 1, got %d", *gateways)
+		}
+		gws, err := spawnGateways(ctx, *gateways, cfg.DatabaseURL, cfg.Progress)
+		if err != nil {
+			return err
+		}
+		defer gws.stop()
+		cfg.ConnectionStrings = gws.connectionStrings()
+		for _, c := range gws.procs {
+			cfg.GatewayPIDs = append(cfg.GatewayPIDs, c.cmd.Process.Pid)
+		}
+		where := "a fresh embedded PostgreSQL in a temporary directory"
+		if cfg.DatabaseURL == "" {
+			cfg.DatabaseURL = gws.procs[0].ready.DatabaseURL
+			cfg.Disposable = true
+		} else {
+			where = "the database of -database-url"
+		}
+		cfg.Setup = fmt.Sprintf("%d started by sbgate bench (sbgate serve, one process each) on %s", len(gws.procs), where)
 	}
 
 	rep, runErr := bench.Run(ctx, cfg)
