@@ -121,25 +121,10 @@ type Result struct {
 	Drained bool
 	// Latency marks a row whose point is its latency, not its rate.
 	Latency bool
-	// ToolCPU and GatewayCPU are the cores the load tool and the gateways (all together) kept
-	// busy on average during the phase; GatewayCPU is negative when unknown.
-	ToolCPU, GatewayCPU float64
+	// CPU is what the phase kept busy, in cores on average.
+	CPU CPUUse
 	// Ratios compare the rate with the baselines; filled in by the report.
 	Ratios []Ratio
-}
-
-// cpuMeasure starts measuring the CPU the tool and the gateways use; stop writes it into res.
-func (r *runner) cpuMeasure() (stop func(res *Result)) {
-	tool0, gw0 := cpuTimes(r.cfg.GatewayPIDs)
-	start := time.Now()
-	return func(res *Result) {
-		tool1, gw1 := cpuTimes(r.cfg.GatewayPIDs)
-		el := time.Since(start).Seconds()
-		res.ToolCPU, res.GatewayCPU = (tool1-tool0).Seconds()/el, -1
-		if gw0 >= 0 && gw1 >= 0 {
-			res.GatewayCPU = (gw1 - gw0).Seconds() / el
-		}
-	}
 }
 
 // Ratio is a rate divided by the rate of a baseline of the same run.

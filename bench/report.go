@@ -145,8 +145,10 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		setup = fmt.Sprintf("%d given", rep.Gateways)
 	}
 	fmt.Fprintf(bw, "gateways:  %s; clients spread over them round-robin\n", setup)
-	fmt.Fprintf(bw, "phases:    %s each, %d-byte messages; p50/p99 per iteration (peek-lock + complete is one); "+
-		"cpu: cores the load tool and the gateways kept busy\n", rep.Duration, rep.MessageSize)
+	fmt.Fprintf(bw, "phases:    %s each, %d-byte messages; p50 and p99 per iteration (peek-lock + complete is one)\n",
+		rep.Duration, rep.MessageSize)
+	fmt.Fprintln(bw, "cpu:       cores kept busy by the load tool / the gateways / their PostgreSQL / the whole machine, with whatever else runs on it")
+	fmt.Fprintln(bw, "ratio:     msgs/s over the named row's: pg-insert for sends, pg-claim-complete for receives, send@N is sbgate's send at N clients")
 	if len(rep.Baseline) == 0 {
 		fmt.Fprintln(bw, "baseline:  none (no database URL given), so no ratios")
 	}
@@ -157,14 +159,14 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	for _, r := range rows {
 		width = max(width, len(rep.Label(r)))
 	}
-	fmt.Fprintf(bw, "%-*s  %7s  %10s  %9s  %9s  %9s  %6s  %11s  %s\n", width, "operation", "clients", "msgs", "msgs/s", "p50", "p99", "errors", "cpu tool/gw", "ratio")
+	fmt.Fprintf(bw, "%-*s  %7s  %10s  %9s  %9s  %9s  %6s  %19s  %s\n", width, "operation", "clients", "msgs", "msgs/s", "p50", "p99", "errors", "cpu tool/gw/db/all", "ratio")
 	var problems []string
 	for _, r := range rows {
 		rate := thousands(r.Rate())
 		if r.Latency {
 			rate = "-"
 		}
-		fmt.Fprintf(bw, "%-*s  %7d  %10s  %9s  %9s  %9s  %6d  %11s  %s\n", width, rep.Label(r), r.Clients, thousands(float64(r.Messages)),
+		fmt.Fprintf(bw, "%-*s  %7d  %10s  %9s  %9s  %9s  %6d  %19s  %s\n", width, rep.Label(r), r.Clients, thousands(float64(r.Messages)),
 			rate, showLatency(r.P50), showLatency(r.P99), r.Errors, cpuText(r), ratioText(r))
 		if r.FirstError != "" {
 			problems = append(problems, fmt.Sprintf("%s at %d clients: %d errors, the first: %s", rep.Label(r), r.Clients, r.Errors, r.FirstError))
@@ -179,13 +181,20 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	return bw.Flush()
 }
 
-// cpuText is the cores the tool and the gateways kept busy.
+// cpuText is the cores the tool, the gateways, their PostgreSQL and the whole machine kept busy.
 func cpuText(r Result) string {
-	gw := "-"
-	if r.GatewayCPU >= 0 {
-		gw = fmt.Sprintf("%.2f", r.GatewayCPU)
+	var b strings.Builder
+	for i, v := range []float64{r.CPU.Tool, r.CPU.Gateways, r.CPU.Database, r.CPU.Machine} {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		if v < 0 {
+			b.WriteByte('-')
+		} else {
+			fmt.Fprintf(&b, "%.2f", v)
+		}
 	}
-	return fmt.Sprintf("%.2f/%s", r.ToolCPU, gw)
+	return b.String()
 }
 
 // ratioText is the ratio column: each ratio with what it is against, and what else the row
@@ -196,7 +205,7 @@ func ratioText(r Result) string {
 		parts = append(parts, fmt.Sprintf("%.2fx %s", q.Value, q.Against))
 	}
 	if r.Latency {
-		parts = append(parts, "latency from the send's 201 to a woken receiver having the message")
+		parts = append(parts, "latency: from the send's 201 to a woken receiver having the message")
 	}
 	if r.Drained {
 		parts = append(parts, "(queue drained before the end)")
@@ -241,8 +250,7 @@ type jsonResult struct {
 	P99ms         float64 `json:"p99_ms"`
 	Drained       bool    `json:"drained,omitempty"`
 	Latency       bool    `json:"latency_row,omitempty"`
-	ToolCPU       float64 `json:"tool_cpu_cores"`
-	GatewayCPU    float64 `json:"gateway_cpu_cores"` // negative when unknown
+	CPU           CPUUse  `json:"cpu_cores"` // negative when unknown
 	Ratios        []Ratio `json:"ratios,omitempty"`
 }
 
@@ -256,7 +264,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 				Messages: r.Messages, Iterations: r.Iterations, Errors: r.Errors, FirstError: r.FirstError,
 				Seconds: r.Elapsed.Seconds(), MsgsPerSecond: r.Rate(),
 				P50ms: float64(r.P50) / float64(time.Millisecond), P99ms: float64(r.P99) / float64(time.Millisecond),
-				Drained: r.Drained, Latency: r.Latency, ToolCPU: r.ToolCPU, GatewayCPU: r.GatewayCPU, Ratios: r.Ratios,
+				Drained: r.Drained, Latency: r.Latency, CPU: r.CPU, Ratios: r.Ratios,
 			})
 		}
 		return out
@@ -388,6 +396,6 @@ func (m Machine) summary() string {
 	if m.Cores > 0 {
 		cores = fmt.Sprintf("%d cores, %d CPUs", m.Cores, m.CPUs)
 	}
-	return fmt.Sprintf("%s, %s, %.1f GiB; load average %.2f at start, %.2f at end; %s",
-		cpu, cores, float64(m.MemoryBytes)/(1<<30), m.LoadStart[0], m.LoadEnd[0], m.GoVersion)
+	return fmt.Sprintf("%s, %s, %.1f GiB, %s; load average %.2f at start, %.2f at end",
+		cpu, cores, float64(m.MemoryBytes)/(1<<30), m.GoVersion, m.LoadStart[0], m.LoadEnd[0])
 }
