@@ -29,6 +29,7 @@ type serveConfig struct {
 	Recheck        time.Duration
 	ShutdownGrace  time.Duration
 	PprofListen    string
+	ReadyFile      string
 }
 
 // envFlag describes one setting: its flag, its variable and its default.
@@ -52,6 +53,8 @@ var serveFlags = []envFlag{
 	{"recheck-interval", "SBGATE_RECHECK_INTERVAL", "30s", "longest receivers waiting on an entity with nothing for them go without looking again (a backstop: sends, abandons and timers for scheduled messages and lock ends wake them)"},
 	{"shutdown-grace", "SBGATE_SHUTDOWN_GRACE", "30s", "how long shutdown waits for requests in flight"},
 	{"pprof-listen", "SBGATE_PPROF_LISTEN", "", "address to serve Go's /debug/pprof profiles on (off when empty; keep it private)"},
+	{"ready-file", "SBGATE_READY_FILE", "", "once the broker listens, write {\"endpoint\", \"connection_string\", \"database_url\"} as JSON to this file " +
+		"(mode 0600, written whole: a temporary file renamed into place; removed at shutdown), for scripts and sbgate bench to find a broker started on port 0"},
 }
 
 func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -83,6 +86,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		Namespace:   get("namespace"),
 		LogFormat:   get("log-format"),
 		PprofListen: get("pprof-listen"),
+		ReadyFile:   get("ready-file"),
 	}
 	var errs []error
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -298,36 +297,6 @@ func TestTokenCommand(t *testing.T) {
 	}
 	if !tok.Covers("orders/messages") || tok.Covers("other") {
 		t.Errorf("token scope %q: want orders only", tok.Resource)
-	}
-}
-
-func TestBenchCommand(t *testing.T) {
-	t.Parallel()
-	url := dbtest.NewDatabase(t)
-	endpoint, _, _ := startRun(t, env("DATABASE_URL", url, "SBGATE_SAS_KEY", testKey))
-	host := strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/")
-	conn := "Endpoint=sb://" + host + "/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + testKey
-	var out, progress syncBuffer
-	err := run(t.Context(), []string{"bench", "-clients", "1,4", "-duration", "300ms"},
-		env("SBGATE_CONNECTION_STRING", conn), &out, &progress)
-	if err != nil {
-		t.Fatalf("bench: %v\n%s", err, out.String())
-	}
-	// Every operation ran at both levels, moved messages, and failed none.
-	rows := 0
-	sc := bufio.NewScanner(strings.NewReader(out.String()))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 7 || f[0] == "operation" {
-			continue
-		}
-		rows++
-		if f[2] == "0" || f[6] != "0" {
-			t.Errorf("bench row %q: want messages and no errors", sc.Text())
-		}
-	}
-	if rows != 8 {
-		t.Errorf("bench printed %d result rows; want 8 (4 operations × 2 levels):\n%s", rows, out.String())
 	}
 }
 

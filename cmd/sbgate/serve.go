@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strings"
 	"time"
 
@@ -126,6 +127,14 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if cfg.ReadyFile != "" {
+		if err := writeReadyFile(cfg.ReadyFile, scheme, ln.Addr().String(), key, url); err != nil {
+			_ = srv.Close()
+			<-served
+			return err
+		}
+		defer os.Remove(cfg.ReadyFile)
+	}
 	select {
 	case err := <-served:
 		return err
@@ -181,11 +190,7 @@ func namespaceKey(ctx context.Context, cfg serveConfig, st store.Store) (sas.Key
 
 // announce logs where the broker listens and how to talk to it.
 func announce(log *slog.Logger, scheme, addr string, key sas.Key) {
-	host, port, _ := net.SplitHostPort(addr)
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "localhost"
-	}
-	hostPort := net.JoinHostPort(host, port)
+	hostPort := publicHostPort(addr)
 	endpoint := scheme + "://" + hostPort + "/"
 	conn := connectionString(hostPort, key)
 	tok := sas.Sign(endpoint, key.Name, key.Primary, time.Now().Add(24*time.Hour))
