@@ -235,6 +235,10 @@ func (d *dispatcher[T]) run() {
 			// Nothing changed since the target was found empty: receivers that do not wait get
 			// nothing at once, the others wait for a wake-up or the timer.
 			d.answerQueued(func(w *waiter[T]) bool { return w.zero })
+			if d.queue.Len() == 0 {
+				d.mu.Unlock()
+				continue // nobody left: end
+			}
 			d.mu.Unlock()
 			select {
 			case <-d.kick:
@@ -259,6 +263,9 @@ func (d *dispatcher[T]) run() {
 		}
 		cancel()
 
+		if err != nil && ctx.Err() != nil {
+			got, err = nil, nil // the store is stopping: its receivers get nothing, not an error
+		}
 		d.mu.Lock()
 		d.hand(batch, got, err)
 		d.empty, d.emptyAt = err == nil && !full, started
@@ -351,8 +358,9 @@ func (s *Postgres) wakeAll() {
 	}
 }
 
-// haltReceivers answers every waiting receive with nothing and refuses new ones; claims running
-// finish and their receivers get what they claimed.
+// haltReceivers answers every waiting receive with nothing and refuses new ones. Claims running
+// finish and their receivers get what they claimed: cancelling one could lose messages a
+// receive-and-delete had already removed when the cancel arrived.
 func (s *Postgres) haltReceivers() {
 	s.waiting.mu.Lock()
 	s.waiting.halted = true
