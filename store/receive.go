@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -95,7 +94,7 @@ WHERE m.entity_id = @entity AND m.seq = r.seq AND m.lock_token = r.token`
 // release unlocks msgs without counting their delivery, for messages claimed for a receiver that
 // left before they reached it.
 func (s *Postgres) release(ctx context.Context, t Target, msgs []*Message) {
-	seqs, tokens := make([]int64, len(msgs)), make([]uuid.UUID, len(msgs))
+	seqs, tokens := make([]int64, len(msgs)), make([][16]byte, len(msgs))
 	for i, m := range msgs {
 		seqs[i], tokens[i] = m.SequenceNumber, m.LockToken
 	}

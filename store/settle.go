@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -116,13 +115,13 @@ const (
 	settleInputSQL = `
 WITH r AS (
 	SELECT * FROM unnest(@entity::bigint[], @seq::bigint[], @token::uuid[], @state::smallint[], @id::text[],
-		@session::text[], @session_token::uuid[], @max_delivery::int[], @lock::interval[], @reason::text[], @description::text[])
-		WITH ORDINALITY AS r(entity, seq, token, state, id, session, session_token, max_delivery, lock, reason, description, ord)
+		@session::text[], @session_token::uuid[], @max_delivery::int[], @lock_us::bigint[], @reason::text[], @description::text[])
+		WITH ORDINALITY AS r(entity, seq, token, state, id, session, session_token, max_delivery, lock_us, reason, description, ord)
 )`
 	settleMatchSQL = `m.entity_id = r.entity AND m.seq = r.seq AND m.lock_token = r.token AND m.visible_at > @now
 		AND (m.state = ` + sqlDeadLetter + `) = (r.state = ` + sqlDeadLetter + `)
 		AND (r.id = '' OR m.message_id = r.id OR m.seq::text = r.id)
-		AND (r.session IS NULL OR m.session_id = r.session AND EXISTS (SELECT 1 FROM sessions s
+		AND (r.session = '' OR m.session_id = r.session AND EXISTS (SELECT 1 FROM sessions s
 			WHERE s.entity_id = r.entity AND s.session_id = r.session AND s.lock_token = r.session_token AND s.locked_until > @now))`
 )
 
@@ -161,7 +160,7 @@ SELECT ord, entity_id, session_id, state, until FROM done`,
 SELECT ord, entity_id, session_id, state, until FROM done`,
 
 	RenewLock: settleInputSQL + `
-UPDATE messages m SET visible_at = @now::timestamptz + r.lock FROM r WHERE ` + settleMatchSQL + `
+UPDATE messages m SET visible_at = @now::timestamptz + r.lock_us * interval '1 microsecond' FROM r WHERE ` + settleMatchSQL + `
 RETURNING r.ord, m.entity_id, m.session_id, m.state, m.visible_at AS until`,
 
 	// A deferred message leaves the head of the queue; it is received again only by its
@@ -186,15 +185,15 @@ SELECT ord, entity_id, session_id, state, until FROM done`,
 // abandonedLastSQL: the abandoned delivery of m was the last its entity allows.
 const abandonedLastSQL = `(m.state <> ` + sqlDeadLetter + ` AND m.delivery_count >= r.max_delivery)`
 
-// settleArgs are the arrays of one settlement statement.
+// settleArgs are the arrays of one settlement statement, in types pgx encodes without
+// reflection: "" is no session, a lock duration is in microseconds.
 type settleArgs struct {
-	entity, seq             []int64
-	token, sessionToken     []uuid.UUID
+	entity, seq, lockMicros []int64
+	token, sessionToken     [][16]byte
 	state                   []int16
-	id, reason, description []string
-	session                 []pgtype.Text
+	id, session             []string
+	reason, description     []string
 	maxDelivery             []int32
-	lock                    []pgtype.Interval
 	items                   []settleItem
 	forwards                map[int64]*Entity // entities that forward their dead letters
 }
@@ -207,16 +206,15 @@ func (a *settleArgs) add(it settleItem) {
 	a.token = append(a.token, it.req.Token)
 	a.state = append(a.state, int16(it.t.SubQueue.state()))
 	a.id = append(a.id, it.req.ID)
-	var session pgtype.Text
-	var sessionToken uuid.UUID
+	var session string
+	var sessionToken [16]byte
 	if it.t.Session != nil {
-		session = pgtype.Text{String: it.t.Session.SessionID, Valid: true}
-		sessionToken = it.t.Session.Token
+		session, sessionToken = it.t.Session.SessionID, it.t.Session.Token
 	}
 	a.session = append(a.session, session)
 	a.sessionToken = append(a.sessionToken, sessionToken)
 	a.maxDelivery = append(a.maxDelivery, e.Props.MaxDeliveryCount)
-	a.lock = append(a.lock, interval(e.Props.LockDuration))
+	a.lockMicros = append(a.lockMicros, e.Props.LockDuration.Microseconds())
 	a.reason = append(a.reason, it.req.Reason)
 	a.description = append(a.description, it.req.Description)
 	if e.Props.ForwardDeadLetteredMessagesTo != "" && it.t.SubQueue == SubQueueMain {
@@ -229,7 +227,7 @@ func (a *settleArgs) add(it settleItem) {
 
 func (a *settleArgs) named(now time.Time) pgx.NamedArgs {
 	return pgx.NamedArgs{"entity": a.entity, "seq": a.seq, "token": a.token, "state": a.state, "id": a.id,
-		"session": a.session, "session_token": a.sessionToken, "max_delivery": a.maxDelivery, "lock": a.lock,
+		"session": a.session, "session_token": a.sessionToken, "max_delivery": a.maxDelivery, "lock_us": a.lockMicros,
 		"reason": a.reason, "description": a.description, "now": now}
 }
 
