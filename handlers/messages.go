@@ -291,7 +291,9 @@ func requestScheme(r *http.Request) string {
 
 // writeMessage writes a received message: its body, BrokerProperties and one header per user
 // property, and nothing else. The body is sent chunked, as the service does, because azure-sb
-// reads every unknown response header (Content-Length included) as a user property.
+// reads every unknown response header (Content-Length included) as a user property. Asking for
+// chunking in the header (rather than flushing the headers first) lets net/http send the whole
+// answer in one write.
 func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Message) {
 	h := w.Header()
 	if m.ContentType != "" {
@@ -309,10 +311,8 @@ func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Messag
 	if m.DeadLetterDescription != "" {
 		h["DeadLetterErrorDescription"] = []string{formatPropertyValue(m.DeadLetterDescription)}
 	}
+	h["Transfer-Encoding"] = []string{"chunked"}
 	w.WriteHeader(status)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
 	_, _ = w.Write(m.Body)
 }
 

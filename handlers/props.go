@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sbgate/sbgate/store"
 )
@@ -225,38 +226,107 @@ func parseDate(s string) (time.Time, bool) {
 // formatBrokerProperties writes the BrokerProperties header of a received message. Keys are in
 // ordinal order and present only when set, as the service emits them.
 func formatBrokerProperties(m *store.Message, now time.Time) []byte {
-	bp := map[string]any{
-		"DeliveryCount":          m.DeliveryCount,
-		"EnqueuedSequenceNumber": 0,
-		"EnqueuedTimeUtc":        m.EnqueuedTime.UTC().Format(rfc1123),
-		"MessageId":              m.MessageID,
-		"SequenceNumber":         m.SequenceNumber,
-		"State":                  stateName(m, now),
-		"TimeToLive":             ttlNumber(m.TimeToLive),
-	}
-	for key, v := range map[string]string{
-		"CorrelationId":    m.CorrelationID,
-		"SessionId":        m.SessionID,
-		"ReplyToSessionId": m.ReplyToSessionID,
-		"Label":            m.Label,
-		"To":               m.To,
-		"ReplyTo":          m.ReplyTo,
-		"PartitionKey":     m.PartitionKey,
-		"DeadLetterSource": m.DeadLetterSource,
-	} {
-		if v != "" {
-			bp[key] = v
-		}
-	}
-	if !m.ScheduledEnqueueTime.IsZero() {
-		bp["ScheduledEnqueueTimeUtc"] = m.ScheduledEnqueueTime.UTC().Format(rfc1123)
-	}
+	b := make([]byte, 0, 256)
+	b = append(b, '{')
+	// In ordinal order of the keys; the optional ones only when set.
+	b = appendStringField(b, "CorrelationId", m.CorrelationID)
+	b = appendStringField(b, "DeadLetterSource", m.DeadLetterSource)
+	b = appendRawField(b, "DeliveryCount", strconv.AppendInt(nil, int64(m.DeliveryCount), 10))
+	b = appendRawField(b, "EnqueuedSequenceNumber", []byte("0"))
+	b = appendRawField(b, "EnqueuedTimeUtc", appendJSONString(nil, m.EnqueuedTime.UTC().Format(rfc1123)))
+	b = appendStringField(b, "Label", m.Label)
 	if !m.LockedUntil.IsZero() {
-		bp["LockToken"] = m.LockToken.String()
-		bp["LockedUntilUtc"] = m.LockedUntil.UTC().Format(rfc1123)
+		b = appendStringField(b, "LockToken", m.LockToken.String())
+		b = appendStringField(b, "LockedUntilUtc", m.LockedUntil.UTC().Format(rfc1123))
 	}
-	b, _ := json.Marshal(bp) // a map of strings and numbers always encodes
-	return b
+	b = appendRawField(b, "MessageId", appendJSONString(nil, m.MessageID))
+	b = appendStringField(b, "PartitionKey", m.PartitionKey)
+	b = appendStringField(b, "ReplyTo", m.ReplyTo)
+	b = appendStringField(b, "ReplyToSessionId", m.ReplyToSessionID)
+	if !m.ScheduledEnqueueTime.IsZero() {
+		b = appendStringField(b, "ScheduledEnqueueTimeUtc", m.ScheduledEnqueueTime.UTC().Format(rfc1123))
+	}
+	b = appendRawField(b, "SequenceNumber", strconv.AppendInt(nil, m.SequenceNumber, 10))
+	b = appendStringField(b, "SessionId", m.SessionID)
+	b = appendRawField(b, "State", appendJSONString(nil, stateName(m, now)))
+	b = appendRawField(b, "TimeToLive", []byte(ttlNumber(m.TimeToLive)))
+	b = appendStringField(b, "To", m.To)
+	return append(b, '}')
+}
+
+// appendStringField appends "key":"value" when value is not empty.
+func appendStringField(b []byte, key, value string) []byte {
+	if value == "" {
+		return b
+	}
+	return appendRawField(b, key, appendJSONString(nil, value))
+}
+
+// appendRawField appends "key":value, value being JSON already.
+func appendRawField(b []byte, key string, value []byte) []byte {
+	if len(b) > 1 {
+		b = append(b, ',')
+	}
+	b = append(b, '"')
+	b = append(b, key...)
+	b = append(b, '"', ':')
+	return append(b, value...)
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json writes it: control
+// characters, quotes and backslashes escaped, and <, >, & and U+2028/U+2029 too, so that the
+// header reads the same as before it was written by hand.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // stateName is the State a receiver sees.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -396,4 +398,41 @@ func FuzzParseBrokerProperties(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFormatBrokerPropertiesMatchesJSONEncoding: the hand-written BrokerProperties header is
+// byte for byte what encoding/json writes for the same keys (sorted, HTML-escaped), for every
+// property set or not and strings with every kind of character that needs escaping.
+func TestFormatBrokerPropertiesMatchesJSONEncoding(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tricky := "q\"b\\s/<a>&\x00\x01\b\f\n\r\t\u2028\u2029é😀\x7f"
+	full := store.Message{
+		MessageID: "id " + tricky, CorrelationID: tricky, SessionID: "s", ReplyToSessionID: "rs", Label: tricky,
+		To: "to", ReplyTo: "rt", PartitionKey: "s", TimeToLive: 90 * time.Second, SequenceNumber: 1 << 40,
+		EnqueuedTime: now, DeliveryCount: 3, LockToken: uuid.MustParse("acccce0e-7596-4e0c-b216-2d18638ac0dd"),
+		LockedUntil: now.Add(time.Minute), ScheduledEnqueueTime: now.Add(time.Hour), DeadLetterSource: "src",
+		State: store.StateDeferred,
+	}
+	for _, m := range []store.Message{{MessageID: "plain", EnqueuedTime: now, TimeToLive: store.Infinite}, full} {
+		want := map[string]any{
+			"DeliveryCount": m.DeliveryCount, "EnqueuedSequenceNumber": 0, "EnqueuedTimeUtc": m.EnqueuedTime.Format(rfc1123),
+			"MessageId": m.MessageID, "SequenceNumber": m.SequenceNumber, "State": stateName(&m, now), "TimeToLive": ttlNumber(m.TimeToLive),
+		}
+		for k, v := range map[string]string{"CorrelationId": m.CorrelationID, "SessionId": m.SessionID, "ReplyToSessionId": m.ReplyToSessionID,
+			"Label": m.Label, "To": m.To, "ReplyTo": m.ReplyTo, "PartitionKey": m.PartitionKey, "DeadLetterSource": m.DeadLetterSource} {
+			if v != "" {
+				want[k] = v
+			}
+		}
+		if !m.ScheduledEnqueueTime.IsZero() {
+			want["ScheduledEnqueueTimeUtc"] = m.ScheduledEnqueueTime.Format(rfc1123)
+		}
+		if !m.LockedUntil.IsZero() {
+			want["LockToken"], want["LockedUntilUtc"] = m.LockToken.String(), m.LockedUntil.Format(rfc1123)
+		}
+		wantJSON, _ := json.Marshal(want)
+		if got := formatBrokerProperties(&m, now); string(got) != string(wantJSON) {
+			t.Errorf("formatBrokerProperties =\n%s\nwant\n%s", got, wantJSON)
+		}
+	}
 }
