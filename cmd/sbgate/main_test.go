@@ -368,3 +368,24 @@ func TestPprofListensApart(t *testing.T) {
 		t.Errorf("run returned %v on shutdown", err)
 	}
 }
+
+// The gateway collects garbage less often than Go's default unless the operator chose GOGC.
+func TestGCPercentDefersToGOGC(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  []string
+		want int
+	}{
+		{nil, 400},
+		{[]string{"GOGC", "100"}, 0},
+		{[]string{"GOGC", "off"}, 0},
+	} {
+		cfg, err := parseServeConfig(nil, env(tc.env...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.GCPercent != tc.want {
+			t.Errorf("env %q: GCPercent = %d, want %d", tc.env, cfg.GCPercent, tc.want)
+		}
+	}
+}

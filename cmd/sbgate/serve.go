@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -64,6 +65,9 @@ func migrate(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 
 func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	log := cfg.logger(stdout)
+	if cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 	url, stopDB, err := database(ctx, cfg, log)
 	if err != nil {
 		return err
