@@ -250,7 +250,7 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 			return nil
 		})
 	} else {
-		err = run(s.pool)
+		err = run(s.hotPool())
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("receive from %s: %w", t, interpretError(err))

@@ -316,7 +316,7 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 			return nil
 		})
 	} else {
-		err = run(s.pool)
+		err = run(s.hotPool())
 	}
 	if err != nil {
 		return nil, interpretError(err)
