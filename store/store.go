@@ -228,7 +228,9 @@ type Postgres struct {
 	cache   *entityCache
 	batcher *batcher[*sendRequest]
 	// settler coalesces settlements the same way: one statement per kind for many locks.
-	settler  *batcher[*settleJob]
+	settler *batcher[*settleJob]
+	// claimer coalesces the claims of different entities into rounds (newClaimer).
+	claimer  *batcher[*claimJob]
 	listener *listener
 	waiting  waiting
 	// dispatchers counts the running dispatchers; lifetime ends at Stop.
@@ -261,6 +263,7 @@ func New(pool *pgxpool.Pool, opts Options) *Postgres {
 	s.cache = newEntityCache(opts.EntityCacheTTL, time.Now)
 	s.batcher = newSendBatcher(s)
 	s.settler = newSettler(s)
+	s.claimer = newClaimer(s)
 	s.listener = newListener(s)
 	return s
 }
@@ -273,6 +276,7 @@ func (s *Postgres) Start(ctx context.Context) {
 	}
 	s.batcher.start()
 	s.settler.start()
+	s.claimer.start()
 	s.listener.start(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -301,6 +305,7 @@ func (s *Postgres) Stop() {
 	s.listener.stop()
 	s.batcher.stop()
 	s.settler.stop()
+	s.claimer.stop()
 	s.endLifetime()
 	if hot := s.hot.Swap(nil); hot != nil {
 		hot.Close() // waits for the statements under way
