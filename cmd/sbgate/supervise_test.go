@@ -115,7 +115,6 @@ func killPostmaster(t *testing.T, dataDir string) int {
 	return pid
 }
 
-
 func status(t *testing.T, url string) int {
 	t.Helper()
 	resp, err := http.Get(url)
