@@ -39,6 +39,12 @@ type Config struct {
 	Metrics http.Handler
 	// Observe, when set, is told the operation, status and duration of every request.
 	Observe func(operation string, status int, d time.Duration)
+	// Live, when set, is asked by GET /healthz: an error means the process cannot recover by
+	// itself (503 with the error's text), e.g. its embedded database was given up on.
+	Live func() error
+	// Ready, when set, is asked by GET /readyz before the database is pinged: an error means
+	// the gateway should get no traffic for now (503), e.g. its embedded database is restarting.
+	Ready func() error
 }
 
 func (c *Config) setDefaults() {
@@ -178,14 +184,26 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// Healthz answers while the process serves HTTP.
+// Healthz answers 200 while the process serves HTTP and can recover by itself (Config.Live).
 func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Live != nil {
+		if err := s.cfg.Live(); err != nil {
+			s.writeError(w, r, &store.Error{Code: store.CodeUnavailable, Message: err.Error()})
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// Readyz answers 200 when the database does.
+// Readyz answers 200 when the gateway may take traffic (Config.Ready) and the database answers.
 func (s *Server) Readyz(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(); err != nil {
+			s.writeError(w, r, &store.Error{Code: store.CodeUnavailable, Message: err.Error()})
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {

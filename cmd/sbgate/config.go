@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sbgate/sbgate/db"
 )
 
 // serveConfig is every setting of the broker, read once from flags and the environment (a flag
@@ -33,6 +35,9 @@ type serveConfig struct {
 	// GCPercent is the Go collector's target, applied at start unless the operator set GOGC
 	// (which the runtime has applied already): 0 leaves it alone.
 	GCPercent int
+	// EmbeddedRestart is how the embedded PostgreSQL is restarted after a crash: the zero value
+	// is db's default (the documented one). Not a flag; tests shorten it.
+	EmbeddedRestart db.RestartPolicy
 }
 
 // envFlag describes one setting: its flag, its variable and its default.

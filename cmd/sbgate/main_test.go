@@ -184,11 +184,17 @@ func TestServeWithDatabaseURL(t *testing.T) {
 		t.Errorf("creating a queue named metrics: %d %s; want 400", st, body)
 	}
 
-	// The start-up log carries what a newcomer needs: endpoint, connection string, curl example.
+	// The start-up log says where to connect and how to get a token, but never writes a key the
+	// operator supplied, nor a token made with it.
 	log := out.String()
-	for _, want := range []string{"connection_string=\"Endpoint=sb://127.0.0.1:", "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + testKey, "curl -i -X PUT"} {
+	for _, want := range []string{"connection_string=\"Endpoint=sb://127.0.0.1:", "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=<key>", "sbgate token -connection-string"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("start-up log lacks %q:\n%s", want, log)
+		}
+	}
+	for _, secret := range []string{testKey, "SharedAccessSignature"} {
+		if strings.Contains(log, secret) {
+			t.Errorf("start-up log holds %q (an operator-supplied key or a token):\n%s", secret, log)
 		}
 	}
 	if err := stop(); err != nil {
@@ -196,22 +202,36 @@ func TestServeWithDatabaseURL(t *testing.T) {
 	}
 }
 
+// TestGeneratedKeyIsKept: the first start generates the key and logs it, with a token to try;
+// later starts use the same key and log neither.
 func TestGeneratedKeyIsKept(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDatabase(t)
 	keyRE := regexp.MustCompile(`SharedAccessKey=([A-Za-z0-9+/=]+)`)
 	_, stop, out := startRun(t, env("DATABASE_URL", url))
 	first := keyRE.FindStringSubmatch(out.String())
+	if first == nil || len(first[1]) != 44 || !strings.Contains(out.String(), "TOKEN='SharedAccessSignature ") {
+		t.Fatalf("first start logs key %v; want a 44-character key and a token:\n%s", first, out)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	_, stop, out = startRun(t, env("DATABASE_URL", url))
-	second := keyRE.FindStringSubmatch(out.String())
-	if err := stop(); err != nil {
+	endpoint, stop, out := startRun(t, env("DATABASE_URL", url))
+	if strings.Contains(out.String(), first[1]) || strings.Contains(out.String(), "SharedAccessSignature") {
+		t.Errorf("second start logs the key or a token:\n%s", out)
+	}
+	req, _ := http.NewRequest(http.MethodPut, endpoint+"kept-key", nil)
+	req.Header.Set("Authorization", sas.Sign(endpoint+"kept-key", "RootManageSharedAccessKey", first[1], time.Now().Add(time.Hour)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if first == nil || second == nil || first[1] != second[1] || len(first[1]) != 44 {
-		t.Errorf("generated keys %v then %v; want one 44-character key, kept across restarts", first, second)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("request signed with the first start's key after a restart: %d; want 201", resp.StatusCode)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 
