@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"time"
 
@@ -39,6 +40,10 @@ type Config struct {
 	Metrics http.Handler
 	// Observe, when set, is told the operation, status and duration of every request.
 	Observe func(operation string, status int, d time.Duration)
+	// TrustedProxies are the peers whose Forwarded / X-Forwarded-Proto / X-Forwarded-Host
+	// headers say how the client reached them (proxy.go); from any other peer those headers are
+	// user properties like any other.
+	TrustedProxies []netip.Prefix
 }
 
 func (c *Config) setDefaults() {
@@ -86,7 +91,7 @@ func NewServer(st store.Store, cfg Config) http.Handler {
 			s.writeError(w, r, badRequest("%s", err.Error()))
 		},
 	})
-	return s.recoverer(s.front(router))
+	return s.recoverer(s.forwarded(s.front(router)))
 }
 
 func (s *Server) now() time.Time { return s.cfg.Now() }
