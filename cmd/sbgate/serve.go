@@ -103,6 +103,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 			Logger:         log,
 			Metrics:        m.Handler(),
 			Observe:        m.Observe,
+			TrustedProxies: cfg.TrustedProxies,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
