@@ -154,6 +154,17 @@ func parseBatch(body []byte, fromProxy bool) ([]store.Message, error) {
 				return nil, badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
 			}
 		}
+		// Each property comes back as a header, and header names ignore case: two names that
+		// differ only in case would be one header given twice.
+		seen := make(map[string]string, len(it.UserProperties))
+		for name := range it.UserProperties {
+			lower := strings.ToLower(name)
+			if other, dup := seen[lower]; dup {
+				return nil, badRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; they would be one HTTP header.",
+					i+1, truncate(min(name, other)), truncate(max(name, other)))
+			}
+			seen[lower] = name
+		}
 		for name, raw := range it.UserProperties {
 			if !validPropertyName(name, fromProxy) {
 				return nil, badRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, truncate(name))

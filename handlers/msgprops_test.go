@@ -56,6 +56,8 @@ func TestUserPropertiesNamedLikeHeaders(t *testing.T) {
 		batch(`{"`+name+`":"x"}`).wantError(t, "batch with "+name, http.StatusBadRequest,
 			fmt.Sprintf("Message 2 of the batch: '%s' cannot be a user property name.", name))
 	}
+	batch(`{"Origin":"a","origin":"b"}`).wantError(t, "batch with names differing in case", http.StatusBadRequest,
+		"Message 2 of the batch: the user properties 'Origin' and 'origin' differ only in case")
 	if c := b.counts(t, "q"); c.Active != 0 {
 		t.Errorf("counts after refused batches = %+v; want nothing stored", c)
 	}
