@@ -70,7 +70,7 @@ func (s *Server) SendMessage(w http.ResponseWriter, r *http.Request, entityPath 
 	}
 	var msgs []store.Message
 	if batch {
-		msgs, err = parseBatch(body)
+		msgs, err = parseBatch(body, fromTrustedProxy(r))
 	} else {
 		var m store.Message
 		m, err = parseSingle(r, body)
@@ -103,7 +103,7 @@ func parseSingle(r *http.Request, body []byte) (store.Message, error) {
 	if err := parseBrokerProperties([]byte(r.Header.Get("BrokerProperties")), &m, false); err != nil {
 		return m, err
 	}
-	props, err := userPropertiesFromHeaders(r.Header)
+	props, err := userPropertiesFromHeaders(r.Header, fromTrustedProxy(r))
 	if err != nil {
 		return m, err
 	}
@@ -123,7 +123,7 @@ type batchMessage struct {
 // maxBatchMessages bounds the work one request can ask for.
 const maxBatchMessages = 4500
 
-func parseBatch(body []byte) ([]store.Message, error) {
+func parseBatch(body []byte, fromProxy bool) ([]store.Message, error) {
 	var items []batchMessage
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&items); err != nil || !atEOF(dec) {
@@ -154,8 +154,19 @@ func parseBatch(body []byte) ([]store.Message, error) {
 				return nil, badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
 			}
 		}
+		// Each property comes back as a header, and header names ignore case: two names that
+		// differ only in case would be one header given twice.
+		seen := make(map[string]string, len(it.UserProperties))
+		for name := range it.UserProperties {
+			lower := strings.ToLower(name)
+			if other, dup := seen[lower]; dup {
+				return nil, badRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; they would be one HTTP header.",
+					i+1, truncate(min(name, other)), truncate(max(name, other)))
+			}
+			seen[lower] = name
+		}
 		for name, raw := range it.UserProperties {
-			if !validPropertyName(name) {
+			if !validPropertyName(name, fromProxy) {
 				return nil, badRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, truncate(name))
 			}
 			v, err := jsonPropertyValue(raw)
@@ -276,17 +287,11 @@ func (s *Server) receiveWait(timeout *int) (time.Duration, error) {
 }
 
 // lockLocation is the settlement URL of a locked message, built from the request's own scheme and
-// Host header (clients derive the settlement path from it).
+// Host header, or what a trusted proxy says they were (clients derive the settlement path from
+// it).
 func (s *Server) lockLocation(r *http.Request, t target, m *store.Message) string {
 	return requestScheme(r) + "://" + r.Host + "/" + t.base() + "/messages/" +
 		strconv.FormatInt(m.SequenceNumber, 10) + "/" + m.LockToken.String()
-}
-
-func requestScheme(r *http.Request) string {
-	if r.TLS != nil {
-		return "https"
-	}
-	return "http"
 }
 
 // writeMessage writes a received message: its body, BrokerProperties and one header per user
@@ -303,7 +308,11 @@ func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Messag
 	}
 	h["BrokerProperties"] = []string{string(formatBrokerProperties(m, s.now()))}
 	for _, p := range m.UserProperties {
-		h[p.Name] = []string{formatPropertyValue(p.Value)}
+		name := p.Name
+		if strings.EqualFold(name, "date") {
+			name = "Date" // in the server's own spelling, so that it is not sent a second time
+		}
+		h[name] = []string{formatPropertyValue(p.Value)}
 	}
 	if m.DeadLetterReason != "" {
 		h["DeadLetterReason"] = []string{formatPropertyValue(m.DeadLetterReason)}

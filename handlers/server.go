@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"time"
 
@@ -45,6 +46,10 @@ type Config struct {
 	// Ready, when set, is asked by GET /readyz before the database is pinged: an error means
 	// the gateway should get no traffic for now (503), e.g. its embedded database is restarting.
 	Ready func() error
+	// TrustedProxies are the peers whose Forwarded / X-Forwarded-Proto / X-Forwarded-Host
+	// headers say how the client reached them (proxy.go); from any other peer those headers are
+	// user properties like any other.
+	TrustedProxies []netip.Prefix
 }
 
 func (c *Config) setDefaults() {
@@ -92,7 +97,7 @@ func NewServer(st store.Store, cfg Config) http.Handler {
 			s.writeError(w, r, badRequest("%s", err.Error()))
 		},
 	})
-	return s.recoverer(s.front(router))
+	return s.recoverer(s.forwarded(s.front(router)))
 }
 
 func (s *Server) now() time.Time { return s.cfg.Now() }

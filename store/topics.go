@@ -141,25 +141,27 @@ func (d *delivery) deliver(target *Entity, m *Message, sent *Entity, hops int) e
 		if hops >= MaxTransferHops {
 			dl := *m
 			dl.State, dl.DeadLetterReason, dl.DeadLetterDescription = StateDeadLetter, ReasonMaxTransferHopCount, descriptionMaxTransferHops
-			return d.place(target, &dl)
+			return d.place(target, &dl, hops)
 		}
 		next, err := d.s.Resolve(d.ctx, fwd)
 		if err != nil {
 			// The target was deleted after the forwarding was set up: keep the message here
 			// rather than lose it.
 			if errors.Is(err, ErrNotFound) {
-				return d.place(target, m)
+				return d.place(target, m, hops)
 			}
 			return err
 		}
 		return d.deliver(next, m, sent, hops+1)
 	}
-	return d.place(target, m)
+	return d.place(target, m, hops)
 }
 
 // place adds m as a row of entity e, dead-lettered ones going on to e's
-// ForwardDeadLetteredMessagesTo when it has one.
-func (d *delivery) place(e *Entity, m *Message) error {
+// ForwardDeadLetteredMessagesTo when it has one. hops is how many times m was auto-forwarded to
+// get here: a forwarded message carries the sequence number of its original send as its
+// EnqueuedSequenceNumber, drawn with its row when it never had a row where it was sent.
+func (d *delivery) place(e *Entity, m *Message, hops int) error {
 	if e.Props.RequiresSession && m.SessionID == "" && m.State != StateDeadLetter {
 		// A copy no session could ever receive: refuse the send, as for a session queue.
 		return badRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s', which requires sessions.", e.Path)
@@ -177,6 +179,9 @@ func (d *delivery) place(e *Entity, m *Message) error {
 		return err
 	}
 	r.msgIndex = d.msgIndex
+	if hops > 0 && m.EnqueuedSequenceNumber == 0 {
+		r.originOf = int64(d.msgIndex)
+	}
 	r.sessioned = e.Props.RequiresSession && m.SessionID != "" && m.State != StateDeadLetter
 	if !d.dedupUntil.IsZero() {
 		r.dedupEntity, r.dedupUntil = d.dedupEntity, timestamptz(d.dedupUntil)
@@ -224,7 +229,7 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 			c := copyFor(sub, m, d.now)
 			c.State, c.DeadLetterReason = StateDeadLetter, ReasonFilterEvaluation
 			c.DeadLetterDescription = truncate(evalErr.Error())
-			if err := d.place(sub, c); err != nil {
+			if err := d.place(sub, c, hops); err != nil {
 				return err
 			}
 		}
@@ -363,6 +368,9 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 			// A new message of the target: enqueued now, its time to live counted from now (an
 			// expired dead letter would otherwise arrive expired), capped by the target's.
 			m.State, m.DeadLetterSource = StateActive, e.Path
+			if m.EnqueuedSequenceNumber == 0 {
+				m.EnqueuedSequenceNumber = m.SequenceNumber // its first sequence number, in e
+			}
 			m.LockToken, m.LockedUntil, m.DeliveryCount = [16]byte{}, time.Time{}, 0
 			m.ScheduledEnqueueTime, m.EnqueuedTime = time.Time{}, now
 			if m.TimeToLive > target.Props.DefaultMessageTimeToLive {

@@ -472,3 +472,19 @@ func TestConcurrentPublishersAndSubscriptionChanges(t *testing.T) {
 		t.Logf("%d copies written to subscriptions deleted during the send", orphans)
 	}
 }
+
+// Filters read the broker properties a message keeps as sent: ViaPartitionKey, and a past
+// ScheduledEnqueueTimeUtc.
+func TestFiltersReadPropertiesKeptAsSent(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "t", nil)
+	sub := b.sub(t, "t", "s", &store.Rule{Name: "r", Filter: store.RuleFilter{Kind: store.FilterSQL,
+		SQLExpression: "sys.ViaPartitionKey = 'p1' AND sys.ScheduledEnqueueTimeUtc IS NOT NULL"}}, nil)
+	past := b.clock.Now().Add(-time.Hour)
+	b.send(t, topic, store.Message{Body: []byte("match"), ViaPartitionKey: "p1", ScheduledEnqueueTime: past},
+		store.Message{Body: []byte("other via"), ViaPartitionKey: "p2", ScheduledEnqueueTime: past},
+		store.Message{Body: []byte("no schedule"), ViaPartitionKey: "p1"})
+	if diff := cmp.Diff([]string{"match"}, bodies(b.drain(t, sub, store.SubQueueMain))); diff != "" {
+		t.Errorf("received (-want +got):\n%s", diff)
+	}
+}

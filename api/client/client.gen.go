@@ -93,14 +93,19 @@ type BrokerProperties struct {
 	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
 
 	// DeadLetterReason Extension JSON only; REST receives carry it as a user-property header.
-	DeadLetterReason       *string             `json:"DeadLetterReason,omitempty"`
-	DeadLetterSource       *string             `json:"DeadLetterSource,omitempty"`
-	DeliveryCount          *int                `json:"DeliveryCount,omitempty"`
-	EnqueuedSequenceNumber *int64              `json:"EnqueuedSequenceNumber,omitempty"`
-	EnqueuedTimeUtc        *string             `json:"EnqueuedTimeUtc,omitempty"`
-	Label                  *string             `json:"Label,omitempty"`
-	LockToken              *openapi_types.UUID `json:"LockToken,omitempty"`
-	LockedUntilUtc         *string             `json:"LockedUntilUtc,omitempty"`
+	DeadLetterReason *string `json:"DeadLetterReason,omitempty"`
+	DeadLetterSource *string `json:"DeadLetterSource,omitempty"`
+	DeliveryCount    *int    `json:"DeliveryCount,omitempty"`
+
+	// EnqueuedSequenceNumber On an auto-forwarded message, the sequence number it was first given where it was sent; else 0.
+	EnqueuedSequenceNumber *int64  `json:"EnqueuedSequenceNumber,omitempty"`
+	EnqueuedTimeUtc        *string `json:"EnqueuedTimeUtc,omitempty"`
+
+	// ExpiresAtUtc EnqueuedTimeUtc + TimeToLive (RFC 1123); absent when the message never expires.
+	ExpiresAtUtc   *string             `json:"ExpiresAtUtc,omitempty"`
+	Label          *string             `json:"Label,omitempty"`
+	LockToken      *openapi_types.UUID `json:"LockToken,omitempty"`
+	LockedUntilUtc *string             `json:"LockedUntilUtc,omitempty"`
 
 	// MessageId Generated (32 hex digits) when absent.
 	MessageId *string `json:"MessageId,omitempty"`
@@ -110,7 +115,7 @@ type BrokerProperties struct {
 	ReplyTo          *string `json:"ReplyTo,omitempty"`
 	ReplyToSessionId *string `json:"ReplyToSessionId,omitempty"`
 
-	// ScheduledEnqueueTimeUtc RFC 1123 date; the message stays invisible until then.
+	// ScheduledEnqueueTimeUtc RFC 1123 date; the message stays invisible until then. A past time delivers it at once; either is returned as sent.
 	ScheduledEnqueueTimeUtc *string                `json:"ScheduledEnqueueTimeUtc,omitempty"`
 	SequenceNumber          *int64                 `json:"SequenceNumber,omitempty"`
 	SessionId               *string                `json:"SessionId,omitempty"`
@@ -122,6 +127,9 @@ type BrokerProperties struct {
 	// TimeToLiveTimeSpan Alternative TTL as a .NET TimeSpan ([d.]hh:mm:ss[.fffffff]).
 	TimeToLiveTimeSpan *string `json:"TimeToLiveTimeSpan,omitempty"`
 	To                 *string `json:"To,omitempty"`
+
+	// ViaPartitionKey Kept and returned as sent (it has no effect here).
+	ViaPartitionKey *string `json:"ViaPartitionKey,omitempty"`
 }
 
 // BrokerPropertiesState defines model for BrokerProperties.State.

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -407,5 +409,24 @@ func TestGCPercentDefersToGOGC(t *testing.T) {
 		if cfg.GCPercent != tc.want {
 			t.Errorf("env %q: GCPercent = %d, want %d", tc.env, cfg.GCPercent, tc.want)
 		}
+	}
+}
+
+// -trusted-proxies takes addresses and CIDRs, from the flag or SBGATE_TRUSTED_PROXIES.
+func TestTrustedProxiesSetting(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseServeConfig(nil, env("SBGATE_TRUSTED_PROXIES", " 10.1.2.3/8, 192.0.2.7 ,::1"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"), netip.MustParsePrefix("::1/128")}
+	if !slices.Equal(cfg.TrustedProxies, want) {
+		t.Errorf("TrustedProxies = %v; want %v", cfg.TrustedProxies, want)
+	}
+	if cfg, err := parseServeConfig([]string{"-trusted-proxies", "10.0.0.1"}, env(), io.Discard); err != nil || len(cfg.TrustedProxies) != 1 {
+		t.Errorf("-trusted-proxies 10.0.0.1 = %v, %v; want one proxy", cfg.TrustedProxies, err)
+	}
+	if _, err := parseServeConfig([]string{"-trusted-proxies", "proxy.local"}, env(), io.Discard); err == nil || !strings.Contains(err.Error(), "-trusted-proxies") {
+		t.Errorf("-trusted-proxies proxy.local = %v; want an error", err)
 	}
 }

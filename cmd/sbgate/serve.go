@@ -147,6 +147,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 			Observe:        m.Observe,
 			Live:           health.live,
 			Ready:          health.ready,
+			TrustedProxies: cfg.TrustedProxies,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
