@@ -367,7 +367,7 @@ func TestTopicLifecycle(t *testing.T) {
 		t.Errorf("PUT /orders If-Match: %+v; want UserMetadata v2, defaults elsewhere, updated at 12:01", e.Topic)
 	}
 	b.do(t, call{method: http.MethodPut, path: "/orders", header: map[string]string{"If-Match": "*"}, body: topicXML("")}).
-		wantError(t, "PUT /orders If-Match without duplicate detection", http.StatusBadRequest, "'requiresDuplicateDetection' property of an existing Queue(or Topic) can't be changed")
+		wantError(t, "PUT /orders If-Match without duplicate detection", http.StatusBadRequest, "The value for the requires duplicate detection property of an existing Topic cannot be changed.")
 	b.do(t, call{method: http.MethodPut, path: "/nowhere", header: map[string]string{"If-Match": "*"}, body: topicXML("")}).
 		wantError(t, "update a missing topic", http.StatusNotFound, "could not be found")
 	b.do(t, call{method: http.MethodPut, path: "/orders", header: map[string]string{"If-Match": "*"}, body: entryXML("")}).
@@ -616,7 +616,7 @@ func TestSubscriptionManagement(t *testing.T) {
 	}
 	b.do(t, call{method: http.MethodPut, path: "/t/Subscriptions/s", header: map[string]string{"If-Match": "*"},
 		body: subscriptionXML("<RequiresSession>true</RequiresSession>")}).
-		wantError(t, "make s session-ful", http.StatusBadRequest, "'requiresSession' property of an existing Subscription can't be changed")
+		wantError(t, "make s session-ful", http.StatusBadRequest, "The value for the RequiresSession property of an existing Subscription cannot be changed.")
 	b.do(t, call{method: http.MethodPut, path: "/t/Subscriptions/none", header: map[string]string{"If-Match": "*"}, body: subscriptionXML("")}).
 		wantError(t, "update a missing subscription", http.StatusNotFound, "could not be found")
 	// Rules survive an update.

@@ -211,6 +211,11 @@ func (s *Postgres) UpdateEntity(ctx context.Context, kind Kind, path string, p P
 		if err := checkImmutable(old, &p); err != nil {
 			return err
 		}
+		if p.EnablePartitioning && p.MaxSizeInMegabytes == old.Props.TotalMaxSizeInMegabytes() {
+			// A description read back and sent again carries the partitioned total: keep the
+			// size per partition.
+			p.MaxSizeInMegabytes = old.Props.MaxSizeInMegabytes
+		}
 		if err := s.checkForwarding(ctx, old.Path, &p); err != nil {
 			return err
 		}
@@ -230,19 +235,19 @@ func (s *Postgres) UpdateEntity(ctx context.Context, kind Kind, path string, p P
 	return updated, nil
 }
 
-// checkImmutable refuses changes to the properties Service Bus fixes at creation.
+// checkImmutable refuses changes to the properties Service Bus fixes at creation, in the
+// service's words (the Service Bus resource manager exceptions document; the SDKs' own tests match
+// on them): "The value for the RequiresSession property of an existing Queue cannot be changed",
+// "Partitioning cannot be changed for Topic. ".
 func checkImmutable(old *Entity, p *Properties) error {
-	kind := "Queue(or Topic)"
-	if old.Kind == KindSubscription {
-		kind = "Subscription"
-	}
+	kind := old.Kind.String()
 	switch {
 	case old.Props.RequiresSession != p.RequiresSession:
-		return badRequest("SubCode=40000. The value for the 'requiresSession' property of an existing %s can't be changed.", kind)
+		return badRequest("SubCode=40000. The value for the RequiresSession property of an existing %s cannot be changed.", kind)
 	case old.Props.RequiresDuplicateDetection != p.RequiresDuplicateDetection:
-		return badRequest("SubCode=40000. The value for the 'requiresDuplicateDetection' property of an existing %s can't be changed.", kind)
+		return badRequest("SubCode=40000. The value for the requires duplicate detection property of an existing %s cannot be changed.", kind)
 	case old.Props.EnablePartitioning != p.EnablePartitioning:
-		return badRequest("SubCode=40000. The value for the 'enablePartitioning' property of an existing %s can't be changed.", kind)
+		return badRequest("SubCode=40000. Partitioning cannot be changed for %s. ", kind)
 	}
 	return nil
 }

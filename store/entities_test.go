@@ -264,3 +264,15 @@ func TestNamespaceKey(t *testing.T) {
 		t.Errorf("second call = %+v; want the stored key, not a new one", k2)
 	}
 }
+
+func TestTotalMaxSizeInMegabytes(t *testing.T) {
+	p := store.DefaultProperties(store.KindQueue)
+	p.MaxSizeInMegabytes = 4096
+	if got := p.TotalMaxSizeInMegabytes(); got != 4096 {
+		t.Errorf("unpartitioned: %d; want 4096", got)
+	}
+	p.EnablePartitioning = true
+	if got := p.TotalMaxSizeInMegabytes(); got != 65536 {
+		t.Errorf("partitioned: %d; want 65536 (16 partitions)", got)
+	}
+}

@@ -112,6 +112,20 @@ const (
 	maxSizeInMegabytesMultiple = 1024
 )
 
+// Partitions is how many partitions the service gives a partitioned queue or topic in a Standard
+// namespace; each holds MaxSizeInMegabytes, so the entity holds Partitions times that and the
+// service reports the product as its MaxSizeInMegabytes (4096 → 65536).
+const Partitions = 16
+
+// TotalMaxSizeInMegabytes is what the entity can hold and what descriptions report: the stored
+// MaxSizeInMegabytes, times Partitions for a partitioned entity.
+func (p *Properties) TotalMaxSizeInMegabytes() int64 {
+	if p.EnablePartitioning {
+		return p.MaxSizeInMegabytes * Partitions
+	}
+	return p.MaxSizeInMegabytes
+}
+
 // DefaultProperties returns the description a new entity of kind k gets for every element the
 // client did not send.
 func DefaultProperties(k Kind) Properties {
