@@ -527,8 +527,11 @@ func TestCreateSubscriptionClientBodies(t *testing.T) {
 			t.Errorf("%s: LockDuration, MaxDeliveryCount, DeadLetteringOnFilterEvaluationExceptions = %q, %d, %t; want %q, %d, true",
 				tc.client, e.Sub.LockDuration, e.Sub.MaxDeliveryCount, e.Sub.DeadLetteringOnFilterEvaluation, tc.lockDuration, tc.maxDelivery)
 		}
-		// The create response carries AccessedAt (the service writes it for subscriptions) but no
+		// The create response carries AccessedAt, set at creation as the service does, but no
 		// CountDetails.
+		if e.Sub.AccessedAt == nil || *e.Sub.AccessedAt != e.Sub.CreatedAt {
+			t.Errorf("%s: AccessedAt = %v; want the creation time %s", tc.client, e.Sub.AccessedAt, e.Sub.CreatedAt)
+		}
 		wantOrder(t, tc.client, r.body, "SubscriptionDescription", []string{"LockDuration", "RequiresSession",
 			"DefaultMessageTimeToLive", "DeadLetteringOnMessageExpiration", "DeadLetteringOnFilterEvaluationExceptions",
 			"MessageCount", "MaxDeliveryCount", "EnableBatchedOperations", "Status", "CreatedAt", "UpdatedAt", "AccessedAt",

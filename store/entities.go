@@ -84,9 +84,9 @@ INSERT INTO entities (kind, path_key, path, parent_id, lock_duration, max_size_m
 	duplicate_detection_window, max_delivery_count, enable_batched_operations, is_anonymous_accessible,
 	status, forward_to, forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle,
 	enable_partitioning, enable_express, max_message_size_kb, filtering_messages_before_publishing,
-	enable_subscription_partitioning, authorization_rules, created_at, updated_at)
+	enable_subscription_partitioning, authorization_rules, created_at, updated_at, accessed_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-	$23, $24, $25, $26, $27, $28, $28)
+	$23, $24, $25, $26, $27, $28, $28, $29)
 ON CONFLICT (path_key) DO NOTHING
 RETURNING ` + entityColumns
 
@@ -130,7 +130,13 @@ func (s *Postgres) createEntity(ctx context.Context, kind Kind, path string, p P
 	}
 	now := s.now()
 	args := append([]any{kind, Key(path), path, parent}, props...)
-	args = append(args, now)
+	// The service sets a new subscription's AccessedAt at creation; a new queue's or topic's
+	// stays zero until first used.
+	var accessed pgtype.Timestamptz
+	if kind == KindSubscription {
+		accessed = pgtype.Timestamptz{Time: now, Valid: true}
+	}
+	args = append(args, now, accessed)
 	var e *Entity
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
