@@ -35,6 +35,9 @@ func (s *Server) authorize(r *http.Request, rt route) (namespaceKey bool, err er
 		return false, unauthorized("InvalidAudience: The token's resource does not cover '" + truncate(rt.scope) + "'.")
 	}
 	if need := rt.right(); !key.Rights.Has(need) {
+		if need == sas.Manage && isManagement(rt.op) {
+			return namespaceKey, s.manageDenied(r, rt)
+		}
 		return false, unauthorized("Unauthorized access. '" + need.ClaimText() + "' claim(s) are required to perform this operation. Resource: 'sb://" +
 			r.Host + "/" + truncate(rt.scope) + "'.")
 	}

@@ -1358,7 +1358,7 @@ func TestEntityAuthorizationRules(t *testing.T) {
 	}
 	want := `<AuthorizationRules><AuthorizationRule i:type="SharedAccessAuthorizationRule"><ClaimType>SharedAccessKey</ClaimType>` +
 		`<ClaimValue>None</ClaimValue><Rights><AccessRights>Send</AccessRights><AccessRights>Listen</AccessRights></Rights>` +
-		`<CreatedTime>`
+		`<KeyName>` // no CreatedTime or ModifiedTime: none were sent
 	if !strings.Contains(r.body, want) || !strings.Contains(r.body, `<KeyName>app</KeyName><PrimaryKey>app-primary</PrimaryKey><SecondaryKey>app-secondary</SecondaryKey></AuthorizationRule></AuthorizationRules>`) {
 		t.Errorf("GET secured = %s; want the app rule echoed", r.body)
 	}
@@ -1390,8 +1390,8 @@ func TestEntityAuthorizationRules(t *testing.T) {
 		{"app on another queue", http.MethodPost, "/other/messages", "x", withKey("app", "app-primary", "/other/messages"), http.StatusUnauthorized, "InvalidSignature"},
 		{"app receiving from another queue", http.MethodDelete, "/other/messages/head?timeout=0", "", withKey("app", "app-primary", "/other"), http.StatusUnauthorized, "InvalidSignature"},
 		{"app with a wrong key", http.MethodPost, "/secured/messages", "x", withKey("app", "guess", "/secured"), http.StatusUnauthorized, "InvalidSignature"},
-		{"app reads secured's description", http.MethodGet, "/secured", "", withKey("app", "app-primary", "/secured"), http.StatusUnauthorized, "'Manage,EntityRead' claim(s) are required"},
-		{"app deletes secured", http.MethodDelete, "/secured", "", withKey("app", "app-primary", "/secured"), http.StatusUnauthorized, "'Manage,EntityRead' claim(s) are required"},
+		{"app reads secured's description", http.MethodGet, "/secured", "", withKey("app", "app-primary", "/secured"), http.StatusUnauthorized, "Manage,EntityRead claims required for this operation."},
+		{"app deletes secured", http.MethodDelete, "/secured", "", withKey("app", "app-primary", "/secured"), http.StatusUnauthorized, "Authorization failed for specified action: Manage,EntityDelete."},
 		{"app lists queues", http.MethodGet, "/$Resources/Queues", "", withKey("app", "app-primary", "/"), http.StatusUnauthorized, "InvalidSignature"},
 		{"app creates a queue", http.MethodPut, "/secured2", entryXML(""), withKey("app", "app-primary", "/"), http.StatusUnauthorized, "InvalidSignature"},
 		// The topic's key covers its subscriptions.
@@ -1399,7 +1399,7 @@ func TestEntityAuthorizationRules(t *testing.T) {
 		{"tapp peek-locks the subscription", http.MethodPost, "/events/Subscriptions/s/messages/head?timeout=0", "", withKey("tapp", "topic-key", "/events/Subscriptions/s"), http.StatusCreated, ""},
 		{"tapp receives from the subscription, scoped to the topic", http.MethodDelete, "/events/subscriptions/s/messages/head?timeout=0", "", withKey("tapp", "topic-key-2", "/events"), http.StatusNoContent, ""},
 		{"tapp reads the subscription's dead letters", http.MethodPost, "/events/Subscriptions/s/$DeadLetterQueue/messages/head?timeout=0", "", withKey("tapp", "topic-key", "/events"), http.StatusNoContent, ""},
-		{"tapp reads the subscription", http.MethodGet, "/events/Subscriptions/s", "", withKey("tapp", "topic-key", "/events"), http.StatusUnauthorized, "'Manage,EntityRead' claim(s) are required"},
+		{"tapp reads the subscription", http.MethodGet, "/events/Subscriptions/s", "", withKey("tapp", "topic-key", "/events"), http.StatusUnauthorized, "Unauthorized access for 'GetSubscription' operation"},
 		{"tapp on the queue", http.MethodPost, "/secured/messages", "x", withKey("tapp", "topic-key", "/secured"), http.StatusUnauthorized, "InvalidSignature"},
 		{"app on the topic", http.MethodPost, "/events/messages", "x", withKey("app", "app-primary", "/events"), http.StatusUnauthorized, "InvalidSignature"},
 	} {
