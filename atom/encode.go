@@ -57,6 +57,10 @@ type EncodeOptions struct {
 	// when Runtime is set (store.Entity does not carry it, so the caller counts). Queues and
 	// subscriptions ignore it.
 	SubscriptionCount int
+	// FilterCounts writes a topic's SqlFilterCount and CorrelationFilterCount (with Runtime), as
+	// the service does from api-version 2024-05 on.
+	FilterCounts                           bool
+	SQLFilterCount, CorrelationFilterCount int64
 }
 
 // AppendEntry appends the Atom entry for e (no XML declaration) to dst and returns the extended
@@ -149,9 +153,8 @@ func appendQueue(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
 
 // appendTopic writes TopicDescription in the order of protocol.md §4.6 "Response order".
 // UserMetadata is not in that recording; it goes after Status as for queues. SubscriptionCount
-// comes from opts. SqlFilterCount and CorrelationFilterCount are left out: nothing supplies them
-// yet, the service writes them only at api-version 2024-05 and later, and the Go and JS clients
-// read both as optional.
+// comes from opts, and so do SqlFilterCount and CorrelationFilterCount, written last as a live
+// GET at api-version 2024-05 shows them.
 func appendTopic(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
 	p := &e.Props
 	dst = append(dst, "<TopicDescription"+descAttrs...)
@@ -182,6 +185,10 @@ func appendTopic(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
 	dst = appendBoolElem(dst, "EnableSubscriptionPartitioning", p.EnableSubscriptionPartitioning)
 	dst = appendBoolElem(dst, "EnableExpress", p.EnableExpress)
 	dst = appendIntElem(dst, "MaxMessageSizeInKilobytes", p.MaxMessageSizeInKilobytes)
+	if opts.Runtime && opts.FilterCounts {
+		dst = appendIntElem(dst, "SqlFilterCount", opts.SQLFilterCount)
+		dst = appendIntElem(dst, "CorrelationFilterCount", opts.CorrelationFilterCount)
+	}
 	return append(dst, "</TopicDescription>"...)
 }
 

@@ -343,7 +343,8 @@ func TestTopicLifecycle(t *testing.T) {
 		"RequiresDuplicateDetection", "DuplicateDetectionHistoryTimeWindow", "EnableBatchedOperations", "SizeInBytes",
 		"FilteringMessagesBeforePublishing", "IsAnonymousAccessible", "AuthorizationRules", "Status", "UserMetadata",
 		"CreatedAt", "UpdatedAt", "AccessedAt", "SupportOrdering", "CountDetails", "SubscriptionCount", "AutoDeleteOnIdle",
-		"EnablePartitioning", "EntityAvailabilityStatus", "EnableSubscriptionPartitioning", "EnableExpress", "MaxMessageSizeInKilobytes"})
+		"EnablePartitioning", "EntityAvailabilityStatus", "EnableSubscriptionPartitioning", "EnableExpress", "MaxMessageSizeInKilobytes",
+		"SqlFilterCount", "CorrelationFilterCount"})
 	if e.Title != "Orders" || e.ID != b.url+"/orders?api-version=2024-05" || e.Author == nil || e.Author.Name != "sbgate" || e.Topic == nil {
 		t.Fatalf("GET /orders: title %q, id %q, author %v; want Orders, the request URL, sbgate", e.Title, e.ID, e.Author)
 	}
@@ -1500,4 +1501,28 @@ func TestRuleNamedInBody(t *testing.T) {
 	b.do(t, call{method: http.MethodGet, path: "/g/Subscriptions/s/Rules/from-body"}).want(t, "GET the rule", http.StatusOK)
 	b.do(t, call{method: http.MethodPut, path: "/g/Subscriptions/s/Rules/", body: strings.Replace(body, "<Name>from-body</Name>", "", 1), header: atomHeader}).
 		wantError(t, "PUT to the collection without a name", http.StatusBadRequest, "")
+}
+
+// TestTopicFilterCounts: from api-version 2024-05 a topic's description counts its subscriptions'
+// rules, SQL (true and false filters included, the $Default rule too) and correlation, last in
+// the description as the service writes them; older api-versions do not get them.
+func TestTopicFilterCounts(t *testing.T) {
+	b := setup(t)
+	b.createTopic(t, "counted", "")
+	b.createSubscription(t, "counted", "a", "")
+	b.createSubscription(t, "counted", "b", "")
+	b.putRule(t, "counted", "a", "sql", sqlRule("1=1", ""))
+	b.putRule(t, "counted", "b", "corr", ruleXML(`<Filter i:type="CorrelationFilter"><CorrelationId>c</CorrelationId></Filter><Action i:type="EmptyRuleAction"/>`))
+	b.putRule(t, "counted", "b", "never", ruleXML(`<Filter i:type="FalseFilter"><SqlExpression>1=0</SqlExpression></Filter><Action i:type="EmptyRuleAction"/>`))
+	want := "<MaxMessageSizeInKilobytes>256</MaxMessageSizeInKilobytes><SqlFilterCount>4</SqlFilterCount><CorrelationFilterCount>1</CorrelationFilterCount></TopicDescription>"
+	for _, path := range []string{"/counted?api-version=2024-05", "/$Resources/Topics?api-version=2024-05"} {
+		if r := b.do(t, call{method: http.MethodGet, path: path}).want(t, path, http.StatusOK); !strings.Contains(r.body, want) {
+			t.Errorf("GET %s = %s; want it to end the description with %s", path, r.body, want)
+		}
+	}
+	for _, path := range []string{"/counted?api-version=2021-05", "/counted"} {
+		if r := b.do(t, call{method: http.MethodGet, path: path}).want(t, path, http.StatusOK); strings.Contains(r.body, "FilterCount") {
+			t.Errorf("GET %s = %s; want no filter counts before api-version 2024-05", path, r.body)
+		}
+	}
 }

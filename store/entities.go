@@ -423,7 +423,25 @@ func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
 		}
 		byID[id].SubscriptionCount = n
 	}
-	return interpretError(subRows.Err())
+	if err := subRows.Err(); err != nil {
+		return interpretError(err)
+	}
+	ruleRows, err := s.pool.Query(ctx, `SELECT e.parent_id,
+		count(*) FILTER (WHERE r.filter->>'kind' <> 'CorrelationFilter'),
+		count(*) FILTER (WHERE r.filter->>'kind' = 'CorrelationFilter')
+		FROM rules r JOIN entities e ON e.id = r.subscription_id WHERE e.parent_id = ANY($1) GROUP BY e.parent_id`, topics)
+	if err != nil {
+		return fmt.Errorf("count rules: %w", interpretError(err))
+	}
+	defer ruleRows.Close()
+	for ruleRows.Next() {
+		var id, sql, corr int64
+		if err := ruleRows.Scan(&id, &sql, &corr); err != nil {
+			return fmt.Errorf("count rules: %w", err)
+		}
+		byID[id].SQLFilterCount, byID[id].CorrelationFilterCount = sql, corr
+	}
+	return interpretError(ruleRows.Err())
 }
 
 // entityChanged drops path from this gateway's cache and tells the other gateways to do the same.

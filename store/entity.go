@@ -204,6 +204,10 @@ type Entity struct {
 	Counts     Counts    // filled by Get and List
 	// SubscriptionCount is a topic's number of subscriptions, filled by Get and List.
 	SubscriptionCount int64
+	// SQLFilterCount and CorrelationFilterCount are a topic's rules over all its subscriptions
+	// (SQL, true and false filters; correlation filters), filled by Get and List.
+	SQLFilterCount         int64
+	CorrelationFilterCount int64
 }
 
 // Key returns the canonical, case-insensitive key of an entity path.
