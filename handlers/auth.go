@@ -23,7 +23,7 @@ func (s *Server) authorize(r *http.Request, rt route) (namespaceKey bool, err er
 	if err != nil {
 		return false, unauthorized(tokenErrorText(err))
 	}
-	key, err := tok.Verify(s.cfg.Keys, s.now(), s.cfg.ClockSkew)
+	key, err := tok.Verify(s.namespaceKeys(r.Context()), s.now(), s.cfg.ClockSkew)
 	namespaceKey = err == nil
 	if errors.Is(err, sas.ErrUnknownKey) {
 		key, err = s.verifyEntityKey(r, rt, tok)
@@ -115,7 +115,7 @@ func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
 		if err != nil {
 			return unauthorized(f.header + ": " + tokenErrorText(err))
 		}
-		key, err := tok.Verify(s.cfg.Keys, s.now(), s.cfg.ClockSkew)
+		key, err := tok.Verify(s.namespaceKeys(r.Context()), s.now(), s.cfg.ClockSkew)
 		if errors.Is(err, sas.ErrUnknownKey) {
 			keys, kerr := s.entityKeys(r, forwardTargetPath(f.target))
 			if kerr == nil && len(keys) > 0 {
