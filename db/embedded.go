@@ -696,3 +696,9 @@ func (r *lineRing) lines() []string {
 	}
 	return append(slices.Clone(r.buf[r.next:]), r.buf[:r.next]...)
 }
+
+// RunningEmbeddedURL is the connection URL of the embedded server that a running sbgate keeps on
+// dataDir, for commands such as `sbgate key` that work on a running broker's database.
+func RunningEmbeddedURL(dataDir string) string {
+	return socketURL(socketDirFor(dataDir), embeddedDatabase)
+}

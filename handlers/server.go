@@ -22,8 +22,13 @@ import (
 type Config struct {
 	// Namespace names this broker in Atom entries and error trackers.
 	Namespace string
-	// Keys are the namespace-level shared access keys.
+	// Keys are namespace-level shared access keys given in the configuration.
 	Keys []sas.Key
+	// StoreKeys adds the namespace-level keys kept in the database (sbgate key create/rotate/
+	// revoke), read again at most KeyRefresh after the last read, so every gateway sees a new,
+	// rotated or revoked key within KeyRefresh without a restart.
+	StoreKeys  bool
+	KeyRefresh time.Duration // 5s
 	// DefaultReceiveWait is how long a receive waits when the request gives no timeout (60s).
 	DefaultReceiveWait time.Duration
 	// MaxReceiveWait caps the timeout a receive may ask for (120s).
@@ -74,6 +79,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.KeyRefresh <= 0 {
+		c.KeyRefresh = 5 * time.Second
+	}
 }
 
 // Server implements the generated api.ServerInterface over a store.
@@ -81,6 +89,7 @@ type Server struct {
 	store store.Store
 	cfg   Config
 	log   *slog.Logger
+	keys  keyCache
 }
 
 var _ api.ServerInterface = (*Server)(nil)

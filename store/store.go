@@ -96,6 +96,13 @@ type Store interface {
 	// NamespaceKey returns the namespace-level key named name, creating it with a random key and
 	// Manage rights when create is true and it does not exist yet.
 	NamespaceKey(ctx context.Context, name string, create bool) (NamespaceKey, error)
+	// NamespaceKeys lists the namespace-level keys kept in the database.
+	NamespaceKeys(ctx context.Context) ([]NamespaceKey, error)
+	// CreateNamespaceKey, RotateNamespaceKey and DeleteNamespaceKey manage them (Errors:
+	// ErrConflict, ErrNotFound, ErrBadRequest).
+	CreateNamespaceKey(ctx context.Context, name string, rights []string) (NamespaceKey, error)
+	RotateNamespaceKey(ctx context.Context, name string, secondary bool) (NamespaceKey, error)
+	DeleteNamespaceKey(ctx context.Context, name string) error
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 }

@@ -249,6 +249,12 @@ func TestEmbeddedPostgresKeepsDataAndRefusesASecondGateway(t *testing.T) {
 		t.Fatalf("send: %d %s", st, body)
 	}
 
+	// sbgate key reaches the running broker's embedded PostgreSQL on its socket.
+	var keyOut syncBuffer
+	if err := run(t.Context(), []string{"key", "create", "-rights", "Listen", "reader"}, getenv, &keyOut, &keyOut); err != nil {
+		t.Errorf("key create against the running embedded PostgreSQL: %v\n%s", err, keyOut.String())
+	}
+
 	// A second sbgate on the same data directory fails at once with a clear error.
 	err := run(t.Context(), []string{"serve", "-listen", "127.0.0.1:0"}, getenv, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "in use") {
@@ -428,5 +434,78 @@ func TestTrustedProxiesSetting(t *testing.T) {
 	}
 	if _, err := parseServeConfig([]string{"-trusted-proxies", "proxy.local"}, env(), io.Discard); err == nil || !strings.Contains(err.Error(), "-trusted-proxies") {
 		t.Errorf("-trusted-proxies proxy.local = %v; want an error", err)
+	}
+}
+
+// TestKeyCommand: sbgate key creates, lists, rotates and revokes namespace keys in the database of
+// a running broker, which honours a new key with exactly its rights.
+func TestKeyCommand(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	getenv := env("DATABASE_URL", url, "SBGATE_SAS_KEY", testKey)
+	endpoint, stop, _ := startRun(t, getenv)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	keyCmd := func(args ...string) (string, error) {
+		var out syncBuffer
+		err := run(t.Context(), append([]string{"key"}, args...), getenv, &out, &out)
+		return out.String(), err
+	}
+	out, err := keyCmd("create", "-rights", "send", "app-send")
+	if err != nil {
+		t.Fatalf("key create: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`(?m)^primary: +(\S+)$`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "rights:    Send\n") || !strings.Contains(out, "SharedAccessKeyName=app-send;SharedAccessKey="+m[1]) {
+		t.Fatalf("key create printed:\n%s", out)
+	}
+	primary := m[1]
+	// The first request reads the keys: the new key opens sends and nothing else.
+	if st, _, body := call(t, http.MethodPut, endpoint+"orders", nil, ""); st != http.StatusCreated {
+		t.Fatalf("create queue: %d %s", st, body)
+	}
+	withKey := func(method, u string) int {
+		req, _ := http.NewRequest(method, u, strings.NewReader("m"))
+		req.Header.Set("Authorization", sas.Sign(u, "app-send", primary, time.Now().Add(time.Hour)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := withKey(http.MethodPost, endpoint+"orders/messages"); st != http.StatusCreated {
+		t.Errorf("send with the Send key: %d; want 201", st)
+	}
+	if st := withKey(http.MethodDelete, endpoint+"orders/messages/head?timeout=0"); st != http.StatusUnauthorized {
+		t.Errorf("receive with the Send key: %d; want 401", st)
+	}
+	if st := withKey(http.MethodGet, endpoint+"orders"); st != http.StatusUnauthorized {
+		t.Errorf("read the queue with the Send key: %d; want 401", st)
+	}
+
+	if out, err := keyCmd("create", "-rights", "Send", "app-send"); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("second create: %v\n%s; want an already-exists error", err, out)
+	}
+	if out, err := keyCmd("create", "-rights", "Everything", "x"); err == nil || !strings.Contains(err.Error(), "unknown right") {
+		t.Errorf("create with a bad right: %v\n%s", err, out)
+	}
+	if out, err = keyCmd("rotate", "app-send"); err != nil || strings.Contains(out, primary) {
+		t.Errorf("rotate: %v\n%s; want a new primary", err, out)
+	}
+	if out, err = keyCmd("list"); err != nil || !strings.Contains(out, "app-send") || strings.Contains(out, primary) {
+		t.Errorf("list: %v\n%s; want names and rights, no keys", err, out)
+	}
+	if out, err = keyCmd("revoke", "app-send"); err != nil {
+		t.Errorf("revoke: %v\n%s", err, out)
+	}
+	if out, err = keyCmd("revoke", "app-send"); err == nil || !strings.Contains(err.Error(), "No shared access key named 'app-send'") {
+		t.Errorf("second revoke: %v\n%s", err, out)
+	}
+	if out, err = keyCmd("list"); err != nil || strings.Contains(out, "app-send") {
+		t.Errorf("list after revoke: %v\n%s", err, out)
 	}
 }

@@ -140,7 +140,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	srv := &http.Server{
 		Handler: handlers.NewServer(st, handlers.Config{
 			Namespace:      cfg.Namespace,
-			Keys:           []sas.Key{key},
+			Keys:           configuredKeys(cfg, key),
+			StoreKeys:      true,
 			MaxReceiveWait: cfg.MaxReceiveWait,
 			Logger:         log,
 			Metrics:        m.Handler(),
@@ -236,6 +237,15 @@ func namespaceKey(ctx context.Context, cfg serveConfig, st store.Store) (key sas
 		return sas.Key{}, false, fmt.Errorf("key %s: %w", k.Name, err)
 	}
 	return sas.Key{Name: k.Name, Primary: k.PrimaryKey, Secondary: k.SecondaryKey, Rights: rights}, k.Created, nil
+}
+
+// configuredKeys is the key given in the configuration (SBGATE_SAS_KEY), if any: a key kept in
+// the database is read from there on every gateway, so rotating or revoking it takes effect.
+func configuredKeys(cfg serveConfig, key sas.Key) []sas.Key {
+	if cfg.SASKey == "" {
+		return nil
+	}
+	return []sas.Key{key}
 }
 
 // announce logs where the broker listens and how to talk to it. The key, and a token made with
