@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,6 +155,15 @@ func parseBatch(body []byte) ([]store.Message, error) {
 				// The client-safe message is all a client sees, so the position goes into it.
 				return nil, badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
 			}
+		}
+		// Names travel as HTTP headers on receive, where case does not tell two apart: a pair
+		// that differs only in case would reach the receiver as one header with two values.
+		lower := make(map[string]string, len(it.UserProperties))
+		for _, name := range slices.Sorted(maps.Keys(it.UserProperties)) {
+			if other, dup := lower[strings.ToLower(name)]; dup {
+				return nil, badRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; HTTP headers cannot tell them apart.", i+1, truncate(other), truncate(name))
+			}
+			lower[strings.ToLower(name)] = name
 		}
 		for name, raw := range it.UserProperties {
 			if !validPropertyName(name) {
