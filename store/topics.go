@@ -194,19 +194,31 @@ func (d *delivery) place(e *Entity, m *Message, hops int) error {
 // rule, with the rule's action applied to that copy only. A filter or action that cannot be
 // evaluated dead-letters one copy in the subscription when it says so
 // (DeadLetteringOnFilterEvaluationExceptions), else drops it.
+//
+// The rules of one subscription share one sqlfilter.DefaultBudget per message: rules whose
+// work grows with the message (LIKE on long properties) cannot stall the send, and when a
+// subscription's rules run out, that subscription's copy is handled as an evaluation error
+// while the other subscriptions are evaluated with budgets of their own.
 func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 	routes, err := d.s.routesOf(d.ctx, topic)
 	if err != nil {
 		return err
 	}
+	budget := sqlfilter.NewBudget(sqlfilter.DefaultBudget)
 	for _, rt := range routes {
 		sub := rt.sub
 		if sub.Props.Status == StatusDisabled {
 			continue
 		}
+		budget.Reset()
 		var evalErr error
 		for _, rule := range rt.rules {
-			ok, err := rule.match(FilterView(m))
+			ok, err := rule.match(FilterView(m), budget)
+			if errors.Is(err, sqlfilter.ErrBudgetExceeded) {
+				// The remaining rules would find the budget spent too; say which rule ran out.
+				evalErr = fmt.Errorf("rule %s: %w", rule.name, err)
+				break
+			}
 			if err != nil {
 				evalErr = fmt.Errorf("rule %s: %w", rule.name, err)
 				continue
@@ -216,8 +228,11 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 			}
 			c := copyFor(sub, m, d.now)
 			if rule.action != nil {
-				if err := rule.action.Apply(FilterView(c)); err != nil {
+				if err := rule.action.ApplyWithin(FilterView(c), budget); err != nil {
 					evalErr = fmt.Errorf("rule %s action: %w", rule.name, err)
+					if errors.Is(err, sqlfilter.ErrBudgetExceeded) {
+						break
+					}
 					continue
 				}
 			}

@@ -175,6 +175,75 @@ func TestFilterEvaluationErrors(t *testing.T) {
 	}
 }
 
+// TestFilterEvaluationBudget: rules whose work grows with the message (LIKE with a long
+// pattern over a long property) share one budget per subscription and message; the
+// subscription that runs out gets its copy dead-lettered (or dropped, as it says) and the
+// send goes on, while other subscriptions are evaluated as usual.
+func TestFilterEvaluationBudget(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "t", nil)
+	// Never matches, and costs about 2 × 30 Ki × 16 units a message: five such rules are more
+	// than one subscription's budget.
+	pattern := store.Property{Name: "@p", Value: "%" + strings.Repeat("a_", 500) + "c%"}
+	slow := func(name string, dl bool) *store.Entity {
+		e := b.sub(t, "t", name, sqlRule("r0", "s LIKE @p OR u LIKE @p", pattern), func(p *store.Properties) { p.DeadLetteringOnFilterEvaluation = dl })
+		for i := 1; i < 6; i++ {
+			if _, err := b.store.PutRule(b.ctx, e.Path, *sqlRule(fmt.Sprintf("r%d", i), "s LIKE @p OR u LIKE @p", pattern), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e
+	}
+	dl := slow("dl", true)
+	drop := slow("drop", false)
+	cheap := b.sub(t, "t", "cheap", sqlRule("has", "EXISTS(s) AND s LIKE 'a%'"), nil)
+	b.send(t, topic, store.Message{Body: []byte("x"), MessageID: "x",
+		UserProperties: []store.Property{{Name: "s", Value: strings.Repeat("a", 30*1024)}, {Name: "u", Value: strings.Repeat("a", 30*1024)}}})
+	if got := b.drain(t, dl, store.SubQueueMain); len(got) != 0 {
+		t.Errorf("dl subscription received %d messages", len(got))
+	}
+	dead := b.drain(t, dl, store.SubQueueDeadLetter)
+	if len(dead) != 1 || dead[0].DeadLetterReason != store.ReasonFilterEvaluation || !strings.Contains(dead[0].DeadLetterDescription, "budget") {
+		t.Errorf("dl dead letters = %d, want 1 with reason %s and the budget in the description", len(dead), store.ReasonFilterEvaluation)
+		for _, m := range dead {
+			t.Logf("%s: %s", m.DeadLetterReason, m.DeadLetterDescription)
+		}
+	}
+	if got := len(b.drain(t, drop, store.SubQueueMain)) + len(b.drain(t, drop, store.SubQueueDeadLetter)); got != 0 {
+		t.Errorf("drop subscription kept %d messages; want the copy dropped", got)
+	}
+	if got := b.drain(t, cheap, store.SubQueueMain); len(got) != 1 {
+		t.Errorf("cheap subscription received %d messages; want 1", len(got))
+	}
+}
+
+// TestRuleParameterAndPatternLimits: parameters and patterns cannot escape the 1,024-character
+// limit of the expression; a rule over them is refused at creation.
+func TestRuleParameterAndPatternLimits(t *testing.T) {
+	b := setup(t, manual)
+	b.topic(t, "t", nil)
+	b.sub(t, "t", "s", nil, nil)
+	sp := "t/Subscriptions/s"
+	long := store.Property{Name: "@p", Value: strings.Repeat("_", 20000)}
+	half := store.Property{Name: "@p", Value: strings.Repeat("_", 600)}
+	action := sqlRule("action", "1=1")
+	action.Action = &store.RuleAction{SQLExpression: "SET x = @p", Parameters: []store.Property{long}}
+	for _, bad := range []*store.Rule{
+		sqlRule("param", "s LIKE @p", long),
+		sqlRule("unused", "s = 'x'", long),
+		sqlRule("concat", "s LIKE @p + @p", half),
+		action,
+	} {
+		_, err := b.store.PutRule(b.ctx, sp, *bad, false)
+		if !errors.Is(err, store.ErrBadRequest) || !strings.Contains(err.Error(), "limit is 1024") {
+			t.Errorf("PutRule(%s) err = %v; want ErrBadRequest naming the limit", bad.Name, err)
+		}
+	}
+	if _, err := b.store.PutRule(b.ctx, sp, *sqlRule("ok", "s LIKE @p", half), false); err != nil {
+		t.Errorf("PutRule with a 600-character pattern: %v", err)
+	}
+}
+
 func TestRuleManagement(t *testing.T) {
 	b := setup(t, manual)
 	b.topic(t, "t", nil)
