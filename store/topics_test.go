@@ -562,3 +562,21 @@ func TestRuleValuesKeepTheirDeclaredType(t *testing.T) {
 		t.Errorf("PutRule with an unknown declared type: err = %v; want ErrBadRequest", err)
 	}
 }
+
+// TestRuleValuesStoredWithoutType: rules kept before values carried their declared type read
+// back with none, so the encoder types them by their value.
+func TestRuleValuesStoredWithoutType(t *testing.T) {
+	b := setup(t, manual)
+	b.topic(t, "old", nil)
+	b.sub(t, "old", "s", sqlRule("legacy", "a = @a", store.Property{Name: "@a", Value: int64(1), Type: "long"}), nil)
+	if _, err := b.pool.Exec(b.ctx, `UPDATE rules SET filter = '{"kind":"SqlFilter","sql":"a = @a","params":{"@a":{"i":5000000000}}}' WHERE name = 'legacy'`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.store.GetRule(b.ctx, "old/Subscriptions/s", "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]store.Property{{Name: "@a", Value: int64(5000000000)}}, got.Filter.Parameters); diff != "" {
+		t.Errorf("legacy parameters (-want +got):\n%s", diff)
+	}
+}
