@@ -172,7 +172,9 @@ func valueTypeName(p store.Property) (string, string) {
 			return "long", nsXSD
 		}
 		return "int", nsXSD
-	case int, int32:
+	case int:
+		return valueTypeName(store.Property{Value: int64(v)})
+	case int32:
 		return "int", nsXSD
 	case float64, float32:
 		return "double", nsXSD
