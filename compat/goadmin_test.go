@@ -109,6 +109,47 @@ func TestGoAdministrationClient(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("CreateRule: %v", err)
 	}
+	// Every value type the SDK writes reads back in that type: it declares every integer int,
+	// one beyond 32 bits too, and reads ints as int64.
+	at := time.Date(2024, 1, 2, 3, 4, 5, 678000000, time.UTC)
+	params := map[string]any{"@n": 5, "@big": int64(5000000000), "@f": 1.5, "@s": "x", "@b": true, "@t": at}
+	if _, err := c.CreateRule(ctx, "go-topic", "all", &admin.CreateRuleOptions{
+		Name:   to.Ptr("typed"),
+		Filter: &admin.SQLFilter{Expression: "n = @n AND big = @big AND f = @f AND s = @s AND b = @b AND t = @t", Parameters: params},
+		Action: &admin.SQLAction{Expression: "SET m = @m", Parameters: map[string]any{"@m": int64(-6000000000)}},
+	}); err != nil {
+		t.Fatalf("CreateRule with typed parameters: %v", err)
+	}
+	if _, err := c.CreateRule(ctx, "go-topic", "all", &admin.CreateRuleOptions{
+		Name:   to.Ptr("typed-corr"),
+		Filter: &admin.CorrelationFilter{ApplicationProperties: map[string]any{"big": int64(5000000000), "f": 0.25, "at": at}},
+	}); err != nil {
+		t.Fatalf("CreateRule with typed properties: %v", err)
+	}
+	typed, err := c.GetRule(ctx, "go-topic", "all", "typed", nil)
+	if err != nil {
+		t.Fatalf("GetRule typed: %v", err)
+	}
+	wantParams := map[string]any{"@n": int64(5), "@big": int64(5000000000), "@f": 1.5, "@s": "x", "@b": true, "@t": at}
+	if f, ok := typed.Filter.(*admin.SQLFilter); !ok || fmt.Sprintf("%#v", f.Parameters) != fmt.Sprintf("%#v", wantParams) {
+		t.Errorf("typed filter = %#v; want parameters %#v", typed.Filter, wantParams)
+	}
+	if a, ok := typed.Action.(*admin.SQLAction); !ok || a.Parameters["@m"] != int64(-6000000000) {
+		t.Errorf("typed action = %#v", typed.Action)
+	}
+	typedCorr, err := c.GetRule(ctx, "go-topic", "all", "typed-corr", nil)
+	if err != nil {
+		t.Fatalf("GetRule typed-corr: %v", err)
+	}
+	wantProps := map[string]any{"big": int64(5000000000), "f": 0.25, "at": at}
+	if f, ok := typedCorr.Filter.(*admin.CorrelationFilter); !ok || fmt.Sprintf("%#v", f.ApplicationProperties) != fmt.Sprintf("%#v", wantProps) {
+		t.Errorf("typed correlation filter = %#v; want properties %#v", typedCorr.Filter, wantProps)
+	}
+	for _, name := range []string{"typed", "typed-corr"} {
+		if _, err := c.DeleteRule(ctx, "go-topic", "all", name, nil); err != nil {
+			t.Fatalf("DeleteRule %s: %v", name, err)
+		}
+	}
 	// Without a name the SDK PUTs to the Rules collection with <Name>$Default</Name>.
 	if _, err := c.DeleteRule(ctx, "go-topic", "all", "$Default", nil); err != nil {
 		t.Fatalf("DeleteRule: %v", err)

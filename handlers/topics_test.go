@@ -761,6 +761,51 @@ func TestRules(t *testing.T) {
 			action: `<Action i:type="EmptyRuleAction"/>`,
 		},
 		{
+			// .NET (Azure.Messaging.ServiceBus): l28: types on each Value, long for an Int64,
+			// TimeSpan as duration. Each comes back in the type it was sent with.
+			client: "dotnet-typed", name: "net-typed",
+			body: `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"><RuleDescription xmlns:i="http://www.w3.org/2001/XMLSchema-instance" xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect">` +
+				`<Filter i:type="SqlFilter"><SqlExpression>a = @a AND b = @b AND c = @c AND d = @d AND e = @e AND f = @f</SqlExpression><Parameters>` +
+				`<KeyValueOfstringanyType><Key>@a</Key><Value i:type="l28:long" xmlns:l28="http://www.w3.org/2001/XMLSchema">5000000000</Value></KeyValueOfstringanyType>` +
+				`<KeyValueOfstringanyType><Key>@b</Key><Value i:type="l28:long" xmlns:l28="http://www.w3.org/2001/XMLSchema">7</Value></KeyValueOfstringanyType>` +
+				`<KeyValueOfstringanyType><Key>@c</Key><Value i:type="l28:int" xmlns:l28="http://www.w3.org/2001/XMLSchema">-7</Value></KeyValueOfstringanyType>` +
+				`<KeyValueOfstringanyType><Key>@d</Key><Value i:type="l28:double" xmlns:l28="http://www.w3.org/2001/XMLSchema">2</Value></KeyValueOfstringanyType>` +
+				`<KeyValueOfstringanyType><Key>@e</Key><Value i:type="l28:duration" xmlns:l28="http://www.w3.org/2001/XMLSchema">PT1M</Value></KeyValueOfstringanyType>` +
+				`<KeyValueOfstringanyType><Key>@f</Key><Value i:type="d3p1:guid" xmlns:d3p1="http://schemas.microsoft.com/2003/10/Serialization/">6f9619ff-8b86-d011-b42d-00cf4fc964ff</Value></KeyValueOfstringanyType>` +
+				`</Parameters></Filter><Name>net-typed</Name></RuleDescription></content></entry>`,
+			filter: `<Filter i:type="SqlFilter"><SqlExpression>a = @a AND b = @b AND c = @c AND d = @d AND e = @e AND f = @f</SqlExpression><CompatibilityLevel>20</CompatibilityLevel><Parameters>` +
+				`<KeyValueOfstringanyType><Key>@a</Key><Value i:type="d6p1:long" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">5000000000</Value></KeyValueOfstringanyType>` +
+				`<KeyValueOfstringanyType><Key>@b</Key><Value i:type="d6p1:long" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">7</Value></KeyValueOfstringanyType>` +
+				`<KeyValueOfstringanyType><Key>@c</Key><Value i:type="d6p1:int" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">-7</Value></KeyValueOfstringanyType>` +
+				`<KeyValueOfstringanyType><Key>@d</Key><Value i:type="d6p1:double" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">2</Value></KeyValueOfstringanyType>` +
+				`<KeyValueOfstringanyType><Key>@e</Key><Value i:type="d6p1:duration" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">PT1M</Value></KeyValueOfstringanyType>` +
+				`<KeyValueOfstringanyType><Key>@f</Key><Value i:type="d6p1:guid" xmlns:d6p1="http://schemas.microsoft.com/2003/10/Serialization/">6f9619ff-8b86-d011-b42d-00cf4fc964ff</Value></KeyValueOfstringanyType>` +
+				`</Parameters></Filter>`,
+			action: `<Action i:type="EmptyRuleAction"/>`,
+		},
+		{
+			// The Go SDK declares every integer int, however large: it reads back an int.
+			client: "go-big-int", name: "go-big",
+			body: `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">` +
+				`<RuleDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" xmlns:_XMLSchema-instance="http://www.w3.org/2001/XMLSchema-instance">` +
+				`<Filter _XMLSchema-instance:type="CorrelationFilter"><Properties><KeyValueOfstringanyType><Key>n</Key><Value _XMLSchema-instance:type="l28:int" xmlns:l28="http://www.w3.org/2001/XMLSchema">5000000000</Value></KeyValueOfstringanyType></Properties>` +
+				`</Filter><Name>go-big</Name></RuleDescription></content></entry>`,
+			filter: `<Filter i:type="CorrelationFilter"><Properties><KeyValueOfstringanyType><Key>n</Key>` +
+				`<Value i:type="d6p1:int" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">5000000000</Value></KeyValueOfstringanyType></Properties></Filter>`,
+			action: `<Action i:type="EmptyRuleAction"/>`,
+		},
+		{
+			// Python: xsi:type with d6p1 on each Value; long above 32 bits, a SqlRuleAction.
+			client: "python-long", name: "py-long",
+			body: `<ns0:entry xmlns:ns0="http://www.w3.org/2005/Atom" xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><ns0:content type="application/xml"><RuleDescription>` +
+				`<Filter xsi:type="TrueFilter"><SqlExpression>1=1</SqlExpression><CompatibilityLevel>20</CompatibilityLevel></Filter>` +
+				`<Action xsi:type="SqlRuleAction"><SqlExpression>SET q = @q</SqlExpression><Parameters><KeyValueOfstringanyType><Key>@q</Key><Value xsi:type="d6p1:long" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">3000000000</Value></KeyValueOfstringanyType></Parameters><CompatibilityLevel>20</CompatibilityLevel></Action>` +
+				`<Name>py-long</Name></RuleDescription></ns0:content></ns0:entry>`,
+			filter: `<Filter i:type="TrueFilter"><SqlExpression>1=1</SqlExpression><CompatibilityLevel>20</CompatibilityLevel></Filter>`,
+			action: `<Action i:type="SqlRuleAction"><SqlExpression>SET q = @q</SqlExpression><CompatibilityLevel>20</CompatibilityLevel><Parameters>` +
+				`<KeyValueOfstringanyType><Key>@q</Key><Value i:type="d6p1:long" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">3000000000</Value></KeyValueOfstringanyType></Parameters></Action>`,
+		},
+		{
 			client: "sql-action", name: "tagger",
 			body:   sqlRule("EXISTS(color)", "SET user.tagged = 'yes'; REMOVE color"),
 			filter: `<Filter i:type="SqlFilter"><SqlExpression>EXISTS(color)</SqlExpression><CompatibilityLevel>20</CompatibilityLevel></Filter>`,
@@ -805,7 +850,7 @@ func TestRules(t *testing.T) {
 
 	// The feed lists them in name order, each with its own id.
 	f := b.do(t, call{method: http.MethodGet, path: "/t/Subscriptions/s/Rules/?api-version=2016-07"}).mgmtFeed(t, "list rules", "Rules")
-	if got := fmt.Sprint(f.titles()); got != "[$Default go-params js-corr legacy-action never red tagger]" {
+	if got := fmt.Sprint(f.titles()); got != "[$Default go-big go-params js-corr legacy-action net-typed never py-long red tagger]" {
 		t.Errorf("rules = %s", got)
 	}
 	if f.ID != b.url+"/t/Subscriptions/s/Rules/?api-version=2016-07" {
@@ -818,8 +863,8 @@ func TestRules(t *testing.T) {
 		}
 	}
 	f = b.do(t, call{method: http.MethodGet, path: "/t/subscriptions/s/rules?$top=2&$skip=2"}).mgmtFeed(t, "rules page", "Rules")
-	if got := fmt.Sprint(f.titles()); got != "[js-corr legacy-action]" || !strings.Contains(f.next(), "%24skip=4") {
-		t.Errorf("rules $skip=2 $top=2 = %s, next %q; want [js-corr legacy-action] and a next link to $skip=4", got, f.next())
+	if got := fmt.Sprint(f.titles()); got != "[go-params js-corr]" || !strings.Contains(f.next(), "%24skip=4") {
+		t.Errorf("rules $skip=2 $top=2 = %s, next %q; want [go-params js-corr] and a next link to $skip=4", got, f.next())
 	}
 
 	// Replace with If-Match: 200, the new filter, the creation time kept.

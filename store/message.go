@@ -78,10 +78,15 @@ type Message struct {
 	DeadLetterSource       string
 }
 
-// Property is one user property.
+// Property is one user property, or one parameter or correlation property of a rule.
 type Property struct {
 	Name  string
 	Value any // string, int64, float64, bool, time.Time, or (rule parameters) time.Duration
+
+	// Type is the type a rule value was declared with (an XML Schema type by its local name,
+	// such as "long", or TypeSerDuration, TypeSerGUID), so that a rule is read back in the type
+	// its client wrote; "" lets the value's Go type decide. Message properties never have one.
+	Type string
 }
 
 // UserProperties is an ordered list of user properties. Names are unique; order is the order the

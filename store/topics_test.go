@@ -557,3 +557,95 @@ func TestFiltersReadPropertiesKeptAsSent(t *testing.T) {
 		t.Errorf("received (-want +got):\n%s", diff)
 	}
 }
+
+// TestRuleValuesKeepTheirDeclaredType: every parameter and correlation property comes back from
+// the store with the type its client declared (a long stays a long, a JS double a double, a Go
+// int beyond 32 bits an int), and filters still compare the values by their Go type.
+func TestRuleValuesKeepTheirDeclaredType(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "typed", nil)
+	sp := "typed/Subscriptions/s"
+	typed := func(name, typ string, v any) store.Property { return store.Property{Name: name, Value: v, Type: typ} }
+	corr := &store.Rule{Name: "corr", Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
+		Properties: []store.Property{typed("big", "long", int64(5000000000)), typed("g", store.TypeSerGUID, "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"), typed("n", "double", 5.0)}}}}
+	sub := b.sub(t, "typed", "s", corr, nil)
+	sql := sqlRule("sql", "go = @go AND s < @s AND d = @d AND w = @w",
+		typed("@go", "int", int64(6000000000)), typed("@s", "short", int64(7)), typed("@d", "decimal", 0.5),
+		typed("@w", store.TypeSerDuration, 90*time.Second), store.Property{Name: "@plain", Value: int64(1)})
+	sql.Action = &store.RuleAction{SQLExpression: "SET tag = @t", Parameters: []store.Property{typed("@t", "unsignedInt", int64(4000000000))}}
+	if _, err := b.store.PutRule(b.ctx, sp, *sql, false); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := b.store.ListRules(b.ctx, sp, 0, 10)
+	if err != nil || len(rules) != 2 {
+		t.Fatalf("ListRules = %v, %v", rules, err)
+	}
+	if diff := cmp.Diff(corr.Filter, rules[0].Filter); diff != "" {
+		t.Errorf("correlation filter read back differs (-want +got):\n%s", diff)
+	}
+	got, err := b.store.GetRule(b.ctx, sp, "sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(sql.Filter.Parameters, func(i, j int) bool { return sql.Filter.Parameters[i].Name < sql.Filter.Parameters[j].Name })
+	if diff := cmp.Diff(sql.Filter, got.Filter); diff != "" {
+		t.Errorf("SQL filter read back differs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(sql.Action, got.Action); diff != "" {
+		t.Errorf("action read back differs (-want +got):\n%s", diff)
+	}
+
+	send := func(body string, props ...store.Property) {
+		b.send(t, topic, store.Message{Body: []byte(body), UserProperties: props})
+	}
+	send("corr", store.Property{Name: "big", Value: int64(5000000000)}, store.Property{Name: "n", Value: int64(5)},
+		store.Property{Name: "g", Value: "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"})
+	send("corr-other", store.Property{Name: "big", Value: int64(5000000001)}, store.Property{Name: "n", Value: int64(5)},
+		store.Property{Name: "g", Value: "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"})
+	send("sql", store.Property{Name: "go", Value: int64(6000000000)}, store.Property{Name: "s", Value: 6.5},
+		store.Property{Name: "d", Value: 0.5}, store.Property{Name: "w", Value: 90 * time.Second})
+	msgs := b.drain(t, sub, store.SubQueueMain)
+	if diff := cmp.Diff([]string{"corr", "sql"}, bodies(msgs)); diff != "" {
+		t.Fatalf("received (-want +got):\n%s", diff)
+	}
+	var tag any
+	for _, p := range msgs[1].UserProperties {
+		if p.Name == "tag" {
+			tag = p.Value
+			if p.Type != "" {
+				t.Errorf("message property tag has the declared type %q", p.Type)
+			}
+		}
+	}
+	if tag != int64(4000000000) {
+		t.Errorf("action set tag = %#v; want int64 4000000000", tag)
+	}
+
+	// A declared type that cannot hold its value is refused, not kept.
+	bad := sqlRule("bad", "a = @a", typed("@a", "long", "text"))
+	if _, err := b.store.PutRule(b.ctx, sp, *bad, false); !errors.Is(err, store.ErrBadRequest) || !strings.Contains(err.Error(), "declared type 'long'") {
+		t.Errorf("PutRule with a string declared long: err = %v; want ErrBadRequest", err)
+	}
+	bad = sqlRule("bad", "a = @a", typed("@a", "xs:int", int64(1)))
+	if _, err := b.store.PutRule(b.ctx, sp, *bad, false); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("PutRule with an unknown declared type: err = %v; want ErrBadRequest", err)
+	}
+}
+
+// TestRuleValuesStoredWithoutType: rules kept before values carried their declared type read
+// back with none, so the encoder types them by their value.
+func TestRuleValuesStoredWithoutType(t *testing.T) {
+	b := setup(t, manual)
+	b.topic(t, "old", nil)
+	b.sub(t, "old", "s", sqlRule("legacy", "a = @a", store.Property{Name: "@a", Value: int64(1), Type: "long"}), nil)
+	if _, err := b.pool.Exec(b.ctx, `UPDATE rules SET filter = '{"kind":"SqlFilter","sql":"a = @a","params":{"@a":{"i":5000000000}}}' WHERE name = 'legacy'`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.store.GetRule(b.ctx, "old/Subscriptions/s", "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]store.Property{{Name: "@a", Value: int64(5000000000)}}, got.Filter.Parameters); diff != "" {
+		t.Errorf("legacy parameters (-want +got):\n%s", diff)
+	}
+}
