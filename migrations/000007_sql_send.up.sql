@@ -316,13 +316,8 @@ END $$;
 -- or a new one). See the README for message's shape and the refusals.
 CREATE FUNCTION sbgate.send(path text, body bytea, message jsonb DEFAULT '{}') RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER AS $$
-DECLARE
-    mid text;
 BEGIN
-    mid := sbgate.stage(sbgate.sendable(path), body, message, '');
-    -- Delivered at commit only, and once per transaction however many messages it sends.
-    PERFORM pg_notify('sbgate_outbox', '');
-    RETURN mid;
+    RETURN sbgate.stage(sbgate.sendable(path), body, message, '');
 END $$;
 
 -- send_batch sends bodies[i] with messages[i] (NULL or shorter: no properties) in the caller's
@@ -347,7 +342,6 @@ BEGIN
     FOR i IN 1 .. n LOOP
         ids := ids || sbgate.stage(e, bodies[i], messages[i], format('Message %s of the batch: ', i));
     END LOOP;
-    PERFORM pg_notify('sbgate_outbox', '');
     RETURN ids;
 END $$;
 
@@ -387,6 +381,29 @@ END $$;
 
 -- The functions run as their owner with a search_path fixed to sbgate's tables: a caller's
 -- search_path or temporary objects cannot redirect them.
+-- The doorbell. A NOTIFY in every sending transaction would serialise their commits (PostgreSQL
+-- holds one database-wide lock from a notifying transaction's pre-commit to the end of its
+-- commit, so they lose group commit: 185 against 1,340 messages/s at 16 clients, measured with
+-- sbgate bench). So a transaction that staged messages notifies only when no relay is polling:
+-- a relay that has work polls the outbox every few milliseconds and holds advisory lock
+-- (7367, 1) while it does; the check runs at commit (a deferred trigger), so a relay that stops
+-- polling between the call and the commit is still told. A relay stops polling only after a
+-- pass found nothing, and then relays once more.
+CREATE FUNCTION sbgate.ring() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    IF current_setting('sbgate.rung', true) IS DISTINCT FROM 'yes' THEN
+        PERFORM set_config('sbgate.rung', 'yes', true);
+        IF pg_try_advisory_lock_shared(7367, 1) THEN
+            PERFORM pg_advisory_unlock_shared(7367, 1);
+            PERFORM pg_notify('sbgate_outbox', '');
+        END IF;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE CONSTRAINT TRIGGER ring AFTER INSERT ON sbgate.outbox DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION sbgate.ring();
+
 -- The tables' schema is read from where entities lives, not current_schema(): a role named sbgate
 -- (the default) now finds schema sbgate first through "$user".
 DO $$
@@ -397,7 +414,7 @@ DECLARE
 BEGIN
     FOREACH f IN ARRAY ARRAY['sbgate.refuse(text, text)', 'sbgate.shorten(text)', 'sbgate.sendable(text)',
             'sbgate.json_text(jsonb)', 'sbgate.stage(entities, bytea, jsonb, text)', 'sbgate.send(text, bytea, jsonb)',
-            'sbgate.send_batch(text, bytea[], jsonb[])', 'sbgate.cancel_scheduled(text, text)'] LOOP
+            'sbgate.send_batch(text, bytea[], jsonb[])', 'sbgate.cancel_scheduled(text, text)', 'sbgate.ring()'] LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f, home);
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
     END LOOP;

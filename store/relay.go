@@ -15,8 +15,9 @@ import (
 )
 
 // The SQL send functions (migrations/000007_sql_send.up.sql) write messages into sbgate.outbox
-// in the application's transaction and NOTIFY outboxChannel, which PostgreSQL delivers at commit
-// only. Every gateway runs a Relay: woken by the notification (or its poll backstop), it claims
+// in the application's transaction, which at commit NOTIFYs outboxChannel unless a relay is
+// polling already. Every gateway runs a Relay: woken by the notification (or its poll backstop,
+// or polling while it has work), it claims
 // committed rows with SKIP LOCKED, so gateways share the work, runs each message through the
 // send path of an HTTP send (prepareSend: status, sessions, sizes, quota, TTL caps, duplicate
 // detection, topic rules and actions, auto-forwarding), and in one transaction inserts the
@@ -88,8 +89,10 @@ func (r *Relay) Stop() {
 	}
 }
 
-// loop keeps one connection listening on outboxChannel and relays whenever it is notified or
-// the poll comes round.
+// loop relays whenever a sending transaction rings (NOTIFY) or the poll comes round. Once a
+// pass found work it polls every busyPoll and holds the doorbell lock (sbgate.ring in migration
+// 000007), so that senders need not NOTIFY, which would serialise their commits; it lets go
+// after busyLinger without work, and relays once more after letting go.
 func (r *Relay) loop(ctx context.Context) {
 	wake := make(chan struct{}, 1)
 	poke := func() {
@@ -101,16 +104,82 @@ func (r *Relay) loop(ctx context.Context) {
 	go r.listen(ctx, poke)
 	ticker := time.NewTicker(r.opts.Poll)
 	defer ticker.Stop()
+	var bell doorbell
+	defer bell.close()
+	lastWork := time.Now()
 	for {
-		if _, err := r.RelayPending(ctx); err != nil && ctx.Err() == nil {
+		n, err := r.RelayPending(ctx)
+		if err != nil && ctx.Err() == nil {
 			r.s.log.Warn("relay SQL sends", "err", err)
+		}
+		if n > 0 {
+			lastWork = time.Now()
+			if !bell.held {
+				bell.hold(ctx, r.s)
+			}
+		}
+		if bell.held && time.Since(lastWork) > busyLinger {
+			bell.release(ctx)
+			continue // what was committed while senders did not ring
+		}
+		var busy <-chan time.Time
+		if bell.held {
+			busy = time.After(busyPoll)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-wake:
 		case <-ticker.C:
+		case <-busy:
 		}
+	}
+}
+
+// Polling while busy: how often, and for how long without work before going back to waiting
+// for the doorbell.
+const (
+	busyPoll   = 5 * time.Millisecond
+	busyLinger = 200 * time.Millisecond
+)
+
+// doorbell holds the advisory lock that tells senders a relay is polling (sbgate.ring), on a
+// connection of its own: a session lock lives as long as its connection, so a relay that dies
+// lets go of it and senders ring again.
+type doorbell struct {
+	conn *pgx.Conn
+	held bool
+}
+
+const doorbellLockSQL = `SELECT pg_try_advisory_lock(7367, 1)`
+
+func (b *doorbell) hold(ctx context.Context, s *Postgres) {
+	if b.conn == nil {
+		cfg := s.pool.Config().ConnConfig.Copy()
+		cfg.RuntimeParams["application_name"] = relayAppName
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return // senders keep ringing
+		}
+		b.conn = conn
+	}
+	if err := b.conn.QueryRow(ctx, doorbellLockSQL).Scan(&b.held); err != nil {
+		b.close() // another gateway may hold it: then it polls, and this one waits to be rung
+	}
+}
+
+func (b *doorbell) release(ctx context.Context) {
+	b.held = false
+	if _, err := b.conn.Exec(ctx, `SELECT pg_advisory_unlock(7367, 1)`); err != nil {
+		b.close()
+	}
+}
+
+func (b *doorbell) close() {
+	b.held = false
+	if b.conn != nil {
+		_ = b.conn.Close(context.Background())
+		b.conn = nil
 	}
 }
 

@@ -438,3 +438,35 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// A relay waiting for the doorbell is woken by the commit of a sending transaction: its poll is
+// an hour, so nothing else could bring it. The second send comes after the relay stopped polling
+// and let go of the doorbell lock.
+func TestSQLSendRingsAnIdleRelay(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true, opts: manual.opts})
+	q := b.queue(t, "q", nil)
+	r := store.NewRelay(b.store, store.RelayOptions{Poll: time.Hour})
+	r.Start(b.ctx)
+	defer r.Stop()
+	for i := range 2 {
+		b.sqlSend(t, "q", fmt.Sprint(i), `{}`)
+		m, err := receive1(b.ctx, b.store, store.Target{Entity: q}, store.ReceiveAndDelete, 20*time.Second)
+		if err != nil || m == nil || string(m.Body) != fmt.Sprint(i) {
+			t.Fatalf("message %d: %v, %v", i, m, err)
+		}
+		// Until the relay has let go of the doorbell lock, it is polling, not waiting.
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			var free bool
+			if err := b.pool.QueryRow(b.ctx, `SELECT pg_try_advisory_lock_shared(7367, 1) AND pg_advisory_unlock_shared(7367, 1)`).Scan(&free); err != nil {
+				t.Fatal(err)
+			}
+			if free {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the relay kept the doorbell lock for 20s without work")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
