@@ -250,17 +250,18 @@ func pinMigrationSchema(ctx context.Context, cfg *pgx.ConnConfig) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var schema string
-	err = conn.QueryRow(ctx, `SELECT s.name FROM unnest(current_schemas(false)) WITH ORDINALITY AS s(name, ord)
+	// A new database has no history yet: its schema is current_schema() before migration 000007
+	// runs, and stays that for the later migrations of the same run.
+	var schema *string
+	err = conn.QueryRow(ctx, `SELECT coalesce((SELECT s.name FROM unnest(current_schemas(false)) WITH ORDINALITY AS s(name, ord)
 		JOIN pg_namespace n ON n.nspname = s.name
 		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = 'schema_migrations'
-		ORDER BY s.ord LIMIT 1`).Scan(&schema)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // a new database: current_schema() is where its history will go
-	}
+		ORDER BY s.ord LIMIT 1), current_schema())`).Scan(&schema)
 	if err != nil {
 		return err
 	}
-	cfg.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	if schema != nil { // NULL: no schema in the search_path exists; golang-migrate will say so
+		cfg.RuntimeParams["search_path"] = pgx.Identifier{*schema}.Sanitize()
+	}
 	return nil
 }
