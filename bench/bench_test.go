@@ -41,6 +41,9 @@ func gateways(t *testing.T, n int) ([]string, string) {
 		st := store.New(pool, store.Options{})
 		st.Start(context.Background())
 		t.Cleanup(st.Stop)
+		relay := store.NewRelay(st, store.RelayOptions{}) // as sbgate serve runs it, for sql-send
+		relay.Start(context.Background())
+		t.Cleanup(relay.Stop)
 		srv := httptest.NewServer(handlers.NewServer(st, handlers.Config{
 			Keys: []sas.Key{{Name: "RootManageSharedAccessKey", Primary: testKey, Rights: sas.Manage}},
 		}))
@@ -90,6 +93,10 @@ func TestEveryOperation(t *testing.T) {
 			want = append(want, key(op, "same gateway", 2), key(op, "other gateway", 2))
 			continue
 		}
+		if op == bench.OpSQLSend {
+			want = append(want, key(op, "relayed", 2), key(op, "commit to receive", 1))
+			continue
+		}
 		want = append(want, key(op, "", 2))
 	}
 	var got []string
@@ -127,6 +134,10 @@ func TestEveryOperation(t *testing.T) {
 		switch r.Operation {
 		case bench.OpSend, bench.OpSendBatch, bench.OpTopicSend:
 			want = []string{bench.BaselineInsert}
+		case bench.OpSQLSend:
+			if !r.Latency {
+				want = []string{bench.BaselineInsert}
+			}
 		case bench.OpReceiveDelete:
 			want = []string{bench.BaselineClaim, "send@" + strconv.Itoa(r.Clients)}
 		case bench.OpWake:

@@ -69,6 +69,9 @@ func (r *runner) runPhase(ctx context.Context, op string, clients int) ([]Result
 		if op == OpWake {
 			return r.wake(ctx, clients)
 		}
+		if op == OpSQLSend {
+			return r.sqlSend(ctx, clients)
+		}
 		res, err = r.scenario(ctx, res)
 	}
 	if err != nil {

@@ -73,13 +73,16 @@ func (rep *Report) finish() *Report {
 // sendOps are compared with a one-row INSERT per commit, receiveOps with the naive claim +
 // complete.
 var (
-	sendOps    = []string{OpSend, OpSendBatch, OpTopicSend}
+	sendOps    = []string{OpSend, OpSendBatch, OpTopicSend, OpSQLSend}
 	receiveOps = []string{OpPeekLock, OpBatchSettle, OpReceiveDelete, OpSession, OpBacklog, OpInflight, OpManyQueues}
 )
 
 // ratios compares res with its baseline and, for receive-and-delete, with sbgate's own single
 // send at the same client count.
 func (rep *Report) ratios(res Result) []Ratio {
+	if res.Latency {
+		return nil // a latency row has no rate to compare
+	}
 	var out []Ratio
 	against := func(name string, rate float64) {
 		if rate > 0 {
@@ -204,7 +207,9 @@ func ratioText(r Result) string {
 	for _, q := range r.Ratios {
 		parts = append(parts, fmt.Sprintf("%.2fx %s", q.Value, q.Against))
 	}
-	if r.Latency {
+	if r.Latency && r.Operation == OpSQLSend {
+		parts = append(parts, "latency: from the sending transaction's commit to a long-polling receiver having the message")
+	} else if r.Latency {
 		parts = append(parts, "latency: from the send's 201 to a woken receiver having the message")
 	}
 	if r.Drained {

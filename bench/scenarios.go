@@ -41,7 +41,7 @@ const (
 )
 
 // Scenarios are the operations outside the default run.
-var Scenarios = []string{OpTopicSend, OpSession, OpBacklog, OpInflight, OpManyQueues, OpWake}
+var Scenarios = []string{OpTopicSend, OpSession, OpBacklog, OpInflight, OpManyQueues, OpWake, OpSQLSend}
 
 const (
 	activeSessions = 100
@@ -84,6 +84,8 @@ func (r *runner) setUpScenario(ctx context.Context, op string) error {
 	case OpWake:
 		r.wakeQueue = &queue{name: r.cfg.Queue + "-wake"}
 		return r.createEntity(ctx, r.wakeQueue.name, queueDescription)
+	case OpSQLSend:
+		return r.createEntity(ctx, r.sqlQueue(), queueDescription)
 	}
 	return nil
 }

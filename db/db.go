@@ -142,6 +142,9 @@ func Migrate(ctx context.Context, url string) (version uint, err error) {
 	stopAbort := context.AfterFunc(ctx, conns.closeAll)
 	defer stopAbort()
 
+	if err := pinMigrationSchema(ctx, connCfg); err != nil {
+		return 0, fmt.Errorf("migrate database %s: %w", target, withCtx(ctx, err))
+	}
 	sqlDB := stdlib.OpenDB(*connCfg)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
@@ -230,4 +233,35 @@ func (t *connTracker) closeAll() {
 		_ = c.Close()
 	}
 	t.conns = nil
+}
+
+// pinMigrationSchema makes the migrations run in the schema that already holds their history,
+// unless the URL sets a search_path itself. PostgreSQL's default search_path starts with
+// "$user": once a schema named like the connecting role exists (migration 000007 creates schema
+// sbgate, and sbgate is the default role), current_schema() would name it, and golang-migrate,
+// which keeps its history in current_schema(), would find none there and run every migration
+// again into it.
+func pinMigrationSchema(ctx context.Context, cfg *pgx.ConnConfig) error {
+	if _, set := cfg.RuntimeParams["search_path"]; set {
+		return nil
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// A new database has no history yet: its schema is current_schema() before migration 000007
+	// runs, and stays that for the later migrations of the same run.
+	var schema *string
+	err = conn.QueryRow(ctx, `SELECT coalesce((SELECT s.name FROM unnest(current_schemas(false)) WITH ORDINALITY AS s(name, ord)
+		JOIN pg_namespace n ON n.nspname = s.name
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = 'schema_migrations'
+		ORDER BY s.ord LIMIT 1), current_schema())`).Scan(&schema)
+	if err != nil {
+		return err
+	}
+	if schema != nil { // NULL: no schema in the search_path exists; golang-migrate will say so
+		cfg.RuntimeParams["search_path"] = pgx.Identifier{*schema}.Sanitize()
+	}
+	return nil
 }

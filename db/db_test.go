@@ -42,7 +42,7 @@ func latestVersion(t *testing.T) uint {
 func emptyDatabase(t *testing.T) string {
 	t.Helper()
 	url := dbtest.NewDatabase(t)
-	execSQL(t, url, `DROP SCHEMA public CASCADE`, `CREATE SCHEMA public`)
+	execSQL(t, url, `DROP SCHEMA public CASCADE`, `DROP SCHEMA IF EXISTS sbgate CASCADE`, `CREATE SCHEMA public`)
 	return url
 }
 

@@ -22,11 +22,27 @@ const (
 
 // Send stores msgs in e, all or none. See Store.
 func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
+	d, total, err := s.prepareSend(ctx, e, msgs)
+	if err != nil {
+		return err
+	}
+	if err := s.batcher.submit(ctx, &sendRequest{rows: d.rows, woken: d.wakeTargets()}); err != nil {
+		return err
+	}
+	s.grew(e.ID, int64(total))
+	s.touch(e)
+	return nil
+}
+
+// prepareSend checks msgs against every rule of e and returns the rows that store them (with
+// topic copies and forwarding resolved) and their total size; the caller writes the rows. The
+// SQL-send relay writes them in its own transaction (relay.go).
+func (s *Postgres) prepareSend(ctx context.Context, e *Entity, msgs []Message) (*delivery, int, error) {
 	if len(msgs) == 0 {
-		return badRequest("The batch contains no messages.")
+		return nil, 0, badRequest("The batch contains no messages.")
 	}
 	if err := checkSendable(e); err != nil {
-		return err
+		return nil, 0, err
 	}
 	now := s.now()
 	total := 0
@@ -36,27 +52,27 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 		m := &msgs[i]
 		if err := prepareMessage(e, m, now); err != nil {
 			if len(msgs) > 1 {
-				return &Error{Code: ErrorCode(err), Message: fmt.Sprintf("Message %d of the batch: %s", i+1, ErrorMessage(err))}
+				return nil, 0, &Error{Code: ErrorCode(err), Message: fmt.Sprintf("Message %d of the batch: %s", i+1, ErrorMessage(err))}
 			}
-			return err
+			return nil, 0, err
 		}
 		props, err := encodeUserProperties(m.UserProperties)
 		if err != nil {
 			if len(msgs) > 1 {
-				return &Error{Code: ErrorCode(err), Message: fmt.Sprintf("Message %d of the batch: %s", i+1, ErrorMessage(err))}
+				return nil, 0, &Error{Code: ErrorCode(err), Message: fmt.Sprintf("Message %d of the batch: %s", i+1, ErrorMessage(err))}
 			}
-			return err
+			return nil, 0, err
 		}
 		encoded[m] = props
 		total += messageSize(m, len(props))
 	}
 	if limit := e.Props.MaxMessageSizeInKilobytes * 1024; int64(total) > limit {
-		return &Error{Code: CodeTooLarge, Message: fmt.Sprintf(
+		return nil, 0, &Error{Code: CodeTooLarge, Message: fmt.Sprintf(
 			"The message (size %d bytes) exceeds the limit of %d bytes allowed on entity '%s'.", total, limit, e.Path)}
 	}
 	if e.Kind == KindQueue {
 		if err := s.checkQuota(ctx, e, int64(total)); err != nil {
-			return err
+			return nil, 0, err
 		}
 	}
 	d := s.newDelivery(ctx, now)
@@ -64,15 +80,10 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 	for i := range msgs {
 		d.begin(e)
 		if err := d.deliver(e, &msgs[i], e, 0); err != nil {
-			return err
+			return nil, 0, err
 		}
 	}
-	if err := s.batcher.submit(ctx, &sendRequest{rows: d.rows, woken: d.wakeTargets()}); err != nil {
-		return err
-	}
-	s.grew(e.ID, int64(total))
-	s.touch(e)
-	return nil
+	return d, total, nil
 }
 
 // checkSendable refuses sends the entity does not take.

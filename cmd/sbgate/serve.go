@@ -127,6 +127,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, Recheck: cfg.Recheck})
 	st.Start(ctx)
 	defer st.Stop()
+	// Messages applications send with sbgate.send in their own transactions (README).
+	relay := store.NewRelay(st, store.RelayOptions{})
+	relay.Start(ctx)
+	defer relay.Stop()
 
 	key, generated, err := namespaceKey(ctx, cfg, st)
 	if err != nil {

@@ -1,0 +1,455 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// The SQL send functions (migrations/000007_sql_send.up.sql) write messages into sbgate.outbox
+// in the application's transaction, which at commit NOTIFYs outboxChannel unless a relay is
+// polling already. Every gateway runs a Relay: woken by the notification (or its poll backstop,
+// or polling while it has work), it claims
+// committed rows with SKIP LOCKED, so gateways share the work, runs each message through the
+// send path of an HTTP send (prepareSend: status, sessions, sizes, quota, TTL caps, duplicate
+// detection, topic rules and actions, auto-forwarding), and in one transaction inserts the
+// messages and deletes the rows. A gateway killed mid-relay has committed both or neither: the
+// rows are claimed again, nothing is lost or doubled.
+const (
+	outboxChannel = "sbgate_outbox"
+	relayAppName  = "sbgate-relay"
+	// relayBatch is how many outbox rows one relay transaction takes: one INSERT of their
+	// messages, like a group commit of HTTP sends.
+	relayBatch = 500
+	// relayMaxBackoff bounds how long a message the relay could not deliver for a reason that
+	// may pass (the entity is full or disabled) waits before it is tried again.
+	relayMaxBackoff = 5 * time.Minute
+)
+
+// RelayOptions configures a Relay.
+type RelayOptions struct {
+	// Poll is how often the relay looks at the outbox without being notified (default 2s): a
+	// backstop for notifications missed while its connection was down, and the clock of
+	// retries.
+	Poll time.Duration
+}
+
+// Relay delivers the messages applications sent through the SQL functions. Start runs it until
+// Stop; RelayPending runs one pass, for tests and the bench.
+type Relay struct {
+	s    *Postgres
+	opts RelayOptions
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+	// relayed counts the messages delivered, for tests.
+	relayed int64
+}
+
+// NewRelay returns a relay for s.
+func NewRelay(s *Postgres, opts RelayOptions) *Relay {
+	if opts.Poll <= 0 {
+		opts.Poll = 2 * time.Second
+	}
+	return &Relay{s: s, opts: opts}
+}
+
+// Start runs the relay in the background until Stop. It is idempotent.
+func (r *Relay) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		return
+	}
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		r.loop(ctx)
+	}()
+}
+
+// Stop ends the relay and waits for a pass under way to finish. It is idempotent.
+func (r *Relay) Stop() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// loop relays whenever a sending transaction rings (NOTIFY) or the poll comes round. Once a
+// pass found work it polls every busyPoll and holds the doorbell lock (sbgate.ring in migration
+// 000007), so that senders need not NOTIFY, which would serialise their commits; it lets go
+// after busyLinger without work, and relays once more after letting go.
+func (r *Relay) loop(ctx context.Context) {
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	go r.listen(ctx, poke)
+	ticker := time.NewTicker(r.opts.Poll)
+	defer ticker.Stop()
+	var bell doorbell
+	defer bell.close()
+	lastWork := time.Now()
+	for {
+		n, err := r.RelayPending(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.s.log.Warn("relay SQL sends", "err", err)
+		}
+		if n > 0 {
+			lastWork = time.Now()
+			if !bell.held {
+				bell.hold(ctx, r.s)
+			}
+		}
+		if bell.held && time.Since(lastWork) > busyLinger {
+			bell.release(ctx)
+			continue // what was committed while senders did not ring
+		}
+		var busy <-chan time.Time
+		if bell.held {
+			busy = time.After(busyPoll)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-ticker.C:
+		case <-busy:
+		}
+	}
+}
+
+// Polling while busy: how often, and for how long without work before going back to waiting
+// for the doorbell.
+const (
+	busyPoll   = 5 * time.Millisecond
+	busyLinger = 200 * time.Millisecond
+)
+
+// doorbell holds the advisory lock that tells senders a relay is polling (sbgate.ring), on a
+// connection of its own: a session lock lives as long as its connection, so a relay that dies
+// lets go of it and senders ring again.
+type doorbell struct {
+	conn *pgx.Conn
+	held bool
+}
+
+const doorbellLockSQL = `SELECT pg_try_advisory_lock(7367, 1)`
+
+func (b *doorbell) hold(ctx context.Context, s *Postgres) {
+	if b.conn == nil {
+		cfg := s.pool.Config().ConnConfig.Copy()
+		cfg.RuntimeParams["application_name"] = relayAppName
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return // senders keep ringing
+		}
+		b.conn = conn
+	}
+	if err := b.conn.QueryRow(ctx, doorbellLockSQL).Scan(&b.held); err != nil {
+		b.close() // another gateway may hold it: then it polls, and this one waits to be rung
+	}
+}
+
+func (b *doorbell) release(ctx context.Context) {
+	b.held = false
+	if _, err := b.conn.Exec(ctx, `SELECT pg_advisory_unlock(7367, 1)`); err != nil {
+		b.close()
+	}
+}
+
+func (b *doorbell) close() {
+	b.held = false
+	if b.conn != nil {
+		_ = b.conn.Close(context.Background())
+		b.conn = nil
+	}
+}
+
+// listen LISTENs on outboxChannel and pokes on every notification, reconnecting with backoff.
+// Each (re)connection pokes too: what was committed while it was down is unknown.
+func (r *Relay) listen(ctx context.Context, poke func()) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := func() error {
+			cfg := r.s.pool.Config().ConnConfig.Copy()
+			cfg.RuntimeParams["application_name"] = relayAppName
+			conn, err := pgx.ConnectConfig(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			if _, err := conn.Exec(ctx, "LISTEN "+outboxChannel); err != nil {
+				return err
+			}
+			backoff = 100 * time.Millisecond
+			poke()
+			for {
+				if _, err := conn.WaitForNotification(ctx); err != nil {
+					return err
+				}
+				poke()
+			}
+		}()
+		if ctx.Err() != nil {
+			return
+		}
+		r.s.log.Warn("listen for SQL sends", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// RelayPending relays committed outbox rows until none is left that is due, and returns how
+// many messages it delivered. Rows another gateway is relaying are left to it.
+func (r *Relay) RelayPending(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, claimed, err := r.pass(ctx, relayBatch)
+		if err != nil && claimed > 1 && !errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+			// One message broke the shared INSERT: relay the rows one at a time, so the others
+			// go and the culprit is recorded with its error.
+			for range claimed {
+				n, _, err = r.pass(ctx, 1)
+				if err != nil {
+					return total, err
+				}
+				total += n
+			}
+			continue
+		}
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if claimed < relayBatch {
+			return total, nil
+		}
+	}
+}
+
+// claimOutboxSQL takes the oldest due rows that no other relay holds.
+const claimOutboxSQL = `
+SELECT id, path, body, message_id, coalesce(correlation_id, ''), coalesce(session_id, ''),
+	coalesce(reply_to_session_id, ''), coalesce(label, ''), coalesce(to_addr, ''), coalesce(reply_to, ''),
+	coalesce(partition_key, ''), coalesce(via_partition_key, ''), coalesce(content_type, ''), ttl_seconds,
+	scheduled_at, user_props, attempts
+FROM sbgate.outbox WHERE retry_at IS NULL OR retry_at <= $1
+ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`
+
+// relayDoneSQL deletes the relayed rows and records the ones that could not be delivered:
+// $3 their errors, $4 when to try again ('infinity': never).
+const relayDoneSQL = `
+WITH gone AS (
+	DELETE FROM sbgate.outbox WHERE id = ANY($1::bigint[])
+)
+UPDATE sbgate.outbox o SET attempts = o.attempts + 1, last_error = f.err, retry_at = f.retry
+FROM unnest($2::bigint[], $3::text[], $4::timestamptz[]) AS f(id, err, retry)
+WHERE o.id = f.id`
+
+type relayed struct {
+	e     *Entity
+	size  int
+	wakes []wakeTarget
+}
+
+// pass relays up to limit rows in one transaction. It returns the messages delivered and the
+// rows claimed.
+func (r *Relay) pass(ctx context.Context, limit int) (delivered, claimed int, err error) {
+	s := r.s
+	var done []relayed
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, claimOutboxSQL, s.now(), limit)
+		if err != nil {
+			return err
+		}
+		type staged struct {
+			id       int64
+			path     string
+			m        Message
+			attempts int
+		}
+		var batch []staged
+		for rows.Next() {
+			var st staged
+			var ttl *float64
+			var sched *time.Time
+			var props []byte
+			m := &st.m
+			if err := rows.Scan(&st.id, &st.path, &m.Body, &m.MessageID, &m.CorrelationID, &m.SessionID,
+				&m.ReplyToSessionID, &m.Label, &m.To, &m.ReplyTo, &m.PartitionKey, &m.ViaPartitionKey,
+				&m.ContentType, &ttl, &sched, &props, &st.attempts); err != nil {
+				rows.Close()
+				return err
+			}
+			if ttl != nil {
+				m.TimeToLive = secondsToTTL(*ttl)
+			}
+			if sched != nil {
+				m.ScheduledEnqueueTime = *sched
+			}
+			if m.UserProperties, err = decodeStagedProperties(props); err != nil {
+				rows.Close()
+				return fmt.Errorf("outbox row %d: %w", st.id, err)
+			}
+			batch = append(batch, st)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		claimed = len(batch)
+		if claimed == 0 {
+			return nil
+		}
+		var (
+			ids       []int64
+			failedIDs []int64
+			failures  []string
+			retries   []pgtype.Timestamptz
+			msgRows   []messageRow
+		)
+		now := s.now()
+		for _, st := range batch {
+			d, size, e, err := r.prepare(ctx, st.path, st.m)
+			if err != nil {
+				var se *Error
+				if !errors.As(err, &se) || se.Code == CodeUnavailable || se.Code == CodeInternal {
+					return err // the database, not the message: try the whole pass again later
+				}
+				failedIDs = append(failedIDs, st.id)
+				failures = append(failures, se.Message)
+				retries = append(retries, retryTime(se.Code, st.attempts, now))
+				continue
+			}
+			ids = append(ids, st.id)
+			msgRows = append(msgRows, d.rows...)
+			done = append(done, relayed{e: e, size: size, wakes: d.wakeTargets()})
+		}
+		if len(msgRows) > 0 {
+			if err := s.insertRows(ctx, tx, msgRows); err != nil {
+				if claimed == 1 {
+					// Alone, so this message is the cause: keep it with its error and retry it
+					// later, in a transaction of its own below.
+					return &relayInsertError{id: batch[0].id, attempts: batch[0].attempts, err: err}
+				}
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, relayDoneSQL, ids, failedIDs, failures, retries); err != nil {
+			return err
+		}
+		return nil
+	})
+	var ie *relayInsertError
+	if errors.As(err, &ie) {
+		s.log.Error("relay SQL send: the message cannot be stored", "outbox_id", ie.id, "err", ie.err)
+		_, err = s.pool.Exec(ctx, relayDoneSQL, []int64{}, []int64{ie.id},
+			[]string{"The message could not be stored."}, []pgtype.Timestamptz{retryTime(CodeInternal, ie.attempts, s.now())})
+		return 0, claimed, interpretError(err)
+	}
+	if err != nil {
+		return 0, claimed, fmt.Errorf("relay SQL sends: %w", interpretError(err))
+	}
+	for _, d := range done {
+		s.announce(d.wakes...)
+		s.grew(d.e.ID, int64(d.size))
+		s.touch(d.e)
+	}
+	r.mu.Lock()
+	r.relayed += int64(len(done))
+	r.mu.Unlock()
+	return len(done), claimed, nil
+}
+
+type relayInsertError struct {
+	id       int64
+	attempts int
+	err      error
+}
+
+func (e *relayInsertError) Error() string { return e.err.Error() }
+
+// prepare runs one staged message through the checks and routing of an HTTP send.
+func (r *Relay) prepare(ctx context.Context, path string, m Message) (*delivery, int, *Entity, error) {
+	e, err := r.s.Resolve(ctx, path)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	d, size, err := r.s.prepareSend(ctx, e, []Message{m})
+	return d, size, e, err
+}
+
+// retryTime is when a message refused with code is tried again: never for a refusal that the
+// message itself earned (it would be refused again), with a doubling wait for one that may pass.
+func retryTime(code Code, attempts int, now time.Time) pgtype.Timestamptz {
+	switch code {
+	case CodeBadRequest, CodeNotFound, CodeTooLarge:
+		return pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
+	}
+	wait := time.Second << min(attempts, 20)
+	return timestamptz(now.Add(min(wait, relayMaxBackoff)))
+}
+
+// secondsToTTL turns a TimeToLive in seconds, as the wire and the outbox give it, into a
+// duration; anything beyond what a duration holds never expires (as handlers read it).
+func secondsToTTL(secs float64) time.Duration {
+	if secs >= Infinite.Seconds() {
+		return Infinite
+	}
+	return max(time.Duration(secs*float64(time.Second)), time.Nanosecond)
+}
+
+// decodeStagedProperties reads the user properties the SQL functions checked: a JSON object of
+// strings, numbers and booleans. Numbers are typed as in a batch send: integers int64, others
+// float64. They are sorted by name, the order jsonb keeps.
+func decodeStagedProperties(raw []byte) (UserProperties, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, err
+	}
+	props := make(UserProperties, 0, len(obj))
+	for name, v := range obj {
+		switch x := v.(type) {
+		case json.Number:
+			if n, err := x.Int64(); err == nil {
+				v = n
+			} else if f, err := x.Float64(); err == nil {
+				v = f
+			} else {
+				return nil, fmt.Errorf("user property %q: %w", name, err)
+			}
+		case string, bool:
+		default:
+			return nil, fmt.Errorf("user property %q has type %T", name, v)
+		}
+		props = append(props, Property{Name: name, Value: v})
+	}
+	sort.Slice(props, func(i, j int) bool { return props[i].Name < props[j].Name })
+	return props, nil
+}
