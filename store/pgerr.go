@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"time"
 
@@ -39,7 +40,10 @@ func interpretError(err error) error {
 	}
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
-	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+	// A server that dies under a statement (SIGKILL, a failover) ends the connection mid-answer:
+	// pgx reports that as an unexpected EOF, which is the database being unavailable too.
+	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return &Error{Code: CodeUnavailable, Message: "The database is unavailable; retry shortly."}
 	}
 	return err
