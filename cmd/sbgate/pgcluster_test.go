@@ -170,7 +170,11 @@ func (n *pgNode) url() string {
 }
 
 func (n *pgNode) queryRow(sql string, dest ...any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	return n.queryRowWithin(3*time.Second, sql, dest...)
+}
+
+func (n *pgNode) queryRowWithin(timeout time.Duration, sql string, dest ...any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, n.url())
 	if err != nil {
@@ -202,7 +206,8 @@ func (n *pgNode) kill() {
 func (n *pgNode) promote() {
 	n.t.Helper()
 	var ok bool
-	if err := n.queryRow(`SELECT pg_promote(true, 30)`, &ok); err != nil || !ok {
+	// Promotion can take seconds on a loaded machine (the end of recovery, a new timeline).
+	if err := n.queryRowWithin(90*time.Second, `SELECT pg_promote(true, 60)`, &ok); err != nil || !ok {
 		n.t.Fatalf("promote %s: %v (%v)", n.name, err, ok)
 	}
 }
