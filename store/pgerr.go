@@ -33,6 +33,9 @@ func interpretError(err error) error {
 			"57": // operator intervention: admin shutdown, crash shutdown, cannot connect now
 			return &Error{Code: CodeUnavailable, Message: "The database is unavailable; retry shortly."}
 		}
+		if pgErr.Code == "25006" { // read_only_sql_transaction: connected to a standby
+			return &Error{Code: CodeUnavailable, Message: "The database is read-only (a standby); retry shortly."}
+		}
 		if pgErr.Code == "40001" || pgErr.Code == "40P01" { // serialization failure, deadlock
 			return &Error{Code: CodeUnavailable, Message: "A conflicting operation is in progress; retry shortly."}
 		}
