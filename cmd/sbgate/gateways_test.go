@@ -47,8 +47,9 @@ func scaleMessages(t *testing.T) int {
 
 // TestGatewaysSideBySide runs three sbgate processes on one database and checks what several
 // gateways promise: entity changes reach the others within entityChangeBound; a long poll on
-// one gateway gets a message sent through another; background work (expiry into the
-// dead-letter queue, auto-delete-on-idle) happens once whatever the number of gateways; and
+// one gateway gets a message sent through another; duplicate detection holds across gateways;
+// background work (expiry into the dead-letter queue, scheduled messages coming due,
+// auto-delete-on-idle) happens once whatever the number of gateways; and
 // under load through all three, with one of them SIGKILLed half-way, every acknowledged message
 // is completed exactly once, none is handed out again while its lock is valid, and the killed
 // gateway's locks come back when they end.
@@ -128,6 +129,34 @@ func TestGatewaysSideBySide(t *testing.T) {
 		}
 		if id := <-got; id != "wake-me" {
 			t.Errorf("long poll on C: got %q; want the message sent through A", id)
+		}
+	})
+	t.Run("duplicate detection across gateways", func(t *testing.T) {
+		a.mustPut(t, "dedup", queueXML("<RequiresDuplicateDetection>true</RequiresDuplicateDetection>"))
+		var ids []string
+		for i := range 50 {
+			ids = append(ids, fmt.Sprintf("d-%d", i))
+		}
+		for _, g := range gws {
+			if st := g.sendBatch("dedup", ids); st != http.StatusCreated {
+				t.Fatalf("send to dedup through %s: %d", g.name, st)
+			}
+		}
+		got := map[string]int{}
+		for {
+			st, h, body := c.do(http.MethodDelete, "dedup/messages/head?timeout=1", nil, "")
+			if st == http.StatusNoContent {
+				break
+			}
+			if st != http.StatusOK {
+				t.Fatalf("receive from dedup: %d %s", st, body)
+			}
+			got[idOf(h)]++
+		}
+		for _, id := range ids {
+			if got[id] != 1 {
+				t.Errorf("message %s, sent through all three gateways, received %d times; want 1", id, got[id])
+			}
 		}
 	})
 	t.Run("load with a gateway killed", func(t *testing.T) { checkLoad(t, gws, dbURL) })
@@ -269,6 +298,23 @@ func checkLoad(t *testing.T, gws []*sideGateway, dbURL string) {
 		held[id] = true
 	}
 
+	// Scheduled messages, sent through each gateway, come due during the load: each is
+	// delivered (and completed) once, whichever gateway's receivers are waiting.
+	l.scheduledFor = time.Now().Add(3 * time.Second).Truncate(time.Second)
+	due := l.scheduledFor.UTC().Format(time.RFC1123)
+	for i, g := range gws {
+		var ids []string
+		for j := range 50 {
+			ids = append(ids, fmt.Sprintf("sched-%d-%d", i, j))
+		}
+		if st := g.sendBatchWith("load", ids, map[string]string{"ScheduledEnqueueTimeUtc": due}); st != http.StatusCreated {
+			t.Fatalf("send scheduled messages through %s: %d", g.name, st)
+		}
+		for _, id := range ids {
+			l.acked[id] = true
+		}
+	}
+
 	var dead atomic.Bool // B was killed
 	alive := func(i int) *sideGateway {
 		for ; ; i++ {
@@ -371,6 +417,8 @@ type loadTally struct {
 	completed map[string]int       // completes answered 200
 	lockEnd   map[string]time.Time // the end of the latest lock handed out
 
+	scheduledFor time.Time // when the sched-* messages come due
+
 	completes      atomic.Int64
 	lockViolations atomic.Int64
 	firstViolation atomic.Value
@@ -398,6 +446,9 @@ func (l *loadTally) receive(t *testing.T, alive func(int) *sideGateway, i int, s
 		}
 		id := idOf(h)
 		until := lockedUntil(h)
+		if strings.HasPrefix(id, "sched-") && time.Now().Before(l.scheduledFor) {
+			t.Errorf("scheduled message %s delivered before its time %v", id, l.scheduledFor)
+		}
 		l.mu.Lock()
 		// LockedUntilUtc has whole seconds: a second of slack.
 		if prev, ok := l.lockEnd[id]; ok && began.Before(prev.Add(-time.Second)) && l.completed[id] == 0 {
@@ -473,13 +524,22 @@ func (g *sideGateway) mustPut(t *testing.T, path, body string) {
 
 // sendBatch sends messages with the given ids in one batch request and returns the status.
 func (g *sideGateway) sendBatch(entity string, ids []string) int {
+	return g.sendBatchWith(entity, ids, nil)
+}
+
+// sendBatchWith is sendBatch with more broker properties on every message.
+func (g *sideGateway) sendBatchWith(entity string, ids []string, props map[string]string) int {
 	type msg struct {
 		Body             string            `json:"Body"`
 		BrokerProperties map[string]string `json:"BrokerProperties"`
 	}
 	msgs := make([]msg, len(ids))
 	for i, id := range ids {
-		msgs[i] = msg{Body: id, BrokerProperties: map[string]string{"MessageId": id}}
+		bp := map[string]string{"MessageId": id}
+		for k, v := range props {
+			bp[k] = v
+		}
+		msgs[i] = msg{Body: id, BrokerProperties: bp}
 	}
 	b, _ := json.Marshal(msgs)
 	st, _, _ := g.do(http.MethodPost, entity+"/messages", map[string]string{"Content-Type": "application/vnd.microsoft.servicebus.json"}, string(b))
