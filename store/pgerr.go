@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"time"
 
@@ -32,6 +33,9 @@ func interpretError(err error) error {
 			"57": // operator intervention: admin shutdown, crash shutdown, cannot connect now
 			return &Error{Code: CodeUnavailable, Message: "The database is unavailable; retry shortly."}
 		}
+		if pgErr.Code == "25006" { // read_only_sql_transaction: connected to a standby
+			return &Error{Code: CodeUnavailable, Message: "The database is read-only (a standby); retry shortly."}
+		}
 		if pgErr.Code == "40001" || pgErr.Code == "40P01" { // serialization failure, deadlock
 			return &Error{Code: CodeUnavailable, Message: "A conflicting operation is in progress; retry shortly."}
 		}
@@ -39,7 +43,10 @@ func interpretError(err error) error {
 	}
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
-	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+	// A server that dies under a statement (SIGKILL, a failover) ends the connection mid-answer:
+	// pgx reports that as an unexpected EOF, which is the database being unavailable too.
+	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return &Error{Code: CodeUnavailable, Message: "The database is unavailable; retry shortly."}
 	}
 	return err

@@ -113,6 +113,11 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return err
 	}
 	defer stopDB()
+	if pg == nil {
+		if stopped, err := waitForPrimary(ctx, cfg, log, url); stopped || err != nil {
+			return err
+		}
+	}
 	if _, err := db.Migrate(ctx, url); err != nil {
 		return err
 	}
