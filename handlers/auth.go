@@ -140,8 +140,13 @@ func forwardTargetPath(t string) string {
 type namespaceKeyCtx struct{}
 
 // tokenErrorText is the 401 detail of a token error: the sas sentinels carry the service's texts.
+// An unknown key name reads exactly like a wrong signature, so a 401 never tells a caller which
+// key names exist on the namespace or on an entity (or whether the entity exists).
 func tokenErrorText(err error) string {
-	for _, sentinel := range []error{sas.ErrMissingToken, sas.ErrUnsupportedScheme, sas.ErrUnknownKey,
+	if errors.Is(err, sas.ErrUnknownKey) {
+		return sas.ErrInvalidSignature.Error()
+	}
+	for _, sentinel := range []error{sas.ErrMissingToken, sas.ErrUnsupportedScheme,
 		sas.ErrInvalidSignature, sas.ErrExpiredToken} {
 		if errors.Is(err, sentinel) {
 			return sentinel.Error()
