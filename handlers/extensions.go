@@ -224,6 +224,10 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request, t target, me
 		s.writeError(w, r, badRequest("The dead-letter reason and description may not contain control characters."))
 		return
 	}
+	if err := checkDeadLetterText(reason, description); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	s.settleOne(w, r, t, store.SettleRequest{Op: store.DeadLetter, ID: messageID, Token: lockToken, Reason: reason, Description: description})
 }
 

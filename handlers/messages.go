@@ -80,6 +80,15 @@ func (s *Server) SendMessage(w http.ResponseWriter, r *http.Request, entityPath 
 		s.writeError(w, r, err)
 		return
 	}
+	for i := range msgs {
+		if err := checkDeliverable(&msgs[i]); err != nil {
+			if batch {
+				err = badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
+			}
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	if err := s.store.Send(r.Context(), e, msgs); err != nil {
 		s.writeError(w, r, err)
 		return
