@@ -136,7 +136,12 @@ func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, t target, 
 		s.writeError(w, r, err)
 		return
 	}
-	msgs, err := s.store.Receive(r.Context(), store.ReceiveRequest{Target: st, Mode: mode, Max: count(n, 10), Wait: wait})
+	wctx, end := s.waitContext(r.Context())
+	defer end()
+	msgs, err := s.store.Receive(wctx, store.ReceiveRequest{Target: st, Mode: mode, Max: count(n, 10), Wait: wait})
+	if drained(r.Context(), wctx, err) {
+		msgs, err = nil, nil
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -80,12 +80,16 @@ type bundle struct {
 	now   func() time.Time // the clock the server uses (the fake one unless realClock)
 	http  *http.Client
 	api   *client.ClientWithResponses // signs every request with the root key
+	// config adjusts the handlers' configuration (setupOptions.config).
+	config func(*handlers.Config)
 }
 
 type setupOptions struct {
 	realClock bool
 	// wrap, when set, puts something between the handlers and the store.
 	wrap func(store.Store) store.Store
+	// config, when set, adjusts the handlers' configuration.
+	config func(*handlers.Config)
 }
 
 // setup starts a server over a fresh database and store. Everything is torn down when the test
@@ -97,7 +101,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	b := &bundle{clock: newClock()}
+	b := &bundle{clock: newClock(), config: o.config}
 	b.now = b.clock.Now
 	if o.realClock {
 		b.now = time.Now
@@ -117,7 +121,11 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 // serve runs the handlers over st on a test server.
 func (b *bundle) serve(t *testing.T, st store.Store) {
 	t.Helper()
-	srv := httptest.NewServer(handlers.NewServer(st, handlers.Config{Keys: testKeys, Now: b.now}))
+	cfg := handlers.Config{Keys: testKeys, Now: b.now}
+	if b.config != nil {
+		b.config(&cfg)
+	}
+	srv := httptest.NewServer(handlers.NewServer(st, cfg))
 	t.Cleanup(srv.Close) // also closes the idle connections of srv.Client()
 	b.url = srv.URL
 	b.host = strings.TrimPrefix(srv.URL, "http://")

@@ -39,6 +39,9 @@ type Config struct {
 	Metrics http.Handler
 	// Observe, when set, is told the operation, status and duration of every request.
 	Observe func(operation string, status int, d time.Duration)
+	// Drain, when set, ends when the server begins to shut down: receivers and session accepts
+	// still waiting are answered at once with nothing (204), and new ones do not wait.
+	Drain context.Context
 }
 
 func (c *Config) setDefaults() {
