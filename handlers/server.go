@@ -42,6 +42,9 @@ type Config struct {
 	// Drain, when set, ends when the server begins to shut down: receivers and session accepts
 	// still waiting are answered at once with nothing (204), and new ones do not wait.
 	Drain context.Context
+	// Waiting, when set, is told when a receive or session accept begins (+1) and ends (-1)
+	// waiting.
+	Waiting func(delta int)
 }
 
 func (c *Config) setDefaults() {

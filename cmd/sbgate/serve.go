@@ -95,6 +95,11 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return err
 	}
 	m := metrics.New(pool, log)
+	// Shutdown closes the listener, then waits for connections to go idle: draining first
+	// answers every waiting receiver (204), so only sends and settlements still under way are
+	// waited for, and the process exits in moments rather than at the end of long polls.
+	drain, startDraining := context.WithCancel(context.Background())
+	defer startDraining()
 	srv := &http.Server{
 		Handler: handlers.NewServer(st, handlers.Config{
 			Namespace:      cfg.Namespace,
@@ -103,11 +108,14 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 			Logger:         log,
 			Metrics:        m.Handler(),
 			Observe:        m.Observe,
+			Drain:          drain,
+			Waiting:        m.Waiting,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(startDraining)
 	scheme := "http"
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
