@@ -27,6 +27,11 @@ type Config struct {
 	DefaultReceiveWait time.Duration
 	// MaxReceiveWait caps the timeout a receive may ask for (120s).
 	MaxReceiveWait time.Duration
+	// BodyTimeout is how long a request's body may take to arrive, from the request's start
+	// (60s). A body that has not arrived by then is refused with 400 and the connection closed.
+	BodyTimeout time.Duration
+	// WriteTimeout is how long an answer may take to write, from its first byte (60s).
+	WriteTimeout time.Duration
 	// ClockSkew is how long past its expiry a token is still accepted (5 minutes).
 	ClockSkew time.Duration
 	// Started is when the namespace came up, reported by $namespaceinfo.
@@ -56,6 +61,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxReceiveWait <= 0 {
 		c.MaxReceiveWait = 120 * time.Second
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 60 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 60 * time.Second
 	}
 	if c.ClockSkew <= 0 {
 		c.ClockSkew = 5 * time.Minute
@@ -108,6 +119,7 @@ func routeFrom(ctx context.Context) (route, bool) {
 // canonical path.
 func (s *Server) front(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w, r = s.bound(w, r)
 		rt, ok := classify(r.Method, r.URL.EscapedPath())
 		if s.cfg.Observe != nil {
 			start := time.Now()

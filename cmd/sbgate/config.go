@@ -28,6 +28,8 @@ type serveConfig struct {
 	SendWriters    int
 	Recheck        time.Duration
 	ShutdownGrace  time.Duration
+	BodyTimeout    time.Duration
+	WriteTimeout   time.Duration
 	PprofListen    string
 	ReadyFile      string
 	// GCPercent is the Go collector's target, applied at start unless the operator set GOGC
@@ -55,6 +57,8 @@ var serveFlags = []envFlag{
 	{"send-writers", "SBGATE_SEND_WRITERS", "2", "group-commit writers running at once"},
 	{"recheck-interval", "SBGATE_RECHECK_INTERVAL", "30s", "longest receivers waiting on an entity with nothing for them go without looking again (a backstop: sends, abandons and timers for scheduled messages and lock ends wake them)"},
 	{"shutdown-grace", "SBGATE_SHUTDOWN_GRACE", "30s", "how long shutdown waits for requests in flight"},
+	{"body-timeout", "SBGATE_BODY_TIMEOUT", "60s", "how long a request's body may take to arrive (raise it for very large messages over slow links)"},
+	{"write-timeout", "SBGATE_WRITE_TIMEOUT", "60s", "how long an answer may take to write, from its first byte (long-poll waits do not count)"},
 	{"pprof-listen", "SBGATE_PPROF_LISTEN", "", "address to serve Go's /debug/pprof profiles on (off when empty; keep it private)"},
 	{"ready-file", "SBGATE_READY_FILE", "", "once the broker listens, write {\"endpoint\", \"connection_string\", \"database_url\"} as JSON to this file " +
 		"(mode 0600, written whole: a temporary file renamed into place; removed at shutdown), for scripts and sbgate bench to find a broker started on port 0"},
@@ -100,6 +104,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	}
 	durations := map[string]*time.Duration{
 		"max-receive-wait": &cfg.MaxReceiveWait, "recheck-interval": &cfg.Recheck, "shutdown-grace": &cfg.ShutdownGrace,
+		"body-timeout": &cfg.BodyTimeout, "write-timeout": &cfg.WriteTimeout,
 	}
 	for name, dst := range durations {
 		d, err := time.ParseDuration(get(name))

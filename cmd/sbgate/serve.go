@@ -105,15 +105,22 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 			Namespace:      cfg.Namespace,
 			Keys:           []sas.Key{key},
 			MaxReceiveWait: cfg.MaxReceiveWait,
+			BodyTimeout:    cfg.BodyTimeout,
+			WriteTimeout:   cfg.WriteTimeout,
 			Logger:         log,
 			Metrics:        m.Handler(),
 			Observe:        m.Observe,
 			Drain:          drain,
 			Waiting:        m.Waiting,
 		}),
+		// The header and idle keep-alive connections are bounded here; the body and the answer
+		// per request by the handlers (ReadTimeout and WriteTimeout would cut long polls).
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Properties travel as headers; up to this size an oversized one gets the Service Bus
+		// 400 that names the 10 KiB limit (handlers/limits.go), beyond it net/http's bare 431.
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	srv.RegisterOnShutdown(startDraining)
 	scheme := "http"
