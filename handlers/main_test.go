@@ -82,6 +82,9 @@ type bundle struct {
 	api   *client.ClientWithResponses // signs every request with the root key
 	// config adjusts the handlers' configuration (setupOptions.config).
 	config func(*handlers.Config)
+	// namespaceWide makes do sign its default token for the whole namespace rather than for
+	// the request's URL: such a token may name any entity as a forwarding target.
+	namespaceWide bool
 }
 
 type setupOptions struct {
@@ -192,7 +195,11 @@ func (b *bundle) do(t *testing.T, c call) result {
 	switch c.key {
 	case "-":
 	case "":
-		req.Header.Set("Authorization", b.token(b.url+c.path, "root"))
+		if b.namespaceWide {
+			req.Header.Set("Authorization", b.token(b.url+"/", "root"))
+		} else {
+			req.Header.Set("Authorization", b.token(b.url+c.path, "root"))
+		}
 	default:
 		req.Header.Set("Authorization", b.token(b.url+c.path, c.key))
 	}

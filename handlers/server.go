@@ -141,12 +141,12 @@ func (s *Server) front(next http.Handler) http.Handler {
 		}
 		ctx := context.WithValue(r.Context(), routeKey{}, rt)
 		if rt.op != opHealth {
-			namespaceKey, err := s.authorize(r.WithContext(ctx), rt)
+			caller, err := s.authorize(r.WithContext(ctx), rt)
 			if err != nil {
 				s.writeError(w, r.WithContext(ctx), err)
 				return
 			}
-			ctx = context.WithValue(ctx, namespaceKeyCtx{}, namespaceKey)
+			ctx = context.WithValue(ctx, callerCtx{}, caller)
 		}
 		r = r.WithContext(ctx)
 		u := *r.URL
