@@ -95,14 +95,19 @@ type BrokerProperties struct {
 	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
 
 	// DeadLetterReason Extension JSON only; REST receives carry it as a user-property header.
-	DeadLetterReason       *string             `json:"DeadLetterReason,omitempty"`
-	DeadLetterSource       *string             `json:"DeadLetterSource,omitempty"`
-	DeliveryCount          *int                `json:"DeliveryCount,omitempty"`
-	EnqueuedSequenceNumber *int64              `json:"EnqueuedSequenceNumber,omitempty"`
-	EnqueuedTimeUtc        *string             `json:"EnqueuedTimeUtc,omitempty"`
-	Label                  *string             `json:"Label,omitempty"`
-	LockToken              *openapi_types.UUID `json:"LockToken,omitempty"`
-	LockedUntilUtc         *string             `json:"LockedUntilUtc,omitempty"`
+	DeadLetterReason *string `json:"DeadLetterReason,omitempty"`
+	DeadLetterSource *string `json:"DeadLetterSource,omitempty"`
+	DeliveryCount    *int    `json:"DeliveryCount,omitempty"`
+
+	// EnqueuedSequenceNumber On an auto-forwarded message, the sequence number it was first given where it was sent; else 0.
+	EnqueuedSequenceNumber *int64  `json:"EnqueuedSequenceNumber,omitempty"`
+	EnqueuedTimeUtc        *string `json:"EnqueuedTimeUtc,omitempty"`
+
+	// ExpiresAtUtc EnqueuedTimeUtc + TimeToLive (RFC 1123); absent when the message never expires.
+	ExpiresAtUtc   *string             `json:"ExpiresAtUtc,omitempty"`
+	Label          *string             `json:"Label,omitempty"`
+	LockToken      *openapi_types.UUID `json:"LockToken,omitempty"`
+	LockedUntilUtc *string             `json:"LockedUntilUtc,omitempty"`
 
 	// MessageId Generated (32 hex digits) when absent.
 	MessageId *string `json:"MessageId,omitempty"`
@@ -112,7 +117,7 @@ type BrokerProperties struct {
 	ReplyTo          *string `json:"ReplyTo,omitempty"`
 	ReplyToSessionId *string `json:"ReplyToSessionId,omitempty"`
 
-	// ScheduledEnqueueTimeUtc RFC 1123 date; the message stays invisible until then.
+	// ScheduledEnqueueTimeUtc RFC 1123 date; the message stays invisible until then. A past time delivers it at once; either is returned as sent.
 	ScheduledEnqueueTimeUtc *string                `json:"ScheduledEnqueueTimeUtc,omitempty"`
 	SequenceNumber          *int64                 `json:"SequenceNumber,omitempty"`
 	SessionId               *string                `json:"SessionId,omitempty"`
@@ -124,6 +129,9 @@ type BrokerProperties struct {
 	// TimeToLiveTimeSpan Alternative TTL as a .NET TimeSpan ([d.]hh:mm:ss[.fffffff]).
 	TimeToLiveTimeSpan *string `json:"TimeToLiveTimeSpan,omitempty"`
 	To                 *string `json:"To,omitempty"`
+
+	// ViaPartitionKey Kept and returned as sent (it has no effect here).
+	ViaPartitionKey *string `json:"ViaPartitionKey,omitempty"`
 }
 
 // BrokerPropertiesState defines model for BrokerProperties.State.
@@ -689,10 +697,10 @@ type ServerInterface interface {
 	// GetNamespaceInfo Namespace information (any valid token).
 	// (GET /$namespaceinfo)
 	GetNamespaceInfo(w http.ResponseWriter, r *http.Request, params GetNamespaceInfoParams)
-	// Healthz Liveness: the process serves HTTP.
+	// Healthz Liveness: the process serves HTTP and can recover by itself.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
-	// Readyz Readiness: the database answers.
+	// Readyz Readiness: the database answers (and an embedded one is not being restarted).
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
 	// DeleteEntity Delete a queue with all its messages.
@@ -866,13 +874,13 @@ func (_ Unimplemented) GetNamespaceInfo(w http.ResponseWriter, r *http.Request, 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// Healthz Liveness: the process serves HTTP.
+// Healthz Liveness: the process serves HTTP and can recover by itself.
 // (GET /healthz)
 func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// Readyz Readiness: the database answers.
+// Readyz Readiness: the database answers (and an embedded one is not being restarted).
 // (GET /readyz)
 func (_ Unimplemented) Readyz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -4791,143 +4799,147 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3Zcts42uiroHgyZSlNS7KTzvSxqy+crZPTzjK2e/qilSpC5CcJYwpQCNC22uWquToP8D/EPNg8yV/4",
-	"AJAgRS1eE7vdNx1TJJYP377hPIjFZCo4cCWDnfNgSjM6AQUZ/rU3Zf+ETDLB9V8JyDhjU4V/BntxDFMF",
-	"CaE8IWzERQZJJwgDpn/8mkM2C8KA0wkEOwGdss0TO1AYyHgME6pHVLOp/lmqjPFRcHERBm+4Ymr2marx",
-	"/Iz/yCEHMqVqTFqRyBLIZBSSiHYH3Thqh0Rk5JSpMYm6T14DTfZBKcjwo4jQ6RR4AglhSpIEaLKZ4s99",
-	"LvPBV/1Oh0TdiEzojAyATCGLgatN4LFIIOn0uduZnr7cGJTLDYMMvuYsgyTYUVkOy/e5L+LjI3EMCNiG",
-	"gdPi92XjDkU2oSrYCfKcJUHYMM8HkJKO4H0yD86jMZCJ+XlDkkP4mgOP4WM+GUBGWlQSxsm+iKl+va2B",
-	"q0FXjNdpBsikmO9y8DjIU/iIQzSCI3M/Lxt1Qs/2gY806vzYawJGdY8LppLVl9YCP+PqxfMgDCaMs0k+",
-	"CXa2iukZVzCCzM4vNQmYw2ic2v2+5ja3tn9q3ieOswrHZP2166Ha4TGbFjPVGMATqX/0x0tgSPNUBTs9",
-	"D2y9ZrDlgwJvl+CIrL92LVw5YhMQuZonm0OIBU8kUYKcUqbIUGSEOkIiLbsv8qIXklhznYQMZkSNgUjI",
-	"TiDbkGRCz/R2d0mPZKDyjEtCFRE8hvYiBqrsaipbWA61I7H4NJRYcBhbvd4KLL7QUJVTwSWgiHhJkwNN",
-	"MRJBFQuugOM/6XSaMsM9umeTVD8qJ3ySwTDYCf5Pt5Q+XfOr7L7JMmFnqkL+A001FkJCMjNjSKaZmEKm",
-	"Zpo96c11gosweCuyAUsSg/e3uiLNQo0I2JBEKqpyqfFhwDR+jIHoxeF8uC5NaPviDgD1UZATmrKEaCli",
-	"ZKIaU0WUpnIjrxPSgrOppo2QSFAqhQRhCCeQkTGkSRuX/FGotyLnyR1CkiQCJOFCEThjUuEyfuM0V2OR",
-	"sT/h9pfygUnJ+CgkE4dvIbGwQhUjE3yUzohkIw6JgSnqHtTCV8Nb5AoRgANopSNjo3GxkxPKUjpI4U5g",
-	"mlBFB1QCiSnXMB0AyYDGY0h2NfPJZoQOFWS42BE7AU6k4W+aE42BJlYTPNDvbu7pd6srm2cQeiF2bYZB",
-	"qHhs1YYGLbLgnGJIKBnol4kEnnTIL+wEyEuRzBC6+h8vqYQXzy3HHTBOsxkZiGSm12o5AbNcSSSzpRoP",
-	"frdLpNJqK9HKjpLkt6O3mz+RwUwBbr8mFMKgXMP82G/OFHAtTncQlnp4PewAXw9xzQORMJCGFGkGiOMK",
-	"zpSeqxCvevbGuTNxDNnnyi6XYcXc+xr5ZH0EmiRMb4Cm/nMjLGsHVaInKWG9qxlNDhL3YxYrQ8JRdZIE",
-	"9yxSoNyHpxj8C2KFMqr2pHmX1XWYN7wldMivMDMLgAlT2iJhnIgsYZymBM0EZHmCpzNyOkYMVx3yiRPG",
-	"p7lyi+1zrfrTVApNIzyfQMZityUcIKEKJDl4+4psbW0/05t7f/iJ/PSit6VJiSabOMOxW4wzidB0qGLn",
-	"K0P1R7j7uQ0iCVg0lbjsXUKJZklpib65BCNi7FibejBiCLYRd1+JLIMUz8/on3NvlDYTcpTX/qoWYjv5",
-	"f4efPtpFHrw5PCIZxMBOQJKYZtmMMKWpgOr1ZpuFtC7XqQH3iaczh3RLVnUAVH4vazkUeRbj4a3xUcpO",
-	"IJu9Erlh9Au+KDioNoLRIk3m7ZU5i2P9wbRC+5uK11rzPh1A2ogkFZuibhOsHlfEx5D8xhVL113KEgP2",
-	"F+BavYKEtJ5tkzGckYSNmJJtQ+Z0IIEjc11hMYXBZ5op5IO/QoPYeG20Y1T5CxNul0xyqQh8zWmqMQun",
-	"HAg1NqwQVCMVHsA0nR2JRtDa3ypG4txLh1p05ykk9li9U60uuuBTmm3tIqtwvEMqOtPW/QmTbJACyfV5",
-	"6Dd445pvBAsru1p5HoeKKqQu4NoO+SPYixU70XLxNQwh0xadB4rgyxqopwF1JPb1KItMut2awYYA3pDE",
-	"nr/FxHKgitxORK51umJmI1aqM+t/HU5pkzMtVZBxqjdJjo72DZ/qfHxzRNw3pPVH0vkyHu9MJjtS/tEZ",
-	"mv++tBvPrBHFmgQucqUDkGj9nc/JKcuyqot9J07JhPJZKaQqtg6hwyHEyngD51ClwVItrfQ/7JRfGlbq",
-	"C4LC3qyud7kE87Du2fbfX/x0JWFjcYGUb0LycnZgBE1WYzbN0zQdg9HhGw4ggWY19t3R0WdrcXaCJoJ7",
-	"DYqydP5ji8Uh0juJjjIaHzM+ep/s/Pff/wnJ4UwqmOBTyMwjjYFS0clU/xl1Gn0/1SNMDKXiAuaOMgys",
-	"dWOdEc58KVj9MiOBccQ1cCJfbhihr9GsQ46c4s3QeanVdcOXmdKPjHqvNe6QQCqhz+1LRqfvEK0fly6F",
-	"NTVbrZxpHouTKtnnBec1XzUpgM48WWFh3IlRUFNGm2Q2bVYCD9FvMAGuyG8H+8aAS1HCl+6wKcDxJroh",
-	"tF7WzKwuZ5asYUU4YcOHYp6m3lFpEU16+7Wnqb9+R2Uhf+Z/nVdhlspdo4QYLDROQFyaRhZt/hlwLRC7",
-	"i/WAGsUden5jf3veXr4sBpPe0TyYlip6ayh2S6Byk9v1nde1RTRv2aHsZaVHXQy4dxGv1+L764mXyri7",
-	"JLm+vAmD10xOhWTNW4leick0BQURyWAiTqw4txS8S6K9AeWJ4PrnFKizO5GmW75ayWSfZ5AYcwcSQo0L",
-	"bJgJrtCF44XdtJE+JGrMJDm1zpeUSkVomopTSIgdZdbe7fOo3HtEzAKZ0rq4Ht0bk7hI3i6JUE2MtBou",
-	"jdnHEqfnoizQK0UQorLnQj6Wve+S6AA4nGp8ioysSbxNW+2w8Pvq117n1s+LzN5prQ6yQRhYIAY+Ejh1",
-	"NtC6v53Pw9oFRte8LoCrMr5H5MEFz/UZMS5fg1jCCFm2GCLYiwhfRVtbGOTx6dCnPR/FlhPeImVzkcLy",
-	"+9jC24qaIWUpJKFhqYfG52656Xav1wnCSxqtl+dl7qyQRHesn/fUHAM6imdh4SZq5nW46vmRt3u9wkOl",
-	"Ukh2yfPe81J2GG8+lSQVUs3778OaA19/3TPOUq6tPYwIWCh2Vmvi/unaBX9pkr4S4jxjaqbNsYk5Skkb",
-	"NhcdjmkGyV4cg5SHbMSpyrVqlf18nmepi7STDCT6Vi76ea+3/UKyUfV341Al7z7svdo8fLe3/eML9yb8",
-	"fJ5zdmaPwD095j+fH8MMo0MXUafPUXv+sPeK6KfM0LX+p9YLtd0VCz5ko1yzqBZ6zHHCzQRw/rYxpc1Z",
-	"aiYk2YgjQ4lkRn4g/aDf5/2A/EAkaN5BY5WiIxh9EaihSjoBS6422wBVBMZJdAjZCYvhZS73bLwDaTPy",
-	"8g+Mu6qM5VVeLE+VTtmvMDNRAWb1oOp5yMFIa61yCvTYQGHvT30gdg3kZS6NF22aCSVikRKhUQsND8oT",
-	"cgwwlUSj28xTz/v8s5BqlMHhP/b1dpkkiYhzpFwz/8AKkNOxSJ0dk2dDGkOnz/v86VOTAoJ5HrLz9CnZ",
-	"M4a4xm4lpiw2GSAadGN6ooF3AhlNHV+TpOUyQtBt6gWF8ZhokmQgpXH6R+c44kXXDzHL7rlBFtwmbRQx",
-	"hOoTPzcy4GI+36RDPk2B731+7+IucDbV02rurFdfpNmYaICcUi6LHYREij6PytySiHhgNCsXHLxBTsdC",
-	"AuavaGullryiAfK37beDv22/xTSZ0zGLx32uRa+ee1R40eKUIQBN+MXHA/8Xg/8ah/GESM7tPH3eiroI",
-	"+q5zDOB0TI1JylT9kIp3QhJppNb/rxxDFPZ5NAfZkERPDiyPwG/xsYzamoAon5GYSsZHu17InVBMVZLG",
-	"Paf5Pzr0+1xlQBVi44TQlB1Dh1jk0whgTL+YSthkXGp7U7ETh6QVstNY+gYJoXSCwJmeE1cxBpqqMYnH",
-	"EB9LDAlqPJDIDnFtUiIbQYbY54Y1tBbzy//++z8lcyz/AO/fx1z/YYASVXkJEVmfL+Y05BB4onmbWade",
-	"v35iQpihdanr3zVxoOTRf+wzqYCHBqwTyunICOsP+E/SQpwjbDJNGZhzaDtq17q2fPqU5BLsbCXeoTEf",
-	"6T09i/FF/CeYB69EYv4F58YRcmGed8sfzAOjWZgnFkTP4q7/1D7ypoj63OSS+fGVHVIL0u6SeEwzCern",
-	"XA03f7J8WjGVQsFhgzBwqW87wVanpxUAMQVOpyzYCZ51ep1nQYipLCg0uyV2dw1q66cjUE2KiE0e4WRP",
-	"iQkZAiQEJ08KsuiQ3536MDVKOhnmaWo0c/1+TLNMnwntcwvolPFjrev/3A84nKl+YCHiuAzm8iBLMv/8",
-	"4YkSU7v1Av+1HRdorLB7CCuZhX80uynKV7qYTHQRrnzvSKz1mpfIePGllsGy3estCcVTJSY/zMXj64rx",
-	"XOz9rYatGFrRBVwhkG0qBrCMZNoamQCJRc6VxNyA52YhTVspFtz18m3wk63Vn1SyJy7C4Mfes7U+KhIV",
-	"UM3LJxOazeypmn3JUPMXFGgYZw1RvI1Am36U6O118Fsfp4+0wPVxeh5l7Ct/VZQxSs4SlNH6nLZhtJhp",
-	"Ib2TyMAsat87RMLdro9IKJinNAan1DZi0S+gProX0Qt4WVy688PfszxcH/vMclo7g+a0lFT2U5pxVzu6",
-	"yjEUI1cRS+tSxmZEhaRtT8AoM38uBP07+/tKoGl7qztNKeOXBVWKsTff9gx2/vhSxawT4CClMc6nmTA6",
-	"ltYGJZocdjMZ0GS2eC8H5ufb2wpO0Lk6KS3Yvh6WlfsvcsAol6eQSbv589LAuDDKBfqq5qDwGp8bxfg2",
-	"CKnuAdWzJZ0rM6XnveerPyryGq/PxcyCCbWiHvk1TVN0rjkbB3fTqMO9xVw25HxoCY5FmkjChR1NH585",
-	"NdS3tnu9yM7ACUymauYrfX0efc4HKYvTmVHIE6dMa0OJysIk0up1IkDuWvN93tTDhCaXqib7vB9oI3ao",
-	"QdYPmlS9X0AtwpDVZSOkhaFuiX7WCHjG4vHPQ5pKiBZmRJu3mqpJimDN9yjkvTxXw+pbeJwY9jYWiTSV",
-	"LPqsFp0mHvr9oZBfQDny2JDEg4dBZU0oDdrw5fiMVzekD3LalLnvh4fpKnlrDCgvCKQNZ6tn+U/7vFXo",
-	"JCQaKzXd6bp4a2fC4kxIMVSdWEy6HJSlPtnd7m31ulu9rn0wyGU3FpxDrCJtGb8x8l2imysWqPShdwPV",
-	"o10ibKYjuPcUPQarJiYuXaklOMmnGJtWQuz0OS3+zmCa0rjiifNg1e6Q6MC4gqUNtqEzxj17nRs6gNeg",
-	"IDbA0eQcveH6+ItsKsZHkXOAxWPKtUKH2cZxBl64pMpJPudrcpLoaWS3g8eJ2eKMjyx57RZ52Ex58Rp9",
-	"uDi7V6xWd6m+H25+oKqZuZShkEvxlnA+peFw79BLGPecLJIIY7C/FdkpzZIjQRTNRqBCImMxxZxzEqMz",
-	"linSQreoCUIUeDgWUrU7xJ4XfiBBeQPmPNUakf7K1lK4tVDpMtsHM0K9MY9hZni2kmYdZg1mELPAhRAt",
-	"vU2H+XRqcJZms7rveim0rww/P3TqQuM3DtMFk3wzOL9Ov14R1F9MGAikclkql5KAtWPyeCyqLaTOVklL",
-	"gt7iXK5K/UUsQayz391SEULObkhbVrUxo+RYttiUvzRX1HQrov835FXJruNGDiYufui9jQJw28j2m13E",
-	"K8P7GheBjsH6Ku7Kl3BppeR57//eZVUSTdFYNGJGkpbBtELIOJnR7tyAwmQOqUBiF/hCvdBKblvHXFOl",
-	"3CoaLLxqiGup/6365l26virROucBcy6uanCo/X1j5024xqg59g1ZgYskrfJYXQAbX2xfU28Ov6mLdTnC",
-	"ds/r5b1r+Cz8EYKH7XyoUI5nVqVgipeaPBFzFvwa8Lp5a3iO5mf3zbJthr0xZUmrSOGZmLrSO6DSeiH8",
-	"5R0hl7WfjW7nT+wpaR2yhwpOBU4jMJF3E+NH1SxCfCWtoyyHtyxVkLV9BdqXdkXU0hVnHOSpryx2+rw0",
-	"djT+L1fTtfpcsSGrgncXE5vF1CYODnPp6vrmTNcaCdWO+Vrm5qMB+WhA/gUMyG9qnN264fVoU83LfLSo",
-	"btRuqoyPOdE3bUA16KNdLYOWW1bmjVtNbLjTVAWU13U7DTf517DPfBzYsOr2PVLv5rQX14Urec+Rd98w",
-	"J683ZJrn7I+M93YZryHYm2e4OK6JoqEubd0S2lrYkMTkFWrEMqmEphrlF0EOX/+6gR2TJkWdpsm85QKH",
-	"bF+dD3fPXc+4NRwF+osH7iDQ0Fhq/C+Bwc0b/YXguHfGfgHH743FFx0U78rar5ncO4SSw6+pMdxDUhrx",
-	"IXlLU2n/6HOREa8XjXlqKi04eTOZqpkedy82qlumh/QetA7fHHUP3nz49M83trSgzz8X++qQPa/SyVRc",
-	"2GJba7WbtT/v9TSf0Yb+6Rgyk2YDmm8SJhcY9pY8bsygv5dW0oHRnR+cmfTs7q2esc3HmgipnJ/WFL92",
-	"/rIaRM0+W22STbxC/lLCVxdtyjlDIl27GNPMy/aRKXuYjARRQuzaJJpUxMemACgVEtuFLa33Mt3FXEEy",
-	"MdVi5vvEqgyNbCUbgVetf1c5yv+ytefroYPfIqYBKYpuMKfg7fbeSHWvb59Ze62kUQy97CFEUFs43VQW",
-	"eAOJa7Y/aN1ZWWv/ZvXrjJ4WbkHT0FCvrFKzhIU6rs0hT2zHWXQ/9rlxK9peAmSutV6Reabfi+rNQyLb",
-	"Os1lkQo11vKdC74pFeUJzRL7hsmoyyvdVVpRP/iaCwVJP4jIf////7iaWpFhk4iQRNpEjLqRSQTVr/T5",
-	"QIg0tG2+8CNsKxRilWbMJjTFh6YXU0gon6kxpoSlErw52h3yziysqPPrcwsjxonmwhkW/mGN2u8r6sBO",
-	"eOIl+pUJfR1NZlHZDRKBgN1qaJbRWZ+LYcF9wuKI0hTLuAU3k0fbva2ITIDySlsGW5soJiYPsEPKFjkp",
-	"zUamrpT7Xaz6PPpAzyyzOWR/wnv+K0sFNruMSAtXOE1z6R1/e05xip73nplUPy4MZJl0kGticIfAnTP7",
-	"WuxtzntvOv1hEXqZvzKYw99FuUV1VG4vdIjPdcy5sk73tPu0ynPL7j7YybSx3YKPZyJWoDalyoBOrjfS",
-	"UoytDs0UTFa3FfJbvJYNeRDNL+H3qWmCBXI/RF3QZ+RCGKINS3p1dZoocKStyGWSJExqGXZFHfGaohIj",
-	"ZIIXi7ddjwertLPuE3xlmRvGNrTZ44lxWLy09tO1lJq1cHcp2i48NxnaZjnOFGroCPxRFKdMswx7zWhW",
-	"ZcWp7ej+LZB7+Udl9/Rvq41ZvcRq66iZ5VMTZc25KgUh44iTlvFe3zWzqtchVcZmKzr9b/XC4uFWr9db",
-	"WLKCCw9qtxDYTvu9lY3314j/2EsCruAAatQ6f6dayzJAjyy+Rq4/ODaWwaxRlklVsgRsK+iuNaio0v3y",
-	"1N2gCJEoJEDjse2FFpYZNLLaX45xErluRY3l5p8BjrW1t4B5bH1z5lHtySQfWcctsY6y6eB6HGOZ5MrE",
-	"qYSVLRhWOReUEBbLC+yOsDFf1OetyHS3xQYobhz9h+t1G7U75KMw7Z+YKfXhVgkvGqVhXYveJiS7+Kbt",
-	"I2IMBdMVSo7FKcfO58s8GUwRs2k5589oIrqX+K7nxPhuRTZpFbUC+H7RWCsD246fw8OOWtdIBKWWRxRF",
-	"GzzTNN+ltmtswmZXY5jctHh9i8Kj1n9Pk6yRIKWQ7YW27xbN1EIBO8zEJFjvgqZes4S9v8J/eS51ydAc",
-	"b+qeVy+6uriMeu514V5B7lewepcRsad2V64naWqEuzxY8t0Lztu+IUjm8XhOUqGTynGPzq0r9HR+AYOZ",
-	"1f0qLOH2I67VJvc3pULvmY4LRSPAlB2D36HTuZc1KpPWdm8r9HTcsMHnGpqc6YFIZu1qV3/jEi56R9qp",
-	"uPXLdojtQIqOBGW79zFVHMAyhXoxuW/dErlXNeVrEXu1g/UjU7gmUzC5zYtu62p3bkuTvwyrWCL+MpD5",
-	"YMJU/a7Ta+oxe+TwH/tkaJIZvMwDTHSqxH0xfppSPspRnEFn1Km0ODadocnPZOMDPavcHfPmLMbbxDbI",
-	"3sfXGE3pZDBi5mXIN6LdekfkPs/MaIbleovQ7IbKSkiGgQxNZ0m/T0h7F0ObfT7RRrVmHnMBTgdSjEP8",
-	"XhTdhxjLoBl4zUvr+hrCK1h0uWVv+3l4zbr7hYz5E09neqtLe3i+oeVNTGQAscBgEdayNIYHd/rc/FpD",
-	"yZCAvYSHcHFamoBHR/vOaCNad9W/hp5Vh0fCRZ/7sUZzpB13E6skOccrrvwr/zBuDUNFaGoCSXOs/cAe",
-	"2l6aBt9L7NhHpL+KGZarWlv0wtQYUG3uc5uPYBBsPd7WqNrfC+WpGUc/cfiGOHrwbbHyjiR+Awrepi2g",
-	"8V5wWDCxQ33NI9dB/ML7dimj9hXlMaTlLVLr5P+ab9KHiQoO/OWFsXXHDKaSsDTFm4+1MjC014LbFo03",
-	"iSIxgppQz7daiuKhyKCYGNNU5PduIi7DXzTZbptLr6UXuSsrtC5oDEYZ+lSKfw3tFUgZcDgtb8aQmE6T",
-	"uIShAV7divcP9LltK2evIRbHxV2vJq/ERIidyuWuemCyvJvYcANxinnGeAGC8XIPKUttozr3GebitQof",
-	"ey4xB+p573k7tJ5wvK9Mm8XStOS3LfZSbO0hOGjFWcsDMtXqvBk2dPsy3lG8LLdD9vzbN1DbsjlFXvu/",
-	"kEiBalwDOZkLgptzZ/TOK471ddKFr+hT9y7GucA7Zd6brwrfpPv7Ktkdvdtcr5Pcq4MBn7jRMe25luFF",
-	"PFqXR4fH+xhbW8SWDdSM1l6LZ14msDYGmlzG41xmkX0jh7Mx0IoEnTVcUg0Za3MZap2l+WQXj/Hhm8Ph",
-	"A8/9bM7Udt46U+UtSdZHvUl5smlQ8/bbddx02sY+iuK5vbl8DdeHM/LvrYq83GBZpN5j8ilKyD4v3dJe",
-	"Uq/nf96o52v0eSs6R9yGi51u9/ydkOpiATc4r+pWF93z4vahi6gdkkHOUlVQoJbOiK0bqBCQSA/tltUh",
-	"q9NWqHe72XbveUTYEKO/fR7TCfjJtOVtZlHdHRchneHdU7WLzbhUQLE+uvi8z+mIMr7Myb6Qw92Gj32v",
-	"xrt3K2nKqnZP/g0xOy1m4zTHXMbifBHxqlduLWeKl7uRUjUGEx5Z7p2y3Dle5FyW5hLBwsnfXqoynE/c",
-	"VeAX3fO04A9LTXxrzSzXHpotoO/QB6nJZF+YWa5bd2V3SVpWzM3d3XrTqR5HFVlRZfikRVF7LC4jJNav",
-	"UNz+XqRVTPXoRQShQImgboWsaAbUMFbqXXi3eKyVVyTelO/TXQi5Ds7i22slRdRaKJ/3y3v++gHe99yv",
-	"XYBoHl9E1Wal5pI9k1LljIPdSoN5082dC5Qg7dVc96FSGp6N43XmNkZ0PVTvDUVia+rK8RtPlykHDchg",
-	"vnjg/MtmM1i4zmVCLLqH1iBxRY/7YesqUqf7RCt9Rue7tuPuYTO2muY5nQJPSOQDMHLN0kr54GV6z2nM",
-	"ZaDWJ4urOceW+Zj8oLyljoV19vPXOBcGwYOmQ88zhCb13A3wS+5pvirdDR9J7sokN7wCtQ2rhLYa+W1G",
-	"2V8E7xGoc4i/W+Q7MkVSqvF+/XwladKHVrTpdi/djb/d3LnPh2LdvHu3iRA3/pdJ6UjxVjtv/+XFTqWn",
-	"XGREKqxy1wph5nwUD6uBtwNA94m5gPe2A5x3X/9G3SG7nkiG5jFPsgggmNAoU84D2+cGSBuyYgLYHkgm",
-	"X3i7t1XaW24O19TV49bk9zFLofBy4a3OY0ixNMhYGa69Q9FwuRjOmthFNVqDb9Jc1vURzhyzuW5V3Ros",
-	"Bo3eBSyFusvD7B5qBu/6ib6LXHwONgOIsSV0kfX66OtbnwOaU6rgmmkNWLA/vLj9lDJ9lKngowXRwoKB",
-	"nNt/aWXwjpiJE3jJjaWzGWJ6YIT0gAjgLjpo7fEaVzb3PXqk0rkVWqQ2NcfRY4spTD3BzH2kRkeb7bUJ",
-	"0f17fy1X/AGkQCUsRP9GryZ+ctvNpG7HKsjM4ksVwfRmyrnLaKo2HitjJBoj7qTg6RL87bB20sGNurl9",
-	"fnWLeb4r2GLhQ7+XyGZ8zI68V/mar0rgl2npYsH92Nnlgbs/1u3TIoaE8gbF47vnc/ezlUsjMT52SHmQ",
-	"JLii30kz5WHSq0t2vQGBcKXGAguExGN/gXvK+RuqdO8t3/82RW81Tv1Yev8Q2fRlyOQGWPPd1Bd9K4uy",
-	"5mGRRU13c5lV5PoV40lMcqnIAFLBR84KL+SjcVqWr5nStwGgh73TULCD3z3W7TzW7dyzup1m3rNGOc+l",
-	"WdGqsp8F+uA91gMfrZcrqJFzCeMPVYm86ZC16ze1rM/UrhdAJpqEGM+LNiJ+0G5K1XihmHMK6repV7kz",
-	"tfSRfNfXaten2usLkisUg1jEdZUPj8UgjV0XXF0IffC8t6gtWeflmw99FaoOh1O7lFuo93h0UmFozCVI",
-	"mcuA18HsfPGRmQKLx1qMpnSDoizj28mAGy3NeGRS+o2yEuKx1OL7SDkvqym+NakNH6nsxqhsaAnsscSi",
-	"ucTi9jAds/EXllv8Ai5vEy9tuFz6ynXu7WourNBrWBwa92ov8JZRLrwv7p/6RpOKUwK3gnXHYkq/5kAG",
-	"qRi0H166XLP+OY+G68jia2HgWlL40FwB+P1fwYvYw2TllsTtH1+QX192vjmmm3tv55B9lxT3lmCDljgF",
-	"mknC0COvR4M4z5iaIdJLqpH/i0YhCdmJo4U8S4OdYKzUdKfb3dr+e6fX6XW2dn7q/dQLLr5c/G8AAAD/",
-	"/w==",
+	"7H3bchu30u6roLjzl0lnRFKykz9brFzIpzg7Pi1JWbkIXTXgTJPEryFADzCSGZWq1tV+gP0Q68HWk+zq",
+	"BjAnDg862laUm1jDGRwaffi60WictyI1mysJ0ujW/nlrzlM+AwMp/XUwF/+EVAsl8a8YdJSKuaE/WwdR",
+	"BHMDMeMyZmIiVQpxtxW0BP74KYN00Qpaks+gtd/ic7Fz6hoKWjqawoxji2Yxx5+1SYWctC4ugtZLaYRZ",
+	"fOBmutzjPzLIgM25mbJ2qNIYUh0GLOS9US8KOwFTKTsTZsrC3ncvgMdvwBhI6aOQ8fkcZAwxE0azGHi8",
+	"k9DPQ6mz0Sd8p8vCXshmfMFGwOaQRiDNDshIxRB3h9LPDLsvJgbFcINWCp8ykULc2jdpBuvn+UZFJ8fq",
+	"BIiwDQ0n+e/r2h2rdMZNa7+VZSJuBQ39vAWt+QR+jZfJeTwFNrM/P9LsCD5lICN4l81GkLI210xI9kZF",
+	"HF/vIHGRdHl73WaCzPL+LkePwyyBd9REIzlS//O6Vmf88xuQE2SdH/pNxKjOcUVXuvrSVuQX0vz4tBW0",
+	"ZkKKWTZr7e/m3QtpYAKp61+jCNjFaOza/77lNHf3fmqeJ7Wzicd0/bXrsdrRiZjnPdUUwHcafyy3F8OY",
+	"Z4lp7fdLZOs3ky0b5Xy7hkd0/bVr8cqxmIHKzLLYHEGkZKyZUeyMC8PGKmXcCxJru3mxH/sBi1DrxGy0",
+	"YGYKTEN6CukjzWb8M053wPosBZOlUjNumJIRdFYpUONGU5nCeqodq9WrYdSKxdjt9zdw8QVSVc+V1EAm",
+	"4hmPD1FiNJEqUtKApH/y+TwRVnv0Ps8SfFR0+F0K49Z+63/1CuvTs7/q3ss0Va6nKuXf8gS5EGKW2h4D",
+	"Nk/VHFKzQPWEk+u2LoLWK5WORBxbvr/VEaEKtSbgkWbacJNp5IeRQP6YAsPBUX80LhS0N+oOCPVOsVOe",
+	"iJihFbE20Uy5YQal3NrrmLXh8xxlI2AajEkgJhrCKaRsCkncoSG/U+aVymR8h5RksQLNpDIMPgttaBi/",
+	"S56ZqUrFX3D7Q3krtBZyErCZ57eAOVoRxEiVnCQLpsVEQmxpStiDO/oivVVmiAEkAIKOVEym+UxOuUj4",
+	"KIE7oWnMDR9xDSziEmk6ApYCj6YQD1D5pAvGxwZSGuxEnIJk2uo31ERT4LFDgof47s4Bvlsd2bKCwIG4",
+	"sVkFYaKpgw0NKDLXnGrMOBvhy0yDjLvsF3EK7JmKF0Rd/MczruHHp07jjoTk6YKNVLzAsTpNIJxWUvFi",
+	"LeKh7wZMG4StDMGO0ez341c7P7HRwgBNv2YUglYxhuW2X342INGc7hMtsXlsdkSvBzTmkYoFaCuKPAXi",
+	"cQOfDfaVm1fsvbHvVJ1A+qEyy3VcsfQ+Mp+ut8DjWOAEeFJ+bo1lbaEK9mQFrQeoaDLQNB87WB0wSdBJ",
+	"M5qzSoDLMj3V6H8gMmSjak+aZ1kdh32jNIQu+w0WdgAwEwY9EiGZSmMhecLITSCVp2SyYGdT4nDTZe8l",
+	"E3KeGT/YoUTozxOtUEZkNoNURH5K1EDMDWh2+Oo5293de4KT+/XoPfvpx/4uihKPd6iHEz8Y7xKR61Dl",
+	"zudW6o9p9ksTJBFwbKpp2APGGaqkpGDfTIM1Ma6tHWyMWYFt5N3nKk0hofWz+HPpjcJnIo3yojyqldzO",
+	"/s/R+3dukIcvj45ZChGIU9As4mm6YMKgFHAcb7qTW+tinEi49zJZeKZbM6pD4PprGcuRytKIFm+LjxJx",
+	"Cuniucqsol/xRa5B0QkmjzRe9leqM3+PxpzxzKidsUrPeIq2xnFI4DCnbcFxOZLgjGs2Fqk2Tt+fTQG5",
+	"1f6gQZoBg0QD61fUkvdwth88AujfTbQVjV6SedUHxn1QW+Bqi+x7hv86Vm/QQLS9QHYGjI9w/FbITUnX",
+	"W1RjbbjeaqXf8BEkjVJScarqTtHmdlV0AvHv0ohkW9qs8eB/AYn4EmLWfrLHpvCZxWIijO5YElhy4Hw3",
+	"uIxB6wNPDRmC36DBbr6w7gH5PLkPO2CzTBsGnzKeEPtglyNlptYWgGlUQ4cwTxbHqpG07reKl7z00hFi",
+	"lyyB2HFFic2qg84VNertQYUftOELzYQ8FVqMEmAZrge+IbvsgM25NgwdLhZb0dWkOayHNmAgzBQlSTvn",
+	"zcIHT+nl8S7J8BVkqkKSjYt5ZLgh3QQSvbg/WweREaeIKl7AGFL0h0t0bH3cgm8LgVvpEA9q7i6tziPN",
+	"HPM4Ni4aqqiXWGWIiPOerbqq9oz/OprzplBkYiCVHCfJjo/fWC3ffffymPlvWPvPuPtxOt2fzfa1/rM7",
+	"tv997DSu2Qr+/Kfg6+XkN5gbggp1zmBtYdiUo1vDYDyGyDDUuk29N6EiMh2HoMlFP18CE86uVMfyWp2x",
+	"GZeLAklUHFLGaRg2ZLvEkQ3hhCKU8qfr8mPDSMvWOg8KVMe7HmaUmPvJ3n//+NOVEIFjOVa8CfGzxaFF",
+	"A2lNITZ307QM1tFqWIAYmn2N18fHH1xYoNtqkusXYLhIlj9+W7LhkoXHKY9OhJz8Gu//51//DtjRQhuY",
+	"0VNI7SNkdG34bI5/hs18VV3C2CoEGsDSUgYt54K6iJH3MXNztM6TE9b6gsdl+pFFZshmXXbsvSNBEWb0",
+	"qaztEAYfWR8M3aKAcMhQupes49Vl6MQUcZ8t3Q9E0GgHqFOjhzK3DvarJpTufcgNbuCdeG41j6EJV/Bm",
+	"pH5EwZ0ZKqHfD99YLzshFFLELOcAJzsUK0Lw3KwTL+c7buHqeZsmx2pZpl5z7RhNl+brVhO/fs11buaW",
+	"f12GWWuxQR03usA4Mgv66JZcK6z7aqxSk7ijUnC/PL3SXD6uJhPOaJlMa8HoFuBzDVVucrrlHYbaIJqn",
+	"7Fn2stajbgb8u8TXW+n97cxLpd0Bi69vb4LWC6HnSovmqYTP1WyegIGQpTBTp86cOwkesPBgxGWsJP6c",
+	"APfBAZLpdhn6Cj2UKThgiwDFxinHqZKG4mylvVGImRgzMxWafENhNEsQG/MkUWcQe3i86AyGMizmHjI7",
+	"QGHQX8DWS20yv906YCGh0RBdBYuwtYg9FidbgCMlEhKmrLmyAxYegoQz5KfQ2pq4NGkHQvPgPL72InPB",
+	"eFL2Hhx7yraCliNiq8wEHjW30D9x/ZW4doVjuIwFaFQ2QEw6ONe5ZUVMw0cSa5iQylZjInu+DVtBayt3",
+	"4spyWJa9MoutF7xVYHMVYPlj6ujtTM2YiwTiwKrUI7sx4rTpXr/fbQWXdKwvr8v8WpGI7rtg/JldBooE",
+	"LII8ltes62jUyy3v9ft5GNEkEA/Y0/7TwnbYLReuWaK0Wd5kCWq7LPh130a0JXqktG3jqNjdjMTLq+sG",
+	"/LHJ+mqIslSYBXp9M7uUmjdMLjya8hTigygCrY/ERHKTIbRKfz7P0sSnQ7AUNAXALoZZv7/3oxaT6u82",
+	"6s1evz14vnP0+mDvhx/9m/DzeSbFZ7cE/umJ/Pn8BBa0hXcRdoeS0PPbg+cMnwor1/hPxIXoVEVKjsUk",
+	"QxXVpm0N6nAnBuq/Y919u5aohLSYSFIooU7Z92zYGg7lsMW+ZxpQd/DIJIvciyeEqvkMnLi6lBCCCEKy",
+	"8AjSUxHBs0wfuE0pks2wlCRiY4rFhmvlxWJV+VygH0k7JsLhoOp66NEEUaueAz+xVDj4CxfEjYE9y7QN",
+	"dc5TZVSkEqaQtcjxQEf0BGCuGbLbogTPh/KD0maSwtE/3uB0hWaxijKSXNv/yBmQs6lKvB+TpWMeQXco",
+	"h/LxY5unQ8k4uvv4MTuw/j5yt1FzEdk0HSTdlJ8i8U4h5YnXa5q1fdoOxbZLO/e0TDyOU9DaOtDhObV4",
+	"0SvnAejeuWUWmiZvNDGM44qfWxtwsZwU1GXv5yAPPvzqN8fg8xy7Re2Mo89zoeyWjZ5zqfMZBEyroQyL",
+	"BKCQlchoR64klBo5myoNlGSE3kotwwgJ8l97r0b/tfeKcpnOpiKaDiWaXux7kkf6okQQAe0eWZkPyr9Y",
+	"/kcephVimXT9DGU77BHpez4wQN0JM2WJMPVFyt8JWIhMjf+vLEMYDGW4RNmAhd8dOh1B39JjHXZQgLhc",
+	"sIhrISeDUl4E45RPpm0IEfU/7boMpUmBG+LGGeOJOIEuc8yHDGBdv4hr2BFSo79pxKln0orYIZe+JEEo",
+	"giDwGfukUUyBJ2bKoilEJ5r2bZEPNKlDGpvWpEZIIQ6lVQ3t1fryP//6d6Eciz+g9O8TiX9YooRVXcJU",
+	"OpSrNQ07AhmjbrPjxPHjE7vPHLh9D/wdhYMsD/7xRmgDMrBknXHJJ9ZYv6V/sjbxHBOzeSLArkPHSzti",
+	"bf34Mcs0uN4KviNnPsQ5PYnoRfon2AfPVWz/Bec2EHJhn/eKH+wDiyzsE0eiJ1Gv/NQ9KnURDqVN+Ctv",
+	"gu2z2k76gEVTnmowP2dmvPOT09NGmARyDdsKWj4/cb+12+0jAFBzkHwuWvutJ91+90kroHwjMpq9grt7",
+	"lrXx6QRMExBxGT6SHRg1Y2OAmFHncS4WXfaHhw9zC9LZOEsSi8zx/YinKa4JH0pH6ETIE8T6Pw9bEj6b",
+	"YctRxGsZSrgilWT/+f13Rs3d1HP+Rz+uhVzh5hBU0j//bA5TFK/0KOPrItj43rHa6rVStunFx1qa0V6/",
+	"vyZfghs1+34paaIOjJcSJF4hbdXYmS6Qhojs8mVApCxFb2QGLFKZNJoSOJ7agTRNJR9wr5QURZ/sbv6k",
+	"kuJyEbR+6D/Z6qM8m4RgXjab8XThVtXOSweoX8ig0WZ4QOZtAuj6cdrn6NK3ZZ4+RoNb5ulllnGv/F1Z",
+	"xoKcNSyDeA59GDQzbZJ3FlqahZ1vjpFottszEhnmOY/Ag9pGLvoFzDv/IkUBL8tLd774B06H47IvnKZ1",
+	"PaCm5awyn8KNu9rSVZYhb7nKWIilrM9IgKTjVsCCmb9WGqUf+k/ymLvFvvsUZ4DZCGJEo4V/wKKU66lL",
+	"849UlsQszyPThqe0+0wwLpsjKNAqZROE/Nm802WH9h3m/Bi3xSopXpNKnhT5aSNAiJJJyk5DPvTxAs4S",
+	"cQoS8deYiwThVVsDsF4KPF78RSGRKmO9drPfyBLoTfbmCRfysoyQ0AbmlaXLeeOt/T8/VmXNTtSGK+ap",
+	"sqgT8bEufLqIS0R45OiNFrhukIzdwluarBS5Q/vz7RGGOrh5wmCzoqBMzjRc6jNINcoBMmjBv+h5Of6x",
+	"jJUzqxeR88Jzu7ACQkHAJZK9oOfW47gNDVUPLWNvcffK2v5p/+nmj/Ks3uubBztgxh2GIkPIk4S0iXce",
+	"aTaNeugVZXKSSSEXe6qSmDbJbWu41naJCcju9fuh6wGXem4WZTQ9lOGHbJSIKFlYTyf2Xgp6oFznvib6",
+	"LbECPXBxkWUfmtL5fKKmHsphCxlpjCQbtpow9C9gVnHI5kNTrE2pCpoC2CHIVETTn8c80RCuPA9g32o6",
+	"S5Xvgn2N6KmU5W1taJuWk/IJrKun7TkuXKtVq0mL/u1IyC9gvHg80qxED8vKKCgNbsbl9Ezp1Bwu5Lzp",
+	"3Ep5351vAjLWMy3troW4KhbAlp8OZTsHeyycGjPf7/mN7O5MRKnSamy6kZr1JBgnfbq319/t93b7Pfdg",
+	"lOlepKSEyISd7lC+tMBJU/wwUoSmKWxEuHPAlMvzBf+e4Sfg8Hfsc9XaSrJsTpv+Rqn9oeT53ynMEx5V",
+	"QpwlWnW6LDy0MXbtdjEpyuWfvcisHMALMBBZ4qA4hy8lLn+eIiTkJPSRxWjKJSJlyrWPUijtQ1U1yYds",
+	"S00SPg7ddGg56awEGjorXoP8FIIwpY0wXFzqvXRUsx6r/nW885abZuVS7DFdSrcEy7kiRwdHpeMSpeiV",
+	"ZspGQl7ZjNZjxQxPJ2ACpiM1pxMXzIIfYVib4s12dyfnw6nShrCn3SehDQAwpQYzmSCwwq/cSSI/Fq79",
+	"uY7RgvFSmyewsDrbaDsOOwbbiB3gSooWYbyjbD63PMvTRX1TYC21r0y/8p60zzm4cZqu6OSL0flF8umK",
+	"pP5o99dAG5/+cykLWFumko4l2MLqatW6Mg1JQPUX6QBuXf0OCiBEmt2Ktq6iMQtynFpsSgxbOtJ3K6b/",
+	"d9JV8cBrI08TvzFbepsM4J617Tc7iOdW9zUOgiKu9VHcVZDm0qDkaf9/3+WZPJ6QZ2nNjGZty2m5kfE2",
+	"o9O9AcBkFylnYr+jSLjQWW53ir8GpfwoGjy86t7h2sBm9c27jClWtkF9aNHHDqu7bp2vmztvIubI7bI/",
+	"0hW6aNYultVnBtCLnWvi5uCLxq7XM2zvvH64fYuYRbmF1v0OPlQkp+RWJWCP7jVFIpY8+C3odfPe8JLM",
+	"L741z7aZ9taVZe08N2pmT1XfgZTWy0BcPhByWf/ZYrtyxyWQ1mUHBHAqdJqATWmwyRMEzULiV9Y+TjN4",
+	"JRIDaacMoMvWLt8O9odrDrOkDBa7Q1k4O8j/62E6wueKD1k1vAPKGFdzl5E5zrQ/1brkutZEqLbM13I3",
+	"HxzIBwfyb+BAflHn7NYdrwefatnmk0d1o35TpX1KNr9pB6oBj/bQBq33rOwbt5oxcqc5IGSv634aTfLv",
+	"4Z+VeeCRg9vfELxbQi++Bl38qyTdfcOavF6ObFmzPyje21W8VmBvXuFSu3YXjbC0C0ugt/BIM5uwiYxl",
+	"czRtuswvih29+O0R1Qub5ck4NqVZKmqyc3U93Dv3FRO3CBTgF/c8QIDUWOv8r6HBzTv9ueH45pz9nI5f",
+	"m4rP64felbdfc7n3GWdHnxLruAescOID9oon2v0xlCplpUpM9ilz2UsvZ3OzwHYPIgvdUmyy9KB99PK4",
+	"d/jy7ft/vnRnNobyQz4vSqzLj5DZoyzuFLPz2u3Yn/b7qGfQ0be1f2gzBPUmE3qFY+/E48Yc+m/SSzq0",
+	"2PneuUlP7t7rmbp8rJnSxsdp7ani7t8WQdT8s80u2axUIaGw8NVB23OyAdO+3I8tZefqABXFYSaKGaUG",
+	"LokmUdGJPVmVKE3F8tYepLO19fxJb2aP4dnvYwcZGtVKOoFSGYS7Sv7+H3eofzt2KNfeaWCKvMzOGZRm",
+	"+81Y9VLVSjv22llRNS5lDxGDuhPpTectbyBxzVXHrQcra8UPHb5O+VkeFrTlPHFklcNgdALKF/ksF2Yy",
+	"aihtWNEVaWBLhSXzzDN8L6xXZQld4UCfRarMFO27VHJHGy5jnsbuDZtRl1XK1rTDYetTpgzEw1bI/vN/",
+	"/58/rKxSqr4RsBBdxLAX2kRQfGUoR0olgavxRh9RvaaAjr9GYsYTemhraQWMy4WZUkpYoqHUR6fLXtuB",
+	"5Qcoh9LRSEiGWjilE5V0+O+PDQfsTmVcSvQrEvq6KGZhUQuViEBlgHia8sVQqnGufYJ8iZKEzscraTsP",
+	"9/q7IZsBl5V6F+7Qp5rZPMAuK2oPJTyd2AO7slyFbCjDt/yzUzZH4i/4Vf4mEkWlXkPWphHOk0yXlr+z",
+	"BJzCp/0nNtVPKktZoT3lmhTcEUgfzL6WeluK3ts6l3S6v8hfGS3x76rcojord1YGxJdKEV0Z0z3uPa7q",
+	"3KJsEtXxbaxjUeYzFRkwO9qkwGfXa2ktx1abFgZmm+s1lQscF5WOiM0vEfepIcGcue8jFiwrcqWs0AaF",
+	"vPoDsGRwtDvqLDSLhUYbdkWMeE1TSTtkSkJRYNWWod6Eznrf0SvrwjCuUtCBjG3A4pnzn64Farbi3bVs",
+	"u3LddOCqEHlXqKEe9juVrzJPUyrig6rKmVN3n8GXYO71HxV3B3xZNOZwiUPrhMyyud1lzaQpDKGQxJNO",
+	"8V4/NLOpiCQ31mfL77nY7Qf5w91+v7/yyAoNvFW7g8PdM9HfeO3EFvs/7oqMKwSAGlHnHxxRliV66Pg1",
+	"9NXxqWIPZY1SJeVZpV6jv9SjAqWHxar7RokiYcCAR1NXZC4oMmh0tXCfkCz0ZaAaz/F/ADhBb2+F8tj9",
+	"4sqjWuxKP6iOW1IdRTXH7TTGOsuVqjMNG2tbbAouGKUcl+fcHVLFw3Ao26GtTkyVZXw7+IevVRx2uuyd",
+	"snW1hD3qIx0IzyvQ0bkWnCbEA3rTFWixjoItt6Wn6kxS3f91kQxhmJ20XopnNAndM3q3FMT4ak02a+dn",
+	"Bej9vGJZCu4yCgn3e9e6JiJktUpCkdcXtFdG+NR25CaqIjaF2U2b11dkPOo1+o1yFqQwsn1Xzd/w1Kw0",
+	"sONUzVrbXU/Wb7aw367xX59LXSg0r5t659Vr3i4uA89LVdQ3iPsVvN51QlyC3ZXLeZoqDK/fLPnqDedt",
+	"34+ls2i6ZKkoSOW1R/fWAT1fHoCt51BXCbe/41q9pOCmIPSBK8/gKywm4gTKpU99eBlZmbX3+rtBCeMG",
+	"DTHXwOZMj1S86FSvdLAh4bwop+tKurhsl7nSrhRIMK4sojD5AqwD1KvFffeWxL2KlK8l7NXS4A9K4ZpK",
+	"weY2r7qrrtO9LSR/GVWxxvyloLPRTJj6Tb/XxDEH7Ogfb9jYJjOUMg9cXaDSvi/tnyZcTjIyZ9CddCu1",
+	"o23JbfYze/SWf67cnPTyc0R36T1iB+9e0G5KN4WJsC9D9igc1EtND2VqW7MqtzQIVDdcV7ZkBOjAluws",
+	"1wnpDGhrcyhn6FSj8lja4PQkpX2IP/JD9wHtZfAUSlVh63iN6NVadbVrf+9pcM1z9ysV83uZLHCqa4uj",
+	"vuTFPWRsBJGizSI6y9K4Pbg/lPbXGksGDNwFTkyqs8IFPD5+4502htgVfw1KXh0tiVRDWd5rtEva9fcQ",
+	"a5ZJuuCtfOEl7VvD2DCe2I2kJdV+6BbtIElaX8vecZmR/i5uWGZq9eZzV2PE0d2XLh/BMth2uq0R2n8T",
+	"4KmZR99L+II8evhlufKOLH4DC96mL4B8rySs6NizPhXk24Lx8+jbpZza51xGkBS3gG2T/2u/Se4nK3jy",
+	"F9clL12eqJk2Ikno3m8EA2N3Kb6rfXmTLBIRqRkvxVYLUzxWKeQdU5qK/tpdxHX8Sy7bbWvprXCRvwsE",
+	"saB1GHVQllL6a+zulkpBwllx5YimdJrYJwyN6OJiuthhKF1ZOXcJtzrJbzq2eSV2h9hDLn+HhtDFzdxW",
+	"G6gzyjOmmyVslHvMReIK1fnPKBevncfYM005UE/7TzuBi4TTRXDoFmt714ErsZdQaQ8lAYEz2gM2Rzhv",
+	"mw38vGx0lK4O7bKD8rUmhLZcTlGp/F/AtCIY1yBO9nrs5twZnHklsL5NuvAVY+qlG4cu6LKeX+1XeWzS",
+	"/32V7I7+bY7XW+7NmwHvpcWYbl2L7UVaWp9HR8v7sLe2Si1bqlnUXtvPvMzG2hR4fJmIc5FF9oUCztZB",
+	"yxN0tghJNWSsLWWoddfmk1087A/fHA8flsLPdk1d5a3Pprh+ysWod7iMdyxr3n65jptO23hDpnhpbj5f",
+	"w9fhDMsXgoWl3GCdp95T8ilZyKEswtKlpN5S/PlRPV9jKNvhOfE2XOz3euevlTYXK7TBeRVbXfTO82ud",
+	"LsJOwEaZSEwugWidiVsfESBgITbth9Vlm9NWeOnauL3+05CJMe3+DmXEZ1BOpi2uiQvr4biQ5Iwu9ard",
+	"GCe1AU7no/PPh5JPuJDrguwrNdxtxNgParp7UElTLm8r4LMbUnZoZqMko1zGfH2J8ap3ma1Xipe76tM0",
+	"biY8qNw7VblLusiHLO3tjHmQv7MWMpzP/D3wF73zJNcPa118582sRw/NHtBXGINEMXmjbC/XPXflZsna",
+	"zswtXYp706kexxVbUVX4rM0JPea3PDIXV8iv/s/TKubYer6DkLNEq+6FbCgG1NBWUrpJcHVbG++evKnY",
+	"p79pcxuepbe3SoqolVA+HxYXKA5bdJH2sHazpH18EVaLldrbC21KlXcOBpUC87aau1RkQTqbte59lTRa",
+	"G6/r7DWXFHqoXshKwtZUleN3mawDBw3MYL+45/rLZTM4ui5lQqy64NcycQXHfb97FavT+w5Bn8V81w7c",
+	"3W/FVkOe8znImIVlAoa+WFphH0qZ3kuIudioLYvF1YJj62JM5U15Jx0rz9kv34+dOwT3Wg5LkSFyqZeu",
+	"1l9zAfZV5W78IHJXFrnxFaRtXBW0zczvMsr+JnxPRF1i/EGe7ygMS7jJr6raJl9J2/ShDWW6/Ut3E2+n",
+	"zuiWui3z7v0kApr43yalI6HrAkvzLy52KiLlKmXa0Cl3BISpj1HcrwLengC97+zNxre9wXn359+4X2Rf",
+	"E8nKPOVJ5hsIdmtUGB+BHUpLpEe64gK4Gkg2X3ivv1v4W74PX9S1pK3ZH1ORQB7louuyp0A3FNoNzry8",
+	"Q15wOW/Oudj5abSG2KS9rOsdfPbK5rqn6rZQMeT0rlAp3F8e5uZQc3i3T/RdFeLztBlBRCWh86zXh1jf",
+	"9hrQrlKF12xpwFz90Y34Z1zgUiZKTlbsFuYK5Nz9C8HgHSkTb/DiG0tns8J0zwTpHgnAXVTQOpA1rWzv",
+	"eyyJSvdWZJG71Bwvj21hKPWEMvdJGr1sdrYWRP/vN1uF4g8hAa5hJfs3RjXpk9suJnU7XkFqB19ABFub",
+	"KZM+o6laeKzYI0GOuJMDT5fQb0e1lW7daJi7rK9uMc93g1rMY+jfJLPZGLMX702x5qsK+GVKujhyP1R2",
+	"uefhj23rtKgx47IBeHz1eu7bLOXSKIwPFVLupQhuqHfSLHmU9OqTXW/AIFypsMAKI/FQX+Ab1fwNp3S/",
+	"Wb3/ZQ691TT1w9H7+6imLyMmN6Ca7+Z80ZfyKGsRFp2f6W4+ZhX6esW0ErNMGzaCRMmJ98Jz+2iDlsVr",
+	"9ujbCCjC3m04sEPfPZzbeTi3842d22nWPVsc57m0Ktp07GcFHvyGceCD93IFGLmUMH5fQeRNb1n7elPr",
+	"6kwNShvIDEVIyCwvI1LetJtzM11p5jxA/TLnVe4Mlj6I7/aodnupvb4hucJhEMe4/uTDw2GQxqoL/lwI",
+	"v/e6Nz9bss3LN7/1lUMdCWduKLdw3uMhSEVbYz5Byl4GvA1nZ6uXzB6weDiL0ZRukB/L+HI24EaPZjwo",
+	"KXyjOAnxcNTi60g5L05TfGlRGz9I2Y1J2dgJ2MMRi+YjFrfH6ZSNv/K4xS/g8zbp0obLpa9c596u5oMV",
+	"OIbVW+Olsxd0y6hUpS++PfjG40pQgqZC547VnH/KgI0SNercv3S5Zvy5zIbb2OJrceBWVvjIXgH49V/B",
+	"S9wjdOWWxL0ffmS/Pet+cU63994uMfuA5feWUIGWKAGeaiYoIo+tQZSlwiyI6TVH5v+ILKQhPfWykKVJ",
+	"a781NWa+3+vt7v13t9/td3f3f+r/1G9dfLz4/wEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -3,10 +3,13 @@ package atom
 import (
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/sbgate/sbgate/store"
 )
@@ -66,9 +69,11 @@ func DecodeSubscription(body []byte) (store.Properties, *store.Rule, error) {
 // legacy names SqlFilterExpression → SqlFilter; a missing Filter → TrueFilter. Action: EmptyRuleAction or missing → nil;
 // SqlRuleAction (SqlExpression, Parameters); legacy SqlFilterAction → SqlRuleAction. xsi:type resolved by namespace URI
 // (i:, p4:, _XMLSchema-instance:, xsi:), never by prefix. Parameter/property values: <Value i:type="d5p1:int"> with
-// prefixes resolving to http://www.w3.org/2001/XMLSchema → string, int/long/short/byte → int64, double/float/decimal → float64,
-// boolean → bool, dateTime → time.Time (ISO 8601), duration → time.Duration (XML duration; may use the
-// http://schemas.microsoft.com/2003/10/Serialization/ namespace), anything else → bad request. Keys keep their spelling
+// prefixes resolving to http://www.w3.org/2001/XMLSchema → string, int/long/short/byte/unsignedByte/unsignedShort/
+// unsignedInt/unsignedLong → int64, double/float/decimal → float64, boolean → bool, dateTime → time.Time (ISO 8601),
+// duration → time.Duration (XML duration); in the http://schemas.microsoft.com/2003/10/Serialization/ namespace
+// duration → time.Duration and guid → string; anything else → bad request. Each value keeps the type it was declared
+// with in store.Property.Type ("long", "ser:guid"; "string" without xsi:type), which AppendRuleEntry writes back. Keys keep their spelling
 // (with the leading @ for SQL parameters). Errors: *store.Error CodeBadRequest naming the element. No semantic validation of the
 // SQL (the store compiles it). Limits: body ≤ 1 MiB, depth ≤ 32, ≤ 1000 parameters/properties, expression text ≤ 64 KiB here.
 //
@@ -90,6 +95,10 @@ func DecodeSubscription(body []byte) (store.Properties, *store.Rule, error) {
 //     Properties element are bad requests. A QName without prefix, or with the undeclared
 //     prefixes xs or xsd, is read in the XML Schema namespace. Numbers must be finite, and
 //     durations may be negative ("-PT1M").
+//   - int and long take any 64-bit value (the Go SDK declares every integer int, however
+//     large); short, byte and the unsigned types their XML Schema range (unsignedLong up to
+//     2^63-1); float the range of a float; a decimal has no exponent and at most the digits a
+//     double keeps (it is evaluated as one); a guid is any GUID form and is kept as sent.
 //   - CreatedAt and other read-only or unknown elements are ignored; the result's CreatedAt is
 //     zero.
 func DecodeRule(body []byte, name string) (store.Rule, error) {
@@ -424,7 +433,9 @@ func readKeyValue(r *reader, list string) (store.Property, error) {
 				}
 			case "Value":
 				if err = once(&seenValue, "Value", "KeyValueOfstringanyType in the "+list); err == nil {
-					p.Value, err = readValue(r, t, p.Name, list)
+					var v store.Property
+					v, err = readValue(r, t, p.Name, list)
+					p.Value, p.Type = v.Value, v.Type
 				}
 			default:
 				err = r.skip()
@@ -454,51 +465,65 @@ const (
 	valueBool
 	valueDateTime
 	valueDuration
+	valueGUID
 )
 
-// xsdValueKinds maps the XML Schema types clients send. Every integer type becomes int64 (Go
-// sends any int64 as "int"); every floating type float64.
+// xsdValueKinds maps the XML Schema types a value may be declared with. Every integer type
+// becomes int64, every floating-point type float64; the declared type is kept beside the value
+// (store.Property.Type) and written back.
 var xsdValueKinds = map[string]valueKind{
-	"string":   valueString,
-	"int":      valueInt,
-	"long":     valueInt,
-	"short":    valueInt,
-	"byte":     valueInt,
-	"double":   valueDouble,
-	"float":    valueDouble,
-	"decimal":  valueDouble,
-	"boolean":  valueBool,
-	"dateTime": valueDateTime,
+	"string":        valueString,
+	"int":           valueInt,
+	"long":          valueInt,
+	"short":         valueInt,
+	"byte":          valueInt,
+	"unsignedByte":  valueInt,
+	"unsignedShort": valueInt,
+	"unsignedInt":   valueInt,
+	"unsignedLong":  valueInt,
+	"double":        valueDouble,
+	"float":         valueDouble,
+	"decimal":       valueDouble,
+	"boolean":       valueBool,
+	"dateTime":      valueDateTime,
+	"duration":      valueDuration,
+}
+
+// serValueKinds maps the .NET DataContract types of the Serialization namespace: TimeSpan is
+// ser:duration, Guid ser:guid.
+var serValueKinds = map[string]valueKind{
 	"duration": valueDuration,
+	"guid":     valueGUID,
 }
 
 // readValue reads a <Value> whose start tag was just read and converts it by its xsi:type. key
-// (possibly still unknown, when Value precedes Key) and list name it in errors.
-func readValue(r *reader, start xml.StartElement, key, list string) (any, error) {
+// (possibly still unknown, when Value precedes Key) and list name it in errors. The result
+// carries the declared type ("string" when there is no xsi:type) but no name.
+func readValue(r *reader, start xml.StartElement, key, list string) (store.Property, error) {
 	elem := "Value"
 	if key != "" {
 		elem = "Value of key '" + clip(key) + "'"
 	}
 	if isNil(start.Attr) {
-		return nil, badRequest("The %s in the %s is null; values must be set.", elem, list)
+		return store.Property{}, badRequest("The %s in the %s is null; values must be set.", elem, list)
 	}
-	kind := valueString
+	declared, kind := "string", valueString
 	if typ, ok := rawXSIType(start.Attr); ok {
 		// Resolve now: the Value's own declarations go out of scope with its end tag.
 		var err error
-		if kind, err = r.valueKindOf(typ); err != nil {
-			return nil, badRequest("The %s in the %s has an unsupported type '%s': %v.", elem, list, clip(typ), err)
+		if declared, kind, err = r.valueTypeOf(typ); err != nil {
+			return store.Property{}, badRequest("The %s in the %s has an unsupported type '%s': %v.", elem, list, clip(typ), err)
 		}
 	}
 	text, err := r.text("Value")
 	if err != nil {
-		return nil, err
+		return store.Property{}, err
 	}
-	v, err := convertValue(kind, text)
+	v, err := convertValue(declared, kind, text)
 	if err != nil {
-		return nil, badRequest("The %s in the %s is not valid: '%s' %v.", elem, list, clip(text), err)
+		return store.Property{}, badRequest("The %s in the %s is not valid: '%s' %v.", elem, list, clip(text), err)
 	}
-	return v, nil
+	return store.Property{Value: v, Type: declared}, nil
 }
 
 // rawXSIType returns the xsi:type attribute's value as written, prefix included.
@@ -511,10 +536,11 @@ func rawXSIType(attrs []xml.Attr) (string, bool) {
 	return "", false
 }
 
-// valueKindOf resolves a QName such as "d6p1:int" by the namespace its prefix is bound to here.
+// valueTypeOf resolves a QName such as "d6p1:int" by the namespace its prefix is bound to here,
+// and returns the declared type as store.Property.Type spells it ("int", "ser:duration").
 // An unprefixed name and the conventional prefixes xs and xsd, when undeclared, are read in the
 // XML Schema namespace: hand-written bodies use them, and nothing else could be meant.
-func (r *reader) valueKindOf(qname string) (valueKind, error) {
+func (r *reader) valueTypeOf(qname string) (string, valueKind, error) {
 	prefix, local, ok := strings.Cut(qname, ":")
 	if !ok {
 		prefix, local = "", qname
@@ -524,7 +550,7 @@ func (r *reader) valueKindOf(qname string) (valueKind, error) {
 		var declared bool
 		if uri, declared = r.lookupPrefix(prefix); !declared {
 			if prefix != "xs" && prefix != "xsd" {
-				return 0, errors.New("its prefix is not declared")
+				return "", 0, errors.New("its prefix is not declared")
 			}
 			uri = nsXSD
 		}
@@ -532,29 +558,64 @@ func (r *reader) valueKindOf(qname string) (valueKind, error) {
 	switch uri {
 	case nsXSD:
 		if k, ok := xsdValueKinds[local]; ok {
-			return k, nil
+			return local, k, nil
 		}
 	case nsSerialization:
-		if local == "duration" { // .NET's DataContract name for TimeSpan
-			return valueDuration, nil
+		if k, ok := serValueKinds[local]; ok {
+			return "ser:" + local, k, nil
 		}
 	}
-	return 0, errors.New("use the XML Schema types string, int, long, double, boolean, dateTime or duration")
+	return "", 0, errors.New("use the XML Schema types string, int, long, short, byte, unsignedByte, unsignedShort, " +
+		"unsignedInt, unsignedLong, double, float, decimal, boolean, dateTime or duration, or the Serialization types duration or guid")
 }
 
-func convertValue(kind valueKind, text string) (any, error) {
+// intBits gives the range of the integer types besides int and long, which take any 64-bit
+// value: the Go SDK declares every integer "int", however large.
+var intBits = map[string]struct {
+	bits     int
+	unsigned bool
+}{
+	"short": {16, false}, "byte": {8, false},
+	"unsignedByte": {8, true}, "unsignedShort": {16, true}, "unsignedInt": {32, true}, "unsignedLong": {63, true},
+}
+
+func convertValue(declared string, kind valueKind, text string) (any, error) {
 	s := strings.TrimSpace(text)
 	switch kind {
 	case valueInt:
-		n, err := strconv.ParseInt(s, 10, 64)
+		r, ranged := intBits[declared]
+		if !ranged {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return nil, errors.New("is not a 64-bit integer")
+			}
+			return n, nil
+		}
+		if r.unsigned {
+			u, err := strconv.ParseUint(strings.TrimPrefix(s, "+"), 10, r.bits)
+			if err != nil {
+				if declared == "unsignedLong" {
+					return nil, errors.New("is not an unsignedLong up to 9223372036854775807 (sbgate keeps integers in 64 signed bits)")
+				}
+				return nil, fmt.Errorf("is not an %s", declared)
+			}
+			return int64(u), nil
+		}
+		n, err := strconv.ParseInt(s, 10, r.bits)
 		if err != nil {
-			return nil, errors.New("is not a 64-bit integer")
+			return nil, fmt.Errorf("is not a %s (a signed %d-bit integer)", declared, r.bits)
 		}
 		return n, nil
 	case valueDouble:
+		if declared == "decimal" {
+			return parseDecimal(s)
+		}
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
 			return nil, errors.New("is not a finite number")
+		}
+		if declared == "float" && math.Abs(f) > math.MaxFloat32 {
+			return nil, errors.New("is beyond the range of a float")
 		}
 		return f, nil
 	case valueBool:
@@ -578,8 +639,68 @@ func convertValue(kind valueKind, text string) (any, error) {
 			return nil, errors.New("is not an XML duration")
 		}
 		return d, nil
+	case valueGUID:
+		if _, err := uuid.Parse(s); err != nil {
+			return nil, errors.New("is not a GUID")
+		}
+		return s, nil // as sent, so that it reads back the same
 	}
 	return text, nil // a string keeps its white space
+}
+
+// parseDecimal reads an xs:decimal (digits with an optional sign and point, no exponent). The
+// value is evaluated as a double, as every non-integer number is, so a decimal with more digits
+// than a double holds is refused rather than silently rounded.
+func parseDecimal(s string) (float64, error) {
+	norm, ok := normalizeDecimal(s)
+	if !ok {
+		return 0, errors.New("is not a decimal")
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) {
+		return 0, errors.New("is not a decimal")
+	}
+	if back, _ := normalizeDecimal(strconv.FormatFloat(f, 'f', -1, 64)); back != norm {
+		return 0, errors.New("has more significant digits than sbgate keeps (a double's 15 to 17)")
+	}
+	return f, nil
+}
+
+// normalizeDecimal returns the canonical form of an xs:decimal literal (no "+", no leading or
+// trailing zeros, "0" for zero) and whether s is one.
+func normalizeDecimal(s string) (string, bool) {
+	neg := false
+	switch {
+	case strings.HasPrefix(s, "-"):
+		neg, s = true, s[1:]
+	case strings.HasPrefix(s, "+"):
+		s = s[1:]
+	}
+	intPart, frac, _ := strings.Cut(s, ".")
+	if intPart == "" && frac == "" {
+		return "", false
+	}
+	for _, c := range intPart + frac {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	intPart = strings.TrimLeft(intPart, "0")
+	frac = strings.TrimRight(frac, "0")
+	if intPart == "" && frac == "" {
+		return "0", true
+	}
+	out := intPart
+	if out == "" {
+		out = "0"
+	}
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out, true
 }
 
 // parseSignedDuration is ParseDuration that also takes a leading '-': entity durations are never

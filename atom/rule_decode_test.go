@@ -3,6 +3,7 @@ package atom
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -54,13 +55,27 @@ const dotnetEmptyParamsRuleBody = `<entry xmlns="http://www.w3.org/2005/Atom"><c
 // A bare RuleDescription, as curl users write it.
 const bareRuleBody = `<RuleDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><Filter xsi:type="SqlFilter"><SqlExpression>a = @a</SqlExpression><Parameters><KeyValueOfstringanyType><Key>@a</Key><Value xsi:type="xs:int">1</Value></KeyValueOfstringanyType><KeyValueOfstringanyType><Key>@b</Key><Value>text</Value></KeyValueOfstringanyType></Parameters></Filter></RuleDescription>`
 
+// props builds properties from name, value pairs; a value given as x(type, v) is declared with
+// that type.
 func props(kv ...any) []store.Property {
 	var out []store.Property
 	for i := 0; i < len(kv); i += 2 {
-		out = append(out, store.Property{Name: kv[i].(string), Value: kv[i+1]})
+		p := store.Property{Name: kv[i].(string), Value: kv[i+1]}
+		if d, ok := p.Value.(declared); ok {
+			p.Value, p.Type = d.v, d.typ
+		}
+		out = append(out, p)
 	}
 	return out
 }
+
+type declared struct {
+	typ string
+	v   any
+}
+
+// x declares v with the type typ, as store.Property.Type spells it.
+func x(typ string, v any) declared { return declared{typ, v} }
 
 func sqlFilter(expr string, params ...any) store.RuleFilter {
 	return store.RuleFilter{Kind: store.FilterSQL, SQLExpression: expr, Parameters: props(params...)}
@@ -82,28 +97,28 @@ var ruleBodies = []struct {
 	{"js correlation", jsCorrelationRuleBody, "big-orders", store.Rule{Name: "big-orders",
 		Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
 			CorrelationID: "abc", Label: "order", ContentType: "application/json",
-			Properties: props("amount", 100.0, "ratio", 0.25, "rush", true)}}}},
+			Properties: props("amount", x("double", 100.0), "ratio", x("double", 0.25), "rush", x("boolean", true))}}}},
 	{"js sql with action", jsSQLRuleBody, "Recent", store.Rule{Name: "Recent",
-		Filter: sqlFilter("sys.EnqueuedTimeUtc > @since", "@since", time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)),
-		Action: sqlAction("SET priority = @p", "@p", 1.5)}},
+		Filter: sqlFilter("sys.EnqueuedTimeUtc > @since", "@since", x("dateTime", time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC))),
+		Action: sqlAction("SET priority = @p", "@p", x("double", 1.5))}},
 	{"go sql parameters", goRuleBody, "big-orders", store.Rule{Name: "big-orders",
-		Filter: sqlFilter("amount > @min AND ratio < @max", "@min", int64(100), "@max", 0.75)}},
+		Filter: sqlFilter("amount > @min AND ratio < @max", "@min", x("int", int64(100)), "@max", x("double", 0.75))}},
 	{"go false filter with action", goActionRuleBody, "none", store.Rule{Name: "none",
 		Filter: store.RuleFilter{Kind: store.FilterFalse, SQLExpression: "1=0"}, Action: sqlAction("SET checked = TRUE")}},
 	{"go nameless to Rules/", goActionRuleBody, "", store.Rule{Name: "none",
 		Filter: store.RuleFilter{Kind: store.FilterFalse, SQLExpression: "1=0"}, Action: sqlAction("SET checked = TRUE")}},
 	{"python", pythonRuleBody, "rule1", store.Rule{Name: "rule1",
-		Filter: sqlFilter("color = @color", "@color", "blue "),
+		Filter: sqlFilter("color = @color", "@color", x("string", "blue ")),
 		Action: sqlAction("SET quantity = @q; SET wait = @wait; SET at = @at",
-			"@q", int64(3000000000), "@wait", 26*time.Hour, "@at", time.Date(2021, 1, 1, 8, 20, 30, 123456000, time.UTC))}},
+			"@q", x("long", int64(3000000000)), "@wait", x("duration", 26*time.Hour), "@at", x("dateTime", time.Date(2021, 1, 1, 8, 20, 30, 123456000, time.UTC)))}},
 	{"dotnet", dotnetRuleBody, "big", store.Rule{Name: "big",
 		Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
 			MessageID: "m-1", To: "warehouse", ReplyTo: "back", SessionID: "s1", ReplyToSessionID: "s2",
-			Properties: props("size", int64(5000000000), "count", int64(-7))}},
-		Action: sqlAction("SET ttl = @ttl; SET back = @back", "@ttl", 90*time.Minute, "@back", -500*time.Millisecond)}},
+			Properties: props("size", x("long", int64(5000000000)), "count", x("int", int64(-7)))}},
+		Action: sqlAction("SET ttl = @ttl; SET back = @back", "@ttl", x("ser:duration", 90*time.Minute), "@back", x("duration", -500*time.Millisecond))}},
 	{"dotnet empty parameters", dotnetEmptyParamsRuleBody, "a", store.Rule{Name: "a", Filter: sqlFilter("a = 1")}},
 	{"bare, xs: prefix, untyped value", bareRuleBody, "r", store.Rule{Name: "r",
-		Filter: sqlFilter("a = @a", "@a", int64(1), "@b", "text")}},
+		Filter: sqlFilter("a = @a", "@a", x("int", int64(1)), "@b", x("string", "text"))}},
 	{"empty body", "", "r", store.TrueRule("r")},
 	{"entry without content", `<entry xmlns="http://www.w3.org/2005/Atom"><title>r</title></entry>`, "r", store.TrueRule("r")},
 	{"empty description", `<RuleDescription/>`, "r", store.TrueRule("r")},
@@ -151,22 +166,33 @@ func TestDecodeRuleVariants(t *testing.T) {
 		{"expression kept verbatim", head + `<Filter i:type="SqlFilter"><SqlExpression>  a = 'x&amp;y'&#xD;</SqlExpression><RequiresPreprocessing>false</RequiresPreprocessing></Filter></RuleDescription>`,
 			store.Rule{Filter: sqlFilter("  a = 'x&y'\r")}},
 		{"prefix declared on an ancestor", `<RuleDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" xmlns:i="http://www.w3.org/2001/XMLSchema-instance" xmlns:q="http://www.w3.org/2001/XMLSchema"><Filter i:type="SqlFilter"><SqlExpression>x</SqlExpression><Parameters><KeyValueOfstringanyType><Key>@v</Key><Value i:type="q:short">12</Value></KeyValueOfstringanyType></Parameters></Filter></RuleDescription>`,
-			store.Rule{Filter: sqlFilter("x", "@v", int64(12))}},
+			store.Rule{Filter: sqlFilter("x", "@v", x("short", int64(12)))}},
 		{"prefix shadowed, then restored", `<RuleDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" xmlns:i="http://www.w3.org/2001/XMLSchema-instance" xmlns:d="http://www.w3.org/2001/XMLSchema"><Filter i:type="SqlFilter"><SqlExpression>x</SqlExpression><Parameters><KeyValueOfstringanyType xmlns:d="urn:other"><Key>@a</Key><Value i:type="e:long" xmlns:e="http://www.w3.org/2001/XMLSchema">1</Value></KeyValueOfstringanyType><KeyValueOfstringanyType><Key>@b</Key><Value i:type="d:long">2</Value></KeyValueOfstringanyType></Parameters></Filter></RuleDescription>`,
-			store.Rule{Filter: sqlFilter("x", "@a", int64(1), "@b", int64(2))}},
+			store.Rule{Filter: sqlFilter("x", "@a", x("long", int64(1)), "@b", x("long", int64(2)))}},
 		{"Value before Key", head + `<Filter i:type="SqlFilter"><SqlExpression>x</SqlExpression><Parameters><KeyValueOfstringanyType><Value i:type="d:boolean" xmlns:d="http://www.w3.org/2001/XMLSchema">1</Value><Key>@v</Key></KeyValueOfstringanyType></Parameters></Filter></RuleDescription>`,
-			store.Rule{Filter: sqlFilter("x", "@v", true)}},
-		{"byte", value(`i:type="d:byte" xmlns:d="http://www.w3.org/2001/XMLSchema"`, " +5 "), store.Rule{Filter: sqlFilter("x", "@v", int64(5))}},
-		{"float", value(`i:type="d:float" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "1E-07"), store.Rule{Filter: sqlFilter("x", "@v", 1e-7)}},
-		{"decimal", value(`i:type="d:decimal" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "-12.50"), store.Rule{Filter: sqlFilter("x", "@v", -12.5)}},
-		{"boolean False", value(`i:type="d:boolean" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "False"), store.Rule{Filter: sqlFilter("x", "@v", false)}},
+			store.Rule{Filter: sqlFilter("x", "@v", x("boolean", true))}},
+		{"byte", value(`i:type="d:byte" xmlns:d="http://www.w3.org/2001/XMLSchema"`, " +5 "), store.Rule{Filter: sqlFilter("x", "@v", x("byte", int64(5)))}},
+		{"float", value(`i:type="d:float" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "1E-07"), store.Rule{Filter: sqlFilter("x", "@v", x("float", 1e-7))}},
+		{"decimal", value(`i:type="d:decimal" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "-12.50"), store.Rule{Filter: sqlFilter("x", "@v", x("decimal", -12.5))}},
+		{"boolean False", value(`i:type="d:boolean" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "False"), store.Rule{Filter: sqlFilter("x", "@v", x("boolean", false))}},
 		{"dateTime without zone", value(`i:type="d:dateTime" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "2020-09-29T08:36:11.3692415"),
-			store.Rule{Filter: sqlFilter("x", "@v", time.Date(2020, 9, 29, 8, 36, 11, 369241500, time.UTC))}},
+			store.Rule{Filter: sqlFilter("x", "@v", x("dateTime", time.Date(2020, 9, 29, 8, 36, 11, 369241500, time.UTC)))}},
 		{"infinite duration", value(`i:type="d:duration" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "P10675199DT2H48M5.4775807S"),
-			store.Rule{Filter: sqlFilter("x", "@v", store.Infinite)}},
-		{"empty string", value(`i:type="d:string" xmlns:d="http://www.w3.org/2001/XMLSchema"`, ""), store.Rule{Filter: sqlFilter("x", "@v", "")}},
-		{"CDATA string", value(`i:type="d:string" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "<![CDATA[<a>]]>"), store.Rule{Filter: sqlFilter("x", "@v", "<a>")}},
-		{"unprefixed type", value(`i:type="int"`, "3"), store.Rule{Filter: sqlFilter("x", "@v", int64(3))}},
+			store.Rule{Filter: sqlFilter("x", "@v", x("duration", store.Infinite))}},
+		{"empty string", value(`i:type="d:string" xmlns:d="http://www.w3.org/2001/XMLSchema"`, ""), store.Rule{Filter: sqlFilter("x", "@v", x("string", ""))}},
+		{"CDATA string", value(`i:type="d:string" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "<![CDATA[<a>]]>"), store.Rule{Filter: sqlFilter("x", "@v", x("string", "<a>"))}},
+		{"unprefixed type", value(`i:type="int"`, "3"), store.Rule{Filter: sqlFilter("x", "@v", x("int", int64(3)))}},
+		// The Go SDK declares every integer int, however large.
+		{"int beyond 32 bits", value(`i:type="d:int" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "5000000000"),
+			store.Rule{Filter: sqlFilter("x", "@v", x("int", int64(5000000000)))}},
+		{"unsignedInt", value(`i:type="d:unsignedInt" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "+4294967295"),
+			store.Rule{Filter: sqlFilter("x", "@v", x("unsignedInt", int64(4294967295)))}},
+		{"unsignedLong", value(`i:type="d:unsignedLong" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "9223372036854775807"),
+			store.Rule{Filter: sqlFilter("x", "@v", x("unsignedLong", int64(math.MaxInt64)))}},
+		{"decimal with 17 digits", value(`i:type="d:decimal" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "+0012345678.901234560"),
+			store.Rule{Filter: sqlFilter("x", "@v", x("decimal", 12345678.90123456))}},
+		{"guid kept as sent", value(`i:type="s:guid" xmlns:s="http://schemas.microsoft.com/2003/10/Serialization/"`, " {6F9619FF-8B86-D011-B42D-00CF4FC964FF} "),
+			store.Rule{Filter: sqlFilter("x", "@v", x(store.TypeSerGUID, "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"))}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,6 +236,16 @@ func TestDecodeRuleRejects(t *testing.T) {
 		{"prefix out of scope", param(`<KeyValueOfstringanyType><Key>@a</Key><Value i:type="d:int"` + xsd + `>1</Value></KeyValueOfstringanyType><KeyValueOfstringanyType><Key>@b</Key><Value i:type="d:int">2</Value></KeyValueOfstringanyType>`), "r", "prefix is not declared"},
 		{"bad int", value(`i:type="d:int"`+xsd, "1.5"), "r", "'1.5' is not a 64-bit integer"},
 		{"int overflow", value(`i:type="d:long"`+xsd, "9223372036854775808"), "r", "not a 64-bit integer"},
+		{"short out of range", value(`i:type="d:short"`+xsd, "40000"), "r", "'40000' is not a short (a signed 16-bit integer)"},
+		{"byte is signed", value(`i:type="d:byte"`+xsd, "200"), "r", "is not a byte (a signed 8-bit integer)"},
+		{"negative unsignedInt", value(`i:type="d:unsignedInt"`+xsd, "-1"), "r", "is not an unsignedInt"},
+		{"unsignedInt out of range", value(`i:type="d:unsignedInt"`+xsd, "4294967296"), "r", "is not an unsignedInt"},
+		{"unsignedLong beyond int64", value(`i:type="d:unsignedLong"`+xsd, "9223372036854775808"), "r", "sbgate keeps integers in 64 signed bits"},
+		{"float beyond float32", value(`i:type="d:float"`+xsd, "1e39"), "r", "beyond the range of a float"},
+		{"decimal with exponent", value(`i:type="d:decimal"`+xsd, "1E+3"), "r", "is not a decimal"},
+		{"decimal without digits", value(`i:type="d:decimal"`+xsd, "-."), "r", "is not a decimal"},
+		{"decimal beyond a double", value(`i:type="d:decimal"`+xsd, "12345678901234567890.5"), "r", "more significant digits than sbgate keeps"},
+		{"bad guid", value(`i:type="s:guid" xmlns:s="http://schemas.microsoft.com/2003/10/Serialization/"`, "not-a-guid"), "r", "is not a GUID"},
 		{"bad double", value(`i:type="d:double"`+xsd, "abc"), "r", "not a finite number"},
 		{"infinite double", value(`i:type="d:double"`+xsd, "INF"), "r", "not a finite number"},
 		{"NaN", value(`i:type="d:double"`+xsd, "NaN"), "r", "not a finite number"},
@@ -273,7 +309,7 @@ func TestDecodeSubscription(t *testing.T) {
 		{"azure-sb with default rule", azureSBSubscriptionRuleBody, &store.Rule{Name: store.DefaultRuleName, Filter: sqlFilter("region = 'eu'")}},
 		{"azure-sb without", azureSBSubscriptionBody, nil},
 		{"js with default rule", jsSubscriptionBody, &store.Rule{Name: "only-red", Filter: store.RuleFilter{Kind: store.FilterCorrelation,
-			Correlation: &store.CorrelationFilter{CorrelationID: "abc", Properties: props("color", "red")}}}},
+			Correlation: &store.CorrelationFilter{CorrelationID: "abc", Properties: props("color", x("string", "red"))}}}},
 		{"go with default rule, no Action", goSubscriptionBody, &store.Rule{Name: "$Default", Filter: sqlFilter("a = 1")}},
 		{"python without", pythonSubscriptionBody, nil},
 		{"empty body", "", nil},
@@ -378,8 +414,8 @@ func propsDiff(what string, got, want []store.Property) string {
 	}
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.Name != w.Name || fmt.Sprintf("%T", g.Value) != fmt.Sprintf("%T", w.Value) {
-			return fmt.Sprintf("%s[%d] = %q: %T; want %q: %T", what, i, g.Name, g.Value, w.Name, w.Value)
+		if g.Name != w.Name || fmt.Sprintf("%T", g.Value) != fmt.Sprintf("%T", w.Value) || g.Type != w.Type {
+			return fmt.Sprintf("%s[%d] = %q: %T %q; want %q: %T %q", what, i, g.Name, g.Value, g.Type, w.Name, w.Value, w.Type)
 		}
 		equal := g.Value == w.Value
 		if gt, ok := g.Value.(time.Time); ok {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sbgate/sbgate/store"
@@ -15,8 +16,10 @@ import (
 // <Parameters> when there are any; CorrelationFilter with only the set fields in the documented order plus <Properties>.
 // Action ALWAYS written: <Action i:type="EmptyRuleAction"/> or SqlRuleAction with SqlExpression, CompatibilityLevel 20, Parameters.
 // Typed values written as <KeyValueOfstringanyType><Key>…</Key><Value i:type="d6p1:int" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">…</Value></KeyValueOfstringanyType>
-// using xsd types string, int (for int64 — JS accepts only int|double|string|boolean|dateTime), double, boolean, dateTime
-// (ISO 8601 UTC), duration. No <author> for rule entries (info.Author is empty then anyway).
+// with the type the value was declared with (store.Property.Type, as DecodeRule gives it), so every client reads back what
+// it wrote: Go and JS read only int|double|string|boolean|dateTime and write nothing else, .NET and Python also long and
+// duration. A value without a declared type gets the type .NET gives its Go type: string, int (int64 within 32 bits),
+// long (beyond), double, boolean, dateTime (ISO 8601 UTC), duration. No <author> for rule entries (info.Author is empty then anyway).
 //
 // Details beyond the above:
 //   - TrueFilter and FalseFilter are written with "1=1" and "1=0" whatever r.Filter holds; a
@@ -26,8 +29,11 @@ import (
 //   - The prefix is exactly "d6p1" and the type attribute exactly "i:type": the Go SDK compares
 //     the whole attribute value with "d6p1:int" etc., and the JS SDK reads the attribute named
 //     "i:type" and drops its first five characters.
-//   - Only .NET and Python read duration back; the Go and JS SDKs fail on it, as they would on
-//     the service's answer for the same rule.
+//   - Only .NET and Python read long and duration back; the Go and JS SDKs fail on them, as they
+//     would on the service's answer for the same rule. Types of the Serialization namespace
+//     (ser:duration, ser:guid) are written in that namespace, still with the prefix d6p1.
+//   - A decimal is written without exponent, as xs:decimal requires.
+//   - A declared type that cannot hold the value (only a rule built by hand has one) is ignored.
 //   - A value of another Go type (store.Property documents the five above plus time.Duration) is
 //     written as a string of its fmt.Sprint form, so that the document stays valid.
 //
@@ -102,55 +108,111 @@ func appendKeyValues(dst []byte, list string, props []store.Property) []byte {
 		dst = append(dst, "<KeyValueOfstringanyType><Key>"...)
 		dst = appendEscaped(dst, p.Name, false)
 		dst = append(dst, "</Key>"...)
-		dst = appendTypedValue(dst, p.Value)
+		dst = appendTypedValue(dst, p)
 		dst = append(dst, "</KeyValueOfstringanyType>"...)
 	}
 	return appendClose(dst, list)
 }
 
-// appendTypedValue writes <Value i:type="d6p1:T" xmlns:d6p1="…XMLSchema">v</Value>.
-func appendTypedValue(dst []byte, v any) []byte {
-	const mid = `" xmlns:d6p1="` + nsXSD + `">`
+// appendTypedValue writes <Value i:type="d6p1:T" xmlns:d6p1="…XMLSchema">v</Value>: T is the type
+// the value was declared with (p.Type), written in the namespace it came in; without one, the
+// type .NET gives a value of p.Value's Go type (an integer beyond 32 bits is a long).
+func appendTypedValue(dst []byte, p store.Property) []byte {
+	typ, ns := valueTypeName(p)
 	dst = append(dst, `<Value i:type="d6p1:`...)
-	switch v := v.(type) {
+	dst = append(dst, typ...)
+	dst = append(dst, `" xmlns:d6p1="`...)
+	dst = append(dst, ns...)
+	dst = append(dst, `">`...)
+	switch v := p.Value.(type) {
 	case string:
-		dst = append(dst, "string"+mid...)
 		dst = appendEscaped(dst, v, false)
 	case int64:
-		dst = append(dst, "int"+mid...)
 		dst = strconv.AppendInt(dst, v, 10)
 	case int:
-		dst = append(dst, "int"+mid...)
 		dst = strconv.AppendInt(dst, int64(v), 10)
 	case int32:
-		dst = append(dst, "int"+mid...)
 		dst = strconv.AppendInt(dst, int64(v), 10)
 	case float64:
-		dst = append(dst, "double"+mid...)
-		dst = appendXSDDouble(dst, v)
+		if typ == "decimal" { // xs:decimal has no exponent
+			dst = strconv.AppendFloat(dst, v, 'f', -1, 64)
+		} else {
+			dst = appendXSDDouble(dst, v)
+		}
 	case float32:
-		dst = append(dst, "double"+mid...)
 		dst = appendXSDDouble(dst, float64(v))
 	case bool:
-		dst = append(dst, "boolean"+mid...)
 		dst = strconv.AppendBool(dst, v)
 	case time.Time:
-		dst = append(dst, "dateTime"+mid...)
 		dst = appendTime(dst, v)
 	case time.Duration:
-		dst = append(dst, "duration"+mid...)
 		if v == -store.Infinite { // appendDuration would spell out the magnitude
 			dst = append(dst, "-"+infiniteText...)
 		} else {
 			dst = appendDuration(dst, v)
 		}
 	case nil:
-		dst = append(dst, "string"+mid...)
 	default:
-		dst = append(dst, "string"+mid...)
 		dst = appendEscaped(dst, fmt.Sprint(v), false)
 	}
 	return append(dst, "</Value>"...)
+}
+
+// valueTypeName returns the local name and namespace of the xsi:type p is written with.
+func valueTypeName(p store.Property) (string, string) {
+	if p.Type != "" && typeMatches(p.Type, p.Value) {
+		if local, ok := strings.CutPrefix(p.Type, "ser:"); ok {
+			return local, nsSerialization
+		}
+		return p.Type, nsXSD
+	}
+	switch v := p.Value.(type) {
+	case int64:
+		if v < math.MinInt32 || v > math.MaxInt32 {
+			return "long", nsXSD
+		}
+		return "int", nsXSD
+	case int:
+		return valueTypeName(store.Property{Value: int64(v)})
+	case int32:
+		return "int", nsXSD
+	case float64, float32:
+		return "double", nsXSD
+	case bool:
+		return "boolean", nsXSD
+	case time.Time:
+		return "dateTime", nsXSD
+	case time.Duration:
+		return "duration", nsXSD
+	}
+	return "string", nsXSD
+}
+
+// typeMatches reports whether a declared type that the decoder gives can hold v: the store
+// checks this when it keeps a rule, so it fails only for a rule built by hand.
+func typeMatches(typ string, v any) bool {
+	kind, ok := xsdValueKinds[typ]
+	if local, ser := strings.CutPrefix(typ, "ser:"); ser {
+		kind, ok = serValueKinds[local]
+	}
+	if !ok {
+		return false
+	}
+	switch v.(type) {
+	case string:
+		return kind == valueString || kind == valueGUID
+	case int64:
+		return kind == valueInt
+	case float64:
+		return kind == valueDouble
+	case bool:
+		return kind == valueBool
+	case time.Time:
+		return kind == valueDateTime
+	case time.Duration:
+		return kind == valueDuration
+	}
+	return false
 }
 
 // appendXSDDouble writes v as xs:double: shortest round-trip digits in .NET's "R" style (1.5,

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -76,7 +78,7 @@ func TestAppendRuleEntryShapes(t *testing.T) {
 			store.Rule{Filter: sqlFilter("a < @i AND b = @s", "@i", int64(-3000000000), "@f", 0.5, "@g", 1e21, "@b", false,
 				"@t", at, "@d", 90*time.Second, "@s", `<&>`)},
 			`<Filter i:type="SqlFilter"><SqlExpression>a &lt; @i AND b = @s</SqlExpression><CompatibilityLevel>20</CompatibilityLevel><Parameters>` +
-				kv("@i", "int", "-3000000000") + kv("@f", "double", "0.5") + kv("@g", "double", "1E+21") + kv("@b", "boolean", "false") +
+				kv("@i", "long", "-3000000000") + kv("@f", "double", "0.5") + kv("@g", "double", "1E+21") + kv("@b", "boolean", "false") +
 				kv("@t", "dateTime", "2024-01-02T02:04:05.6Z") + kv("@d", "duration", "PT1M30S") + kv("@s", "string", "&lt;&amp;&gt;") +
 				`</Parameters></Filter>`,
 			`<Action i:type="EmptyRuleAction"/>`},
@@ -99,6 +101,18 @@ func TestAppendRuleEntryShapes(t *testing.T) {
 			store.Rule{Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
 				Label: "l", Properties: props("n", 2.0, "x", int64(7))}}},
 			`<Filter i:type="CorrelationFilter"><Label>l</Label><Properties>` + kv("n", "double", "2") + kv("x", "int", "7") + `</Properties></Filter>`,
+			`<Action i:type="EmptyRuleAction"/>`},
+		{"declared types are written back as declared",
+			store.Rule{Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
+				Properties: props("go", x("int", int64(5000000000)), "net", x("long", int64(5)), "js", x("double", 5.0), "s", x("short", int64(-2)),
+					"f", x("float", 0.1), "m", x("decimal", 1e21), "g", x(store.TypeSerGUID, "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"),
+					"t", x(store.TypeSerDuration, 90*time.Minute), "u", x("unsignedLong", int64(math.MaxInt64)),
+					"wrong", x("long", "text"))}}}, // a type that cannot hold the value: by the value
+			`<Filter i:type="CorrelationFilter"><Properties>` + kv("go", "int", "5000000000") + kv("net", "long", "5") + kv("js", "double", "5") +
+				kv("s", "short", "-2") + kv("f", "float", "0.1") + kv("m", "decimal", "1000000000000000000000") +
+				`<KeyValueOfstringanyType><Key>g</Key><Value i:type="d6p1:guid" xmlns:d6p1="http://schemas.microsoft.com/2003/10/Serialization/">{6F9619FF-8B86-D011-B42D-00CF4FC964FF}</Value></KeyValueOfstringanyType>` +
+				`<KeyValueOfstringanyType><Key>t</Key><Value i:type="d6p1:duration" xmlns:d6p1="http://schemas.microsoft.com/2003/10/Serialization/">PT1H30M</Value></KeyValueOfstringanyType>` +
+				kv("u", "unsignedLong", "9223372036854775807") + kv("wrong", "string", "text") + `</Properties></Filter>`,
 			`<Action i:type="EmptyRuleAction"/>`},
 		{"correlation without fields",
 			store.Rule{Filter: store.RuleFilter{Kind: store.FilterCorrelation}},
@@ -310,34 +324,67 @@ func randomValues(rng *rand.Rand, prefix string) []store.Property {
 	if n == 0 {
 		return nil
 	}
+	pick := func(types ...string) string { return types[rng.IntN(len(types))] }
 	out := make([]store.Property, n)
 	for i := range out {
-		var v any
+		var (
+			v   any
+			typ string
+		)
 		switch rng.IntN(6) {
 		case 0:
-			v = randomText(rng)
+			v, typ = randomText(rng), "string"
+			if rng.IntN(4) == 0 {
+				var u uuid.UUID
+				for j := range u {
+					u[j] = byte(rng.Uint32())
+				}
+				v, typ = u.String(), store.TypeSerGUID
+				if rng.IntN(2) == 0 { // kept as sent
+					v = "{" + strings.ToUpper(u.String()) + "}"
+				}
+			}
 		case 1:
-			v = rng.Int64() - rng.Int64()
+			switch typ = pick("int", "long", "short", "byte", "unsignedByte", "unsignedShort", "unsignedInt", "unsignedLong"); typ {
+			case "short":
+				v = int64(int16(rng.Uint32()))
+			case "byte":
+				v = int64(int8(rng.Uint32()))
+			case "unsignedByte":
+				v = int64(uint8(rng.Uint32()))
+			case "unsignedShort":
+				v = int64(uint16(rng.Uint32()))
+			case "unsignedInt":
+				v = int64(rng.Uint32())
+			case "unsignedLong":
+				v = rng.Int64()
+			default:
+				v = rng.Int64() - rng.Int64()
+			}
 		case 2:
+			typ = pick("double", "float", "decimal")
 			for {
 				f := math.Float64frombits(rng.Uint64())
+				if typ == "float" {
+					f = float64(float32(f))
+				}
 				if !math.IsNaN(f) && !math.IsInf(f, 0) {
 					v = f
 					break
 				}
 			}
 		case 3:
-			v = rng.IntN(2) == 0
+			v, typ = rng.IntN(2) == 0, "boolean"
 		case 4:
-			v = randomTime(rng)
+			v, typ = randomTime(rng), "dateTime"
 		case 5:
 			d := randomDuration(rng)
 			if rng.IntN(2) == 0 {
 				d = -d
 			}
-			v = d
+			v, typ = d, pick("duration", store.TypeSerDuration)
 		}
-		out[i] = store.Property{Name: fmt.Sprintf("%s%d%s", prefix, i, randomText(rng)), Value: v}
+		out[i] = store.Property{Name: fmt.Sprintf("%s%d%s", prefix, i, randomText(rng)), Value: v, Type: typ}
 	}
 	return out
 }

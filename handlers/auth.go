@@ -23,7 +23,7 @@ func (s *Server) authorize(r *http.Request, rt route) (caller, error) {
 	if err != nil {
 		return caller{}, unauthorized(tokenErrorText(err))
 	}
-	key, err := tok.Verify(s.cfg.Keys, s.now(), s.cfg.ClockSkew)
+	key, err := tok.Verify(s.namespaceKeys(r.Context()), s.now(), s.cfg.ClockSkew)
 	namespaceKey := err == nil
 	if errors.Is(err, sas.ErrUnknownKey) {
 		key, err = s.verifyEntityKey(r, rt, tok)
@@ -35,6 +35,9 @@ func (s *Server) authorize(r *http.Request, rt route) (caller, error) {
 		return caller{}, unauthorized("InvalidAudience: The token's resource does not cover '" + truncate(rt.scope) + "'.")
 	}
 	if need := rt.right(); !key.Rights.Has(need) {
+		if need == sas.Manage && isManagement(rt.op) {
+			return caller{namespaceKey: namespaceKey, token: tok, rights: key.Rights}, s.manageDenied(r, rt)
+		}
 		return caller{}, unauthorized("Unauthorized access. '" + need.ClaimText() + "' claim(s) are required to perform this operation. Resource: 'sb://" +
 			r.Host + "/" + truncate(rt.scope) + "'.")
 	}
@@ -133,7 +136,7 @@ func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
 		if err != nil {
 			return unauthorized(f.header + ": " + tokenErrorText(err))
 		}
-		key, err := tok.Verify(s.cfg.Keys, s.now(), s.cfg.ClockSkew)
+		key, err := tok.Verify(s.namespaceKeys(r.Context()), s.now(), s.cfg.ClockSkew)
 		if errors.Is(err, sas.ErrUnknownKey) {
 			keys, kerr := s.entityKeys(r, authEntity(target))
 			if kerr == nil && len(keys) > 0 {

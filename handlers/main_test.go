@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -85,6 +86,8 @@ type bundle struct {
 	// namespaceWide makes do sign its default token for the whole namespace rather than for
 	// the request's URL: such a token may name any entity as a forwarding target.
 	namespaceWide bool
+
+	trustedProxies []netip.Prefix
 }
 
 type setupOptions struct {
@@ -93,6 +96,8 @@ type setupOptions struct {
 	wrap func(store.Store) store.Store
 	// config, when set, adjusts the handlers' configuration.
 	config func(*handlers.Config)
+	// trustedProxies is handlers.Config.TrustedProxies.
+	trustedProxies []netip.Prefix
 }
 
 // setup starts a server over a fresh database and store. Everything is torn down when the test
@@ -104,7 +109,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	b := &bundle{clock: newClock(), config: o.config}
+	b := &bundle{clock: newClock(), config: o.config, trustedProxies: o.trustedProxies}
 	b.now = b.clock.Now
 	if o.realClock {
 		b.now = time.Now
@@ -124,7 +129,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 // serve runs the handlers over st on a test server.
 func (b *bundle) serve(t *testing.T, st store.Store) {
 	t.Helper()
-	cfg := handlers.Config{Keys: testKeys, Now: b.now}
+	cfg := handlers.Config{Keys: testKeys, Now: b.now, TrustedProxies: b.trustedProxies}
 	if b.config != nil {
 		b.config(&cfg)
 	}

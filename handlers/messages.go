@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -98,7 +99,7 @@ func parseSingle(r *http.Request, body []byte) (store.Message, error) {
 	if err := parseBrokerProperties([]byte(r.Header.Get("BrokerProperties")), &m, false); err != nil {
 		return m, err
 	}
-	props, err := userPropertiesFromHeaders(r.Header)
+	props, err := userPropertiesFromHeaders(r.Header, fromTrustedProxy(r))
 	if err != nil {
 		return m, err
 	}
@@ -168,7 +169,7 @@ func (s *Server) readBatch(w http.ResponseWriter, r *http.Request, e *store.Enti
 		return nil, tooLarge(e, limit)
 	}
 	rd := &errorReader{r: http.MaxBytesReader(w, r.Body, readLimit)}
-	msgs, err := parseBatch(rd, limit)
+	msgs, err := decodeBatch(rd, limit, fromTrustedProxy(r))
 	if rd.err != nil && !errors.Is(rd.err, io.EOF) {
 		return nil, s.readError(e, limit, rd.err)
 	}
@@ -195,10 +196,15 @@ func (r *errorReader) Read(p []byte) (int, error) {
 
 var errBatchTooLarge = errors.New("batch too large")
 
-// parseBatch decodes a JSON array of messages from rd, one element at a time. It returns
+// parseBatch decodes a whole JSON batch held in memory.
+func parseBatch(body []byte, fromProxy bool) ([]store.Message, error) {
+	return decodeBatch(bytes.NewReader(body), math.MaxInt64, fromProxy)
+}
+
+// decodeBatch decodes a JSON array of messages from rd, one element at a time. It returns
 // errBatchTooLarge as soon as the bodies read exceed limit (the store checks the exact size,
 // properties included).
-func parseBatch(rd io.Reader, limit int64) ([]store.Message, error) {
+func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, error) {
 	dec := json.NewDecoder(rd)
 	notArray := badRequest("The batch is not a JSON array of messages.")
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
@@ -214,7 +220,7 @@ func parseBatch(rd io.Reader, limit int64) ([]store.Message, error) {
 		if err := dec.Decode(&it); err != nil {
 			return nil, notArray
 		}
-		m, err := batchItem(i, it)
+		m, err := batchItem(i, it, fromProxy)
 		if err != nil {
 			return nil, err
 		}
@@ -233,7 +239,7 @@ func parseBatch(rd io.Reader, limit int64) ([]store.Message, error) {
 }
 
 // batchItem turns element i of a batch into a message.
-func batchItem(i int, it batchMessage) (store.Message, error) {
+func batchItem(i int, it batchMessage, fromProxy bool) (store.Message, error) {
 	var m store.Message
 	switch {
 	case it.Body != nil && it.BodyBase64 != nil:
@@ -251,8 +257,19 @@ func batchItem(i int, it batchMessage) (store.Message, error) {
 			return m, badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
 		}
 	}
+	// Each property comes back as a header, and header names ignore case: two names that
+	// differ only in case would be one header given twice.
+	seen := make(map[string]string, len(it.UserProperties))
+	for name := range it.UserProperties {
+		lower := strings.ToLower(name)
+		if other, dup := seen[lower]; dup {
+			return m, badRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; they would be one HTTP header.",
+				i+1, truncate(min(name, other)), truncate(max(name, other)))
+		}
+		seen[lower] = name
+	}
 	for name, raw := range it.UserProperties {
-		if !validPropertyName(name) {
+		if !validPropertyName(name, fromProxy) {
 			return m, badRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, truncate(name))
 		}
 		v, err := jsonPropertyValue(raw)
@@ -377,17 +394,11 @@ func (s *Server) receiveWait(timeout *int) (time.Duration, error) {
 }
 
 // lockLocation is the settlement URL of a locked message, built from the request's own scheme and
-// Host header (clients derive the settlement path from it).
+// Host header, or what a trusted proxy says they were (clients derive the settlement path from
+// it).
 func (s *Server) lockLocation(r *http.Request, t target, m *store.Message) string {
 	return requestScheme(r) + "://" + r.Host + "/" + t.base() + "/messages/" +
 		strconv.FormatInt(m.SequenceNumber, 10) + "/" + m.LockToken.String()
-}
-
-func requestScheme(r *http.Request) string {
-	if r.TLS != nil {
-		return "https"
-	}
-	return "http"
 }
 
 // writeMessage writes a received message: its body, BrokerProperties and one header per user
@@ -404,7 +415,11 @@ func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Messag
 	}
 	h["BrokerProperties"] = []string{string(formatBrokerProperties(m, s.now()))}
 	for _, p := range m.UserProperties {
-		h[p.Name] = []string{formatPropertyValue(p.Value)}
+		name := p.Name
+		if strings.EqualFold(name, "date") {
+			name = "Date" // in the server's own spelling, so that it is not sent a second time
+		}
+		h[name] = []string{formatPropertyValue(p.Value)}
 	}
 	if m.DeadLetterReason != "" {
 		h["DeadLetterReason"] = []string{formatPropertyValue(m.DeadLetterReason)}

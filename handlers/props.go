@@ -36,6 +36,7 @@ var brokerStringFields = map[string]func(m *store.Message) *string{
 	"to":               func(m *store.Message) *string { return &m.To },
 	"replyto":          func(m *store.Message) *string { return &m.ReplyTo },
 	"partitionkey":     func(m *store.Message) *string { return &m.PartitionKey },
+	"viapartitionkey":  func(m *store.Message) *string { return &m.ViaPartitionKey },
 }
 
 // parseBrokerProperties reads a BrokerProperties JSON object into m. allowContentType lets a
@@ -232,8 +233,13 @@ func formatBrokerProperties(m *store.Message, now time.Time) []byte {
 	b = appendStringField(b, "CorrelationId", m.CorrelationID)
 	b = appendStringField(b, "DeadLetterSource", m.DeadLetterSource)
 	b = appendRawField(b, "DeliveryCount", strconv.AppendInt(nil, int64(m.DeliveryCount), 10))
-	b = appendRawField(b, "EnqueuedSequenceNumber", []byte("0"))
+	b = appendRawField(b, "EnqueuedSequenceNumber", strconv.AppendInt(nil, m.EnqueuedSequenceNumber, 10))
 	b = appendRawField(b, "EnqueuedTimeUtc", appendJSONString(nil, m.EnqueuedTime.UTC().Format(rfc1123)))
+	if !m.ExpiresAt.IsZero() {
+		// EnqueuedTimeUtc + TimeToLive; absent for a TTL that never ends, as the service's own
+		// responses show for TimeSpan.MaxValue.
+		b = appendStringField(b, "ExpiresAtUtc", m.ExpiresAt.UTC().Format(rfc1123))
+	}
 	b = appendStringField(b, "Label", m.Label)
 	if !m.LockedUntil.IsZero() {
 		b = appendStringField(b, "LockToken", m.LockToken.String())
@@ -251,6 +257,7 @@ func formatBrokerProperties(m *store.Message, now time.Time) []byte {
 	b = appendRawField(b, "State", appendJSONString(nil, stateName(m, now)))
 	b = appendRawField(b, "TimeToLive", []byte(ttlNumber(m.TimeToLive)))
 	b = appendStringField(b, "To", m.To)
+	b = appendStringField(b, "ViaPartitionKey", m.ViaPartitionKey)
 	return append(b, '}')
 }
 
@@ -348,44 +355,83 @@ func ttlNumber(d time.Duration) json.Number {
 	return json.Number(strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
 }
 
-// reservedHeaders are request headers that are never user properties (protocol.md §2.11), and
-// response headers a user property may not take the name of. Compared in lower case.
-var reservedHeaders = map[string]bool{
-	"authorization": true, "servicebusauthorization": true, "brokerproperties": true,
-	"content-type": true, "content-length": true, "content-encoding": true, "transfer-encoding": true,
-	"host": true, "user-agent": true, "accept": true, "accept-charset": true, "accept-encoding": true,
-	"accept-language": true, "connection": true, "keep-alive": true, "expect": true, "date": true,
-	"te": true, "trailer": true, "upgrade": true, "cookie": true, "traceparent": true, "tracestate": true,
-	"forwarded": true, "via": true, "origin": true, "referer": true, "cache-control": true, "pragma": true,
-	"if-match": true, "if-none-match": true, "if-modified-since": true, "location": true, "server": true,
-	"servicebussupplementaryauthorization": true, "servicebusdlqsupplementaryauthorization": true,
-	"upgrade-insecure-requests": true, "dnt": true, "retry-after": true, "x-request-id": true,
-}
+// Which request headers are user properties (protocol.md §2.11). A property a client sent must
+// arrive or the send must be refused, so the names set aside are only those an HTTP client, a
+// proxy or the protocol itself puts on a request without the application asking; the README
+// lists them. Names are compared in lower case.
+var (
+	// protocolHeaders carry the request itself: its credentials, its broker properties, its body's
+	// type and framing, and the connection. Never user properties.
+	protocolHeaders = map[string]bool{
+		"authorization": true, "servicebusauthorization": true, "brokerproperties": true,
+		"servicebussupplementaryauthorization": true, "servicebusdlqsupplementaryauthorization": true,
+		"content-type": true, "content-length": true, "transfer-encoding": true, "host": true,
+		"connection": true, "keep-alive": true, "proxy-connection": true, "te": true, "trailer": true,
+		"upgrade": true, "expect": true, "proxy-authorization": true,
+	}
+	// clientHeaders are added by HTTP client libraries on their own: Node's and azure-sb's,
+	// .NET's, Python's, Go's, curl, and the Azure SDKs' pipelines (x-ms-*), and W3C trace context
+	// from instrumented clients.
+	clientHeaders = map[string]bool{
+		"user-agent": true, "accept": true, "accept-charset": true, "accept-encoding": true,
+		"traceparent": true, "tracestate": true,
+	}
+	clientHeaderPrefixes = []string{"x-ms-"}
+	// proxyHeaders are added by reverse proxies. They are set aside only on requests that come
+	// from a trusted proxy (-trusted-proxies); from anyone else they are user properties.
+	proxyHeaders        = map[string]bool{"forwarded": true, "via": true, "x-real-ip": true}
+	proxyHeaderPrefixes = []string{"x-forwarded-"}
+	// responseHeaders are headers a received message is answered with besides its user
+	// properties; a user property of that name could not come back, so it is refused.
+	responseHeaders = map[string]bool{
+		"location": true, "deadletterreason": true, "deadlettererrordescription": true,
+	}
+)
 
-// reservedHeaderPrefixes are header families that are never user properties.
-var reservedHeaderPrefixes = []string{"x-ms-", "x-forwarded-", "proxy-", "sec-", "x-real-"}
-
-func isReservedHeader(lower string) bool {
-	if reservedHeaders[lower] {
+// skippedHeader reports whether a request header is set aside rather than read as a user
+// property: fromProxy says the request came through a trusted proxy.
+func skippedHeader(lower string, fromProxy bool) bool {
+	if protocolHeaders[lower] || clientHeaders[lower] || hasAnyPrefix(lower, clientHeaderPrefixes) {
 		return true
 	}
-	for _, p := range reservedHeaderPrefixes {
-		if strings.HasPrefix(lower, p) {
+	return fromProxy && (proxyHeaders[lower] || hasAnyPrefix(lower, proxyHeaderPrefixes))
+}
+
+// reservedPropertyName reports whether a user property may not have this name in a batch: one a
+// single send (through a trusted proxy when fromProxy) could not carry as a header, or a receive
+// could not return.
+func reservedPropertyName(lower string, fromProxy bool) bool {
+	return skippedHeader(lower, fromProxy) || responseHeaders[lower] || lower == "content-encoding"
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
 			return true
 		}
 	}
 	return false
 }
 
-// userPropertiesFromHeaders reads every non-standard request header as a user property. Names
-// are stored in lower case: Go's HTTP server canonicalises header names, so the sender's casing
-// cannot be recovered, and lower case is what HTTP/2 and Node clients use anyway.
-func userPropertiesFromHeaders(h http.Header) (store.UserProperties, error) {
+// userPropertiesFromHeaders reads every request header not set aside (skippedHeader) as a user
+// property. Names are stored in lower case: Go's HTTP server canonicalises header names, so the
+// sender's casing cannot be recovered, and lower case is what HTTP/2 and Node clients use anyway.
+// A header that names a response header (Location, …) is refused: it could not be returned.
+func userPropertiesFromHeaders(h http.Header, fromProxy bool) (store.UserProperties, error) {
 	var props store.UserProperties
 	for name, values := range h {
 		lower := strings.ToLower(name)
-		if isReservedHeader(lower) {
+		if skippedHeader(lower, fromProxy) {
 			continue
+		}
+		if responseHeaders[lower] {
+			return nil, badRequest("'%s' cannot be a user property name: a received message carries a header of that name.", truncate(name))
+		}
+		if lower == "content-encoding" {
+			if strings.EqualFold(strings.TrimSpace(values[0]), "identity") {
+				continue // the body as it is
+			}
+			return nil, badRequest("Content-Encoding '%s' is not supported: send the message body as it is to be received.", truncate(values[0]))
 		}
 		if len(values) != 1 {
 			return nil, badRequest("The user property header '%s' is given %d times.", truncate(name), len(values))
@@ -486,10 +532,10 @@ func headerSafe(s string) bool {
 	return true
 }
 
-// validPropertyName reports whether name can travel as an HTTP header name (a token) and does
-// not collide with a header the protocol itself uses.
-func validPropertyName(name string) bool {
-	if name == "" || isReservedHeader(strings.ToLower(name)) {
+// validPropertyName reports whether name can travel as an HTTP header name (a token) and is not
+// reserved (reservedPropertyName).
+func validPropertyName(name string, fromProxy bool) bool {
+	if name == "" || reservedPropertyName(strings.ToLower(name), fromProxy) {
 		return false
 	}
 	for i := 0; i < len(name); i++ {

@@ -22,6 +22,8 @@ const (
 	MaxDepth            = 64
 	MaxTokens           = 1024
 	MaxStatements       = 32
+	// MaxParameterLength caps a string @parameter, like the expression it stands in.
+	MaxParameterLength = 1024
 	// maxStringLength caps strings built by + so that an action cannot double a property
 	// 32 times and exhaust memory; it is the whole-message property budget of §7.1.
 	maxStringLength = 64 * 1024

@@ -15,8 +15,8 @@ import (
 // test and derive eval from it; value nodes do the reverse. AND, OR, NOT and Match call
 // test, so the boolean skeleton of a filter never copies value structs.
 type node interface {
-	eval(m Message) (value, error)
-	test(m Message) (tri, error)
+	eval(bg *Budget) (value, error)
+	test(bg *Budget) (tri, error)
 }
 
 // truth converts a value in a predicate position. The parser rejects constants and
@@ -37,7 +37,7 @@ func truth(v value, err error, pos int) (tri, error) {
 // propRef is implemented by the nodes that read a property, so that IS NULL and EXISTS
 // can ask "is it there" without the missing-system-property error.
 type propRef interface {
-	lookup(m Message) (v value, present bool, err error)
+	lookup(bg *Budget) (v value, present bool, err error)
 }
 
 // constNode is a constant, a bound parameter or a folded constant subtree. pred records
@@ -47,8 +47,8 @@ type constNode struct {
 	pred bool
 }
 
-func (n *constNode) eval(Message) (value, error) { return n.v, nil }
-func (n *constNode) test(Message) (tri, error)   { return truth(n.v, nil, 1) }
+func (n *constNode) eval(*Budget) (value, error) { return n.v, nil }
+func (n *constNode) test(*Budget) (tri, error)   { return truth(n.v, nil, 1) }
 
 // propNode reads sys.name or user.name. Known system names are stored in canonical
 // spelling.
@@ -87,22 +87,22 @@ func missingSystem(name string, pos int) error {
 	return &EvalError{Pos: pos, Msg: "system property " + name + " does not exist"}
 }
 
-func (n *propNode) lookup(m Message) (value, bool, error) {
-	return readProperty(m, n.sys, n.name, n.pos)
+func (n *propNode) lookup(bg *Budget) (value, bool, error) {
+	return readProperty(bg.msg, n.sys, n.name, n.pos)
 }
 
 // eval makes a missing user property NULL (unknown) and a missing system property an
 // error, as protocol.md §7.2 and the Service Bus docs require.
-func (n *propNode) eval(m Message) (value, error) {
-	v, ok, err := readProperty(m, n.sys, n.name, n.pos)
+func (n *propNode) eval(bg *Budget) (value, error) {
+	v, ok, err := readProperty(bg.msg, n.sys, n.name, n.pos)
 	if !ok && err == nil && n.sys {
 		return v, missingSystem(n.name, n.pos)
 	}
 	return v, err
 }
 
-func (n *propNode) test(m Message) (tri, error) {
-	v, err := n.eval(m)
+func (n *propNode) test(bg *Budget) (tri, error) {
+	v, err := n.eval(bg)
 	return truth(v, err, n.pos)
 }
 
@@ -124,8 +124,8 @@ func splitScope(name string) (sys bool, rest string) {
 	return false, name
 }
 
-func (n *dynPropNode) resolve(m Message) (sys bool, name string, null bool, err error) {
-	a, err := n.arg.eval(m)
+func (n *dynPropNode) resolve(bg *Budget) (sys bool, name string, null bool, err error) {
+	a, err := n.arg.eval(bg)
 	if err != nil {
 		return false, "", false, err
 	}
@@ -139,25 +139,25 @@ func (n *dynPropNode) resolve(m Message) (sys bool, name string, null bool, err 
 	return false, "", false, &EvalError{Pos: n.pos, Msg: "property() needs a string name, got " + a.k.String()}
 }
 
-func (n *dynPropNode) lookup(m Message) (value, bool, error) {
-	sys, name, null, err := n.resolve(m)
+func (n *dynPropNode) lookup(bg *Budget) (value, bool, error) {
+	sys, name, null, err := n.resolve(bg)
 	if err != nil || null {
 		return nullValue, false, err
 	}
-	return readProperty(m, sys, name, n.pos)
+	return readProperty(bg.msg, sys, name, n.pos)
 }
 
-func (n *dynPropNode) test(m Message) (tri, error) {
-	v, err := n.eval(m)
+func (n *dynPropNode) test(bg *Budget) (tri, error) {
+	v, err := n.eval(bg)
 	return truth(v, err, n.pos)
 }
 
-func (n *dynPropNode) eval(m Message) (value, error) {
-	sys, name, null, err := n.resolve(m)
+func (n *dynPropNode) eval(bg *Budget) (value, error) {
+	sys, name, null, err := n.resolve(bg)
 	if err != nil || null {
 		return nullValue, err
 	}
-	v, ok, err := readProperty(m, sys, name, n.pos)
+	v, ok, err := readProperty(bg.msg, sys, name, n.pos)
 	if !ok && err == nil && sys {
 		return v, missingSystem(name, n.pos)
 	}
@@ -166,9 +166,9 @@ func (n *dynPropNode) eval(m Message) (value, error) {
 
 type newidNode struct{}
 
-func (newidNode) eval(Message) (value, error) { return stringValue(uuid.NewString()), nil }
-func (n newidNode) test(m Message) (tri, error) {
-	v, err := n.eval(m)
+func (newidNode) eval(*Budget) (value, error) { return stringValue(uuid.NewString()), nil }
+func (n newidNode) test(bg *Budget) (tri, error) {
+	v, err := n.eval(bg)
 	return truth(v, err, 1)
 }
 
@@ -176,15 +176,15 @@ type notNode struct {
 	x node
 }
 
-func (n *notNode) eval(m Message) (value, error) { return evalTest(n, m) }
+func (n *notNode) eval(bg *Budget) (value, error) { return evalTest(n, bg) }
 
-func (n *notNode) test(m Message) (tri, error) {
-	t, err := n.x.test(m)
+func (n *notNode) test(bg *Budget) (tri, error) {
+	t, err := n.x.test(bg)
 	return t.not(), err
 }
 
-func evalTest(n node, m Message) (value, error) {
-	t, err := n.test(m)
+func evalTest(n node, bg *Budget) (value, error) {
+	t, err := n.test(bg)
 	return t.value(), err
 }
 
@@ -193,14 +193,14 @@ func evalTest(n node, m Message) (value, error) {
 // (a missing system property, say) are not raised.
 type andNode struct{ l, r node }
 
-func (n *andNode) eval(m Message) (value, error) { return evalTest(n, m) }
+func (n *andNode) eval(bg *Budget) (value, error) { return evalTest(n, bg) }
 
-func (n *andNode) test(m Message) (tri, error) {
-	a, err := n.l.test(m)
+func (n *andNode) test(bg *Budget) (tri, error) {
+	a, err := n.l.test(bg)
 	if err != nil || a == triFalse {
 		return a, err
 	}
-	b, err := n.r.test(m)
+	b, err := n.r.test(bg)
 	if err != nil || b == triFalse {
 		return b, err
 	}
@@ -212,14 +212,14 @@ func (n *andNode) test(m Message) (tri, error) {
 
 type orNode struct{ l, r node }
 
-func (n *orNode) eval(m Message) (value, error) { return evalTest(n, m) }
+func (n *orNode) eval(bg *Budget) (value, error) { return evalTest(n, bg) }
 
-func (n *orNode) test(m Message) (tri, error) {
-	a, err := n.l.test(m)
+func (n *orNode) test(bg *Budget) (tri, error) {
+	a, err := n.l.test(bg)
 	if err != nil || a == triTrue {
 		return a, err
 	}
-	b, err := n.r.test(m)
+	b, err := n.r.test(bg)
 	if err != nil || b == triTrue {
 		return b, err
 	}
@@ -234,16 +234,21 @@ type cmpNode struct {
 	l, r node
 }
 
-func (n *cmpNode) eval(m Message) (value, error) { return evalTest(n, m) }
+func (n *cmpNode) eval(bg *Budget) (value, error) { return evalTest(n, bg) }
 
-func (n *cmpNode) test(m Message) (tri, error) {
-	a, err := n.l.eval(m)
+func (n *cmpNode) test(bg *Budget) (tri, error) {
+	a, err := n.l.eval(bg)
 	if err != nil {
 		return triUnknown, err
 	}
-	b, err := n.r.eval(m)
+	b, err := n.r.eval(bg)
 	if err != nil {
 		return triUnknown, err
+	}
+	if a.k == kString && b.k == kString {
+		if err := bg.charge(int64(min(len(a.s), len(b.s))), 1); err != nil {
+			return triUnknown, err
+		}
 	}
 	return compare(n.o, &a, &b), nil
 }
@@ -254,14 +259,19 @@ type arithNode struct {
 	pos  int
 }
 
-func (n *arithNode) eval(m Message) (value, error) {
-	a, err := n.l.eval(m)
+func (n *arithNode) eval(bg *Budget) (value, error) {
+	a, err := n.l.eval(bg)
 	if err != nil {
 		return a, err
 	}
-	b, err := n.r.eval(m)
+	b, err := n.r.eval(bg)
 	if err != nil {
 		return b, err
+	}
+	if a.k == kString && b.k == kString {
+		if err := bg.charge(int64(len(a.s)+len(b.s)), n.pos); err != nil {
+			return a, err
+		}
 	}
 	v, msg := arith(n.o, a, b)
 	if msg != "" {
@@ -270,8 +280,8 @@ func (n *arithNode) eval(m Message) (value, error) {
 	return v, nil
 }
 
-func (n *arithNode) test(m Message) (tri, error) {
-	v, err := n.eval(m)
+func (n *arithNode) test(bg *Budget) (tri, error) {
+	v, err := n.eval(bg)
 	return truth(v, err, n.pos)
 }
 
@@ -281,8 +291,8 @@ type unaryNode struct {
 	pos int
 }
 
-func (n *unaryNode) eval(m Message) (value, error) {
-	a, err := n.x.eval(m)
+func (n *unaryNode) eval(bg *Budget) (value, error) {
+	a, err := n.x.eval(bg)
 	if err != nil {
 		return a, err
 	}
@@ -293,8 +303,8 @@ func (n *unaryNode) eval(m Message) (value, error) {
 	return v, nil
 }
 
-func (n *unaryNode) test(m Message) (tri, error) {
-	v, err := n.eval(m)
+func (n *unaryNode) test(bg *Budget) (tri, error) {
+	v, err := n.eval(bg)
 	return truth(v, err, n.pos)
 }
 
@@ -306,15 +316,15 @@ type isNullNode struct {
 	not bool
 }
 
-func (n *isNullNode) eval(m Message) (value, error) { return evalTest(n, m) }
+func (n *isNullNode) eval(bg *Budget) (value, error) { return evalTest(n, bg) }
 
-func (n *isNullNode) test(m Message) (tri, error) {
+func (n *isNullNode) test(bg *Budget) (tri, error) {
 	var v value
 	var err error
 	if p, ok := n.x.(propRef); ok {
-		v, _, err = p.lookup(m)
+		v, _, err = p.lookup(bg)
 	} else {
-		v, err = n.x.eval(m)
+		v, err = n.x.eval(bg)
 	}
 	if err != nil {
 		return triUnknown, err
@@ -327,10 +337,10 @@ func (n *isNullNode) test(m Message) (tri, error) {
 // Bus — an unset one reads as null — so for sys scope EXISTS means "is set".
 type existsNode struct{ p *propNode }
 
-func (n *existsNode) eval(m Message) (value, error) { return evalTest(n, m) }
+func (n *existsNode) eval(bg *Budget) (value, error) { return evalTest(n, bg) }
 
-func (n *existsNode) test(m Message) (tri, error) {
-	v, ok, err := n.p.lookup(m)
+func (n *existsNode) test(bg *Budget) (tri, error) {
+	v, ok, err := n.p.lookup(bg)
 	if err != nil {
 		return triUnknown, err
 	}
@@ -350,10 +360,10 @@ type inNode struct {
 	not    bool
 }
 
-func (n *inNode) eval(m Message) (value, error) { return evalTest(n, m) }
+func (n *inNode) eval(bg *Budget) (value, error) { return evalTest(n, bg) }
 
-func (n *inNode) test(m Message) (tri, error) {
-	v, err := n.x.eval(m)
+func (n *inNode) test(bg *Budget) (tri, error) {
+	v, err := n.x.eval(bg)
 	if err != nil || v.k == kNull {
 		return triUnknown, err
 	}
@@ -369,7 +379,7 @@ func (n *inNode) test(m Message) (tri, error) {
 		}
 	} else {
 		for _, it := range n.items {
-			w, err := it.eval(m)
+			w, err := it.eval(bg)
 			if err != nil {
 				return triUnknown, err
 			}
@@ -397,27 +407,32 @@ type likeNode struct {
 	pp   int // position of the pattern, for errors
 }
 
-func (n *likeNode) eval(m Message) (value, error) { return evalTest(n, m) }
+func (n *likeNode) eval(bg *Budget) (value, error) { return evalTest(n, bg) }
 
-func (n *likeNode) test(m Message) (tri, error) {
-	v, err := n.x.eval(m)
+func (n *likeNode) test(bg *Budget) (tri, error) {
+	v, err := n.x.eval(bg)
 	if err != nil {
 		return triUnknown, err
 	}
 	p := n.pat
 	if p == nil {
-		pv, err := n.patN.eval(m)
+		pv, err := n.patN.eval(bg)
 		if err != nil {
 			return triUnknown, err
 		}
 		ev := value{k: kString}
 		if n.escN != nil {
-			if ev, err = n.escN.eval(m); err != nil {
+			if ev, err = n.escN.eval(bg); err != nil {
 				return triUnknown, err
 			}
 		}
 		if pv.k == kNull || ev.k == kNull {
 			return triUnknown, nil
+		}
+		if pv.k == kString {
+			if err := bg.charge(likeCompileCost(pv.s), n.pp); err != nil {
+				return triUnknown, err
+			}
 		}
 		var msg string
 		if p, msg = likeFromValues(pv, ev, n.escN != nil); msg != "" {
@@ -431,7 +446,11 @@ func (n *likeNode) test(m Message) (tri, error) {
 		// Like a comparison of incomparable types: FALSE, so NOT LIKE is TRUE.
 		return triOf(n.not), nil
 	}
-	return triOf(p.match(v.s) != n.not), nil
+	matched, exhausted := p.match(v.s, &bg.left)
+	if exhausted {
+		return triUnknown, bg.exceeded(n.pp)
+	}
+	return triOf(matched != n.not), nil
 }
 
 // likeFromValues compiles a pattern from evaluated operands; both must be strings and the

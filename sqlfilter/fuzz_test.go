@@ -73,7 +73,18 @@ func FuzzParseFilter(f *testing.F) {
 		if flt.String() != expr {
 			t.Fatalf("String() = %q; want %q", flt.String(), expr)
 		}
-		_ = format(flt.root)
+		// A parsed filter written back as text parses to the same tree.
+		if text, ok := source(flt.root); ok {
+			again, err := ParseFilter(text, nil)
+			switch {
+			case errors.Is(err, ErrTooLong) || errors.Is(err, ErrTooDeep) || errors.Is(err, ErrTooManyTokens):
+				// The parentheses made it longer or deeper than the limits allow.
+			case err != nil:
+				t.Fatalf("ParseFilter(%q) (%q written back) = %v", text, expr, err)
+			case format(again.root) != format(flt.root):
+				t.Fatalf("%q written back as %q parses as\n%s\nwant\n%s", expr, text, format(again.root), format(flt.root))
+			}
+		}
 		for _, m := range []Message{sample(), &MapMessage{}} {
 			start = time.Now()
 			_, err := flt.Match(m)
@@ -103,6 +114,19 @@ func FuzzParseAction(f *testing.F) {
 		if a.String() != expr {
 			t.Fatalf("String() = %q; want %q", a.String(), expr)
 		}
+		if text, ok := actionSource(a); ok {
+			again, err := ParseAction(text, nil)
+			switch {
+			case errors.Is(err, ErrTooLong) || errors.Is(err, ErrTooDeep) || errors.Is(err, ErrTooManyTokens):
+			case err != nil:
+				t.Fatalf("ParseAction(%q) (%q written back) = %v", text, expr, err)
+			default:
+				want, _ := actionSource(a)
+				if got, _ := actionSource(again); got != want {
+					t.Fatalf("%q written back as %q reads back as %q", expr, want, got)
+				}
+			}
+		}
 		for _, m := range []*MapMessage{clone(sample()), {}} {
 			start = time.Now()
 			checkEvalError(t, a.Apply(m))
@@ -111,4 +135,29 @@ func FuzzParseAction(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSourceRoundTrip makes sure the fuzzers' write-back check has teeth: every seed that
+// parses can be written back, and reads back as the same tree.
+func TestSourceRoundTrip(t *testing.T) {
+	n := 0
+	for _, expr := range append(fuzzSeeds, "[a]]b] = -1.5 AND p('') IS NULL AND x LIKE 'a!%' ESCAPE '!' AND -9223372036854775808 = y") {
+		f, err := ParseFilter(expr, fuzzParams)
+		if err != nil {
+			continue
+		}
+		text, ok := source(f.root)
+		if !ok {
+			t.Errorf("source(%q) found no literal", expr)
+			continue
+		}
+		again, err := ParseFilter(text, nil)
+		if err != nil || format(again.root) != format(f.root) {
+			t.Errorf("%q written back as %q: %v", expr, text, err)
+		}
+		n++
+	}
+	if n < 10 {
+		t.Errorf("only %d seeds parse", n)
+	}
 }

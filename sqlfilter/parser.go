@@ -3,9 +3,12 @@ package sqlfilter
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -35,6 +38,9 @@ type parser struct {
 	depth     int
 	params    map[string]any // lower-cased names without the @
 	dupParams map[string]bool
+	// budget bounds the constant folding, which can concatenate parameters; it has no
+	// message, and constant subtrees read no properties.
+	budget *Budget
 }
 
 func newParser(src string, params map[string]any) (*parser, error) {
@@ -51,7 +57,7 @@ func newParser(src string, params map[string]any) (*parser, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	p := &parser{toks: toks}
+	p := &parser{toks: toks, budget: NewBudget(DefaultBudget)}
 	if len(params) > 0 {
 		p.params = make(map[string]any, len(params))
 		for k, v := range params {
@@ -64,8 +70,40 @@ func newParser(src string, params map[string]any) (*parser, error) {
 			}
 			p.params[name] = v
 		}
+		if err := p.checkParamLengths(); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
+}
+
+// checkParamLengths refuses a string parameter over MaxParameterLength, pointing at its
+// first use (or at the start when the expression does not use it). Parameters stand in
+// for constants the expression could have held, so without a limit of their own they
+// would escape the expression's.
+func (p *parser) checkParamLengths() error {
+	names := slices.Sorted(maps.Keys(p.params))
+	for _, name := range names {
+		s, ok := p.params[name].(string)
+		if !ok {
+			continue
+		}
+		n := utf8.RuneCountInString(s)
+		if n <= MaxParameterLength {
+			continue
+		}
+		at := token{pos: 1}
+		for _, t := range p.toks {
+			if t.kind == tParam && strings.EqualFold(t.val, name) {
+				at = t
+				break
+			}
+		}
+		e := p.errAt(at, fmt.Sprintf("parameter @%s is %d characters long; the limit is %d", name, n, MaxParameterLength))
+		e.Err = ErrTooLong
+		return e
+	}
+	return nil
 }
 
 func (p *parser) tok() token { return p.toks[p.i] }
@@ -182,7 +220,7 @@ func (p *parser) fold(n node, at token, kids ...node) (node, error) {
 			return n, nil
 		}
 	}
-	v, err := n.eval(nil)
+	v, err := n.eval(p.budget)
 	if err != nil {
 		msg := err.Error()
 		var ee *EvalError
@@ -667,8 +705,24 @@ func ParseFilter(expr string, params map[string]any) (*Filter, error) {
 // user.s + 1 with a string s, an integer division by zero, a boolean-valued position
 // holding a property that is not a boolean — is returned as an *EvalError with false;
 // the caller dead-letters or drops the message as the subscription says.
+//
+// Match evaluates within a fresh DefaultBudget; MatchWithin takes the caller's.
 func (f *Filter) Match(m Message) (bool, error) {
-	t, err := f.root.test(m)
+	b := budgets.Get().(*Budget)
+	b.Reset()
+	defer budgets.Put(b)
+	return f.MatchWithin(m, b)
+}
+
+// budgets keeps Match and Apply free of allocations.
+var budgets = sync.Pool{New: func() any { return NewBudget(DefaultBudget) }}
+
+// MatchWithin is Match charging its work to b, which the caller shares between the rules
+// that run on one message. Running out is an *EvalError wrapping ErrBudgetExceeded.
+func (f *Filter) MatchWithin(m Message, b *Budget) (bool, error) {
+	b.msg = m
+	t, err := f.root.test(b)
+	b.msg = nil
 	return t == triTrue && err == nil, err
 }
 
@@ -688,8 +742,8 @@ type statement struct {
 }
 
 // ParseAction compiles a SqlRuleAction (protocol.md §7.2): statements SET prop = expr and
-// REMOVE prop, separated by ; or , (any run of them; a trailing one is allowed), at most
-// 32 of them. The expression language, limits and params are those of ParseFilter; a SET
+// REMOVE prop, separated by ; or , (any run of them; a trailing one is allowed) or by nothing
+// but whitespace, as the service accepts, at most 32 of them. The expression language, limits and params are those of ParseFilter; a SET
 // value may also be a predicate, which stores a boolean.
 //
 // Errors are *ParseError; more than 32 statements wraps ErrTooManyStatements.
@@ -732,6 +786,9 @@ func ParseAction(expr string, params map[string]any) (*Action, error) {
 		if p.tok().kind == tEOF {
 			return a, nil
 		}
+		if t := p.tok(); isWord(t, "SET") || isWord(t, "REMOVE") {
+			continue // the separator is optional: SET a = 1 SET b = 2
+		}
 		if k := p.tok().kind; k != tSemi && k != tComma {
 			return nil, p.errAt(p.tok(), "expected ; or , between statements")
 		}
@@ -756,7 +813,20 @@ func ParseAction(expr string, params map[string]any) (*Action, error) {
 // RemoveSystem refusing the change stops Apply with an *EvalError (wrapping the
 // message's error in the last case); statements before it have already been applied, so
 // the caller should discard the copy and do what the subscription says.
+//
+// Apply evaluates within a fresh DefaultBudget; ApplyWithin takes the caller's.
 func (a *Action) Apply(m MutableMessage) error {
+	b := budgets.Get().(*Budget)
+	b.Reset()
+	defer budgets.Put(b)
+	return a.ApplyWithin(m, b)
+}
+
+// ApplyWithin is Apply charging its work to b. Running out is an *EvalError wrapping
+// ErrBudgetExceeded.
+func (a *Action) ApplyWithin(m MutableMessage, b *Budget) error {
+	b.msg = m
+	defer func() { b.msg = nil }()
 	for _, s := range a.stmts {
 		t := s.target
 		if s.remove {
@@ -769,7 +839,7 @@ func (a *Action) Apply(m MutableMessage) error {
 			}
 			continue
 		}
-		v, err := s.x.eval(m)
+		v, err := s.x.eval(b)
 		if err != nil {
 			return err
 		}

@@ -249,8 +249,12 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 			}
 			return nil
 		})
+	} else if s.claimer.running() {
+		cj := &claimJob{sql: sql, args: args}
+		err = s.claimer.submit(ctx, cj)
+		rows = cj.rows
 	} else {
-		err = run(s.pool)
+		err = run(s.hotPool())
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("receive from %s: %w", t, interpretError(err))
@@ -449,4 +453,54 @@ func (t Target) String() string {
 		p += " (session " + strconv.Quote(truncate(t.Session.SessionID)) + ")"
 	}
 	return p
+}
+
+// claimJob is one dispatcher's claim statement waiting for its round.
+type claimJob struct {
+	sql  string
+	args pgx.NamedArgs
+	rows []claimedRecord
+}
+
+// claimRoundSize bounds the claim statements one round sends.
+const claimRoundSize = 64
+
+// newClaimer coalesces the claims of different entities: one dispatcher claims for one entity
+// at a time, so with many busy entities many claims, each of a message or two, run at once.
+// A round sends those waiting as one pipeline, in one transaction: one round trip and one
+// commit instead of one each (measured with 64 receivers on 64 queues: a claim statement took
+// a message each time, and its commit and round trip cost more than its execution).
+func newClaimer(s *Postgres) *batcher[*claimJob] {
+	return newBatcher(s.opts.SendWriters, claimRoundSize, func(*claimJob) int { return 1 }, s.writeClaims)
+}
+
+// writeClaims runs one round of claims and answers each once the round has committed: a claim
+// answered before its commit could hand out a lock the database never kept.
+func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	for _, j := range jobs {
+		b.Queue(j.req.sql, j.req.args)
+	}
+	br := s.hotPool().SendBatch(ctx, b)
+	errs := make([]error, len(jobs))
+	for i, j := range jobs {
+		r, err := br.Query()
+		if err == nil {
+			j.req.rows, err = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
+		}
+		errs[i] = err
+	}
+	closeErr := br.Close()
+	for i, j := range jobs {
+		err := errs[i]
+		if err == nil {
+			err = closeErr
+		}
+		if err != nil {
+			j.req.rows = nil
+		}
+		j.finish(err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbgate/sbgate/db/dbtest"
@@ -71,10 +72,12 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 		name string
 		sql  string
 		args pgx.NamedArgs
+		hot  bool // run on the generic-plan pool (as well as planned for the values)
 	}{
-		{"peek-lock", claimStatements[PeekLock][0], pgx.NamedArgs{"lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}},
-		{"receive-and-delete", claimStatements[ReceiveAndDelete][0], nil},
-		{"next due", nextDueSQL, nil},
+		{"peek-lock", claimStatements[PeekLock][0], pgx.NamedArgs{"lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}, true},
+		{"receive-and-delete", claimStatements[ReceiveAndDelete][0], nil, true},
+		// nextDue runs on the pool that plans for the values (its generic plan scans the table).
+		{"next due", nextDueSQL, nil, false},
 	} {
 		args := pgx.NamedArgs{}
 		for k, v := range base {
@@ -83,14 +86,42 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 		for k, v := range tc.args {
 			args[k] = v
 		}
-		pages, nodes := explainPages(t, ctx, s, tc.sql, args)
-		t.Logf("%s: %d pages", tc.name, pages)
+		for _, generic := range []bool{false, true} {
+			if generic && !tc.hot {
+				continue
+			}
+			name := fmt.Sprintf("%s (generic plan %v)", tc.name, generic)
+			pages, nodes := explainPages(t, ctx, s, tc.sql, args, generic)
+			t.Logf("%s: %d pages", name, pages)
+			if pages > 500 {
+				t.Errorf("%s reads %d pages with stale statistics; want a few dozen (plan nodes: %s)", name, pages, nodes)
+			}
+			for _, bad := range []string{"Bitmap Heap Scan", "Seq Scan on messages"} {
+				if strings.Contains(nodes, bad) {
+					t.Errorf("%s plan has a %s: %s", name, bad, nodes)
+				}
+			}
+		}
+	}
+
+	// Settlements run generic plans too: each finds its rows by entity and sequence number.
+	msgs, _, err := s.claimMessages(ctx, Target{Entity: q}, PeekLock, 16, nil)
+	if err != nil || len(msgs) != 16 {
+		t.Fatalf("claim: %d messages, %v", len(msgs), err)
+	}
+	var a settleArgs
+	for _, m := range msgs {
+		a.add(settleItem{t: Target{Entity: q}, req: SettleRequest{Token: m.LockToken, Reason: "r"}})
+	}
+	for op, sql := range settleStatements {
+		pages, nodes := explainPages(t, ctx, s, sql, a.named(s.now()), true)
+		t.Logf("settle %v (generic plan): %d pages", op, pages)
 		if pages > 500 {
-			t.Errorf("%s reads %d pages with stale statistics; want a few dozen (plan nodes: %s)", tc.name, pages, nodes)
+			t.Errorf("settle %v reads %d pages with stale statistics; want a few dozen (plan nodes: %s)", op, pages, nodes)
 		}
 		for _, bad := range []string{"Bitmap Heap Scan", "Seq Scan on messages"} {
 			if strings.Contains(nodes, bad) {
-				t.Errorf("%s plan has a %s: %s", tc.name, bad, nodes)
+				t.Errorf("settle %v plan has a %s: %s", op, bad, nodes)
 			}
 		}
 	}
@@ -98,9 +129,9 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 
 // explainPages runs sql under EXPLAIN ANALYZE in a transaction it rolls back, and returns the
 // shared pages the statement touched and its plan's node types.
-func explainPages(t *testing.T, ctx context.Context, s *Postgres, sql string, args pgx.NamedArgs) (int, string) {
+func explainPages(t *testing.T, ctx context.Context, s *Postgres, sql string, args pgx.NamedArgs, generic bool) (int, string) {
 	t.Helper()
-	top, nodes := explainPlan(t, ctx, s, sql, args)
+	top, nodes := explainPlanOf(t, ctx, s, sql, args, generic)
 	var names []string
 	for _, n := range nodes {
 		names = append(names, strings.TrimSpace(n.Type+" on "+n.Relation))
@@ -108,17 +139,62 @@ func explainPages(t *testing.T, ctx context.Context, s *Postgres, sql string, ar
 	return top.Hit + top.Read, fmt.Sprint(names)
 }
 
-// explainPlan runs sql under EXPLAIN ANALYZE in a transaction it rolls back, and returns the top
-// node and every node of its plan.
+// explainPlan runs sql under EXPLAIN ANALYZE in a transaction it rolls back, with the generic
+// plan the store's claims and settlements run (see genericPlanPool), and returns the top node
+// and every node of its plan.
 func explainPlan(t *testing.T, ctx context.Context, s *Postgres, sql string, args pgx.NamedArgs) (planNode, []planNode) {
+	t.Helper()
+	return explainPlanOf(t, ctx, s, sql, args, true)
+}
+
+// explainPlanOf is explainPlan with the plan chosen: generic, as a prepared statement runs it
+// under plan_cache_mode force_generic_plan, or custom, planned for these arguments' values.
+func explainPlanOf(t *testing.T, ctx context.Context, s *Postgres, sql string, args pgx.NamedArgs, generic bool) (planNode, []planNode) {
 	t.Helper()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	explain := `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `
 	var out []byte
-	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+sql, args).Scan(&out); err != nil {
+	if generic {
+		// EXPLAIN of a statement with parameters plans it for their values; EXPLAIN EXECUTE of
+		// a prepared statement shows the plan the prepared statement runs.
+		positional, values, err := args.RewriteQuery(ctx, tx.Conn(), sql, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Conn().Prepare(ctx, "explained", positional); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Conn().Deallocate(ctx, "explained") }()
+		marks := make([]string, len(values))
+		for i := range values {
+			marks[i] = fmt.Sprintf("$%d", i+1)
+		}
+		explain += `EXECUTE explained(` + strings.Join(marks, ", ") + `)`
+		// EXECUTE's parameters are not a statement's: give them as literals (pgx writes those
+		// for the Go types it knows without a column type; tokens go as text).
+		literal := []any{pgx.QueryExecModeSimpleProtocol}
+		for _, v := range values {
+			if tokens, ok := v.([][16]byte); ok {
+				text := make([]string, len(tokens))
+				for i, b := range tokens {
+					text[i] = uuid.UUID(b).String()
+				}
+				v = text
+			}
+			literal = append(literal, v)
+		}
+		err = tx.QueryRow(ctx, explain, literal...).Scan(&out)
+		if err != nil {
+			t.Fatalf("explain: %v", err)
+		}
+	} else if err := tx.QueryRow(ctx, explain+sql, args).Scan(&out); err != nil {
 		t.Fatalf("explain: %v", err)
 	}
 	var plans []struct {

@@ -82,7 +82,8 @@ type dispatcher[T any] struct {
 	queue   list.List // *waiter[T], in arrival order
 	wakes   uint64    // wake-ups so far
 	empty   bool      // the last claim found the target empty…
-	emptyAt uint64    // …and started when wakes was this
+	emptyAt uint64    // …and started when wakes was this…
+	dueAt   time.Time // …and something comes due by itself then (zero: nothing)
 	halted  bool
 	kick    chan struct{}
 }
@@ -231,9 +232,11 @@ func (d *dispatcher[T]) run() {
 			d.mu.Unlock()
 			continue // leave() ends it once the claim running is answered
 		}
-		if d.empty && d.emptyAt == d.wakes {
-			// Nothing changed since the target was found empty: receivers that do not wait get
-			// nothing at once, the others wait for a wake-up or the timer.
+		if d.empty && d.emptyAt == d.wakes && (d.dueAt.IsZero() || d.s.now().Before(d.dueAt)) {
+			// Nothing changed since the target was found empty, and nothing has come due since
+			// (a receiver joining before the timer fires, or after a test moved the clock, must
+			// not be told "empty" about a scheduled message or lock end that is due): receivers
+			// that do not wait get nothing at once, the others wait for a wake-up or the timer.
 			d.answerQueued(func(w *waiter[T]) bool { return w.zero })
 			if d.queue.Len() == 0 {
 				d.mu.Unlock()
@@ -268,7 +271,7 @@ func (d *dispatcher[T]) run() {
 		}
 		d.mu.Lock()
 		d.hand(batch, got, err)
-		d.empty, d.emptyAt = err == nil && !full, started
+		d.empty, d.emptyAt, d.dueAt = err == nil && !full, started, next
 		d.mu.Unlock()
 		if err == nil && !full {
 			wait := d.recheck

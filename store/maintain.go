@@ -296,7 +296,7 @@ func (s *Postgres) checkQuota(ctx context.Context, e *Entity, size int64) error 
 		s.sizes.m[e.ID] = c
 		s.sizes.mu.Unlock()
 	}
-	limit := e.Props.MaxSizeInMegabytes << 20
+	limit := e.Props.TotalMaxSizeInMegabytes() << 20
 	if c.bytes+size > limit {
 		return &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf(
 			"SubCode=40300. The maximum entity size has been reached or exceeded for %s: '%s'. Size of entity in bytes: %d, Max entity size in bytes: %d.",

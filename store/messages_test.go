@@ -27,7 +27,10 @@ func TestSendReceiveKeepsEveryProperty(t *testing.T) {
 		Label:            "lbl",
 		To:               "to",
 		ReplyTo:          "reply",
+		ViaPartitionKey:  "via",
 		TimeToLive:       90 * time.Second,
+		// In the past: received at once, and returned as sent.
+		ScheduledEnqueueTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		UserProperties: store.UserProperties{
 			{Name: "b", Value: true},
 			{Name: "d", Value: date},

@@ -39,6 +39,8 @@ type messageRecord struct {
 	DeadLetterReason      pgtype.Text        `db:"dead_letter_reason"`
 	DeadLetterDescription pgtype.Text        `db:"dead_letter_description"`
 	DeadLetterSource      pgtype.Text        `db:"dead_letter_source"`
+	ViaPartitionKey       pgtype.Text        `db:"via_partition_key"`
+	EnqueuedSeq           pgtype.Int8        `db:"enqueued_seq"`
 }
 
 // messageFields lists the columns of messageRecord, in field order.
@@ -82,26 +84,28 @@ func collectMessage(rows pgx.Rows) (*Message, error) {
 // message turns a row into a Message.
 func (r *messageRecord) message() (*Message, error) {
 	m := &Message{
-		Body:                  r.Body,
-		ContentType:           r.ContentType.String,
-		MessageID:             r.MessageID,
-		CorrelationID:         r.CorrelationID.String,
-		SessionID:             r.SessionID.String,
-		ReplyToSessionID:      r.ReplyToSessionID.String,
-		Label:                 r.Label.String,
-		To:                    r.To.String,
-		ReplyTo:               r.ReplyTo.String,
-		PartitionKey:          r.PartitionKey.String,
-		TimeToLive:            duration(r.TTL),
-		ScheduledEnqueueTime:  timeOrZero(r.ScheduledAt),
-		SequenceNumber:        r.Seq,
-		EnqueuedTime:          r.EnqueuedAt.UTC(),
-		ExpiresAt:             timeOrZero(r.ExpiresAt),
-		DeliveryCount:         r.DeliveryCount,
-		State:                 r.State,
-		DeadLetterReason:      r.DeadLetterReason.String,
-		DeadLetterDescription: r.DeadLetterDescription.String,
-		DeadLetterSource:      r.DeadLetterSource.String,
+		Body:                   r.Body,
+		ContentType:            r.ContentType.String,
+		MessageID:              r.MessageID,
+		CorrelationID:          r.CorrelationID.String,
+		SessionID:              r.SessionID.String,
+		ReplyToSessionID:       r.ReplyToSessionID.String,
+		Label:                  r.Label.String,
+		To:                     r.To.String,
+		ReplyTo:                r.ReplyTo.String,
+		PartitionKey:           r.PartitionKey.String,
+		ViaPartitionKey:        r.ViaPartitionKey.String,
+		EnqueuedSequenceNumber: r.EnqueuedSeq.Int64,
+		TimeToLive:             duration(r.TTL),
+		ScheduledEnqueueTime:   timeOrZero(r.ScheduledAt),
+		SequenceNumber:         r.Seq,
+		EnqueuedTime:           r.EnqueuedAt.UTC(),
+		ExpiresAt:              timeOrZero(r.ExpiresAt),
+		DeliveryCount:          r.DeliveryCount,
+		State:                  r.State,
+		DeadLetterReason:       r.DeadLetterReason.String,
+		DeadLetterDescription:  r.DeadLetterDescription.String,
+		DeadLetterSource:       r.DeadLetterSource.String,
 	}
 	if r.LockToken.Valid {
 		m.LockToken = uuid.UUID(r.LockToken.Bytes)

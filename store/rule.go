@@ -62,6 +62,40 @@ type RuleAction struct {
 	Parameters    []Property
 }
 
+// Declared types of rule values (Property.Type): the XML Schema types by their local name, and
+// the types of the .NET serialization namespace (http://schemas.microsoft.com/2003/10/Serialization/)
+// with the prefix "ser:". Each holds values of one Go type: every integer type int64, every
+// floating-point type float64, "ser:guid" a string (its text as sent).
+const (
+	TypeSerDuration = "ser:duration"
+	TypeSerGUID     = "ser:guid"
+)
+
+// ruleValueTypeFits reports whether a value of v's Go type can have the declared type t.
+func ruleValueTypeFits(t string, v any) bool {
+	switch t {
+	case "string", TypeSerGUID:
+		_, ok := v.(string)
+		return ok
+	case "int", "long", "short", "byte", "unsignedByte", "unsignedShort", "unsignedInt", "unsignedLong":
+		_, ok := v.(int64)
+		return ok
+	case "double", "float", "decimal":
+		_, ok := v.(float64)
+		return ok
+	case "boolean":
+		_, ok := v.(bool)
+		return ok
+	case "dateTime":
+		_, ok := v.(time.Time)
+		return ok
+	case "duration", TypeSerDuration:
+		_, ok := v.(time.Duration)
+		return ok
+	}
+	return false
+}
+
 // TrueRule is the $Default rule: every message.
 func TrueRule(name string) Rule {
 	return Rule{Name: name, Filter: RuleFilter{Kind: FilterTrue, SQLExpression: "1=1"}}

@@ -117,7 +117,7 @@ func sortProperties(props []Property) {
 // compiledRule is a rule ready to run on messages.
 type compiledRule struct {
 	name   string
-	match  func(sqlfilter.Message) (bool, error)
+	match  func(sqlfilter.Message, *sqlfilter.Budget) (bool, error)
 	action *sqlfilter.Action
 }
 
@@ -140,9 +140,9 @@ func compileRule(r Rule) (compiledRule, error) {
 	}
 	switch r.Filter.Kind {
 	case FilterTrue:
-		c.match = func(sqlfilter.Message) (bool, error) { return true, nil }
+		c.match = func(sqlfilter.Message, *sqlfilter.Budget) (bool, error) { return true, nil }
 	case FilterFalse:
-		c.match = func(sqlfilter.Message) (bool, error) { return false, nil }
+		c.match = func(sqlfilter.Message, *sqlfilter.Budget) (bool, error) { return false, nil }
 	case FilterSQL:
 		if len(r.Filter.SQLExpression) > MaxExpressionLength {
 			return c, badRequest("The filter expression of rule '%s' is longer than %d characters.", r.Name, MaxExpressionLength)
@@ -151,7 +151,7 @@ func compileRule(r Rule) (compiledRule, error) {
 		if err != nil {
 			return c, badRequest("The filter of rule '%s' is not valid: %s", r.Name, err.Error())
 		}
-		c.match = f.Match
+		c.match = f.MatchWithin
 	case FilterCorrelation:
 		cf := r.Filter.Correlation
 		if cf == nil || cf.CorrelationID+cf.MessageID+cf.To+cf.ReplyTo+cf.Label+cf.SessionID+cf.ReplyToSessionID+cf.ContentType == "" && len(cf.Properties) == 0 {
@@ -160,7 +160,7 @@ func compileRule(r Rule) (compiledRule, error) {
 		compiled := &sqlfilter.CorrelationFilter{CorrelationID: cf.CorrelationID, MessageID: cf.MessageID, To: cf.To,
 			ReplyTo: cf.ReplyTo, Label: cf.Label, SessionID: cf.SessionID, ReplyToSessionID: cf.ReplyToSessionID,
 			ContentType: cf.ContentType, Properties: paramMap(cf.Properties)}
-		c.match = func(m sqlfilter.Message) (bool, error) { return compiled.Match(m), nil }
+		c.match = func(m sqlfilter.Message, _ *sqlfilter.Budget) (bool, error) { return compiled.Match(m), nil }
 	default:
 		return c, badRequest("Rule '%s' has an unknown filter type '%s'.", r.Name, truncate(string(r.Filter.Kind)))
 	}

@@ -136,7 +136,7 @@ var settleStatements = map[Settlement]string{
 	SELECT entity_id, -count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `), -count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), -sum(size)
 	FROM done GROUP BY entity_id
 )
-SELECT ord, entity_id, session_id, state, until FROM done`,
+SELECT ord, entity_id, session_id, state, until, false AS expired FROM done`,
 
 	// An abandon releases the lock; the message is receivable again at once, at the front (due
 	// now: claims look at the due range from where they last looked, not at the ready range
@@ -157,18 +157,24 @@ SELECT ord, entity_id, session_id, state, until FROM done`,
 	SELECT entity_id, -count(*), count(*), 0 FROM done WHERE state = ` + sqlDeadLetter + ` AND was <> ` + sqlDeadLetter + `
 	GROUP BY entity_id
 )
-SELECT ord, entity_id, session_id, state, until FROM done`,
+SELECT ord, entity_id, session_id, state, until, false AS expired FROM done`,
 
+	// A message whose time to live ended while it was locked stays with its receiver until the
+	// lock ends (the expiry document: expiration does not affect a locked message, and takes
+	// effect when the lock expires or is abandoned), but its lock is not renewed: renewals would
+	// otherwise keep an expired message out of the expiry sweep and the dead-letter queue forever.
 	RenewLock: settleInputSQL + `
-UPDATE messages m SET visible_at = @now::timestamptz + r.lock_us * interval '1 microsecond' FROM r WHERE ` + settleMatchSQL + `
-RETURNING r.ord, m.entity_id, m.session_id, m.state, m.visible_at AS until`,
+UPDATE messages m SET visible_at = CASE WHEN ` + expiredSQL + ` THEN m.visible_at
+	ELSE @now::timestamptz + r.lock_us * interval '1 microsecond' END
+FROM r WHERE ` + settleMatchSQL + `
+RETURNING r.ord, m.entity_id, m.session_id, m.state, m.visible_at AS until, ` + expiredSQL + ` AS expired`,
 
 	// A deferred message leaves the head of the queue; it is received again only by its
 	// sequence number.
 	Defer: settleInputSQL + `
 UPDATE messages m SET state = ` + sqlDeferred + `, lock_token = NULL, visible_at = NULL
 FROM r WHERE ` + settleMatchSQL + ` AND m.state <> ` + sqlDeadLetter + `
-RETURNING r.ord, m.entity_id, m.session_id, m.state, NULL::timestamptz AS until`,
+RETURNING r.ord, m.entity_id, m.session_id, m.state, NULL::timestamptz AS until, false AS expired`,
 
 	DeadLetter: settleInputSQL + `, done AS (
 	UPDATE messages m SET state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
@@ -179,8 +185,11 @@ RETURNING r.ord, m.entity_id, m.session_id, m.state, NULL::timestamptz AS until`
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
 	SELECT entity_id, -count(*), count(*), 0 FROM done GROUP BY entity_id
 )
-SELECT ord, entity_id, session_id, state, until FROM done`,
+SELECT ord, entity_id, session_id, state, until, false AS expired FROM done`,
 }
+
+// expiredSQL: m's time to live has ended (dead letters never expire).
+const expiredSQL = `coalesce(m.state <> ` + sqlDeadLetter + ` AND m.expires_at <= @now, false)`
 
 // abandonedLastSQL: the abandoned delivery of m was the last its entity allows.
 const abandonedLastSQL = `(m.state <> ` + sqlDeadLetter + ` AND m.delivery_count >= r.max_delivery)`
@@ -284,12 +293,20 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 			var session pgtype.Text
 			var state State
 			var until pgtype.Timestamptz
-			if err := rows.Scan(&ord, &entity, &session, &state, &until); err != nil {
+			var expired bool
+			if err := rows.Scan(&ord, &entity, &session, &state, &until, &expired); err != nil {
 				return err
 			}
 			i := int(ord - 1)
 			found[i] = true
 			a.items[i].res.LockedUntil = timeOrZero(until)
+			if expired {
+				it := a.items[i]
+				it.res.Err = &Error{Code: CodeLockLost, Message: fmt.Sprintf(
+					"The lock of message %d in '%s' is not renewed: the message's time to live ended while it was locked. "+
+						"It stays locked until %s; complete or abandon it before then.",
+					lockTokenSeq(it.req.Token), it.t.Entity.Path, timeOrZero(until).Format(time.RFC3339))}
+			}
 			switch {
 			case op == Abandon && state != StateDeadLetter:
 				woken = append(woken, wakeTarget{entity: entity, session: session.String})
@@ -316,7 +333,7 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 			return nil
 		})
 	} else {
-		err = run(s.pool)
+		err = run(s.hotPool())
 	}
 	if err != nil {
 		return nil, interpretError(err)

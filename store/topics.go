@@ -141,25 +141,27 @@ func (d *delivery) deliver(target *Entity, m *Message, sent *Entity, hops int) e
 		if hops >= MaxTransferHops {
 			dl := *m
 			dl.State, dl.DeadLetterReason, dl.DeadLetterDescription = StateDeadLetter, ReasonMaxTransferHopCount, descriptionMaxTransferHops
-			return d.place(target, &dl)
+			return d.place(target, &dl, hops)
 		}
 		next, err := d.s.Resolve(d.ctx, fwd)
 		if err != nil {
 			// The target was deleted after the forwarding was set up: keep the message here
 			// rather than lose it.
 			if errors.Is(err, ErrNotFound) {
-				return d.place(target, m)
+				return d.place(target, m, hops)
 			}
 			return err
 		}
 		return d.deliver(next, m, sent, hops+1)
 	}
-	return d.place(target, m)
+	return d.place(target, m, hops)
 }
 
 // place adds m as a row of entity e, dead-lettered ones going on to e's
-// ForwardDeadLetteredMessagesTo when it has one.
-func (d *delivery) place(e *Entity, m *Message) error {
+// ForwardDeadLetteredMessagesTo when it has one. hops is how many times m was auto-forwarded to
+// get here: a forwarded message carries the sequence number of its original send as its
+// EnqueuedSequenceNumber, drawn with its row when it never had a row where it was sent.
+func (d *delivery) place(e *Entity, m *Message, hops int) error {
 	if e.Props.RequiresSession && m.SessionID == "" && m.State != StateDeadLetter {
 		// A copy no session could ever receive: refuse the send, as for a session queue.
 		return badRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s', which requires sessions.", e.Path)
@@ -177,6 +179,9 @@ func (d *delivery) place(e *Entity, m *Message) error {
 		return err
 	}
 	r.msgIndex = d.msgIndex
+	if hops > 0 && m.EnqueuedSequenceNumber == 0 {
+		r.originOf = int64(d.msgIndex)
+	}
 	r.sessioned = e.Props.RequiresSession && m.SessionID != "" && m.State != StateDeadLetter
 	if !d.dedupUntil.IsZero() {
 		r.dedupEntity, r.dedupUntil = d.dedupEntity, timestamptz(d.dedupUntil)
@@ -189,19 +194,31 @@ func (d *delivery) place(e *Entity, m *Message) error {
 // rule, with the rule's action applied to that copy only. A filter or action that cannot be
 // evaluated dead-letters one copy in the subscription when it says so
 // (DeadLetteringOnFilterEvaluationExceptions), else drops it.
+//
+// The rules of one subscription share one sqlfilter.DefaultBudget per message: rules whose
+// work grows with the message (LIKE on long properties) cannot stall the send, and when a
+// subscription's rules run out, that subscription's copy is handled as an evaluation error
+// while the other subscriptions are evaluated with budgets of their own.
 func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 	routes, err := d.s.routesOf(d.ctx, topic)
 	if err != nil {
 		return err
 	}
+	budget := sqlfilter.NewBudget(sqlfilter.DefaultBudget)
 	for _, rt := range routes {
 		sub := rt.sub
 		if sub.Props.Status == StatusDisabled {
 			continue
 		}
+		budget.Reset()
 		var evalErr error
 		for _, rule := range rt.rules {
-			ok, err := rule.match(FilterView(m))
+			ok, err := rule.match(FilterView(m), budget)
+			if errors.Is(err, sqlfilter.ErrBudgetExceeded) {
+				// The remaining rules would find the budget spent too; say which rule ran out.
+				evalErr = fmt.Errorf("rule %s: %w", rule.name, err)
+				break
+			}
 			if err != nil {
 				evalErr = fmt.Errorf("rule %s: %w", rule.name, err)
 				continue
@@ -211,8 +228,11 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 			}
 			c := copyFor(sub, m, d.now)
 			if rule.action != nil {
-				if err := rule.action.Apply(FilterView(c)); err != nil {
+				if err := rule.action.ApplyWithin(FilterView(c), budget); err != nil {
 					evalErr = fmt.Errorf("rule %s action: %w", rule.name, err)
+					if errors.Is(err, sqlfilter.ErrBudgetExceeded) {
+						break
+					}
 					continue
 				}
 			}
@@ -224,7 +244,7 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 			c := copyFor(sub, m, d.now)
 			c.State, c.DeadLetterReason = StateDeadLetter, ReasonFilterEvaluation
 			c.DeadLetterDescription = truncate(evalErr.Error())
-			if err := d.place(sub, c); err != nil {
+			if err := d.place(sub, c, hops); err != nil {
 				return err
 			}
 		}
@@ -363,6 +383,9 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 			// A new message of the target: enqueued now, its time to live counted from now (an
 			// expired dead letter would otherwise arrive expired), capped by the target's.
 			m.State, m.DeadLetterSource = StateActive, e.Path
+			if m.EnqueuedSequenceNumber == 0 {
+				m.EnqueuedSequenceNumber = m.SequenceNumber // its first sequence number, in e
+			}
 			m.LockToken, m.LockedUntil, m.DeliveryCount = [16]byte{}, time.Time{}, 0
 			m.ScheduledEnqueueTime, m.EnqueuedTime = time.Time{}, now
 			if m.TimeToLive > target.Props.DefaultMessageTimeToLive {

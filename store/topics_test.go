@@ -175,6 +175,75 @@ func TestFilterEvaluationErrors(t *testing.T) {
 	}
 }
 
+// TestFilterEvaluationBudget: rules whose work grows with the message (LIKE with a long
+// pattern over a long property) share one budget per subscription and message; the
+// subscription that runs out gets its copy dead-lettered (or dropped, as it says) and the
+// send goes on, while other subscriptions are evaluated as usual.
+func TestFilterEvaluationBudget(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "t", nil)
+	// Never matches, and costs about 2 × 30 Ki × 16 units a message: five such rules are more
+	// than one subscription's budget.
+	pattern := store.Property{Name: "@p", Value: "%" + strings.Repeat("a_", 500) + "c%"}
+	slow := func(name string, dl bool) *store.Entity {
+		e := b.sub(t, "t", name, sqlRule("r0", "s LIKE @p OR u LIKE @p", pattern), func(p *store.Properties) { p.DeadLetteringOnFilterEvaluation = dl })
+		for i := 1; i < 6; i++ {
+			if _, err := b.store.PutRule(b.ctx, e.Path, *sqlRule(fmt.Sprintf("r%d", i), "s LIKE @p OR u LIKE @p", pattern), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e
+	}
+	dl := slow("dl", true)
+	drop := slow("drop", false)
+	cheap := b.sub(t, "t", "cheap", sqlRule("has", "EXISTS(s) AND s LIKE 'a%'"), nil)
+	b.send(t, topic, store.Message{Body: []byte("x"), MessageID: "x",
+		UserProperties: []store.Property{{Name: "s", Value: strings.Repeat("a", 30*1024)}, {Name: "u", Value: strings.Repeat("a", 30*1024)}}})
+	if got := b.drain(t, dl, store.SubQueueMain); len(got) != 0 {
+		t.Errorf("dl subscription received %d messages", len(got))
+	}
+	dead := b.drain(t, dl, store.SubQueueDeadLetter)
+	if len(dead) != 1 || dead[0].DeadLetterReason != store.ReasonFilterEvaluation || !strings.Contains(dead[0].DeadLetterDescription, "budget") {
+		t.Errorf("dl dead letters = %d, want 1 with reason %s and the budget in the description", len(dead), store.ReasonFilterEvaluation)
+		for _, m := range dead {
+			t.Logf("%s: %s", m.DeadLetterReason, m.DeadLetterDescription)
+		}
+	}
+	if got := len(b.drain(t, drop, store.SubQueueMain)) + len(b.drain(t, drop, store.SubQueueDeadLetter)); got != 0 {
+		t.Errorf("drop subscription kept %d messages; want the copy dropped", got)
+	}
+	if got := b.drain(t, cheap, store.SubQueueMain); len(got) != 1 {
+		t.Errorf("cheap subscription received %d messages; want 1", len(got))
+	}
+}
+
+// TestRuleParameterAndPatternLimits: parameters and patterns cannot escape the 1,024-character
+// limit of the expression; a rule over them is refused at creation.
+func TestRuleParameterAndPatternLimits(t *testing.T) {
+	b := setup(t, manual)
+	b.topic(t, "t", nil)
+	b.sub(t, "t", "s", nil, nil)
+	sp := "t/Subscriptions/s"
+	long := store.Property{Name: "@p", Value: strings.Repeat("_", 20000)}
+	half := store.Property{Name: "@p", Value: strings.Repeat("_", 600)}
+	action := sqlRule("action", "1=1")
+	action.Action = &store.RuleAction{SQLExpression: "SET x = @p", Parameters: []store.Property{long}}
+	for _, bad := range []*store.Rule{
+		sqlRule("param", "s LIKE @p", long),
+		sqlRule("unused", "s = 'x'", long),
+		sqlRule("concat", "s LIKE @p + @p", half),
+		action,
+	} {
+		_, err := b.store.PutRule(b.ctx, sp, *bad, false)
+		if !errors.Is(err, store.ErrBadRequest) || !strings.Contains(err.Error(), "limit is 1024") {
+			t.Errorf("PutRule(%s) err = %v; want ErrBadRequest naming the limit", bad.Name, err)
+		}
+	}
+	if _, err := b.store.PutRule(b.ctx, sp, *sqlRule("ok", "s LIKE @p", half), false); err != nil {
+		t.Errorf("PutRule with a 600-character pattern: %v", err)
+	}
+}
+
 func TestRuleManagement(t *testing.T) {
 	b := setup(t, manual)
 	b.topic(t, "t", nil)
@@ -470,5 +539,113 @@ func TestConcurrentPublishersAndSubscriptionChanges(t *testing.T) {
 	}
 	if orphans != 0 {
 		t.Logf("%d copies written to subscriptions deleted during the send", orphans)
+	}
+}
+
+// Filters read the broker properties a message keeps as sent: ViaPartitionKey, and a past
+// ScheduledEnqueueTimeUtc.
+func TestFiltersReadPropertiesKeptAsSent(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "t", nil)
+	sub := b.sub(t, "t", "s", &store.Rule{Name: "r", Filter: store.RuleFilter{Kind: store.FilterSQL,
+		SQLExpression: "sys.ViaPartitionKey = 'p1' AND sys.ScheduledEnqueueTimeUtc IS NOT NULL"}}, nil)
+	past := b.clock.Now().Add(-time.Hour)
+	b.send(t, topic, store.Message{Body: []byte("match"), ViaPartitionKey: "p1", ScheduledEnqueueTime: past},
+		store.Message{Body: []byte("other via"), ViaPartitionKey: "p2", ScheduledEnqueueTime: past},
+		store.Message{Body: []byte("no schedule"), ViaPartitionKey: "p1"})
+	if diff := cmp.Diff([]string{"match"}, bodies(b.drain(t, sub, store.SubQueueMain))); diff != "" {
+		t.Errorf("received (-want +got):\n%s", diff)
+	}
+}
+
+// TestRuleValuesKeepTheirDeclaredType: every parameter and correlation property comes back from
+// the store with the type its client declared (a long stays a long, a JS double a double, a Go
+// int beyond 32 bits an int), and filters still compare the values by their Go type.
+func TestRuleValuesKeepTheirDeclaredType(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "typed", nil)
+	sp := "typed/Subscriptions/s"
+	typed := func(name, typ string, v any) store.Property { return store.Property{Name: name, Value: v, Type: typ} }
+	corr := &store.Rule{Name: "corr", Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
+		Properties: []store.Property{typed("big", "long", int64(5000000000)), typed("g", store.TypeSerGUID, "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"), typed("n", "double", 5.0)}}}}
+	sub := b.sub(t, "typed", "s", corr, nil)
+	sql := sqlRule("sql", "go = @go AND s < @s AND d = @d AND w = @w",
+		typed("@go", "int", int64(6000000000)), typed("@s", "short", int64(7)), typed("@d", "decimal", 0.5),
+		typed("@w", store.TypeSerDuration, 90*time.Second), store.Property{Name: "@plain", Value: int64(1)})
+	sql.Action = &store.RuleAction{SQLExpression: "SET tag = @t", Parameters: []store.Property{typed("@t", "unsignedInt", int64(4000000000))}}
+	if _, err := b.store.PutRule(b.ctx, sp, *sql, false); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := b.store.ListRules(b.ctx, sp, 0, 10)
+	if err != nil || len(rules) != 2 {
+		t.Fatalf("ListRules = %v, %v", rules, err)
+	}
+	if diff := cmp.Diff(corr.Filter, rules[0].Filter); diff != "" {
+		t.Errorf("correlation filter read back differs (-want +got):\n%s", diff)
+	}
+	got, err := b.store.GetRule(b.ctx, sp, "sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(sql.Filter.Parameters, func(i, j int) bool { return sql.Filter.Parameters[i].Name < sql.Filter.Parameters[j].Name })
+	if diff := cmp.Diff(sql.Filter, got.Filter); diff != "" {
+		t.Errorf("SQL filter read back differs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(sql.Action, got.Action); diff != "" {
+		t.Errorf("action read back differs (-want +got):\n%s", diff)
+	}
+
+	send := func(body string, props ...store.Property) {
+		b.send(t, topic, store.Message{Body: []byte(body), UserProperties: props})
+	}
+	send("corr", store.Property{Name: "big", Value: int64(5000000000)}, store.Property{Name: "n", Value: int64(5)},
+		store.Property{Name: "g", Value: "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"})
+	send("corr-other", store.Property{Name: "big", Value: int64(5000000001)}, store.Property{Name: "n", Value: int64(5)},
+		store.Property{Name: "g", Value: "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"})
+	send("sql", store.Property{Name: "go", Value: int64(6000000000)}, store.Property{Name: "s", Value: 6.5},
+		store.Property{Name: "d", Value: 0.5}, store.Property{Name: "w", Value: 90 * time.Second})
+	msgs := b.drain(t, sub, store.SubQueueMain)
+	if diff := cmp.Diff([]string{"corr", "sql"}, bodies(msgs)); diff != "" {
+		t.Fatalf("received (-want +got):\n%s", diff)
+	}
+	var tag any
+	for _, p := range msgs[1].UserProperties {
+		if p.Name == "tag" {
+			tag = p.Value
+			if p.Type != "" {
+				t.Errorf("message property tag has the declared type %q", p.Type)
+			}
+		}
+	}
+	if tag != int64(4000000000) {
+		t.Errorf("action set tag = %#v; want int64 4000000000", tag)
+	}
+
+	// A declared type that cannot hold its value is refused, not kept.
+	bad := sqlRule("bad", "a = @a", typed("@a", "long", "text"))
+	if _, err := b.store.PutRule(b.ctx, sp, *bad, false); !errors.Is(err, store.ErrBadRequest) || !strings.Contains(err.Error(), "declared type 'long'") {
+		t.Errorf("PutRule with a string declared long: err = %v; want ErrBadRequest", err)
+	}
+	bad = sqlRule("bad", "a = @a", typed("@a", "xs:int", int64(1)))
+	if _, err := b.store.PutRule(b.ctx, sp, *bad, false); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("PutRule with an unknown declared type: err = %v; want ErrBadRequest", err)
+	}
+}
+
+// TestRuleValuesStoredWithoutType: rules kept before values carried their declared type read
+// back with none, so the encoder types them by their value.
+func TestRuleValuesStoredWithoutType(t *testing.T) {
+	b := setup(t, manual)
+	b.topic(t, "old", nil)
+	b.sub(t, "old", "s", sqlRule("legacy", "a = @a", store.Property{Name: "@a", Value: int64(1), Type: "long"}), nil)
+	if _, err := b.pool.Exec(b.ctx, `UPDATE rules SET filter = '{"kind":"SqlFilter","sql":"a = @a","params":{"@a":{"i":5000000000}}}' WHERE name = 'legacy'`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.store.GetRule(b.ctx, "old/Subscriptions/s", "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]store.Property{{Name: "@a", Value: int64(5000000000)}}, got.Filter.Parameters); diff != "" {
+		t.Errorf("legacy parameters (-want +got):\n%s", diff)
 	}
 }

@@ -25,6 +25,7 @@ type typedValue struct {
 	F *float64 `json:"f,omitempty"`
 	B *bool    `json:"b,omitempty"`
 	D *string  `json:"d,omitempty"`
+	X string   `json:"x,omitempty"` // a rule value's declared type (Property.Type)
 }
 
 // encodeUserProperties checks the properties and returns their jsonb text, or "" when there are
@@ -78,6 +79,12 @@ func encodeUserProperties(props UserProperties) (string, error) {
 		default:
 			return "", badRequest("The application property '%s' has an unsupported type %T.", truncate(p.Name), p.Value)
 		}
+		if p.Type != "" {
+			if !ruleValueTypeFits(p.Type, p.Value) {
+				return "", badRequest("The value of '%s' does not have its declared type '%s'.", truncate(p.Name), truncate(p.Type))
+			}
+			tv.X = p.Type
+		}
 		if size > MaxPropertySize {
 			return "", badRequest("The application property '%s' is larger than %d bytes.", truncate(p.Name), MaxPropertySize)
 		}
@@ -126,7 +133,7 @@ func decodeUserProperties(raw []byte) (UserProperties, error) {
 		default:
 			return nil, fmt.Errorf("decode application property %q: no value", name)
 		}
-		props = append(props, Property{Name: name, Value: v})
+		props = append(props, Property{Name: name, Value: v, Type: tv.X})
 	}
 	sort.Slice(props, func(i, j int) bool { return props[i].Name < props[j].Name })
 	return props, nil

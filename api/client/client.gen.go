@@ -93,14 +93,19 @@ type BrokerProperties struct {
 	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
 
 	// DeadLetterReason Extension JSON only; REST receives carry it as a user-property header.
-	DeadLetterReason       *string             `json:"DeadLetterReason,omitempty"`
-	DeadLetterSource       *string             `json:"DeadLetterSource,omitempty"`
-	DeliveryCount          *int                `json:"DeliveryCount,omitempty"`
-	EnqueuedSequenceNumber *int64              `json:"EnqueuedSequenceNumber,omitempty"`
-	EnqueuedTimeUtc        *string             `json:"EnqueuedTimeUtc,omitempty"`
-	Label                  *string             `json:"Label,omitempty"`
-	LockToken              *openapi_types.UUID `json:"LockToken,omitempty"`
-	LockedUntilUtc         *string             `json:"LockedUntilUtc,omitempty"`
+	DeadLetterReason *string `json:"DeadLetterReason,omitempty"`
+	DeadLetterSource *string `json:"DeadLetterSource,omitempty"`
+	DeliveryCount    *int    `json:"DeliveryCount,omitempty"`
+
+	// EnqueuedSequenceNumber On an auto-forwarded message, the sequence number it was first given where it was sent; else 0.
+	EnqueuedSequenceNumber *int64  `json:"EnqueuedSequenceNumber,omitempty"`
+	EnqueuedTimeUtc        *string `json:"EnqueuedTimeUtc,omitempty"`
+
+	// ExpiresAtUtc EnqueuedTimeUtc + TimeToLive (RFC 1123); absent when the message never expires.
+	ExpiresAtUtc   *string             `json:"ExpiresAtUtc,omitempty"`
+	Label          *string             `json:"Label,omitempty"`
+	LockToken      *openapi_types.UUID `json:"LockToken,omitempty"`
+	LockedUntilUtc *string             `json:"LockedUntilUtc,omitempty"`
 
 	// MessageId Generated (32 hex digits) when absent.
 	MessageId *string `json:"MessageId,omitempty"`
@@ -110,7 +115,7 @@ type BrokerProperties struct {
 	ReplyTo          *string `json:"ReplyTo,omitempty"`
 	ReplyToSessionId *string `json:"ReplyToSessionId,omitempty"`
 
-	// ScheduledEnqueueTimeUtc RFC 1123 date; the message stays invisible until then.
+	// ScheduledEnqueueTimeUtc RFC 1123 date; the message stays invisible until then. A past time delivers it at once; either is returned as sent.
 	ScheduledEnqueueTimeUtc *string                `json:"ScheduledEnqueueTimeUtc,omitempty"`
 	SequenceNumber          *int64                 `json:"SequenceNumber,omitempty"`
 	SessionId               *string                `json:"SessionId,omitempty"`
@@ -122,6 +127,9 @@ type BrokerProperties struct {
 	// TimeToLiveTimeSpan Alternative TTL as a .NET TimeSpan ([d.]hh:mm:ss[.fffffff]).
 	TimeToLiveTimeSpan *string `json:"TimeToLiveTimeSpan,omitempty"`
 	To                 *string `json:"To,omitempty"`
+
+	// ViaPartitionKey Kept and returned as sent (it has no effect here).
+	ViaPartitionKey *string `json:"ViaPartitionKey,omitempty"`
 }
 
 // BrokerPropertiesState defines model for BrokerProperties.State.
@@ -768,12 +776,14 @@ type ClientInterface interface {
 	// Corresponds with GET /$namespaceinfo (the `GetNamespaceInfo` operationId).
 	GetNamespaceInfo(ctx context.Context, params *GetNamespaceInfoParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Healthz Liveness: the process serves HTTP.
+	// Healthz Liveness: the process serves HTTP and can recover by itself.
+	//
+	// 503 when it cannot: its embedded PostgreSQL crashed and could not be restarted (the supervisor gave up). Restart sbgate then. An external database being unreachable is not a liveness failure (see /readyz).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Readyz Readiness: the database answers.
+	// Readyz Readiness: the database answers (and an embedded one is not being restarted).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1204,7 +1214,9 @@ func (c *Client) GetNamespaceInfo(ctx context.Context, params *GetNamespaceInfoP
 	return c.Client.Do(req)
 }
 
-// Healthz Liveness: the process serves HTTP.
+// Healthz Liveness: the process serves HTTP and can recover by itself.
+//
+// 503 when it cannot: its embedded PostgreSQL crashed and could not be restarted (the supervisor gave up). Restart sbgate then. An external database being unreachable is not a liveness failure (see /readyz).
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1219,7 +1231,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
-// Readyz Readiness: the database answers.
+// Readyz Readiness: the database answers (and an embedded one is not being restarted).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6396,14 +6408,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /$namespaceinfo (the `GetNamespaceInfo` operationId).
 	GetNamespaceInfoWithResponse(ctx context.Context, params *GetNamespaceInfoParams, reqEditors ...RequestEditorFn) (*GetNamespaceInfoResponse, error)
 
-	// HealthzWithResponse Liveness: the process serves HTTP.
+	// HealthzWithResponse Liveness: the process serves HTTP and can recover by itself.
+	//
+	// 503 when it cannot: its embedded PostgreSQL crashed and could not be restarted (the supervisor gave up). Restart sbgate then. An external database being unreachable is not a liveness failure (see /readyz).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
-	// ReadyzWithResponse Readiness: the database answers.
+	// ReadyzWithResponse Readiness: the database answers (and an embedded one is not being restarted).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7031,9 +7045,23 @@ func (r GetNamespaceInfoResponse) ContentType() string {
 	return ""
 }
 
+// HealthzResponse503Headers the declared response headers of an HTTP 503 response for Healthz
+type HealthzResponse503Headers struct {
+	RetryAfter *int
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *HealthzResponse503Headers
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r HealthzResponse) GetXML503() *Error {
+	return r.XML503
 }
 
 // GetBody returns the raw response body bytes
@@ -10771,7 +10799,9 @@ func (c *ClientWithResponses) GetNamespaceInfoWithResponse(ctx context.Context, 
 	return ParseGetNamespaceInfoResponse(rsp)
 }
 
-// HealthzWithResponse Liveness: the process serves HTTP.
+// HealthzWithResponse Liveness: the process serves HTTP and can recover by itself.
+//
+// 503 when it cannot: its embedded PostgreSQL crashed and could not be restarted (the supervisor gave up). Restart sbgate then. An external database being unreachable is not a liveness failure (see /readyz).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10784,7 +10814,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 	return ParseHealthzResponse(rsp)
 }
 
-// ReadyzWithResponse Readiness: the database answers.
+// ReadyzWithResponse Readiness: the database answers (and an embedded one is not being restarted).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11713,6 +11743,29 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 	response := &HealthzResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers HealthzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

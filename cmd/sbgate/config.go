@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sbgate/sbgate/db"
 )
 
 // serveConfig is every setting of the broker, read once from flags and the environment (a flag
@@ -32,9 +35,14 @@ type serveConfig struct {
 	WriteTimeout   time.Duration
 	PprofListen    string
 	ReadyFile      string
+	// TrustedProxies are the reverse proxies whose Forwarded / X-Forwarded-* headers are believed.
+	TrustedProxies []netip.Prefix
 	// GCPercent is the Go collector's target, applied at start unless the operator set GOGC
 	// (which the runtime has applied already): 0 leaves it alone.
 	GCPercent int
+	// EmbeddedRestart is how the embedded PostgreSQL is restarted after a crash: the zero value
+	// is db's default (the documented one). Not a flag; tests shorten it.
+	EmbeddedRestart db.RestartPolicy
 }
 
 // envFlag describes one setting: its flag, its variable and its default.
@@ -60,6 +68,8 @@ var serveFlags = []envFlag{
 	{"body-timeout", "SBGATE_BODY_TIMEOUT", "60s", "how long a request's body may take to arrive (raise it for very large messages over slow links)"},
 	{"write-timeout", "SBGATE_WRITE_TIMEOUT", "60s", "how long an answer may take to write, from its first byte (long-poll waits do not count)"},
 	{"pprof-listen", "SBGATE_PPROF_LISTEN", "", "address to serve Go's /debug/pprof profiles on (off when empty; keep it private)"},
+	{"trusted-proxies", "SBGATE_TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of reverse proxies whose Forwarded / X-Forwarded-Proto / X-Forwarded-Host " +
+		"headers say how clients reached them (for https settlement URLs behind a TLS-terminating proxy); from other peers those headers are user properties"},
 	{"ready-file", "SBGATE_READY_FILE", "", "once the broker listens, write {\"endpoint\", \"connection_string\", \"database_url\"} as JSON to this file " +
 		"(mode 0600, written whole: a temporary file renamed into place; removed at shutdown), for scripts and sbgate bench to find a broker started on port 0"},
 }
@@ -118,6 +128,11 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		errs = append(errs, fmt.Errorf("-send-writers: want a positive number, got %q", get("send-writers")))
 	}
 	cfg.SendWriters = n
+	proxies, err := parsePrefixes(get("trusted-proxies"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("-trusted-proxies: %w", err))
+	}
+	cfg.TrustedProxies = proxies
 	if getenv("GOGC") == "" {
 		// A broker's live heap is small and its garbage is per request: collecting a quarter as
 		// often costs a few tens of megabytes and saves about a tenth of the gateway's CPU.
@@ -130,6 +145,27 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		errs = append(errs, errors.New("-sas-key-name must not be empty"))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// parsePrefixes reads a comma-separated list of CIDRs or single addresses (a /32 or /128).
+func parsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(item); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(item)
+		if err != nil {
+			return nil, fmt.Errorf("want addresses or CIDRs such as 10.0.0.0/8, got %q", item)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }
 
 func (c serveConfig) logger(w io.Writer) *slog.Logger {

@@ -59,6 +59,23 @@ async function main() {
   assert.strictEqual(corr.filter.correlationId, 'c1');
   assert.strictEqual(corr.filter.applicationProperties.prio, 1);
   assert.strictEqual(corr.action.sqlExpression, "SET sys.Label = 'urgent'");
+  // Every value type the client writes reads back as it was written (numbers go out as
+  // double, one above 32 bits included).
+  const params = { '@n': 5, '@big': 5000000000, '@f': 1.5, '@s': 'x', '@b': true, '@d': new Date('2024-01-02T03:04:05.678Z') };
+  await admin.createRule(t, 'all', 'typed', { sqlExpression: 'n = @n AND big = @big AND f = @f AND s = @s AND b = @b AND d = @d', sqlParameters: params },
+    { sqlExpression: 'SET m = @m', sqlParameters: { '@m': -2.25 } });
+  await admin.createRule(t, 'all', 'typed-corr', { applicationProperties: { n: 5, big: 5000000000, s: 'x', b: false } });
+  const typed = await admin.getRule(t, 'all', 'typed');
+  assert.deepStrictEqual(typed.filter.sqlParameters, params);
+  assert.deepStrictEqual(typed.action.sqlParameters, { '@m': -2.25 });
+  const typedCorr = await admin.getRule(t, 'all', 'typed-corr');
+  assert.deepStrictEqual(typedCorr.filter.applicationProperties, { n: 5, big: 5000000000, s: 'x', b: false });
+  typed.filter.sqlParameters['@big'] = 6000000000;
+  const typedUpdated = await admin.updateRule(t, 'all', typed);
+  assert.strictEqual(typedUpdated.filter.sqlParameters['@big'], 6000000000);
+  await admin.deleteRule(t, 'all', 'typed');
+  await admin.deleteRule(t, 'all', 'typed-corr');
+
   const rules = [];
   for await (const r of admin.listRules(t, 'all')) rules.push(r.name);
   assert.deepStrictEqual(rules.sort(), ['$Default', 'urgent']);
