@@ -13,36 +13,46 @@ import (
 // authorize checks the request's SAS token (protocol.md §5): signed by a namespace key, or by a
 // key of the entity the request addresses (its AuthorizationRules), not expired, scoped to a
 // prefix of the request path, with the right the operation needs. Every failure is a 401 with
-// the service's wording. It returns whether a namespace key signed the token.
-func (s *Server) authorize(r *http.Request, rt route) (namespaceKey bool, err error) {
+// the service's wording. It returns who the caller is.
+func (s *Server) authorize(r *http.Request, rt route) (caller, error) {
 	text, err := sas.FromHeaders(r.Header)
 	if err != nil {
-		return false, unauthorized(err.Error())
+		return caller{}, unauthorized(err.Error())
 	}
 	tok, err := sas.ParseToken(text)
 	if err != nil {
-		return false, unauthorized(tokenErrorText(err))
+		return caller{}, unauthorized(tokenErrorText(err))
 	}
 	key, err := tok.Verify(s.namespaceKeys(r.Context()), s.now(), s.cfg.ClockSkew)
-	namespaceKey = err == nil
+	namespaceKey := err == nil
 	if errors.Is(err, sas.ErrUnknownKey) {
 		key, err = s.verifyEntityKey(r, rt, tok)
 	}
 	if err != nil {
-		return false, unauthorized(tokenErrorText(err))
+		return caller{}, unauthorized(tokenErrorText(err))
 	}
 	if rt.op != opNamespaceInfo && !tok.Covers(rt.scope) {
-		return false, unauthorized("InvalidAudience: The token's resource does not cover '" + truncate(rt.scope) + "'.")
+		return caller{}, unauthorized("InvalidAudience: The token's resource does not cover '" + truncate(rt.scope) + "'.")
 	}
 	if need := rt.right(); !key.Rights.Has(need) {
 		if need == sas.Manage && isManagement(rt.op) {
-			return namespaceKey, s.manageDenied(r, rt)
+			return caller{namespaceKey: namespaceKey, token: tok, rights: key.Rights}, s.manageDenied(r, rt)
 		}
-		return false, unauthorized("Unauthorized access. '" + need.ClaimText() + "' claim(s) are required to perform this operation. Resource: 'sb://" +
+		return caller{}, unauthorized("Unauthorized access. '" + need.ClaimText() + "' claim(s) are required to perform this operation. Resource: 'sb://" +
 			r.Host + "/" + truncate(rt.scope) + "'.")
 	}
-	return namespaceKey, nil
+	return caller{namespaceKey: namespaceKey, token: tok, rights: key.Rights}, nil
 }
+
+// caller is what a request's token proved: whether a namespace key signed it (an entity's key
+// opens that entity only), its scope, and the rights of its key.
+type caller struct {
+	namespaceKey bool
+	token        sas.Token
+	rights       sas.Rights
+}
+
+type callerCtx struct{}
 
 // verifyEntityKey checks tok against the keys of the queue or topic the request addresses (a
 // subscription's are its topic's). Such a key opens that entity only: any other request has no
@@ -91,25 +101,36 @@ const (
 	headerDlqSupplementary = "ServiceBusDlqSupplementaryAuthorization"
 )
 
-// checkSupplementary checks the tokens that come with ForwardTo and ForwardDeadLetteredMessagesTo
-// (protocol.md §4.13): when present, each must be validly signed, by a namespace key or a key of
-// the target, unexpired, with Send rights; its scope is not checked (clients sign the host, the
-// raw target or a full URI). Without one, only a caller holding a namespace key may forward,
-// because a caller with an entity key proves nothing about the target.
+// checkSupplementary authorizes ForwardTo and ForwardDeadLetteredMessagesTo (protocol.md §4.13).
+// Naming a target lets every message of the entity be written into it, so the caller must prove
+// Send on the target itself, by either
+//   - the request's own token, when a namespace key signed it and its scope (sr) covers the
+//     target as well as the entity: a token scoped to queue C proves nothing about queue B,
+//     whatever key signed it; or
+//   - a supplementary token in the header that goes with the property, signed by a namespace
+//     key or a key of the target, unexpired, with Send, and scoped to cover the target. Clients
+//     sign it differently (protocol.md §4.13): JS just the host (read as namespace-wide when it
+//     is the request's Host), Go the raw target, Python the sb:// URI of the target.
+//
+// Every refusal reads the same whether the target exists or not, so the check cannot be used
+// to discover entities; only a caller that passed it sees the store's "doesn't exist" answer,
+// and such a caller can send to the target and learn that anyway.
 func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
-	namespaceKey, _ := r.Context().Value(namespaceKeyCtx{}).(bool)
+	c, _ := r.Context().Value(callerCtx{}).(caller)
 	for _, f := range []struct{ target, header string }{
 		{p.ForwardTo, headerSupplementary}, {p.ForwardDeadLetteredMessagesTo, headerDlqSupplementary},
 	} {
 		if f.target == "" {
 			continue
 		}
+		target := forwardTargetPath(f.target)
 		text := r.Header.Get(f.header)
 		if text == "" {
-			if namespaceKey {
+			if c.namespaceKey && c.rights.Has(sas.Send) && c.token.Covers(target) {
 				continue
 			}
-			return unauthorized(f.header + " is required to forward to '" + truncate(f.target) + "'.")
+			return unauthorized(f.header + " is required to forward to '" + truncate(f.target) +
+				"': a token signed by a namespace key whose scope covers it, or by a key of the target, with 'Send' claim(s).")
 		}
 		tok, err := sas.ParseToken(text)
 		if err != nil {
@@ -117,7 +138,7 @@ func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
 		}
 		key, err := tok.Verify(s.namespaceKeys(r.Context()), s.now(), s.cfg.ClockSkew)
 		if errors.Is(err, sas.ErrUnknownKey) {
-			keys, kerr := s.entityKeys(r, forwardTargetPath(f.target))
+			keys, kerr := s.entityKeys(r, authEntity(target))
 			if kerr == nil && len(keys) > 0 {
 				key, err = tok.Verify(keys, s.now(), s.cfg.ClockSkew)
 			}
@@ -125,11 +146,32 @@ func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
 		if err != nil {
 			return unauthorized(f.header + ": " + tokenErrorText(err))
 		}
+		if !supplementaryCovers(tok, target, r.Host) {
+			return unauthorized(f.header + ": InvalidAudience: The token's resource does not cover '" + truncate(target) + "'.")
+		}
 		if !key.Rights.Has(sas.Send) {
 			return unauthorized(f.header + ": 'Send' claim(s) are required on '" + truncate(f.target) + "'.")
 		}
 	}
 	return nil
+}
+
+// supplementaryCovers reports whether a supplementary token's scope covers target, as
+// [sas.Token.Covers] does, except that an sr without a scheme whose first segment is the
+// request's Host is read as host[/path]: the JS client signs just the host, the Go client the
+// raw target name, and both come without a scheme.
+func supplementaryCovers(tok sas.Token, target, host string) bool {
+	sr, err := url.QueryUnescape(tok.Resource)
+	if err != nil {
+		return false
+	}
+	if !strings.Contains(sr, "://") {
+		first, rest, _ := strings.Cut(strings.Trim(sr, "/"), "/")
+		if host != "" && strings.EqualFold(first, host) {
+			tok.Resource = url.QueryEscape("sb://" + first + "/" + rest)
+		}
+	}
+	return tok.Covers(target)
 }
 
 // forwardTargetPath is the entity path of a forwarding target given as a path or sb://host/path.
@@ -140,11 +182,14 @@ func forwardTargetPath(t string) string {
 	return strings.Trim(t, "/")
 }
 
-type namespaceKeyCtx struct{}
-
 // tokenErrorText is the 401 detail of a token error: the sas sentinels carry the service's texts.
+// An unknown key name reads exactly like a wrong signature, so a 401 never tells a caller which
+// key names exist on the namespace or on an entity (or whether the entity exists).
 func tokenErrorText(err error) string {
-	for _, sentinel := range []error{sas.ErrMissingToken, sas.ErrUnsupportedScheme, sas.ErrUnknownKey,
+	if errors.Is(err, sas.ErrUnknownKey) {
+		return sas.ErrInvalidSignature.Error()
+	}
+	for _, sentinel := range []error{sas.ErrMissingToken, sas.ErrUnsupportedScheme,
 		sas.ErrInvalidSignature, sas.ErrExpiredToken} {
 		if errors.Is(err, sentinel) {
 			return sentinel.Error()

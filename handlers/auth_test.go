@@ -171,3 +171,30 @@ func TestTokenExpiresWithTheClock(t *testing.T) {
 	b.clock.Advance(time.Second)
 	b.do(t, get).wantError(t, "GET /q past the skew", http.StatusUnauthorized, "ExpiredToken")
 }
+
+// TestUnauthorizedTextHidesKeyNames: a 401 must not tell a caller whether a key of a given name
+// exists, on the namespace or on an entity, nor whether the entity exists: a token with an
+// unknown key name reads exactly like one with a known name and a wrong signature.
+func TestUnauthorizedTextHidesKeyNames(t *testing.T) {
+	b := setup(t)
+	b.createQueue(t, "secured", authorizationRule("app", "app-primary", "app-secondary", "Send"))
+	now := b.clock.Now()
+	detail := func(what, path, keyName string) string {
+		t.Helper()
+		tok := sas.Sign(b.url+path, keyName, "wrong", now.Add(time.Hour))
+		e := b.do(t, call{method: http.MethodPost, path: path, body: "x", key: "-", header: map[string]string{"Authorization": tok}}).
+			wantError(t, what, http.StatusUnauthorized, "InvalidSignature")
+		return trackingRE.ReplaceAllString(e.Detail, "")
+	}
+	want := detail("namespace key name, wrong key", "/secured/messages", "root")
+	for _, tc := range []struct{ what, path, keyName string }{
+		{"unknown key name", "/secured/messages", "nobody"},
+		{"entity key name, wrong key", "/secured/messages", "app"},
+		{"entity key name on a missing entity", "/missing/messages", "app"},
+		{"unknown key name on a missing entity", "/missing/messages", "nobody"},
+	} {
+		if got := detail(tc.what, tc.path, tc.keyName); got != want {
+			t.Errorf("%s: 401 detail %q; want the same text as for a wrong signature, %q", tc.what, got, want)
+		}
+	}
+}

@@ -25,11 +25,11 @@ func TestSendErrors(t *testing.T) {
 		detail string
 	}{
 		{"body over 1 KB", "/small/messages", strings.Repeat("x", 1025), nil, http.StatusForbidden,
-			"The message (size 1057 bytes) exceeds the limit of 1024 bytes allowed on entity 'small'."},
+			"The message body (1025 bytes) exceeds the limit of 1024 bytes allowed on entity 'small'."},
 		{"properties count toward the size", "/small/messages", strings.Repeat("x", 1000),
 			map[string]string{"BrokerProperties": `{"MessageId":"` + strings.Repeat("m", 100) + `"}`}, http.StatusForbidden, "exceeds the limit of 1024 bytes"},
 		{"body far over 1 KB", "/small/messages", strings.Repeat("x", 200<<10), nil, http.StatusForbidden,
-			"The message exceeds the limit of 1024 bytes allowed on entity 'small'."},
+			"The message body (204800 bytes) exceeds the limit of 1024 bytes allowed on entity 'small'."},
 		{"malformed BrokerProperties", "/q/messages", "x", map[string]string{"BrokerProperties": `{"Label":`}, http.StatusBadRequest,
 			"The BrokerProperties header is not a valid JSON object."},
 		{"BrokerProperties an array", "/q/messages", "x", map[string]string{"BrokerProperties": `["Label"]`}, http.StatusBadRequest, "not a valid JSON object"},

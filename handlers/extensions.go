@@ -136,7 +136,12 @@ func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, t target, 
 		s.writeError(w, r, err)
 		return
 	}
-	msgs, err := s.store.Receive(r.Context(), store.ReceiveRequest{Target: st, Mode: mode, Max: count(n, 10), Wait: wait})
+	wctx, end := s.waitContext(r.Context())
+	defer end()
+	msgs, err := s.store.Receive(wctx, store.ReceiveRequest{Target: st, Mode: mode, Max: count(n, 10), Wait: wait})
+	if drained(r.Context(), wctx, err) {
+		msgs, err = nil, nil
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -222,6 +227,10 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request, t target, me
 	reason, description := deadLetterReason(req.DeadLetterReason, req.DeadLetterErrorDescription)
 	if !headerSafe(reason) || !headerSafe(description) {
 		s.writeError(w, r, badRequest("The dead-letter reason and description may not contain control characters."))
+		return
+	}
+	if err := checkDeadLetterText(reason, description); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	s.settleOne(w, r, t, store.SettleRequest{Op: store.DeadLetter, ID: messageID, Token: lockToken, Reason: reason, Description: description})

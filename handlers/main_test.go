@@ -81,6 +81,11 @@ type bundle struct {
 	now   func() time.Time // the clock the server uses (the fake one unless realClock)
 	http  *http.Client
 	api   *client.ClientWithResponses // signs every request with the root key
+	// config adjusts the handlers' configuration (setupOptions.config).
+	config func(*handlers.Config)
+	// namespaceWide makes do sign its default token for the whole namespace rather than for
+	// the request's URL: such a token may name any entity as a forwarding target.
+	namespaceWide bool
 
 	trustedProxies []netip.Prefix
 }
@@ -89,6 +94,8 @@ type setupOptions struct {
 	realClock bool
 	// wrap, when set, puts something between the handlers and the store.
 	wrap func(store.Store) store.Store
+	// config, when set, adjusts the handlers' configuration.
+	config func(*handlers.Config)
 	// trustedProxies is handlers.Config.TrustedProxies.
 	trustedProxies []netip.Prefix
 }
@@ -102,7 +109,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	b := &bundle{clock: newClock(), trustedProxies: o.trustedProxies}
+	b := &bundle{clock: newClock(), config: o.config, trustedProxies: o.trustedProxies}
 	b.now = b.clock.Now
 	if o.realClock {
 		b.now = time.Now
@@ -122,7 +129,11 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 // serve runs the handlers over st on a test server.
 func (b *bundle) serve(t *testing.T, st store.Store) {
 	t.Helper()
-	srv := httptest.NewServer(handlers.NewServer(st, handlers.Config{Keys: testKeys, Now: b.now, TrustedProxies: b.trustedProxies}))
+	cfg := handlers.Config{Keys: testKeys, Now: b.now, TrustedProxies: b.trustedProxies}
+	if b.config != nil {
+		b.config(&cfg)
+	}
+	srv := httptest.NewServer(handlers.NewServer(st, cfg))
 	t.Cleanup(srv.Close) // also closes the idle connections of srv.Client()
 	b.url = srv.URL
 	b.host = strings.TrimPrefix(srv.URL, "http://")
@@ -189,7 +200,11 @@ func (b *bundle) do(t *testing.T, c call) result {
 	switch c.key {
 	case "-":
 	case "":
-		req.Header.Set("Authorization", b.token(b.url+c.path, "root"))
+		if b.namespaceWide {
+			req.Header.Set("Authorization", b.token(b.url+"/", "root"))
+		} else {
+			req.Header.Set("Authorization", b.token(b.url+c.path, "root"))
+		}
 	default:
 		req.Header.Set("Authorization", b.token(b.url+c.path, c.key))
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -20,13 +21,11 @@ import (
 	"github.com/sbgate/sbgate/store"
 )
 
-// batchOverheadFactor allows for JSON escaping and framing when a batch body is read: the
-// stored size is checked exactly after parsing.
+// batchOverheadFactor allows for JSON escaping and framing when a batch body is read; what counts
+// is the decoded size, checked message by message while the batch is read.
 const (
 	batchOverheadFactor = 2
 	batchOverheadBytes  = 64 * 1024
-	// headerPropertiesSlack is room for the broker and user properties counted in a message's size.
-	headerPropertiesSlack = 64 * 1024
 )
 
 // messagingEntity resolves the entity of a data-plane request: a queue or subscription, or its
@@ -53,32 +52,29 @@ func (s *Server) SendMessage(w http.ResponseWriter, r *http.Request, entityPath 
 	}
 	limit := e.Props.MaxMessageSizeInKilobytes * 1024
 	batch := isBatchContentType(r.Header.Get("Content-Type"))
-	readLimit := limit + headerPropertiesSlack
-	if batch {
-		readLimit = limit*batchOverheadFactor + batchOverheadBytes
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, readLimit))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		s.writeError(w, r, &store.Error{Code: store.CodeTooLarge, Message: fmt.Sprintf(
-			"The message exceeds the limit of %d bytes allowed on entity '%s'.", limit, e.Path)})
-		return
-	}
-	if err != nil {
-		s.writeError(w, r, badRequest("The request body could not be read."))
-		return
-	}
 	var msgs []store.Message
 	if batch {
-		msgs, err = parseBatch(body, fromTrustedProxy(r))
+		msgs, err = s.readBatch(w, r, e, limit)
 	} else {
-		var m store.Message
-		m, err = parseSingle(r, body)
-		msgs = []store.Message{m}
+		var body []byte
+		if body, err = s.readBody(w, r, e, limit); err == nil {
+			var m store.Message
+			m, err = parseSingle(r, body)
+			msgs = []store.Message{m}
+		}
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	for i := range msgs {
+		if err := checkDeliverable(&msgs[i]); err != nil {
+			if batch {
+				err = badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
+			}
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	if err := s.store.Send(r.Context(), e, msgs); err != nil {
 		s.writeError(w, r, err)
@@ -123,63 +119,169 @@ type batchMessage struct {
 // maxBatchMessages bounds the work one request can ask for.
 const maxBatchMessages = 4500
 
-func parseBatch(body []byte, fromProxy bool) ([]store.Message, error) {
-	var items []batchMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&items); err != nil || !atEOF(dec) {
-		return nil, badRequest("The batch is not a JSON array of messages.")
+// tooLarge is the error for a message or batch over the entity's limit.
+func tooLarge(e *store.Entity, limit int64) error {
+	return &store.Error{Code: store.CodeTooLarge, Message: fmt.Sprintf(
+		"The message exceeds the limit of %d bytes allowed on entity '%s'.", limit, e.Path)}
+}
+
+// readError is the answer to a body that could not be read: too large, too slow, or cut off.
+func (s *Server) readError(e *store.Entity, limit int64, err error) error {
+	var big *http.MaxBytesError
+	switch {
+	case errors.As(err, &big):
+		return tooLarge(e, limit)
+	case bodyTimedOut(err):
+		return badRequest("The request body did not arrive within %s.", s.cfg.BodyTimeout)
 	}
-	if len(items) == 0 {
+	return badRequest("The request body could not be read.")
+}
+
+// readBody reads a single message's body, never past the entity's limit: a declared length over
+// it is refused before anything is read, and an undeclared one is cut off at the limit. The
+// buffer is allocated once at the declared length, not grown by doubling.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, e *store.Entity, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &store.Error{Code: store.CodeTooLarge, Message: fmt.Sprintf(
+			"The message body (%d bytes) exceeds the limit of %d bytes allowed on entity '%s'.", r.ContentLength, limit, e.Path)}
+	}
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength >= 0 {
+		body := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(rd, body); err != nil {
+			return nil, s.readError(e, limit, err)
+		}
+		return body, nil
+	}
+	body, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, s.readError(e, limit, err)
+	}
+	return body, nil
+}
+
+// readBatch reads a JSON batch message by message from the body, so that its size is checked
+// while it is read: a batch over the entity's limit is refused as soon as the messages read so
+// far exceed it, and never held whole in memory beside its decoded messages.
+func (s *Server) readBatch(w http.ResponseWriter, r *http.Request, e *store.Entity, limit int64) ([]store.Message, error) {
+	readLimit := limit*batchOverheadFactor + batchOverheadBytes
+	if r.ContentLength > readLimit {
+		return nil, tooLarge(e, limit)
+	}
+	rd := &errorReader{r: http.MaxBytesReader(w, r.Body, readLimit)}
+	msgs, err := decodeBatch(rd, limit, fromTrustedProxy(r))
+	if rd.err != nil && !errors.Is(rd.err, io.EOF) {
+		return nil, s.readError(e, limit, rd.err)
+	}
+	if errors.Is(err, errBatchTooLarge) {
+		return nil, tooLarge(e, limit)
+	}
+	return msgs, err
+}
+
+// errorReader remembers the first error its reader returned, so that a read failure is told
+// apart from bad JSON.
+type errorReader struct {
+	r   io.Reader
+	err error
+}
+
+func (r *errorReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+var errBatchTooLarge = errors.New("batch too large")
+
+// parseBatch decodes a whole JSON batch held in memory.
+func parseBatch(body []byte, fromProxy bool) ([]store.Message, error) {
+	return decodeBatch(bytes.NewReader(body), math.MaxInt64, fromProxy)
+}
+
+// decodeBatch decodes a JSON array of messages from rd, one element at a time. It returns
+// errBatchTooLarge as soon as the bodies read exceed limit (the store checks the exact size,
+// properties included).
+func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, error) {
+	dec := json.NewDecoder(rd)
+	notArray := badRequest("The batch is not a JSON array of messages.")
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, notArray
+	}
+	var msgs []store.Message
+	var total int64
+	for i := 0; dec.More(); i++ {
+		if i == maxBatchMessages {
+			return nil, badRequest("A batch may contain at most %d messages.", maxBatchMessages)
+		}
+		var it batchMessage
+		if err := dec.Decode(&it); err != nil {
+			return nil, notArray
+		}
+		m, err := batchItem(i, it, fromProxy)
+		if err != nil {
+			return nil, err
+		}
+		if total += int64(len(m.Body)); total > limit {
+			return nil, errBatchTooLarge
+		}
+		msgs = append(msgs, m)
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim(']') || !atEOF(dec) {
+		return nil, notArray
+	}
+	if len(msgs) == 0 {
 		return nil, badRequest("The batch contains no messages.")
 	}
-	if len(items) > maxBatchMessages {
-		return nil, badRequest("A batch may contain at most %d messages.", maxBatchMessages)
-	}
-	msgs := make([]store.Message, len(items))
-	for i, it := range items {
-		m := &msgs[i]
-		switch {
-		case it.Body != nil && it.BodyBase64 != nil:
-			return nil, badRequest("Message %d of the batch has both Body and BodyBase64.", i+1)
-		case it.Body != nil:
-			m.Body = []byte(*it.Body)
-		case it.BodyBase64 != nil:
-			m.Body = it.BodyBase64
-		default:
-			return nil, badRequest("Message %d of the batch has no Body.", i+1)
-		}
-		if len(it.BrokerProperties) > 0 && string(it.BrokerProperties) != "null" {
-			if err := parseBrokerProperties(it.BrokerProperties, m, true); err != nil {
-				// The client-safe message is all a client sees, so the position goes into it.
-				return nil, badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
-			}
-		}
-		// Each property comes back as a header, and header names ignore case: two names that
-		// differ only in case would be one header given twice.
-		seen := make(map[string]string, len(it.UserProperties))
-		for name := range it.UserProperties {
-			lower := strings.ToLower(name)
-			if other, dup := seen[lower]; dup {
-				return nil, badRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; they would be one HTTP header.",
-					i+1, truncate(min(name, other)), truncate(max(name, other)))
-			}
-			seen[lower] = name
-		}
-		for name, raw := range it.UserProperties {
-			if !validPropertyName(name, fromProxy) {
-				return nil, badRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, truncate(name))
-			}
-			v, err := jsonPropertyValue(raw)
-			if err != nil {
-				return nil, badRequest("Message %d of the batch: user property '%s' must be a string, number or boolean.", i+1, truncate(name))
-			}
-			if s, ok := v.(string); ok && !headerSafe(s) {
-				return nil, badRequest("Message %d of the batch: user property '%s' contains control characters, which cannot be sent in an HTTP header.", i+1, truncate(name))
-			}
-			m.UserProperties = append(m.UserProperties, store.Property{Name: name, Value: v})
-		}
-	}
 	return msgs, nil
+}
+
+// batchItem turns element i of a batch into a message.
+func batchItem(i int, it batchMessage, fromProxy bool) (store.Message, error) {
+	var m store.Message
+	switch {
+	case it.Body != nil && it.BodyBase64 != nil:
+		return m, badRequest("Message %d of the batch has both Body and BodyBase64.", i+1)
+	case it.Body != nil:
+		m.Body = []byte(*it.Body)
+	case it.BodyBase64 != nil:
+		m.Body = it.BodyBase64
+	default:
+		return m, badRequest("Message %d of the batch has no Body.", i+1)
+	}
+	if len(it.BrokerProperties) > 0 && string(it.BrokerProperties) != "null" {
+		if err := parseBrokerProperties(it.BrokerProperties, &m, true); err != nil {
+			// The client-safe message is all a client sees, so the position goes into it.
+			return m, badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
+		}
+	}
+	// Each property comes back as a header, and header names ignore case: two names that
+	// differ only in case would be one header given twice.
+	seen := make(map[string]string, len(it.UserProperties))
+	for name := range it.UserProperties {
+		lower := strings.ToLower(name)
+		if other, dup := seen[lower]; dup {
+			return m, badRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; they would be one HTTP header.",
+				i+1, truncate(min(name, other)), truncate(max(name, other)))
+		}
+		seen[lower] = name
+	}
+	for name, raw := range it.UserProperties {
+		if !validPropertyName(name, fromProxy) {
+			return m, badRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, truncate(name))
+		}
+		v, err := jsonPropertyValue(raw)
+		if err != nil {
+			return m, badRequest("Message %d of the batch: user property '%s' must be a string, number or boolean.", i+1, truncate(name))
+		}
+		if s, ok := v.(string); ok && !headerSafe(s) {
+			return m, badRequest("Message %d of the batch: user property '%s' contains control characters, which cannot be sent in an HTTP header.", i+1, truncate(name))
+		}
+		m.UserProperties = append(m.UserProperties, store.Property{Name: name, Value: v})
+	}
+	return m, nil
 }
 
 // jsonPropertyValue types a batch user property: strings stay strings, integers are int64,
@@ -252,7 +354,12 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, t target, timeo
 		s.writeError(w, r, err)
 		return
 	}
-	msgs, err := s.store.Receive(r.Context(), store.ReceiveRequest{Target: st, Mode: mode, Max: 1, Wait: wait})
+	wctx, end := s.waitContext(r.Context())
+	defer end()
+	msgs, err := s.store.Receive(wctx, store.ReceiveRequest{Target: st, Mode: mode, Max: 1, Wait: wait})
+	if drained(r.Context(), wctx, err) {
+		msgs, err = nil, nil
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -33,6 +33,11 @@ type Config struct {
 	DefaultReceiveWait time.Duration
 	// MaxReceiveWait caps the timeout a receive may ask for (120s).
 	MaxReceiveWait time.Duration
+	// BodyTimeout is how long a request's body may take to arrive, from the request's start
+	// (60s). A body that has not arrived by then is refused with 400 and the connection closed.
+	BodyTimeout time.Duration
+	// WriteTimeout is how long an answer may take to write, from its first byte (60s).
+	WriteTimeout time.Duration
 	// ClockSkew is how long past its expiry a token is still accepted (5 minutes).
 	ClockSkew time.Duration
 	// Started is when the namespace came up, reported by $namespaceinfo.
@@ -45,6 +50,12 @@ type Config struct {
 	Metrics http.Handler
 	// Observe, when set, is told the operation, status and duration of every request.
 	Observe func(operation string, status int, d time.Duration)
+	// Drain, when set, ends when the server begins to shut down: receivers and session accepts
+	// still waiting are answered at once with nothing (204), and new ones do not wait.
+	Drain context.Context
+	// Waiting, when set, is told when a receive or session accept begins (+1) and ends (-1)
+	// waiting.
+	Waiting func(delta int)
 	// Live, when set, is asked by GET /healthz: an error means the process cannot recover by
 	// itself (503 with the error's text), e.g. its embedded database was given up on.
 	Live func() error
@@ -66,6 +77,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxReceiveWait <= 0 {
 		c.MaxReceiveWait = 120 * time.Second
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 60 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 60 * time.Second
 	}
 	if c.ClockSkew <= 0 {
 		c.ClockSkew = 5 * time.Minute
@@ -122,6 +139,7 @@ func routeFrom(ctx context.Context) (route, bool) {
 // canonical path.
 func (s *Server) front(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w, r = s.bound(w, r)
 		rt, ok := classify(r.Method, r.URL.EscapedPath())
 		if s.cfg.Observe != nil {
 			start := time.Now()
@@ -143,12 +161,12 @@ func (s *Server) front(next http.Handler) http.Handler {
 		}
 		ctx := context.WithValue(r.Context(), routeKey{}, rt)
 		if rt.op != opHealth {
-			namespaceKey, err := s.authorize(r.WithContext(ctx), rt)
+			caller, err := s.authorize(r.WithContext(ctx), rt)
 			if err != nil {
 				s.writeError(w, r.WithContext(ctx), err)
 				return
 			}
-			ctx = context.WithValue(ctx, namespaceKeyCtx{}, namespaceKey)
+			ctx = context.WithValue(ctx, callerCtx{}, caller)
 		}
 		r = r.WithContext(ctx)
 		u := *r.URL

@@ -92,7 +92,12 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, entityPath, sess
 		s.writeError(w, r, err)
 		return
 	}
-	sess, err := s.store.AcceptSession(r.Context(), e, sessionID, wait)
+	wctx, end := s.waitContext(r.Context())
+	defer end()
+	sess, err := s.store.AcceptSession(wctx, e, sessionID, wait)
+	if sess == nil && drained(r.Context(), wctx, err) {
+		err = nil
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

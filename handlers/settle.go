@@ -111,6 +111,9 @@ func parseSettlements(w http.ResponseWriter, r *http.Request) ([]store.SettleReq
 			if !headerSafe(reqs[i].Reason) || !headerSafe(reqs[i].Description) {
 				return nil, badRequest("Settlement %d: the dead-letter reason and description may not contain control characters.", i+1)
 			}
+			if err := checkDeadLetterText(reqs[i].Reason, reqs[i].Description); err != nil {
+				return nil, badRequest("Settlement %d: %s", i+1, store.ErrorMessage(err))
+			}
 		}
 	}
 	return reqs, nil

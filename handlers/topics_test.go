@@ -1196,6 +1196,7 @@ func TestSubscriptionMessaging(t *testing.T) {
 // TestAutoForwarding forwards messages and dead letters from queues and subscriptions.
 func TestAutoForwarding(t *testing.T) {
 	b := setup(t)
+	b.namespaceWide = true // the namespace's owner may forward anywhere without supplementary tokens
 	b.createQueue(t, "target", "")
 	b.createQueue(t, "dl-target", "")
 
@@ -1329,7 +1330,8 @@ func TestForwardingSupplementaryTokens(t *testing.T) {
 		status int
 		detail string
 	}{
-		{"namespace key, no supplementary token", "/fwd-1", forwardTo("sb://" + b.host + "/target"), nil, http.StatusCreated, ""},
+		{"namespace key, namespace-wide, no supplementary token", "/fwd-1", forwardTo("sb://" + b.host + "/target"),
+			map[string]string{"Authorization": token("sb://"+b.host+"/", "root", "key")}, http.StatusCreated, ""},
 		{"signed like Go: sr is the raw target", "/fwd-2", forwardTo("target"),
 			map[string]string{supplementary: token("target", "sender", "k2")}, http.StatusCreated, ""},
 		{"signed like JS: sr is the host", "/fwd-3", forwardTo("sb://" + b.host + "/target"),
@@ -1368,7 +1370,11 @@ func TestForwardingSupplementaryTokens(t *testing.T) {
 		{"a stray header", "/plain", entryXML(""), map[string]string{supplementary: "garbage"}, http.StatusCreated, ""},
 	}
 	for _, tc := range tests {
-		r := b.do(t, call{method: http.MethodPut, path: tc.path, header: tc.header, body: tc.body})
+		key := ""
+		if _, ok := tc.header["Authorization"]; ok {
+			key = "-"
+		}
+		r := b.do(t, call{method: http.MethodPut, path: tc.path, header: tc.header, body: tc.body, key: key})
 		if tc.status == http.StatusCreated {
 			r.want(t, tc.name, http.StatusCreated)
 			continue

@@ -23,6 +23,7 @@ type Metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	waiting  prometheus.Gauge
 }
 
 // New registers the Go runtime and process collectors, the request instruments, and collectors
@@ -39,11 +40,15 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *Metrics {
 			Help:    "HTTP request latency by operation (long-polling receives included).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
 		}, []string{"operation"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sbgate_receivers_waiting",
+			Help: "Long-poll receives and session accepts waiting in this gateway.",
+		}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.latency,
+		m.requests, m.latency, m.waiting,
 		&poolCollector{pool: pool},
 		&tableCollector{pool: pool, log: log},
 	)
@@ -55,6 +60,9 @@ func (m *Metrics) Observe(operation string, code int, d time.Duration) {
 	m.requests.WithLabelValues(operation, strconv.Itoa(code)).Inc()
 	m.latency.WithLabelValues(operation).Observe(d.Seconds())
 }
+
+// Waiting counts receivers that begin (+1) or end (-1) waiting.
+func (m *Metrics) Waiting(delta int) { m.waiting.Add(float64(delta)) }
 
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

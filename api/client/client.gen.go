@@ -314,10 +314,10 @@ type PutEntityParams struct {
 	// IfMatch `*` updates an existing entity; without it the entity is created.
 	IfMatch *string `json:"If-Match,omitempty"`
 
-	// ServiceBusSupplementaryAuthorization A SAS token with Send rights on the ForwardTo target; checked when present.
+	// ServiceBusSupplementaryAuthorization A SAS token with Send rights on the ForwardTo target, scoped to cover it (or to the namespace host). Required to set ForwardTo unless the request token was signed by a namespace key and its scope covers the target.
 	ServiceBusSupplementaryAuthorization *string `json:"ServiceBusSupplementaryAuthorization,omitempty"`
 
-	// ServiceBusDlqSupplementaryAuthorization A SAS token with Send rights on the ForwardDeadLetteredMessagesTo target; checked when present.
+	// ServiceBusDlqSupplementaryAuthorization A SAS token with Send rights on the ForwardDeadLetteredMessagesTo target, scoped to cover it (or to the namespace host). Required to set ForwardDeadLetteredMessagesTo unless the request token was signed by a namespace key and its scope covers the target.
 	ServiceBusDlqSupplementaryAuthorization *string `json:"ServiceBusDlqSupplementaryAuthorization,omitempty"`
 }
 
@@ -348,10 +348,10 @@ type PutSubscriptionParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 	IfMatch    *string     `json:"If-Match,omitempty"`
 
-	// ServiceBusSupplementaryAuthorization A SAS token with Send rights on the ForwardTo target; checked when present.
+	// ServiceBusSupplementaryAuthorization A SAS token with Send rights on the ForwardTo target, scoped to cover it (or to the namespace host). Required to set ForwardTo unless the request token was signed by a namespace key and its scope covers the target.
 	ServiceBusSupplementaryAuthorization *string `json:"ServiceBusSupplementaryAuthorization,omitempty"`
 
-	// ServiceBusDlqSupplementaryAuthorization A SAS token with Send rights on the ForwardDeadLetteredMessagesTo target; checked when present.
+	// ServiceBusDlqSupplementaryAuthorization A SAS token with Send rights on the ForwardDeadLetteredMessagesTo target, scoped to cover it (or to the namespace host). Required to set ForwardDeadLetteredMessagesTo unless the request token was signed by a namespace key and its scope covers the target.
 	ServiceBusDlqSupplementaryAuthorization *string `json:"ServiceBusDlqSupplementaryAuthorization,omitempty"`
 }
 

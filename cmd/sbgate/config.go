@@ -31,6 +31,8 @@ type serveConfig struct {
 	SendWriters    int
 	Recheck        time.Duration
 	ShutdownGrace  time.Duration
+	BodyTimeout    time.Duration
+	WriteTimeout   time.Duration
 	PprofListen    string
 	ReadyFile      string
 	// TrustedProxies are the reverse proxies whose Forwarded / X-Forwarded-* headers are believed.
@@ -63,6 +65,8 @@ var serveFlags = []envFlag{
 	{"send-writers", "SBGATE_SEND_WRITERS", "2", "group-commit writers running at once"},
 	{"recheck-interval", "SBGATE_RECHECK_INTERVAL", "30s", "longest receivers waiting on an entity with nothing for them go without looking again (a backstop: sends, abandons and timers for scheduled messages and lock ends wake them)"},
 	{"shutdown-grace", "SBGATE_SHUTDOWN_GRACE", "30s", "how long shutdown waits for requests in flight"},
+	{"body-timeout", "SBGATE_BODY_TIMEOUT", "60s", "how long a request's body may take to arrive (raise it for very large messages over slow links)"},
+	{"write-timeout", "SBGATE_WRITE_TIMEOUT", "60s", "how long an answer may take to write, from its first byte (long-poll waits do not count)"},
 	{"pprof-listen", "SBGATE_PPROF_LISTEN", "", "address to serve Go's /debug/pprof profiles on (off when empty; keep it private)"},
 	{"trusted-proxies", "SBGATE_TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of reverse proxies whose Forwarded / X-Forwarded-Proto / X-Forwarded-Host " +
 		"headers say how clients reached them (for https settlement URLs behind a TLS-terminating proxy); from other peers those headers are user properties"},
@@ -110,6 +114,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	}
 	durations := map[string]*time.Duration{
 		"max-receive-wait": &cfg.MaxReceiveWait, "recheck-interval": &cfg.Recheck, "shutdown-grace": &cfg.ShutdownGrace,
+		"body-timeout": &cfg.BodyTimeout, "write-timeout": &cfg.WriteTimeout,
 	}
 	for name, dst := range durations {
 		d, err := time.ParseDuration(get(name))

@@ -146,23 +146,38 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return err
 	}
 	m := metrics.New(pool, log)
+	// Shutdown closes the listener, then waits for connections to go idle: draining first
+	// answers every waiting receiver (204), so only sends and settlements still under way are
+	// waited for, and the process exits in moments rather than at the end of long polls.
+	drain, startDraining := context.WithCancel(context.Background())
+	defer startDraining()
 	srv := &http.Server{
 		Handler: handlers.NewServer(st, handlers.Config{
 			Namespace:      cfg.Namespace,
 			Keys:           configuredKeys(cfg, key),
 			StoreKeys:      true,
 			MaxReceiveWait: cfg.MaxReceiveWait,
+			BodyTimeout:    cfg.BodyTimeout,
+			WriteTimeout:   cfg.WriteTimeout,
 			Logger:         log,
 			Metrics:        m.Handler(),
 			Observe:        m.Observe,
+			Drain:          drain,
+			Waiting:        m.Waiting,
 			Live:           health.live,
 			Ready:          health.ready,
 			TrustedProxies: cfg.TrustedProxies,
 		}),
+		// The header and idle keep-alive connections are bounded here; the body and the answer
+		// per request by the handlers (ReadTimeout and WriteTimeout would cut long polls).
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Properties travel as headers; up to this size an oversized one gets the Service Bus
+		// 400 that names the 10 KiB limit (handlers/limits.go), beyond it net/http's bare 431.
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(startDraining)
 	scheme := "http"
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
