@@ -167,7 +167,7 @@ func (b *testBroker) Deliver(l *ReceiverLink, d *Delivery) {
 	if _, ok := state.(Accepted); ok {
 		b.enqueue(l.TargetAddress(), queued{payload: d.Payload, format: d.MessageFormat})
 	}
-	if err := d.Settle(state); err != nil {
+	if err := d.Settle(state); err != nil && !gone(err) {
 		b.t.Errorf("Settle: %v", err)
 	}
 }
@@ -190,7 +190,7 @@ func (b *testBroker) pump(addr string) {
 			tag := binary.BigEndian.AppendUint64(nil, b.tag)
 			od, err := l.Send(context.Background(), tag, q.payload, &SendOptions{MessageFormat: q.format})
 			if err != nil {
-				if !errors.Is(err, ErrLinkDetached) && !errors.Is(err, ErrConnClosed) && !errors.Is(err, ErrSessionEnded) {
+				if !gone(err) {
 					b.t.Errorf("Send: %v", err)
 				}
 				break
@@ -201,6 +201,12 @@ func (b *testBroker) pump(addr string) {
 			b.queues[addr] = b.queues[addr][1:]
 		}
 	}
+}
+
+// gone reports the errors of operations on links that went meanwhile: expected when a test
+// ends a link, session or connection under the broker.
+func gone(err error) bool {
+	return errors.Is(err, ErrLinkDetached) || errors.Is(err, ErrConnClosed) || errors.Is(err, ErrSessionEnded)
 }
 
 func (b *testBroker) Flow(l *SenderLink, credit uint32, drain bool) {
@@ -223,7 +229,7 @@ func (b *testBroker) Disposition(l *SenderLink, d *OutgoingDelivery, state Deliv
 		b.mu.Unlock()
 		final = b.final(state, m)
 	}
-	if err := d.Settle(final); err != nil {
+	if err := d.Settle(final); err != nil && !gone(err) {
 		b.t.Errorf("OutgoingDelivery.Settle: %v", err)
 	}
 	b.emit(brokerEvent{kind: "final", link: l.Name(), state: final})

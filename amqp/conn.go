@@ -58,6 +58,7 @@ type Conn struct {
 	closing       bool  // a close was sent (or the connection is going): nothing more is sent
 	closeErr      error // what the close sent said, or why the connection went
 	closeDeadline time.Time
+	linger        bool // the stream is unparsable: after our close, drain it until the peer goes
 	wbuf          []byte
 	run           dispositionRun
 	writerStop    bool
@@ -305,9 +306,14 @@ func (c *Conn) handshakeClose(e *Error) {
 	c.lingerForClose()
 }
 
-// lingerForClose reads and discards until the peer closes or CloseTimeout passes, so that
-// our last frames are not lost to a reset caused by unread input.
+// lingerForClose is for a close sent on a stream the server cannot parse further: it
+// half-closes the socket, so the peer sees its end after our close frame, and reads and
+// discards until the peer closes too (or CloseTimeout passes), so that the close frame is
+// not lost to a reset caused by unread input.
 func (c *Conn) lingerForClose() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.opts.CloseTimeout))
 	_, _ = io.Copy(io.Discard, io.LimitReader(c.br, 1<<20))
 }
@@ -484,9 +490,7 @@ func (c *Conn) readFailed(err error) error {
 		// A bad frame header: the stream cannot be parsed further.
 		c.log.Info("amqp: closing connection on framing error", slog.String("description", e.Description))
 		c.closeLocked(e)
-		c.mu.Unlock()
-		c.lingerForClose()
-		c.mu.Lock()
+		c.linger = true
 		return e
 	case errors.As(err, &ne) && ne.Timeout() && c.opts.IdleTimeout > 0:
 		e := Errorf(ErrCondResourceLimitExceeded, "no frame received for %s (idle timeout)", c.opts.IdleTimeout)
@@ -853,6 +857,12 @@ func (c *Conn) teardown(reason error) {
 	c.cancel()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.CloseTimeout))
 	<-c.writerDone
+	c.mu.Lock()
+	linger := c.linger
+	c.mu.Unlock()
+	if linger {
+		c.lingerForClose()
+	}
 	_ = c.nc.Close()
 
 	c.mu.Lock()
