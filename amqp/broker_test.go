@@ -30,6 +30,7 @@ type testBroker struct {
 	queues   map[string][]queued
 	senders  map[string][]*SenderLink
 	sent     map[*OutgoingDelivery]*Message
+	held     map[*SenderLink][][]byte // replies waiting for credit
 	tag      uint64
 	conns    []*Conn
 	sessions int
@@ -62,6 +63,7 @@ func newTestBroker(t testing.TB, opts Options) (*testBroker, string) {
 		queues:  make(map[string][]queued),
 		senders: make(map[string][]*SenderLink),
 		sent:    make(map[*OutgoingDelivery]*Message),
+		held:    make(map[*SenderLink][][]byte),
 		events:  make(chan brokerEvent, 10000),
 	}
 	if opts.Logger == nil && testing.Verbose() {
@@ -209,8 +211,33 @@ func gone(err error) bool {
 	return errors.Is(err, ErrLinkDetached) || errors.Is(err, ErrConnClosed) || errors.Is(err, ErrSessionEnded)
 }
 
+// reply sends payload settled on l, or holds it until l has credit: a client's reply link
+// may not have granted credit yet when the request arrives.
+func (b *testBroker) reply(l *SenderLink, payload []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held[l] = append(b.held[l], payload)
+	b.flushHeldLocked(l)
+}
+
+func (b *testBroker) flushHeldLocked(l *SenderLink) {
+	for len(b.held[l]) > 0 {
+		_, err := l.Send(context.Background(), []byte("r"), b.held[l][0], &SendOptions{Settled: true})
+		if errors.Is(err, ErrNoCredit) {
+			return
+		}
+		if err != nil && !gone(err) {
+			b.t.Errorf("Send reply: %v", err)
+		}
+		b.held[l] = b.held[l][1:]
+	}
+}
+
 func (b *testBroker) Flow(l *SenderLink, credit uint32, drain bool) {
 	b.emit(brokerEvent{kind: "flow", link: l.Name(), credit: credit, drain: drain})
+	b.mu.Lock()
+	b.flushHeldLocked(l)
+	b.mu.Unlock()
 	b.pump(l.SourceAddress())
 	if drain {
 		l.CompleteDrain()

@@ -905,7 +905,9 @@ func (c *Conn) ReceiverLinks() []*ReceiverLink {
 // ReplyLink finds the link a reply addressed to replyTo goes on, for request/response nodes
 // such as $cbs and $management: the attached sender link whose target address is replyTo,
 // else the one whose name is replyTo (the Node SDK's $cbs reply link has no address). It
-// returns nil when there is none.
+// returns nil when there is none. Clients grant the reply link's credit only after its
+// attach completes, so a request may arrive before the reply can be sent: a reply that
+// meets ErrNoCredit waits for the link's SenderHandler.Flow.
 func (c *Conn) ReplyLink(replyTo string) *SenderLink {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -590,9 +590,12 @@ func TestInteropRequestResponse(t *testing.T) {
 			ApplicationProperties: Map{{Key: "status-code", Value: int32(200)}},
 			Value:                 "ok:" + m.Value.(string),
 		}
-		if _, err := reply.SendMessage(context.Background(), []byte("r"), resp, &SendOptions{Settled: true}); err != nil {
-			t.Errorf("SendMessage: %v", err)
+		p, err := Marshal(resp)
+		if err != nil {
+			t.Errorf("Marshal: %v", err)
+			return
 		}
+		b.reply(reply, p)
 	}
 	c := dial(t, addr, nil)
 	s := session(t, c)
