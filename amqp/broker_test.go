@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -56,7 +57,9 @@ type brokerEvent struct {
 	conn    *Conn
 }
 
-func newTestBroker(t testing.TB, opts Options) (*testBroker, string) {
+// newTestBroker starts a broker on a loopback port; configure sets its hooks before it
+// serves.
+func newTestBroker(t testing.TB, opts Options, configure ...func(*testBroker)) (*testBroker, string) {
 	t.Helper()
 	b := &testBroker{
 		t:       t,
@@ -68,6 +71,9 @@ func newTestBroker(t testing.TB, opts Options) (*testBroker, string) {
 	}
 	if opts.Logger == nil && testing.Verbose() {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	for _, f := range configure {
+		f(b)
 	}
 	b.srv = NewServer(b, opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -157,6 +163,10 @@ func (b *testBroker) Deliver(l *ReceiverLink, d *Delivery) {
 		b.onDeliver(l, d)
 		return
 	}
+	if l.TargetAddress() == "$cbs" {
+		b.answer(l, d)
+		return
+	}
 	m, err := d.Message()
 	if err != nil {
 		_ = d.Reject(&Error{Condition: ErrCondDecodeError, Description: err.Error()})
@@ -209,6 +219,36 @@ func (b *testBroker) pump(addr string) {
 // ends a link, session or connection under the broker.
 func gone(err error) bool {
 	return errors.Is(err, ErrLinkDetached) || errors.Is(err, ErrConnClosed) || errors.Is(err, ErrSessionEnded)
+}
+
+// answer treats d as a request to a $cbs-like node: it replies "ok:<request value>" with
+// status-code 200 on the link the request's reply-to names.
+func (b *testBroker) answer(l *ReceiverLink, d *Delivery) {
+	m, err := d.Message()
+	if err != nil {
+		b.t.Errorf("request: %v", err)
+		return
+	}
+	_ = d.Accept()
+	if m.Properties == nil {
+		b.t.Errorf("request without properties")
+		return
+	}
+	reply := l.Conn().ReplyLink(m.Properties.ReplyTo)
+	if reply == nil {
+		b.t.Errorf("no reply link for %q", m.Properties.ReplyTo)
+		return
+	}
+	p, err := Marshal(&Message{
+		Properties:            &Properties{CorrelationID: m.Properties.MessageID},
+		ApplicationProperties: Map{{Key: "status-code", Value: int32(200)}},
+		Value:                 fmt.Sprint("ok:", m.Value),
+	})
+	if err != nil {
+		b.t.Errorf("Marshal: %v", err)
+		return
+	}
+	b.reply(reply, p)
 }
 
 // reply sends payload settled on l, or holds it until l has credit: a client's reply link

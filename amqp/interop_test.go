@@ -169,20 +169,21 @@ func TestInteropSASLPrincipal(t *testing.T) {
 // TestInteropSenderSettlement sends settled and unsettled; the broker's outcome (accepted,
 // rejected with an error, released, modified) is what the client sees.
 func TestInteropSenderSettlement(t *testing.T) {
-	b, addr := newTestBroker(t, Options{})
-	b.outcome = func(d *Delivery, m *Message) DeliveryState {
-		v, _ := m.ApplicationProperties.Get("outcome")
-		switch v {
-		case "reject":
-			return Rejected{Error: &Error{Condition: "com.microsoft:dead-letter", Description: "no thanks",
-				Info: Map{{Key: Symbol("DeadLetterReason"), Value: "r"}}}}
-		case "release":
-			return Released{}
-		case "modify":
-			return Modified{DeliveryFailed: true, UndeliverableHere: true}
+	b, addr := newTestBroker(t, Options{}, func(b *testBroker) {
+		b.outcome = func(d *Delivery, m *Message) DeliveryState {
+			v, _ := m.ApplicationProperties.Get("outcome")
+			switch v {
+			case "reject":
+				return Rejected{Error: &Error{Condition: "com.microsoft:dead-letter", Description: "no thanks",
+					Info: Map{{Key: Symbol("DeadLetterReason"), Value: "r"}}}}
+			case "release":
+				return Released{}
+			case "modify":
+				return Modified{DeliveryFailed: true, UndeliverableHere: true}
+			}
+			return Accepted{}
 		}
-		return Accepted{}
-	}
+	})
 	c := dial(t, addr, nil)
 	s := session(t, c)
 	ctx := testCtx(t)
@@ -278,14 +279,15 @@ func TestInteropReceiveCredit(t *testing.T) {
 // TestInteropSettleModeSecond: the client settles in receiver-settle-mode second; the
 // handler decides each final outcome, and may fail one (a lost lock).
 func TestInteropSettleModeSecond(t *testing.T) {
-	b, addr := newTestBroker(t, Options{})
 	lockLost := &Error{Condition: "com.microsoft:message-lock-lost", Description: "lock expired"}
-	b.final = func(state DeliveryState, m *Message) DeliveryState {
-		if m != nil && m.Value == "lost" {
-			return Rejected{Error: lockLost}
+	b, addr := newTestBroker(t, Options{}, func(b *testBroker) {
+		b.final = func(state DeliveryState, m *Message) DeliveryState {
+			if m != nil && m.Value == "lost" {
+				return Rejected{Error: lockLost}
+			}
+			return state
 		}
-		return state
-	}
+	})
 	for _, v := range []string{"accept", "reject", "release", "modify", "lost"} {
 		p, _ := Marshal(&Message{Value: v})
 		b.enqueue("second", queued{payload: p})
@@ -417,16 +419,17 @@ func TestInteropMultiFrame(t *testing.T) {
 }
 
 func TestInteropMessageSizeLimit(t *testing.T) {
-	b, addr := newTestBroker(t, Options{})
-	b.onAttach = func(req *AttachRequest) bool {
-		if req.TargetAddress() != "limited" {
-			return false
+	_, addr := newTestBroker(t, Options{}, func(b *testBroker) {
+		b.onAttach = func(req *AttachRequest) bool {
+			if req.TargetAddress() != "limited" {
+				return false
+			}
+			if _, err := req.AcceptReceiver(b, ReceiverOptions{MaxMessageSize: 1000}); err != nil {
+				t.Errorf("AcceptReceiver: %v", err)
+			}
+			return true
 		}
-		if _, err := req.AcceptReceiver(b, ReceiverOptions{MaxMessageSize: 1000}); err != nil {
-			t.Errorf("AcceptReceiver: %v", err)
-		}
-		return true
-	}
+	})
 	c := dial(t, addr, nil)
 	s := session(t, c)
 	ctx := testCtx(t)
@@ -491,25 +494,26 @@ func TestInteropBatchFormat(t *testing.T) {
 // TestInteropRefuseAttach: a refused attach makes NewSender/NewReceiver fail with the
 // handler's condition, and the connection stays usable.
 func TestInteropRefuseAttach(t *testing.T) {
-	b, addr := newTestBroker(t, Options{})
-	b.onAttach = func(req *AttachRequest) bool {
-		var addr string
-		if req.PeerRole() == RoleSender {
-			addr = req.TargetAddress()
-		} else {
-			addr = req.SourceAddress()
+	_, addr := newTestBroker(t, Options{}, func(b *testBroker) {
+		b.onAttach = func(req *AttachRequest) bool {
+			var addr string
+			if req.PeerRole() == RoleSender {
+				addr = req.TargetAddress()
+			} else {
+				addr = req.SourceAddress()
+			}
+			switch addr {
+			case "missing":
+				_ = req.Refuse(&Error{Condition: ErrCondNotFound, Description: "no entity missing"})
+				return true
+			case "forbidden":
+				// Decided later, on another goroutine, as a database lookup would be.
+				go func() { _ = req.Refuse(&Error{Condition: ErrCondUnauthorizedAccess, Description: "no"}) }()
+				return true
+			}
+			return false
 		}
-		switch addr {
-		case "missing":
-			_ = req.Refuse(&Error{Condition: ErrCondNotFound, Description: "no entity missing"})
-			return true
-		case "forbidden":
-			// Decided later, on another goroutine, as a database lookup would be.
-			go func() { _ = req.Refuse(&Error{Condition: ErrCondUnauthorizedAccess, Description: "no"}) }()
-			return true
-		}
-		return false
-	}
+	})
 	c := dial(t, addr, nil)
 	s := session(t, c)
 	ctx := testCtx(t)
@@ -534,16 +538,17 @@ func TestInteropRefuseAttach(t *testing.T) {
 // TestInteropHandlerDetach: the handler detaches a link with an error at any time (a token
 // expired); the client sees the condition.
 func TestInteropHandlerDetach(t *testing.T) {
-	b, addr := newTestBroker(t, Options{})
 	links := make(chan *SenderLink, 1)
-	b.onAttach = func(req *AttachRequest) bool {
-		l, err := req.AcceptSender(b, SenderOptions{})
-		if err != nil {
-			t.Errorf("AcceptSender: %v", err)
+	b, addr := newTestBroker(t, Options{}, func(b *testBroker) {
+		b.onAttach = func(req *AttachRequest) bool {
+			l, err := req.AcceptSender(b, SenderOptions{})
+			if err != nil {
+				t.Errorf("AcceptSender: %v", err)
+			}
+			links <- l
+			return true
 		}
-		links <- l
-		return true
-	}
+	})
 	c := dial(t, addr, nil)
 	s := session(t, c)
 	ctx := testCtx(t)
@@ -572,31 +577,7 @@ func TestInteropHandlerDetach(t *testing.T) {
 // TestInteropRequestResponse routes replies the way $cbs and $management need: to the
 // link whose target address, or else name, is the request's reply-to.
 func TestInteropRequestResponse(t *testing.T) {
-	b, addr := newTestBroker(t, Options{})
-	b.onDeliver = func(l *ReceiverLink, d *Delivery) {
-		m, err := d.Message()
-		if err != nil {
-			t.Errorf("Message: %v", err)
-			return
-		}
-		_ = d.Accept()
-		reply := l.Conn().ReplyLink(m.Properties.ReplyTo)
-		if reply == nil {
-			t.Errorf("no reply link for %q", m.Properties.ReplyTo)
-			return
-		}
-		resp := &Message{
-			Properties:            &Properties{CorrelationID: m.Properties.MessageID},
-			ApplicationProperties: Map{{Key: "status-code", Value: int32(200)}},
-			Value:                 "ok:" + m.Value.(string),
-		}
-		p, err := Marshal(resp)
-		if err != nil {
-			t.Errorf("Marshal: %v", err)
-			return
-		}
-		b.reply(reply, p)
-	}
+	_, addr := newTestBroker(t, Options{}) // the broker answers $cbs requests
 	c := dial(t, addr, nil)
 	s := session(t, c)
 	ctx := testCtx(t)
@@ -624,25 +605,26 @@ func TestInteropRequestResponse(t *testing.T) {
 // TestInteropAttachReply: what the handler sets in the attach reply reaches the client: a
 // session filter echoing the session chosen, and link properties.
 func TestInteropAttachReply(t *testing.T) {
-	b, addr := newTestBroker(t, Options{})
 	const filterName = Symbol("com.microsoft:session-filter")
 	seen := make(chan any, 1)
-	b.onAttach = func(req *AttachRequest) bool {
-		if req.PeerRole() != RoleReceiver {
-			return false
+	_, addr := newTestBroker(t, Options{}, func(b *testBroker) {
+		b.onAttach = func(req *AttachRequest) bool {
+			if req.PeerRole() != RoleReceiver {
+				return false
+			}
+			f, _ := req.Filter().Get(filterName)
+			seen <- f
+			src := *req.Attach().Source
+			src.Filter = Map{{Key: filterName, Value: Described{Descriptor: f.(Described).Descriptor, Value: "session-7"}}}
+			_, err := req.AcceptSender(b, SenderOptions{Source: &src, Properties: Map{
+				{Key: Symbol("com.microsoft:locked-until-utc"), Value: int64(638400000000000000)},
+			}})
+			if err != nil {
+				t.Errorf("AcceptSender: %v", err)
+			}
+			return true
 		}
-		f, _ := req.Filter().Get(filterName)
-		seen <- f
-		src := *req.Attach().Source
-		src.Filter = Map{{Key: filterName, Value: Described{Descriptor: f.(Described).Descriptor, Value: "session-7"}}}
-		_, err := req.AcceptSender(b, SenderOptions{Source: &src, Properties: Map{
-			{Key: Symbol("com.microsoft:locked-until-utc"), Value: int64(638400000000000000)},
-		}})
-		if err != nil {
-			t.Errorf("AcceptSender: %v", err)
-		}
-		return true
-	}
+	})
 	c := dial(t, addr, nil)
 	s := session(t, c)
 	rcv := newReceiver(t, s, "sessions", &goamqp.ReceiverOptions{

@@ -411,17 +411,18 @@ func TestRawLinkErrors(t *testing.T) {
 		}, ErrCondNotAllowed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, addr := newTestBroker(t, Options{})
-			b.onAttach = func(req *AttachRequest) bool {
-				if req.PeerRole() != RoleSender {
-					return false
+			b, addr := newTestBroker(t, Options{}, func(b *testBroker) {
+				b.onAttach = func(req *AttachRequest) bool {
+					if req.PeerRole() != RoleSender {
+						return false
+					}
+					if _, err := req.AcceptReceiver(b, ReceiverOptions{Credit: 1, MaxMessageSize: 100}); err != nil {
+						t.Errorf("AcceptReceiver: %v", err)
+					}
+					return true
 				}
-				if _, err := req.AcceptReceiver(b, ReceiverOptions{Credit: 1, MaxMessageSize: 100}); err != nil {
-					t.Errorf("AcceptReceiver: %v", err)
-				}
-				return true
-			}
-			b.onDeliver = func(l *ReceiverLink, d *Delivery) {} // holds every delivery: no credit comes back
+				b.onDeliver = func(l *ReceiverLink, d *Delivery) {} // holds every delivery: no credit comes back
+			})
 			r := rawDial(t, addr)
 			r.handshake(nil)
 			r.begin(1)
@@ -475,9 +476,10 @@ func TestRawMultiFrameAndAbort(t *testing.T) {
 // TestRawBatchedDispositions: the server's settlements of consecutive deliveries go out as
 // first..last ranges, and the peer's range dispositions reach the handler per delivery.
 func TestRawBatchedDispositions(t *testing.T) {
-	b, addr := newTestBroker(t, Options{})
 	held := make(chan *Delivery, 100)
-	b.onDeliver = func(l *ReceiverLink, d *Delivery) { held <- d }
+	b, addr := newTestBroker(t, Options{}, func(b *testBroker) {
+		b.onDeliver = func(l *ReceiverLink, d *Delivery) { held <- d }
+	})
 	r := rawDial(t, addr)
 	r.handshake(nil)
 	r.begin(1)
@@ -612,9 +614,10 @@ func TestRawIdle(t *testing.T) {
 // TestRawDetachWhilePending: the peer detaches a link the handler has not answered; the
 // request's context is cancelled and a later answer fails.
 func TestRawDetachWhilePending(t *testing.T) {
-	b, addr := newTestBroker(t, Options{})
 	reqs := make(chan *AttachRequest, 1)
-	b.onAttach = func(req *AttachRequest) bool { reqs <- req; return true }
+	b, addr := newTestBroker(t, Options{}, func(b *testBroker) {
+		b.onAttach = func(req *AttachRequest) bool { reqs <- req; return true }
+	})
 	r := rawDial(t, addr)
 	r.handshake(nil)
 	r.begin(1)
