@@ -72,8 +72,11 @@ type Conn struct {
 	dispatchStop  bool
 }
 
-// scratch holds the performatives the reader decodes most, reused from frame to frame.
+// scratch holds what the reader reuses from frame to frame: the decoder and the
+// performatives it decodes most.
 type scratch struct {
+	dec         decoder
+	hdr         [frameHeaderSize]byte
 	transfer    Transfer
 	flow        Flow
 	disposition Disposition
@@ -389,7 +392,7 @@ func (c *Conn) sasl() error {
 
 // readFrame reads one frame into the reader's buffer. body is valid until the next call.
 func (c *Conn) readFrame(maxSize uint32) (typ uint8, channel uint16, body []byte, err error) {
-	var h [frameHeaderSize]byte
+	h := &c.scratch.hdr
 	if _, err := io.ReadFull(c.br, h[:]); err != nil {
 		return 0, 0, nil, err
 	}
@@ -439,9 +442,9 @@ func (c *Conn) readLoop() error {
 			continue
 		}
 		err = c.handleFrame(typ, ch, body)
-		var pc *peerClose
+		pc, isClose := err.(*peerClose)
 		switch {
-		case errors.As(err, &pc):
+		case isClose:
 			_ = c.sendLocked(0, &Close{})
 			c.closing = true
 			if pc.err != nil {
@@ -512,8 +515,9 @@ func (c *Conn) handleFrame(typ uint8, ch uint16, body []byte) error {
 	if len(body) == 0 {
 		return nil // heartbeat
 	}
-	d := newDecoder(body)
-	p, err := decodePerformative(&d, true, &c.scratch)
+	d := &c.scratch.dec
+	*d = newDecoder(body)
+	p, err := decodePerformative(d, true, &c.scratch)
 	if err != nil {
 		return err
 	}
@@ -647,13 +651,30 @@ func (c *Conn) flushRunLocked() {
 		return
 	}
 	r.active = false
-	d := Disposition{Role: r.role, First: r.first, Settled: r.settled, State: r.state}
+	// Encoded from scalars, not through Disposition, so nothing is allocated. Accepted and
+	// Released encode infallibly and a disposition is far below 512 bytes.
+	b, start := frameStart(c.wbuf, FrameTypeAMQP, r.ch)
+	w := beginFields(b, descDisposition)
+	w.bool(bool(r.role))
+	w.uint(r.first)
 	if r.last != r.first {
-		last := r.last
-		d.Last = &last
+		w.uint(r.last)
+	} else {
+		w.null()
 	}
-	// Accepted and Released encode infallibly and a disposition is far below 512 bytes.
-	c.wbuf, _ = AppendFrame(c.wbuf, FrameTypeAMQP, r.ch, &d)
+	w.boolOpt(r.settled)
+	switch r.state.(type) {
+	case Accepted:
+		w.b, _ = Accepted{}.appendAMQP(w.b)
+		w.present()
+	case Released:
+		w.b, _ = Released{}.appendAMQP(w.b)
+		w.present()
+	default:
+		w.null()
+	}
+	b, _ = w.finish()
+	c.wbuf = frameEnd(b, start)
 }
 
 // writeLoop writes what the connection queued, in batches, and sends heartbeats so that the

@@ -27,6 +27,38 @@ type decoder struct {
 	// zeroWidth bounds the elements of arrays whose constructor has no width (null, true,
 	// false, uint0, ulong0, list0): they are the only values that take no input bytes.
 	zeroWidth int
+	// u32s and bools back the optional (pointer) fields of one performative, so decoding
+	// one does not allocate them; they live as long as the decoder.
+	u32s  [6]uint32
+	n32   int
+	bools [1]bool
+	nb    int
+}
+
+// newUint32 returns storage for an optional uint field.
+func (d *decoder) newUint32(v uint32) *uint32 {
+	if d.n32 < len(d.u32s) {
+		p := &d.u32s[d.n32]
+		d.n32++
+		*p = v
+		return p
+	}
+	p := new(uint32) // not &v: that would move v to the heap on every call
+	*p = v
+	return p
+}
+
+// newBool returns storage for an optional boolean field.
+func (d *decoder) newBool(v bool) *bool {
+	if d.nb < len(d.bools) {
+		p := &d.bools[d.nb]
+		d.nb++
+		*p = v
+		return p
+	}
+	p := new(bool)
+	*p = v
+	return p
 }
 
 func newDecoder(b []byte) decoder {
@@ -808,7 +840,7 @@ func (f *fields) uintPtr(dst **uint32) bool {
 	if !f.uint(&v) {
 		return false
 	}
-	*dst = &v
+	*dst = f.d.newUint32(v)
 	return true
 }
 

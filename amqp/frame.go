@@ -56,6 +56,21 @@ func AppendFrame(dst []byte, typ uint8, channel uint16, body Performative) ([]by
 	return dst, nil
 }
 
+// frameStart appends a frame header whose size frameEnd fills in; between them the caller
+// appends the body with a direct (not interface) call, so that the performative, usually a
+// local value, does not escape to the heap.
+func frameStart(dst []byte, typ uint8, channel uint16) ([]byte, int) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 2, typ, 0, 0)
+	binary.BigEndian.PutUint16(dst[start+6:], channel)
+	return dst, start
+}
+
+func frameEnd(dst []byte, start int) []byte {
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start))
+	return dst
+}
+
 // ParseFrame parses the frame at the start of b, which must hold all of it. maxSize bounds
 // the frame's size (0: no bound beyond b). It returns the frame and its size. Errors: an
 // *Error with condition amqp:connection:framing-error for a bad header or a frame over

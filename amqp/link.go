@@ -524,8 +524,7 @@ func (l *ReceiverLink) onTransferLocked(t *Transfer) {
 
 func (l *SenderLink) onFlowLocked(f *Flow) {
 	if l.state == linkPending {
-		cp := *f
-		l.pendingFlow = &cp
+		l.pendingFlow = f.clone()
 		return
 	}
 	if l.state != linkAttached {
@@ -553,6 +552,19 @@ func (l *SenderLink) onFlowLocked(f *Flow) {
 		l.sess.queueLinkFlowLocked(l)
 	}
 	l.sess.conn.emitLocked(event{kind: evFlow, sl: l, credit: l.credit, drain: l.drain})
+}
+
+// clone copies a flow decoded by the reader, whose optional fields point into storage it
+// reuses for the next frame.
+func (f *Flow) clone() *Flow {
+	cp := *f
+	for _, p := range []**uint32{&cp.NextIncomingID, &cp.Handle, &cp.DeliveryCount, &cp.LinkCredit, &cp.Available} {
+		if *p != nil {
+			v := **p
+			*p = &v
+		}
+	}
+	return &cp
 }
 
 func (a *Attach) initialDeliveryCount() uint32 {

@@ -479,7 +479,7 @@ func (p *Transfer) decode(f *fields) error {
 	f.uintPtr(&p.MessageFormat)
 	var settled bool
 	if f.bool(&settled) {
-		p.Settled = &settled
+		p.Settled = f.d.newBool(settled)
 	}
 	f.bool(&p.More)
 	var rsm uint8
@@ -855,7 +855,8 @@ func (p *SASLOutcome) decode(f *fields) error {
 // decodePerformative decodes a frame body. amqp selects the AMQP performatives (frame type
 // 0) or the SASL ones (frame type 1). An unknown descriptor yields errUnknownPerformative.
 // scr, when not nil, supplies reusable values for the frequent transfer, flow and
-// disposition, which are then valid until its next use.
+// disposition, which are then valid until its next use. Optional scalar fields point into
+// d, valid as long as d.
 func decodePerformative(d *decoder, amqp bool, scr *scratch) (Performative, error) {
 	code, name, err := d.describedHeader()
 	if err != nil {
@@ -908,7 +909,39 @@ func decodePerformative(d *decoder, amqp bool, scr *scratch) (Performative, erro
 	}
 	defer d.leave()
 	f := d.listFields()
-	if err := p.decode(&f); err != nil {
+	// Concrete calls, not p.decode(&f): through the interface f would escape to the heap
+	// on every frame.
+	switch p := p.(type) {
+	case *Open:
+		err = p.decode(&f)
+	case *Begin:
+		err = p.decode(&f)
+	case *Attach:
+		err = p.decode(&f)
+	case *Flow:
+		err = p.decode(&f)
+	case *Transfer:
+		err = p.decode(&f)
+	case *Disposition:
+		err = p.decode(&f)
+	case *Detach:
+		err = p.decode(&f)
+	case *End:
+		err = p.decode(&f)
+	case *Close:
+		err = p.decode(&f)
+	case *SASLMechanisms:
+		err = p.decode(&f)
+	case *SASLInit:
+		err = p.decode(&f)
+	case *SASLChallenge:
+		err = p.decode(&f)
+	case *SASLResponse:
+		err = p.decode(&f)
+	case *SASLOutcome:
+		err = p.decode(&f)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -16,12 +16,12 @@ import (
 // Raw-socket tests: a hand-driven peer that misbehaves in ways real clients do not.
 
 type rawConn struct {
-	t  *testing.T
+	t  testing.TB
 	nc net.Conn
 	br *bufio.Reader
 }
 
-func rawDial(t *testing.T, addr string) *rawConn {
+func rawDial(t testing.TB, addr string) *rawConn {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {

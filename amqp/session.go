@@ -1,7 +1,6 @@
 package amqp
 
 import (
-	"encoding/binary"
 	"math"
 	"sort"
 )
@@ -353,22 +352,30 @@ func (s *Session) onFlow(f *Flow) error {
 // sendFlowLocked sends a flow with the session's state and, when l is not nil, the state
 // of one of its links.
 func (s *Session) sendFlowLocked(e linkEndpoint) {
-	nid := s.nextIncomingID
-	f := Flow{
-		NextIncomingID: &nid,
-		IncomingWindow: s.incomingWindow,
-		NextOutgoingID: s.nextOutgoingID,
-		OutgoingWindow: outgoingWindow,
+	c := s.conn
+	if c.closing {
+		return
 	}
+	c.flushRunLocked()
+	b, start := frameStart(c.wbuf, FrameTypeAMQP, s.channel)
+	w := beginFields(b, descFlow)
+	w.uint(s.nextIncomingID)
+	w.uint(s.incomingWindow)
+	w.uint(s.nextOutgoingID)
+	w.uint(outgoingWindow)
 	if e != nil {
 		l := e.base()
-		h, dc, credit := l.handle, l.deliveryCount, l.credit
-		f.Handle, f.DeliveryCount, f.LinkCredit = &h, &dc, &credit
+		w.uint(l.handle)
+		w.uint(l.deliveryCount)
+		w.uint(l.credit)
+		w.null() // available
 		if sl, ok := e.(*SenderLink); ok {
-			f.Drain = sl.drain
+			w.boolOpt(sl.drain)
 		}
 	}
-	_ = s.conn.sendLocked(s.channel, &f)
+	b, _ = w.finish() // numbers only: cannot fail, far below 512 bytes
+	c.wbuf = frameEnd(b, start)
+	c.wakeWriter()
 }
 
 func (s *Session) onTransfer(t *Transfer) error {
@@ -547,35 +554,50 @@ func (s *Session) dropQueueLocked(only *SenderLink) {
 func (s *Session) writeTransferFrameLocked(od *OutgoingDelivery) bool {
 	c := s.conn
 	l := od.link
-	t := Transfer{Handle: l.handle}
-	id := od.id
-	if !od.started {
-		id = s.nextDeliveryID
+	first := !od.started
+	if first {
+		od.id, od.started = s.nextDeliveryID, true
 		s.nextDeliveryID++
-		od.id, od.started = id, true
 		if !od.settled {
-			s.unsettledOut[id] = od
+			s.unsettledOut[od.id] = od
 		}
-		format, settled := od.format, od.settled
-		t.DeliveryTag, t.MessageFormat, t.Settled = od.tag, &format, &settled
 	}
-	t.DeliveryID = &id
 	rest := od.payload[od.offset:]
 	c.flushRunLocked()
-	start := len(c.wbuf)
-	b, _ := AppendFrame(c.wbuf, FrameTypeAMQP, s.channel, &t)
+	b, start := frameStart(c.wbuf, FrameTypeAMQP, s.channel)
+	b = appendTransferPerformative(b, l.handle, od, first, false)
 	room := int(c.peerMaxFrame) - (len(b) - start)
 	done := len(rest) <= room
 	if !done {
-		t.More = true
-		b, _ = AppendFrame(b[:start], FrameTypeAMQP, s.channel, &t)
+		b, _ = frameStart(b[:start], FrameTypeAMQP, s.channel)
+		b = appendTransferPerformative(b, l.handle, od, first, true)
 		room = int(c.peerMaxFrame) - (len(b) - start)
 		rest = rest[:room]
 	}
-	b = append(b, rest...)
-	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start))
-	c.wbuf = b
+	c.wbuf = frameEnd(append(b, rest...), start)
 	od.offset += len(rest)
 	c.wakeWriter()
 	return done
+}
+
+// appendTransferPerformative encodes the transfer performative of one frame of od from
+// scalars: the hot path allocates nothing (the Transfer type's encoder would move its
+// optional fields to the heap). The first frame carries the tag, format and settlement;
+// continuation frames only the handle, delivery-id and more.
+func appendTransferPerformative(b []byte, handle uint32, od *OutgoingDelivery, first, more bool) []byte {
+	w := beginFields(b, descTransfer)
+	w.uint(handle)
+	w.uint(od.id)
+	if first {
+		w.binary(od.tag) // at most 32 bytes: cannot fail
+		w.uint(od.format)
+		w.bool(od.settled)
+	} else {
+		w.null()
+		w.null()
+		w.null()
+	}
+	w.boolOpt(more)
+	b, _ = w.finish()
+	return b
 }
