@@ -3,8 +3,15 @@ package amqp
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"reflect"
 	"testing"
@@ -713,5 +720,127 @@ func TestInteropConnClose(t *testing.T) {
 	}
 	if err := ev.conn.Close(nil); !errors.Is(err, ErrConnClosed) {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestInteropReceiverSettleModeSecond: a client sender that asks for receiver-settle-mode
+// second gets it; the server's outcome goes out unsettled and the client settles.
+func TestInteropReceiverSettleModeSecond(t *testing.T) {
+	b, addr := newTestBroker(t, Options{})
+	c := dial(t, addr, nil)
+	s := session(t, c)
+	ctx := testCtx(t)
+	snd := newSender(t, s, "rsm2", &goamqp.SenderOptions{
+		SettlementMode:              goamqp.SenderSettleModeUnsettled.Ptr(),
+		RequestedReceiverSettleMode: goamqp.ReceiverSettleModeSecond.Ptr(),
+	})
+	for i := range 3 {
+		if err := snd.Send(ctx, goamqp.NewMessage(fmt.Appendf(nil, "m%d", i)), nil); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+		ev := b.waitEvent("delivery")
+		if l := ev.d.Link(); l.LocalAttach().RcvSettleMode != ReceiverSettleModeSecond {
+			t.Fatalf("server's receiver settle mode %d", l.LocalAttach().RcvSettleMode)
+		}
+	}
+}
+
+// TestServeConnAndTLS: ServeConn serves a single connection (here a net.Pipe), and Serve
+// serves a TLS listener the caller made.
+func TestServeConnAndTLS(t *testing.T) {
+	b, _ := newTestBroker(t, Options{})
+	client, server := net.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- b.srv.ServeConn(context.Background(), server) }()
+	c, err := goamqp.NewConn(testCtx(t), client, &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+	if err != nil {
+		t.Fatalf("NewConn over a pipe: %v", err)
+	}
+	s := session(t, c)
+	snd := newSender(t, s, "pipe", nil)
+	if err := snd.Send(testCtx(t), goamqp.NewMessage([]byte("x")), nil); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("ServeConn returned %v after a clean close", err)
+	}
+
+	cert := selfSignedCert(t)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = b.srv.Serve(context.Background(), ln) }()
+	tc, err := goamqp.Dial(testCtx(t), "amqps://"+ln.Addr().String(), &goamqp.ConnOptions{
+		SASLType: goamqp.SASLTypeAnonymous(), TLSConfig: &tls.Config{InsecureSkipVerify: true},
+	})
+	if err != nil {
+		t.Fatalf("Dial amqps: %v", err)
+	}
+	defer tc.Close()
+	ts := session(t, tc)
+	tsnd := newSender(t, ts, "tls", nil)
+	rcv := newReceiver(t, ts, "tls", nil)
+	msg := &goamqp.Message{Value: "over tls"}
+	if err := tsnd.Send(testCtx(t), msg, nil); err != nil {
+		t.Fatalf("Send over TLS: %v", err)
+	}
+	if m, err := rcv.Receive(testCtx(t), nil); err != nil || m.Value != "over tls" {
+		t.Fatalf("Receive over TLS: %v, %v", m, err)
+	}
+}
+
+func selfSignedCert(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestServerClose: Close drops every connection at once; the handler still learns of
+// each end, and Serve returns ErrServerClosed.
+func TestServerClose(t *testing.T) {
+	b := &testBroker{t: t, queues: map[string][]queued{}, senders: map[string][]*SenderLink{},
+		sent: map[*OutgoingDelivery]*Message{}, held: map[*SenderLink][][]byte{}, events: make(chan brokerEvent, 100)}
+	b.srv = NewServer(b, Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- b.srv.Serve(context.Background(), ln) }()
+	c := dial(t, ln.Addr().String(), nil)
+	s := session(t, c)
+	rcv := newReceiver(t, s, "q", nil)
+	if err := b.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve returned %v", err)
+	}
+	if ev := b.waitEvent("closed"); !errors.Is(ev.err, ErrConnClosed) {
+		t.Errorf("Closed(%v)", ev.err)
+	}
+	if _, err := rcv.Receive(testCtx(t), nil); err == nil {
+		t.Error("Receive succeeded on a closed server")
+	}
+	if err := b.srv.ServeConn(context.Background(), nil); !errors.Is(err, ErrServerClosed) {
+		t.Errorf("ServeConn after Close: %v", err)
 	}
 }

@@ -211,7 +211,9 @@ func (s *Server) track(ctx context.Context, nc net.Conn) (*Conn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		_ = nc.Close()
+		if nc != nil {
+			_ = nc.Close()
+		}
 		return nil, false
 	}
 	c := newConn(ctx, s, nc)
