@@ -15,6 +15,7 @@ import (
 	"math/big"
 	"net"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -762,9 +763,9 @@ func TestServeConnAndTLS(t *testing.T) {
 	if err := snd.Send(testCtx(t), goamqp.NewMessage([]byte("x")), nil); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	// Unlike TCP, a pipe fails the client's writes as soon as the server closes its end
-	// after the close handshake, which go-amqp may report.
-	if err := c.Close(); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+	// go-amqp may race its own reader against closing its end of the conn; on a pipe that
+	// surfaces as io.ErrClosedPipe, which its ConnError does not unwrap.
+	if err := c.Close(); err != nil && !strings.Contains(err.Error(), io.ErrClosedPipe.Error()) {
 		t.Fatalf("Close: %v", err)
 	}
 	if err := <-served; err != nil {
