@@ -203,19 +203,19 @@ func (c *Conn) handshake() (ConnHandler, error) {
 			return nil, err
 		}
 		if hdr != headerAMQP {
-			_, _ = c.nc.Write(headerAMQP[:])
+			c.refuseHeader(headerAMQP)
 			return nil, fmt.Errorf("amqp: protocol header %q after SASL", hdr[:])
 		}
 	case headerAMQP:
 		if !c.opts.AllowNoSASL {
-			_, _ = c.nc.Write(headerSASL[:])
+			c.refuseHeader(headerSASL)
 			return nil, errors.New("amqp: client skipped SASL")
 		}
 	default:
 		if c.opts.AllowNoSASL {
-			_, _ = c.nc.Write(headerAMQP[:])
+			c.refuseHeader(headerAMQP)
 		} else {
-			_, _ = c.nc.Write(headerSASL[:])
+			c.refuseHeader(headerSASL)
 		}
 		return nil, fmt.Errorf("amqp: unsupported protocol header %q", hdr[:])
 	}
@@ -260,6 +260,15 @@ func (c *Conn) handshake() (ConnHandler, error) {
 	}
 
 	h, err := c.srv.h.Connect(c)
+	c.mu.Lock()
+	if c.closing && err == nil {
+		// Connect called Close: its close must follow our open, as a refusal's does.
+		err, c.closing, c.wbuf = c.closeErr, false, c.wbuf[:0]
+		if err == nil {
+			err = &Error{Condition: ErrCondConnectionForced}
+		}
+	}
+	c.mu.Unlock()
 	if err != nil {
 		var e *Error
 		if !errors.As(err, &e) {
@@ -309,15 +318,25 @@ func (c *Conn) handshakeClose(e *Error) {
 	c.lingerForClose()
 }
 
-// lingerForClose is for a close sent on a stream the server cannot parse further: it
-// half-closes the socket, so the peer sees its end after our close frame, and reads and
-// discards until the peer closes too (or CloseTimeout passes), so that the close frame is
-// not lost to a reset caused by unread input.
-func (c *Conn) lingerForClose() {
+// refuseHeader answers a protocol header the server will not speak with the one it would,
+// as the specification says, before the connection is closed.
+func (c *Conn) refuseHeader(h [8]byte) {
+	if _, err := c.nc.Write(h[:]); err == nil {
+		c.lingerFor(min(c.opts.CloseTimeout, time.Second))
+	}
+}
+
+// lingerForClose is for a close sent on a stream the server cannot parse further.
+func (c *Conn) lingerForClose() { c.lingerFor(c.opts.CloseTimeout) }
+
+// lingerFor half-closes the socket, so the peer sees its end after the last bytes we sent,
+// then reads and discards until the peer closes too (or d passes): closing a socket with
+// unread input resets it, which can lose what we sent last.
+func (c *Conn) lingerFor(d time.Duration) {
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(c.opts.CloseTimeout))
+	_ = c.nc.SetReadDeadline(time.Now().Add(d))
 	_, _ = io.Copy(io.Discard, io.LimitReader(c.br, 1<<20))
 }
 

@@ -674,3 +674,25 @@ func TestShutdown(t *testing.T) {
 		t.Error("server still accepts after Shutdown")
 	}
 }
+
+// TestConnectCallsClose: a handler that closes the connection from Connect refuses it: the
+// peer gets the server's open, then the close.
+func TestConnectCallsClose(t *testing.T) {
+	srv := NewServer(closingHandler{}, Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(context.Background(), ln) }()
+	defer srv.Close()
+	r := rawDial(t, ln.Addr().String())
+	r.handshake(nil)
+	r.expectClose(ErrCondResourceLimitExceeded)
+}
+
+type closingHandler struct{ ConnHandler }
+
+func (closingHandler) Connect(c *Conn) (ConnHandler, error) {
+	_ = c.Close(&Error{Condition: ErrCondResourceLimitExceeded, Description: "too many connections"})
+	return closingHandler{}, nil
+}
