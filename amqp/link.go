@@ -254,6 +254,7 @@ func (r *AttachRequest) AcceptReceiver(h ReceiverHandler, opts ReceiverOptions) 
 		RcvSettleMode:       pa.RcvSettleMode,
 		Source:              pa.Source,
 		Target:              pa.Target,
+		Coordinator:         pa.Coordinator,
 		MaxMessageSize:      c.opts.MaxMessageSize,
 		OfferedCapabilities: opts.OfferedCapabilities,
 		DesiredCapabilities: opts.DesiredCapabilities,
@@ -263,7 +264,7 @@ func (r *AttachRequest) AcceptReceiver(h ReceiverHandler, opts ReceiverOptions) 
 		reply.Source = opts.Source
 	}
 	if opts.Target != nil {
-		reply.Target = opts.Target
+		reply.Target, reply.Coordinator = opts.Target, nil
 	}
 	if opts.MaxMessageSize != 0 {
 		reply.MaxMessageSize = opts.MaxMessageSize

@@ -633,8 +633,9 @@ func TestRawDetachWhilePending(t *testing.T) {
 	if _, err := req.AcceptSender(b, SenderOptions{}); !errors.Is(err, ErrLinkDetached) {
 		t.Errorf("AcceptSender after the peer detached: %v", err)
 	}
-	// The handle is free again.
+	// The handle is free again. Credit granted before the answer is reported after it.
 	r.send(1, &Attach{Name: "p2", Handle: 0, Role: RoleReceiver, Source: &Source{Address: "q"}, Target: &Target{}})
+	r.send(1, &Flow{IncomingWindow: 100, OutgoingWindow: 100, Handle: ptr(uint32(0)), LinkCredit: ptr(uint32(7))})
 	req = <-reqs
 	if _, err := req.AcceptReceiver(b, ReceiverOptions{}); !errors.Is(err, ErrWrongRole) {
 		t.Errorf("AcceptReceiver of a receiving peer: %v", err)
@@ -644,6 +645,9 @@ func TestRawDetachWhilePending(t *testing.T) {
 	}
 	if err := req.Refuse(nil); !errors.Is(err, ErrAnswered) {
 		t.Errorf("Refuse after accepting: %v", err)
+	}
+	if ev := b.waitEvent("flow"); ev.credit != 7 {
+		t.Errorf("Flow(credit %d) after accepting; want the 7 granted before", ev.credit)
 	}
 	expect[*Attach](r)
 	r.send(0, &Close{})
