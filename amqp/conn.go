@@ -54,6 +54,7 @@ type Conn struct {
 
 	mu            sync.Mutex
 	sessions      map[uint16]*Session
+	links         int // links of all sessions, for Options.MaxLinks
 	windowLow     []*Session
 	closing       bool  // a close was sent (or the connection is going): nothing more is sent
 	closeErr      error // what the close sent said, or why the connection went

@@ -700,3 +700,29 @@ func (closingHandler) Connect(c *Conn) (ConnHandler, error) {
 	_ = c.Close(&Error{Condition: ErrCondResourceLimitExceeded, Description: "too many connections"})
 	return closingHandler{}, nil
 }
+
+// TestRawMaxLinks: attaches beyond Options.MaxLinks are refused without reaching the
+// handler; detached links free their place.
+func TestRawMaxLinks(t *testing.T) {
+	b, addr := newTestBroker(t, Options{MaxLinks: 2})
+	r := rawDial(t, addr)
+	r.handshake(nil)
+	r.begin(1)
+	r.begin(2)
+	r.attachSender(1, 0, "a")
+	r.attachSender(2, 0, "b")
+	r.send(1, &Attach{Name: "third", Handle: 1, Role: RoleSender, Target: &Target{Address: "c"}})
+	if a := expect[*Attach](r); a.Target != nil {
+		t.Errorf("third link answered with target %#v", a.Target)
+	}
+	if d := expect[*Detach](r); d.Error == nil || d.Error.Condition != ErrCondResourceLimitExceeded {
+		t.Fatalf("third link detached with %#v", d.Error)
+	}
+	r.send(1, &Detach{Handle: 1, Closed: true})
+	r.send(2, &Detach{Handle: 0, Closed: true})
+	expect[*Detach](r)
+	b.waitEvent("detached")
+	r.attachSender(1, 1, "c")
+	r.send(0, &Close{})
+	expect[*Close](r)
+}

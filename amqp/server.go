@@ -34,6 +34,10 @@ type Options struct {
 	ChannelMax uint16
 	// HandleMax is the highest link handle per session the server accepts; default 255.
 	HandleMax uint32
+	// MaxLinks bounds the links of one connection, all sessions together (attached,
+	// awaiting the handler's answer, or detaching); an attach beyond it is refused with
+	// amqp:resource-limit-exceeded without reaching the handler. Default 1024.
+	MaxLinks int
 	// IdleTimeout closes a connection on which nothing arrives for this long, with
 	// amqp:resource-limit-exceeded. The open announces half of it, as the specification
 	// advises. Default 2 minutes; negative disables it.
@@ -45,7 +49,9 @@ type Options struct {
 	Credit uint32
 	// MaxMessageSize is the default max-message-size of links on which the server
 	// receives, advertised and enforced; default 64 MiB. ReceiverOptions.MaxMessageSize
-	// overrides it per link.
+	// overrides it per link. A link holds at most its credit window of deliveries the
+	// handler has not settled, plus one being reassembled, so this and Credit bound what a
+	// peer can make the server hold per link.
 	MaxMessageSize uint64
 	// HandshakeTimeout bounds the protocol headers, SASL and open; default 30 seconds.
 	HandshakeTimeout time.Duration
@@ -78,6 +84,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HandleMax == 0 {
 		o.HandleMax = 255
+	}
+	if o.MaxLinks == 0 {
+		o.MaxLinks = 1024
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 2 * time.Minute

@@ -154,6 +154,7 @@ func (s *Session) finishLocked(reason error) {
 			s.reportDetachedLocked(s.links[h], linkErr)
 		}
 	}
+	s.conn.links -= len(s.links)
 	clear(s.links)
 	clear(s.handles)
 	clear(s.unsettledIn)
@@ -220,6 +221,10 @@ func (s *Session) onAttach(a *Attach) error {
 	}
 	req.ctx, req.cancel = contextWithCancel(s.conn.ctx)
 	s.links[a.Handle] = e
+	s.conn.links++
+	if s.conn.links > s.conn.opts.MaxLinks {
+		return req.refuseLocked(Errorf(ErrCondResourceLimitExceeded, "more than %d links on the connection", s.conn.opts.MaxLinks))
+	}
 	s.conn.emitLocked(event{kind: evAttach, req: req})
 	return nil
 }
@@ -285,6 +290,9 @@ func (s *Session) reportDetachedLocked(e linkEndpoint, err error) {
 func (s *Session) forgetLinkLocked(e linkEndpoint) {
 	l := e.base()
 	l.state = linkGone
+	if _, ok := s.links[l.peerHandle]; ok {
+		s.conn.links--
+	}
 	delete(s.links, l.peerHandle)
 	if l.hasHandle {
 		delete(s.handles, l.handle)
