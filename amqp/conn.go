@@ -255,9 +255,9 @@ func (c *Conn) handshake() (ConnHandler, error) {
 	c.peerOpen = open
 	c.peerMaxFrame = open.MaxFrameSize
 	c.peerIdle = open.IdleTimeout
-	if c.peerIdle > 0 && c.peerIdle < time.Second {
-		// A heartbeat every few hundred microseconds would be a denial of service on us.
-		c.peerIdle = time.Second
+	if c.peerIdle > 0 && c.peerIdle < 100*time.Millisecond {
+		// Heartbeats every few microseconds would be a denial of service on us.
+		c.peerIdle = 100 * time.Millisecond
 	}
 
 	h, err := c.srv.h.Connect(c)

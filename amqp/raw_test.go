@@ -726,3 +726,26 @@ func TestRawMaxLinks(t *testing.T) {
 	r.send(0, &Close{})
 	expect[*Close](r)
 }
+
+// TestShutdownUnresponsivePeer: a peer that never answers the close does not hold
+// Shutdown longer than Options.CloseTimeout.
+func TestShutdownUnresponsivePeer(t *testing.T) {
+	b, addr := newTestBroker(t, Options{CloseTimeout: 200 * time.Millisecond})
+	r := rawDial(t, addr)
+	r.handshake(nil)
+	b.waitEvent("connect")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := b.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Shutdown took %v", d)
+	}
+	if ev := b.waitEvent("closed"); condition(ev.err) != ErrCondConnectionForced {
+		t.Errorf("Closed(%v)", ev.err)
+	}
+	expect[*Close](r)
+	r.expectEOF()
+}
