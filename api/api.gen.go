@@ -41,6 +41,33 @@ func (e BrokerPropertiesState) Valid() bool {
 	}
 }
 
+// Defines values for SettlementDisposition.
+const (
+	Abandon    SettlementDisposition = "Abandon"
+	Complete   SettlementDisposition = "Complete"
+	DeadLetter SettlementDisposition = "DeadLetter"
+	Defer      SettlementDisposition = "Defer"
+	RenewLock  SettlementDisposition = "RenewLock"
+)
+
+// Valid indicates whether the value is a known member of the SettlementDisposition enum.
+func (e SettlementDisposition) Valid() bool {
+	switch e {
+	case Abandon:
+		return true
+	case Complete:
+		return true
+	case DeadLetter:
+		return true
+	case Defer:
+		return true
+	case RenewLock:
+		return true
+	default:
+		return false
+	}
+}
+
 // BatchMessage A message of a batch send. Give Body, or BodyBase64 for a binary body.
 type BatchMessage struct {
 	// Body The message body; stored as its UTF-8 bytes.
@@ -68,14 +95,19 @@ type BrokerProperties struct {
 	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
 
 	// DeadLetterReason Extension JSON only; REST receives carry it as a user-property header.
-	DeadLetterReason       *string             `json:"DeadLetterReason,omitempty"`
-	DeadLetterSource       *string             `json:"DeadLetterSource,omitempty"`
-	DeliveryCount          *int                `json:"DeliveryCount,omitempty"`
-	EnqueuedSequenceNumber *int64              `json:"EnqueuedSequenceNumber,omitempty"`
-	EnqueuedTimeUtc        *string             `json:"EnqueuedTimeUtc,omitempty"`
-	Label                  *string             `json:"Label,omitempty"`
-	LockToken              *openapi_types.UUID `json:"LockToken,omitempty"`
-	LockedUntilUtc         *string             `json:"LockedUntilUtc,omitempty"`
+	DeadLetterReason *string `json:"DeadLetterReason,omitempty"`
+	DeadLetterSource *string `json:"DeadLetterSource,omitempty"`
+	DeliveryCount    *int    `json:"DeliveryCount,omitempty"`
+
+	// EnqueuedSequenceNumber On an auto-forwarded message, the sequence number it was first given where it was sent; else 0.
+	EnqueuedSequenceNumber *int64  `json:"EnqueuedSequenceNumber,omitempty"`
+	EnqueuedTimeUtc        *string `json:"EnqueuedTimeUtc,omitempty"`
+
+	// ExpiresAtUtc EnqueuedTimeUtc + TimeToLive (RFC 1123); absent when the message never expires.
+	ExpiresAtUtc   *string             `json:"ExpiresAtUtc,omitempty"`
+	Label          *string             `json:"Label,omitempty"`
+	LockToken      *openapi_types.UUID `json:"LockToken,omitempty"`
+	LockedUntilUtc *string             `json:"LockedUntilUtc,omitempty"`
 
 	// MessageId Generated (32 hex digits) when absent.
 	MessageId *string `json:"MessageId,omitempty"`
@@ -85,7 +117,7 @@ type BrokerProperties struct {
 	ReplyTo          *string `json:"ReplyTo,omitempty"`
 	ReplyToSessionId *string `json:"ReplyToSessionId,omitempty"`
 
-	// ScheduledEnqueueTimeUtc RFC 1123 date; the message stays invisible until then.
+	// ScheduledEnqueueTimeUtc RFC 1123 date; the message stays invisible until then. A past time delivers it at once; either is returned as sent.
 	ScheduledEnqueueTimeUtc *string                `json:"ScheduledEnqueueTimeUtc,omitempty"`
 	SequenceNumber          *int64                 `json:"SequenceNumber,omitempty"`
 	SessionId               *string                `json:"SessionId,omitempty"`
@@ -97,6 +129,9 @@ type BrokerProperties struct {
 	// TimeToLiveTimeSpan Alternative TTL as a .NET TimeSpan ([d.]hh:mm:ss[.fffffff]).
 	TimeToLiveTimeSpan *string `json:"TimeToLiveTimeSpan,omitempty"`
 	To                 *string `json:"To,omitempty"`
+
+	// ViaPartitionKey Kept and returned as sent (it has no effect here).
+	ViaPartitionKey *string `json:"ViaPartitionKey,omitempty"`
 }
 
 // BrokerPropertiesState defines model for BrokerProperties.State.
@@ -159,6 +194,43 @@ type SessionLock struct {
 	// LockedUntilUtc RFC 1123 date.
 	LockedUntilUtc string `json:"LockedUntilUtc"`
 	SessionId      string `json:"SessionId"`
+}
+
+// Settlement defines model for Settlement.
+type Settlement struct {
+	// DeadLetterErrorDescription DeadLetter only.
+	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
+
+	// DeadLetterReason DeadLetter only; default DeadLetteredByReceiver.
+	DeadLetterReason *string `json:"DeadLetterReason,omitempty"`
+
+	// Disposition `Complete` removes the message; `Abandon` releases the lock (the message is
+	// redelivered at the front, or dead-lettered if this was its last allowed delivery);
+	// `DeadLetter` moves it to the dead-letter subqueue; `Defer` sets it aside until it is
+	// received by sequence number; `RenewLock` extends the lock by the entity's LockDuration.
+	Disposition SettlementDisposition `json:"Disposition"`
+
+	// LockToken The lock token of a peek-locked message (the last segment of its Location).
+	LockToken openapi_types.UUID `json:"LockToken"`
+}
+
+// SettlementDisposition `Complete` removes the message; `Abandon` releases the lock (the message is
+// redelivered at the front, or dead-lettered if this was its last allowed delivery);
+// `DeadLetter` moves it to the dead-letter subqueue; `Defer` sets it aside until it is
+// received by sequence number; `RenewLock` extends the lock by the entity's LockDuration.
+type SettlementDisposition string
+
+// SettlementResult defines model for SettlementResult.
+type SettlementResult struct {
+	// Detail Why the element failed, when Status is not 200.
+	Detail    *string            `json:"Detail,omitempty"`
+	LockToken openapi_types.UUID `json:"LockToken"`
+
+	// LockedUntilUtc RenewLock only: the new lock expiry, RFC 1123.
+	LockedUntilUtc *string `json:"LockedUntilUtc,omitempty"`
+
+	// Status 200 when settled; 404 when the lock was lost (expired, settled, or never held); 400 for an invalid element.
+	Status int `json:"Status"`
 }
 
 // ApiVersion defines model for ApiVersion.
@@ -406,6 +478,15 @@ type CancelScheduledParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// SettleMessagesJSONBody defines parameters for SettleMessages.
+type SettleMessagesJSONBody = []Settlement
+
+// SettleMessagesParams defines parameters for SettleMessages.
+type SettleMessagesParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // ReceiveAndDeleteMessageParams defines parameters for ReceiveAndDeleteMessage.
 type ReceiveAndDeleteMessageParams struct {
 	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
@@ -524,6 +605,15 @@ type SessionPeekLockDeferredParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// SessionSettleMessagesJSONBody defines parameters for SessionSettleMessages.
+type SessionSettleMessagesJSONBody = []Settlement
+
+// SessionSettleMessagesParams defines parameters for SessionSettleMessages.
+type SessionSettleMessagesParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // SessionReceiveAndDeleteParams defines parameters for SessionReceiveAndDelete.
 type SessionReceiveAndDeleteParams struct {
 	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
@@ -584,8 +674,14 @@ type SetSessionStateParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// SettleMessagesJSONRequestBody defines body for SettleMessages for application/json ContentType.
+type SettleMessagesJSONRequestBody = SettleMessagesJSONBody
+
 // DeadLetterMessageJSONRequestBody defines body for DeadLetterMessage for application/json ContentType.
 type DeadLetterMessageJSONRequestBody = DeadLetterRequest
+
+// SessionSettleMessagesJSONRequestBody defines body for SessionSettleMessages for application/json ContentType.
+type SessionSettleMessagesJSONRequestBody = SessionSettleMessagesJSONBody
 
 // SessionDeadLetterJSONRequestBody defines body for SessionDeadLetter for application/json ContentType.
 type SessionDeadLetterJSONRequestBody = DeadLetterRequest
@@ -601,10 +697,10 @@ type ServerInterface interface {
 	// GetNamespaceInfo Namespace information (any valid token).
 	// (GET /$namespaceinfo)
 	GetNamespaceInfo(w http.ResponseWriter, r *http.Request, params GetNamespaceInfoParams)
-	// Healthz Liveness: the process serves HTTP.
+	// Healthz Liveness: the process serves HTTP and can recover by itself.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
-	// Readyz Readiness: the database answers.
+	// Readyz Readiness: the database answers (and an embedded one is not being restarted).
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
 	// DeleteEntity Delete a queue with all its messages.
@@ -673,6 +769,9 @@ type ServerInterface interface {
 	// CancelScheduled Extension: cancel a scheduled message before its time comes.
 	// (DELETE /{entityPath}/messages/$scheduled/{sequenceNumber})
 	CancelScheduled(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sequenceNumber SequenceNumber, params CancelScheduledParams)
+	// SettleMessages Extension: settle many locked messages in one request.
+	// (POST /{entityPath}/messages/$settle)
+	SettleMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params SettleMessagesParams)
 	// ReceiveAndDeleteMessage Receive and remove the next message (receive-and-delete).
 	// (DELETE /{entityPath}/messages/head)
 	ReceiveAndDeleteMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ReceiveAndDeleteMessageParams)
@@ -721,6 +820,9 @@ type ServerInterface interface {
 	// SessionPeekLockDeferred Extension: peek-lock a deferred message of an accepted session.
 	// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber})
 	SessionPeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params SessionPeekLockDeferredParams)
+	// SessionSettleMessages Extension: settle many locked messages of an accepted session in one request.
+	// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle)
+	SessionSettleMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionSettleMessagesParams)
 	// SessionReceiveAndDelete Extension: receive and delete the next message of an accepted session.
 	// (DELETE /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head)
 	SessionReceiveAndDelete(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionReceiveAndDeleteParams)
@@ -772,13 +874,13 @@ func (_ Unimplemented) GetNamespaceInfo(w http.ResponseWriter, r *http.Request, 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// Healthz Liveness: the process serves HTTP.
+// Healthz Liveness: the process serves HTTP and can recover by itself.
 // (GET /healthz)
 func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// Readyz Readiness: the database answers.
+// Readyz Readiness: the database answers (and an embedded one is not being restarted).
 // (GET /readyz)
 func (_ Unimplemented) Readyz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -916,6 +1018,12 @@ func (_ Unimplemented) CancelScheduled(w http.ResponseWriter, r *http.Request, e
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// SettleMessages Extension: settle many locked messages in one request.
+// (POST /{entityPath}/messages/$settle)
+func (_ Unimplemented) SettleMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params SettleMessagesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ReceiveAndDeleteMessage Receive and remove the next message (receive-and-delete).
 // (DELETE /{entityPath}/messages/head)
 func (_ Unimplemented) ReceiveAndDeleteMessage(w http.ResponseWriter, r *http.Request, entityPath EntityPath, params ReceiveAndDeleteMessageParams) {
@@ -1009,6 +1117,12 @@ func (_ Unimplemented) SessionReceiveAndDeleteDeferred(w http.ResponseWriter, r 
 // SessionPeekLockDeferred Extension: peek-lock a deferred message of an accepted session.
 // (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber})
 func (_ Unimplemented) SessionPeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params SessionPeekLockDeferredParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SessionSettleMessages Extension: settle many locked messages of an accepted session in one request.
+// (POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle)
+func (_ Unimplemented) SessionSettleMessages(w http.ResponseWriter, r *http.Request, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params SessionSettleMessagesParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2629,6 +2743,48 @@ func (siw *ServerInterfaceWrapper) CancelScheduled(w http.ResponseWriter, r *htt
 	handler.ServeHTTP(w, r)
 }
 
+// SettleMessages operation middleware
+func (siw *ServerInterfaceWrapper) SettleMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SettleMessagesParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SettleMessages(w, r, entityPath, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ReceiveAndDeleteMessage operation middleware
 func (siw *ServerInterfaceWrapper) ReceiveAndDeleteMessage(w http.ResponseWriter, r *http.Request) {
 
@@ -3643,6 +3799,66 @@ func (siw *ServerInterfaceWrapper) SessionPeekLockDeferred(w http.ResponseWriter
 	handler.ServeHTTP(w, r)
 }
 
+// SessionSettleMessages operation middleware
+func (siw *ServerInterfaceWrapper) SessionSettleMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "entityPath" -------------
+	var entityPath EntityPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "entityPath", chi.URLParam(r, "entityPath"), &entityPath, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "entityPath", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionId" -------------
+	var sessionId SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionId", chi.URLParam(r, "sessionId"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "sessionLockToken" -------------
+	var sessionLockToken SessionLockToken
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sessionLockToken", chi.URLParam(r, "sessionLockToken"), &sessionLockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sessionLockToken", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SessionSettleMessagesParams
+
+	// ------------- Optional query parameter "api-version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api-version", r.URL.Query(), &params.ApiVersion, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api-version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api-version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SessionSettleMessages(w, r, entityPath, sessionId, sessionLockToken, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SessionReceiveAndDelete operation middleware
 func (siw *ServerInterfaceWrapper) SessionReceiveAndDelete(w http.ResponseWriter, r *http.Request) {
 
@@ -4494,6 +4710,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/{entityPath}/messages/$batch", wrapper.PeekLockBatch)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/$settle", wrapper.SettleMessages)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/{entityPath}/messages/$deferred/{sequenceNumber}", wrapper.ReceiveAndDeleteDeferred)
 	})
 	r.Group(func(r chi.Router) {
@@ -4548,6 +4767,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch", wrapper.SessionPeekLockBatch)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle", wrapper.SessionSettleMessages)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}", wrapper.SessionComplete)
 	})
 	r.Group(func(r chi.Router) {
@@ -4577,130 +4799,146 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3bUhtJ0vCrZOj3BsLTSAJ7vPNDzAU+jecffFjAOxcjR3SpOyXV0qqSq6oBDUHEXv0P8D3EPtg+yReV",
-	"VX2SWgdAYMPgG6Pu6jpk5Tmzsi4akRyNpUBhdGP3ojFmio3QoKJf+2P+T1SaS2F/xagjxceGfjb2owjH",
-	"BmNgIgY+EFJh3GoEDW5ffk1RTRpBQ7ARNnYbbMy3Tn1HQUNHQxwx26OZjO1rbRQXg8blZdB4Iww3k0/M",
-	"DGdH/EeKKcKYmSE0Q6liVDoMIGTtXjsKNwOQCs64GULYfvIaWXyAxqCij0Jg4zGKGGPgRkOMLN5K6HVX",
-	"6LT31bZpQdgOYcQm0EMYo4pQmC0UkYwxbnVFtjI7fLEwLKYbNBR+TbnCuLFrVIqL13kgo5NjeYIE2JqO",
-	"k/z9on77Uo2Yaew20pTHjaBmnPeoNRvgr/EsOI+HCCP3ekPDEX5NUUT4IR31UEGTaeACDmTEbPNNC1wL",
-	"ury/Vj1ARvl4V4PHYZrgB+qiFhwqe72o1xE7P0AxsKjzY6cOGNU1zhlKVxutBH4uzIvnjaAx4oKP0lFj",
-	"dzsfnguDA1R+fG1JwG1G7dDZ+xWXub3zU/06qZ9lOKanm90M1Y5O+DgfaYoBPNH2Zbm/GPssTUxjt1MC",
-	"W6cebGkvx9sFOKKnm90IV475CGVqZsnmCCMpYg1GwhnjBvpSAcsICZp+XfCiE0BkuU4MvQmYIYJGdYpq",
-	"Q8OIndvl7kEHFJpUCQ3MgBQRbs5joMbPprKExVA7lvN3w8g5m7Hd6SzB4ksLVT2WQiOJiJcsPrQUowlU",
-	"kRQGBf3JxuOEO+7RPh8l9lEx4BOF/cZu4/+0C+nTdm91+41S0o9Uhfx7llgsxBiUGzGAsZJjVGZi2ZNd",
-	"XKtxGTTeStXjcezw/lZnZFmoEwEbGrRhJtUWH3rc4scQwU6OxqN5WUI7kHcAqA8STlnCY7BSxMlEM2QG",
-	"jKVyJ69jaOL52NJGABqNSTAmGOIpKhhiEm/SlD9I81amIr5DSEIsUYOQBvCca0PT+CxYaoZS8T/x9qfy",
-	"nmvNxSCAUYZvAXhYkYqhpBgkE9B8IDB2MCXdg3n4WnjL1BACCESrdCg+GOYrOWU8Yb0E7wSmMTOsxzRC",
-	"xISFaQ9BIYuGGO9Z5qMmwPoGFU12wE9RgHb8zXKiIbLYa4KHtu3Wvm1bndksg7AT8XNzDMJEQ6821GiR",
-	"OeeUfWDQs41Bo4hb8As/RXgp4wlB1/7xkml88dxz3B4XTE2gJ+OJnavnBNxzJRlPFmo89N0eaGPVVrDK",
-	"jtHw+fjt1k/Qmxik5U8JhaBRzGG27zfnBoUVp7sES9u97bZHzQOac0/GHLUjRaaQcNzgubFj5eLVjl47",
-	"tpInqD5VVrkIK2baW+TT0z2wOOZ2ASwpP3fCcmqjCvSEAtZ7ltGkqGk9brI6AEGqkwZas0yQiTI8Ze9f",
-	"GBmSUVNP6ldZnYdrUZpCC37DiZsAjrixFgkXIFXMBUuAzARieVIkEzgbEoabFnwUwMU4Ndlku8Kq/izR",
-	"0tKISEeoeJQtiTqImUENh29fwfb2zjO7uF+PPsJPLzrblpRYvEUjnGSTyUwiMh2q2PnKUf0xrX5mgUQC",
-	"Hk01TXsPGFiWlBTom2p0Isb3tWU7A0ewtbj7SiqFCe2f0z9nWhQ2E3GU1+VZzcV2+H9HHz/4SR6+OToG",
-	"hRHyU9QQMaUmwI2lAmbnq7ZyaV3M0wLuo0gmGdItmNUhMv29zOVIpiqizVvho4Sfopq8kqlj9HO+yDmo",
-	"NYLJIo1n7ZUZi2P1zqxC+9lEK835gPUwqUWSik0xbRMs71dGJxh/FoYnq05lgQH7CwqrXmEMzWc7MMRz",
-	"iPmAG73pyJz1NApirksspqDxiSlDfPA3rBEbr512TCp/bsLtwSjVBvBryhKLWTRkT5qhY4VoaqnwEMfJ",
-	"5FjWgta/qxiJM42OrOhOE4z9tpZ2tTrpnE9ZtrVHrCLjHdqwibXuT7nmvQQhtfthW4jaOa8FCyurWrof",
-	"R4YZoi4U1g75o7EfGX5q5eJr7KOyFl0JFI0vK6CeBdSxPLC9zDPp9qYMNgLwhga//x4Ti44qcjuWqdXp",
-	"8pGdWKmObP86GrM6Z1piUAlmFwnHxweOT7U+vDmG7Bto/hG3vgyHu6PRrtZ/tPru35fN2j2rRbE6gUtc",
-	"6RA1WX8XM3LKs6zqZN/JMxgxMSmEVMXWAdbvY2ScN3AGVWos1cJK/8MP+aVmpmVBkNub1fkulmAlrHu2",
-	"8/cXP11L2HhcgKIlxi8nh07QqClmUz9M3TY4Hb5mA2KsV2PfHR9/8hZnq1FHcK/RMJ7MfuyxOCB6h/BY",
-	"seiEi8Gv8e5///2fAI4m2uCInqJyjywGasNGY/szbNX6fqpbGDtKpQnMbGXQ8NaNd0Zk5kvO6hcZCVwQ",
-	"rmEm8vWGE/oWzVpwnCnenJyXVl13fJkb+8ip91bjDgATjV3hGzmdvgVWPy5cCitqtlY5szyWBjW6K3LO",
-	"676qUwAz82SJhXEnRsGUMlons1m9EnhEfoMRCgOfDw+cAZeQhC/cYWPEky1yQ1i9rJ5ZXc0sWcGKyISN",
-	"6MtZmnrHtEc0XVqv30379Tumc/kz+3ZWhVkod50S4rDQOQFpahZZrPnnwDVH7M7XA6Yo7qjkNy4vr7SW",
-	"L/PBZFc0C6aFit4Kit0CqKxzuWXn9dQkvtThisYoVdxMrPIwcivVrMbMDI+GTGG8H0Wo9REfCGZSywjU",
-	"zxepSrK4ECjUZAlcdtNOZ+eF5oPqe2f+w7v3+6+2jt7t7/z4ImuJP1+kgp87z9Ike3oifr44wQn5Mi/D",
-	"VlcQr3+//8ralRZpLA7ZPy0Xs1pCJEWfD1JllWDy79CAWzHS+JtO8XNwtOqr5gOLe10RagU/QLfR7Ypu",
-	"A34AjSHgOYtMQm4L0pyJn2o2Qu/Y8rExQmguIDxCdcojfJnqfe+dI0YRlqJlzrgqPM+VhgUasDG3mje5",
-	"jrin2up+6N7A8lg9RnbioLD/p90QPwd4mWpn842VNDKSCchTVE5MWuP9BHGsAa0hVhImXfFJajNQePSP",
-	"A7tcriGWUUoszY3f89rN2VAmmdRNVZ9F2OqKrnj61AUsKSqpW0+fwr5TG62EMHLMIxevtKAbslMLvFNU",
-	"LAGNAzuKhmYWvyQjvxTCoG1icaxQa+eiCi+ox8t2OSCi2xcOWWiZrBzbhCy0Cczu+IXzr17ORkdb8HGM",
-	"Yv/Tr5mXEM/HdlhgbvZ5UNj5rvSYCZ2vIAAtuyIsIqEhlMDoZi4Fljo5G0qNFG21snUq1GoB8redt72/",
-	"7byloO7ZkEfDruAazuzYg9zmixJOAHTOwjIelN84/Lc4TDsEqfDjdEUzbBPo25kaS8NxM4SEm+lNytsE",
-	"EFqktv9XtiEMuiKcgWwA4ZNDzyPoW3qsw01LQFaFjpjmYrBXChABo8C6dsak5bzkfuoKo5AZwsYRsISf",
-	"YAs88lkEcIpKxDRucaGtdmSNCY+kFbKzWPqGCKFQ2fHcjkmzGCJLzBCiIUYnmhzYFg80sUOam9bERogh",
-	"doVjDc35/PK///5PwRyLH1j6+0TYHw4oYZWXgFRdMZ/TwBGK2PI2N087f/vEOdwD7wCy7y1xUJzD/jjg",
-	"2qAIHFhHTLCB02Le05/QJJwDPhonHN0+bGbUbpVV/fQppBr9aAXekeoZ2jU9i6gh/YnugdWK3e8Lp7Zf",
-	"uuft4oV74PRm98SD6FnULj/1j0pDhF3hMh/K3sBdmAop7EE0ZEqj+Tk1/a2fPJ823CSYc9hG0MgSNXYb",
-	"262OFc1yjIKNeWO38azVaT2z2qylJcuk2wV2tx1q26cDrLEaD7NQp4B9I0fQR4yBBo9zsmjB75miNCYO",
-	"raGfJuSbcO0jppTdE9YVHtAJFyegMPm52xB4broND5GMy1DkmViS+/OHJ0aO/dJz/LdaR8NihV9DUMmD",
-	"+aNeqS6atCn0fRksbXcsV2pWSru5/DIVb93pdBYEjpiRox9mokfT6tRMpOitha3se9GFwhCQfeAQuQKV",
-	"CsNHCJE1zzVFsp67idQtJZ9wuxQdpk+2l39SifVdBo0fO89W+igPq5Gal45GTE38rrp16cDyFxJoFBUI",
-	"SLwNEJgBBnZ5Lfq2jNPHVuCWcXoWZXyTvyrKOCVnAcpYfc5aD1bMNIneIXQwCzfvHSLRaldHJBLMYxZh",
-	"ptTWYtEvaD5kDclmvSou3fnm73sebrd94jmtH8FyWgaV9QA6L0HrmltX2Ya85ypiWV3K5TyQQrLpd8Ap",
-	"M3/OBf07/34p0Ky91R4njIurgiohT3HZ9mzs/vGlilmnKFBrFzkeK+l0LKsNajI5/GIUsngyfy2H7vXt",
-	"LYUGaF2flOYs33bLi/XnGQtM6DNU2i/+ojAwLp1ykaDz0VSh8JqeO8X4Nghp2h1sR4tb12ZKzzvPl3+U",
-	"Z+HcnIu5CQPzop74NUsSSn/IbBxaTa0O95YyL4jzkSU4lEmsQUjfm90+t2ukb+10OqEfQQCOxmZSVvq6",
-	"IvyU9hIeJROnkMeZMm0NJaZzk8iq17FEvefN91lTj8LvWWKF7opuwxqxfQuybqNO1fsFzTwMWZ7kDE0K",
-	"zFjrUkOIQvFo+HOfJRrDufl7rlVd7nPuWvwehXwpK8ux+iZtJwVpnEWiXd613at5u0mbfn8o5Bc0GXls",
-	"aCjBw6GyJZQabfhqfKaU5W43clyXZ1oOZrBl8tYZUKWAlzWcvZ5VftoVzVwngXBozHi3nUUHWiMeKall",
-	"37QiOWoLNJ76dHuns91pb3fa/kEv1e1ICoGRCa1l/MbJd01urkiS0kfeDVKP9kD6vBzM2hl2gl5NjLPg",
-	"elMKSMcUSTFS7nYFy38rHCcsqnjiSrDabEF46NzD2ruGyRmTPXudOjrA12gwcsCx5By+EXb789g/F4Mw",
-	"c4BFQyasQke5cZFC5zip4SSf0hU5Sfg09Muh7aTcRi4Gnrz28qxB7rwwnuq4dqOXjlZMu1R/7W+9Z6ae",
-	"uRQO9CvxlmA2AHe0f1RKbyw5WTRIZ7C/leqMqfhYgmFqgGbPuZAwdsGPscIsHaN2GYWL5ygdjx2iMDWZ",
-	"dhgvXOK1J12O5mbRk5sv5HXy9Zpr+eICHqhNFim8El+fgkOJc5AwhmlmAU2NlqHMxAunG9IxkGmmsleI",
-	"d+JXDmF1VcdwotsTe10MeSax/FYE2meiwHgvo7EMJi5X96zMVoit7ziJtd5JvHIUXTsJcndNz+KuLOQr",
-	"i9rnnf97l5nhLCETyDFPDU2HaTnrzDjhZmsNaoDbpByJs3AOaTteHvmzZFMKQjaLGrulGrhZ6FWqtrxL",
-	"h04lBpX5dTLHTTXksfl9Y+c6HD7MbfuGrsBFQ7PY1iwsSw03b6gNBt/UcbgYYdsX00esVrDEyz00HrZJ",
-	"XaGckrGQoEsgr7OvZ+zSFeC1fhtvhuYn981eq4e9M9Cg+bzz3ClvI3e25w6odPow4tXN+6tahU63Kw9c",
-	"UtJasE8KTgVOA3TxZBe5JtUsJHyF5rFK8S1PDKpNSEWC2vG4srTLY3FZguxhmpSVxVZXFDaBxf/FyrZV",
-	"nyuWUVXw7lFymRxTWoTCfqqzsxUzBtkUCU1t842MqEez6B6bRd/U5Lh1c+LRUpiVZGQnrNUaqPRPGa/r",
-	"NgtqtKy25ayL7QXX4laD0HcaViYpNG190CL/GlZHGQc2vBJ5j5SWGZmc1feIfxXEu9fMyadLPcxy9kfG",
-	"e7uM1xHs+hku9esiHqQhemPb6sAbGlwOmEUsl/YFTfvyFwlHr3/boFoMo/wEiMuSFJK63Lw+H25fZNVo",
-	"VjB/7RcP3Oy10Fho0i6AwfpN2Vxw3DsTNofj98bi89pMd2XDThmSu9as/Zo4czSAwjQN4C1LtP/RFVJB",
-	"6ZS7e+qy4gW8GY3NxPa7HznVTdkuSw+aR2+O24dv3n/85xufBt4Vn/J1tWBfABcuw8hnx/tjPN4WdXN/",
-	"3ulYPmPN17MhKpcSgZZvAtdzzFVPHmszU++llXTodOcHZyY9u3urZ+hzZ0ZSm8z7mCTyLF/7X1CDmLLP",
-	"lptko9IRwULCVyftzpsFoLOD6K5MiD+hXpyOHkgwUu75hIdERifusEYiNRUiWXg2x9Utcb43FoM72eO+",
-	"j73KUMtW1ABL5wDvKp/0X/7Q9GroUD58XoMU+TnzMyyt9t5I9VJFIDf3qeNnsl/K9CAElf3p8pT5Ea41",
-	"JBn5ymPT3sCpwjJev1bsLKuy5ksl2ZlVzpfQoYqsgJKIfS07KonVFdRHdioeZor25FlCtl04fSw59EVZ",
-	"sow/aYZWvgsptrRhImYq9i1c9lNaObfdDLuNr6k0GHcbIfz3//9Pdv5RKjp+GkBoTcSwHbqkPdukK3pS",
-	"JoEvIEIfUcGCgE7URXzEEnroqjwEwMTEDCl9J9FYGmOzBe/cxPIzWV3hYcQFWC6s6JAWnSf6fcmZnVMR",
-	"l5KyiuSrliWzsKgzRUCgc/BMKTbpCtnPuU+Qb1GSUIU3Kdzg4U5nO4QRMqHL1UH8OTI5cjlbLSgO3ydM",
-	"DdwZQFGuj9EV4Xt27pnNEf8TfxW/8URSGa0QmjTDcZLq0vZvzihO4fPOM5eWJaSDLNcZ5OoY3BGKzCV9",
-	"I/Y24x53NYTowHCRldGbwd95GTPTqLw51yE+cxb/2jrd0/bTKs8t6gZQjbTaig1lPJORQbOljUI2ullP",
-	"CzG22jU3OFpesKBcPK446k9ofgW/z5QmmCP3Q9QFy4xcSke0QUGv2Zk6Ejjan57kGmKurQy7po54Q1FJ",
-	"ISgp8sn7eoq9ZdpZ+wk1WeSG8aVZ9kXsHBYvvf10I6VmJdxdiLZz900HoHAkT3NTqKbW4AeZ7zJTip96",
-	"JurFqa8V+y2Qe/FHRV3Wb6uNeb3Ea+ukmaVjMNKlCxSCkAvCSc94b+6aWVZFiRlns+U1hLc7Qf5wu9Pp",
-	"zD1eQBNvTNU39jV8O0tL+q4Q//Hlh6/hAKrVOn9nVstyQA89voZZ5VGqlUm5kFxpU7AEKliUFUyuqNLd",
-	"YtezTgkiYQDIoqGvshIUeSG6WrmGCwizMje1R4M/IZ5Ya28O89j+5syjWnZHP7KOW2IdRTmj1TjGIsml",
-	"5JnGpcfllzkXjJQey3PsDqnkT9gVzdDVzaNiFVk/9kdWRS/cbMEH6cpEc3csQ3gl3HJGqltJZxDsMjHe",
-	"o5a+5oMzFFzBaD2UZ4Jqqi7yZHADbtF6xp9RR3QvqW3JifHdimxo5hnw1D4v96TQF/oV+LCj1lMkQlKr",
-	"RBTZnQq+HG+WsG2xiQoTDXG0bvH6loRHPrAr3GZJ1kmQQsh2Al8jiSkzV8D2lRw1Vrv6oVMvYe+v8F+c",
-	"IVwwtIw3tS+qV2hcXkU9L9X3XELu17B6FxFxSe2uFD6vK7G3OFjy3QvO2757QKfRcEZSkZMq4x6tW1fo",
-	"2ewEehOv+1VYwu1HXKvlc9elQu+70/F50baEn9hVl+ot9rNyTjE0dzrbQUnHDWp8roHLBO7JeLJZrRfs",
-	"XMIivyfCDSW8X7YF+z0mYjo/aUW8q7TGTb4BixTq+eS+fUvkXtWUb0Ts1dqYj0zhhkwBmt7uq70HZLN1",
-	"W5r8VVjFAvGnUKe9ETfTt6jdUI/Zh6N/HEDfJTOUMg8o0akS96X4acLEICVxhq1BqyvC6ZLG8DNsvGfn",
-	"lar0b84juqdkA/Y/vKZoSkvhgLvGmG6Ee7nCnl+bplxvjuWWJmHZDdOVkAxHHbgqgOWaDpt7FNrsipE1",
-	"qi3zmAlwZiClOMTv+QHpgGIZTGGp0OS0vkbwasy7Nquz8zy44RnpuYz5o0gmdqkL6y2+YcUdD9DDSFKw",
-	"iE5o1IYHd7vCvZ1CyQDQl/cHIc8KE/D4+CAz2sDqrvZtULLqaEuE7IpyrNFtaSu7401DKujyjPJlQhS3",
-	"xr4BlrhA0gxrP/Sbtp8kje8ldlxGpL+KGZaaMsGWXQY9Zs194fMRHIKtxttqVft7oTzV4+hHgd8QRw+/",
-	"LVbekcSvQcHbtAUs3kuBcwbOUN/yyFUQP/e+XcmofcVEhElxP8Uq+b/um+RhokIG/uIqumnHDKWS8CSh",
-	"OxWtMtD3F476cnrrRJGIQA2s5FstRHFfKswHpjQV/b2biPPx15o2V/G+FBkV38j54pSVPFi9gnlWk70x",
-	"k63RWphbcfkYK1mfBnJYcsW4PfW1Vc5NcSmE99dsMRFvOdS8/QPZ6w5hHlAa58zasthlVj8sJC9HqlhR",
-	"dyoLYWZpqJSIRcX2u6Jw0ZQS3EzlouZq7LIrmuEF4TZe7rbbF++kNpdzuMFFlc9cti/y2xMuw80AeilP",
-	"TE6B1sQjbN3QIM8EhLbrbFotWB7CzS/F3bNLfB4C71MkpCsiNsJyYpk3SjCGcNo0DYnONGWoVCQ6F9pY",
-	"e1H2i8+7gg0YF4scTnM53G34m/anvE17lZQ9M3Ub5ZqYXQBcRElKeT35/hLiVe/HaDWClX1by+59MbWO",
-	"tUeWe6csd4YXZeY7Ge7FTTybC1Xei/wG98v2RX4L/WJ1V47Gy7WHmRy8cTmf+zuyx/NrmtdwBsGvEppe",
-	"zM3ckLTusOf3dKl/7S3tyXpum1+XH0DgGd1/tArOUuuVAoRTpR8vusU9Rd0G3arWnbqtyD2+DKvl6Nzl",
-	"QC69ILNf9iqFcV0VWiFJgmwu57oPldJobzJeR9qHoOgUlPUvR2x1J9Q/i2SRclCDDO6LB86/fGTPw3Um",
-	"Kqiw0NyYq1vaV1J4vbaix/2wfR2p035ilT6n893Y1fiwGdvMbd0oYgjLAAytql61JUpZjzMacxG0KJPF",
-	"KudKr+Yknb3Xc/6Z0+kj8yWD4EHTYcl5RSb1zD2LfmfnnBy7Ft31H0nu2iTXvwa19auEthz5fXbFXwTv",
-	"CagziL+X5/5wAwmzeL967N7fxbmkEGvW6C7yT8sXl66Yg5otIqCF/2XCmwndxlNaf3EhRRHolIquSPbH",
-	"iRRCSWV7MCVaMwC0n7iLA287JHv3Z0FYfmuurw/iaJ5yhvIAgjtWz03mge0KB6QNXTEBfD0Qlzu309ku",
-	"7K1sDLrpw1S4Nfw+5AnmXi66jXKICaXJOysjO+qcl9TMu/Mmdn4yo8Y36S4Z+YDnGbO56QmTFVgMGb1z",
-	"WArLLj3xa5gyeFdPepvn4stg08OIin7mGWCPvr7VOaDbpQquuTJZOfujC2fPGLdbmUgxmHMkJWcgFzq7",
-	"WPnyrphJcZXzulw6jpgeGCE9IAK4i2oy+2KKK7t7qkqk0roVWmRU9SHfbmhyQxfTUhYrUWNGm5srE2L2",
-	"98FKrvhDTJBpnIv+tV5N+uS2C6vcjlWg3OQLFcHVKUlFlqteLcJTxEgsRtxJ8v8V+NvR1E431urmLvOr",
-	"W8x5W8IWcx/6vUQ252POyHuZr/m6BH6V8gYe3I9VDh64+2PVmgWyD0zUKB7fPZ+7n2UNaonxsVrAgyTB",
-	"JWf/6ymProqmU8/rEQjXOmQ7R0g8nrW9p5y/5sTaveX73+YAyBSnfjyG+hDZ9FXI5OaseVmu/RwmfI+Z",
-	"76PKcA3ePZOl+VA597rjRFnBg0WFDvZKURu6IJuLND/HWvaUj5kZtmqKilakwrdJEr8zWfBIvquLktWp",
-	"9uaC5BoZ2B5xs3Tjxwzs2mN/WTI2e/C8N0/oXqXx+v3Nuaoj8MxP5RaSrB8tQ/JHZ1kJ7ja6VTA7nb9l",
-	"Lqv5MQG6LsaX50J/Oxmw1nzoRyal6Y7cLP34Mb/5+8jzLFKYvzWp9R+pbG1U1vcE9pjXXJ/XfHuYTimw",
-	"c3Ocf8EsWYqqBl8tZnyTiyPqs5ntHObHo0oJz3TNlZClL+6f+sbiilOClkKH/eSYfU0ReonsbT68HJV6",
-	"/XMWDVeRxTfCwJWk8JG7g+b7vwOOsIfryjU9Oz++gN9etr45pruL12aQfQ/ywtlUFSFKkCkNnPJUbW8Y",
-	"pYqbCSG9Zhb5v1gU0qhOM1pIVdLYbQyNGe+229s7f291Wp3W9u5PnZ86jcsvl/8bAAD//w==",
+	"7H3bchu30u6roLjzl0lnRFKykz9brFzIpzg7Pi1JWbkIXTXgTJPEryFADzCSGJWq1tV+gP0Q68HWk+zq",
+	"BjAnDinqaEtRbmIN5wA0+vB1o7tx1orUbK4kSKNbu2etOU/5DAyk9NfeXPwTUi2UxL9i0FEq5ob+bO1F",
+	"EcwNxIzLmImJVCnE3VbQEvjjlwzSRStoST6D1m6Lz8XWsXtR0NLRFGYc32gWc/xZm1TISev8PGi9lkaY",
+	"xSdupstf/EcGGbA5N1PWDlUaQ6rDgIW8N+pFYSdgKmUnwkxZ2PvuFfD4HRgDKT0UMj6fg4whZsJoFgOP",
+	"txL6eSh1NvqC93RZ2AvZjC/YCNgc0gik2QIZqRji7lD6meHni4lBMdyglcKXTKQQt3ZNmsH6eb5T0dGh",
+	"OgIibMOLk/z3de8dq3TGTWu3lWUibgUN33kPWvMJ/Bovk/NwCmxmf36i2QF8yUBG8CGbjSBlba6ZkOyd",
+	"ijje3kHiIuny93WbCTLLv3c5euxnCXygVzSSI/U/r3vrjJ++AzlB1vmh30SM6hxXfEpXb9qI/EKaH5+3",
+	"gtZMSDHLZq3d7fzzQhqYQOq+r1EE7GI0ftr/vuE0t3d+ap4nveciHtP1267HagdHYp5/qaYAvtP4Y/l9",
+	"MYx5lpjWbr9Etn4z2bJRzrdreETXb7sWrxyKGajMLIvNAURKxpoZxU64MGysUsa9ILG2mxf7sR+wCLVO",
+	"zEYLZqbANKTHkD7RbMZPcboD1mcpmCyVmnHDlIygs0qBGjeayhTWU+1QrV4No1Ysxna/fwEXnyNV9VxJ",
+	"DWQiXvB4HyVGE6kiJQ1I+iefzxNhtUfvdJbgpeKD36Uwbu22/levsD49+6vuvU5T5b5Upfx7niAXQsxS",
+	"+8WAzVM1h9QsUD3h5Lqt86D1RqUjEceW7291RKhCrQl4opk23GQa+WEkkD+mwHBw9D0aFwraO3UHhPqg",
+	"2DFPRMzQilibaKbcMINSbu11zNpwOkfZCJgGYxKIiYZwDCmbQhJ3aMgflHmjMhnfISVZrEAzqQyDU6EN",
+	"DeN3yTMzVan4C25/KO+F1kJOAjbz/BYwRyuCGKmSk2TBtJhIiC1NCXtwR1+kt8oMMYAEQNCRisk0n8kx",
+	"FwkfJXAnNI254SOugUVcIk1HwFLg0RTiASqfdMH42EBKg52IY5BMW/2GmmgKPHZIcB/v3drDe6sjW1YQ",
+	"OBA3NqsgTDR1sKEBReaaU40ZZyO8mWmQcZf9Io6BvVDxgqiL/3jBNfz43GnckZA8XbCRihc4VqcJhNNK",
+	"Kl6sRTz03IBpg7CVIdgxmv1++GbrJzZaGKDp14xC0CrGsPzu16cGJJrTXaIlvh5fO6LbAxrzSMUCtBVF",
+	"ngLxuIFTg9/KzSt+vfHbqTqC9FNlluu4Yul+ZD5dfwOPY4ET4En5ujWWtYUq2JMVtB6goslA03zsYHXA",
+	"JEEnzWjOKgEuy/RUo/+ByJCNql1pnmV1HPaO0hC67DdY2AHATBj0SIRkKo2F5AkjN4FUnpLJgp1MicNN",
+	"l32UTMh5ZvxghxKhP0+0QhmR2QxSEfkp0QtibkCz/Tcv2fb2zjOc3K8HH9lPP/a3UZR4vEVfOPKD8S4R",
+	"uQ5V7nxppf6QZr80QRIBx6aahj1gnKFKSgr2zTRYE+PetYUvY1ZgG3n3pUpTSGj9LP5cuqPwmUijvCqP",
+	"aiW3s/9z8PGDG+T+64NDlkIE4hg0i3iaLpgwKAUcx5tu5da6GCcS7qNMFp7p1oxqH7j+VsZyoLI0osXb",
+	"4KFEHEO6eKkyq+hXPJFrUHSCySONl/2V6sw/ojFnPDNqa6zSE56irXEcEjjMad/guBxJcMI1G4tUG6fv",
+	"T6aA3Gp/0CDNgEGigfUrasl7OJsPHgH07ybaiEavybzqPeMeqC1w9Y3se4b/OlTv0EC0vUB2BoyPcPxW",
+	"yE1J11tUY2243mil3/ERJI1SUnGq6k7Rxe9V0RHEv0sjkk1ps8aD/wUk4kuIWfvZDpvCKYvFRBjdsSSw",
+	"5MD5XuAyBq1PPDVkCH6DBrv5yroH5PPkPuyAzTJtGHzJeELsg58cKTO1tgBMoxrah3myOFSNpHW/Vbzk",
+	"pZsOELtkCcSOK0psVh10rqhRbw8q/KANX2gm5LHQYpQAy3A98A7ZZXtszrVh6HCx2IquJs1hPbQBA2Gm",
+	"KEnaOW8WPnhKL493SYavIFMVkly4mAeGG9JNINGL+7O1FxlxjKjiFYwhRX+4RMfW5w34thC4lQ7xoObu",
+	"0uo80cwxj2Pj4kUV9RKrDBFx/mWrrqpfxn8dzHlTKDIxkEqOk2SHh++slu9+eH3I/DOs/Wfc/Tyd7s5m",
+	"u1r/2R3b/z53GtdsBX/+U/D1cvIbzA1BhTpnsLYwbMrRrWEwHkNkGGrdpq83oSIyHfugyUU/WwITzq5U",
+	"x/JWnbAZl4sCSVQcUsZpGDZku8SRDeGEIpTyp/vk54aRlq11HhSojnc9zCgx97Od//7xpyshAsdyrLgT",
+	"4heLfYsG0ppCbP5M0zJYR6thAWJo9jXeHh5+cmGBbqtJrl+B4SJZfvh9yYZLFh6mPDoScvJrvPuff/07",
+	"YAcLbWBGVyG1l5DRteGzOf4ZNvNVdQljqxBoAEtLGbScC+oiRt7HzM3ROk9OWOsLHpfpJxaZIZt12aH3",
+	"jgRFmNGnsrZDGLxkfTB0iwLCIUPpbrKOV5ehE1PEfTZ0PxBBox2gjxo9lLl1sE81oXTvQ17gBt6J51bz",
+	"GJpwBW9G6gcU3JmhEvp9/531shNCIUXMcg5wtEWxIgTPzTrxcr7jBq6et2lyrJZl6i3XjtF0ab5uNfHp",
+	"t1znZm7512WYtRYb1HGjC4wjs6CPbsm1wrqvxio1iTsoBffL0yvN5fNqMuGMlsm0FoxuAD7XUOUmp1ve",
+	"YagNonnKnmUvaz3qZsDfS3y9kd7fzLxU3jtg8fXtTdB6JfRcadE8lfClms0TMBCyFGbq2JlzJ8EDFu6N",
+	"uIyVxJ8T4D44QDLdLkNfoYcyBQdsEaDYOOU4VdJQnK20NwoxE2NmpkKTbyiMZgliY54k6gRiD48XncFQ",
+	"hsXcQ2YHKAz6C/j20juZ324dsJDQaIiugkXYWsQei5MtwJESCQlT1lzZAQv3QcIJ8lNobU1cmrQDoXlw",
+	"Hm97lblgPCl7D449ZVtByxGxVWYCj5pb6J+475W4doVjuIwFaFQ2QEw6ONe5ZUVMw0cSa5iQylZjInu+",
+	"DVtBayt34spyWJa9MoutF7xVYHMVYPlj6ujtTM2YiwTiwKrUA7sx4rTpTr/fbQWXdKwvr8v8WpGI7rpg",
+	"/IldBooELII8ltes62jUy2/e6ffzMKJJIB6w5/3nhe2wWy5cs0Rps7zJEtR2WfDpvo1oS/RIadvGUbF7",
+	"MRIvr64b8Ocm66shylJhFuj1zexSat4wufBgylOI96IItD4QE8lNhtAq/fksSxOfDsFS0BQAOx9m/f7O",
+	"j1pMqr/bqDd7+37v5dbB272dH370d8LPZ5kUp24J/NUj+fPZESxoC+887A4loef3ey8ZXhVWrvGfiAvR",
+	"qYqUHItJhiqqTdsa9MGtGOj7Hevu27VEJaTFRJJCCXXKvmfD1nAohy32PdOAuoNHJlnkXjwhVM1n4MTV",
+	"pYQQRBCShQeQHosIXmR6z21KkWyGpSQRG1MsNlwrNxaryucC/UjaMREOB1XXQ48miFr1HPiRpcLeX7gg",
+	"bgzsRaZtqHOeKqMilTCFrEWOBzqiRwBzzZDdFiV4PpSflDaTFA7+8Q6nKzSLVZSR5Nrvj5wBOZmqxPsx",
+	"WTrmEXSHciifPrV5OpSMo7tPn7I96+8jdxs1F5FN00HSTfkxEu8YUp54vaZZ26ftUGy7tHNPy8TjOAWt",
+	"rQMdntEbz3vlPADdO7PMQtPkjSaGcVzxM2sDzpeTgrrs4xzk3qdf/eYYnM7xs6idcfR5LpTdstFzLnU+",
+	"g4BpNZRhkQAUshIZ7ciVhNJLTqZKAyUZobdSyzBCgvzXzpvRf+28oVymk6mIpkOJphe/PckjfVEiiIB2",
+	"j6zMB+VfLP8jD9MKsUy67wxlO+wR6Xs+MECfE2bKEmHqi5TfE7AQmRr/X1mGMBjKcImyAQu/23c6gp6l",
+	"yzrsoABxuWAR10JOBqW8CMYpn0zbECLqf9p1GUqTAjfEjTPGE3EEXeaYDxnAun4R17AlpEZ/04hjz6QV",
+	"sUMufU2CUARB4BS/SaOYAk/MlEVTiI407dsiH2hShzQ2rUmNkEIcSqsa2qv15X/+9e9CORZ/QOnfRxL/",
+	"sEQJq7qEqXQoV2sadgAyRt1mx4njxyt2nzlw+x74OwoHWR78453QBmRgyTrjkk+ssX5P/2Rt4jkmZvNE",
+	"gF2Hjpd2xNr66VOWaXBfK/iOnPkQ5/Qsohvpn2AvvFSx/Rec2UDIub3eK36wFyyysFcciZ5FvfJVd6n0",
+	"iXAobcJfeRNsl9V20gcsmvJUg/k5M+Otn5yeNsIkkGvYVtDy+Ym7re1uHwGAmoPkc9HabT3r9rvPWgHl",
+	"G5HR7BXc3bOsjVcnYJqAiMvwkWzPqBkbA8SMPh7nYtFlf3j4MLcgnY2zJLHIHO+PeJrimvChdIROhDxC",
+	"rP/zsCXh1AxbjiJey1DCFakk+8/vvzNq7qae8z/6cS3kCjeHoJL++WdzmKK4pUcZX+fBhfcdqo1uK2Wb",
+	"nn+upRnt9Ptr8iW4UbPvl5Im6sB4KUHiDdJWjZ3pAmmIyC5fBkTKUvRGZsAilUmjKYHjuR1I01TyAfdK",
+	"SVH0yPbFj1RSXM6D1g/9Zxs9lGeTEMzLZjOeLtyq2nnpAPULGTTaDA/IvE0AXT9O+xxderbM04docMs8",
+	"vcwy7pa/K8tYkLOGZRDPoQ+DZqZN8s5CS7Owc+8YiWa7OSORYZ7zCDyobeSiX8B88DdSFPCyvHTni7/n",
+	"dDgu+8JpWvcF1LScVeZTuHFXW7rKMuRvrjIWYinrMxIg6bgVsGDmr5VG6Yf+szzmbrHvLsUZYDaCGNFo",
+	"4R+wKOV66tL8I5UlMcvzyLThKe0+E4zL5ggKtErZBCF/Nu902b69hzk/xm2xSorXpJInRX7aCBCiZJKy",
+	"05APfbyAs0Qcg0T8NeYiQXjV1gCslwKPF39RSKTKWG/d7C9kCfQme/OEC3lZRkhoA/PK0uW88dbun5+r",
+	"smYnasMV81RZ1In4WBc+XcQlIjxy9EYLXDdIxm7hLU1Wity+/fn2CEMfuHnC4GtFQZmcabjUJ5BqlANk",
+	"0IJ/0fNy/GMZK2dWLyJnhed2bgWEgoBLJHtF163HcRsaqh5axq/F3Str++f95xc/lGf1Xt882AEz7jAU",
+	"GUKeJKRNvPNIs2nUQ28ok5NMCrnYU5XEtElu34ZrbZeYgOxOvx+6L+BSz82ijKaHMvyUjRIRJQvr6cTe",
+	"S0EPlOvc10S/JVagBy4usuxDUzqfT9TUQzlsISONkWTDVhOG/gXMKg65uGiKtSlVQVMAOwSZimj685gn",
+	"GsKV9QD2rqZaqnwX7FtET6Usb2tD27SclE9gXT1t67hwrVatJi36/ZGQX8B48XiiWYkelpVRUBrcjMvp",
+	"mVLVHC7kvKlupbzvzi8CMtYzLe2uhbgqFsCWrw5lOwd7LJwaM9/t+Y3s7kxEqdJqbLqRmvUkGCd9urfT",
+	"3+73tvs9d2GU6V6kpITIhJ3uUL62wElT/DBShKYpbES4c8CUy/MFf5/hR+Dwd+xz1dpKsmxOm/5Gqd2h",
+	"5PnfKcwTHlVCnCVadbos3Lcxdu12MSnK5a+9yqwcwCswEFnioDiHryUuf54iJOQk9JHFaMolImXKtY9S",
+	"KO1DVTXJp2xDTRI+Dd10aDmpVgINnRWvQV6FIExpIwwXl75eKtWsx6p/HW+956ZZuRR7TJfSLcFyrsjB",
+	"3kGpXKIUvdJM2UjIG5vReqiY4ekEzMDG5iC2yHWegs+5a5xGETs7yOZzyyg8XdQj8WuneOVBlzeC/Ub/",
+	"9SfyKvlyxbl8trtGoI1ParmUXq/RoaQ5yBizurKwAL0htaV+I5WV1pXKoDDvpK8sw+oqxrCm2wl7U7rT",
+	"UqHarRi030kC44GXMU8Tv91YupvU+o61WDc7iJdWohsHQXHE+ijuKvRwaVP7vP+/77LSjCfkL1nlqVnb",
+	"clquOr0m7HRvAAbYRcqZ2O+TEdpx9sjVptcAgh9Fg99S3RFbG66r3nmXkbLK5p4PmPmIWHUvqfNtc+dN",
+	"RNK4XfYnukIXzdrFsvr9brqxc000GHzViOx6hu2d1Uu2N/DEy29oPWyXuiI5JWchAVuQ1uRfL/mlG9Dr",
+	"5n28JZlf3Dd/rZn21kFj7TzjZ2Zrhe9ASuvNDS7v3l/WK7TYrvzhEkjrsj0COBU6TcBu1NuUAIJmIfEr",
+	"ax+mGbwRiYG0wzKZgNYuM7B4Ot/k9CUj+1lSBovdoSx8AuT/9WAb4XPFM6oa3gHlQau5yzMcZ9rXai45",
+	"ZDURqi3ztZyoR7foHrtFX9XluHV34tFTWLZk5CfcqDdQeT8lBt+0W9CAsnqoWdf7C/aOW93dv9P9erJC",
+	"de+DJvn38DrKPPDEgch7BFqWbLLvFxb/Kkl337Amr7eOWtbsj4r3dhWvFdibV7j0XrvjQQjROduIgZ9o",
+	"ZpPrkLFsPp1NbfhFsYNXvz2h3k6zPHHCpp9KRa/sXF0P9858d7sN3F984oG7vUiNtS7tGhrcvCubG457",
+	"58LmdPzWVHze6/GufNiaI7mLbu2XxLqjAStc04C94Yl2fwylSlmpa469ylymyevZ3CzwvXuRhW4pvrJ0",
+	"oX3w+rC3//r9x3++dvn1Q/kpnxclQeXlPrbswFWcOl/Ujv15v496Bt1X26eFQvyoN5nQK9xVJx435qbe",
+	"Sy9p32LnB+cmPbt7r2fqcmdmShsffbQVoN2/LYKo+WcXu2SzUjV7YeGrg7Y1jQHTvjWLbTvmerYUjTwm",
+	"ihmlBi7hIVHRka2CSZSmxmZri55sHzRflctsyZR9PnaQoVGtpBMolazfVaLu/7gC7M3YodwnpYEp8pYo",
+	"J1Ca7b2x6qUOg3bstbo+NS5lehCDuurhptq4G0gycp1M69HAWqM6h69TfuK7trrWiziySuEOVav4hozl",
+	"JjpGDSW9wxfUs6UmgHmWEN4X1jtohK7Jm8/4U2aK9l0quaUNlzFPY3eHzX7KKi1G2uGw9SVTBuJhK2T/",
+	"+b//zxeWqpQ6JQQsRBcx7IU2aQ9vGcqRUkng+nHRQ9RbJ6BSxUjMeEIXbd+jgHG5MFNK30k0lL7R6bK3",
+	"dmB5sdtQOhoJyVALp1T9RoVaf1xQDHUs41JSVpF81UUxC4u+lUQEatnC05QvhlKNc+0T5EuUJFTLrKT9",
+	"eLjT3w7ZDLis9CZwBXpqZnO2uqzoE5PwdGKLK2W5Y9RQhu/5qVM2B+Iv+FX+JhJFbTlD1qYRzpNMl5a/",
+	"swScwuf9ZzYtSypLWaE95ZoU3AFIH5K+lnpbCo/bnoRUiV1kZYyW+HdVxkydlTsrA+JLbWOujOme9p5W",
+	"dW7R4oZ6rjb2HCjzmYoMmC1tUuCz671pLcdWXy0MzC7urVNuRlt0pSE2v0Tcp4YEc+Z+iFiwrMiVskIb",
+	"FPLqixXJ4GhXlio0i4VGG3ZFjHhNU0lbUEpC0QzTtgy+CJ31vqNb1oVhXFeXPRnbgMUL5z9dC9RsxLtr",
+	"2XbluunAdYzxrlBD7+IPKl9lnqbUcAVVlTOnrvf812Du9Q8Vfd6/LhpzuMShdUJm2ZwZZdMFCkMoJPGk",
+	"U7zXD81c1PCPG+uz5WcSbPeD/OJ2v99fWV5AA2/VzktwZwL0LzwiYIP9H3ecwRUCQI2o8w+OKMsSPXT8",
+	"GvpO5tRdhXIhqevtrNJbzx/AUIHSw2LV/UuJImHAgEdT1xAsKPJCdLXJmpAs9C17GmuuPwEcobe3Qnls",
+	"f3XlUW1MpB9Vxy2pjqLz3mYaY53lStWJhgv7EFwUXDBKOS7PuTuk7nThULZD20mWuoD49+Afvq9s2Omy",
+	"D8r2QBK2LEM6EJ53C6MaBJwmxAO60zXTsI6CbY2kp+pEUo/2dZEMYZidtF6KZzQJ3Qu6txTE+GZNNmvn",
+	"GfB0f95dKgV3cICEh71rXRMRsloloch7wdn2/j5hG7mJOj5NYXbT5vUNGY96P3WjnAUpjGzfdV43PDUr",
+	"Dew4VbPWZkdJ9Zst7P01/uszhAuF5nVT76x6JNf5ZeB5qeP1BeJ+Ba93nRCXYHflIJWmbrDrN0u+ecN5",
+	"22cZ6SyaLlkqClJ57dG9dUDPlwdga+/rKuH2d1yrDeVvCkLvuVJ63w0vEUdQblPpw8vIyqy9098OShg3",
+	"aIi5BjYTeKTiRafaft+GhPMGiu5T0sVlu8y14aRAgnEt7ITJF2AdoF4t7tu3JO5VpHwtYa+2cX5UCtdU",
+	"Cqzt/L7Gc8U63dtC8pdRFWvMXwo6G82EqZ/Kek0cs8cO/vGOjW0yQynzwPVwKe370v5pwuUkI3MG3Um3",
+	"0ufXtkdmP7Mn7/lp5ZSb16cRnXv2hO19eEW7Kd0UJsLeDNmTcFBvCzyUqX2bVbmlQaC64bqyJSNAB7a9",
+	"YrmnQ2dAW5tDOUOnGpXH0ganJyntQ/yRF0gHtJfBUyh18KzjNaJXa9UxnP2d58E1a6RXKuaPMlngVNc2",
+	"snzNizOj2AgiRZtFVKHRuD24O5T21xpLBgzcYTtMqpPCBTw8fOedNobYFX8NSl4dLYlUQ1nea7RL2vVn",
+	"xmqWSTqMq3w4Ie1bw9gwntiNpCXVvu8WbS9JWt/K3nGZkf4ublhmar3Bc1djxNHdly4fwTLYZrqtEdrf",
+	"C/DUzKMfJXxFHt3/ulx5Rxa/gQVv0xdAvlcSVnzYsz41T9uA8fPo26Wc2pdcRpAUJzZtkv9rn0keJit4",
+	"8hdH2y4ddKeZNiJJ6IxmBANjd4C561N4kywSEakZL8VWC1M8VinkH6Y0Ff2tu4jr+JdcttvW0hvhIn9u",
+	"A2JB6zDqoCyl9NfYnQOUgoST4ngITek0sU8YGtEhs9SEfyhdCzB3YLI6yk+ltXkldofYQy5/3oHQxSnK",
+	"VhuoE8ozplMAbJR7zEXimor5xygXr53H2DNNOVDP+887gYuE06Fd6BZr25fetUNLqGGFkoDAGe0BmyOc",
+	"t68N/LxsdJSOeeyyvfIRFIS2XE5RqVVbwLQiGNcgTvYo4+bcGZx5JbC+SbrwFWPqpdNhzulglV/tU3ls",
+	"0v99leyO/m2O11vuizcDPkqLMd26FtuLtLQ+j46W93FvbZVatlSzqL22n3mZjbUp8PgyEecii+wrBZyt",
+	"g5Yn6GwQkmrIWFvKUOuuzSc7f9wfvjke3i+Fn+2aun5Sp6Y4KsjFqLe4jLcsa95+E4qbTtt4R6Z4aW4+",
+	"X8P3TAzLhzeFpdxgnafeU/IpWcihLMLSpaTeUvz5ST1fYyjb4RnxNpzv9npnb5U25yu0wVkVW533zvIj",
+	"eM7DTsBGmUhMLoFonYlbnxAgYCG+2g+ryy5OW+GlI752+s9DJsa0+zuUEZ9BOZm2ONIrrIfjQpIzOoCp",
+	"drqX1AY41Ufnjw8ln3Ah1wXZV2q424ix79V096CSpmxqJ/rfkLJDMxslGeUy5utLjFc9d2q9UrzcsYym",
+	"cTPhUeXeqcpd0kU+ZGlP0suD/J21kOFs5s/sPu+dJbl+WOviO29mPXpo9oC+wRgkisk7Zb9y3borN0vW",
+	"dmZu6QDTm071OKzYiqrCZ21O6DE/kY+5uEJ+THueVjHHt+c7CDlLtOpeyAXddhrelZROfVv9rgvPCbyp",
+	"2Kc/FXETnqW7N0qKqLW7PRsWh90NW3To8bB2CqC9fB5WW3Dak+ZsSpV3DgaVZuC287ZUZEE6F2vdhypp",
+	"tDZe19kjCSn0UD08k4StqSvH7zJZBw4amME+8cD1l8tmcHRdyoRYdRirZeIKjvt++ypWp/cdgj6L+a4d",
+	"uHvYiq2GPOdzkDELywQM/ZG2hX0oZXovIeZio7YsFlcLjq2LMS0fu7+6zn75LOPcIXjQcliKDJFLvXQM",
+	"+prDiq8qd+NHkbuyyI2vIG3jqqBdzPwuo+xvwvdE1CXGH+T5jsKwhJv8WKFN8pXcUfkXNJ/2N91NvN0e",
+	"PC/HatO8ez+JgCb+t0npSOhot9L8i0N4iki5Spk2VOWOgDD1MYqH1ZbaE6D3nT2F9rY3OO++/o37RfY9",
+	"kazMU55kvoFgt0aF8RHYoWw8P9/1QLL5wjv97cLf8t+g041MRVuzP6YigTzKRUcbT4FOk7MbnHl7h7yN",
+	"cP4652Ln1WgNsUl7sNIHOPXK5rpVdRuoGHJ6V6gU7g96cnOoObybJ/quCvF52owgokbHedbrY6xvcw1o",
+	"V6nCa7Y1YK7+6PTyEy5wKRMlJyt2C3MFcub+hWDwjpSJN3jxjaWzWWF6YIL0gATgLjpo7cmaVrZn85VE",
+	"pXsrsshdao6Xx7YwlHpCmfskjV42OxsLov/3u41C8fuQANewkv0bo5r0yG03k7odryC1gy8ggu3NlEmf",
+	"0VRtPFbskSBH3EnB0yX020FtpVs3GuYu66tbzPO9QC3mMfR7yWw2xuzF+6JY81UF/DItXRy5Hzu7PPDw",
+	"x6Z9WtSYcdkAPL55PXc/W7k0CuNjh5QHKYIX9DtpljxKevXJrjdgEK7UWGCFkXjsL3BPNX9Dle691ftf",
+	"p+itpqkfS+8fopq+jJjcgGq+m/qir+VR1iIsOq/pbi6zCn2/YlqJWaYNG0Gi5MR74bl9tEHL4jZb+jYC",
+	"irB3Gwp26LnHup3Hup17VrfTrHs2KOe5tCq6qOxnBR68xzjw0Xu5AoxcShh/qCDypresfb+pdX2mBqUN",
+	"ZIYiJGSWtxEpb9rNuZmuNHMeoH6depU7g6WP4rs5qt1caq9vSK5QDOIY11c+PBaDNHZd8HUh/MHr3ry2",
+	"ZJObb37rK4c6Ek7cUG6h3uMxSEVbYz5Byh4GvAlnZ6uXzBZYPNZiNKUb5GUZX88G3GhpxqOSwjuKSojH",
+	"UotvI+W8qKb42qI2fpSyG5OysROwxxKL5hKL2+N0ysZfWW7xC/i8TTq04XLpK9c5t6u5sALHsHprvFR7",
+	"QaeMSlV64v7BNx5XghI0Fao7VnP+JQM2StSo8/DS5Zrx5zIbbmKLr8WBG1nhA3sE4Ld/BC9xj9CVUxJ3",
+	"fviR/fai+9U53Z57u8TsA5afW0INWqIEeKqZoIg8vg2iLBVmQUyvOTL/Z2QhDemxl4UsTVq7rakx891e",
+	"b3vnv7v9br+7vftT/6d+6/zz+f8PAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

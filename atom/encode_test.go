@@ -565,7 +565,7 @@ func project(k store.Kind, p store.Properties) store.Properties {
 	out.AutoDeleteOnIdle = p.AutoDeleteOnIdle
 	switch k {
 	case store.KindQueue, store.KindTopic:
-		out.MaxSizeInMegabytes = p.MaxSizeInMegabytes
+		out.MaxSizeInMegabytes = p.TotalMaxSizeInMegabytes() // the partitioned total
 		out.RequiresDuplicateDetection = p.RequiresDuplicateDetection
 		out.DuplicateDetectionHistoryTimeWindow = p.DuplicateDetectionHistoryTimeWindow
 		out.IsAnonymousAccessible = p.IsAnonymousAccessible
@@ -696,6 +696,31 @@ func BenchmarkDecodeProperties(b *testing.B) {
 	for b.Loop() {
 		if _, err := DecodeProperties(body, store.KindQueue); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestAppendEntryPartitionedSizeAndRuleTimes checks two things the service fills in: a
+// partitioned queue or topic reports its 16 partitions' total size (4096 → 65536), and an
+// authorization rule without times is written without them, not as 0001-01-01.
+func TestAppendEntryPartitionedSizeAndRuleTimes(t *testing.T) {
+	for _, k := range []store.Kind{store.KindQueue, store.KindTopic} {
+		p := store.DefaultProperties(k)
+		p.MaxSizeInMegabytes = 4096
+		p.EnablePartitioning = true
+		p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "k", PrimaryKey: "p", SecondaryKey: "s", Rights: []string{"Send"}}}
+		e := store.Entity{Kind: k, Props: p}
+		out := string(AppendEntry(nil, EntryInfo{ID: "https://h/x", Title: "x"}, &e, EncodeOptions{}))
+		if !strings.Contains(out, "<MaxSizeInMegabytes>65536</MaxSizeInMegabytes>") {
+			t.Errorf("%v: partitioned 4096 MB not written as 65536:\n%s", k, out)
+		}
+		if strings.Contains(out, "CreatedTime") || strings.Contains(out, "ModifiedTime") {
+			t.Errorf("%v: a rule without times is written with them:\n%s", k, out)
+		}
+		e.Props.EnablePartitioning = false
+		out = string(AppendEntry(nil, EntryInfo{ID: "https://h/x", Title: "x"}, &e, EncodeOptions{}))
+		if !strings.Contains(out, "<MaxSizeInMegabytes>4096</MaxSizeInMegabytes>") {
+			t.Errorf("%v: unpartitioned 4096 MB not written as is:\n%s", k, out)
 		}
 	}
 }

@@ -1,58 +1,76 @@
-// Package bench is sbgate's load tool: it drives a running broker over HTTP, through the client
-// generated from openapi.yaml, with N concurrent clients per operation and reports msgs/s and
-// latency percentiles. It is the instrument speed is measured with; tests never time anything.
+// Package bench is sbgate's load tool: it drives one or more running gateways over HTTP, through
+// the request constructors generated from openapi.yaml, with N concurrent clients per operation,
+// and reports msgs/s and latency percentiles. Every figure comes with its ratio to a baseline
+// measured in the same run on the same machine: what the gateways' PostgreSQL does with nothing in
+// front of it (a one-row INSERT per commit for sends, a naive SKIP LOCKED claim + delete for
+// receives). It is the instrument speed is measured with; tests never time anything.
+//
+// The tool shares the machine with the gateways and PostgreSQL, so what it spends per request is
+// taken from what it measures: requests are shallow copies of templates built once per worker
+// (constant bodies are encoded once, never per request), responses are read into reused buffers
+// or discarded, and connections are kept alive.
 package bench
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/sbgate/sbgate/api/client"
 	"github.com/sbgate/sbgate/sas"
 )
 
-// Operations the tool measures.
+// Operations every concurrency level runs: the single and batch sends, and the receives that
+// drain what was sent.
 const (
-	OpSend          = "send"
-	OpSendBatch     = "send-batch"
-	OpPeekLock      = "peek-lock"      // peek-lock then complete: one message, two requests
-	OpReceiveDelete = "receive-delete" // receive-and-delete
+	OpSend      = "send"
+	OpSendBatch = "send-batch" // Config.BatchSize messages per request
+	// OpPeekLock peek-locks one message and completes it: one message, two requests.
+	OpPeekLock = "peek-lock"
+	// OpBatchSettle peek-locks up to Config.SettleBatch messages with one $batch request and
+	// completes them all with one $settle request.
+	OpBatchSettle   = "batch-settle"
+	OpReceiveDelete = "receive-delete" // receive-and-delete, one message a request
 )
 
-// AllOperations is the default scenario, in the order it runs: the sends build the backlog the
-// receives drain.
-var AllOperations = []string{OpSend, OpSendBatch, OpPeekLock, OpReceiveDelete}
+// AllOperations is the default run, in the order it runs at each level: the sends, then the
+// receives, which drain a queue of their own (topped up before each).
+var AllOperations = []string{OpSend, OpSendBatch, OpPeekLock, OpBatchSettle, OpReceiveDelete}
 
 // Config says what to measure.
 type Config struct {
-	ConnectionString string
-	// Queue is created for the run and deleted after; default "bench-<random>".
+	// ConnectionStrings name the gateways, all serving one database; the clients of every phase
+	// are spread over them round-robin. At least one is required.
+	ConnectionStrings []string
+	// DatabaseURL is the gateways' PostgreSQL, which the baseline measures on its own (on a
+	// scratch table it creates and drops). Empty: no baseline, and no ratios.
+	DatabaseURL string
+	// Queue prefixes the entities the run creates; default "bench-<random>".
 	Queue string
 	// Clients lists the concurrency levels; each operation runs once per level.
 	Clients []int
-	// Duration is how long each operation runs at each level.
+	// ScenarioClients are the levels the scenarios (Scenarios) run at; default Clients.
+	ScenarioClients []int
+	// Duration is how long each phase runs.
 	Duration time.Duration
-	// MessageSize is the body size in bytes.
+	// MessageSize is the body size in bytes (default 1024).
 	MessageSize int
-	// BatchSize is the number of messages per send-batch request.
+	// BatchSize is the number of messages per send-batch request (default 10).
 	BatchSize int
-	// Operations to run, from AllOperations.
+	// SettleBatch is how many messages a batch-settle iteration locks and settles (default 100).
+	SettleBatch int
+	// Operations to run, from AllOperations and Scenarios; "all" is every one.
 	Operations []string
 	// Insecure skips TLS certificate checks (for a self-signed https broker).
 	Insecure bool
@@ -61,6 +79,26 @@ type Config struct {
 	// IdleSessions is how many sessions with state but no messages the session scenario's
 	// queue holds besides the active ones (default 10,000; negative for none).
 	IdleSessions int
+	// Backlog is how many messages the backlog scenario's queue holds (default 1,000,000).
+	Backlog int
+	// Inflight is how many locks the inflight scenario holds at the head of its queue (default
+	// 10,000).
+	Inflight int
+	// Queues is how many queues the many-queues scenario spreads its clients over (default 100).
+	Queues int
+	// WakeReceivers is how many receivers wait in the wake scenario; default the level's client
+	// count.
+	WakeReceivers int
+	// BaselineClients is how many connections each baseline phase uses (default 16).
+	BaselineClients int
+	// Disposable says the gateways and their database are thrown away after the run (sbgate
+	// bench started them), so the entities it created are not deleted one by one.
+	Disposable bool
+	// GatewayPIDs are the gateways' processes when they run on this machine (sbgate bench
+	// started them): the report shows the CPU they used in each phase.
+	GatewayPIDs []int
+	// Setup describes the gateways for the report, e.g. "2 gateways started by sbgate bench".
+	Setup string
 	// Progress receives a line per second while a phase runs; nil for none.
 	Progress io.Writer
 }
@@ -68,13 +106,33 @@ type Config struct {
 // Result is one operation at one concurrency level.
 type Result struct {
 	Operation string
-	Clients   int
-	Messages  int64
-	Requests  int64
-	Errors    int64
-	Elapsed   time.Duration
-	P50, P99  time.Duration // per request
-	Drained   bool          // a receive phase ran out of messages before its time
+	// Variant tells apart rows of one operation, e.g. the wake scenario's "other gateway".
+	Variant    string
+	Clients    int
+	Messages   int64
+	Iterations int64 // of the operation: a peek-lock iteration is two requests
+	Errors     int64
+	FirstError string
+	Elapsed    time.Duration
+	// P50 and P99 are per iteration; for a latency row (wake) they are the measured latency.
+	P50 time.Duration
+	P99 time.Duration
+	// Drained says a receive phase ran out of messages before its time.
+	Drained bool
+	// Latency marks a row whose point is its latency, not its rate.
+	Latency bool
+	// CPU is what the phase kept busy, in cores on average.
+	CPU CPUUse
+	// Ratios compare the rate with the baselines; filled in by the report.
+	Ratios []Ratio
+}
+
+// Ratio is a rate divided by the rate of a baseline of the same run.
+type Ratio struct {
+	// Against names the baseline: a baseline's Operation, or "send@16" for sbgate's own send
+	// at 16 clients.
+	Against string
+	Value   float64
 }
 
 // Rate is messages per second.
@@ -86,14 +144,17 @@ func (r Result) Rate() float64 {
 }
 
 func (c *Config) setDefaults() error {
-	if c.ConnectionString == "" {
-		return errors.New("bench: a connection string is required (-connection-string or SBGATE_CONNECTION_STRING)")
+	if len(c.ConnectionStrings) == 0 {
+		return errors.New("bench: a connection string is required")
 	}
 	if c.Queue == "" {
 		c.Queue = "bench-" + hex.EncodeToString(randomBytes(4))
 	}
 	if len(c.Clients) == 0 {
 		c.Clients = []int{16}
+	}
+	if len(c.ScenarioClients) == 0 {
+		c.ScenarioClients = c.Clients
 	}
 	if c.Duration <= 0 {
 		c.Duration = 3 * time.Second
@@ -104,15 +165,40 @@ func (c *Config) setDefaults() error {
 	if c.BatchSize <= 0 {
 		c.BatchSize = 10
 	}
+	if c.SettleBatch <= 0 {
+		c.SettleBatch = 100
+	}
+	if c.Subscriptions <= 0 {
+		c.Subscriptions = 100
+	}
+	if c.IdleSessions == 0 {
+		c.IdleSessions = 10000
+	}
+	if c.Backlog <= 0 {
+		c.Backlog = 1_000_000
+	}
+	if c.Inflight <= 0 {
+		c.Inflight = 10_000
+	}
+	if c.Queues <= 0 {
+		c.Queues = 100
+	}
+	if c.BaselineClients <= 0 {
+		c.BaselineClients = 16
+	}
 	if len(c.Operations) == 0 {
 		c.Operations = AllOperations
 	}
+	if slices.Contains(c.Operations, "all") {
+		c.Operations = slices.Concat(AllOperations, Scenarios)
+	}
+	known := slices.Concat(AllOperations, Scenarios)
 	for _, op := range c.Operations {
-		if !slices.Contains(AllOperations, op) && !slices.Contains(Scenarios, op) {
-			return fmt.Errorf("bench: unknown operation %q (want %s)", op, strings.Join(append(slices.Clone(AllOperations), Scenarios...), ", "))
+		if !slices.Contains(known, op) {
+			return fmt.Errorf("bench: unknown operation %q (want %s, or all)", op, strings.Join(known, ", "))
 		}
 	}
-	for _, n := range c.Clients {
+	for _, n := range slices.Concat(c.Clients, c.ScenarioClients) {
 		if n < 1 {
 			return fmt.Errorf("bench: client counts must be positive, got %d", n)
 		}
@@ -126,180 +212,322 @@ func randomBytes(n int) []byte {
 	return b
 }
 
-// runner holds what every phase shares.
-type runner struct {
-	cfg    Config
-	api    *client.ClientWithResponses
-	queue  string
-	body   []byte
-	batch  []byte
-	sent   atomic.Int64 // messages sent and not yet received, to size the fills
-	tokens *sas.ConnectionString
-	// counter numbers topic sends, to spread them over the subscriptions' filters.
-	counter atomic.Int64
-	// sessionBacklog is how many messages the session queue holds.
-	sessionBacklog atomic.Int64
+// gateway is one broker the tool talks to.
+type gateway struct {
+	server string // base URL, ending in /
+	auth   string // Authorization header value: a namespace token valid for the whole run
+	http   *http.Client
+	api    *client.ClientWithResponses // for set-up, and requests whose URL changes every time
 }
 
-// Run measures every operation at every concurrency level against the broker and returns the
-// results in the order they ran.
-func Run(ctx context.Context, cfg Config) ([]Result, error) {
+// sign is a request editor for the generated client.
+func (g *gateway) sign(_ context.Context, req *http.Request) error {
+	req.Header.Set("Authorization", g.auth)
+	return nil
+}
+
+// template finishes a request made by a generated constructor so that do can send copies of it.
+func (g *gateway) template(req *http.Request, err error) (*http.Request, error) {
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", g.auth)
+	return req, nil
+}
+
+// do sends a copy of the template t: same URL and headers (shared, never written), a fresh reader
+// over its constant body.
+func (g *gateway) do(ctx context.Context, t *http.Request) (*http.Response, error) {
+	req := t.WithContext(ctx)
+	if t.GetBody != nil {
+		body, err := t.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		req.Body = body
+	}
+	return g.http.Do(req)
+}
+
+// doBody sends a copy of the template t with body; body must not change until the response is
+// read.
+func (g *gateway) doBody(ctx context.Context, t *http.Request, body []byte) (*http.Response, error) {
+	req := t.WithContext(ctx)
+	req.Body = io.NopCloser(&sliceReader{b: body})
+	req.ContentLength = int64(len(body))
+	req.GetBody = nil
+	return g.http.Do(req)
+}
+
+// doPath sends a copy of the template t to another path of the same gateway (an escaped path,
+// such as the path of a Location header).
+func (g *gateway) doPath(ctx context.Context, t *http.Request, escapedPath string) (*http.Response, error) {
+	u := *t.URL
+	u.RawPath = escapedPath
+	p, err := url.PathUnescape(escapedPath)
+	if err != nil {
+		return nil, fmt.Errorf("path %q: %w", escapedPath, err)
+	}
+	u.Path = p
+	req := t.WithContext(ctx)
+	req.URL = &u
+	return g.http.Do(req)
+}
+
+// sliceReader reads a byte slice; unlike bytes.Reader it needs no constructor call per request.
+type sliceReader struct{ b []byte }
+
+func (r *sliceReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// runner holds what every phase shares.
+type runner struct {
+	cfg  Config
+	gws  []*gateway
+	body []byte // one message body
+	// batch is the send-batch request body; fill is the body of the larger batches that fill
+	// queues before receive phases, fillCount messages each.
+	batch, fill []byte
+	fillCount   int
+	transport   *http.Transport
+
+	sink *queue // what the send phases send to; purged after each
+	work *queue // what the plain receive phases drain; topped up before each
+
+	// rates holds the best rate measured per operation so far, to size the next fills.
+	ratesMu sync.Mutex
+	rates   map[string]float64
+	// baseline holds the baseline's results, once measured.
+	baseline []Result
+
+	// counter numbers topic sends, to spread them over the subscriptions' filters.
+	counter atomic.Int64
+	// sessions is the session scenario's queue.
+	sessions *queue
+	// isSetUp says which scenarios have their entities.
+	isSetUp map[string]bool
+	// backlog, inflight, manyQueues and wakeQueue are the scenarios' queues.
+	backlog    *queue
+	inflight   *inflightState
+	manyQueues []*queue
+	wakeQueue  *queue
+	// done is the results so far, for the fills to size themselves on.
+	doneMu sync.Mutex
+	done   []Result
+	// created lists the entities to delete at the end.
+	createdMu sync.Mutex
+	created   []string
+}
+
+// queue is an entity the run created and how many messages the run believes wait in it.
+type queue struct {
+	name string
+	left atomic.Int64
+}
+
+// Run measures the baseline (when cfg.DatabaseURL is set), then every operation at every
+// concurrency level, and returns the report of what ran. On an error the report holds what ran
+// before it.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	cs, err := sas.ParseConnectionString(cfg.ConnectionString, "http")
-	if err != nil {
-		return nil, err
+	rep := newReport(cfg)
+	r := &runner{cfg: cfg, rates: map[string]float64{}, isSetUp: map[string]bool{}}
+	if err := r.connect(); err != nil {
+		return rep, err
 	}
-	maxClients := slices.Max(cfg.Clients)
-	transport := &http.Transport{
-		MaxIdleConns:        maxClients * 2,
-		MaxIdleConnsPerHost: maxClients * 2,
-		IdleConnTimeout:     time.Minute,
-		DisableCompression:  true,
-		TLSClientConfig:     &tls.Config{InsecureSkipVerify: cfg.Insecure}, //nolint:gosec // opt-in for self-signed brokers
+	defer r.transport.CloseIdleConnections()
+	r.body = make([]byte, cfg.MessageSize)
+	for i := range r.body {
+		r.body[i] = 'x'
 	}
-	defer transport.CloseIdleConnections()
-	token := cs.Token(time.Now().Add(24 * time.Hour))
-	api, err := client.NewClientWithResponses(cs.Endpoint.String(),
-		client.WithHTTPClient(&http.Client{Transport: transport}),
-		client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-			req.Header.Set("Authorization", token)
-			return nil
-		}))
-	if err != nil {
-		return nil, err
-	}
-	r := &runner{cfg: cfg, api: api, queue: cfg.Queue, body: bytes.Repeat([]byte("x"), cfg.MessageSize), tokens: &cs}
-	r.batch = r.batchBody()
-	if err := r.createQueue(ctx); err != nil {
-		return nil, err
-	}
-	defer r.deleteQueue()
-	defer r.tearDown()
-	if err := r.setUp(ctx, cfg.Operations); err != nil {
-		return nil, err
-	}
+	r.batch = batchBody(r.body, cfg.BatchSize)
+	// A fill request carries as many messages as fit well under the default 256 KB limit of a
+	// batch, at most 100.
+	r.fillCount = max(1, min(100, 200_000/(cfg.MessageSize+64)))
+	r.fill = batchBody(r.body, r.fillCount)
 
-	var results []Result
-	for _, clients := range cfg.Clients {
-		for _, op := range cfg.Operations {
-			switch op {
-			case OpPeekLock, OpReceiveDelete:
-				err = r.fill(ctx, clients)
-			case OpSession:
-				err = r.fillSessions(ctx, clients)
-			}
-			if err != nil {
-				return results, err
-			}
-			res, err := r.phase(ctx, op, clients)
-			if err != nil {
-				return results, err
-			}
-			results = append(results, res)
+	if cfg.DatabaseURL != "" {
+		base, err := r.runBaseline(ctx, &rep.Machine)
+		rep.Baseline = base
+		r.baseline = base
+		if err != nil {
+			return rep.finish(), err
 		}
 	}
-	return results, nil
-}
-
-// queueDescription is a queue with the defaults, as an Atom entry.
-const queueDescription = `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">` +
-	`<QueueDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"/></content></entry>`
-
-func (r *runner) createQueue(ctx context.Context) error {
-	resp, err := r.api.PutEntityWithBody(ctx, r.queue, nil, "application/atom+xml", strings.NewReader(queueDescription))
-	if err != nil {
-		return fmt.Errorf("bench: create queue %s: %w", r.queue, err)
+	defer r.tearDown()
+	if err := r.setUp(ctx); err != nil {
+		return rep.finish(), err
 	}
-	return expect(resp, http.StatusCreated)
-}
-
-func (r *runner) deleteQueue() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if resp, err := r.api.DeleteEntity(ctx, r.queue, nil); err == nil {
-		drain(resp)
+	for _, p := range r.plan() {
+		res, err := r.runPhase(ctx, p.op, p.clients)
+		rep.Results = append(rep.Results, res...)
+		if err != nil {
+			return rep.finish(), err
+		}
 	}
+	return rep.finish(), nil
 }
 
-func (r *runner) batchBody() []byte {
-	items := make([]client.BatchMessage, r.cfg.BatchSize)
-	text := string(r.body)
-	for i := range items {
-		items[i] = client.BatchMessage{Body: &text}
+type planned struct {
+	op      string
+	clients int
+}
+
+// plan is the phases in the order they run: at each level every basic operation, then at each
+// scenario level every scenario.
+func (r *runner) plan() []planned {
+	var out []planned
+	for _, c := range r.cfg.Clients {
+		for _, op := range r.cfg.Operations {
+			if !slices.Contains(Scenarios, op) {
+				out = append(out, planned{op, c})
+			}
+		}
 	}
-	b, _ := json.Marshal(items)
-	return b
-}
-
-// fillTarget is how many messages a receive phase should find waiting: enough for a fast broker
-// to stay busy for the whole phase.
-func (r *runner) fillTarget(clients int) int64 {
-	perSecond := int64(4000 + 200*clients)
-	return perSecond * int64(r.cfg.Duration/time.Second+1)
-}
-
-// fill tops the queue up with batch sends before a receive phase, so the phase measures receiving
-// and not an empty queue.
-func (r *runner) fill(ctx context.Context, clients int) error {
-	need := r.fillTarget(clients) - r.sent.Load()
-	if need <= 0 {
-		return nil
+	for _, c := range r.cfg.ScenarioClients {
+		for _, op := range r.cfg.Operations {
+			if slices.Contains(Scenarios, op) {
+				out = append(out, planned{op, c})
+			}
+		}
 	}
-	requests := (need + int64(r.cfg.BatchSize) - 1) / int64(r.cfg.BatchSize)
-	if err := parallel(ctx, int(requests), func(int) error { return r.sendBatch(ctx) }); err != nil {
-		return fmt.Errorf("bench: fill queue: %w", err)
+	return out
+}
+
+// connect prepares one client per gateway, sharing one transport.
+func (r *runner) connect() error {
+	maxClients := slices.Max(slices.Concat(r.cfg.Clients, r.cfg.ScenarioClients, []int{r.cfg.WakeReceivers}))
+	// Every client of a phase may hold a connection to one gateway, and the wake scenario has a
+	// sender beside its receivers.
+	perHost := maxClients + setupConcurrency + 1
+	r.transport = &http.Transport{
+		MaxIdleConns:        perHost * len(r.cfg.ConnectionStrings),
+		MaxIdleConnsPerHost: perHost,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: r.cfg.Insecure}, //nolint:gosec // opt-in for self-signed brokers
+	}
+	hc := &http.Client{Transport: r.transport}
+	for _, s := range r.cfg.ConnectionStrings {
+		cs, err := sas.ParseConnectionString(s, "http")
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		g := &gateway{server: cs.Endpoint.String(), auth: cs.Token(time.Now().Add(24 * time.Hour)), http: hc}
+		api, err := client.NewClientWithResponses(g.server, client.WithHTTPClient(hc), client.WithRequestEditorFn(g.sign))
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		g.api = api
+		r.gws = append(r.gws, g)
 	}
 	return nil
 }
 
-// phase runs one operation with clients workers for the configured duration.
-func (r *runner) phase(ctx context.Context, op string, clients int) (Result, error) {
-	res := Result{Operation: op, Clients: clients}
-	phaseCtx, cancel := context.WithTimeout(ctx, r.cfg.Duration)
-	defer cancel()
-	var messages, requests, errs atomic.Int64
+// gw is the gateway client w of a phase talks to.
+func (r *runner) gw(w int) *gateway { return r.gws[w%len(r.gws)] }
+
+// iteration does one iteration of an operation and returns how many messages it moved.
+type iteration func(ctx context.Context) (int, error)
+
+// errEmpty means a receive found its queue empty.
+var errEmpty = errors.New("queue empty")
+
+// measure runs newWorker(w)'s iterations on clients goroutines for the configured duration.
+// Iterations run under ctx, not under a context that ends with the phase.
+func (r *runner) measure(ctx context.Context, res Result, newWorker func(w int) (iteration, error)) (Result, error) {
+	workers := make([]iteration, res.Clients)
+	for w := range workers {
+		it, err := newWorker(w)
+		if err != nil {
+			return res, fmt.Errorf("bench: %s: %w", res.Operation, err)
+		}
+		workers[w] = it
+	}
+	var messages, iterations, errs atomic.Int64
 	var drained atomic.Bool
-	latencies := make([][]time.Duration, clients)
+	var firstErr atomic.Pointer[string]
+	latencies := make([][]time.Duration, res.Clients)
 	var wg sync.WaitGroup
+	stopCPU := r.cpuMeasure()
 	start := time.Now()
-	stopProgress := r.progress(op, clients, start, &messages)
-	for w := range clients {
+	deadline := start.Add(r.cfg.Duration)
+	stopProgress := r.progress(res.Operation, res.Clients, start, &messages)
+	for w, it := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for phaseCtx.Err() == nil {
-				t0 := time.Now()
-				n, err := r.once(phaseCtx, op)
-				if phaseCtx.Err() != nil {
-					return // a request cut short by the end of the phase is not counted
+			lat := make([]time.Duration, 0, 1024)
+			defer func() { latencies[w] = lat }()
+			failures := 0
+			// An iteration begun before the deadline runs to its end and counts: the phase
+			// lasts until the last one ends. Cutting iterations short would waste their work
+			// (and make a phase shorter than one slow iteration measure nothing).
+			for t0 := time.Now(); t0.Before(deadline); t0 = time.Now() {
+				n, err := it(ctx)
+				if ctx.Err() != nil {
+					return
 				}
 				if errors.Is(err, errEmpty) {
+					messages.Add(int64(n))
 					drained.Store(true)
 					return
 				}
 				if err != nil {
 					errs.Add(1)
+					msg := err.Error()
+					firstErr.CompareAndSwap(nil, &msg)
+					failures++
+					backOff(ctx, failures)
 					continue
 				}
-				latencies[w] = append(latencies[w], time.Since(t0))
-				requests.Add(1)
+				failures = 0
+				lat = append(lat, time.Since(t0))
+				iterations.Add(1)
 				messages.Add(int64(n))
 			}
 		}()
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	stopCPU(&res)
 	stopProgress()
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	res.Messages, res.Requests, res.Errors, res.Drained = messages.Load(), requests.Load(), errs.Load(), drained.Load()
-	all := slices.Concat(latencies...)
-	slices.Sort(all)
-	res.P50, res.P99 = percentile(all, 0.50), percentile(all, 0.99)
+	res.Messages, res.Iterations, res.Errors, res.Drained = messages.Load(), iterations.Load(), errs.Load(), drained.Load()
+	if p := firstErr.Load(); p != nil {
+		res.FirstError = *p
+	}
+	res.P50, res.P99 = percentiles(slices.Concat(latencies...))
+	r.noteRate(res)
 	return res, nil
+}
+
+// backOff waits a little after the failures-th failure in a row, up to 100 ms, so that a
+// gateway answering every request with an error at once does not have the tool spin on the
+// cores it shares with it.
+func backOff(ctx context.Context, failures int) {
+	t := time.NewTimer(time.Duration(min(failures, 100)) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// percentiles sorts d and returns its median and 99th percentile.
+func percentiles(d []time.Duration) (p50, p99 time.Duration) {
+	slices.Sort(d)
+	return percentile(d, 0.50), percentile(d, 0.99)
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
@@ -307,6 +535,19 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 		return 0
 	}
 	return sorted[min(len(sorted)-1, int(float64(len(sorted))*p))]
+}
+
+// noteRate remembers the best rate of an operation, to size the fills of its next phases.
+func (r *runner) noteRate(res Result) {
+	r.ratesMu.Lock()
+	defer r.ratesMu.Unlock()
+	r.rates[res.Operation] = max(r.rates[res.Operation], res.Rate())
+}
+
+func (r *runner) rate(op string) float64 {
+	r.ratesMu.Lock()
+	defer r.ratesMu.Unlock()
+	return r.rates[op]
 }
 
 // progress prints a line a second until the returned function is called.
@@ -328,7 +569,7 @@ func (r *runner) progress(op string, clients int, start time.Time, messages *ato
 			case <-tick.C:
 				el := time.Since(start)
 				n := messages.Load()
-				fmt.Fprintf(r.cfg.Progress, "  %-15s %4d clients %6.1fs %9d msgs %9.0f msgs/s\n",
+				fmt.Fprintf(r.cfg.Progress, "  %-18s %4d clients %6.1fs %9d msgs %9.0f msgs/s\n",
 					op, clients, el.Seconds(), n, float64(n)/el.Seconds())
 			}
 		}
@@ -336,103 +577,13 @@ func (r *runner) progress(op string, clients int, start time.Time, messages *ato
 	return func() { close(done); wg.Wait() }
 }
 
-// errEmpty means a receive found the queue empty.
-var errEmpty = errors.New("queue empty")
-
-// once does one request (two for peek-lock + complete) and returns how many messages it moved.
-func (r *runner) once(ctx context.Context, op string) (int, error) {
-	switch op {
-	case OpSend:
-		resp, err := r.api.SendMessageWithBody(ctx, r.queue, nil, "application/octet-stream", bytes.NewReader(r.body))
-		if err != nil {
-			return 0, err
-		}
-		if err := expect(resp, http.StatusCreated); err != nil {
-			return 0, err
-		}
-		r.sent.Add(1)
-		return 1, nil
-	case OpSendBatch:
-		if err := r.sendBatch(ctx); err != nil {
-			return 0, err
-		}
-		return r.cfg.BatchSize, nil
-	case OpPeekLock:
-		zero := 0
-		resp, err := r.api.PeekLockMessage(ctx, r.queue, &client.PeekLockMessageParams{Timeout: &zero})
-		if err != nil {
-			return 0, err
-		}
-		if resp.StatusCode == http.StatusNoContent {
-			drain(resp)
-			return 0, errEmpty
-		}
-		seq, token, err := lockOf(resp)
-		drain(resp)
-		if err != nil {
-			return 0, err
-		}
-		resp, err = r.api.CompleteMessage(ctx, r.queue, seq, token, nil)
-		if err != nil {
-			return 0, err
-		}
-		if err := expect(resp, http.StatusOK); err != nil {
-			return 0, err
-		}
-		r.sent.Add(-1)
-		return 1, nil
-	case OpReceiveDelete:
-		zero := 0
-		resp, err := r.api.ReceiveAndDeleteMessage(ctx, r.queue, &client.ReceiveAndDeleteMessageParams{Timeout: &zero})
-		if err != nil {
-			return 0, err
-		}
-		if resp.StatusCode == http.StatusNoContent {
-			drain(resp)
-			return 0, errEmpty
-		}
-		if err := expect(resp, http.StatusOK); err != nil {
-			return 0, err
-		}
-		r.sent.Add(-1)
-		return 1, nil
-	case OpTopicSend:
-		return r.topicSend(ctx)
-	case OpSession:
-		return r.sessionOnce(ctx)
+func (r *runner) logf(format string, args ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, format+"\n", args...)
 	}
-	return 0, fmt.Errorf("unknown operation %q", op)
 }
 
-func (r *runner) sendBatch(ctx context.Context) error {
-	resp, err := r.api.SendMessageWithBody(ctx, r.queue, nil, "application/vnd.microsoft.servicebus.json", bytes.NewReader(r.batch))
-	if err != nil {
-		return err
-	}
-	if err := expect(resp, http.StatusCreated); err != nil {
-		return err
-	}
-	r.sent.Add(int64(r.cfg.BatchSize))
-	return nil
-}
-
-// lockOf reads the sequence number and lock token of a peek-locked message from its Location.
-func lockOf(resp *http.Response) (string, uuid.UUID, error) {
-	if resp.StatusCode != http.StatusCreated {
-		return "", uuid.Nil, fmt.Errorf("peek-lock: status %d", resp.StatusCode)
-	}
-	loc := resp.Header.Get("Location")
-	parts := strings.Split(loc, "/")
-	if len(parts) < 2 {
-		return "", uuid.Nil, fmt.Errorf("peek-lock: bad Location %q", loc)
-	}
-	token, err := uuid.Parse(parts[len(parts)-1])
-	if err != nil {
-		return "", uuid.Nil, fmt.Errorf("peek-lock: bad lock token in %q", loc)
-	}
-	return parts[len(parts)-2], token, nil
-}
-
+// expect drains and closes resp and returns an error unless it has the status.
 func expect(resp *http.Response, status int) error {
 	defer drain(resp)
 	if resp.StatusCode != status {
@@ -448,27 +599,16 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-// WriteSummary prints the results as a table.
-func WriteSummary(w io.Writer, results []Result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "operation\tclients\tmsgs\tmsgs/s\tp50\tp99\terrors\t")
-	for _, r := range results {
-		note := ""
-		if r.Drained {
-			note = " (queue drained)"
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%d\t%s\n", r.Operation, r.Clients, r.Messages, r.Rate(),
-			roundLatency(r.P50), roundLatency(r.P99), r.Errors, note)
+// locationPath is the escaped path of a settlement URL from a Location header
+// (scheme://host/{entity}/messages/{seq}/{token}).
+func locationPath(loc string) (string, error) {
+	i := strings.Index(loc, "://")
+	if i < 0 {
+		return "", fmt.Errorf("peek-lock: bad Location %q", loc)
 	}
-	tw.Flush()
-}
-
-func roundLatency(d time.Duration) time.Duration {
-	switch {
-	case d > 10*time.Millisecond:
-		return d.Round(time.Millisecond)
-	case d > 100*time.Microsecond:
-		return d.Round(10 * time.Microsecond)
+	j := strings.IndexByte(loc[i+3:], '/')
+	if j < 0 {
+		return "", fmt.Errorf("peek-lock: bad Location %q", loc)
 	}
-	return d.Round(time.Microsecond)
+	return loc[i+3+j:], nil
 }

@@ -6,15 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sbgate/sbgate/api/client"
 )
 
-// Scenarios beyond the basic operations; they are run only when asked for (-ops), because their
-// setup takes a while.
+// Scenarios beyond the basic operations; they run only when asked for (-ops), at
+// Config.ScenarioClients, because their set-up takes a while.
 const (
 	// OpTopicSend sends single messages to a topic with Config.Subscriptions subscriptions, a
 	// mix of SQL and correlation filters; with 100, each message matches about 8 of them.
@@ -23,53 +24,122 @@ const (
 	// Config.IdleSessions sessions with state but no messages, receives and deletes up to 10
 	// of its messages and releases it: one iteration, counted in messages.
 	OpSession = "session"
+	// OpBacklog is peek-lock + complete on a queue holding Config.Backlog messages, to compare
+	// with peek-lock on a queue holding only what the phase needs.
+	OpBacklog = "backlog"
+	// OpInflight is peek-lock + complete on a queue whose first Config.Inflight messages are
+	// locked (LockDuration 5 minutes, renewed between phases) and never settled.
+	OpInflight = "inflight"
+	// OpManyQueues is peek-lock + complete with every client on a queue of its own: client i on
+	// queue i mod Config.Queues.
+	OpManyQueues = "many-queues"
+	// OpWake measures long-poll wake-ups: receivers wait (timeout=30) on an empty queue and one
+	// sender sends one message at a time; each row is the time from the send's 201 to a
+	// receiver having the message. With two or more gateways it also runs with the receivers
+	// on another gateway than the sender.
+	OpWake = "wake"
 )
 
 // Scenarios are the operations outside the default run.
-var Scenarios = []string{OpTopicSend, OpSession}
+var Scenarios = []string{OpTopicSend, OpSession, OpBacklog, OpInflight, OpManyQueues, OpWake}
 
 const (
-	activeSessions   = 100
-	sessionBatch     = 10
-	filterBuckets    = 10
-	defaultSubs      = 100
-	defaultIdleSess  = 10000
-	setupConcurrency = 16
+	activeSessions = 100
+	sessionBatch   = 10
+	filterBuckets  = 10
+	// inflightLockDuration keeps the inflight scenario's locks through a phase; they are renewed
+	// before a phase once older than inflightRenewAfter.
+	inflightLockDuration = "PT5M"
+	inflightRenewAfter   = 2 * time.Minute
+	// maxBatchLocks is the most locks one $batch or $settle request names.
+	maxBatchLocks = 1000
 )
 
-func (r *runner) topicPath() string   { return r.queue + "-topic" }
-func (r *runner) sessionPath() string { return r.queue + "-sessions" }
+func (r *runner) topicPath() string   { return r.cfg.Queue + "-topic" }
+func (r *runner) sessionPath() string { return r.cfg.Queue + "-sessions" }
 
-// setUp creates what the scenarios in ops need.
-func (r *runner) setUp(ctx context.Context, ops []string) error {
-	for _, op := range ops {
-		switch op {
-		case OpTopicSend:
-			if err := r.createTopic(ctx); err != nil {
-				return fmt.Errorf("bench: set up %s: %w", op, err)
-			}
-		case OpSession:
-			if err := r.createSessionQueue(ctx); err != nil {
-				return fmt.Errorf("bench: set up %s: %w", op, err)
-			}
+// setUpScenario creates what op needs, when op is a scenario.
+func (r *runner) setUpScenario(ctx context.Context, op string) error {
+	switch op {
+	case OpTopicSend:
+		return r.createTopic(ctx)
+	case OpSession:
+		return r.createSessionQueue(ctx)
+	case OpBacklog:
+		r.backlog = &queue{name: r.cfg.Queue + "-backlog"}
+		if err := r.createEntity(ctx, r.backlog.name, queueDescription); err != nil {
+			return err
 		}
+		return r.fillQueue(ctx, r.backlog, int64(r.cfg.Backlog))
+	case OpInflight:
+		return r.createInflight(ctx)
+	case OpManyQueues:
+		r.manyQueues = make([]*queue, r.cfg.Queues)
+		for i := range r.manyQueues {
+			r.manyQueues[i] = &queue{name: fmt.Sprintf("%s-q%03d", r.cfg.Queue, i)}
+		}
+		return parallel(ctx, len(r.manyQueues), func(i int) error {
+			return r.createEntity(ctx, r.manyQueues[i].name, queueDescription)
+		})
+	case OpWake:
+		r.wakeQueue = &queue{name: r.cfg.Queue + "-wake"}
+		return r.createEntity(ctx, r.wakeQueue.name, queueDescription)
 	}
 	return nil
 }
 
-func (r *runner) tearDown() {
-	ctx := context.Background()
-	for _, p := range []string{r.topicPath(), r.sessionPath()} {
-		if resp, err := r.api.DeleteEntity(ctx, p, nil); err == nil {
-			drain(resp)
+// scenario runs one phase of a scenario other than wake.
+func (r *runner) scenario(ctx context.Context, res Result) (Result, error) {
+	clients := res.Clients
+	switch res.Operation {
+	case OpTopicSend:
+		res, err := r.measure(ctx, res, func(w int) (iteration, error) { return r.topicSendWorker(r.gw(w)) })
+		if err != nil {
+			return res, err
 		}
+		// Each send left about 8 copies behind; they go, as the sends' messages do.
+		return res, parallel(ctx, r.cfg.Subscriptions, func(i int) error {
+			return r.purge(ctx, r.topicPath()+"/subscriptions/"+subscriptionName(i))
+		})
+	case OpSession:
+		if err := r.fillSessions(ctx, r.fillFor(OpSession, clients, sessionBatch)); err != nil {
+			return res, err
+		}
+		return r.measure(ctx, res, func(w int) (iteration, error) { return r.sessionWorker(r.gw(w)) })
+	case OpBacklog:
+		if err := r.fillQueue(ctx, r.backlog, int64(r.cfg.Backlog)); err != nil {
+			return res, err
+		}
+		return r.measure(ctx, res, func(w int) (iteration, error) { return r.peekLockWorker(r.gw(w), r.backlog) })
+	case OpInflight:
+		if err := r.renewInflight(ctx); err != nil {
+			return res, err
+		}
+		if err := r.fillQueue(ctx, r.inflight.q, r.fillFor(OpInflight, clients, 1)); err != nil {
+			return res, err
+		}
+		return r.measure(ctx, res, func(w int) (iteration, error) { return r.peekLockWorker(r.gw(w), r.inflight.q) })
+	case OpManyQueues:
+		used := min(len(r.manyQueues), clients)
+		each := r.fillFor(OpManyQueues, clients, 1)/int64(used) + 1
+		for _, q := range r.manyQueues[:used] {
+			if err := r.fillQueue(ctx, q, each); err != nil {
+				return res, err
+			}
+		}
+		return r.measure(ctx, res, func(w int) (iteration, error) {
+			return r.peekLockWorker(r.gw(w), r.manyQueues[w%len(r.manyQueues)])
+		})
 	}
+	return res, fmt.Errorf("bench: unknown operation %q", res.Operation)
 }
 
 const topicDescription = `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">` +
 	`<TopicDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"/></content></entry>`
 
 const nsSB = `http://schemas.microsoft.com/netservices/2010/10/servicebus/connect`
+
+func subscriptionName(i int) string { return fmt.Sprintf("s%03d", i) }
 
 // subscriptionBody is subscription i with its one rule: even ones a SQL filter on a user
 // property and a number, odd ones a correlation filter on the label.
@@ -86,19 +156,11 @@ func subscriptionBody(i int) string {
 }
 
 func (r *runner) createTopic(ctx context.Context) error {
-	resp, err := r.api.PutEntityWithBody(ctx, r.topicPath(), nil, "application/atom+xml", strings.NewReader(topicDescription))
-	if err != nil {
+	if err := r.createEntity(ctx, r.topicPath(), topicDescription); err != nil {
 		return err
 	}
-	if err := expect(resp, http.StatusCreated); err != nil {
-		return err
-	}
-	n := r.cfg.Subscriptions
-	if n <= 0 {
-		n = defaultSubs
-	}
-	return parallel(ctx, n, func(i int) error {
-		resp, err := r.api.PutSubscriptionWithBody(ctx, r.topicPath(), fmt.Sprintf("s%03d", i), nil, "application/atom+xml",
+	return parallel(ctx, r.cfg.Subscriptions, func(i int) error {
+		resp, err := r.gws[0].api.PutSubscriptionWithBody(ctx, r.topicPath(), subscriptionName(i), nil, "application/atom+xml",
 			strings.NewReader(subscriptionBody(i)))
 		if err != nil {
 			return err
@@ -107,22 +169,31 @@ func (r *runner) createTopic(ctx context.Context) error {
 	})
 }
 
-// topicSend sends one message to the topic; its region, amount and label pick about 8 of 100
-// subscriptions (the SQL ones of its region bucket whose amount test passes, or the correlation
-// ones of its label bucket).
-func (r *runner) topicSend(ctx context.Context) (int, error) {
-	k := r.counter.Add(1)
-	bp := fmt.Sprintf(`{"Label":"l%d"}`, k%filterBuckets)
-	resp, err := r.api.SendMessageWithBody(ctx, r.topicPath(), &client.SendMessageParams{BrokerProperties: &bp}, "application/octet-stream",
-		bytes.NewReader(r.body), func(_ context.Context, req *http.Request) error {
-			req.Header.Set("region", fmt.Sprintf(`"r%d"`, k%filterBuckets))
-			req.Header.Set("amount", fmt.Sprint(k%5))
-			return nil
-		})
-	if err != nil {
-		return 0, err
+// topicSendWorker sends one message a request to the topic; message k's region, amount and
+// label pick about 8 of 100 subscriptions (the SQL ones of its region bucket whose amount test
+// passes, or the correlation ones of its label bucket). The filterBuckets kinds of request are
+// built once.
+func (r *runner) topicSendWorker(g *gateway) (iteration, error) {
+	var kinds [filterBuckets]*http.Request
+	for k := range kinds {
+		bp := fmt.Sprintf(`{"Label":"l%d"}`, k)
+		t, err := g.template(client.NewSendMessageRequestWithBody(g.server, r.topicPath(), &client.SendMessageParams{BrokerProperties: &bp},
+			"application/octet-stream", bytes.NewReader(r.body)))
+		if err != nil {
+			return nil, err
+		}
+		t.Header.Set("region", fmt.Sprintf(`"r%d"`, k))
+		t.Header.Set("amount", strconv.Itoa(k%5))
+		kinds[k] = t
 	}
-	return 1, expect(resp, http.StatusCreated)
+	return func(ctx context.Context) (int, error) {
+		k := r.counter.Add(1)
+		resp, err := g.do(ctx, kinds[k%filterBuckets])
+		if err != nil {
+			return 0, err
+		}
+		return 1, expect(resp, http.StatusCreated)
+	}, nil
 }
 
 const sessionQueueDescription = `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">` +
@@ -131,26 +202,19 @@ const sessionQueueDescription = `<entry xmlns="http://www.w3.org/2005/Atom"><con
 // createSessionQueue creates the session queue with its idle sessions: each accepted by name,
 // given a state, and released, so it exists, is listed, and holds no message.
 func (r *runner) createSessionQueue(ctx context.Context) error {
-	resp, err := r.api.PutEntityWithBody(ctx, r.sessionPath(), nil, "application/atom+xml", strings.NewReader(sessionQueueDescription))
-	if err != nil {
-		return err
-	}
-	if err := expect(resp, http.StatusCreated); err != nil {
+	r.sessions = &queue{name: r.sessionPath()}
+	if err := r.createEntity(ctx, r.sessionPath(), sessionQueueDescription); err != nil {
 		return err
 	}
 	n := r.cfg.IdleSessions
-	if n == 0 {
-		n = defaultIdleSess
-	}
 	if n < 0 {
 		return nil
 	}
-	if r.cfg.Progress != nil {
-		fmt.Fprintf(r.cfg.Progress, "  creating %d idle sessions...\n", n)
-	}
+	r.logf("  creating %d idle sessions...", n)
+	api := r.gws[0].api
 	return parallel(ctx, n, func(i int) error {
 		id := fmt.Sprintf("idle-%05d", i)
-		resp, err := r.api.AcceptSessionWithResponse(ctx, r.sessionPath(), id, nil)
+		resp, err := api.AcceptSessionWithResponse(ctx, r.sessionPath(), id, nil)
 		if err != nil {
 			return err
 		}
@@ -158,12 +222,12 @@ func (r *runner) createSessionQueue(ctx context.Context) error {
 			return fmt.Errorf("accept %s: status %d", id, resp.StatusCode())
 		}
 		tok := resp.JSON201.LockToken
-		if resp, err := r.api.SetSessionStateWithBody(ctx, r.sessionPath(), id, tok, nil, "application/octet-stream", strings.NewReader("idle")); err != nil {
+		if resp, err := api.SetSessionStateWithBody(ctx, r.sessionPath(), id, tok, nil, "application/octet-stream", strings.NewReader("idle")); err != nil {
 			return err
 		} else if err := expect(resp, http.StatusOK); err != nil {
 			return err
 		}
-		resp2, err := r.api.ReleaseSession(ctx, r.sessionPath(), id, tok, nil)
+		resp2, err := api.ReleaseSession(ctx, r.sessionPath(), id, tok, nil)
 		if err != nil {
 			return err
 		}
@@ -171,93 +235,207 @@ func (r *runner) createSessionQueue(ctx context.Context) error {
 	})
 }
 
-// fillSessions sends enough messages, spread over activeSessions sessions, for a session phase.
-func (r *runner) fillSessions(ctx context.Context, clients int) error {
-	need := r.fillTarget(clients) - r.sessionBacklog.Load()
+// fillSessions tops the session queue up to target messages, spread over activeSessions
+// sessions, with batch sends. The activeSessions kinds of batch body are encoded once.
+func (r *runner) fillSessions(ctx context.Context, target int64) error {
+	need := target - r.sessions.left.Load()
 	if need <= 0 {
 		return nil
 	}
-	batches := int((need + int64(r.cfg.BatchSize) - 1) / int64(r.cfg.BatchSize))
+	per := r.fillCount
+	batches := int((need + int64(per) - 1) / int64(per))
 	text := string(r.body)
-	return parallel(ctx, batches, func(i int) error {
-		items := make([]client.BatchMessage, r.cfg.BatchSize)
+	bodies := make([][]byte, activeSessions)
+	for k := range bodies {
+		items := make([]client.BatchMessage, per)
 		for j := range items {
-			sid := fmt.Sprintf("active-%03d", (i*r.cfg.BatchSize+j)%activeSessions)
+			sid := fmt.Sprintf("active-%03d", (k+j)%activeSessions)
 			items[j] = client.BatchMessage{Body: &text, BrokerProperties: &client.BrokerProperties{SessionId: &sid}}
 		}
-		raw, _ := json.Marshal(items)
-		resp, err := r.api.SendMessageWithBody(ctx, r.sessionPath(), nil, "application/vnd.microsoft.servicebus.json", bytes.NewReader(raw))
+		bodies[k], _ = json.Marshal(items)
+	}
+	var sent atomic.Int64
+	stop := r.fillProgress(r.sessionPath(), int64(batches*per), &sent)
+	defer stop()
+	return parallel(ctx, batches, func(i int) error {
+		g := r.gws[i%len(r.gws)]
+		resp, err := g.api.SendMessageWithBody(ctx, r.sessionPath(), nil, batchContentType, bytes.NewReader(bodies[i%activeSessions]))
 		if err != nil {
 			return err
 		}
 		if err := expect(resp, http.StatusCreated); err != nil {
 			return err
 		}
-		r.sessionBacklog.Add(int64(r.cfg.BatchSize))
+		r.sessions.left.Add(int64(per))
+		sent.Add(int64(per))
 		return nil
 	})
 }
 
-// sessionOnce accepts the next session, receives and deletes up to sessionBatch of its messages,
-// and releases it.
-func (r *runner) sessionOnce(ctx context.Context) (int, error) {
-	zero := 0
-	acc, err := r.api.AcceptNextSessionWithResponse(ctx, r.sessionPath(), &client.AcceptNextSessionParams{Timeout: &zero})
+var sequenceNumberKey = []byte(`"SequenceNumber":`)
+
+// sessionWorker accepts the next session, receives and deletes up to sessionBatch of its
+// messages, and releases it.
+func (r *runner) sessionWorker(g *gateway) (iteration, error) {
+	zero, count := 0, sessionBatch
+	accept, err := g.template(client.NewAcceptNextSessionRequest(g.server, r.sessionPath(), &client.AcceptNextSessionParams{Timeout: &zero}))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if acc.StatusCode() == http.StatusNoContent {
-		return 0, errEmpty
-	}
-	if acc.JSON201 == nil {
-		return 0, fmt.Errorf("accept: status %d", acc.StatusCode())
-	}
-	sid, tok := acc.JSON201.SessionId, acc.JSON201.LockToken
-	count := sessionBatch
-	got, err := r.api.SessionReceiveAndDeleteBatchWithResponse(ctx, r.sessionPath(), sid, tok,
-		&client.SessionReceiveAndDeleteBatchParams{Count: &count, Timeout: &zero})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	if got.JSON200 != nil {
-		n = len(*got.JSON200)
-	} else if got.StatusCode() != http.StatusNoContent {
-		return 0, fmt.Errorf("receive in session: status %d", got.StatusCode())
-	}
-	r.sessionBacklog.Add(-int64(n))
-	rel, err := r.api.ReleaseSession(ctx, r.sessionPath(), sid, tok, nil)
-	if err != nil {
-		return n, err
-	}
-	return n, expect(rel, http.StatusOK)
+	params := &client.SessionReceiveAndDeleteBatchParams{Count: &count, Timeout: &zero}
+	var buf bytes.Buffer
+	var lock client.SessionLock
+	return func(ctx context.Context) (int, error) {
+		resp, err := g.do(ctx, accept)
+		if err != nil {
+			return 0, err
+		}
+		switch resp.StatusCode {
+		case http.StatusNoContent:
+			drain(resp)
+			return 0, errEmpty
+		case http.StatusCreated:
+		default:
+			return 0, expect(resp, http.StatusCreated)
+		}
+		buf.Reset()
+		_, err = buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return 0, fmt.Errorf("accept session: %w", err)
+		}
+		if err := json.Unmarshal(buf.Bytes(), &lock); err != nil {
+			return 0, fmt.Errorf("accept session: %w", err)
+		}
+		// The session's URLs change every iteration, so these go through the generated client.
+		resp, err = g.api.SessionReceiveAndDeleteBatch(ctx, r.sessionPath(), lock.SessionId, lock.LockToken, params)
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		switch resp.StatusCode {
+		case http.StatusOK:
+			buf.Reset()
+			_, err = buf.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return 0, fmt.Errorf("receive in session: %w", err)
+			}
+			n = bytes.Count(buf.Bytes(), sequenceNumberKey)
+		case http.StatusNoContent:
+			drain(resp)
+		default:
+			return 0, expect(resp, http.StatusOK)
+		}
+		r.sessions.left.Add(-int64(n))
+		resp, err = g.api.ReleaseSession(ctx, r.sessionPath(), lock.SessionId, lock.LockToken, nil)
+		if err != nil {
+			return n, err
+		}
+		return n, expect(resp, http.StatusOK)
+	}, nil
 }
 
-// parallel runs fn(0..n-1) on setupConcurrency goroutines and returns the first error.
-func parallel(ctx context.Context, n int, fn func(i int) error) error {
-	var next atomic.Int64
-	var first error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range min(setupConcurrency, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
+// inflightState is the inflight scenario's queue and the locks it holds at its head.
+type inflightState struct {
+	q        *queue
+	tokens   [][]byte // lock tokens, as their 36 characters
+	lockedAt time.Time
+}
+
+// createInflight creates the inflight queue (LockDuration 5 minutes), sends Config.Inflight
+// messages and peek-locks every one of them, keeping the tokens to renew the locks with.
+func (r *runner) createInflight(ctx context.Context) error {
+	st := &inflightState{q: &queue{name: r.cfg.Queue + "-inflight"}}
+	r.inflight = st
+	desc := `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"><QueueDescription xmlns="` + nsSB +
+		`"><LockDuration>` + inflightLockDuration + `</LockDuration></QueueDescription></content></entry>`
+	if err := r.createEntity(ctx, st.q.name, desc); err != nil {
+		return err
+	}
+	if err := r.fillQueue(ctx, st.q, int64(r.cfg.Inflight)); err != nil {
+		return err
+	}
+	g := r.gws[0]
+	zero := 0
+	var buf bytes.Buffer
+	for len(st.tokens) < r.cfg.Inflight {
+		count := min(maxBatchLocks, r.cfg.Inflight-len(st.tokens))
+		resp, err := g.api.PeekLockBatch(ctx, st.q.name, &client.PeekLockBatchParams{Count: &count, Timeout: &zero})
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusCreated {
+			return expect(resp, http.StatusCreated)
+		}
+		buf.Reset()
+		_, err = buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		tokens := lockTokens(buf.Bytes())
+		if len(tokens) == 0 {
+			return fmt.Errorf("$batch locked nothing: %.200s", buf.Bytes())
+		}
+		st.tokens = append(st.tokens, tokens...)
+	}
+	st.q.left.Add(-int64(len(st.tokens)))
+	st.lockedAt = time.Now()
+	r.logf("  %d messages locked at the head of %s", len(st.tokens), st.q.name)
+	return nil
+}
+
+// lockTokens returns the lock tokens of a $batch answer.
+func lockTokens(batch []byte) [][]byte {
+	var out [][]byte
+	for {
+		i := bytes.Index(batch, lockTokenKey)
+		if i < 0 || len(batch) < i+len(lockTokenKey)+36 {
+			return out
+		}
+		batch = batch[i+len(lockTokenKey):]
+		out = append(out, bytes.Clone(batch[:36]))
+		batch = batch[36:]
+	}
+}
+
+// renewInflight renews the inflight locks once they are old enough to lapse during the phase.
+func (r *runner) renewInflight(ctx context.Context) error {
+	st := r.inflight
+	if time.Since(st.lockedAt) < inflightRenewAfter {
+		return nil
+	}
+	g := r.gws[0]
+	lost := 0
+	for i := 0; i < len(st.tokens); i += maxBatchLocks {
+		chunk := st.tokens[i:min(len(st.tokens), i+maxBatchLocks)]
+		body := []byte{'['}
+		for j, t := range chunk {
+			if j > 0 {
+				body = append(body, ',')
 			}
-		}()
+			body = appendSettlement(body, t, "RenewLock")
+		}
+		body = append(body, ']')
+		resp, err := g.api.SettleMessagesWithBody(ctx, st.q.name, nil, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("bench: renew in-flight locks: %w", err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("bench: renew in-flight locks: %w", expect(resp, http.StatusOK))
+		}
+		var buf bytes.Buffer
+		_, err = buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return fmt.Errorf("bench: renew in-flight locks: %w", err)
+		}
+		lost += len(chunk) - bytes.Count(buf.Bytes(), []byte(`"Status":200`))
 	}
-	wg.Wait()
-	if first != nil {
-		return first
+	if lost > 0 {
+		r.logf("  warning: %d of %d in-flight locks were lost before renewal", lost, len(st.tokens))
 	}
-	return ctx.Err()
+	st.lockedAt = time.Now()
+	return nil
 }

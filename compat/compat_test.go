@@ -23,7 +23,12 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-const key = "Y29tcGF0LXRlc3Qta2V5LWZvci1zYmdhdGUtMTIzNDU2Nzg="
+const (
+	key           = "Y29tcGF0LXRlc3Qta2V5LWZvci1zYmdhdGUtMTIzNDU2Nzg="
+	sendListenKey = "c2VuZC1saXN0ZW4ta2V5LWZvci1zYmdhdGUtY29tcGF0"
+	sendOnlyKey   = "c2VuZC1vbmx5LWtleS1mb3Itc2JnYXRlLWNvbXBhdA=="
+	listenOnlyKey = "bGlzdGVuLW9ubHkta2V5LWZvci1zYmdhdGUtY29tcGF0"
+)
 
 // TestAzureSB runs compat/azure-sb/smoke.js: the npm azure-sb client creates, reads, lists and
 // deletes queues and topics, subscriptions and rules, and sends, peek-locks, renews, unlocks,
@@ -60,7 +65,12 @@ func newServer(t *testing.T, start func(http.Handler) *httptest.Server) *httptes
 	st.Start(context.Background())
 	t.Cleanup(st.Stop)
 	srv := start(handlers.NewServer(st, handlers.Config{
-		Keys: []sas.Key{{Name: "RootManageSharedAccessKey", Primary: key, Rights: sas.Manage}},
+		Keys: []sas.Key{
+			{Name: "RootManageSharedAccessKey", Primary: key, Rights: sas.Manage},
+			{Name: "SendListen", Primary: sendListenKey, Rights: sas.Send | sas.Listen},
+			{Name: "SendOnly", Primary: sendOnlyKey, Rights: sas.Send},
+			{Name: "ListenOnly", Primary: listenOnlyKey, Rights: sas.Listen},
+		},
 	}))
 	t.Cleanup(srv.Close)
 	return srv

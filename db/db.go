@@ -33,8 +33,8 @@ const defaultConnectTimeout = 5 * time.Second
 // url is anything pgx accepts: a postgres:// or postgresql:// URL or a key=value DSN, multi-host
 // lists with target_session_attrs included. The pool uses pgxpool's defaults except MaxConns,
 // which is pool_max_conns from url when given and otherwise max(8, 4*GOMAXPROCS) (the gateway's
-// group commit and long polls hold connections briefly but often), and the connect timeout, which
-// is 5s unless url sets connect_timeout.
+// group commit and long polls hold connections briefly but often), the connect timeout, which is
+// 5s unless url sets connect_timeout, and enable_bitmapscan and jit, which are off (see below).
 //
 // The error wraps pgx's parse or connect error; it never contains the password.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
@@ -56,6 +56,18 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
+	// The broker's statements each read a handful of rows of one entity through an index; a
+	// bitmap scan is never the right plan for them, but statistics older than a backlog make the
+	// planner believe an entity has two rows where it has a million and pick one, with a sort of
+	// the whole backlog on top (measured: 530 ms a claim instead of 0.9 ms, 36,000 pages read
+	// instead of 20). Without bitmap scans the plan that reads the index in order is the only
+	// cheap one, whatever the statistics say.
+	cfg.ConnConfig.RuntimeParams["enable_bitmapscan"] = "off"
+	// The same stale estimates push a statement's cost past jit_above_cost, and PostgreSQL then
+	// compiles it to machine code before running it: the expiry sweep spent 520 ms compiling a
+	// statement that ran in 0.3 ms, once a second per gateway. Statements that each touch a few
+	// rows never gain from JIT.
+	cfg.ConnConfig.RuntimeParams["jit"] = "off"
 
 	// pgx's connect errors name the user, the database and every host tried.
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -85,6 +85,14 @@ func TestOpen(t *testing.T) {
 			if err := pool.Ping(t.Context()); err != nil {
 				t.Errorf("Ping: %v", err)
 			}
+			// Planner settings the broker's statements rely on, whatever the server's defaults.
+			var bitmap, jit string
+			if err := pool.QueryRow(t.Context(), "SELECT current_setting('enable_bitmapscan'), current_setting('jit')").Scan(&bitmap, &jit); err != nil {
+				t.Fatal(err)
+			}
+			if bitmap != "off" || jit != "off" {
+				t.Errorf("enable_bitmapscan %s, jit %s; want both off", bitmap, jit)
+			}
 		})
 	}
 }

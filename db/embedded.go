@@ -66,11 +66,79 @@ type EmbeddedConfig struct {
 	BinDir   string            // optional; found with FindBinDir when empty
 	Settings map[string]string // extra postgresql.conf settings passed as -c (tests use fsync=off etc.)
 	Logger   *slog.Logger      // server log lines are written here at Debug level, startup/shutdown at Info
+	Restart  RestartPolicy     // what happens when the server exits on its own; the zero value restarts it
+	// OnRestart, when set, is called (from the supervisor's goroutine) each time the server has
+	// come back after a crash, for example to drop pooled connections to the dead server.
+	OnRestart func()
+}
+
+// RestartPolicy says how the supervisor restarts a server that exited without being asked to:
+// after FirstDelay, then after twice as long for each further attempt in a row, up to MaxDelay;
+// after MaxAttempts failed attempts in a row it gives up (Status then reports StatusFailed and
+// Done is closed). An attempt fails when the server does not come up, or when it exits again
+// within StableAfter of coming up; a server that stayed up longer starts a new count.
+// Zero fields take the defaults in brackets.
+type RestartPolicy struct {
+	FirstDelay  time.Duration // [100ms]
+	MaxDelay    time.Duration // [10s]
+	MaxAttempts int           // [10]
+	StableAfter time.Duration // [1m]
+	Disabled    bool          // leave a crashed server down (Done closes at once)
+}
+
+func (p RestartPolicy) withDefaults() RestartPolicy {
+	if p.FirstDelay <= 0 {
+		p.FirstDelay = 100 * time.Millisecond
+	}
+	if p.MaxDelay <= 0 {
+		p.MaxDelay = 10 * time.Second
+	}
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 10
+	}
+	if p.StableAfter <= 0 {
+		p.StableAfter = time.Minute
+	}
+	return p
+}
+
+// delay is the wait before restart attempt n (1-based).
+func (p RestartPolicy) delay(n int) time.Duration {
+	d := p.FirstDelay
+	for i := 1; i < n && d < p.MaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, p.MaxDelay)
+}
+
+// Status is the state of an embedded server as its supervisor sees it.
+type Status int32
+
+const (
+	StatusRunning    Status = iota // accepting connections
+	StatusRestarting               // exited on its own; the supervisor is bringing it back
+	StatusFailed                   // exited on its own and the supervisor gave up: only a restart of sbgate helps
+	StatusStopped                  // Stop was called
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusRunning:
+		return "running"
+	case StatusRestarting:
+		return "restarting"
+	case StatusFailed:
+		return "failed"
+	case StatusStopped:
+		return "stopped"
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
 }
 
 // Embedded is a PostgreSQL server run by this process on a private unix socket (no TCP). It is
 // started by StartEmbedded and must be stopped with Stop; if this process dies first, the kernel
-// tells the server to shut down (Pdeathsig).
+// tells the server to shut down (Pdeathsig). While it runs, a supervisor restarts the server
+// when it exits on its own (a crash, or someone killing it), as its RestartPolicy says.
 type Embedded struct {
 	dataDir   string
 	pgData    string
@@ -83,14 +151,18 @@ type Embedded struct {
 	lockMu sync.Mutex
 	lock   *os.File // flock on dataDir/sbgate.lock; nil once released
 
-	pid      int
-	proc     *os.Process
-	done     chan struct{} // closed when the server process has exited
-	waitErr  error         // the process's exit status; set before done is closed
-	logDone  chan struct{} // closed when the server's output pipe reached EOF
-	logTail  *lineRing
-	running  atomic.Bool // set once StartEmbedded succeeded: from then on an exit is news
-	stopping atomic.Bool // set when we asked the server to stop, so its exit is expected
+	procMu  sync.Mutex
+	proc    *serverProcess // the latest server process started; nil before the first
+	logTail *lineRing
+
+	policy     RestartPolicy
+	onRestart  func()
+	status     atomic.Int32  // a Status
+	detached   atomic.Bool   // set by a test that plays a killed sbgate: no restarts
+	quit       chan struct{} // closed by Stop: no more restarts
+	supervised chan struct{} // closed when the supervisor has returned
+	done       chan struct{} // closed when the server is down for good (Stop, or the supervisor gave up)
+	doneOnce   sync.Once
 
 	stopOnce    sync.Once
 	stopped     chan struct{}
@@ -148,9 +220,12 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		settings:    cfg.Settings,
 		log:         log.With(slog.String("component", "postgres")),
 		user:        su,
-		done:        make(chan struct{}),
-		logDone:     make(chan struct{}),
 		logTail:     newLineRing(logTailLines),
+		policy:      cfg.Restart.withDefaults(),
+		onRestart:   cfg.OnRestart,
+		quit:        make(chan struct{}),
+		supervised:  make(chan struct{}),
+		done:        make(chan struct{}),
 		stopped:     make(chan struct{}),
 		stopTimeout: stopTimeout,
 	}
@@ -159,9 +234,9 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	}
 	defer func() {
 		if err != nil {
-			_ = e.terminate()
-			if e.proc != nil {
-				e.awaitLog()
+			if p := e.current(); p != nil {
+				_ = e.terminate(p)
+				p.awaitLog()
 			}
 			e.removeTempSocketDir()
 			e.releaseLock()
@@ -190,19 +265,20 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	}
 
 	begin := time.Now()
-	if err := e.start(); err != nil {
+	p, err := e.start()
+	if err != nil {
 		return nil, err
 	}
-	if err := e.waitReady(ctx); err != nil {
+	if err := e.waitReady(ctx, p); err != nil {
 		return nil, err
 	}
 	if err := e.createDatabase(ctx); err != nil {
 		return nil, err
 	}
-	e.running.Store(true)
 	e.log.Info("embedded postgres ready",
 		slog.String("data_dir", dataDir), slog.String("socket_dir", e.socketDir),
-		slog.Int("pid", e.pid), slog.Duration("took", time.Since(begin)))
+		slog.Int("pid", p.pid), slog.Duration("took", time.Since(begin)))
+	go e.supervise()
 	return e, nil
 }
 
@@ -213,12 +289,29 @@ func (e *Embedded) URL() string { return socketURL(e.socketDir, embeddedDatabase
 // the database it changes, such as CREATE DATABASE.
 func (e *Embedded) AdminURL() string { return socketURL(e.socketDir, "postgres") }
 
-// Done returns a channel that is closed when the server process exits, whether by Stop or by a
-// crash, so the caller can notice a server that went away.
+// Done returns a channel that is closed when the server is down for good: Stop was called, or it
+// crashed and the supervisor gave up restarting it (Status tells which).
 func (e *Embedded) Done() <-chan struct{} { return e.done }
 
-// Stop shuts the server down (fast shutdown: SIGINT, which disconnects clients and checkpoints),
-// waits for it to exit and then releases the data directory. If it is still running after 30s it
+// Status tells whether the server is running, being restarted after a crash, given up on, or
+// stopped.
+func (e *Embedded) Status() Status { return Status(e.status.Load()) }
+
+// current returns the latest server process started, or nil.
+func (e *Embedded) current() *serverProcess {
+	e.procMu.Lock()
+	defer e.procMu.Unlock()
+	return e.proc
+}
+
+// finish records that the server is down for good.
+func (e *Embedded) finish(s Status) {
+	e.status.Store(int32(s))
+	e.doneOnce.Do(func() { close(e.done) })
+}
+
+// Stop ends supervision, shuts the server down (fast shutdown: SIGINT, which disconnects clients
+// and checkpoints), waits for it to exit and then releases the data directory. If it is still running after 30s it
 // gets SIGQUIT (immediate shutdown, crash recovery at next start), after another 30s SIGKILL.
 //
 // Stop is idempotent and safe to call concurrently: every call waits for the same shutdown.
@@ -226,13 +319,18 @@ func (e *Embedded) Done() <-chan struct{} { return e.done }
 // then returns ctx's error. It returns an error when the server had to be killed less gently.
 func (e *Embedded) Stop(ctx context.Context) error {
 	e.stopOnce.Do(func() {
+		close(e.quit)
 		go func() {
 			defer close(e.stopped)
-			e.stopErr = e.terminate()
+			<-e.supervised // from here on nobody starts a server
+			e.status.Store(int32(StatusStopped))
+			p := e.current()
+			e.stopErr = e.terminate(p)
 			e.removeTempSocketDir()
 			e.releaseLock()
-			e.awaitLog() // so nothing is logged after Stop returns
+			p.awaitLog() // so nothing is logged after Stop returns
 			e.log.Info("embedded postgres stopped", slog.String("data_dir", e.dataDir))
+			e.finish(StatusStopped)
 		}()
 	})
 	select {
@@ -243,12 +341,12 @@ func (e *Embedded) Stop(ctx context.Context) error {
 	}
 }
 
-// terminate stops the server if it runs, escalating as Stop describes, and waits for its exit.
-func (e *Embedded) terminate() error {
-	if e.proc == nil {
+// terminate stops server process p if it runs, escalating as Stop describes, and waits for its
+// exit.
+func (e *Embedded) terminate(p *serverProcess) error {
+	if p == nil {
 		return nil
 	}
-	e.stopping.Store(true)
 	steps := []struct {
 		sig  syscall.Signal
 		name string
@@ -260,7 +358,7 @@ func (e *Embedded) terminate() error {
 				slog.String("signal", s.name), slog.Duration("waited", e.stopTimeout))
 			escalated = append(escalated, s.name)
 		}
-		_ = e.proc.Signal(s.sig) // fails only when it has exited, which done reports
+		_ = p.proc.Signal(s.sig) // fails only when it has exited, which exited reports
 		var timeout <-chan time.Time
 		if s.sig != syscall.SIGKILL {
 			t := time.NewTimer(e.stopTimeout)
@@ -268,7 +366,7 @@ func (e *Embedded) terminate() error {
 			timeout = t.C
 		}
 		select {
-		case <-e.done:
+		case <-p.exited:
 			return escalationError(escalated)
 		case <-timeout:
 		}
@@ -396,8 +494,18 @@ func startLocked(cmd *exec.Cmd) (exited <-chan error, err error) {
 	return waited, nil
 }
 
-// start launches postgres as our child; its output goes to the logger and the tail buffer.
-func (e *Embedded) start() error {
+// serverProcess is one run of the postmaster.
+type serverProcess struct {
+	proc    *os.Process
+	pid     int
+	exited  chan struct{} // closed when the process has exited
+	waitErr error         // its exit status; set before exited is closed
+	logDone chan struct{} // closed when its output pipe reached EOF
+}
+
+// start launches postgres as our child and makes it the current process; its output goes to the
+// logger and the tail buffer.
+func (e *Embedded) start() (*serverProcess, error) {
 	args := []string{
 		"-D", e.pgData,
 		"-k", e.socketDir,
@@ -414,33 +522,31 @@ func (e *Embedded) start() error {
 	cmd.SysProcAttr = e.sysProcAttr(syscall.SIGINT)
 	r, w, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("start embedded postgres: %w", err)
+		return nil, fmt.Errorf("start embedded postgres: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
 	waited, err := startLocked(cmd)
 	_ = w.Close() // the server (and every backend it forks) holds its own copy
 	if err != nil {
 		_ = r.Close()
-		return fmt.Errorf("start embedded postgres: %w", err)
+		return nil, fmt.Errorf("start embedded postgres: %w", err)
 	}
-	e.proc, e.pid = cmd.Process, cmd.Process.Pid
-	go e.readLog(r)
+	p := &serverProcess{proc: cmd.Process, pid: cmd.Process.Pid, exited: make(chan struct{}), logDone: make(chan struct{})}
+	e.procMu.Lock()
+	e.proc = p
+	e.procMu.Unlock()
+	go e.readLog(r, p.logDone)
 	go func() {
-		e.waitErr = <-waited
-		close(e.done)
-		if e.running.Load() && !e.stopping.Load() {
-			e.awaitLog()
-			e.log.Error("embedded postgres exited unexpectedly", slog.Int("pid", e.pid),
-				slog.Any("err", e.waitErr), slog.String("log_tail", strings.Join(e.logTail.lines(), "\n")))
-		}
+		p.waitErr = <-waited
+		close(p.exited)
 	}()
-	return nil
+	return p, nil
 }
 
 // readLog copies the server's output, line by line, to the logger and the tail buffer. It must
 // keep reading whatever comes, or the server would block writing its log.
-func (e *Embedded) readLog(r *os.File) {
-	defer close(e.logDone)
+func (e *Embedded) readLog(r *os.File, logDone chan<- struct{}) {
+	defer close(logDone)
 	defer r.Close()
 	const maxLine = 4096
 	br := bufio.NewReader(r)
@@ -467,17 +573,20 @@ func (e *Embedded) readLog(r *os.File) {
 
 // awaitLog waits briefly for the server's last output to be read, so an error quotes it. A
 // backend that outlives the postmaster can hold the pipe open, hence the bound.
-func (e *Embedded) awaitLog() {
+func (p *serverProcess) awaitLog() {
+	if p == nil {
+		return
+	}
 	t := time.NewTimer(2 * time.Second)
 	defer t.Stop()
 	select {
-	case <-e.logDone:
+	case <-p.logDone:
 	case <-t.C:
 	}
 }
 
-// waitReady polls until the server accepts a connection to database postgres.
-func (e *Embedded) waitReady(ctx context.Context) error {
+// waitReady polls until server process p accepts a connection to database postgres.
+func (e *Embedded) waitReady(ctx context.Context, p *serverProcess) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	poll := time.NewTicker(readyPoll)
@@ -495,12 +604,12 @@ func (e *Embedded) waitReady(ctx context.Context) error {
 		}
 		lastErr = err
 		select {
-		case <-e.done:
-			e.awaitLog()
+		case <-p.exited:
+			p.awaitLog()
 			return fmt.Errorf("start embedded postgres: server exited during startup (%v); last server log lines:\n%s",
-				e.waitErr, indent(strings.Join(e.logTail.lines(), "\n")))
+				p.waitErr, indent(strings.Join(e.logTail.lines(), "\n")))
 		case <-ctx.Done():
-			e.awaitLogIfDone()
+			p.awaitLogIfDone()
 			return fmt.Errorf("start embedded postgres: server did not accept connections (%w; last attempt: %v); "+
 				"last server log lines:\n%s", context.Cause(ctx), lastErr, indent(strings.Join(e.logTail.lines(), "\n")))
 		case <-poll.C:
@@ -508,10 +617,10 @@ func (e *Embedded) waitReady(ctx context.Context) error {
 	}
 }
 
-func (e *Embedded) awaitLogIfDone() {
+func (p *serverProcess) awaitLogIfDone() {
 	select {
-	case <-e.done:
-		e.awaitLog()
+	case <-p.exited:
+		p.awaitLog()
 	default:
 	}
 }
@@ -586,4 +695,10 @@ func (r *lineRing) lines() []string {
 		return slices.Clone(r.buf[:r.next])
 	}
 	return append(slices.Clone(r.buf[r.next:]), r.buf[:r.next]...)
+}
+
+// RunningEmbeddedURL is the connection URL of the embedded server that a running sbgate keeps on
+// dataDir, for commands such as `sbgate key` that work on a running broker's database.
+func RunningEmbeddedURL(dataDir string) string {
+	return socketURL(socketDirFor(dataDir), embeddedDatabase)
 }

@@ -2,10 +2,12 @@ package db
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // setPdeathsig asks the kernel to send sig to the child when the thread that started it dies.
@@ -41,4 +43,36 @@ func postmasterState(pid int, pgData string) processState {
 		return processPostmaster
 	}
 	return processOther
+}
+
+// killOrphans ends what is left of a postmaster that died on pgData: its backends and auxiliary
+// processes notice its death only at their next check, and a new postmaster refuses to start
+// while they hold the old shared memory. Each is a postgres working in pgData, which is how
+// postmasterState recognises them; the wait ends when all are gone or after timeout.
+func killOrphans(pgData string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var left []int
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			return err
+		}
+		for _, de := range entries {
+			pid, err := strconv.Atoi(de.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			if postmasterState(pid, pgData) == processPostmaster {
+				_ = syscall.Kill(pid, syscall.SIGKILL) // ESRCH: it went by itself
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes of the crashed server still running after SIGKILL: %v", left)
+		}
+		time.Sleep(readyPoll)
+	}
 }

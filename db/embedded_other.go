@@ -5,6 +5,7 @@ package db
 import (
 	"errors"
 	"syscall"
+	"time"
 )
 
 // setPdeathsig does nothing: only Linux has a parent-death signal, so elsewhere a server whose
@@ -20,3 +21,8 @@ func postmasterState(pid int, _ string) processState {
 	}
 	return processUnknown
 }
+
+// killOrphans does nothing: without /proc the crashed server's processes cannot be told from
+// others. They exit by themselves when they notice the postmaster's death; until then postgres
+// refuses to start, and the supervisor tries again after its backoff.
+func killOrphans(string, time.Duration) error { return nil }

@@ -77,9 +77,23 @@ func newDataDir(t *testing.T) string {
 // startEmbedded starts a server in dataDir and stops it when the test ends (unless stopped before).
 func startEmbedded(t *testing.T, dataDir string) *db.Embedded {
 	t.Helper()
+	return startEmbeddedWith(t, db.EmbeddedConfig{DataDir: dataDir})
+}
+
+// startEmbeddedWith is startEmbedded with more settings; Settings and Logger default to
+// fastSettings and the test's log.
+func startEmbeddedWith(t *testing.T, cfg db.EmbeddedConfig) *db.Embedded {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	e, err := db.StartEmbedded(ctx, db.EmbeddedConfig{DataDir: dataDir, Settings: fastSettings, Logger: testLogger(t)})
+	if cfg.Settings == nil {
+		cfg.Settings = fastSettings
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	dataDir := cfg.DataDir
+	e, err := db.StartEmbedded(ctx, cfg)
 	if err != nil {
 		t.Fatalf("StartEmbedded(%s): %v", dataDir, err)
 	}

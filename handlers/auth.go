@@ -23,7 +23,7 @@ func (s *Server) authorize(r *http.Request, rt route) (namespaceKey bool, err er
 	if err != nil {
 		return false, unauthorized(tokenErrorText(err))
 	}
-	key, err := tok.Verify(s.cfg.Keys, s.now(), s.cfg.ClockSkew)
+	key, err := tok.Verify(s.namespaceKeys(r.Context()), s.now(), s.cfg.ClockSkew)
 	namespaceKey = err == nil
 	if errors.Is(err, sas.ErrUnknownKey) {
 		key, err = s.verifyEntityKey(r, rt, tok)
@@ -35,6 +35,9 @@ func (s *Server) authorize(r *http.Request, rt route) (namespaceKey bool, err er
 		return false, unauthorized("InvalidAudience: The token's resource does not cover '" + truncate(rt.scope) + "'.")
 	}
 	if need := rt.right(); !key.Rights.Has(need) {
+		if need == sas.Manage && isManagement(rt.op) {
+			return namespaceKey, s.manageDenied(r, rt)
+		}
 		return false, unauthorized("Unauthorized access. '" + need.ClaimText() + "' claim(s) are required to perform this operation. Resource: 'sb://" +
 			r.Host + "/" + truncate(rt.scope) + "'.")
 	}
@@ -112,7 +115,7 @@ func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
 		if err != nil {
 			return unauthorized(f.header + ": " + tokenErrorText(err))
 		}
-		key, err := tok.Verify(s.cfg.Keys, s.now(), s.cfg.ClockSkew)
+		key, err := tok.Verify(s.namespaceKeys(r.Context()), s.now(), s.cfg.ClockSkew)
 		if errors.Is(err, sas.ErrUnknownKey) {
 			keys, kerr := s.entityKeys(r, forwardTargetPath(f.target))
 			if kerr == nil && len(keys) > 0 {

@@ -58,9 +58,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	detail := msg + " TrackingId:" + tracking + ", SystemTracker:" + s.systemTracker(r) +
 		", Timestamp:" + s.now().UTC().Format(time.RFC3339)
+	body := atom.AppendError(nil, status, detail)
+	if phrase := errorPhrase(err); phrase != "" && writeWithReasonPhrase(w, r, status, phrase, atom.ErrorContentType, body) {
+		return
+	}
 	w.Header().Set("Content-Type", atom.ErrorContentType)
 	w.WriteHeader(status)
-	_, _ = w.Write(atom.AppendError(nil, status, detail))
+	_, _ = w.Write(body)
 }
 
 // systemTracker names the namespace and entity an error concerns, as the service does.

@@ -6,9 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sbgate/sbgate/store"
@@ -149,12 +147,16 @@ func (failingStore) Send(context.Context, *store.Entity, []store.Message) error 
 	return errors.New("secret internal detail")
 }
 
-func (failingStore) ReceiveBatch(context.Context, *store.Entity, store.SubQueue, store.ReceiveMode, int, time.Duration) ([]*store.Message, error) {
+func (failingStore) Receive(context.Context, store.ReceiveRequest) ([]*store.Message, error) {
 	panic("secret panic detail")
 }
 
-func (failingStore) Settle(context.Context, *store.Entity, store.SubQueue, store.Settlement, string, uuid.UUID) (time.Time, error) {
-	return time.Time{}, &store.Error{Code: store.CodeInternal, Message: "secret message of an internal error"}
+func (failingStore) Settle(_ context.Context, _ store.Target, reqs []store.SettleRequest) []store.SettleResult {
+	res := make([]store.SettleResult, len(reqs))
+	for i := range res {
+		res[i].Err = &store.Error{Code: store.CodeInternal, Message: "secret message of an internal error"}
+	}
+	return res
 }
 
 func TestInternalErrorsHideDetails(t *testing.T) {

@@ -126,7 +126,7 @@ func (s *Server) ReceiveAndDeleteBatch(w http.ResponseWriter, r *http.Request, e
 }
 
 func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, t target, n, timeout *int, mode store.ReceiveMode) {
-	e, sq, err := s.resolve(r, t)
+	st, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -136,7 +136,7 @@ func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, t target, 
 		s.writeError(w, r, err)
 		return
 	}
-	msgs, err := s.receiveMessages(r, t, e, sq, mode, count(n, 10), wait)
+	msgs, err := s.store.Receive(r.Context(), store.ReceiveRequest{Target: st, Mode: mode, Max: count(n, 10), Wait: wait})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -164,21 +164,12 @@ func (s *Server) ReceiveAndDeleteDeferred(w http.ResponseWriter, r *http.Request
 }
 
 func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, t target, seq int64, mode store.ReceiveMode) {
-	e, sq, err := s.resolve(r, t)
+	st, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if sq != store.SubQueueMain {
-		s.writeError(w, r, badRequest("Deferred messages are received from the entity, not its dead-letter subqueue."))
-		return
-	}
-	var m *store.Message
-	if t.session != nil {
-		m, err = s.store.ReceiveDeferredSession(r.Context(), e, *t.session, seq, mode)
-	} else {
-		m, err = s.store.ReceiveDeferred(r.Context(), e, seq, mode)
-	}
+	m, err := s.store.ReceiveDeferred(r.Context(), st, seq, mode)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -216,15 +207,6 @@ func (s *Server) DeadLetterMessage(w http.ResponseWriter, r *http.Request, entit
 }
 
 func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request, t target, messageID string, lockToken uuid.UUID) {
-	e, sq, err := s.resolve(r, t)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if sq != store.SubQueueMain {
-		s.writeError(w, r, badRequest("A dead-lettered message cannot be dead-lettered again."))
-		return
-	}
 	var req api.DeadLetterRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDeadLetterRequest))
 	if err != nil {
@@ -237,27 +219,12 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request, t target, me
 			return
 		}
 	}
-	reason, description := "DeadLetteredByReceiver", ""
-	if req.DeadLetterReason != nil && *req.DeadLetterReason != "" {
-		reason = *req.DeadLetterReason
-	}
-	if req.DeadLetterErrorDescription != nil {
-		description = *req.DeadLetterErrorDescription
-	}
+	reason, description := deadLetterReason(req.DeadLetterReason, req.DeadLetterErrorDescription)
 	if !headerSafe(reason) || !headerSafe(description) {
 		s.writeError(w, r, badRequest("The dead-letter reason and description may not contain control characters."))
 		return
 	}
-	if t.session != nil {
-		err = s.store.DeadLetterSession(r.Context(), e, *t.session, messageID, lockToken, reason, description)
-	} else {
-		err = s.store.DeadLetter(r.Context(), e, messageID, lockToken, reason, description)
-	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
+	s.settleOne(w, r, t, store.SettleRequest{Op: store.DeadLetter, ID: messageID, Token: lockToken, Reason: reason, Description: description})
 }
 
 // DeferMessage sets a locked message aside until it is received by sequence number.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -80,12 +81,16 @@ type bundle struct {
 	now   func() time.Time // the clock the server uses (the fake one unless realClock)
 	http  *http.Client
 	api   *client.ClientWithResponses // signs every request with the root key
+
+	trustedProxies []netip.Prefix
 }
 
 type setupOptions struct {
 	realClock bool
 	// wrap, when set, puts something between the handlers and the store.
 	wrap func(store.Store) store.Store
+	// trustedProxies is handlers.Config.TrustedProxies.
+	trustedProxies []netip.Prefix
 }
 
 // setup starts a server over a fresh database and store. Everything is torn down when the test
@@ -97,7 +102,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	b := &bundle{clock: newClock()}
+	b := &bundle{clock: newClock(), trustedProxies: o.trustedProxies}
 	b.now = b.clock.Now
 	if o.realClock {
 		b.now = time.Now
@@ -117,7 +122,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 // serve runs the handlers over st on a test server.
 func (b *bundle) serve(t *testing.T, st store.Store) {
 	t.Helper()
-	srv := httptest.NewServer(handlers.NewServer(st, handlers.Config{Keys: testKeys, Now: b.now}))
+	srv := httptest.NewServer(handlers.NewServer(st, handlers.Config{Keys: testKeys, Now: b.now, TrustedProxies: b.trustedProxies}))
 	t.Cleanup(srv.Close) // also closes the idle connections of srv.Client()
 	b.url = srv.URL
 	b.host = strings.TrimPrefix(srv.URL, "http://")

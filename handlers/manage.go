@@ -153,7 +153,15 @@ func (s *Server) entryInfo(r *http.Request, e *store.Entity, feedBase string) at
 }
 
 func (s *Server) encodeOptions(r *http.Request, e *store.Entity, runtime bool) atom.EncodeOptions {
-	return atom.EncodeOptions{Runtime: runtime, Host: r.Host, SubscriptionCount: int(e.SubscriptionCount)}
+	return atom.EncodeOptions{Runtime: runtime, Host: r.Host, SubscriptionCount: int(e.SubscriptionCount),
+		FilterCounts: apiVersionAtLeast(r, "2024-05"), SQLFilterCount: e.SQLFilterCount, CorrelationFilterCount: e.CorrelationFilterCount}
+}
+
+// apiVersionAtLeast reports whether the request's api-version is min or later. Versions are dates
+// (2017-04, 2021-05, 2024-05), so they compare as text.
+func apiVersionAtLeast(r *http.Request, min string) bool {
+	v := r.URL.Query().Get("api-version")
+	return v != "" && v >= min
 }
 
 // requestURL is the absolute URL of the request as the client sent it.

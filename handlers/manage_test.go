@@ -348,7 +348,7 @@ func TestManagementErrors(t *testing.T) {
 		{"update missing", call{method: http.MethodPut, path: "/missing", body: entryXML(""), header: map[string]string{"If-Match": "*"}},
 			http.StatusNotFound, "could not be found"},
 		{"change RequiresSession", call{method: http.MethodPut, path: "/plain", body: entryXML("<RequiresSession>true</RequiresSession>"),
-			header: map[string]string{"If-Match": "*"}}, http.StatusBadRequest, "'requiresSession' property of an existing Queue(or Topic) can't be changed"},
+			header: map[string]string{"If-Match": "*"}}, http.StatusBadRequest, "SubCode=40000. The value for the RequiresSession property of an existing Queue cannot be changed."},
 		{"lock duration PT6M", call{method: http.MethodPut, path: "/long-lock", body: entryXML("<LockDuration>PT6M</LockDuration>")},
 			http.StatusBadRequest, "exceeds the allowed maximum of '5' minutes"},
 		{"update lock duration PT6M", call{method: http.MethodPut, path: "/plain", body: entryXML("<LockDuration>PT6M</LockDuration>"),
@@ -529,4 +529,25 @@ func TestNamespaceInfo(t *testing.T) {
 		want(t, "GET /$NamespaceInfo with a token scoped to a queue", http.StatusOK)
 	b.do(t, call{method: http.MethodGet, path: "/$namespaceinfo", key: "-"}).
 		wantError(t, "GET /$namespaceinfo without a token", http.StatusUnauthorized, "MissingToken")
+}
+
+// TestPartitionedQueueSize: a partitioned queue reports its 16 partitions' total size, as the
+// service does, and a description read back and sent again keeps the size per partition.
+func TestPartitionedQueueSize(t *testing.T) {
+	b := setup(t)
+	desc := "<MaxSizeInMegabytes>4096</MaxSizeInMegabytes><EnablePartitioning>true</EnablePartitioning>"
+	created := b.do(t, call{method: http.MethodPut, path: "/parts", body: entryXML(desc)})
+	if !strings.Contains(created.want(t, "create", http.StatusCreated).body, "<MaxSizeInMegabytes>65536</MaxSizeInMegabytes>") {
+		t.Errorf("created partitioned queue: %s; want MaxSizeInMegabytes 65536", created.body)
+	}
+	echo := "<MaxSizeInMegabytes>65536</MaxSizeInMegabytes><EnablePartitioning>true</EnablePartitioning><MaxDeliveryCount>3</MaxDeliveryCount>"
+	for i := range 2 {
+		r := b.do(t, call{method: http.MethodPut, path: "/parts", body: entryXML(echo), header: map[string]string{"If-Match": "*"}})
+		if !strings.Contains(r.want(t, "update", http.StatusOK).body, "<MaxSizeInMegabytes>65536</MaxSizeInMegabytes>") {
+			t.Errorf("update %d with the size read back: %s; want MaxSizeInMegabytes 65536", i, r.body)
+		}
+	}
+	b.do(t, call{method: http.MethodPut, path: "/parts", body: entryXML("<MaxSizeInMegabytes>4096</MaxSizeInMegabytes>"),
+		header: map[string]string{"If-Match": "*"}}).
+		wantError(t, "unpartition", http.StatusBadRequest, "SubCode=40000. Partitioning cannot be changed for Queue. ")
 }

@@ -70,7 +70,7 @@ func (s *Server) SendMessage(w http.ResponseWriter, r *http.Request, entityPath 
 	}
 	var msgs []store.Message
 	if batch {
-		msgs, err = parseBatch(body)
+		msgs, err = parseBatch(body, fromTrustedProxy(r))
 	} else {
 		var m store.Message
 		m, err = parseSingle(r, body)
@@ -103,7 +103,7 @@ func parseSingle(r *http.Request, body []byte) (store.Message, error) {
 	if err := parseBrokerProperties([]byte(r.Header.Get("BrokerProperties")), &m, false); err != nil {
 		return m, err
 	}
-	props, err := userPropertiesFromHeaders(r.Header)
+	props, err := userPropertiesFromHeaders(r.Header, fromTrustedProxy(r))
 	if err != nil {
 		return m, err
 	}
@@ -123,7 +123,7 @@ type batchMessage struct {
 // maxBatchMessages bounds the work one request can ask for.
 const maxBatchMessages = 4500
 
-func parseBatch(body []byte) ([]store.Message, error) {
+func parseBatch(body []byte, fromProxy bool) ([]store.Message, error) {
 	var items []batchMessage
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&items); err != nil || !atEOF(dec) {
@@ -154,8 +154,19 @@ func parseBatch(body []byte) ([]store.Message, error) {
 				return nil, badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
 			}
 		}
+		// Each property comes back as a header, and header names ignore case: two names that
+		// differ only in case would be one header given twice.
+		seen := make(map[string]string, len(it.UserProperties))
+		for name := range it.UserProperties {
+			lower := strings.ToLower(name)
+			if other, dup := seen[lower]; dup {
+				return nil, badRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; they would be one HTTP header.",
+					i+1, truncate(min(name, other)), truncate(max(name, other)))
+			}
+			seen[lower] = name
+		}
 		for name, raw := range it.UserProperties {
-			if !validPropertyName(name) {
+			if !validPropertyName(name, fromProxy) {
 				return nil, badRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, truncate(name))
 			}
 			v, err := jsonPropertyValue(raw)
@@ -219,21 +230,15 @@ func (t target) base() string {
 	return b
 }
 
-// resolve finds the target's entity; a session lives in the entity proper.
-func (s *Server) resolve(r *http.Request, t target) (*store.Entity, store.SubQueue, error) {
+// resolve finds the store target of t: its entity (a session lives in the entity proper), the
+// subqueue, and the session lock.
+func (s *Server) resolve(r *http.Request, t target) (store.Target, error) {
 	if t.session != nil {
 		e, err := s.sessionEntity(r, t.path)
-		return e, store.SubQueueMain, err
+		return store.Target{Entity: e, Session: t.session}, err
 	}
-	return s.messagingEntity(r, t.path)
-}
-
-// receiveMessages takes up to n messages of the target.
-func (s *Server) receiveMessages(r *http.Request, t target, e *store.Entity, sq store.SubQueue, mode store.ReceiveMode, n int, wait time.Duration) ([]*store.Message, error) {
-	if t.session != nil {
-		return s.store.ReceiveSession(r.Context(), e, *t.session, mode, n, wait)
-	}
-	return s.store.ReceiveBatch(r.Context(), e, sq, mode, n, wait)
+	e, sq, err := s.messagingEntity(r, t.path)
+	return store.Target{Entity: e, SubQueue: sq}, err
 }
 
 func (s *Server) receive(w http.ResponseWriter, r *http.Request, t target, timeout *int, mode store.ReceiveMode) {
@@ -242,12 +247,12 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, t target, timeo
 		s.writeError(w, r, err)
 		return
 	}
-	e, sq, err := s.resolve(r, t)
+	st, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	msgs, err := s.receiveMessages(r, t, e, sq, mode, 1, wait)
+	msgs, err := s.store.Receive(r.Context(), store.ReceiveRequest{Target: st, Mode: mode, Max: 1, Wait: wait})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -282,22 +287,18 @@ func (s *Server) receiveWait(timeout *int) (time.Duration, error) {
 }
 
 // lockLocation is the settlement URL of a locked message, built from the request's own scheme and
-// Host header (clients derive the settlement path from it).
+// Host header, or what a trusted proxy says they were (clients derive the settlement path from
+// it).
 func (s *Server) lockLocation(r *http.Request, t target, m *store.Message) string {
 	return requestScheme(r) + "://" + r.Host + "/" + t.base() + "/messages/" +
 		strconv.FormatInt(m.SequenceNumber, 10) + "/" + m.LockToken.String()
 }
 
-func requestScheme(r *http.Request) string {
-	if r.TLS != nil {
-		return "https"
-	}
-	return "http"
-}
-
 // writeMessage writes a received message: its body, BrokerProperties and one header per user
 // property, and nothing else. The body is sent chunked, as the service does, because azure-sb
-// reads every unknown response header (Content-Length included) as a user property.
+// reads every unknown response header (Content-Length included) as a user property. Asking for
+// chunking in the header (rather than flushing the headers first) lets net/http send the whole
+// answer in one write.
 func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Message) {
 	h := w.Header()
 	if m.ContentType != "" {
@@ -307,7 +308,11 @@ func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Messag
 	}
 	h["BrokerProperties"] = []string{string(formatBrokerProperties(m, s.now()))}
 	for _, p := range m.UserProperties {
-		h[p.Name] = []string{formatPropertyValue(p.Value)}
+		name := p.Name
+		if strings.EqualFold(name, "date") {
+			name = "Date" // in the server's own spelling, so that it is not sent a second time
+		}
+		h[name] = []string{formatPropertyValue(p.Value)}
 	}
 	if m.DeadLetterReason != "" {
 		h["DeadLetterReason"] = []string{formatPropertyValue(m.DeadLetterReason)}
@@ -315,10 +320,8 @@ func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Messag
 	if m.DeadLetterDescription != "" {
 		h["DeadLetterErrorDescription"] = []string{formatPropertyValue(m.DeadLetterDescription)}
 	}
+	h["Transfer-Encoding"] = []string{"chunked"}
 	w.WriteHeader(status)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
 	_, _ = w.Write(m.Body)
 }
 
@@ -338,23 +341,23 @@ func (s *Server) RenewLock(w http.ResponseWriter, r *http.Request, entityPath ap
 }
 
 func (s *Server) settle(w http.ResponseWriter, r *http.Request, t target, op store.Settlement, messageID string, token uuid.UUID) {
-	e, sq, err := s.resolve(r, t)
+	s.settleOne(w, r, t, store.SettleRequest{Op: op, ID: messageID, Token: token})
+}
+
+// settleOne settles one lock and answers 200, with the new lock expiry for a renewal.
+func (s *Server) settleOne(w http.ResponseWriter, r *http.Request, t target, req store.SettleRequest) {
+	st, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	var until time.Time
-	if t.session != nil {
-		until, err = s.store.SettleSession(r.Context(), e, *t.session, op, messageID, token)
-	} else {
-		until, err = s.store.Settle(r.Context(), e, sq, op, messageID, token)
-	}
-	if err != nil {
-		s.writeError(w, r, err)
+	res := s.store.Settle(r.Context(), st, []store.SettleRequest{req})[0]
+	if res.Err != nil {
+		s.writeError(w, r, res.Err)
 		return
 	}
-	if op == store.RenewLock {
-		bp, _ := json.Marshal(map[string]string{"LockToken": token.String(), "LockedUntilUtc": until.Format(rfc1123)})
+	if req.Op == store.RenewLock {
+		bp, _ := json.Marshal(map[string]string{"LockToken": req.Token.String(), "LockedUntilUtc": res.LockedUntil.Format(rfc1123)})
 		w.Header()["BrokerProperties"] = []string{string(bp)}
 	}
 	w.Header().Set("Content-Type", "application/xml; charset=utf-8")

@@ -139,11 +139,13 @@ func TestSendAndPeekLockOnTheWire(t *testing.T) {
 	if !lockTokenRE.MatchString(token) {
 		t.Fatalf("peek-lock: LockToken = %v; want a lower-case GUID", props["LockToken"])
 	}
+	// ExpiresAtUtc is EnqueuedTimeUtc (the scheduled time) + TimeToLive; ViaPartitionKey comes
+	// back as sent.
 	wantBP := `{"CorrelationId":"{701332F3-B37B-4D29-AA0A-E367906C206E}","DeliveryCount":1,"EnqueuedSequenceNumber":0,` +
-		`"EnqueuedTimeUtc":"Sun, 01 Mar 2026 12:00:30 GMT","Label":"lbl","LockToken":"` + token + `",` +
+		`"EnqueuedTimeUtc":"Sun, 01 Mar 2026 12:00:30 GMT","ExpiresAtUtc":"Sun, 01 Mar 2026 13:00:30 GMT","Label":"lbl","LockToken":"` + token + `",` +
 		`"LockedUntilUtc":"Sun, 01 Mar 2026 12:01:30 GMT","MessageId":"msg-1","PartitionKey":"session","ReplyTo":"repTo",` +
 		`"ReplyToSessionId":"repsession","ScheduledEnqueueTimeUtc":"Sun, 01 Mar 2026 12:00:30 GMT","SequenceNumber":1,` +
-		`"SessionId":"session","State":"Active","TimeToLive":3600,"To":"to"}`
+		`"SessionId":"session","State":"Active","TimeToLive":3600,"To":"to","ViaPartitionKey":"via"}`
 	wantHeaders := map[string]string{
 		"Content-Type":      "text/plain; charset=utf-8",
 		"Location":          "http://" + b.host + "/orders/messages/1/" + token,
@@ -160,6 +162,8 @@ func TestSendAndPeekLockOnTheWire(t *testing.T) {
 		"pfloat":     "2.5",
 		"priority":   `"High"`,
 		"customer":   `"12345,ABC"`,
+		// Not from a trusted proxy: a header like any other, so a user property.
+		"x-forwarded-for": `"10.0.0.1"`,
 	}
 	date := w.header["Date"]
 	if _, err := time.Parse(http.TimeFormat, date); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sbgate/sbgate/store"
 )
@@ -35,6 +36,7 @@ var brokerStringFields = map[string]func(m *store.Message) *string{
 	"to":               func(m *store.Message) *string { return &m.To },
 	"replyto":          func(m *store.Message) *string { return &m.ReplyTo },
 	"partitionkey":     func(m *store.Message) *string { return &m.PartitionKey },
+	"viapartitionkey":  func(m *store.Message) *string { return &m.ViaPartitionKey },
 }
 
 // parseBrokerProperties reads a BrokerProperties JSON object into m. allowContentType lets a
@@ -225,38 +227,113 @@ func parseDate(s string) (time.Time, bool) {
 // formatBrokerProperties writes the BrokerProperties header of a received message. Keys are in
 // ordinal order and present only when set, as the service emits them.
 func formatBrokerProperties(m *store.Message, now time.Time) []byte {
-	bp := map[string]any{
-		"DeliveryCount":          m.DeliveryCount,
-		"EnqueuedSequenceNumber": 0,
-		"EnqueuedTimeUtc":        m.EnqueuedTime.UTC().Format(rfc1123),
-		"MessageId":              m.MessageID,
-		"SequenceNumber":         m.SequenceNumber,
-		"State":                  stateName(m, now),
-		"TimeToLive":             ttlNumber(m.TimeToLive),
+	b := make([]byte, 0, 256)
+	b = append(b, '{')
+	// In ordinal order of the keys; the optional ones only when set.
+	b = appendStringField(b, "CorrelationId", m.CorrelationID)
+	b = appendStringField(b, "DeadLetterSource", m.DeadLetterSource)
+	b = appendRawField(b, "DeliveryCount", strconv.AppendInt(nil, int64(m.DeliveryCount), 10))
+	b = appendRawField(b, "EnqueuedSequenceNumber", strconv.AppendInt(nil, m.EnqueuedSequenceNumber, 10))
+	b = appendRawField(b, "EnqueuedTimeUtc", appendJSONString(nil, m.EnqueuedTime.UTC().Format(rfc1123)))
+	if !m.ExpiresAt.IsZero() {
+		// EnqueuedTimeUtc + TimeToLive; absent for a TTL that never ends, as the service's own
+		// responses show for TimeSpan.MaxValue.
+		b = appendStringField(b, "ExpiresAtUtc", m.ExpiresAt.UTC().Format(rfc1123))
 	}
-	for key, v := range map[string]string{
-		"CorrelationId":    m.CorrelationID,
-		"SessionId":        m.SessionID,
-		"ReplyToSessionId": m.ReplyToSessionID,
-		"Label":            m.Label,
-		"To":               m.To,
-		"ReplyTo":          m.ReplyTo,
-		"PartitionKey":     m.PartitionKey,
-		"DeadLetterSource": m.DeadLetterSource,
-	} {
-		if v != "" {
-			bp[key] = v
-		}
-	}
-	if !m.ScheduledEnqueueTime.IsZero() {
-		bp["ScheduledEnqueueTimeUtc"] = m.ScheduledEnqueueTime.UTC().Format(rfc1123)
-	}
+	b = appendStringField(b, "Label", m.Label)
 	if !m.LockedUntil.IsZero() {
-		bp["LockToken"] = m.LockToken.String()
-		bp["LockedUntilUtc"] = m.LockedUntil.UTC().Format(rfc1123)
+		b = appendStringField(b, "LockToken", m.LockToken.String())
+		b = appendStringField(b, "LockedUntilUtc", m.LockedUntil.UTC().Format(rfc1123))
 	}
-	b, _ := json.Marshal(bp) // a map of strings and numbers always encodes
-	return b
+	b = appendRawField(b, "MessageId", appendJSONString(nil, m.MessageID))
+	b = appendStringField(b, "PartitionKey", m.PartitionKey)
+	b = appendStringField(b, "ReplyTo", m.ReplyTo)
+	b = appendStringField(b, "ReplyToSessionId", m.ReplyToSessionID)
+	if !m.ScheduledEnqueueTime.IsZero() {
+		b = appendStringField(b, "ScheduledEnqueueTimeUtc", m.ScheduledEnqueueTime.UTC().Format(rfc1123))
+	}
+	b = appendRawField(b, "SequenceNumber", strconv.AppendInt(nil, m.SequenceNumber, 10))
+	b = appendStringField(b, "SessionId", m.SessionID)
+	b = appendRawField(b, "State", appendJSONString(nil, stateName(m, now)))
+	b = appendRawField(b, "TimeToLive", []byte(ttlNumber(m.TimeToLive)))
+	b = appendStringField(b, "To", m.To)
+	b = appendStringField(b, "ViaPartitionKey", m.ViaPartitionKey)
+	return append(b, '}')
+}
+
+// appendStringField appends "key":"value" when value is not empty.
+func appendStringField(b []byte, key, value string) []byte {
+	if value == "" {
+		return b
+	}
+	return appendRawField(b, key, appendJSONString(nil, value))
+}
+
+// appendRawField appends "key":value, value being JSON already.
+func appendRawField(b []byte, key string, value []byte) []byte {
+	if len(b) > 1 {
+		b = append(b, ',')
+	}
+	b = append(b, '"')
+	b = append(b, key...)
+	b = append(b, '"', ':')
+	return append(b, value...)
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json writes it: control
+// characters, quotes and backslashes escaped, and <, >, & and U+2028/U+2029 too, so that the
+// header reads the same as before it was written by hand.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // stateName is the State a receiver sees.
@@ -278,44 +355,83 @@ func ttlNumber(d time.Duration) json.Number {
 	return json.Number(strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
 }
 
-// reservedHeaders are request headers that are never user properties (protocol.md §2.11), and
-// response headers a user property may not take the name of. Compared in lower case.
-var reservedHeaders = map[string]bool{
-	"authorization": true, "servicebusauthorization": true, "brokerproperties": true,
-	"content-type": true, "content-length": true, "content-encoding": true, "transfer-encoding": true,
-	"host": true, "user-agent": true, "accept": true, "accept-charset": true, "accept-encoding": true,
-	"accept-language": true, "connection": true, "keep-alive": true, "expect": true, "date": true,
-	"te": true, "trailer": true, "upgrade": true, "cookie": true, "traceparent": true, "tracestate": true,
-	"forwarded": true, "via": true, "origin": true, "referer": true, "cache-control": true, "pragma": true,
-	"if-match": true, "if-none-match": true, "if-modified-since": true, "location": true, "server": true,
-	"servicebussupplementaryauthorization": true, "servicebusdlqsupplementaryauthorization": true,
-	"upgrade-insecure-requests": true, "dnt": true, "retry-after": true, "x-request-id": true,
-}
+// Which request headers are user properties (protocol.md §2.11). A property a client sent must
+// arrive or the send must be refused, so the names set aside are only those an HTTP client, a
+// proxy or the protocol itself puts on a request without the application asking; the README
+// lists them. Names are compared in lower case.
+var (
+	// protocolHeaders carry the request itself: its credentials, its broker properties, its body's
+	// type and framing, and the connection. Never user properties.
+	protocolHeaders = map[string]bool{
+		"authorization": true, "servicebusauthorization": true, "brokerproperties": true,
+		"servicebussupplementaryauthorization": true, "servicebusdlqsupplementaryauthorization": true,
+		"content-type": true, "content-length": true, "transfer-encoding": true, "host": true,
+		"connection": true, "keep-alive": true, "proxy-connection": true, "te": true, "trailer": true,
+		"upgrade": true, "expect": true, "proxy-authorization": true,
+	}
+	// clientHeaders are added by HTTP client libraries on their own: Node's and azure-sb's,
+	// .NET's, Python's, Go's, curl, and the Azure SDKs' pipelines (x-ms-*), and W3C trace context
+	// from instrumented clients.
+	clientHeaders = map[string]bool{
+		"user-agent": true, "accept": true, "accept-charset": true, "accept-encoding": true,
+		"traceparent": true, "tracestate": true,
+	}
+	clientHeaderPrefixes = []string{"x-ms-"}
+	// proxyHeaders are added by reverse proxies. They are set aside only on requests that come
+	// from a trusted proxy (-trusted-proxies); from anyone else they are user properties.
+	proxyHeaders        = map[string]bool{"forwarded": true, "via": true, "x-real-ip": true}
+	proxyHeaderPrefixes = []string{"x-forwarded-"}
+	// responseHeaders are headers a received message is answered with besides its user
+	// properties; a user property of that name could not come back, so it is refused.
+	responseHeaders = map[string]bool{
+		"location": true, "deadletterreason": true, "deadlettererrordescription": true,
+	}
+)
 
-// reservedHeaderPrefixes are header families that are never user properties.
-var reservedHeaderPrefixes = []string{"x-ms-", "x-forwarded-", "proxy-", "sec-", "x-real-"}
-
-func isReservedHeader(lower string) bool {
-	if reservedHeaders[lower] {
+// skippedHeader reports whether a request header is set aside rather than read as a user
+// property: fromProxy says the request came through a trusted proxy.
+func skippedHeader(lower string, fromProxy bool) bool {
+	if protocolHeaders[lower] || clientHeaders[lower] || hasAnyPrefix(lower, clientHeaderPrefixes) {
 		return true
 	}
-	for _, p := range reservedHeaderPrefixes {
-		if strings.HasPrefix(lower, p) {
+	return fromProxy && (proxyHeaders[lower] || hasAnyPrefix(lower, proxyHeaderPrefixes))
+}
+
+// reservedPropertyName reports whether a user property may not have this name in a batch: one a
+// single send (through a trusted proxy when fromProxy) could not carry as a header, or a receive
+// could not return.
+func reservedPropertyName(lower string, fromProxy bool) bool {
+	return skippedHeader(lower, fromProxy) || responseHeaders[lower] || lower == "content-encoding"
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
 			return true
 		}
 	}
 	return false
 }
 
-// userPropertiesFromHeaders reads every non-standard request header as a user property. Names
-// are stored in lower case: Go's HTTP server canonicalises header names, so the sender's casing
-// cannot be recovered, and lower case is what HTTP/2 and Node clients use anyway.
-func userPropertiesFromHeaders(h http.Header) (store.UserProperties, error) {
+// userPropertiesFromHeaders reads every request header not set aside (skippedHeader) as a user
+// property. Names are stored in lower case: Go's HTTP server canonicalises header names, so the
+// sender's casing cannot be recovered, and lower case is what HTTP/2 and Node clients use anyway.
+// A header that names a response header (Location, …) is refused: it could not be returned.
+func userPropertiesFromHeaders(h http.Header, fromProxy bool) (store.UserProperties, error) {
 	var props store.UserProperties
 	for name, values := range h {
 		lower := strings.ToLower(name)
-		if isReservedHeader(lower) {
+		if skippedHeader(lower, fromProxy) {
 			continue
+		}
+		if responseHeaders[lower] {
+			return nil, badRequest("'%s' cannot be a user property name: a received message carries a header of that name.", truncate(name))
+		}
+		if lower == "content-encoding" {
+			if strings.EqualFold(strings.TrimSpace(values[0]), "identity") {
+				continue // the body as it is
+			}
+			return nil, badRequest("Content-Encoding '%s' is not supported: send the message body as it is to be received.", truncate(values[0]))
 		}
 		if len(values) != 1 {
 			return nil, badRequest("The user property header '%s' is given %d times.", truncate(name), len(values))
@@ -416,10 +532,10 @@ func headerSafe(s string) bool {
 	return true
 }
 
-// validPropertyName reports whether name can travel as an HTTP header name (a token) and does
-// not collide with a header the protocol itself uses.
-func validPropertyName(name string) bool {
-	if name == "" || isReservedHeader(strings.ToLower(name)) {
+// validPropertyName reports whether name can travel as an HTTP header name (a token) and is not
+// reserved (reservedPropertyName).
+func validPropertyName(name string, fromProxy bool) bool {
+	if name == "" || reservedPropertyName(strings.ToLower(name), fromProxy) {
 		return false
 	}
 	for i := 0; i < len(name); i++ {

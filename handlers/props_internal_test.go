@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -233,7 +235,9 @@ func TestParseBrokerProperties(t *testing.T) {
 		{`{"ContentType":"text/plain\r\nX: y"}`, true, store.Message{}, "ContentType contains control characters"},
 		{`{"ContentType":"text/plain;\tcharset=utf-8"}`, true, store.Message{ContentType: "text/plain;\tcharset=utf-8"}, ""},
 		// Read-only and unknown keys are ignored, whatever their type.
-		{`{"DeliveryCount":"x","LockToken":{},"SequenceNumber":[1],"ForcePersistence":true,"ViaPartitionKey":"v","Whatever":null}`, false, store.Message{}, ""},
+		{`{"DeliveryCount":"x","LockToken":{},"SequenceNumber":[1],"ForcePersistence":true,"ExpiresAtUtc":1,"EnqueuedSequenceNumber":"x","Whatever":null}`, false, store.Message{}, ""},
+		// ViaPartitionKey is kept, to be returned as sent.
+		{`{"ViaPartitionKey":"v"}`, false, store.Message{ViaPartitionKey: "v"}, ""},
 		// Wrong types and malformed JSON.
 		{`{"Label":{}}`, false, store.Message{}, "BrokerProperties.Label must be a string."},
 		{`{"MessageId":["m"]}`, false, store.Message{}, "BrokerProperties.MessageId must be a string."},
@@ -303,29 +307,56 @@ func TestParseTimeSpan(t *testing.T) {
 func TestUserPropertiesFromHeaders(t *testing.T) {
 	h := http.Header{}
 	for k, v := range map[string]string{
+		// Set aside on every request: the protocol's, the connection's, and what clients add.
 		"Authorization": "SharedAccessSignature x", "Servicebusauthorization": "x", "Brokerproperties": "{}",
 		"Content-Type": "text/plain", "User-Agent": "ua", "Accept-Charset": "UTF-8", "X-Ms-Client-Request-Id": "1",
-		"X-Ms-Retrypolicy": "NoRetry", "X-Forwarded-For": "1.2.3.4", "Traceparent": "00-x", "Expect": "100-continue",
-		"Proxy-Authorization": "x", "Sec-Fetch-Mode": "cors", "If-Match": "*",
+		"X-Ms-Retrypolicy": "NoRetry", "Traceparent": "00-x", "Expect": "100-continue", "Proxy-Authorization": "x",
+		"Content-Encoding": "identity",
+		// Proxies' headers: set aside only from a trusted proxy.
+		"X-Forwarded-For": "1.2.3.4", "Forwarded": "proto=https", "Via": "1.1 lb",
+		// User properties, however much they look like HTTP headers.
+		"Origin": `"web"`, "Date": `"Sun, 01 Mar 2026 12:00:00 GMT"`, "Referer": `"r"`, "Pragma": `"p"`,
+		"Cache-Control": `"c"`, "If-Match": `"*"`, "Cookie": `"k"`, "Sec-Fetch-Mode": `"cors"`,
 		"Priority": `"High"`, "Pint": "1", "Myprop": "true",
 	} {
 		h.Set(k, v)
 	}
-	props, err := userPropertiesFromHeaders(h)
-	if err != nil {
-		t.Fatal(err)
+	props := func(fromProxy bool) map[string]any {
+		t.Helper()
+		props, err := userPropertiesFromHeaders(h, fromProxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]any{}
+		for _, p := range props {
+			got[p.Name] = p.Value
+		}
+		return got
 	}
-	got := map[string]any{}
-	for _, p := range props {
-		got[p.Name] = p.Value
+	want := map[string]any{"priority": "High", "pint": int64(1), "myprop": true, "origin": "web",
+		"date": time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), "referer": "r", "pragma": "p", "cache-control": "c",
+		"if-match": "*", "cookie": "k", "sec-fetch-mode": "cors"}
+	if got := props(true); !reflect.DeepEqual(got, want) {
+		t.Errorf("userPropertiesFromHeaders from a trusted proxy = %v; want %v", got, want)
 	}
-	want := map[string]any{"priority": "High", "pint": int64(1), "myprop": true}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("userPropertiesFromHeaders = %v; want %v", got, want)
+	want["x-forwarded-for"], want["forwarded"], want["via"] = "1.2.3.4", "proto=https", "1.1 lb"
+	if got := props(false); !reflect.DeepEqual(got, want) {
+		t.Errorf("userPropertiesFromHeaders from a client = %v; want %v", got, want)
 	}
 	h.Add("Pint", "2")
-	if _, err := userPropertiesFromHeaders(h); err == nil || !strings.Contains(err.Error(), "given 2 times") {
+	if _, err := userPropertiesFromHeaders(h, false); err == nil || !strings.Contains(err.Error(), "given 2 times") {
 		t.Errorf("userPropertiesFromHeaders with a repeated header = %v; want an error", err)
+	}
+	for header, wantErr := range map[string]string{
+		"Location":         "'Location' cannot be a user property name",
+		"DeadLetterReason": "'Deadletterreason' cannot be a user property name",
+		"Content-Encoding": "Content-Encoding 'gzip' is not supported",
+	} {
+		h := http.Header{}
+		h.Set(header, "gzip")
+		if _, err := userPropertiesFromHeaders(h, false); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("userPropertiesFromHeaders with %s = %v; want %q", header, err, wantErr)
+		}
 	}
 }
 
@@ -345,16 +376,23 @@ func TestHeaderSafe(t *testing.T) {
 
 func TestValidPropertyName(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		want bool
+		name           string
+		want, viaProxy bool
 	}{
-		{"Priority", true}, {"order-time", true}, {"a.b_c~d!", true},
-		{"", false}, {"a b", false}, {"a:b", false}, {"a\tb", false}, {"é", false}, {"a\x7f", false},
-		{"Content-Type", false}, {"content-length", false}, {"BrokerProperties", false}, {"Location", false},
-		{"x-ms-anything", false}, {"Date", false}, {"Transfer-Encoding", false},
+		{"Priority", true, true}, {"order-time", true, true}, {"a.b_c~d!", true, true},
+		{"origin", true, true}, {"Date", true, true}, {"referer", true, true}, {"Cache-Control", true, true},
+		{"Via", true, false}, {"forwarded", true, false}, {"X-Forwarded-Proto", true, false},
+		{"", false, false}, {"a b", false, false}, {"a:b", false, false}, {"a\tb", false, false}, {"é", false, false},
+		{"a\x7f", false, false}, {"Content-Type", false, false}, {"content-length", false, false},
+		{"BrokerProperties", false, false}, {"Location", false, false}, {"x-ms-anything", false, false},
+		{"Transfer-Encoding", false, false}, {"User-Agent", false, false}, {"Content-Encoding", false, false},
+		{"DeadLetterReason", false, false},
 	} {
-		if got := validPropertyName(tc.name); got != tc.want {
-			t.Errorf("validPropertyName(%q) = %t; want %t", tc.name, got, tc.want)
+		if got := validPropertyName(tc.name, false); got != tc.want {
+			t.Errorf("validPropertyName(%q, false) = %t; want %t", tc.name, got, tc.want)
+		}
+		if got := validPropertyName(tc.name, true); got != tc.viaProxy {
+			t.Errorf("validPropertyName(%q, true) = %t; want %t", tc.name, got, tc.viaProxy)
 		}
 	}
 }
@@ -396,4 +434,41 @@ func FuzzParseBrokerProperties(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFormatBrokerPropertiesMatchesJSONEncoding: the hand-written BrokerProperties header is
+// byte for byte what encoding/json writes for the same keys (sorted, HTML-escaped), for every
+// property set or not and strings with every kind of character that needs escaping.
+func TestFormatBrokerPropertiesMatchesJSONEncoding(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tricky := "q\"b\\s/<a>&\x00\x01\b\f\n\r\t\u2028\u2029é😀\x7f"
+	full := store.Message{
+		MessageID: "id " + tricky, CorrelationID: tricky, SessionID: "s", ReplyToSessionID: "rs", Label: tricky,
+		To: "to", ReplyTo: "rt", PartitionKey: "s", TimeToLive: 90 * time.Second, SequenceNumber: 1 << 40,
+		EnqueuedTime: now, DeliveryCount: 3, LockToken: uuid.MustParse("acccce0e-7596-4e0c-b216-2d18638ac0dd"),
+		LockedUntil: now.Add(time.Minute), ScheduledEnqueueTime: now.Add(time.Hour), DeadLetterSource: "src",
+		State: store.StateDeferred,
+	}
+	for _, m := range []store.Message{{MessageID: "plain", EnqueuedTime: now, TimeToLive: store.Infinite}, full} {
+		want := map[string]any{
+			"DeliveryCount": m.DeliveryCount, "EnqueuedSequenceNumber": 0, "EnqueuedTimeUtc": m.EnqueuedTime.Format(rfc1123),
+			"MessageId": m.MessageID, "SequenceNumber": m.SequenceNumber, "State": stateName(&m, now), "TimeToLive": ttlNumber(m.TimeToLive),
+		}
+		for k, v := range map[string]string{"CorrelationId": m.CorrelationID, "SessionId": m.SessionID, "ReplyToSessionId": m.ReplyToSessionID,
+			"Label": m.Label, "To": m.To, "ReplyTo": m.ReplyTo, "PartitionKey": m.PartitionKey, "DeadLetterSource": m.DeadLetterSource} {
+			if v != "" {
+				want[k] = v
+			}
+		}
+		if !m.ScheduledEnqueueTime.IsZero() {
+			want["ScheduledEnqueueTimeUtc"] = m.ScheduledEnqueueTime.Format(rfc1123)
+		}
+		if !m.LockedUntil.IsZero() {
+			want["LockToken"], want["LockedUntilUtc"] = m.LockToken.String(), m.LockedUntil.Format(rfc1123)
+		}
+		wantJSON, _ := json.Marshal(want)
+		if got := formatBrokerProperties(&m, now); string(got) != string(wantJSON) {
+			t.Errorf("formatBrokerProperties =\n%s\nwant\n%s", got, wantJSON)
+		}
+	}
 }

@@ -38,6 +38,7 @@ const (
 	opDefer
 	opResubmitAll
 	opResubmitOne
+	opSettleMessages
 	// Topics, subscriptions, rules.
 	opListTopics
 	opListSubscriptions
@@ -64,7 +65,7 @@ func (o op) String() string {
 	return [...]string{"unknown", "health", "namespaceInfo", "listQueues", "putEntity", "getEntity", "deleteEntity",
 		"send", "peekLock", "receiveAndDelete", "complete", "unlock", "renewLock",
 		"purge", "browse", "peekLockBatch", "receiveAndDeleteBatch", "peekLockDeferred", "receiveAndDeleteDeferred",
-		"cancelScheduled", "deadLetter", "defer", "resubmitAll", "resubmitOne",
+		"cancelScheduled", "deadLetter", "defer", "resubmitAll", "resubmitOne", "settleMessages",
 		"listTopics", "listSubscriptions", "putSubscription", "getSubscription", "deleteSubscription",
 		"listRules", "putRule", "getRule", "deleteRule",
 		"listSessions", "acceptNextSession", "acceptSession", "renewSession", "releaseSession", "getSessionState", "setSessionState",
@@ -91,7 +92,7 @@ func (r route) right() sas.Rights {
 	case opSend, opCancelScheduled:
 		return sas.Send
 	case opPeekLock, opReceiveAndDelete, opComplete, opUnlock, opRenewLock, opBrowse, opPeekLockBatch,
-		opReceiveAndDeleteBatch, opPeekLockDeferred, opReceiveAndDeleteDeferred, opDeadLetter, opDefer,
+		opReceiveAndDeleteBatch, opPeekLockDeferred, opReceiveAndDeleteDeferred, opDeadLetter, opDefer, opSettleMessages,
 		opListSessions, opAcceptNextSession, opAcceptSession, opRenewSession, opReleaseSession, opGetSessionState, opSetSessionState:
 		return sas.Listen
 	case opListQueues, opPutEntity, opGetEntity, opDeleteEntity, opPurge, opResubmitAll, opResubmitOne,
@@ -198,6 +199,7 @@ var sessionOps = []struct {
 	{[]string{"{}", "{}", "state"}, map[string]op{http.MethodGet: opGetSessionState, http.MethodPut: opSetSessionState}},
 	{[]string{"{}", "{}", "messages", "head"}, map[string]op{http.MethodPost: opPeekLock, http.MethodDelete: opReceiveAndDelete}},
 	{[]string{"{}", "{}", "messages", "$batch"}, map[string]op{http.MethodPost: opPeekLockBatch, http.MethodDelete: opReceiveAndDeleteBatch}},
+	{[]string{"{}", "{}", "messages", "$settle"}, map[string]op{http.MethodPost: opSettleMessages}},
 	{[]string{"{}", "{}", "messages", "$deferred", "{}"}, map[string]op{http.MethodPost: opPeekLockDeferred, http.MethodDelete: opReceiveAndDeleteDeferred}},
 	{[]string{"{}", "{}", "messages", "{}", "{}", "$deadletter"}, map[string]op{http.MethodPost: opDeadLetter}},
 	{[]string{"{}", "{}", "messages", "{}", "{}", "$defer"}, map[string]op{http.MethodPost: opDefer}},
@@ -313,6 +315,7 @@ var dataOps = []struct {
 	{[]string{"$browse"}, map[string]op{http.MethodGet: opBrowse}},
 	{[]string{"$batch"}, map[string]op{http.MethodPost: opPeekLockBatch, http.MethodDelete: opReceiveAndDeleteBatch}},
 	{[]string{"$resubmit"}, map[string]op{http.MethodPost: opResubmitAll}},
+	{[]string{"$settle"}, map[string]op{http.MethodPost: opSettleMessages}},
 	{[]string{"$deferred", "{}"}, map[string]op{http.MethodPost: opPeekLockDeferred, http.MethodDelete: opReceiveAndDeleteDeferred}},
 	{[]string{"$scheduled", "{}"}, map[string]op{http.MethodDelete: opCancelScheduled}},
 	{[]string{"$resubmit", "{}"}, map[string]op{http.MethodPost: opResubmitOne}},

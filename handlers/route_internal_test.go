@@ -113,6 +113,9 @@ func TestClassify(t *testing.T) {
 		{"POST", "/q/$DeadLetterQueue/messages/$resubmit", true, opResubmitAll, "q/$DeadLetterQueue", "/q%2F$DeadLetterQueue/messages/$resubmit", "q/$deadletterqueue/messages/$resubmit"},
 		{"POST", "/q/$DeadLetterQueue/messages/$resubmit/9", true, opResubmitOne, "q/$DeadLetterQueue", "/q%2F$DeadLetterQueue/messages/$resubmit/9", "q/$deadletterqueue/messages/$resubmit/9"},
 		{"GET", "/q/messages/$batch", false, opUnknown, "", "", ""},
+		{"POST", "/q/messages/$settle", true, opSettleMessages, "q", "/q/messages/$settle", "q/messages/$settle"},
+		{"POST", "/q/$deadletterqueue/Messages/$SETTLE", true, opSettleMessages, "q/$deadletterqueue", "/q%2F$deadletterqueue/messages/$settle", "q/$deadletterqueue/messages/$settle"},
+		{"DELETE", "/q/messages/$settle", false, opSettleMessages, "q", "/q/messages/$settle", "q/messages/$settle"},
 		{"PUT", "/q/messages/$scheduled/12", false, opUnknown, "", "", ""},
 		// A MessageId with an encoded slash stays one segment.
 		{"DELETE", "/q/messages/a%2Fb/" + tok, true, opComplete, "q", "/q/messages/a%2Fb/" + tok, "q/messages/a/b/" + tok},
@@ -262,6 +265,14 @@ func (r *recorder) ResubmitAll(_ http.ResponseWriter, _ *http.Request, e string,
 }
 func (r *recorder) ResubmitOne(_ http.ResponseWriter, _ *http.Request, e string, _ api.SequenceNumber, _ api.ResubmitOneParams) {
 	r.op, r.entity = opResubmitOne, e
+}
+
+func (r *recorder) SettleMessages(_ http.ResponseWriter, _ *http.Request, e string, _ api.SettleMessagesParams) {
+	r.op, r.entity = opSettleMessages, e
+}
+
+func (r *recorder) SessionSettleMessages(_ http.ResponseWriter, _ *http.Request, e, _ string, _ openapi_types.UUID, _ api.SessionSettleMessagesParams) {
+	r.op, r.entity = opSettleMessages, e
 }
 
 func (r *recorder) ListTopics(http.ResponseWriter, *http.Request, api.ListTopicsParams) {
@@ -424,6 +435,7 @@ func TestCanonicalPathsRoute(t *testing.T) {
 		{"POST", "/q/messages/$deferred/3"}, {"DELETE", "/q/messages/$deferred/3"}, {"DELETE", "/q/messages/$scheduled/3"},
 		{"POST", "/q/messages/3/" + validToken + "/$deadletter"}, {"POST", "/q/messages/3/" + validToken + "/$defer"},
 		{"POST", "/q/$DeadLetterQueue/messages/$resubmit"}, {"POST", "/q/$DeadLetterQueue/messages/$resubmit/3"},
+		{"POST", "/q/messages/$settle"}, {"POST", "/q/sessions/s/" + validToken + "/messages/$settle"},
 	} {
 		rt, ok := classify(c.method, c.path)
 		if !ok {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"time"
 
@@ -21,8 +22,13 @@ import (
 type Config struct {
 	// Namespace names this broker in Atom entries and error trackers.
 	Namespace string
-	// Keys are the namespace-level shared access keys.
+	// Keys are namespace-level shared access keys given in the configuration.
 	Keys []sas.Key
+	// StoreKeys adds the namespace-level keys kept in the database (sbgate key create/rotate/
+	// revoke), read again at most KeyRefresh after the last read, so every gateway sees a new,
+	// rotated or revoked key within KeyRefresh without a restart.
+	StoreKeys  bool
+	KeyRefresh time.Duration // 5s
 	// DefaultReceiveWait is how long a receive waits when the request gives no timeout (60s).
 	DefaultReceiveWait time.Duration
 	// MaxReceiveWait caps the timeout a receive may ask for (120s).
@@ -39,6 +45,16 @@ type Config struct {
 	Metrics http.Handler
 	// Observe, when set, is told the operation, status and duration of every request.
 	Observe func(operation string, status int, d time.Duration)
+	// Live, when set, is asked by GET /healthz: an error means the process cannot recover by
+	// itself (503 with the error's text), e.g. its embedded database was given up on.
+	Live func() error
+	// Ready, when set, is asked by GET /readyz before the database is pinged: an error means
+	// the gateway should get no traffic for now (503), e.g. its embedded database is restarting.
+	Ready func() error
+	// TrustedProxies are the peers whose Forwarded / X-Forwarded-Proto / X-Forwarded-Host
+	// headers say how the client reached them (proxy.go); from any other peer those headers are
+	// user properties like any other.
+	TrustedProxies []netip.Prefix
 }
 
 func (c *Config) setDefaults() {
@@ -63,6 +79,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.KeyRefresh <= 0 {
+		c.KeyRefresh = 5 * time.Second
+	}
 }
 
 // Server implements the generated api.ServerInterface over a store.
@@ -70,6 +89,7 @@ type Server struct {
 	store store.Store
 	cfg   Config
 	log   *slog.Logger
+	keys  keyCache
 }
 
 var _ api.ServerInterface = (*Server)(nil)
@@ -86,7 +106,7 @@ func NewServer(st store.Store, cfg Config) http.Handler {
 			s.writeError(w, r, badRequest("%s", err.Error()))
 		},
 	})
-	return s.recoverer(s.front(router))
+	return s.recoverer(s.forwarded(s.front(router)))
 }
 
 func (s *Server) now() time.Time { return s.cfg.Now() }
@@ -178,14 +198,26 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// Healthz answers while the process serves HTTP.
+// Healthz answers 200 while the process serves HTTP and can recover by itself (Config.Live).
 func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Live != nil {
+		if err := s.cfg.Live(); err != nil {
+			s.writeError(w, r, &store.Error{Code: store.CodeUnavailable, Message: err.Error()})
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// Readyz answers 200 when the database does.
+// Readyz answers 200 when the gateway may take traffic (Config.Ready) and the database answers.
 func (s *Server) Readyz(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(); err != nil {
+			s.writeError(w, r, &store.Error{Code: store.CodeUnavailable, Message: err.Error()})
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {

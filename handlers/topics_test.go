@@ -343,7 +343,8 @@ func TestTopicLifecycle(t *testing.T) {
 		"RequiresDuplicateDetection", "DuplicateDetectionHistoryTimeWindow", "EnableBatchedOperations", "SizeInBytes",
 		"FilteringMessagesBeforePublishing", "IsAnonymousAccessible", "AuthorizationRules", "Status", "UserMetadata",
 		"CreatedAt", "UpdatedAt", "AccessedAt", "SupportOrdering", "CountDetails", "SubscriptionCount", "AutoDeleteOnIdle",
-		"EnablePartitioning", "EntityAvailabilityStatus", "EnableSubscriptionPartitioning", "EnableExpress", "MaxMessageSizeInKilobytes"})
+		"EnablePartitioning", "EntityAvailabilityStatus", "EnableSubscriptionPartitioning", "EnableExpress", "MaxMessageSizeInKilobytes",
+		"SqlFilterCount", "CorrelationFilterCount"})
 	if e.Title != "Orders" || e.ID != b.url+"/orders?api-version=2024-05" || e.Author == nil || e.Author.Name != "sbgate" || e.Topic == nil {
 		t.Fatalf("GET /orders: title %q, id %q, author %v; want Orders, the request URL, sbgate", e.Title, e.ID, e.Author)
 	}
@@ -367,7 +368,7 @@ func TestTopicLifecycle(t *testing.T) {
 		t.Errorf("PUT /orders If-Match: %+v; want UserMetadata v2, defaults elsewhere, updated at 12:01", e.Topic)
 	}
 	b.do(t, call{method: http.MethodPut, path: "/orders", header: map[string]string{"If-Match": "*"}, body: topicXML("")}).
-		wantError(t, "PUT /orders If-Match without duplicate detection", http.StatusBadRequest, "'requiresDuplicateDetection' property of an existing Queue(or Topic) can't be changed")
+		wantError(t, "PUT /orders If-Match without duplicate detection", http.StatusBadRequest, "The value for the requires duplicate detection property of an existing Topic cannot be changed.")
 	b.do(t, call{method: http.MethodPut, path: "/nowhere", header: map[string]string{"If-Match": "*"}, body: topicXML("")}).
 		wantError(t, "update a missing topic", http.StatusNotFound, "could not be found")
 	b.do(t, call{method: http.MethodPut, path: "/orders", header: map[string]string{"If-Match": "*"}, body: entryXML("")}).
@@ -527,8 +528,11 @@ func TestCreateSubscriptionClientBodies(t *testing.T) {
 			t.Errorf("%s: LockDuration, MaxDeliveryCount, DeadLetteringOnFilterEvaluationExceptions = %q, %d, %t; want %q, %d, true",
 				tc.client, e.Sub.LockDuration, e.Sub.MaxDeliveryCount, e.Sub.DeadLetteringOnFilterEvaluation, tc.lockDuration, tc.maxDelivery)
 		}
-		// The create response carries AccessedAt (the service writes it for subscriptions) but no
+		// The create response carries AccessedAt, set at creation as the service does, but no
 		// CountDetails.
+		if e.Sub.AccessedAt == nil || *e.Sub.AccessedAt != e.Sub.CreatedAt {
+			t.Errorf("%s: AccessedAt = %v; want the creation time %s", tc.client, e.Sub.AccessedAt, e.Sub.CreatedAt)
+		}
 		wantOrder(t, tc.client, r.body, "SubscriptionDescription", []string{"LockDuration", "RequiresSession",
 			"DefaultMessageTimeToLive", "DeadLetteringOnMessageExpiration", "DeadLetteringOnFilterEvaluationExceptions",
 			"MessageCount", "MaxDeliveryCount", "EnableBatchedOperations", "Status", "CreatedAt", "UpdatedAt", "AccessedAt",
@@ -616,7 +620,7 @@ func TestSubscriptionManagement(t *testing.T) {
 	}
 	b.do(t, call{method: http.MethodPut, path: "/t/Subscriptions/s", header: map[string]string{"If-Match": "*"},
 		body: subscriptionXML("<RequiresSession>true</RequiresSession>")}).
-		wantError(t, "make s session-ful", http.StatusBadRequest, "'requiresSession' property of an existing Subscription can't be changed")
+		wantError(t, "make s session-ful", http.StatusBadRequest, "The value for the RequiresSession property of an existing Subscription cannot be changed.")
 	b.do(t, call{method: http.MethodPut, path: "/t/Subscriptions/none", header: map[string]string{"If-Match": "*"}, body: subscriptionXML("")}).
 		wantError(t, "update a missing subscription", http.StatusNotFound, "could not be found")
 	// Rules survive an update.
@@ -1355,7 +1359,7 @@ func TestEntityAuthorizationRules(t *testing.T) {
 	}
 	want := `<AuthorizationRules><AuthorizationRule i:type="SharedAccessAuthorizationRule"><ClaimType>SharedAccessKey</ClaimType>` +
 		`<ClaimValue>None</ClaimValue><Rights><AccessRights>Send</AccessRights><AccessRights>Listen</AccessRights></Rights>` +
-		`<CreatedTime>`
+		`<KeyName>` // no CreatedTime or ModifiedTime: none were sent
 	if !strings.Contains(r.body, want) || !strings.Contains(r.body, `<KeyName>app</KeyName><PrimaryKey>app-primary</PrimaryKey><SecondaryKey>app-secondary</SecondaryKey></AuthorizationRule></AuthorizationRules>`) {
 		t.Errorf("GET secured = %s; want the app rule echoed", r.body)
 	}
@@ -1387,8 +1391,8 @@ func TestEntityAuthorizationRules(t *testing.T) {
 		{"app on another queue", http.MethodPost, "/other/messages", "x", withKey("app", "app-primary", "/other/messages"), http.StatusUnauthorized, "InvalidSignature"},
 		{"app receiving from another queue", http.MethodDelete, "/other/messages/head?timeout=0", "", withKey("app", "app-primary", "/other"), http.StatusUnauthorized, "InvalidSignature"},
 		{"app with a wrong key", http.MethodPost, "/secured/messages", "x", withKey("app", "guess", "/secured"), http.StatusUnauthorized, "InvalidSignature"},
-		{"app reads secured's description", http.MethodGet, "/secured", "", withKey("app", "app-primary", "/secured"), http.StatusUnauthorized, "'Manage,EntityRead' claim(s) are required"},
-		{"app deletes secured", http.MethodDelete, "/secured", "", withKey("app", "app-primary", "/secured"), http.StatusUnauthorized, "'Manage,EntityRead' claim(s) are required"},
+		{"app reads secured's description", http.MethodGet, "/secured", "", withKey("app", "app-primary", "/secured"), http.StatusUnauthorized, "Manage,EntityRead claims required for this operation."},
+		{"app deletes secured", http.MethodDelete, "/secured", "", withKey("app", "app-primary", "/secured"), http.StatusUnauthorized, "Authorization failed for specified action: Manage,EntityDelete."},
 		{"app lists queues", http.MethodGet, "/$Resources/Queues", "", withKey("app", "app-primary", "/"), http.StatusUnauthorized, "InvalidSignature"},
 		{"app creates a queue", http.MethodPut, "/secured2", entryXML(""), withKey("app", "app-primary", "/"), http.StatusUnauthorized, "InvalidSignature"},
 		// The topic's key covers its subscriptions.
@@ -1396,7 +1400,7 @@ func TestEntityAuthorizationRules(t *testing.T) {
 		{"tapp peek-locks the subscription", http.MethodPost, "/events/Subscriptions/s/messages/head?timeout=0", "", withKey("tapp", "topic-key", "/events/Subscriptions/s"), http.StatusCreated, ""},
 		{"tapp receives from the subscription, scoped to the topic", http.MethodDelete, "/events/subscriptions/s/messages/head?timeout=0", "", withKey("tapp", "topic-key-2", "/events"), http.StatusNoContent, ""},
 		{"tapp reads the subscription's dead letters", http.MethodPost, "/events/Subscriptions/s/$DeadLetterQueue/messages/head?timeout=0", "", withKey("tapp", "topic-key", "/events"), http.StatusNoContent, ""},
-		{"tapp reads the subscription", http.MethodGet, "/events/Subscriptions/s", "", withKey("tapp", "topic-key", "/events"), http.StatusUnauthorized, "'Manage,EntityRead' claim(s) are required"},
+		{"tapp reads the subscription", http.MethodGet, "/events/Subscriptions/s", "", withKey("tapp", "topic-key", "/events"), http.StatusUnauthorized, "Unauthorized access for 'GetSubscription' operation"},
 		{"tapp on the queue", http.MethodPost, "/secured/messages", "x", withKey("tapp", "topic-key", "/secured"), http.StatusUnauthorized, "InvalidSignature"},
 		{"app on the topic", http.MethodPost, "/events/messages", "x", withKey("app", "app-primary", "/events"), http.StatusUnauthorized, "InvalidSignature"},
 	} {
@@ -1497,4 +1501,28 @@ func TestRuleNamedInBody(t *testing.T) {
 	b.do(t, call{method: http.MethodGet, path: "/g/Subscriptions/s/Rules/from-body"}).want(t, "GET the rule", http.StatusOK)
 	b.do(t, call{method: http.MethodPut, path: "/g/Subscriptions/s/Rules/", body: strings.Replace(body, "<Name>from-body</Name>", "", 1), header: atomHeader}).
 		wantError(t, "PUT to the collection without a name", http.StatusBadRequest, "")
+}
+
+// TestTopicFilterCounts: from api-version 2024-05 a topic's description counts its subscriptions'
+// rules, SQL (true and false filters included, the $Default rule too) and correlation, last in
+// the description as the service writes them; older api-versions do not get them.
+func TestTopicFilterCounts(t *testing.T) {
+	b := setup(t)
+	b.createTopic(t, "counted", "")
+	b.createSubscription(t, "counted", "a", "")
+	b.createSubscription(t, "counted", "b", "")
+	b.putRule(t, "counted", "a", "sql", sqlRule("1=1", ""))
+	b.putRule(t, "counted", "b", "corr", ruleXML(`<Filter i:type="CorrelationFilter"><CorrelationId>c</CorrelationId></Filter><Action i:type="EmptyRuleAction"/>`))
+	b.putRule(t, "counted", "b", "never", ruleXML(`<Filter i:type="FalseFilter"><SqlExpression>1=0</SqlExpression></Filter><Action i:type="EmptyRuleAction"/>`))
+	want := "<MaxMessageSizeInKilobytes>256</MaxMessageSizeInKilobytes><SqlFilterCount>4</SqlFilterCount><CorrelationFilterCount>1</CorrelationFilterCount></TopicDescription>"
+	for _, path := range []string{"/counted?api-version=2024-05", "/$Resources/Topics?api-version=2024-05"} {
+		if r := b.do(t, call{method: http.MethodGet, path: path}).want(t, path, http.StatusOK); !strings.Contains(r.body, want) {
+			t.Errorf("GET %s = %s; want it to end the description with %s", path, r.body, want)
+		}
+	}
+	for _, path := range []string{"/counted?api-version=2021-05", "/counted"} {
+		if r := b.do(t, call{method: http.MethodGet, path: path}).want(t, path, http.StatusOK); strings.Contains(r.body, "FilterCount") {
+			t.Errorf("GET %s = %s; want no filter counts before api-version 2024-05", path, r.body)
+		}
+	}
 }

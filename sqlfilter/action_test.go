@@ -21,6 +21,9 @@ func TestApply(t *testing.T) {
 		{action: "SET a = 1; SET b = a + 1", wantUsr: map[string]any{"a": int64(1), "b": int64(2)}},
 		{action: "SET a = 1, SET b = a * 10", wantUsr: map[string]any{"a": int64(1), "b": int64(10)}},
 		{action: "SET a = 1;, SET b = 2;", wantUsr: map[string]any{"a": int64(1), "b": int64(2)}},
+		// The separator is optional, as the Go SDK's own tests write actions.
+		{action: "SET a = 1 SET b = a + 1 REMOVE a", wantUsr: map[string]any{"b": int64(2)}, gone: []string{"a"}},
+		{action: "SET sys.MessageId = 'x' SET sys.MessageId = sys.MessageId + 'y'", wantSys: map[string]any{"MessageId": "xy"}},
 		{action: "SET amount = amount + 1; SET amount = amount * 2", wantUsr: map[string]any{"amount": int64(302)}},
 		{action: "SET price = 10", wantUsr: map[string]any{"price": 10.0}}, // implicit int → double
 		{action: "SET region = 10", wantUsr: map[string]any{"region": int64(10)}},
@@ -135,7 +138,7 @@ func TestParseActionErrors(t *testing.T) {
 		{"SET = 1", 5, "expected a property name", nil},
 		{"SET a 1", 7, "expected = after the SET property", nil},
 		{"SET a =", 8, "expected an expression", nil},
-		{"SET a = 1 SET b = 2", 11, "expected ; or , between statements", nil},
+		{"SET a = 1 b = 2", 11, "expected ; or , between statements", nil},
 		{"SET a = 1;; REMOVE", 19, "expected a property name", nil},
 		{"REMOVE 1", 8, "expected a property name", nil},
 		{"SET sys = 1", 9, "", nil}, // a user property named sys

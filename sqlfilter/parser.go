@@ -688,8 +688,8 @@ type statement struct {
 }
 
 // ParseAction compiles a SqlRuleAction (protocol.md §7.2): statements SET prop = expr and
-// REMOVE prop, separated by ; or , (any run of them; a trailing one is allowed), at most
-// 32 of them. The expression language, limits and params are those of ParseFilter; a SET
+// REMOVE prop, separated by ; or , (any run of them; a trailing one is allowed) or by nothing
+// but whitespace, as the service accepts, at most 32 of them. The expression language, limits and params are those of ParseFilter; a SET
 // value may also be a predicate, which stores a boolean.
 //
 // Errors are *ParseError; more than 32 statements wraps ErrTooManyStatements.
@@ -731,6 +731,9 @@ func ParseAction(expr string, params map[string]any) (*Action, error) {
 		a.stmts = append(a.stmts, s)
 		if p.tok().kind == tEOF {
 			return a, nil
+		}
+		if t := p.tok(); isWord(t, "SET") || isWord(t, "REMOVE") {
+			continue // the separator is optional: SET a = 1 SET b = 2
 		}
 		if k := p.tok().kind; k != tSemi && k != tComma {
 			return nil, p.errAt(p.tok(), "expected ; or , between statements")

@@ -53,6 +53,21 @@ func (b *batcher[T]) start() {
 	}
 }
 
+// running reports whether the writers run: between start and stop.
+func (b *batcher[T]) running() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.started {
+		return false
+	}
+	select {
+	case <-b.quit:
+		return false
+	default:
+		return true
+	}
+}
+
 // stop ends the writers after their current batch; anything still queued is answered with
 // errShuttingDown rather than left waiting. It is idempotent.
 func (b *batcher[T]) stop() {

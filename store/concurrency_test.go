@@ -39,7 +39,7 @@ func TestCompetingReceivers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				m, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, 0)
+				m, err := receive1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 0)
 				if err != nil {
 					t.Errorf("receive: %v", err)
 					return
@@ -50,7 +50,7 @@ func TestCompetingReceivers(t *testing.T) {
 				mu.Lock()
 				seen[m.MessageID]++
 				mu.Unlock()
-				if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, m.MessageID, m.LockToken); err != nil {
+				if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, m.MessageID, m.LockToken); err != nil {
 					t.Errorf("complete %s: %v", m.MessageID, err)
 				}
 			}
@@ -104,7 +104,7 @@ func TestWakeAcrossGateways(t *testing.T) {
 	url := dbtest.NewDatabase(t)
 	open := func() *store.Postgres {
 		pool := openPool(t, url)
-		s := store.New(pool, store.Options{PollInterval: time.Hour})
+		s := store.New(pool, store.Options{Recheck: time.Hour})
 		s.Start(context.Background())
 		t.Cleanup(s.Stop)
 		return s
@@ -121,7 +121,7 @@ func TestWakeAcrossGateways(t *testing.T) {
 	}
 	got := make(chan *store.Message, 1)
 	go func() {
-		m, err := gwB.Receive(ctx, qB, store.SubQueueMain, store.ReceiveAndDelete, time.Minute)
+		m, err := receive1(ctx, gwB, store.Target{Entity: qB, SubQueue: store.SubQueueMain}, store.ReceiveAndDelete, time.Minute)
 		if err != nil {
 			t.Errorf("receive on gateway B: %v", err)
 		}

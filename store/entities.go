@@ -84,9 +84,9 @@ INSERT INTO entities (kind, path_key, path, parent_id, lock_duration, max_size_m
 	duplicate_detection_window, max_delivery_count, enable_batched_operations, is_anonymous_accessible,
 	status, forward_to, forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle,
 	enable_partitioning, enable_express, max_message_size_kb, filtering_messages_before_publishing,
-	enable_subscription_partitioning, authorization_rules, created_at, updated_at)
+	enable_subscription_partitioning, authorization_rules, created_at, updated_at, accessed_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-	$23, $24, $25, $26, $27, $28, $28)
+	$23, $24, $25, $26, $27, $28, $28, $29)
 ON CONFLICT (path_key) DO NOTHING
 RETURNING ` + entityColumns
 
@@ -130,7 +130,13 @@ func (s *Postgres) createEntity(ctx context.Context, kind Kind, path string, p P
 	}
 	now := s.now()
 	args := append([]any{kind, Key(path), path, parent}, props...)
-	args = append(args, now)
+	// The service sets a new subscription's AccessedAt at creation; a new queue's or topic's
+	// stays zero until first used.
+	var accessed pgtype.Timestamptz
+	if kind == KindSubscription {
+		accessed = pgtype.Timestamptz{Time: now, Valid: true}
+	}
+	args = append(args, now, accessed)
 	var e *Entity
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -211,6 +217,11 @@ func (s *Postgres) UpdateEntity(ctx context.Context, kind Kind, path string, p P
 		if err := checkImmutable(old, &p); err != nil {
 			return err
 		}
+		if p.EnablePartitioning && p.MaxSizeInMegabytes == old.Props.TotalMaxSizeInMegabytes() {
+			// A description read back and sent again carries the partitioned total: keep the
+			// size per partition.
+			p.MaxSizeInMegabytes = old.Props.MaxSizeInMegabytes
+		}
 		if err := s.checkForwarding(ctx, old.Path, &p); err != nil {
 			return err
 		}
@@ -230,19 +241,19 @@ func (s *Postgres) UpdateEntity(ctx context.Context, kind Kind, path string, p P
 	return updated, nil
 }
 
-// checkImmutable refuses changes to the properties Service Bus fixes at creation.
+// checkImmutable refuses changes to the properties Service Bus fixes at creation, in the
+// service's words (the Service Bus resource manager exceptions document; the SDKs' own tests match
+// on them): "The value for the RequiresSession property of an existing Queue cannot be changed",
+// "Partitioning cannot be changed for Topic. ".
 func checkImmutable(old *Entity, p *Properties) error {
-	kind := "Queue(or Topic)"
-	if old.Kind == KindSubscription {
-		kind = "Subscription"
-	}
+	kind := old.Kind.String()
 	switch {
 	case old.Props.RequiresSession != p.RequiresSession:
-		return badRequest("SubCode=40000. The value for the 'requiresSession' property of an existing %s can't be changed.", kind)
+		return badRequest("SubCode=40000. The value for the RequiresSession property of an existing %s cannot be changed.", kind)
 	case old.Props.RequiresDuplicateDetection != p.RequiresDuplicateDetection:
-		return badRequest("SubCode=40000. The value for the 'requiresDuplicateDetection' property of an existing %s can't be changed.", kind)
+		return badRequest("SubCode=40000. The value for the requires duplicate detection property of an existing %s cannot be changed.", kind)
 	case old.Props.EnablePartitioning != p.EnablePartitioning:
-		return badRequest("SubCode=40000. The value for the 'enablePartitioning' property of an existing %s can't be changed.", kind)
+		return badRequest("SubCode=40000. Partitioning cannot be changed for %s. ", kind)
 	}
 	return nil
 }
@@ -412,7 +423,25 @@ func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
 		}
 		byID[id].SubscriptionCount = n
 	}
-	return interpretError(subRows.Err())
+	if err := subRows.Err(); err != nil {
+		return interpretError(err)
+	}
+	ruleRows, err := s.pool.Query(ctx, `SELECT e.parent_id,
+		count(*) FILTER (WHERE r.filter->>'kind' <> 'CorrelationFilter'),
+		count(*) FILTER (WHERE r.filter->>'kind' = 'CorrelationFilter')
+		FROM rules r JOIN entities e ON e.id = r.subscription_id WHERE e.parent_id = ANY($1) GROUP BY e.parent_id`, topics)
+	if err != nil {
+		return fmt.Errorf("count rules: %w", interpretError(err))
+	}
+	defer ruleRows.Close()
+	for ruleRows.Next() {
+		var id, sql, corr int64
+		if err := ruleRows.Scan(&id, &sql, &corr); err != nil {
+			return fmt.Errorf("count rules: %w", err)
+		}
+		byID[id].SQLFilterCount, byID[id].CorrelationFilterCount = sql, corr
+	}
+	return interpretError(ruleRows.Err())
 }
 
 // entityChanged drops path from this gateway's cache and tells the other gateways to do the same.

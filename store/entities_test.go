@@ -194,7 +194,7 @@ func TestCounts(t *testing.T) {
 
 	// Lock one message (still active), and dead-letter another by exceeding MaxDeliveryCount.
 	first := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Abandon, first.MessageID, first.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Abandon, first.MessageID, first.LockToken); err != nil {
 		t.Fatal(err)
 	}
 	b.receive(t, q, store.SubQueueMain, store.PeekLock) // active-1 again: dead-lettered, active-2 returned instead
@@ -262,5 +262,73 @@ func TestNamespaceKey(t *testing.T) {
 	}
 	if k2.Created || k2.PrimaryKey != k1.PrimaryKey {
 		t.Errorf("second call = %+v; want the stored key, not a new one", k2)
+	}
+}
+
+func TestTotalMaxSizeInMegabytes(t *testing.T) {
+	p := store.DefaultProperties(store.KindQueue)
+	p.MaxSizeInMegabytes = 4096
+	if got := p.TotalMaxSizeInMegabytes(); got != 4096 {
+		t.Errorf("unpartitioned: %d; want 4096", got)
+	}
+	p.EnablePartitioning = true
+	if got := p.TotalMaxSizeInMegabytes(); got != 65536 {
+		t.Errorf("partitioned: %d; want 65536 (16 partitions)", got)
+	}
+}
+
+func TestNamespaceKeyManagement(t *testing.T) {
+	b := setup(t)
+	sender, err := b.store.CreateNamespaceKey(b.ctx, "app-send", []string{"Send"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sender.PrimaryKey) != 44 || sender.PrimaryKey == sender.SecondaryKey {
+		t.Errorf("created key = %+v", sender)
+	}
+	if _, err := b.store.CreateNamespaceKey(b.ctx, "app-send", []string{"Listen"}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("second create: err = %v; want ErrConflict", err)
+	}
+	for _, bad := range []string{"", "a b", "ä"} {
+		if _, err := b.store.CreateNamespaceKey(b.ctx, bad, []string{"Send"}); !errors.Is(err, store.ErrBadRequest) {
+			t.Errorf("create %q: err = %v; want ErrBadRequest", bad, err)
+		}
+	}
+	if _, err := b.store.CreateNamespaceKey(b.ctx, "listen", []string{"Listen"}); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := b.store.RotateNamespaceKey(b.ctx, "app-send", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rotated.PrimaryKey == sender.PrimaryKey || rotated.SecondaryKey != sender.SecondaryKey {
+		t.Errorf("rotate primary: %+v from %+v; want a new primary, the secondary kept", rotated, sender)
+	}
+	again, err := b.store.RotateNamespaceKey(b.ctx, "app-send", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.SecondaryKey == rotated.SecondaryKey || again.PrimaryKey != rotated.PrimaryKey {
+		t.Errorf("rotate secondary: %+v from %+v; want a new secondary, the primary kept", again, rotated)
+	}
+	keys, err := b.store.NamespaceKeys(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 || keys[0].Name != "app-send" || keys[0].PrimaryKey != again.PrimaryKey || keys[1].Name != "listen" ||
+		keys[1].Rights[0] != "Listen" {
+		t.Errorf("keys = %+v", keys)
+	}
+	if err := b.store.DeleteNamespaceKey(b.ctx, "app-send"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.DeleteNamespaceKey(b.ctx, "app-send"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("second delete: err = %v; want ErrNotFound", err)
+	}
+	if _, err := b.store.RotateNamespaceKey(b.ctx, "app-send", false); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("rotate deleted: err = %v; want ErrNotFound", err)
+	}
+	if keys, _ := b.store.NamespaceKeys(b.ctx); len(keys) != 1 {
+		t.Errorf("keys after delete = %+v", keys)
 	}
 }

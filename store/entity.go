@@ -112,6 +112,20 @@ const (
 	maxSizeInMegabytesMultiple = 1024
 )
 
+// Partitions is how many partitions the service gives a partitioned queue or topic in a Standard
+// namespace; each holds MaxSizeInMegabytes, so the entity holds Partitions times that and the
+// service reports the product as its MaxSizeInMegabytes (4096 → 65536).
+const Partitions = 16
+
+// TotalMaxSizeInMegabytes is what the entity can hold and what descriptions report: the stored
+// MaxSizeInMegabytes, times Partitions for a partitioned entity.
+func (p *Properties) TotalMaxSizeInMegabytes() int64 {
+	if p.EnablePartitioning {
+		return p.MaxSizeInMegabytes * Partitions
+	}
+	return p.MaxSizeInMegabytes
+}
+
 // DefaultProperties returns the description a new entity of kind k gets for every element the
 // client did not send.
 func DefaultProperties(k Kind) Properties {
@@ -190,6 +204,10 @@ type Entity struct {
 	Counts     Counts    // filled by Get and List
 	// SubscriptionCount is a topic's number of subscriptions, filled by Get and List.
 	SubscriptionCount int64
+	// SQLFilterCount and CorrelationFilterCount are a topic's rules over all its subscriptions
+	// (SQL, true and false filters; correlation filters), filled by Get and List.
+	SQLFilterCount         int64
+	CorrelationFilterCount int64
 }
 
 // Key returns the canonical, case-insensitive key of an entity path.

@@ -2,3 +2,6 @@ package store
 
 // CountsSQL lets tests look at the plan of the count query.
 const CountsSQL = countsSQL
+
+// Claims is how many claim statements the store has run.
+func (s *Postgres) Claims() int64 { return s.claims.Load() }

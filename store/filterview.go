@@ -52,6 +52,8 @@ func (v filterView) System(name string) (any, bool) {
 		return optional(m.ReplyTo), true
 	case "partitionkey":
 		return optional(m.PartitionKey), true
+	case "viapartitionkey":
+		return optional(m.ViaPartitionKey), true
 	case "contenttype":
 		return optional(m.ContentType), true
 	case "sequencenumber":

@@ -2,97 +2,18 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
-
-// receiveDeferredSQL locks the deferred message with sequence number $5 for $3, if it is not
-// locked and has not expired, counting the delivery; past MaxDeliveryCount ($4) it is
-// dead-lettered instead.
-var receiveDeferredSQL = `
-WITH locked AS (
-	UPDATE messages m SET ` + lockOrDeadLetter("$2", "$3", "$4") + `
-	WHERE m.entity_id = $1 AND m.seq = $5 AND m.state = 1 AND ($6::text IS NULL OR m.session_id = $6)
-		AND (m.visible_at IS NULL OR m.visible_at <= $2) AND (m.expires_at IS NULL OR m.expires_at > $2)
-	RETURNING ` + messageColumns + `
-), moved AS (
-	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-	SELECT $1, -count(*), count(*), 0 FROM locked WHERE locked.state = 2 HAVING count(*) > 0
-)
-SELECT ` + messageColumnNames + ` FROM locked`
-
-// deleteDeferredSQL removes the deferred message with sequence number $3 if it is not locked and
-// has not expired.
-const deleteDeferredSQL = `
-WITH removed AS (
-	DELETE FROM messages m
-	WHERE m.entity_id = $1 AND m.seq = $3 AND m.state = 1 AND ($4::text IS NULL OR m.session_id = $4)
-		AND (m.visible_at IS NULL OR m.visible_at <= $2) AND (m.expires_at IS NULL OR m.expires_at > $2)
-	RETURNING ` + messageColumns + `, m.size
-), counted AS (
-	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-	SELECT $1, -count(*), 0, -sum(size) FROM removed HAVING count(*) > 0
-)
-SELECT ` + messageColumnNames + ` FROM removed`
-
-// ReceiveDeferred takes the deferred message with sequence number seq: locked in PeekLock mode,
-// removed in ReceiveAndDelete mode. Errors: ErrNotFound when no such deferred message is
-// available (never deferred, locked, expired, settled, or just dead-lettered for too many
-// deliveries).
-func (s *Postgres) ReceiveDeferred(ctx context.Context, e *Entity, seq int64, mode ReceiveMode) (*Message, error) {
-	if err := checkReceivable(e, SubQueueMain); err != nil {
-		return nil, err
-	}
-	return s.receiveDeferred(ctx, e, nil, seq, mode)
-}
-
-// ReceiveDeferredSession is ReceiveDeferred inside an accepted session.
-func (s *Postgres) ReceiveDeferredSession(ctx context.Context, e *Entity, sl SessionLock, seq int64, mode ReceiveMode) (*Message, error) {
-	if err := checkSessionful(e); err != nil {
-		return nil, err
-	}
-	if err := s.checkSessionLock(ctx, s.pool, e, sl, s.now()); err != nil {
-		return nil, err
-	}
-	return s.receiveDeferred(ctx, e, &sl, seq, mode)
-}
-
-func (s *Postgres) receiveDeferred(ctx context.Context, e *Entity, sl *SessionLock, seq int64, mode ReceiveMode) (*Message, error) {
-	s.touch(e)
-	now := s.now()
-	var session pgtype.Text // NULL: any session (ReceiveDeferred has refused session entities)
-	if sl != nil {
-		session = pgtype.Text{String: sl.SessionID, Valid: true}
-	}
-	var row pgx.Row
-	if mode == ReceiveAndDelete {
-		row = s.pool.QueryRow(ctx, deleteDeferredSQL, e.ID, now, seq, session)
-	} else {
-		row = s.pool.QueryRow(ctx, receiveDeferredSQL, e.ID, now, interval(e.Props.LockDuration), e.Props.MaxDeliveryCount, seq, session)
-	}
-	m, err := scanMessage(row)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && m.State != StateDeferred {
-		return nil, notFound("No deferred message with sequence number %d is available in '%s'.", seq, e.Path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("receive deferred message %d from %s: %w", seq, e.Path, interpretError(err))
-	}
-	if mode == ReceiveAndDelete {
-		m.DeliveryCount++
-	}
-	return m, nil
-}
 
 // MaxBrowse bounds the messages one Browse returns.
 const MaxBrowse = 1000
 
 // browseSQL lists messages of one subqueue from a sequence number on, without locking them.
 // Expired messages the sweep has not removed yet are left out, as a receive would.
-const browseSQL = `SELECT ` + messageColumns + ` FROM messages m
+var browseSQL = `SELECT ` + messageSelectFrom("m") + ` FROM messages m
 WHERE m.entity_id = $1 AND (m.state = 2) = ($2::smallint = 2) AND m.seq >= $3
 	AND (m.expires_at IS NULL OR m.expires_at > $4 OR m.state = 2)
 ORDER BY m.seq LIMIT $5`
@@ -112,7 +33,7 @@ func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int6
 	if err != nil {
 		return nil, fmt.Errorf("browse %s: %w", e.Path, interpretError(err))
 	}
-	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) })
+	msgs, err := collectMessages(rows)
 	if err != nil {
 		return nil, fmt.Errorf("browse %s: %w", e.Path, interpretError(err))
 	}
@@ -186,7 +107,7 @@ const resubmitChunk = 500
 
 // resubmitCandidatesSQL reads dead-lettered messages after sequence number $2 that no one holds a
 // lock on, locking the rows for the rest of the transaction.
-const resubmitCandidatesSQL = `SELECT ` + messageColumns + ` FROM messages m
+var resubmitCandidatesSQL = `SELECT ` + messageSelectFrom("m") + ` FROM messages m
 WHERE m.entity_id = $1 AND m.state = 2 AND m.seq > $2 AND ($3::bigint = 0 OR m.seq = $3)
 	AND (m.lock_token IS NULL OR m.visible_at <= $4)
 ORDER BY m.seq LIMIT $5 FOR UPDATE SKIP LOCKED`
@@ -222,7 +143,7 @@ func (s *Postgres) Resubmit(ctx context.Context, e *Entity, seq int64, match fun
 			if err != nil {
 				return err
 			}
-			msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) })
+			msgs, err := collectMessages(rows)
 			if err != nil {
 				return err
 			}
@@ -252,7 +173,7 @@ func (s *Postgres) Resubmit(ctx context.Context, e *Entity, seq int64, match fun
 	}
 	if total > 0 {
 		s.touch(e)
-		s.announce([]int64{e.ID})
+		s.announce(wakeTarget{entity: e.ID})
 	}
 	return total, nil
 }

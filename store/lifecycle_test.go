@@ -83,11 +83,11 @@ func TestLockedMessageDoesNotExpireUntilItsLockEnds(t *testing.T) {
 		t.Errorf("counts with both locked past their TTL = %+v; want 2 active", c)
 	}
 	// A locked, expired message can still be completed.
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, a.MessageID, a.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, a.MessageID, a.LockToken); err != nil {
 		t.Errorf("complete of a locked, expired message: %v", err)
 	}
 	// Abandoning the other makes its expiry take effect at once.
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Abandon, bm.MessageID, bm.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Abandon, bm.MessageID, bm.LockToken); err != nil {
 		t.Fatal(err)
 	}
 	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m != nil {
@@ -210,7 +210,7 @@ func TestDeferral(t *testing.T) {
 	q := b.queue(t, "q", nil)
 	b.send(t, q, store.Message{Body: []byte("later"), MessageID: "d"}, body("next"))
 	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Defer, m.MessageID, m.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Defer, m.MessageID, m.LockToken); err != nil {
 		t.Fatalf("defer: %v", err)
 	}
 	if next := b.receive(t, q, store.SubQueueMain, store.PeekLock); next == nil || string(next.Body) != "next" {
@@ -227,28 +227,28 @@ func TestDeferral(t *testing.T) {
 	if c := b.counts(t, "q"); c.Active != 2 {
 		t.Errorf("counts = %+v; deferred messages count as active", c)
 	}
-	d, err := b.store.ReceiveDeferred(b.ctx, q, m.SequenceNumber, store.PeekLock)
+	d, err := b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, m.SequenceNumber, store.PeekLock)
 	if err != nil {
 		t.Fatalf("receive deferred: %v", err)
 	}
 	if d.DeliveryCount != 2 || d.LockToken == m.LockToken {
 		t.Errorf("deferred message delivered with count %d, token %v", d.DeliveryCount, d.LockToken)
 	}
-	if _, err := b.store.ReceiveDeferred(b.ctx, q, m.SequenceNumber, store.PeekLock); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, m.SequenceNumber, store.PeekLock); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("second receive of a locked deferred message: err = %v; want ErrNotFound", err)
 	}
 	// Abandon keeps it deferred; complete removes it.
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Abandon, d.MessageID, d.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Abandon, d.MessageID, d.LockToken); err != nil {
 		t.Fatal(err)
 	}
 	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m != nil {
 		t.Errorf("abandoned deferred message came back to the head: %q", m.Body)
 	}
-	d, err = b.store.ReceiveDeferred(b.ctx, q, m.SequenceNumber, store.ReceiveAndDelete)
+	d, err = b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, m.SequenceNumber, store.ReceiveAndDelete)
 	if err != nil || string(d.Body) != "later" {
 		t.Fatalf("receive-and-delete deferred = %v, %v", d, err)
 	}
-	if _, err := b.store.ReceiveDeferred(b.ctx, q, m.SequenceNumber, store.ReceiveAndDelete); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, m.SequenceNumber, store.ReceiveAndDelete); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deferred message received twice: err = %v", err)
 	}
 }
@@ -290,7 +290,7 @@ func TestReceiveBatch(t *testing.T) {
 	for i := range 7 {
 		b.send(t, q, store.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)})
 	}
-	got, err := b.store.ReceiveBatch(b.ctx, q, store.SubQueueMain, store.PeekLock, 5, 0)
+	got, err := receiveN(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 5, 0)
 	if err != nil || len(got) != 5 {
 		t.Fatalf("ReceiveBatch(5) = %d, %v", len(got), err)
 	}
@@ -299,11 +299,11 @@ func TestReceiveBatch(t *testing.T) {
 			t.Errorf("batch[%d] = %s (token %v)", i, m.MessageID, m.LockToken)
 		}
 	}
-	rest, err := b.store.ReceiveBatch(b.ctx, q, store.SubQueueMain, store.ReceiveAndDelete, 5, 0)
+	rest, err := receiveN(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.ReceiveAndDelete, 5, 0)
 	if err != nil || len(rest) != 2 || rest[0].MessageID != "5" {
 		t.Fatalf("second batch = %+v, %v", rest, err)
 	}
-	if _, err := b.store.ReceiveBatch(b.ctx, q, store.SubQueueMain, store.PeekLock, 0, 0); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := receiveN(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 0, 0); !errors.Is(err, store.ErrBadRequest) {
 		t.Errorf("ReceiveBatch(0): err = %v; want ErrBadRequest", err)
 	}
 }
@@ -316,10 +316,10 @@ func TestExplicitDeadLetterAndResubmit(t *testing.T) {
 	}
 	for range 3 {
 		m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-		if err := b.store.DeadLetter(b.ctx, q, m.MessageID, m.LockToken, "Broken"+m.MessageID, "cannot parse"); err != nil {
+		if err := deadLetter1(b.ctx, b.store, store.Target{Entity: q}, m.MessageID, m.LockToken, "Broken"+m.MessageID, "cannot parse"); err != nil {
 			t.Fatalf("dead-letter %s: %v", m.MessageID, err)
 		}
-		if err := b.store.DeadLetter(b.ctx, q, m.MessageID, m.LockToken, "again", ""); !errors.Is(err, store.ErrLockLost) {
+		if err := deadLetter1(b.ctx, b.store, store.Target{Entity: q}, m.MessageID, m.LockToken, "again", ""); !errors.Is(err, store.ErrLockLost) {
 			t.Errorf("second dead-letter: err = %v; want ErrLockLost", err)
 		}
 	}
@@ -364,7 +364,7 @@ func TestPurge(t *testing.T) {
 	}
 	b.send(t, q, store.Message{Body: []byte("scheduled"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
 	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if err := b.store.DeadLetter(b.ctx, q, m.MessageID, m.LockToken, "r", "d"); err != nil {
+	if err := deadLetter1(b.ctx, b.store, store.Target{Entity: q}, m.MessageID, m.LockToken, "r", "d"); err != nil {
 		t.Fatal(err)
 	}
 	b.receive(t, q, store.SubQueueMain, store.PeekLock) // one locked
@@ -524,7 +524,7 @@ func TestDrainGetsExactlyTheExpectedSet(t *testing.T) {
 	b.clock.Advance(time.Hour)
 	got := map[string]bool{}
 	for {
-		msgs, err := b.store.ReceiveBatch(b.ctx, q, store.SubQueueMain, store.ReceiveAndDelete, 500, 0)
+		msgs, err := receiveN(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.ReceiveAndDelete, 500, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

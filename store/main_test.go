@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sbgate/sbgate/db"
@@ -98,7 +99,7 @@ func (b *bundle) send(t *testing.T, e *store.Entity, msgs ...store.Message) {
 // receive takes one message without waiting; nil when there is none.
 func (b *bundle) receive(t *testing.T, e *store.Entity, sq store.SubQueue, mode store.ReceiveMode) *store.Message {
 	t.Helper()
-	m, err := b.store.Receive(b.ctx, e, sq, mode, 0)
+	m, err := receive1(b.ctx, b.store, store.Target{Entity: e, SubQueue: sq}, mode, 0)
 	if err != nil {
 		t.Fatalf("Receive from %s: %v", e.Path, err)
 	}
@@ -125,4 +126,51 @@ func openPool(t *testing.T, url string) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// receive1 takes one message of t, waiting up to wait; nil when none came.
+func receive1(ctx context.Context, st store.Store, t store.Target, mode store.ReceiveMode, wait time.Duration) (*store.Message, error) {
+	msgs, err := receiveN(ctx, st, t, mode, 1, wait)
+	if len(msgs) == 0 {
+		return nil, err
+	}
+	return msgs[0], err
+}
+
+// receiveN takes up to n messages of t, waiting up to wait for the first.
+func receiveN(ctx context.Context, st store.Store, t store.Target, mode store.ReceiveMode, n int, wait time.Duration) ([]*store.Message, error) {
+	return st.Receive(ctx, store.ReceiveRequest{Target: t, Mode: mode, Max: n, Wait: wait})
+}
+
+// settle1 settles one lock of t: the message with sequence number or MessageId id.
+func settle1(ctx context.Context, st store.Store, t store.Target, op store.Settlement, id string, token uuid.UUID) (time.Time, error) {
+	res := st.Settle(ctx, t, []store.SettleRequest{{Op: op, Token: token, ID: id}})[0]
+	return res.LockedUntil, res.Err
+}
+
+// deadLetter1 dead-letters one locked message of t.
+func deadLetter1(ctx context.Context, st store.Store, t store.Target, id string, token uuid.UUID, reason, description string) error {
+	res := st.Settle(ctx, t, []store.SettleRequest{{Op: store.DeadLetter, Token: token, ID: id, Reason: reason, Description: description}})[0]
+	return res.Err
+}
+
+// inSession is the target of a session held under sl.
+func inSession(e *store.Entity, sl store.SessionLock) store.Target {
+	return store.Target{Entity: e, Session: &sl}
+}
+
+// newSharedDatabase is a database of the test's own for several stores (gateways) to share.
+func newSharedDatabase(t *testing.T) string { return dbtest.NewDatabase(t) }
+
+// openStore starts a store over url with opts, stopped when the test ends: one gateway.
+func openStore(t *testing.T, url string, opts ...store.Options) *store.Postgres {
+	t.Helper()
+	var o store.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	s := store.New(openPool(t, url), o)
+	s.Start(context.Background())
+	t.Cleanup(s.Stop)
+	return s
 }

@@ -51,7 +51,34 @@ WITH candidates AS (
 	UNION ALL
 	SELECT entity_id, -count(*), 0, -sum(size) FROM removed GROUP BY entity_id
 )
-SELECT (SELECT count(*) FROM dead_lettered) + (SELECT count(*) FROM removed)`
+SELECT (SELECT count(*) FROM dead_lettered) + (SELECT count(*) FROM removed),
+	ARRAY(SELECT DISTINCT entity_id FROM dead_lettered)`
+
+// deadLetterLapsedSQL moves to the dead-letter subqueue the messages whose lock ran out on the
+// last delivery their entity allows (MaxDeliveryCountExceeded): on the service such a message is
+// in the dead-letter subqueue (and counted there) once its lock lapses, not at the next receive,
+// which may never come. Each entity is visited through messages_due, so the cost follows the
+// locks that lapsed, not the size of the table.
+const deadLetterLapsedSQL = `
+WITH lapsed AS (
+	SELECT x.entity_id, x.seq, e.max_delivery_count AS max_delivery FROM entities e CROSS JOIN LATERAL (
+		SELECT x.entity_id, x.seq FROM messages x
+		WHERE x.entity_id = e.id AND x.state IN (` + sqlActive + `, ` + sqlDeferred + `) AND x.visible_at <= $1
+			AND x.lock_token IS NOT NULL AND x.delivery_count >= e.max_delivery_count
+		LIMIT $2 FOR UPDATE OF x SKIP LOCKED
+	) x
+	WHERE e.kind <> ` + sqlTopic + `
+), moved AS (
+	UPDATE messages m SET state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
+		dead_letter_reason = '` + ReasonMaxDeliveryCount + `',
+		dead_letter_description = 'Message could not be consumed after ' || l.max_delivery || ' delivery attempts.'
+	FROM lapsed l WHERE m.entity_id = l.entity_id AND m.seq = l.seq
+	RETURNING m.entity_id
+), counted AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT entity_id, -count(*), count(*), 0 FROM moved GROUP BY entity_id
+)
+SELECT count(*), ARRAY(SELECT DISTINCT entity_id FROM moved) FROM moved`
 
 // compactCountsSQL folds the count deltas into entity_counts in one statement: a reader sees the
 // deltas either still in their table or already in the totals, never both or neither.
@@ -86,15 +113,24 @@ ORDER BY e.id LIMIT 100`
 func (s *Postgres) Maintain(ctx context.Context) error {
 	now := s.now()
 	errs := []error{s.flushTouches(ctx, now)}
-	var woken []int64
+	var woken []wakeTarget
 	errs = append(errs, s.led(ctx, lockExpire, func(tx pgx.Tx) error {
-		for {
-			var n int64
-			if err := tx.QueryRow(ctx, expireSQL, now, expireChunk).Scan(&n); err != nil {
-				return fmt.Errorf("expire messages: %w", err)
-			}
-			if n == 0 {
-				break
+		for _, sweep := range []struct{ what, sql string }{
+			{"expire messages", expireSQL},
+			{"dead-letter messages whose last lock lapsed", deadLetterLapsedSQL},
+		} {
+			for {
+				var n int64
+				var ids []int64
+				if err := tx.QueryRow(ctx, sweep.sql, now, expireChunk).Scan(&n, &ids); err != nil {
+					return fmt.Errorf("%s: %w", sweep.what, err)
+				}
+				for _, id := range ids {
+					woken = append(woken, wakeTarget{entity: id}) // dead-letter receivers
+				}
+				if n == 0 {
+					break
+				}
 			}
 		}
 		// Dead letters of entities that forward them, expired ones just now included, move on in
@@ -116,7 +152,7 @@ func (s *Postgres) Maintain(ctx context.Context) error {
 		}
 		return nil
 	}))
-	s.announce(woken)
+	s.announce(woken...)
 	errs = append(errs, s.led(ctx, lockCompactCounts, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, compactCountsSQL)
 		return err
@@ -260,7 +296,7 @@ func (s *Postgres) checkQuota(ctx context.Context, e *Entity, size int64) error 
 		s.sizes.m[e.ID] = c
 		s.sizes.mu.Unlock()
 	}
-	limit := e.Props.MaxSizeInMegabytes << 20
+	limit := e.Props.TotalMaxSizeInMegabytes() << 20
 	if c.bytes+size > limit {
 		return &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf(
 			"SubCode=40300. The maximum entity size has been reached or exceeded for %s: '%s'. Size of entity in bytes: %d, Max entity size in bytes: %d.",

@@ -49,9 +49,13 @@ type Message struct {
 	To               string
 	ReplyTo          string
 	PartitionKey     string
+	// ViaPartitionKey is kept and returned as sent: on the service it picks the partition of a
+	// transfer queue inside a transaction, which has no counterpart here.
+	ViaPartitionKey string
 	// TimeToLive is the sender's TTL; 0 means none was given and the entity default applies.
 	TimeToLive time.Duration
-	// ScheduledEnqueueTime, when in the future, keeps the message invisible until then.
+	// ScheduledEnqueueTime, when in the future, keeps the message invisible until then. A past
+	// one is delivered at once and still returned as sent.
 	ScheduledEnqueueTime time.Time
 
 	// UserProperties keeps each application property with its type: string, int64, float64,
@@ -59,16 +63,19 @@ type Message struct {
 	UserProperties UserProperties
 
 	// Set by the broker.
-	SequenceNumber        int64
-	EnqueuedTime          time.Time
-	ExpiresAt             time.Time // zero: never
-	DeliveryCount         int32
-	LockToken             uuid.UUID // zero unless peek-locked
-	LockedUntil           time.Time
-	State                 State
-	DeadLetterReason      string
-	DeadLetterDescription string
-	DeadLetterSource      string
+	SequenceNumber int64
+	// EnqueuedSequenceNumber is, on an auto-forwarded message, the sequence number it was first
+	// given where it was sent; 0 on a message that was not forwarded.
+	EnqueuedSequenceNumber int64
+	EnqueuedTime           time.Time
+	ExpiresAt              time.Time // zero: never
+	DeliveryCount          int32
+	LockToken              uuid.UUID // zero unless peek-locked
+	LockedUntil            time.Time
+	State                  State
+	DeadLetterReason       string
+	DeadLetterDescription  string
+	DeadLetterSource       string
 }
 
 // Property is one user property.

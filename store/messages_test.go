@@ -27,7 +27,10 @@ func TestSendReceiveKeepsEveryProperty(t *testing.T) {
 		Label:            "lbl",
 		To:               "to",
 		ReplyTo:          "reply",
+		ViaPartitionKey:  "via",
 		TimeToLive:       90 * time.Second,
+		// In the past: received at once, and returned as sent.
+		ScheduledEnqueueTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		UserProperties: store.UserProperties{
 			{Name: "b", Value: true},
 			{Name: "d", Value: date},
@@ -113,7 +116,7 @@ func TestSendToDisabledQueue(t *testing.T) {
 	}
 	q := b.queue(t, "q-receive-disabled", func(p *store.Properties) { p.Status = store.StatusReceiveDisabled })
 	b.send(t, q, body("x"))
-	if _, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, 0); !errors.Is(err, store.ErrForbidden) {
+	if _, err := receive1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 0); !errors.Is(err, store.ErrForbidden) {
 		t.Errorf("receive from ReceiveDisabled queue: err = %v; want ErrForbidden", err)
 	}
 }
@@ -151,17 +154,17 @@ func TestPeekLockComplete(t *testing.T) {
 		t.Fatalf("locked message received again: %+v", again)
 	}
 	// Wrong token, wrong id: lock lost, and the lock stays.
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, "mid", uuid.New()); !errors.Is(err, store.ErrLockLost) {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, "mid", uuid.New()); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("complete with a wrong token: err = %v; want ErrLockLost", err)
 	}
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, "other-id", m.LockToken); !errors.Is(err, store.ErrLockLost) {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, "other-id", m.LockToken); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("complete with a wrong id: err = %v; want ErrLockLost", err)
 	}
 	// Settle by sequence number, as the Location header gives it.
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, itoa(m.SequenceNumber), m.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, itoa(m.SequenceNumber), m.LockToken); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, "mid", m.LockToken); !errors.Is(err, store.ErrLockLost) {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, "mid", m.LockToken); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("second complete: err = %v; want ErrLockLost", err)
 	}
 	if c := b.counts(t, "q"); c.Total() != 0 {
@@ -174,7 +177,7 @@ func TestSettleByMessageID(t *testing.T) {
 	q := b.queue(t, "q", nil)
 	b.send(t, q, store.Message{Body: []byte("x"), MessageID: "order-17"})
 	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, "order-17", m.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, "order-17", m.LockToken); err != nil {
 		t.Fatalf("complete by message id: %v", err)
 	}
 }
@@ -189,7 +192,7 @@ func TestLockExpiryRedelivers(t *testing.T) {
 	}
 
 	b.clock.Advance(29 * time.Second)
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.RenewLock, m.MessageID, m.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.RenewLock, m.MessageID, m.LockToken); err != nil {
 		t.Fatalf("renew before expiry: %v", err)
 	}
 	b.clock.Advance(29 * time.Second) // past the original expiry, within the renewed one
@@ -199,10 +202,10 @@ func TestLockExpiryRedelivers(t *testing.T) {
 	}
 
 	b.clock.Advance(2 * time.Second) // the renewed lock on "first" has now expired
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, m.MessageID, m.LockToken); !errors.Is(err, store.ErrLockLost) {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, m.MessageID, m.LockToken); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("complete after expiry: err = %v; want ErrLockLost", err)
 	}
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.RenewLock, m.MessageID, m.LockToken); !errors.Is(err, store.ErrLockLost) {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.RenewLock, m.MessageID, m.LockToken); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("renew after expiry: err = %v; want ErrLockLost", err)
 	}
 	redelivered := b.receive(t, q, store.SubQueueMain, store.PeekLock)
@@ -220,10 +223,10 @@ func TestAbandonPutsMessageBackAtFront(t *testing.T) {
 	b.send(t, q, body("first"), body("second"), body("third"))
 	m1 := b.receive(t, q, store.SubQueueMain, store.PeekLock)
 	m2 := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Abandon, itoa(m1.SequenceNumber), m1.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Abandon, itoa(m1.SequenceNumber), m1.LockToken); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Abandon, m1.MessageID, m1.LockToken); !errors.Is(err, store.ErrLockLost) {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Abandon, m1.MessageID, m1.LockToken); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("second abandon: err = %v; want ErrLockLost", err)
 	}
 	next := b.receive(t, q, store.SubQueueMain, store.PeekLock)
@@ -262,7 +265,7 @@ func TestMaxDeliveryCountDeadLetters(t *testing.T) {
 	}
 	// Messages in the dead-letter subqueue are settled there and never dead-lettered again.
 	for range 3 {
-		if _, err := b.store.Settle(b.ctx, q, store.SubQueueDeadLetter, store.Abandon, dl.MessageID, dl.LockToken); err != nil {
+		if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueDeadLetter}, store.Abandon, dl.MessageID, dl.LockToken); err != nil {
 			t.Fatal(err)
 		}
 		dl = b.receive(t, q, store.SubQueueDeadLetter, store.PeekLock)
@@ -270,10 +273,10 @@ func TestMaxDeliveryCountDeadLetters(t *testing.T) {
 			t.Fatal("dead-lettered message lost after abandon")
 		}
 	}
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueMain, store.Complete, dl.MessageID, dl.LockToken); !errors.Is(err, store.ErrLockLost) {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, dl.MessageID, dl.LockToken); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("complete of a dead-letter lock through the main queue: err = %v; want ErrLockLost", err)
 	}
-	if _, err := b.store.Settle(b.ctx, q, store.SubQueueDeadLetter, store.Complete, dl.MessageID, dl.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueDeadLetter}, store.Complete, dl.MessageID, dl.LockToken); err != nil {
 		t.Errorf("complete in the dead-letter subqueue: %v", err)
 	}
 }
@@ -311,11 +314,11 @@ func TestScheduledMessage(t *testing.T) {
 }
 
 func TestLongPollWakesOnSend(t *testing.T) {
-	b := setup(t, setupOptions{realClock: true, opts: store.Options{PollInterval: time.Hour}})
+	b := setup(t, setupOptions{realClock: true, opts: store.Options{Recheck: time.Hour}})
 	q := b.queue(t, "q", nil)
 	got := make(chan *store.Message, 1)
 	go func() {
-		m, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, time.Minute)
+		m, err := receive1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, time.Minute)
 		if err != nil {
 			t.Errorf("Receive: %v", err)
 		}
@@ -335,9 +338,9 @@ func TestLongPollWakesOnSend(t *testing.T) {
 }
 
 func TestLongPollTimesOut(t *testing.T) {
-	b := setup(t, setupOptions{realClock: true, opts: store.Options{PollInterval: 20 * time.Millisecond}})
+	b := setup(t, setupOptions{realClock: true, opts: store.Options{Recheck: 20 * time.Millisecond}})
 	q := b.queue(t, "q", nil)
-	m, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, 100*time.Millisecond)
+	m, err := receive1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 100*time.Millisecond)
 	if err != nil || m != nil {
 		t.Errorf("Receive on an empty queue = %v, %v; want nil, nil", m, err)
 	}
@@ -350,7 +353,7 @@ func TestReceiveFromMissingOrWrongEntity(t *testing.T) {
 		t.Errorf("send without SessionId to a session queue: err = %v; want ErrBadRequest", err)
 	}
 	b.send(t, q, store.Message{Body: []byte("x"), SessionID: "s1"})
-	if _, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, 0); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := receive1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 0); !errors.Is(err, store.ErrBadRequest) {
 		t.Errorf("plain receive from a session queue: err = %v; want ErrBadRequest", err)
 	}
 	if _, err := b.store.Resolve(b.ctx, "nope"); !errors.Is(err, store.ErrNotFound) {

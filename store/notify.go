@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,65 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// hub lets receivers of this gateway wait for messages on an entity. A send wakes them directly;
-// sends through other gateways arrive as NOTIFY (see listener). Each entity with waiters has one
-// channel that is closed on the next wake-up, so waking is O(1) and never blocks the sender.
-type hub struct {
-	mu sync.Mutex
-	m  map[int64]*hubEntry
-}
-
-type hubEntry struct {
-	ch      chan struct{}
-	waiters int
-}
-
-func newHub() *hub { return &hub{m: make(map[int64]*hubEntry)} }
-
-// wait returns a channel closed at the next wake-up of entity id, and a release function the
-// waiter must call when it stops waiting. Call it before looking for a message, so that a message
-// sent between the look and the wait is not missed.
-func (h *hub) wait(id int64) (<-chan struct{}, func()) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e := h.m[id]
-	if e == nil {
-		e = &hubEntry{ch: make(chan struct{})}
-		h.m[id] = e
-	}
-	e.waiters++
-	return e.ch, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		e.waiters--
-		if e.waiters == 0 && h.m[id] == e {
-			delete(h.m, id)
-		}
-	}
-}
-
-// wake wakes every receiver waiting on entity id.
-func (h *hub) wake(id int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if e := h.m[id]; e != nil {
-		close(e.ch)
-		delete(h.m, id)
-	}
-}
-
-// wakeAll wakes every waiting receiver, after notifications may have been missed.
-func (h *hub) wakeAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for id, e := range h.m {
-		close(e.ch)
-		delete(h.m, id)
-	}
-}
-
-// notifyChannel is the one channel every gateway listens on. Payloads are "m:<id>,<id>..." for
-// entities that received messages and "e:<path key>" for an entity whose description changed.
+// notifyChannel is the one channel every gateway listens on. Payloads are
+// "m:<id>[/<session>],<id>[/<session>]..." for entities (and sessions of them, escaped) that
+// received messages, "e:<path key>" for an entity whose description changed, and "h" from a
+// gateway that starts listening, so the others notify it from then on.
 const (
 	notifyChannel = "sbgate"
 	listenAppName = "sbgate-listen"
@@ -83,8 +29,9 @@ type listener struct {
 	s *Postgres
 
 	mu       sync.Mutex
-	pending  map[int64]struct{}
+	pending  map[wakeTarget]struct{}
 	entities []string
+	hello    bool
 	kick     chan struct{}
 	peers    bool // another gateway listens
 
@@ -93,7 +40,7 @@ type listener struct {
 }
 
 func newListener(s *Postgres) *listener {
-	return &listener{s: s, pending: make(map[int64]struct{}), kick: make(chan struct{}, 1)}
+	return &listener{s: s, pending: make(map[wakeTarget]struct{}), kick: make(chan struct{}, 1)}
 }
 
 func (l *listener) start(ctx context.Context) {
@@ -118,15 +65,16 @@ func (l *listener) stop() {
 	}
 }
 
-// announceMessages records that entities received messages; the other gateways are told soon.
-func (l *listener) announceMessages(ids []int64) {
+// announceMessages records that entities (or sessions of them) received messages; the other
+// gateways are told soon.
+func (l *listener) announceMessages(targets []wakeTarget) {
 	l.mu.Lock()
 	if !l.peers {
 		l.mu.Unlock()
 		return
 	}
-	for _, id := range ids {
-		l.pending[id] = struct{}{}
+	for _, t := range targets {
+		l.pending[t] = struct{}{}
 	}
 	l.mu.Unlock()
 	l.poke()
@@ -177,20 +125,23 @@ func (l *listener) checkPeers(ctx context.Context) {
 
 func (l *listener) flush(ctx context.Context) {
 	l.mu.Lock()
-	ids, entities := l.pending, l.entities
-	if len(ids) == 0 && len(entities) == 0 {
+	targets, entities, hello := l.pending, l.entities, l.hello
+	if len(targets) == 0 && len(entities) == 0 && !hello {
 		l.mu.Unlock()
 		return
 	}
-	l.pending, l.entities = make(map[int64]struct{}), nil
+	l.pending, l.entities, l.hello = make(map[wakeTarget]struct{}), nil, false
 	l.mu.Unlock()
 
 	var payloads []string
+	if hello {
+		payloads = append(payloads, "h")
+	}
 	for _, key := range entities {
 		payloads = append(payloads, "e:"+key)
 	}
 	var b strings.Builder
-	for id := range ids {
+	for t := range targets {
 		if b.Len() > maxPayload {
 			payloads = append(payloads, b.String())
 			b.Reset()
@@ -200,7 +151,11 @@ func (l *listener) flush(ctx context.Context) {
 		} else {
 			b.WriteByte(',')
 		}
-		b.WriteString(strconv.FormatInt(id, 10))
+		b.WriteString(strconv.FormatInt(t.entity, 10))
+		if t.session != "" {
+			b.WriteByte('/')
+			b.WriteString(url.QueryEscape(t.session))
+		}
 	}
 	if b.Len() > 0 {
 		payloads = append(payloads, b.String())
@@ -238,9 +193,14 @@ func (l *listener) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return err
 	}
-	// Whatever happened while we were not listening is unknown: look again.
-	l.s.hub.wakeAll()
+	// Whatever happened while we were not listening is unknown: look again. And tell the other
+	// gateways that one more listens, so they notify from now on.
+	l.s.wakeAll()
 	l.s.cache.clear()
+	l.mu.Lock()
+	l.hello = true
+	l.mu.Unlock()
+	l.poke()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -252,11 +212,26 @@ func (l *listener) listenOnce(ctx context.Context) error {
 
 func (l *listener) dispatch(payload string) {
 	switch {
+	case payload == "h":
+		// Another gateway listens: from now on this one notifies (its own "h" reaches it too,
+		// which the periodic check would correct).
+		l.mu.Lock()
+		l.peers = true
+		l.mu.Unlock()
 	case strings.HasPrefix(payload, "m:"):
 		for _, f := range strings.Split(payload[2:], ",") {
-			if id, err := strconv.ParseInt(f, 10, 64); err == nil {
-				l.s.hub.wake(id)
+			id, session, _ := strings.Cut(f, "/")
+			n, err := strconv.ParseInt(id, 10, 64)
+			if err != nil {
+				continue
 			}
+			t := wakeTarget{entity: n}
+			if session != "" {
+				if t.session, err = url.QueryUnescape(session); err != nil {
+					t.session = ""
+				}
+			}
+			l.s.wake(t)
 		}
 	case strings.HasPrefix(payload, "e:"):
 		l.s.cache.invalidate(payload[2:])

@@ -55,7 +55,7 @@ func TestDatabaseRestart(t *testing.T) {
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("send with the database down: err = %v; want ErrUnavailable", err)
 	}
-	if _, err := s.Receive(ctx, q, store.SubQueueMain, store.PeekLock, 0); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := receive1(ctx, s, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 0); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("receive with the database down: err = %v; want ErrUnavailable", err)
 	}
 	if took := time.Since(start); took > 20*time.Second {
@@ -67,7 +67,7 @@ func TestDatabaseRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() bool { return s.Send(ctx, q, []store.Message{body("after")}) == nil })
-	m, err := s.Receive(ctx, q, store.SubQueueMain, store.ReceiveAndDelete, 0)
+	m, err := receive1(ctx, s, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.ReceiveAndDelete, 0)
 	if err != nil || m == nil || string(m.Body) != "before" {
 		t.Errorf("first message after the restart = %v, %v; want the one sent before", m, err)
 	}

@@ -67,7 +67,7 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 			return err
 		}
 	}
-	if err := s.batcher.submit(ctx, &sendRequest{rows: d.rows, entityIDs: d.entityIDs()}); err != nil {
+	if err := s.batcher.submit(ctx, &sendRequest{rows: d.rows, woken: d.wakeTargets()}); err != nil {
 		return err
 	}
 	s.grew(e.ID, int64(total))
@@ -104,7 +104,7 @@ func prepareMessage(e *Entity, m *Message, now time.Time) error {
 	for _, f := range []struct{ name, v string }{
 		{"MessageId", m.MessageID}, {"CorrelationId", m.CorrelationID}, {"SessionId", m.SessionID},
 		{"ReplyToSessionId", m.ReplyToSessionID}, {"Label", m.Label}, {"To", m.To}, {"ReplyTo", m.ReplyTo},
-		{"PartitionKey", m.PartitionKey}, {"ContentType", m.ContentType},
+		{"PartitionKey", m.PartitionKey}, {"ViaPartitionKey", m.ViaPartitionKey}, {"ContentType", m.ContentType},
 	} {
 		if !validText(f.v) {
 			return badRequest("The %s is not valid UTF-8 text (or contains a NUL character).", f.name)
@@ -120,14 +120,25 @@ func prepareMessage(e *Entity, m *Message, now time.Time) error {
 		m.TimeToLive = e.Props.DefaultMessageTimeToLive
 	}
 	m.EnqueuedTime = now
-	if m.ScheduledEnqueueTime.After(now) {
+	if !m.ScheduledEnqueueTime.IsZero() {
+		// Kept as sent, past or future, so that it is returned as sent; only a future one holds
+		// the message back, and is its enqueued time (see scheduledVisible).
 		m.ScheduledEnqueueTime = m.ScheduledEnqueueTime.UTC().Truncate(time.Microsecond)
-		m.EnqueuedTime = m.ScheduledEnqueueTime
-	} else {
-		m.ScheduledEnqueueTime = time.Time{}
+		if m.ScheduledEnqueueTime.After(now) {
+			m.EnqueuedTime = m.ScheduledEnqueueTime
+		}
 	}
 	m.ExpiresAt = addClamped(m.EnqueuedTime, m.TimeToLive)
 	return nil
+}
+
+// scheduledVisible is when a message becomes receivable: its scheduled time when that was in the
+// future at the send (prepareMessage made it the enqueued time), else the zero time (now).
+func scheduledVisible(m *Message) time.Time {
+	if m.ScheduledEnqueueTime.IsZero() || m.ScheduledEnqueueTime.Before(m.EnqueuedTime) {
+		return time.Time{}
+	}
+	return m.ScheduledEnqueueTime
 }
 
 // validText reports whether s can be stored as PostgreSQL text: valid UTF-8 without NUL.
@@ -150,6 +161,7 @@ type messageRow struct {
 	ttl                                                       pgtype.Interval
 	messageID, correlationID, sessionID, replyToSessionID     string
 	label, to, replyTo, partitionKey, contentType, userProps  string
+	viaPartitionKey                                           string
 	deadLetterReason, deadLetterDescription, deadLetterSource string
 	body                                                      []byte
 	size                                                      int32
@@ -162,6 +174,11 @@ type messageRow struct {
 	msgIndex int
 	// sessioned: the entity requires sessions, so the message's session must be acceptable.
 	sessioned bool
+	// enqueuedSeq is the EnqueuedSequenceNumber the row carries, 0 for none; originOf, when not
+	// 0, asks for one to be drawn with the insert, shared by every row of the same sent
+	// message (msgIndex): an auto-forwarded message that never had a row where it was sent.
+	enqueuedSeq int64
+	originOf    int64
 }
 
 // newMessageRow turns m into a row of entity entityID; props is m's encoded user properties, or
@@ -179,7 +196,7 @@ func newMessageRow(entityID int64, m *Message, props string, encode bool) (messa
 		enqueuedAt:            timestamptz(m.EnqueuedTime),
 		expiresAt:             timestamptz(m.ExpiresAt),
 		scheduledAt:           timestamptz(m.ScheduledEnqueueTime),
-		visibleAt:             timestamptz(m.ScheduledEnqueueTime),
+		visibleAt:             timestamptz(scheduledVisible(m)),
 		ttl:                   interval(m.TimeToLive),
 		messageID:             m.MessageID,
 		correlationID:         m.CorrelationID,
@@ -189,12 +206,14 @@ func newMessageRow(entityID int64, m *Message, props string, encode bool) (messa
 		to:                    m.To,
 		replyTo:               m.ReplyTo,
 		partitionKey:          m.PartitionKey,
+		viaPartitionKey:       m.ViaPartitionKey,
 		contentType:           m.ContentType,
 		userProps:             props,
 		deadLetterReason:      m.DeadLetterReason,
 		deadLetterDescription: m.DeadLetterDescription,
 		deadLetterSource:      m.DeadLetterSource,
 		body:                  m.Body,
+		enqueuedSeq:           m.EnqueuedSequenceNumber,
 	}
 	if m.State == StateDeadLetter {
 		r.visibleAt = pgtype.Timestamptz{} // a dead letter is receivable at once, whatever its schedule
@@ -207,7 +226,7 @@ func newMessageRow(entityID int64, m *Message, props string, encode bool) (messa
 // the application properties and the broker properties, as Service Bus counts them.
 func messageSize(m *Message, userPropsLen int) int {
 	return len(m.Body) + userPropsLen + len(m.MessageID) + len(m.CorrelationID) + len(m.SessionID) +
-		len(m.ReplyToSessionID) + len(m.Label) + len(m.To) + len(m.ReplyTo) + len(m.PartitionKey) + len(m.ContentType)
+		len(m.ReplyToSessionID) + len(m.Label) + len(m.To) + len(m.ReplyTo) + len(m.PartitionKey) + len(m.ViaPartitionKey) + len(m.ContentType)
 }
 
 // insertMessagesSQL writes a group of messages in one statement, so in one transaction, with
@@ -222,8 +241,13 @@ WITH input AS (
 	SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::interval[],
 		$6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
 		$14::text[], $15::text[], $16::text[], $17::bytea[], $18::int[], $19::timestamptz[], $20::bigint[],
-		$21::smallint[], $22::text[], $23::text[], $24::text[], $26::boolean[])
-		WITH ORDINALITY AS u(e, v, q, x, t, sc, mid, cid, sid, rts, lb, ta, rt, pk, ct, up, b, sz, dd, de, st, dlr, dld, dls, rs, ord)
+		$21::smallint[], $22::text[], $23::text[], $24::text[], $26::boolean[], $27::text[], $28::bigint[], $29::bigint[])
+		WITH ORDINALITY AS u(e, v, q, x, t, sc, mid, cid, sid, rts, lb, ta, rt, pk, ct, up, b, sz, dd, de, st, dlr, dld, dls, rs,
+			vpk, es, fo, ord)
+), origin AS (
+	-- The sequence number of the original send of each auto-forwarded message that had no row
+	-- where it was sent, one per sent message (its copies share it).
+	SELECT fo, nextval('message_seq') AS oseq FROM (SELECT DISTINCT fo FROM input WHERE fo <> 0) f
 ), sessioned AS (
 	-- A session entity's session becomes acceptable when its first message can be received; a
 	-- locked session keeps its time (the end of its lock).
@@ -243,11 +267,12 @@ WITH input AS (
 ), ins AS (
 	INSERT INTO messages (entity_id, visible_at, enqueued_at, expires_at, ttl, scheduled_at, message_id,
 		correlation_id, session_id, reply_to_session_id, label, to_addr, reply_to, partition_key, content_type,
-		user_props, body, size, state, dead_letter_reason, dead_letter_description, dead_letter_source)
+		user_props, body, size, state, dead_letter_reason, dead_letter_description, dead_letter_source,
+		via_partition_key, enqueued_seq)
 	SELECT e, v, q, x, t, sc, mid, NULLIF(cid, ''), NULLIF(sid, ''), NULLIF(rts, ''), NULLIF(lb, ''),
 		NULLIF(ta, ''), NULLIF(rt, ''), NULLIF(pk, ''), NULLIF(ct, ''), NULLIF(up, '')::jsonb, b, sz, st,
-		NULLIF(dlr, ''), NULLIF(dld, ''), NULLIF(dls, '')
-	FROM input
+		NULLIF(dlr, ''), NULLIF(dld, ''), NULLIF(dls, ''), NULLIF(vpk, ''), coalesce(NULLIF(es, 0), origin.oseq)
+	FROM input LEFT JOIN origin USING (fo)
 	WHERE dd IS NULL OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.de AND f.message_id = input.mid)
 	ORDER BY ord
 	RETURNING entity_id, state, size
@@ -272,6 +297,8 @@ func (s *Postgres) insertRows(ctx context.Context, db execer, rows []messageRow)
 		ttls                                 = make([]pgtype.Interval, n)
 		mid, cid, sid, rts, lb, ta, rt       = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		pk, ct, up, dlr, dld, dls            = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		vpk                                  = make([]string, n)
+		enqSeq, originOf                     = make([]int64, n), make([]int64, n)
 		states                               = make([]int16, n)
 		sessioned                            = make([]bool, n)
 		bodies                               = make([][]byte, n)
@@ -287,12 +314,13 @@ func (s *Postgres) insertRows(ctx context.Context, db execer, rows []messageRow)
 		pk[i], ct[i], up[i] = r.partitionKey, r.contentType, r.userProps
 		dlr[i], dld[i], dls[i] = r.deadLetterReason, r.deadLetterDescription, r.deadLetterSource
 		bodies[i], sizes[i] = r.body, r.size
+		vpk[i], enqSeq[i], originOf[i] = r.viaPartitionKey, r.enqueuedSeq, r.originOf
 		if bodies[i] == nil {
 			bodies[i] = []byte{}
 		}
 	}
 	_, err := db.Exec(ctx, insertMessagesSQL, entityIDs, visible, enqueued, expires, ttls, schedule,
-		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, dedupEntities, states, dlr, dld, dls, s.now(), sessioned)
+		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, dedupEntities, states, dlr, dld, dls, s.now(), sessioned, vpk, enqSeq, originOf)
 	return err
 }
 
@@ -336,8 +364,8 @@ func dropDuplicateIDs(rows []messageRow) []messageRow {
 
 // sendRequest is one Send call waiting for its group commit.
 type sendRequest struct {
-	rows      []messageRow
-	entityIDs []int64
+	rows  []messageRow
+	woken []wakeTarget
 }
 
 // newSendBatcher group-commits concurrent sends: their rows go into one INSERT.
@@ -368,7 +396,7 @@ func (s *Postgres) writeSends(jobs []*job[*sendRequest]) {
 
 func (s *Postgres) finishSend(j *job[*sendRequest], err error) {
 	if err == nil {
-		s.announce(j.req.entityIDs)
+		s.announce(j.req.woken...)
 	} else {
 		err = fmt.Errorf("store messages: %w", err)
 	}

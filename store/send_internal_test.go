@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -44,7 +45,7 @@ func TestGroupCommitIsolatesAFailingRequest(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
-		r.entityIDs = []int64{e.ID}
+		r.woken = []wakeTarget{{entity: e.ID}}
 		j := &job[*sendRequest]{req: r, done: make(chan error, 1)}
 		s.batcher.reqs <- j
 		wg.Add(1)
@@ -68,9 +69,9 @@ func TestGroupCommitIsolatesAFailingRequest(t *testing.T) {
 	}
 }
 
-// TestCoalescedCompletesAnswerEachLock: completions that share one statement each learn whether
-// their own lock was there.
-func TestCoalescedCompletesAnswerEachLock(t *testing.T) {
+// TestCoalescedSettlementsAnswerEachLock: settlements of every kind, from several requests and
+// two entities, that share one round of statements each learn whether their own lock was there.
+func TestCoalescedSettlementsAnswerEachLock(t *testing.T) {
 	t.Parallel()
 	pool, err := db.Open(t.Context(), dbtest.NewDatabase(t))
 	if err != nil {
@@ -79,40 +80,82 @@ func TestCoalescedCompletesAnswerEachLock(t *testing.T) {
 	defer pool.Close()
 	s := New(pool, Options{SendWriters: 1})
 	ctx := context.Background()
-	e, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
-	if err != nil {
-		t.Fatal(err)
+	var qs [2]*Entity
+	var msgs [2][]*Message
+	for i, name := range []string{"a", "b"} {
+		if qs[i], err = s.CreateEntity(ctx, KindQueue, name, DefaultProperties(KindQueue)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.batcher.start()
 	defer s.batcher.stop()
-	if err := s.Send(ctx, e, []Message{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := s.claim(ctx, e, SubQueueMain, PeekLock, 2)
-	if err != nil || len(msgs) != 2 {
-		t.Fatalf("claim = %d, %v", len(msgs), err)
-	}
-	reqs := []completeRequest{
-		{e: e, id: msgs[0].MessageID, token: msgs[0].LockToken},
-		{e: e, id: msgs[1].MessageID, token: [16]byte{7}}, // no such lock
-		{e: e, id: "wrong-id", token: msgs[1].LockToken},  // right lock, wrong message
-		{e: e, id: itoa(msgs[1].SequenceNumber), token: msgs[1].LockToken},
-	}
-	jobs := make([]*job[completeRequest], len(reqs))
-	for i, r := range reqs {
-		jobs[i] = &job[completeRequest]{req: r, done: make(chan error, 1)}
-		s.completer.reqs <- jobs[i] // queued before any writer runs: one statement takes them all
-	}
-	s.completer.start()
-	defer s.completer.stop()
-	for i, want := range []error{nil, ErrLockLost, ErrLockLost, nil} {
-		if err := <-jobs[i].done; !errors.Is(err, want) && !(want == nil && err == nil) {
-			t.Errorf("completion %d: err = %v; want %v", i, err, want)
+	for i, q := range qs {
+		if err := s.Send(ctx, q, []Message{{Body: []byte("1")}, {Body: []byte("2")}, {Body: []byte("3")}}); err != nil {
+			t.Fatal(err)
+		}
+		if msgs[i], _, err = s.claimMessages(ctx, Target{Entity: q}, PeekLock, 3, nil); err != nil || len(msgs[i]) != 3 {
+			t.Fatalf("claim = %d, %v", len(msgs[i]), err)
 		}
 	}
-	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM messages`).Scan(&n); err != nil || n != 0 {
-		t.Errorf("%d messages left (%v); want both completed", n, err)
+	a, b := msgs[0], msgs[1]
+	jobs := []*settleJob{
+		{items: []settleItem{
+			{t: Target{Entity: qs[0]}, req: SettleRequest{Op: Complete, Token: a[0].LockToken, ID: a[0].MessageID}},
+			{t: Target{Entity: qs[0]}, req: SettleRequest{Op: Complete, Token: [16]byte{7}}},                   // no such lock
+			{t: Target{Entity: qs[0]}, req: SettleRequest{Op: Abandon, Token: a[1].LockToken, ID: "wrong-id"}}, // right lock, wrong message
+		}},
+		{items: []settleItem{
+			{t: Target{Entity: qs[1]}, req: SettleRequest{Op: Complete, Token: a[1].LockToken}}, // another entity's lock
+			{t: Target{Entity: qs[1]}, req: SettleRequest{Op: DeadLetter, Token: b[0].LockToken, Reason: "r"}},
+			{t: Target{Entity: qs[1]}, req: SettleRequest{Op: RenewLock, Token: b[1].LockToken, ID: itoa(b[1].SequenceNumber)}},
+			{t: Target{Entity: qs[0]}, req: SettleRequest{Op: Defer, Token: a[2].LockToken}},
+			{t: Target{Entity: qs[1]}, req: SettleRequest{Op: Abandon, Token: b[2].LockToken}},
+		}},
+	}
+	queued := make([]*job[*settleJob], len(jobs))
+	for i, sj := range jobs {
+		sj.results = make([]SettleResult, len(sj.items))
+		for k := range sj.items {
+			sj.items[k].res = &sj.results[k]
+		}
+		queued[i] = &job[*settleJob]{req: sj, done: make(chan error, 1)}
+		s.settler.reqs <- queued[i] // queued before any writer runs: one round takes them all
+	}
+	s.settler.start()
+	defer s.settler.stop()
+	for _, j := range queued {
+		if err := <-j.done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := [][]error{{nil, ErrLockLost, ErrLockLost}, {ErrLockLost, nil, nil, nil, nil}}
+	for i, sj := range jobs {
+		for k, res := range sj.results {
+			if w := want[i][k]; !errors.Is(res.Err, w) && !(w == nil && res.Err == nil) {
+				t.Errorf("job %d settlement %d (%v): err = %v; want %v", i, k, sj.items[k].req.Op, res.Err, w)
+			}
+		}
+	}
+	if until := jobs[1].results[2].LockedUntil; !until.After(s.now()) {
+		t.Errorf("renewed lock until %v; want a time to come", until)
+	}
+	var states []string
+	rows, err := pool.Query(ctx, `SELECT e.path || ':' || m.state || ':' || (m.lock_token IS NOT NULL)
+		FROM messages m JOIN entities e ON e.id = m.entity_id ORDER BY e.path, m.seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var st string
+		if err := rows.Scan(&st); err != nil {
+			t.Fatal(err)
+		}
+		states = append(states, st)
+	}
+	// a: 1 completed, 2 still locked (its abandon named the wrong message), 3 deferred;
+	// b: 1 dead-lettered, 2 locked (renewed), 3 abandoned.
+	if got, want := fmt.Sprint(states), "[a:0:true a:1:false b:2:false b:0:true b:0:false]"; got != want {
+		t.Errorf("messages = %s; want %s", got, want)
 	}
 }
 

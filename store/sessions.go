@@ -87,13 +87,57 @@ func (s *Postgres) AcceptSession(ctx context.Context, e *Entity, sessionID strin
 		return s.acceptNamed(ctx, e, sessionID)
 	}
 	s.touch(e)
-	var sess *Session
-	err := s.longPoll(ctx, e.ID, wait, func() (bool, error) {
-		var err error
-		sess, err = s.acceptNext(ctx, e)
-		return sess != nil, err
-	})
-	return sess, err
+	key := waitKey{entity: e.ID, accept: true}
+	start := func() *dispatcher[*Session] {
+		d := &dispatcher[*Session]{s: s, key: key, recheck: s.recheck(e)}
+		d.claim = func(ctx context.Context, _ ReceiveMode, n int) ([]*Session, bool, error) {
+			now, err := s.currentSessionEntity(ctx, e)
+			if err != nil {
+				return nil, false, err
+			}
+			var got []*Session
+			for range n {
+				sess, err := s.acceptNext(ctx, now)
+				if err != nil || sess == nil {
+					return got, false, err
+				}
+				got = append(got, sess)
+			}
+			return got, true, nil
+		}
+		d.next = func(ctx context.Context) (time.Time, error) {
+			var next pgtype.Timestamptz
+			err := s.pool.QueryRow(ctx, `SELECT min(available_at) FROM sessions WHERE entity_id = $1 AND available_at > $2`,
+				e.ID, s.now()).Scan(&next)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("look for sessions coming due in %s: %w", e.Path, interpretError(err))
+			}
+			return timeOrZero(next), nil
+		}
+		return d
+	}
+	got, err := waitFor(ctx, s, key, start, PeekLock, 1, wait)
+	if len(got) == 0 {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		// Whoever asked is gone: let the session go at once rather than when its lock ends.
+		_ = s.ReleaseSession(context.WithoutCancel(ctx), e, SessionLock{SessionID: got[0].ID, Token: got[0].LockToken})
+		return nil, ctx.Err()
+	}
+	return got[0], nil
+}
+
+// currentSessionEntity is e read again from the cache, refusing accepts it no longer allows.
+func (s *Postgres) currentSessionEntity(ctx context.Context, e *Entity) (*Entity, error) {
+	now, err := s.Resolve(ctx, e.Path)
+	if err == nil && now.ID != e.ID {
+		err = notFound("The messaging entity '%s' could not be found.", e.Path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return now, checkSessionful(now)
 }
 
 // maxAcceptCandidates bounds how many stale candidates (sessions whose messages are gone) one
@@ -244,7 +288,7 @@ func (s *Postgres) ReleaseSession(ctx context.Context, e *Entity, sl SessionLock
 	if err != nil {
 		return fmt.Errorf("release session %s: %w", truncate(sl.SessionID), interpretError(err))
 	}
-	s.announce([]int64{e.ID})
+	s.announce(wakeTarget{entity: e.ID})
 	return nil
 }
 
@@ -308,92 +352,4 @@ func (s *Postgres) ListSessions(ctx context.Context, e *Entity, skip, top int) (
 		}
 		return info, err
 	})
-}
-
-// sessionClaim is claimCandidatesSQL inside one session, whose id is parameter sessionParam
-// (peek-lock passes more parameters than receive-and-delete, so the number differs): the
-// session's own receivable messages, lowest sequence number first, which is the session's strict
-// order. The text is built from constants only.
-func sessionClaim(sessionParam string) string {
-	return `
-WITH due AS MATERIALIZED (
-	SELECT seq FROM messages
-	WHERE entity_id = $1 AND session_id = ` + sessionParam + ` AND state = $2 AND visible_at <= $3
-		AND (expires_at IS NULL OR expires_at > $3 OR state = 2)
-	ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED
-), ready AS MATERIALIZED (
-	SELECT seq FROM messages
-	WHERE entity_id = $1 AND session_id = ` + sessionParam + ` AND state = $2 AND visible_at IS NULL
-		AND (expires_at IS NULL OR expires_at > $3 OR state = 2)
-	ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED
-), picked AS (
-	SELECT seq FROM (SELECT seq FROM due UNION ALL SELECT seq FROM ready) c ORDER BY seq LIMIT $4
-)`
-}
-
-var (
-	sessionPeekLockSQL         = sessionClaim("$7") + peekLockTail
-	sessionReceiveAndDeleteSQL = sessionClaim("$5") + receiveAndDeleteTail
-)
-
-// ReceiveSession takes up to n messages of an accepted session, in sequence order, waiting up to
-// wait for the first. Errors: ErrLockLost when the session lock is gone.
-func (s *Postgres) ReceiveSession(ctx context.Context, e *Entity, sl SessionLock, mode ReceiveMode, n int, wait time.Duration) ([]*Message, error) {
-	if err := checkSessionful(e); err != nil {
-		return nil, err
-	}
-	if n < 1 || n > MaxReceiveBatch {
-		return nil, badRequest("A receive may take between 1 and %d messages.", MaxReceiveBatch)
-	}
-	s.touch(e)
-	var msgs []*Message
-	err := s.longPoll(ctx, e.ID, wait, func() (bool, error) {
-		var err error
-		msgs, err = s.claimSession(ctx, e, sl, mode, n)
-		return len(msgs) > 0, err
-	})
-	return msgs, err
-}
-
-func (s *Postgres) claimSession(ctx context.Context, e *Entity, sl SessionLock, mode ReceiveMode, n int) ([]*Message, error) {
-	for {
-		now := s.now()
-		var msgs []*Message
-		var woken []int64
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if err := s.checkSessionLock(ctx, tx, e, sl, now); err != nil {
-				return err
-			}
-			var rows pgx.Rows
-			var err error
-			if mode == ReceiveAndDelete {
-				rows, err = tx.Query(ctx, sessionReceiveAndDeleteSQL, e.ID, StateActive, now, n, sl.SessionID)
-			} else {
-				rows, err = tx.Query(ctx, sessionPeekLockSQL, e.ID, StateActive, now, n,
-					interval(e.Props.LockDuration), e.Props.MaxDeliveryCount, sl.SessionID)
-			}
-			if err != nil {
-				return err
-			}
-			if msgs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) }); err != nil {
-				return err
-			}
-			for _, m := range msgs {
-				if m.State == StateDeadLetter {
-					woken, err = s.transferDeadLetters(ctx, tx, e)
-					return err
-				}
-			}
-			return nil
-		})
-		s.announce(woken)
-		if err != nil {
-			return nil, fmt.Errorf("receive from session %s of %s: %w", truncate(sl.SessionID), e.Path, interpretError(err))
-		}
-		delivered := delivered(msgs, StateActive, mode)
-		if len(delivered) == 0 && len(msgs) > 0 {
-			continue
-		}
-		return delivered, nil
-	}
 }

@@ -37,7 +37,7 @@ func lockOf(s *store.Session) store.SessionLock {
 
 func (b *bundle) receiveIn(t *testing.T, e *store.Entity, s *store.Session, n int) []*store.Message {
 	t.Helper()
-	msgs, err := b.store.ReceiveSession(b.ctx, e, lockOf(s), store.PeekLock, n, 0)
+	msgs, err := receiveN(b.ctx, b.store, inSession(e, lockOf(s)), store.PeekLock, n, 0)
 	if err != nil {
 		t.Fatalf("ReceiveSession(%s): %v", s.ID, err)
 	}
@@ -72,15 +72,15 @@ func TestSessionsAreExclusiveAndOrdered(t *testing.T) {
 		t.Errorf("session a (-want +got):\n%s", diff)
 	}
 	for _, m := range got {
-		if _, err := b.store.SettleSession(b.ctx, q, lockOf(s2), store.Complete, m.MessageID, m.LockToken); !errors.Is(err, store.ErrLockLost) {
+		if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s2)), store.Complete, m.MessageID, m.LockToken); !errors.Is(err, store.ErrLockLost) {
 			t.Errorf("settling a's message under b's lock: err = %v; want ErrLockLost", err)
 		}
-		if _, err := b.store.SettleSession(b.ctx, q, lockOf(s1), store.Complete, m.MessageID, m.LockToken); err != nil {
+		if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s1)), store.Complete, m.MessageID, m.LockToken); err != nil {
 			t.Errorf("complete in session: %v", err)
 		}
 	}
 	// Plain receives and settlements do not work on a session queue.
-	if _, err := b.store.Receive(b.ctx, q, store.SubQueueMain, store.PeekLock, 0); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := receive1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 0); !errors.Is(err, store.ErrBadRequest) {
 		t.Errorf("plain receive: err = %v; want ErrBadRequest", err)
 	}
 	if err := b.store.Send(b.ctx, q, []store.Message{body("no session")}); !errors.Is(err, store.ErrBadRequest) {
@@ -106,7 +106,7 @@ func TestSessionLockExpiryHandsOver(t *testing.T) {
 	}
 	first := b.accept(t, q, "")
 	msgs := b.receiveIn(t, q, first, 2)
-	if _, err := b.store.SettleSession(b.ctx, q, lockOf(first), store.Complete, msgs[0].MessageID, msgs[0].LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(first)), store.Complete, msgs[0].MessageID, msgs[0].LockToken); err != nil {
 		t.Fatal(err)
 	}
 	renewed, err := b.store.RenewSessionLock(b.ctx, q, lockOf(first))
@@ -115,7 +115,7 @@ func TestSessionLockExpiryHandsOver(t *testing.T) {
 	}
 	// The receiver dies holding the session and message 1.
 	b.clock.Advance(31 * time.Second)
-	if _, err := b.store.SettleSession(b.ctx, q, lockOf(first), store.Complete, msgs[1].MessageID, msgs[1].LockToken); !errors.Is(err, store.ErrLockLost) {
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(first)), store.Complete, msgs[1].MessageID, msgs[1].LockToken); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("settle after the session lock expired: err = %v; want ErrLockLost", err)
 	}
 	second := b.accept(t, q, "")
@@ -129,7 +129,7 @@ func TestSessionLockExpiryHandsOver(t *testing.T) {
 	if rest[0].DeliveryCount != 2 {
 		t.Errorf("message 1 redelivered with DeliveryCount %d; want 2", rest[0].DeliveryCount)
 	}
-	if _, err := b.store.ReceiveSession(b.ctx, q, lockOf(first), store.PeekLock, 1, 0); !errors.Is(err, store.ErrLockLost) {
+	if _, err := receiveN(b.ctx, b.store, inSession(q, lockOf(first)), store.PeekLock, 1, 0); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("receive under the expired lock: err = %v; want ErrLockLost", err)
 	}
 }
@@ -186,10 +186,10 @@ func TestSessionLifecycleFeatures(t *testing.T) {
 	if diff := cmp.Diff([]string{"defer-me", "poison"}, bodies(msgs)); diff != "" {
 		t.Fatalf("session receive (-want +got):\n%s", diff)
 	}
-	if _, err := b.store.SettleSession(b.ctx, q, lockOf(s), store.Defer, "d", msgs[0].LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Defer, "d", msgs[0].LockToken); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.SettleSession(b.ctx, q, lockOf(s), store.Abandon, "p", msgs[1].LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Abandon, "p", msgs[1].LockToken); err != nil {
 		t.Fatal(err)
 	}
 	// The poison message was delivered MaxDeliveryCount times: the next receive dead-letters it.
@@ -199,11 +199,11 @@ func TestSessionLifecycleFeatures(t *testing.T) {
 	if dl := b.drain(t, q, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != "p" {
 		t.Errorf("dead letters = %q; want the poison message", bodies(dl))
 	}
-	d, err := b.store.ReceiveDeferredSession(b.ctx, q, lockOf(s), msgs[0].SequenceNumber, store.ReceiveAndDelete)
+	d, err := b.store.ReceiveDeferred(b.ctx, inSession(q, lockOf(s)), msgs[0].SequenceNumber, store.ReceiveAndDelete)
 	if err != nil || string(d.Body) != "defer-me" {
 		t.Fatalf("deferred receive = %v, %v", d, err)
 	}
-	if err := b.store.DeadLetterSession(b.ctx, q, lockOf(s), "x", [16]byte{9}, "r", "d"); !errors.Is(err, store.ErrLockLost) {
+	if err := deadLetter1(b.ctx, b.store, inSession(q, lockOf(s)), "x", [16]byte{9}, "r", "d"); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("dead-letter with a wrong message lock: err = %v", err)
 	}
 	// The scheduled message makes the session available again when it is due.
@@ -273,7 +273,7 @@ func TestManySessionsManyReceivers(t *testing.T) {
 				holder[s.ID] = r
 				mu.Unlock()
 				for {
-					msgs, err := b.store.ReceiveSession(b.ctx, q, lockOf(s), store.PeekLock, 25, 0)
+					msgs, err := receiveN(b.ctx, b.store, inSession(q, lockOf(s)), store.PeekLock, 25, 0)
 					if err != nil {
 						t.Errorf("receive in %s: %v", s.ID, err)
 						return
@@ -288,7 +288,7 @@ func TestManySessionsManyReceivers(t *testing.T) {
 						}
 						next[s.ID]++
 						mu.Unlock()
-						if _, err := b.store.SettleSession(b.ctx, q, lockOf(s), store.Complete, m.MessageID, m.LockToken); err != nil {
+						if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Complete, m.MessageID, m.LockToken); err != nil {
 							t.Errorf("complete: %v", err)
 						}
 					}

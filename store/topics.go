@@ -105,14 +105,20 @@ func (s *Postgres) newDelivery(ctx context.Context, now time.Time) *delivery {
 	return &delivery{s: s, ctx: ctx, now: now}
 }
 
-func (d *delivery) entityIDs() []int64 {
-	var ids []int64
+// wakeTargets are the receivers the delivery's rows concern: each entity, and in a session
+// entity each session (its other sessions' receivers need not look).
+func (d *delivery) wakeTargets() []wakeTarget {
+	var targets []wakeTarget
 	for _, r := range d.rows {
-		if !slices.Contains(ids, r.entityID) {
-			ids = append(ids, r.entityID)
+		t := wakeTarget{entity: r.entityID}
+		if r.sessioned {
+			t.session = r.sessionID
+		}
+		if !slices.Contains(targets, t) {
+			targets = append(targets, t)
 		}
 	}
-	return ids
+	return targets
 }
 
 // begin starts the delivery of one sent message to e: its rows get their own number, and e's
@@ -135,25 +141,27 @@ func (d *delivery) deliver(target *Entity, m *Message, sent *Entity, hops int) e
 		if hops >= MaxTransferHops {
 			dl := *m
 			dl.State, dl.DeadLetterReason, dl.DeadLetterDescription = StateDeadLetter, ReasonMaxTransferHopCount, descriptionMaxTransferHops
-			return d.place(target, &dl)
+			return d.place(target, &dl, hops)
 		}
 		next, err := d.s.Resolve(d.ctx, fwd)
 		if err != nil {
 			// The target was deleted after the forwarding was set up: keep the message here
 			// rather than lose it.
 			if errors.Is(err, ErrNotFound) {
-				return d.place(target, m)
+				return d.place(target, m, hops)
 			}
 			return err
 		}
 		return d.deliver(next, m, sent, hops+1)
 	}
-	return d.place(target, m)
+	return d.place(target, m, hops)
 }
 
 // place adds m as a row of entity e, dead-lettered ones going on to e's
-// ForwardDeadLetteredMessagesTo when it has one.
-func (d *delivery) place(e *Entity, m *Message) error {
+// ForwardDeadLetteredMessagesTo when it has one. hops is how many times m was auto-forwarded to
+// get here: a forwarded message carries the sequence number of its original send as its
+// EnqueuedSequenceNumber, drawn with its row when it never had a row where it was sent.
+func (d *delivery) place(e *Entity, m *Message, hops int) error {
 	if e.Props.RequiresSession && m.SessionID == "" && m.State != StateDeadLetter {
 		// A copy no session could ever receive: refuse the send, as for a session queue.
 		return badRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s', which requires sessions.", e.Path)
@@ -171,6 +179,9 @@ func (d *delivery) place(e *Entity, m *Message) error {
 		return err
 	}
 	r.msgIndex = d.msgIndex
+	if hops > 0 && m.EnqueuedSequenceNumber == 0 {
+		r.originOf = int64(d.msgIndex)
+	}
 	r.sessioned = e.Props.RequiresSession && m.SessionID != "" && m.State != StateDeadLetter
 	if !d.dedupUntil.IsZero() {
 		r.dedupEntity, r.dedupUntil = d.dedupEntity, timestamptz(d.dedupUntil)
@@ -218,7 +229,7 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 			c := copyFor(sub, m, d.now)
 			c.State, c.DeadLetterReason = StateDeadLetter, ReasonFilterEvaluation
 			c.DeadLetterDescription = truncate(evalErr.Error())
-			if err := d.place(sub, c); err != nil {
+			if err := d.place(sub, c, hops); err != nil {
 				return err
 			}
 		}
@@ -323,7 +334,7 @@ func (s *Postgres) forwardsTo(ctx context.Context, e *Entity, back string, depth
 // in e's dead-letter subqueue, and by the background tasks for any an interrupted move left.
 //
 // It returns the entities that received messages, for the caller to wake once tx commits.
-func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity) ([]int64, error) {
+func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity) ([]wakeTarget, error) {
 	if e.Props.ForwardDeadLetteredMessagesTo == "" {
 		return nil, nil
 	}
@@ -334,17 +345,17 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 	if err != nil {
 		return nil, err
 	}
-	var woken []int64
+	var woken []wakeTarget
 	const chunk = 500
 	for {
 		now := s.now()
-		rows, err := tx.Query(ctx, `SELECT `+messageColumns+` FROM messages m
+		rows, err := tx.Query(ctx, `SELECT `+messageSelectFrom("m")+` FROM messages m
 			WHERE m.entity_id = $1 AND m.state = 2 AND (m.lock_token IS NULL OR m.visible_at <= $2)
 			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk)
 		if err != nil {
 			return woken, err
 		}
-		msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) { return scanMessage(r) })
+		msgs, err := collectMessages(rows)
 		if err != nil || len(msgs) == 0 {
 			return woken, err
 		}
@@ -357,6 +368,9 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 			// A new message of the target: enqueued now, its time to live counted from now (an
 			// expired dead letter would otherwise arrive expired), capped by the target's.
 			m.State, m.DeadLetterSource = StateActive, e.Path
+			if m.EnqueuedSequenceNumber == 0 {
+				m.EnqueuedSequenceNumber = m.SequenceNumber // its first sequence number, in e
+			}
 			m.LockToken, m.LockedUntil, m.DeliveryCount = [16]byte{}, time.Time{}, 0
 			m.ScheduledEnqueueTime, m.EnqueuedTime = time.Time{}, now
 			if m.TimeToLive > target.Props.DefaultMessageTimeToLive {
@@ -378,7 +392,7 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 			SELECT $1, 0, -count(*), -sum(size) FROM removed HAVING count(*) > 0`, e.ID, seqs); err != nil {
 			return woken, err
 		}
-		woken = append(woken, d.entityIDs()...)
+		woken = append(woken, d.wakeTargets()...)
 		if len(msgs) < chunk {
 			return woken, nil
 		}

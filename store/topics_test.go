@@ -51,7 +51,7 @@ func (b *bundle) drain(t *testing.T, e *store.Entity, sq store.SubQueue) []*stor
 	t.Helper()
 	var out []*store.Message
 	for {
-		msgs, err := b.store.ReceiveBatch(b.ctx, e, sq, store.ReceiveAndDelete, 100, 0)
+		msgs, err := receiveN(b.ctx, b.store, store.Target{Entity: e, SubQueue: sq}, store.ReceiveAndDelete, 100, 0)
 		if err != nil {
 			t.Fatalf("drain %s: %v", e.Path, err)
 		}
@@ -241,7 +241,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 	if err := b.store.Send(b.ctx, s, []store.Message{body("x")}); !errors.Is(err, store.ErrBadRequest) {
 		t.Errorf("send to a subscription: err = %v", err)
 	}
-	if _, err := b.store.Receive(b.ctx, topic, store.SubQueueMain, store.PeekLock, 0); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := receive1(b.ctx, b.store, store.Target{Entity: topic, SubQueue: store.SubQueueMain}, store.PeekLock, 0); !errors.Is(err, store.ErrBadRequest) {
 		t.Errorf("receive from a topic: err = %v", err)
 	}
 	// TTL: the message's, capped by the topic's, capped by the subscription's.
@@ -382,7 +382,7 @@ func TestForwardDeadLetteredMessages(t *testing.T) {
 		store.Message{Body: []byte("expiring"), MessageID: "x", TimeToLive: time.Minute})
 	// Explicit dead-lettering.
 	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if err := b.store.DeadLetter(b.ctx, q, m.MessageID, m.LockToken, "Bad", "bad input"); err != nil {
+	if err := deadLetter1(b.ctx, b.store, store.Target{Entity: q}, m.MessageID, m.LockToken, "Bad", "bad input"); err != nil {
 		t.Fatal(err)
 	}
 	// MaxDeliveryCount.
@@ -470,5 +470,21 @@ func TestConcurrentPublishersAndSubscriptionChanges(t *testing.T) {
 	}
 	if orphans != 0 {
 		t.Logf("%d copies written to subscriptions deleted during the send", orphans)
+	}
+}
+
+// Filters read the broker properties a message keeps as sent: ViaPartitionKey, and a past
+// ScheduledEnqueueTimeUtc.
+func TestFiltersReadPropertiesKeptAsSent(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "t", nil)
+	sub := b.sub(t, "t", "s", &store.Rule{Name: "r", Filter: store.RuleFilter{Kind: store.FilterSQL,
+		SQLExpression: "sys.ViaPartitionKey = 'p1' AND sys.ScheduledEnqueueTimeUtc IS NOT NULL"}}, nil)
+	past := b.clock.Now().Add(-time.Hour)
+	b.send(t, topic, store.Message{Body: []byte("match"), ViaPartitionKey: "p1", ScheduledEnqueueTime: past},
+		store.Message{Body: []byte("other via"), ViaPartitionKey: "p2", ScheduledEnqueueTime: past},
+		store.Message{Body: []byte("no schedule"), ViaPartitionKey: "p1"})
+	if diff := cmp.Diff([]string{"match"}, bodies(b.drain(t, sub, store.SubQueueMain))); diff != "" {
+		t.Errorf("received (-want +got):\n%s", diff)
 	}
 }

@@ -39,6 +39,33 @@ func (e BrokerPropertiesState) Valid() bool {
 	}
 }
 
+// Defines values for SettlementDisposition.
+const (
+	Abandon    SettlementDisposition = "Abandon"
+	Complete   SettlementDisposition = "Complete"
+	DeadLetter SettlementDisposition = "DeadLetter"
+	Defer      SettlementDisposition = "Defer"
+	RenewLock  SettlementDisposition = "RenewLock"
+)
+
+// Valid indicates whether the value is a known member of the SettlementDisposition enum.
+func (e SettlementDisposition) Valid() bool {
+	switch e {
+	case Abandon:
+		return true
+	case Complete:
+		return true
+	case DeadLetter:
+		return true
+	case Defer:
+		return true
+	case RenewLock:
+		return true
+	default:
+		return false
+	}
+}
+
 // BatchMessage A message of a batch send. Give Body, or BodyBase64 for a binary body.
 type BatchMessage struct {
 	// Body The message body; stored as its UTF-8 bytes.
@@ -66,14 +93,19 @@ type BrokerProperties struct {
 	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
 
 	// DeadLetterReason Extension JSON only; REST receives carry it as a user-property header.
-	DeadLetterReason       *string             `json:"DeadLetterReason,omitempty"`
-	DeadLetterSource       *string             `json:"DeadLetterSource,omitempty"`
-	DeliveryCount          *int                `json:"DeliveryCount,omitempty"`
-	EnqueuedSequenceNumber *int64              `json:"EnqueuedSequenceNumber,omitempty"`
-	EnqueuedTimeUtc        *string             `json:"EnqueuedTimeUtc,omitempty"`
-	Label                  *string             `json:"Label,omitempty"`
-	LockToken              *openapi_types.UUID `json:"LockToken,omitempty"`
-	LockedUntilUtc         *string             `json:"LockedUntilUtc,omitempty"`
+	DeadLetterReason *string `json:"DeadLetterReason,omitempty"`
+	DeadLetterSource *string `json:"DeadLetterSource,omitempty"`
+	DeliveryCount    *int    `json:"DeliveryCount,omitempty"`
+
+	// EnqueuedSequenceNumber On an auto-forwarded message, the sequence number it was first given where it was sent; else 0.
+	EnqueuedSequenceNumber *int64  `json:"EnqueuedSequenceNumber,omitempty"`
+	EnqueuedTimeUtc        *string `json:"EnqueuedTimeUtc,omitempty"`
+
+	// ExpiresAtUtc EnqueuedTimeUtc + TimeToLive (RFC 1123); absent when the message never expires.
+	ExpiresAtUtc   *string             `json:"ExpiresAtUtc,omitempty"`
+	Label          *string             `json:"Label,omitempty"`
+	LockToken      *openapi_types.UUID `json:"LockToken,omitempty"`
+	LockedUntilUtc *string             `json:"LockedUntilUtc,omitempty"`
 
 	// MessageId Generated (32 hex digits) when absent.
 	MessageId *string `json:"MessageId,omitempty"`
@@ -83,7 +115,7 @@ type BrokerProperties struct {
 	ReplyTo          *string `json:"ReplyTo,omitempty"`
 	ReplyToSessionId *string `json:"ReplyToSessionId,omitempty"`
 
-	// ScheduledEnqueueTimeUtc RFC 1123 date; the message stays invisible until then.
+	// ScheduledEnqueueTimeUtc RFC 1123 date; the message stays invisible until then. A past time delivers it at once; either is returned as sent.
 	ScheduledEnqueueTimeUtc *string                `json:"ScheduledEnqueueTimeUtc,omitempty"`
 	SequenceNumber          *int64                 `json:"SequenceNumber,omitempty"`
 	SessionId               *string                `json:"SessionId,omitempty"`
@@ -95,6 +127,9 @@ type BrokerProperties struct {
 	// TimeToLiveTimeSpan Alternative TTL as a .NET TimeSpan ([d.]hh:mm:ss[.fffffff]).
 	TimeToLiveTimeSpan *string `json:"TimeToLiveTimeSpan,omitempty"`
 	To                 *string `json:"To,omitempty"`
+
+	// ViaPartitionKey Kept and returned as sent (it has no effect here).
+	ViaPartitionKey *string `json:"ViaPartitionKey,omitempty"`
 }
 
 // BrokerPropertiesState defines model for BrokerProperties.State.
@@ -157,6 +192,43 @@ type SessionLock struct {
 	// LockedUntilUtc RFC 1123 date.
 	LockedUntilUtc string `json:"LockedUntilUtc"`
 	SessionId      string `json:"SessionId"`
+}
+
+// Settlement defines model for Settlement.
+type Settlement struct {
+	// DeadLetterErrorDescription DeadLetter only.
+	DeadLetterErrorDescription *string `json:"DeadLetterErrorDescription,omitempty"`
+
+	// DeadLetterReason DeadLetter only; default DeadLetteredByReceiver.
+	DeadLetterReason *string `json:"DeadLetterReason,omitempty"`
+
+	// Disposition `Complete` removes the message; `Abandon` releases the lock (the message is
+	// redelivered at the front, or dead-lettered if this was its last allowed delivery);
+	// `DeadLetter` moves it to the dead-letter subqueue; `Defer` sets it aside until it is
+	// received by sequence number; `RenewLock` extends the lock by the entity's LockDuration.
+	Disposition SettlementDisposition `json:"Disposition"`
+
+	// LockToken The lock token of a peek-locked message (the last segment of its Location).
+	LockToken openapi_types.UUID `json:"LockToken"`
+}
+
+// SettlementDisposition `Complete` removes the message; `Abandon` releases the lock (the message is
+// redelivered at the front, or dead-lettered if this was its last allowed delivery);
+// `DeadLetter` moves it to the dead-letter subqueue; `Defer` sets it aside until it is
+// received by sequence number; `RenewLock` extends the lock by the entity's LockDuration.
+type SettlementDisposition string
+
+// SettlementResult defines model for SettlementResult.
+type SettlementResult struct {
+	// Detail Why the element failed, when Status is not 200.
+	Detail    *string            `json:"Detail,omitempty"`
+	LockToken openapi_types.UUID `json:"LockToken"`
+
+	// LockedUntilUtc RenewLock only: the new lock expiry, RFC 1123.
+	LockedUntilUtc *string `json:"LockedUntilUtc,omitempty"`
+
+	// Status 200 when settled; 404 when the lock was lost (expired, settled, or never held); 400 for an invalid element.
+	Status int `json:"Status"`
 }
 
 // ApiVersion defines model for ApiVersion.
@@ -404,6 +476,15 @@ type CancelScheduledParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// SettleMessagesJSONBody defines parameters for SettleMessages.
+type SettleMessagesJSONBody = []Settlement
+
+// SettleMessagesParams defines parameters for SettleMessages.
+type SettleMessagesParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // ReceiveAndDeleteMessageParams defines parameters for ReceiveAndDeleteMessage.
 type ReceiveAndDeleteMessageParams struct {
 	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
@@ -522,6 +603,15 @@ type SessionPeekLockDeferredParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// SessionSettleMessagesJSONBody defines parameters for SessionSettleMessages.
+type SessionSettleMessagesJSONBody = []Settlement
+
+// SessionSettleMessagesParams defines parameters for SessionSettleMessages.
+type SessionSettleMessagesParams struct {
+	// ApiVersion Accepted and ignored.
+	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
+}
+
 // SessionReceiveAndDeleteParams defines parameters for SessionReceiveAndDelete.
 type SessionReceiveAndDeleteParams struct {
 	// Timeout Seconds to wait for a message (default 60, capped by the server's maximum; 0 returns at once).
@@ -582,8 +672,14 @@ type SetSessionStateParams struct {
 	ApiVersion *ApiVersion `form:"api-version,omitempty" json:"api-version,omitempty"`
 }
 
+// SettleMessagesJSONRequestBody defines body for SettleMessages for application/json ContentType.
+type SettleMessagesJSONRequestBody = SettleMessagesJSONBody
+
 // DeadLetterMessageJSONRequestBody defines body for DeadLetterMessage for application/json ContentType.
 type DeadLetterMessageJSONRequestBody = DeadLetterRequest
+
+// SessionSettleMessagesJSONRequestBody defines body for SessionSettleMessages for application/json ContentType.
+type SessionSettleMessagesJSONRequestBody = SessionSettleMessagesJSONBody
 
 // SessionDeadLetterJSONRequestBody defines body for SessionDeadLetter for application/json ContentType.
 type SessionDeadLetterJSONRequestBody = DeadLetterRequest
@@ -680,12 +776,14 @@ type ClientInterface interface {
 	// Corresponds with GET /$namespaceinfo (the `GetNamespaceInfo` operationId).
 	GetNamespaceInfo(ctx context.Context, params *GetNamespaceInfoParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Healthz Liveness: the process serves HTTP.
+	// Healthz Liveness: the process serves HTTP and can recover by itself.
+	//
+	// 503 when it cannot: its embedded PostgreSQL crashed and could not be restarted (the supervisor gave up). Restart sbgate then. An external database being unreachable is not a liveness failure (see /readyz).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Readyz Readiness: the database answers.
+	// Readyz Readiness: the database answers (and an embedded one is not being restarted).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -859,6 +957,32 @@ type ClientInterface interface {
 	// Corresponds with DELETE /{entityPath}/messages/$scheduled/{sequenceNumber} (the `CancelScheduled` operationId).
 	CancelScheduled(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *CancelScheduledParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// SettleMessagesWithBody Extension: settle many locked messages in one request.
+	//
+	// Completes, abandons, dead-letters, defers or renews the locks named in the body, for a
+	// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
+	// fails that element only (its `Status` is 404), never the others. The answer lists one
+	// result per element, in the order given. A lock token alone names its message, so no
+	// sequence number is needed.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /{entityPath}/messages/$settle (the `SettleMessages` operationId).
+	SettleMessagesWithBody(ctx context.Context, entityPath EntityPath, params *SettleMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SettleMessages Extension: settle many locked messages in one request.
+	//
+	// Completes, abandons, dead-letters, defers or renews the locks named in the body, for a
+	// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
+	// fails that element only (its `Status` is 404), never the others. The answer lists one
+	// result per element, in the order given. A lock token alone names its message, so no
+	// sequence number is needed.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /{entityPath}/messages/$settle (the `SettleMessages` operationId).
+	SettleMessages(ctx context.Context, entityPath EntityPath, params *SettleMessagesParams, body SettleMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ReceiveAndDeleteMessage Receive and remove the next message (receive-and-delete).
 	//
 	// Corresponds with DELETE /{entityPath}/messages/head (the `ReceiveAndDeleteMessage` operationId).
@@ -964,6 +1088,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber} (the `SessionPeekLockDeferred` operationId).
 	SessionPeekLockDeferred(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionPeekLockDeferredParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionSettleMessagesWithBody Extension: settle many locked messages of an accepted session in one request.
+	//
+	// As `{entityPath}/messages/$settle`; every lock must belong to the session, whose lock must still be held.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle (the `SessionSettleMessages` operationId).
+	SessionSettleMessagesWithBody(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionSettleMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SessionSettleMessages Extension: settle many locked messages of an accepted session in one request.
+	//
+	// As `{entityPath}/messages/$settle`; every lock must belong to the session, whose lock must still be held.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle (the `SessionSettleMessages` operationId).
+	SessionSettleMessages(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionSettleMessagesParams, body SessionSettleMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SessionReceiveAndDelete Extension: receive and delete the next message of an accepted session.
 	//
@@ -1072,7 +1214,9 @@ func (c *Client) GetNamespaceInfo(ctx context.Context, params *GetNamespaceInfoP
 	return c.Client.Do(req)
 }
 
-// Healthz Liveness: the process serves HTTP.
+// Healthz Liveness: the process serves HTTP and can recover by itself.
+//
+// 503 when it cannot: its embedded PostgreSQL crashed and could not be restarted (the supervisor gave up). Restart sbgate then. An external database being unreachable is not a liveness failure (see /readyz).
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1087,7 +1231,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
-// Readyz Readiness: the database answers.
+// Readyz Readiness: the database answers (and an embedded one is not being restarted).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1491,6 +1635,52 @@ func (c *Client) CancelScheduled(ctx context.Context, entityPath EntityPath, seq
 	return c.Client.Do(req)
 }
 
+// SettleMessagesWithBody Extension: settle many locked messages in one request.
+//
+// Completes, abandons, dead-letters, defers or renews the locks named in the body, for a
+// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
+// fails that element only (its `Status` is 404), never the others. The answer lists one
+// result per element, in the order given. A lock token alone names its message, so no
+// sequence number is needed.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /{entityPath}/messages/$settle (the `SettleMessages` operationId).
+func (c *Client) SettleMessagesWithBody(ctx context.Context, entityPath EntityPath, params *SettleMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSettleMessagesRequestWithBody(c.Server, entityPath, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SettleMessages Extension: settle many locked messages in one request.
+//
+// Completes, abandons, dead-letters, defers or renews the locks named in the body, for a
+// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
+// fails that element only (its `Status` is 404), never the others. The answer lists one
+// result per element, in the order given. A lock token alone names its message, so no
+// sequence number is needed.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /{entityPath}/messages/$settle (the `SettleMessages` operationId).
+func (c *Client) SettleMessages(ctx context.Context, entityPath EntityPath, params *SettleMessagesParams, body SettleMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSettleMessagesRequest(c.Server, entityPath, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ReceiveAndDeleteMessage Receive and remove the next message (receive-and-delete).
 //
 // Corresponds with DELETE /{entityPath}/messages/head (the `ReceiveAndDeleteMessage` operationId).
@@ -1757,6 +1947,44 @@ func (c *Client) SessionReceiveAndDeleteDeferred(ctx context.Context, entityPath
 // Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber} (the `SessionPeekLockDeferred` operationId).
 func (c *Client) SessionPeekLockDeferred(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionPeekLockDeferredParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSessionPeekLockDeferredRequest(c.Server, entityPath, sessionId, sessionLockToken, sequenceNumber, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionSettleMessagesWithBody Extension: settle many locked messages of an accepted session in one request.
+//
+// As `{entityPath}/messages/$settle`; every lock must belong to the session, whose lock must still be held.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle (the `SessionSettleMessages` operationId).
+func (c *Client) SessionSettleMessagesWithBody(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionSettleMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionSettleMessagesRequestWithBody(c.Server, entityPath, sessionId, sessionLockToken, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SessionSettleMessages Extension: settle many locked messages of an accepted session in one request.
+//
+// As `{entityPath}/messages/$settle`; every lock must belong to the session, whose lock must still be held.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle (the `SessionSettleMessages` operationId).
+func (c *Client) SessionSettleMessages(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionSettleMessagesParams, body SessionSettleMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSessionSettleMessagesRequest(c.Server, entityPath, sessionId, sessionLockToken, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3894,6 +4122,80 @@ func NewCancelScheduledRequest(server string, entityPath EntityPath, sequenceNum
 	return req, nil
 }
 
+// NewSettleMessagesRequest calls the generic SettleMessages builder with application/json body
+func NewSettleMessagesRequest(server string, entityPath EntityPath, params *SettleMessagesParams, body SettleMessagesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSettleMessagesRequestWithBody(server, entityPath, params, "application/json", bodyReader)
+}
+
+// NewSettleMessagesRequestWithBody constructs an http.Request for the SettleMessages method, with any body, and a specified content type
+func NewSettleMessagesRequestWithBody(server string, entityPath EntityPath, params *SettleMessagesParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/messages/$settle", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewReceiveAndDeleteMessageRequest constructs an http.Request for the ReceiveAndDeleteMessage method
 func NewReceiveAndDeleteMessageRequest(server string, entityPath EntityPath, params *ReceiveAndDeleteMessageParams) (*http.Request, error) {
 	var err error
@@ -5166,6 +5468,94 @@ func NewSessionPeekLockDeferredRequest(server string, entityPath EntityPath, ses
 	return req, nil
 }
 
+// NewSessionSettleMessagesRequest calls the generic SessionSettleMessages builder with application/json body
+func NewSessionSettleMessagesRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionSettleMessagesParams, body SessionSettleMessagesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSessionSettleMessagesRequestWithBody(server, entityPath, sessionId, sessionLockToken, params, "application/json", bodyReader)
+}
+
+// NewSessionSettleMessagesRequestWithBody constructs an http.Request for the SessionSettleMessages method, with any body, and a specified content type
+func NewSessionSettleMessagesRequestWithBody(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionSettleMessagesParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "entityPath", entityPath, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "sessionLockToken", sessionLockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/%s/sessions/%s/%s/messages/$settle", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApiVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "api-version", *params.ApiVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSessionReceiveAndDeleteRequest constructs an http.Request for the SessionReceiveAndDelete method
 func NewSessionReceiveAndDeleteRequest(server string, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionReceiveAndDeleteParams) (*http.Request, error) {
 	var err error
@@ -6018,14 +6408,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /$namespaceinfo (the `GetNamespaceInfo` operationId).
 	GetNamespaceInfoWithResponse(ctx context.Context, params *GetNamespaceInfoParams, reqEditors ...RequestEditorFn) (*GetNamespaceInfoResponse, error)
 
-	// HealthzWithResponse Liveness: the process serves HTTP.
+	// HealthzWithResponse Liveness: the process serves HTTP and can recover by itself.
+	//
+	// 503 when it cannot: its embedded PostgreSQL crashed and could not be restarted (the supervisor gave up). Restart sbgate then. An external database being unreachable is not a liveness failure (see /readyz).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
-	// ReadyzWithResponse Readiness: the database answers.
+	// ReadyzWithResponse Readiness: the database answers (and an embedded one is not being restarted).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6235,6 +6627,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /{entityPath}/messages/$scheduled/{sequenceNumber} (the `CancelScheduled` operationId).
 	CancelScheduledWithResponse(ctx context.Context, entityPath EntityPath, sequenceNumber SequenceNumber, params *CancelScheduledParams, reqEditors ...RequestEditorFn) (*CancelScheduledResponse, error)
 
+	// SettleMessagesWithBodyWithResponse Extension: settle many locked messages in one request.
+	//
+	// Completes, abandons, dead-letters, defers or renews the locks named in the body, for a
+	// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
+	// fails that element only (its `Status` is 404), never the others. The answer lists one
+	// result per element, in the order given. A lock token alone names its message, so no
+	// sequence number is needed.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/messages/$settle (the `SettleMessages` operationId).
+	SettleMessagesWithBodyWithResponse(ctx context.Context, entityPath EntityPath, params *SettleMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SettleMessagesResponse, error)
+
+	// SettleMessagesWithResponse Extension: settle many locked messages in one request.
+	//
+	// Completes, abandons, dead-letters, defers or renews the locks named in the body, for a
+	// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
+	// fails that element only (its `Status` is 404), never the others. The answer lists one
+	// result per element, in the order given. A lock token alone names its message, so no
+	// sequence number is needed.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/messages/$settle (the `SettleMessages` operationId).
+	SettleMessagesWithResponse(ctx context.Context, entityPath EntityPath, params *SettleMessagesParams, body SettleMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*SettleMessagesResponse, error)
+
 	// ReceiveAndDeleteMessageWithResponse Receive and remove the next message (receive-and-delete).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6370,6 +6788,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber} (the `SessionPeekLockDeferred` operationId).
 	SessionPeekLockDeferredWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, sequenceNumber SequenceNumber, params *SessionPeekLockDeferredParams, reqEditors ...RequestEditorFn) (*SessionPeekLockDeferredResponse, error)
+
+	// SessionSettleMessagesWithBodyWithResponse Extension: settle many locked messages of an accepted session in one request.
+	//
+	// As `{entityPath}/messages/$settle`; every lock must belong to the session, whose lock must still be held.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle (the `SessionSettleMessages` operationId).
+	SessionSettleMessagesWithBodyWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionSettleMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SessionSettleMessagesResponse, error)
+
+	// SessionSettleMessagesWithResponse Extension: settle many locked messages of an accepted session in one request.
+	//
+	// As `{entityPath}/messages/$settle`; every lock must belong to the session, whose lock must still be held.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle (the `SessionSettleMessages` operationId).
+	SessionSettleMessagesWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionSettleMessagesParams, body SessionSettleMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*SessionSettleMessagesResponse, error)
 
 	// SessionReceiveAndDeleteWithResponse Extension: receive and delete the next message of an accepted session.
 	//
@@ -6609,9 +7045,23 @@ func (r GetNamespaceInfoResponse) ContentType() string {
 	return ""
 }
 
+// HealthzResponse503Headers the declared response headers of an HTTP 503 response for Healthz
+type HealthzResponse503Headers struct {
+	RetryAfter *int
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *HealthzResponse503Headers
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r HealthzResponse) GetXML503() *Error {
+	return r.XML503
 }
 
 // GetBody returns the raw response body bytes
@@ -8287,6 +8737,89 @@ func (r CancelScheduledResponse) ContentType() string {
 	return ""
 }
 
+// SettleMessagesResponse503Headers the declared response headers of an HTTP 503 response for SettleMessages
+type SettleMessagesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SettleMessagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]SettlementResult
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML403 the response for an HTTP 403 `application/xml` response
+	XML403 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SettleMessagesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SettleMessagesResponse) GetJSON200() *[]SettlementResult {
+	return r.JSON200
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SettleMessagesResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SettleMessagesResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML403 returns the response for an HTTP 403 `application/xml` response
+func (r SettleMessagesResponse) GetXML403() *Error {
+	return r.XML403
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SettleMessagesResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SettleMessagesResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SettleMessagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SettleMessagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SettleMessagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SettleMessagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReceiveAndDeleteMessageResponse200Headers the declared response headers of an HTTP 200 response for ReceiveAndDeleteMessage
 type ReceiveAndDeleteMessageResponse200Headers struct {
 	BrokerProperties *string
@@ -9505,6 +10038,89 @@ func (r SessionPeekLockDeferredResponse) ContentType() string {
 	return ""
 }
 
+// SessionSettleMessagesResponse503Headers the declared response headers of an HTTP 503 response for SessionSettleMessages
+type SessionSettleMessagesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SessionSettleMessagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]SettlementResult
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML401 the response for an HTTP 401 `application/xml` response
+	XML401 *Error
+	// XML403 the response for an HTTP 403 `application/xml` response
+	XML403 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SessionSettleMessagesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SessionSettleMessagesResponse) GetJSON200() *[]SettlementResult {
+	return r.JSON200
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r SessionSettleMessagesResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML401 returns the response for an HTTP 401 `application/xml` response
+func (r SessionSettleMessagesResponse) GetXML401() *Error {
+	return r.XML401
+}
+
+// GetXML403 returns the response for an HTTP 403 `application/xml` response
+func (r SessionSettleMessagesResponse) GetXML403() *Error {
+	return r.XML403
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r SessionSettleMessagesResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r SessionSettleMessagesResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r SessionSettleMessagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SessionSettleMessagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SessionSettleMessagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SessionSettleMessagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SessionReceiveAndDeleteResponse200Headers the declared response headers of an HTTP 200 response for SessionReceiveAndDelete
 type SessionReceiveAndDeleteResponse200Headers struct {
 	BrokerProperties *string
@@ -10183,7 +10799,9 @@ func (c *ClientWithResponses) GetNamespaceInfoWithResponse(ctx context.Context, 
 	return ParseGetNamespaceInfoResponse(rsp)
 }
 
-// HealthzWithResponse Liveness: the process serves HTTP.
+// HealthzWithResponse Liveness: the process serves HTTP and can recover by itself.
+//
+// 503 when it cannot: its embedded PostgreSQL crashed and could not be restarted (the supervisor gave up). Restart sbgate then. An external database being unreachable is not a liveness failure (see /readyz).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10196,7 +10814,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 	return ParseHealthzResponse(rsp)
 }
 
-// ReadyzWithResponse Readiness: the database answers.
+// ReadyzWithResponse Readiness: the database answers (and an embedded one is not being restarted).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10544,6 +11162,44 @@ func (c *ClientWithResponses) CancelScheduledWithResponse(ctx context.Context, e
 	return ParseCancelScheduledResponse(rsp)
 }
 
+// SettleMessagesWithBodyWithResponse Extension: settle many locked messages in one request.
+//
+// Completes, abandons, dead-letters, defers or renews the locks named in the body, for a
+// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
+// fails that element only (its `Status` is 404), never the others. The answer lists one
+// result per element, in the order given. A lock token alone names its message, so no
+// sequence number is needed.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/messages/$settle (the `SettleMessages` operationId).
+func (c *ClientWithResponses) SettleMessagesWithBodyWithResponse(ctx context.Context, entityPath EntityPath, params *SettleMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SettleMessagesResponse, error) {
+	rsp, err := c.SettleMessagesWithBody(ctx, entityPath, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSettleMessagesResponse(rsp)
+}
+
+// SettleMessagesWithResponse Extension: settle many locked messages in one request.
+//
+// Completes, abandons, dead-letters, defers or renews the locks named in the body, for a
+// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
+// fails that element only (its `Status` is 404), never the others. The answer lists one
+// result per element, in the order given. A lock token alone names its message, so no
+// sequence number is needed.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/messages/$settle (the `SettleMessages` operationId).
+func (c *ClientWithResponses) SettleMessagesWithResponse(ctx context.Context, entityPath EntityPath, params *SettleMessagesParams, body SettleMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*SettleMessagesResponse, error) {
+	rsp, err := c.SettleMessages(ctx, entityPath, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSettleMessagesResponse(rsp)
+}
+
 // ReceiveAndDeleteMessageWithResponse Receive and remove the next message (receive-and-delete).
 //
 // Returns a wrapper object for the known response body format(s).
@@ -10780,6 +11436,36 @@ func (c *ClientWithResponses) SessionPeekLockDeferredWithResponse(ctx context.Co
 		return nil, err
 	}
 	return ParseSessionPeekLockDeferredResponse(rsp)
+}
+
+// SessionSettleMessagesWithBodyWithResponse Extension: settle many locked messages of an accepted session in one request.
+//
+// As `{entityPath}/messages/$settle`; every lock must belong to the session, whose lock must still be held.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle (the `SessionSettleMessages` operationId).
+func (c *ClientWithResponses) SessionSettleMessagesWithBodyWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionSettleMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SessionSettleMessagesResponse, error) {
+	rsp, err := c.SessionSettleMessagesWithBody(ctx, entityPath, sessionId, sessionLockToken, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionSettleMessagesResponse(rsp)
+}
+
+// SessionSettleMessagesWithResponse Extension: settle many locked messages of an accepted session in one request.
+//
+// As `{entityPath}/messages/$settle`; every lock must belong to the session, whose lock must still be held.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle (the `SessionSettleMessages` operationId).
+func (c *ClientWithResponses) SessionSettleMessagesWithResponse(ctx context.Context, entityPath EntityPath, sessionId SessionId, sessionLockToken SessionLockToken, params *SessionSettleMessagesParams, body SessionSettleMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*SessionSettleMessagesResponse, error) {
+	rsp, err := c.SessionSettleMessages(ctx, entityPath, sessionId, sessionLockToken, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSessionSettleMessagesResponse(rsp)
 }
 
 // SessionReceiveAndDeleteWithResponse Extension: receive and delete the next message of an accepted session.
@@ -11057,6 +11743,29 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 	response := &HealthzResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers HealthzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12532,6 +13241,80 @@ func ParseCancelScheduledResponse(rsp *http.Response) (*CancelScheduledResponse,
 	return response, nil
 }
 
+// ParseSettleMessagesResponse parses an HTTP response from a SettleMessagesWithResponse call
+func ParseSettleMessagesResponse(rsp *http.Response) (*SettleMessagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SettleMessagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []SettlementResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 403:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SettleMessagesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseReceiveAndDeleteMessageResponse parses an HTTP response from a ReceiveAndDeleteMessageWithResponse call
 func ParseReceiveAndDeleteMessageResponse(rsp *http.Response) (*ReceiveAndDeleteMessageResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13659,6 +14442,80 @@ func ParseSessionPeekLockDeferredResponse(rsp *http.Response) (*SessionPeekLockD
 		response.Headers201 = &headers
 	case rsp.StatusCode == 503:
 		var headers SessionPeekLockDeferredResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSessionSettleMessagesResponse parses an HTTP response from a SessionSettleMessagesWithResponse call
+func ParseSessionSettleMessagesResponse(rsp *http.Response) (*SessionSettleMessagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SessionSettleMessagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []SettlementResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 401:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 403:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SessionSettleMessagesResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

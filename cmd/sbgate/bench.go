@@ -12,50 +12,149 @@ import (
 	"github.com/sbgate/sbgate/bench"
 )
 
-// runBench runs the load tool against a running broker.
+// runBench runs the load tool: against the gateways named by -connection-string, or, when none
+// is named, against gateways it starts for itself on a fresh embedded PostgreSQL.
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sbgate bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	conn := fs.String("connection-string", getenv("SBGATE_CONNECTION_STRING"), "the broker's connection string, as sbgate prints it at start ($SBGATE_CONNECTION_STRING)")
+	conns := listFlag{values: splitList(getenv("SBGATE_CONNECTION_STRING"))}
+	fs.Var(&conns, "connection-string", "a gateway's connection string, as sbgate prints it at start; repeat the flag or separate with commas "+
+		"for several gateways on one database, which the clients are spread over ($SBGATE_CONNECTION_STRING). "+
+		"None: sbgate bench starts its own gateways (-gateways) and removes them afterwards")
+	databaseURL := fs.String("database-url", getenv("SBGATE_BENCH_DATABASE_URL"), "the gateways' PostgreSQL, for the baseline (PostgreSQL alone, on a scratch table "+
+		"the run creates and drops); without it there are no ratios. With gateways started by sbgate bench: the database they use "+
+		"instead of a fresh embedded one ($SBGATE_BENCH_DATABASE_URL)")
+	gateways := fs.Int("gateways", 1, "how many gateways to start when no connection string is given: the first runs a fresh embedded PostgreSQL "+
+		"in a temporary directory, the others use its database")
 	clients := fs.String("clients", "16", "comma-separated concurrency levels, e.g. 1,16,64")
-	duration := fs.Duration("duration", 3*time.Second, "how long each operation runs at each level")
+	scenarioClients := fs.String("scenario-clients", "", "concurrency levels of the scenarios (default: -clients)")
+	duration := fs.Duration("duration", 3*time.Second, "how long each phase runs")
 	size := fs.Int("size", 1024, "message body size in bytes")
 	batch := fs.Int("batch", 10, "messages per send-batch request")
+	settleBatch := fs.Int("settle-batch", 100, "messages a batch-settle iteration locks with $batch and completes with one $settle")
 	ops := fs.String("ops", strings.Join(bench.AllOperations, ","), "operations to run: "+strings.Join(bench.AllOperations, ", ")+
-		", and the scenarios "+strings.Join(bench.Scenarios, ", "))
+		"; the scenarios "+strings.Join(bench.Scenarios, ", ")+"; or all")
 	subs := fs.Int("subscriptions", 100, "subscriptions of the topic-send scenario's topic")
-	idle := fs.Int("idle-sessions", 10000, "idle sessions beside the active ones in the session scenario")
-	queue := fs.String("queue", "", "queue to create and use (default: a fresh bench-* queue, deleted after)")
+	idle := fs.Int("idle-sessions", 10000, "idle sessions beside the active ones in the session scenario (negative: none)")
+	backlog := fs.Int("backlog", 1_000_000, "messages the backlog scenario's queue holds")
+	inflight := fs.Int("inflight", 10_000, "locks the inflight scenario holds, never settled, at the head of its queue")
+	queues := fs.Int("queues", 100, "queues of the many-queues scenario (client i works on queue i mod queues)")
+	wakeReceivers := fs.Int("wake-receivers", 0, "receivers waiting in the wake scenario (default: the level's client count)")
+	baselineClients := fs.Int("baseline-clients", 16, "connections of each baseline phase")
+	queue := fs.String("queue", "", "name prefix of the entities the run creates (default: bench-<random>); they are deleted after")
 	insecure := fs.Bool("insecure", false, "skip TLS certificate checks")
 	quiet := fs.Bool("quiet", false, "no progress lines")
+	output := fs.String("o", "table", "summary format: table, or json for machines")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *output != "table" && *output != "json" {
+		return fmt.Errorf("bench: -o: want table or json, got %q", *output)
+	}
 	cfg := bench.Config{
-		ConnectionString: *conn,
-		Queue:            *queue,
-		Duration:         *duration,
-		MessageSize:      *size,
-		BatchSize:        *batch,
-		Operations:       splitList(*ops),
-		Insecure:         *insecure,
-		Subscriptions:    *subs,
-		IdleSessions:     *idle,
-		Progress:         stderr,
+		ConnectionStrings: conns.values,
+		DatabaseURL:       *databaseURL,
+		Queue:             *queue,
+		Duration:          *duration,
+		MessageSize:       *size,
+		BatchSize:         *batch,
+		SettleBatch:       *settleBatch,
+		Operations:        splitList(*ops),
+		Insecure:          *insecure,
+		Subscriptions:     *subs,
+		IdleSessions:      *idle,
+		Backlog:           *backlog,
+		Inflight:          *inflight,
+		Queues:            *queues,
+		WakeReceivers:     *wakeReceivers,
+		BaselineClients:   *baselineClients,
+		Progress:          stderr,
 	}
 	if *quiet {
 		cfg.Progress = nil
 	}
-	for _, c := range splitList(*clients) {
+	var err error
+	if cfg.Clients, err = levels("-clients", *clients); err != nil {
+		return err
+	}
+	if cfg.ScenarioClients, err = levels("-scenario-clients", *scenarioClients); err != nil {
+		return err
+	}
+
+	if len(cfg.ConnectionStrings) == 0 {
+		if *gateways < 1 {
+			return fmt.Errorf("bench: -gateways: want at least 1, got %d", *gateways)
+		}
+		gws, err := spawnGateways(ctx, *gateways, cfg.DatabaseURL, cfg.Progress)
+		if err != nil {
+			return err
+		}
+		defer gws.stop()
+		cfg.ConnectionStrings = gws.connectionStrings()
+		for _, c := range gws.procs {
+			cfg.GatewayPIDs = append(cfg.GatewayPIDs, c.cmd.Process.Pid)
+		}
+		where := "a fresh embedded PostgreSQL in a temporary directory"
+		if cfg.DatabaseURL == "" {
+			cfg.DatabaseURL = gws.procs[0].ready.DatabaseURL
+			cfg.Disposable = true
+		} else {
+			where = "the database of -database-url"
+		}
+		cfg.Setup = fmt.Sprintf("%d started by sbgate bench (sbgate serve, one process each) on %s", len(gws.procs), where)
+	}
+
+	rep, runErr := bench.Run(ctx, cfg)
+	if rep != nil {
+		var err error
+		if *output == "json" {
+			err = rep.WriteJSON(stdout)
+		} else {
+			err = rep.WriteTable(stdout)
+		}
+		if runErr == nil {
+			runErr = err
+		}
+	}
+	return runErr
+}
+
+// levels parses a comma-separated list of client counts.
+func levels(flagName, s string) ([]int, error) {
+	var out []int
+	for _, c := range splitList(s) {
 		n, err := strconv.Atoi(c)
 		if err != nil {
-			return fmt.Errorf("bench: -clients: %q is not a number", c)
+			return nil, fmt.Errorf("bench: %s: %q is not a number", flagName, c)
 		}
-		cfg.Clients = append(cfg.Clients, n)
+		out = append(out, n)
 	}
-	results, err := bench.Run(ctx, cfg)
-	bench.WriteSummary(stdout, results)
-	return err
+	return out, nil
+}
+
+// listFlag is a flag that may be repeated and takes comma-separated values. The first value
+// given on the command line replaces the default from the environment.
+type listFlag struct {
+	values   []string
+	fromFlag bool
+}
+
+func (l *listFlag) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(l.values, ",")
+}
+
+func (l *listFlag) Set(s string) error {
+	if !l.fromFlag {
+		l.values, l.fromFlag = nil, true
+	}
+	l.values = append(l.values, splitList(s)...)
+	return nil
 }
 
 func splitList(s string) []string {

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sbgate/sbgate/db"
 )
 
 // serveConfig is every setting of the broker, read once from flags and the environment (a flag
@@ -26,9 +29,18 @@ type serveConfig struct {
 	LogFormat      string
 	MaxReceiveWait time.Duration
 	SendWriters    int
-	PollInterval   time.Duration
+	Recheck        time.Duration
 	ShutdownGrace  time.Duration
 	PprofListen    string
+	ReadyFile      string
+	// TrustedProxies are the reverse proxies whose Forwarded / X-Forwarded-* headers are believed.
+	TrustedProxies []netip.Prefix
+	// GCPercent is the Go collector's target, applied at start unless the operator set GOGC
+	// (which the runtime has applied already): 0 leaves it alone.
+	GCPercent int
+	// EmbeddedRestart is how the embedded PostgreSQL is restarted after a crash: the zero value
+	// is db's default (the documented one). Not a flag; tests shorten it.
+	EmbeddedRestart db.RestartPolicy
 }
 
 // envFlag describes one setting: its flag, its variable and its default.
@@ -49,9 +61,13 @@ var serveFlags = []envFlag{
 	{"log-format", "SBGATE_LOG_FORMAT", "text", "text or json"},
 	{"max-receive-wait", "SBGATE_MAX_RECEIVE_WAIT", "120s", "longest a receive may wait for a message (its timeout is capped to this)"},
 	{"send-writers", "SBGATE_SEND_WRITERS", "2", "group-commit writers running at once"},
-	{"poll-interval", "SBGATE_POLL_INTERVAL", "1s", "how often waiting receivers re-check for scheduled messages and expired locks"},
+	{"recheck-interval", "SBGATE_RECHECK_INTERVAL", "30s", "longest receivers waiting on an entity with nothing for them go without looking again (a backstop: sends, abandons and timers for scheduled messages and lock ends wake them)"},
 	{"shutdown-grace", "SBGATE_SHUTDOWN_GRACE", "30s", "how long shutdown waits for requests in flight"},
 	{"pprof-listen", "SBGATE_PPROF_LISTEN", "", "address to serve Go's /debug/pprof profiles on (off when empty; keep it private)"},
+	{"trusted-proxies", "SBGATE_TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of reverse proxies whose Forwarded / X-Forwarded-Proto / X-Forwarded-Host " +
+		"headers say how clients reached them (for https settlement URLs behind a TLS-terminating proxy); from other peers those headers are user properties"},
+	{"ready-file", "SBGATE_READY_FILE", "", "once the broker listens, write {\"endpoint\", \"connection_string\", \"database_url\"} as JSON to this file " +
+		"(mode 0600, written whole: a temporary file renamed into place; removed at shutdown), for scripts and sbgate bench to find a broker started on port 0"},
 }
 
 func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -83,6 +99,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		Namespace:   get("namespace"),
 		LogFormat:   get("log-format"),
 		PprofListen: get("pprof-listen"),
+		ReadyFile:   get("ready-file"),
 	}
 	var errs []error
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil {
@@ -92,7 +109,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		errs = append(errs, fmt.Errorf("-log-format: want text or json, got %q", cfg.LogFormat))
 	}
 	durations := map[string]*time.Duration{
-		"max-receive-wait": &cfg.MaxReceiveWait, "poll-interval": &cfg.PollInterval, "shutdown-grace": &cfg.ShutdownGrace,
+		"max-receive-wait": &cfg.MaxReceiveWait, "recheck-interval": &cfg.Recheck, "shutdown-grace": &cfg.ShutdownGrace,
 	}
 	for name, dst := range durations {
 		d, err := time.ParseDuration(get(name))
@@ -106,6 +123,16 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		errs = append(errs, fmt.Errorf("-send-writers: want a positive number, got %q", get("send-writers")))
 	}
 	cfg.SendWriters = n
+	proxies, err := parsePrefixes(get("trusted-proxies"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("-trusted-proxies: %w", err))
+	}
+	cfg.TrustedProxies = proxies
+	if getenv("GOGC") == "" {
+		// A broker's live heap is small and its garbage is per request: collecting a quarter as
+		// often costs a few tens of megabytes and saves about a tenth of the gateway's CPU.
+		cfg.GCPercent = 400
+	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key must be given together"))
 	}
@@ -113,6 +140,27 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		errs = append(errs, errors.New("-sas-key-name must not be empty"))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// parsePrefixes reads a comma-separated list of CIDRs or single addresses (a /32 or /128).
+func parsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(item); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(item)
+		if err != nil {
+			return nil, fmt.Errorf("want addresses or CIDRs such as 10.0.0.0/8, got %q", item)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }
 
 func (c serveConfig) logger(w io.Writer) *slog.Logger {

@@ -5,6 +5,7 @@
 //	sbgate migrate   apply database migrations and exit
 //	sbgate token     print a SAS token for curl and other HTTP clients
 //	sbgate bench     drive a running broker and report msgs/s and latency
+//	sbgate key       create, list, rotate and revoke namespace keys
 package main
 
 import (
@@ -55,6 +56,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return token(args, getenv, stdout, stderr)
 	case "bench":
 		return runBench(ctx, args, getenv, stdout, stderr)
+	case "key":
+		return key(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -69,6 +72,7 @@ commands:
   migrate  apply database migrations and exit
   token    print a SAS token for curl and other HTTP clients
   bench    drive a running broker and report msgs/s and latency
+  key      create, list, rotate and revoke namespace keys (list, create, rotate, revoke)
 
 Run 'sbgate <command> -h' for the flags of a command.
 `

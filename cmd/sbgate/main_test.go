@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -9,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -185,11 +186,17 @@ func TestServeWithDatabaseURL(t *testing.T) {
 		t.Errorf("creating a queue named metrics: %d %s; want 400", st, body)
 	}
 
-	// The start-up log carries what a newcomer needs: endpoint, connection string, curl example.
+	// The start-up log says where to connect and how to get a token, but never writes a key the
+	// operator supplied, nor a token made with it.
 	log := out.String()
-	for _, want := range []string{"connection_string=\"Endpoint=sb://127.0.0.1:", "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + testKey, "curl -i -X PUT"} {
+	for _, want := range []string{"connection_string=\"Endpoint=sb://127.0.0.1:", "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=<key>", "sbgate token -connection-string"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("start-up log lacks %q:\n%s", want, log)
+		}
+	}
+	for _, secret := range []string{testKey, "SharedAccessSignature"} {
+		if strings.Contains(log, secret) {
+			t.Errorf("start-up log holds %q (an operator-supplied key or a token):\n%s", secret, log)
 		}
 	}
 	if err := stop(); err != nil {
@@ -197,22 +204,36 @@ func TestServeWithDatabaseURL(t *testing.T) {
 	}
 }
 
+// TestGeneratedKeyIsKept: the first start generates the key and logs it, with a token to try;
+// later starts use the same key and log neither.
 func TestGeneratedKeyIsKept(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDatabase(t)
 	keyRE := regexp.MustCompile(`SharedAccessKey=([A-Za-z0-9+/=]+)`)
 	_, stop, out := startRun(t, env("DATABASE_URL", url))
 	first := keyRE.FindStringSubmatch(out.String())
+	if first == nil || len(first[1]) != 44 || !strings.Contains(out.String(), "TOKEN='SharedAccessSignature ") {
+		t.Fatalf("first start logs key %v; want a 44-character key and a token:\n%s", first, out)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	_, stop, out = startRun(t, env("DATABASE_URL", url))
-	second := keyRE.FindStringSubmatch(out.String())
-	if err := stop(); err != nil {
+	endpoint, stop, out := startRun(t, env("DATABASE_URL", url))
+	if strings.Contains(out.String(), first[1]) || strings.Contains(out.String(), "SharedAccessSignature") {
+		t.Errorf("second start logs the key or a token:\n%s", out)
+	}
+	req, _ := http.NewRequest(http.MethodPut, endpoint+"kept-key", nil)
+	req.Header.Set("Authorization", sas.Sign(endpoint+"kept-key", "RootManageSharedAccessKey", first[1], time.Now().Add(time.Hour)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if first == nil || second == nil || first[1] != second[1] || len(first[1]) != 44 {
-		t.Errorf("generated keys %v then %v; want one 44-character key, kept across restarts", first, second)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("request signed with the first start's key after a restart: %d; want 201", resp.StatusCode)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -226,6 +247,12 @@ func TestEmbeddedPostgresKeepsDataAndRefusesASecondGateway(t *testing.T) {
 	}
 	if st, _, body := call(t, http.MethodPost, endpoint+"kept/messages", nil, "survives"); st != http.StatusCreated {
 		t.Fatalf("send: %d %s", st, body)
+	}
+
+	// sbgate key reaches the running broker's embedded PostgreSQL on its socket.
+	var keyOut syncBuffer
+	if err := run(t.Context(), []string{"key", "create", "-rights", "Listen", "reader"}, getenv, &keyOut, &keyOut); err != nil {
+		t.Errorf("key create against the running embedded PostgreSQL: %v\n%s", err, keyOut.String())
 	}
 
 	// A second sbgate on the same data directory fails at once with a clear error.
@@ -301,36 +328,6 @@ func TestTokenCommand(t *testing.T) {
 	}
 }
 
-func TestBenchCommand(t *testing.T) {
-	t.Parallel()
-	url := dbtest.NewDatabase(t)
-	endpoint, _, _ := startRun(t, env("DATABASE_URL", url, "SBGATE_SAS_KEY", testKey))
-	host := strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/")
-	conn := "Endpoint=sb://" + host + "/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + testKey
-	var out, progress syncBuffer
-	err := run(t.Context(), []string{"bench", "-clients", "1,4", "-duration", "300ms"},
-		env("SBGATE_CONNECTION_STRING", conn), &out, &progress)
-	if err != nil {
-		t.Fatalf("bench: %v\n%s", err, out.String())
-	}
-	// Every operation ran at both levels, moved messages, and failed none.
-	rows := 0
-	sc := bufio.NewScanner(strings.NewReader(out.String()))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 7 || f[0] == "operation" {
-			continue
-		}
-		rows++
-		if f[2] == "0" || f[6] != "0" {
-			t.Errorf("bench row %q: want messages and no errors", sc.Text())
-		}
-	}
-	if rows != 8 {
-		t.Errorf("bench printed %d result rows; want 8 (4 operations × 2 levels):\n%s", rows, out.String())
-	}
-}
-
 // tempDataDir is a data directory the embedded PostgreSQL can use, also when the tests run as
 // root and the server runs as the postgres user (t.TempDir lies under a directory only root may
 // enter).
@@ -397,5 +394,118 @@ func TestPprofListensApart(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Errorf("run returned %v on shutdown", err)
+	}
+}
+
+// The gateway collects garbage less often than Go's default unless the operator chose GOGC.
+func TestGCPercentDefersToGOGC(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  []string
+		want int
+	}{
+		{nil, 400},
+		{[]string{"GOGC", "100"}, 0},
+		{[]string{"GOGC", "off"}, 0},
+	} {
+		cfg, err := parseServeConfig(nil, env(tc.env...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.GCPercent != tc.want {
+			t.Errorf("env %q: GCPercent = %d, want %d", tc.env, cfg.GCPercent, tc.want)
+		}
+	}
+}
+
+// -trusted-proxies takes addresses and CIDRs, from the flag or SBGATE_TRUSTED_PROXIES.
+func TestTrustedProxiesSetting(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseServeConfig(nil, env("SBGATE_TRUSTED_PROXIES", " 10.1.2.3/8, 192.0.2.7 ,::1"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"), netip.MustParsePrefix("::1/128")}
+	if !slices.Equal(cfg.TrustedProxies, want) {
+		t.Errorf("TrustedProxies = %v; want %v", cfg.TrustedProxies, want)
+	}
+	if cfg, err := parseServeConfig([]string{"-trusted-proxies", "10.0.0.1"}, env(), io.Discard); err != nil || len(cfg.TrustedProxies) != 1 {
+		t.Errorf("-trusted-proxies 10.0.0.1 = %v, %v; want one proxy", cfg.TrustedProxies, err)
+	}
+	if _, err := parseServeConfig([]string{"-trusted-proxies", "proxy.local"}, env(), io.Discard); err == nil || !strings.Contains(err.Error(), "-trusted-proxies") {
+		t.Errorf("-trusted-proxies proxy.local = %v; want an error", err)
+	}
+}
+
+// TestKeyCommand: sbgate key creates, lists, rotates and revokes namespace keys in the database of
+// a running broker, which honours a new key with exactly its rights.
+func TestKeyCommand(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	getenv := env("DATABASE_URL", url, "SBGATE_SAS_KEY", testKey)
+	endpoint, stop, _ := startRun(t, getenv)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	keyCmd := func(args ...string) (string, error) {
+		var out syncBuffer
+		err := run(t.Context(), append([]string{"key"}, args...), getenv, &out, &out)
+		return out.String(), err
+	}
+	out, err := keyCmd("create", "-rights", "send", "app-send")
+	if err != nil {
+		t.Fatalf("key create: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`(?m)^primary: +(\S+)$`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "rights:    Send\n") || !strings.Contains(out, "SharedAccessKeyName=app-send;SharedAccessKey="+m[1]) {
+		t.Fatalf("key create printed:\n%s", out)
+	}
+	primary := m[1]
+	// The first request reads the keys: the new key opens sends and nothing else.
+	if st, _, body := call(t, http.MethodPut, endpoint+"orders", nil, ""); st != http.StatusCreated {
+		t.Fatalf("create queue: %d %s", st, body)
+	}
+	withKey := func(method, u string) int {
+		req, _ := http.NewRequest(method, u, strings.NewReader("m"))
+		req.Header.Set("Authorization", sas.Sign(u, "app-send", primary, time.Now().Add(time.Hour)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := withKey(http.MethodPost, endpoint+"orders/messages"); st != http.StatusCreated {
+		t.Errorf("send with the Send key: %d; want 201", st)
+	}
+	if st := withKey(http.MethodDelete, endpoint+"orders/messages/head?timeout=0"); st != http.StatusUnauthorized {
+		t.Errorf("receive with the Send key: %d; want 401", st)
+	}
+	if st := withKey(http.MethodGet, endpoint+"orders"); st != http.StatusUnauthorized {
+		t.Errorf("read the queue with the Send key: %d; want 401", st)
+	}
+
+	if out, err := keyCmd("create", "-rights", "Send", "app-send"); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("second create: %v\n%s; want an already-exists error", err, out)
+	}
+	if out, err := keyCmd("create", "-rights", "Everything", "x"); err == nil || !strings.Contains(err.Error(), "unknown right") {
+		t.Errorf("create with a bad right: %v\n%s", err, out)
+	}
+	if out, err = keyCmd("rotate", "app-send"); err != nil || strings.Contains(out, primary) {
+		t.Errorf("rotate: %v\n%s; want a new primary", err, out)
+	}
+	if out, err = keyCmd("list"); err != nil || !strings.Contains(out, "app-send") || strings.Contains(out, primary) {
+		t.Errorf("list: %v\n%s; want names and rights, no keys", err, out)
+	}
+	if out, err = keyCmd("revoke", "app-send"); err != nil {
+		t.Errorf("revoke: %v\n%s", err, out)
+	}
+	if out, err = keyCmd("revoke", "app-send"); err == nil || !strings.Contains(err.Error(), "No shared access key named 'app-send'") {
+		t.Errorf("second revoke: %v\n%s", err, out)
+	}
+	if out, err = keyCmd("list"); err != nil || strings.Contains(out, "app-send") {
+		t.Errorf("list after revoke: %v\n%s", err, out)
 	}
 }

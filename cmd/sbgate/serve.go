@@ -10,8 +10,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/handlers"
@@ -20,24 +25,25 @@ import (
 	"github.com/sbgate/sbgate/store"
 )
 
-// database returns the URL of the configured database, or starts the embedded one. stop ends
-// what was started (a no-op for an external database).
-func database(ctx context.Context, cfg serveConfig, log *slog.Logger) (url string, stop func(), err error) {
+// database returns the URL of the configured database, or starts the embedded one (pg is then
+// set; nil for an external database). onRestart is called when the embedded one came back from
+// a crash. stop ends what was started (a no-op for an external database).
+func database(ctx context.Context, cfg serveConfig, log *slog.Logger, onRestart func()) (url string, pg *db.Embedded, stop func(), err error) {
 	if cfg.DatabaseURL != "" {
-		return cfg.DatabaseURL, func() {}, nil
+		return cfg.DatabaseURL, nil, func() {}, nil
 	}
 	dir := cfg.DataDir
 	if dir == "" {
 		if dir, err = db.DefaultDataDir(); err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 	}
-	pg, err := db.StartEmbedded(ctx, db.EmbeddedConfig{DataDir: dir, Logger: log})
+	pg, err = db.StartEmbedded(ctx, db.EmbeddedConfig{DataDir: dir, Logger: log, Restart: cfg.EmbeddedRestart, OnRestart: onRestart})
 	if err != nil {
-		return "", nil, fmt.Errorf("embedded PostgreSQL: %w", err)
+		return "", nil, nil, fmt.Errorf("embedded PostgreSQL: %w", err)
 	}
 	log.Info("embedded PostgreSQL running", "data_dir", dir)
-	return pg.URL(), func() {
+	return pg.URL(), pg, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		if err := pg.Stop(ctx); err != nil {
@@ -46,9 +52,38 @@ func database(ctx context.Context, cfg serveConfig, log *slog.Logger) (url strin
 	}, nil
 }
 
+// embeddedHealth answers /healthz and /readyz for the embedded PostgreSQL's supervisor (pg nil:
+// an external database, whose availability only /readyz's ping tells).
+type embeddedHealth struct{ pg *db.Embedded }
+
+// live fails only when the supervisor gave up: nothing but a restart of sbgate helps then.
+func (h embeddedHealth) live() error {
+	if h.pg != nil && h.pg.Status() == db.StatusFailed {
+		return errors.New("The embedded PostgreSQL crashed and could not be restarted; restart sbgate.")
+	}
+	return nil
+}
+
+// ready fails whenever the embedded server is not running.
+func (h embeddedHealth) ready() error {
+	if h.pg == nil {
+		return nil
+	}
+	switch h.pg.Status() {
+	case db.StatusRunning:
+		return nil
+	case db.StatusRestarting:
+		return errors.New("The embedded PostgreSQL is restarting after a crash.")
+	case db.StatusFailed:
+		return errors.New("The embedded PostgreSQL crashed and could not be restarted; restart sbgate.")
+	default:
+		return errors.New("The embedded PostgreSQL is stopped.")
+	}
+}
+
 func migrate(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	log := cfg.logger(stdout)
-	url, stop, err := database(ctx, cfg, log)
+	url, _, stop, err := database(ctx, cfg, log, nil)
 	if err != nil {
 		return err
 	}
@@ -63,7 +98,17 @@ func migrate(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 
 func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	log := cfg.logger(stdout)
-	url, stopDB, err := database(ctx, cfg, log)
+	if cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
+	// After a crash of the embedded server every pooled connection is dead; dropping them at
+	// once spares the next requests a failed first attempt each.
+	var openPool atomic.Pointer[pgxpool.Pool]
+	url, pg, stopDB, err := database(ctx, cfg, log, func() {
+		if p := openPool.Load(); p != nil {
+			p.Reset()
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -76,12 +121,14 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return err
 	}
 	defer pool.Close()
+	openPool.Store(pool)
+	health := embeddedHealth{pg}
 
-	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, PollInterval: cfg.PollInterval})
+	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, Recheck: cfg.Recheck})
 	st.Start(ctx)
 	defer st.Stop()
 
-	key, err := namespaceKey(ctx, cfg, st)
+	key, generated, err := namespaceKey(ctx, cfg, st)
 	if err != nil {
 		return err
 	}
@@ -93,11 +140,15 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	srv := &http.Server{
 		Handler: handlers.NewServer(st, handlers.Config{
 			Namespace:      cfg.Namespace,
-			Keys:           []sas.Key{key},
+			Keys:           configuredKeys(cfg, key),
+			StoreKeys:      true,
 			MaxReceiveWait: cfg.MaxReceiveWait,
 			Logger:         log,
 			Metrics:        m.Handler(),
 			Observe:        m.Observe,
+			Live:           health.live,
+			Ready:          health.ready,
+			TrustedProxies: cfg.TrustedProxies,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -114,7 +165,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		ln = tls.NewListener(ln, srv.TLSConfig)
 		scheme = "https"
 	}
-	announce(log, scheme, ln.Addr().String(), key)
+	announce(log, scheme, ln.Addr().String(), key, generated)
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {
@@ -126,6 +177,14 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if cfg.ReadyFile != "" {
+		if err := writeReadyFile(cfg.ReadyFile, scheme, ln.Addr().String(), key, url); err != nil {
+			_ = srv.Close()
+			<-served
+			return err
+		}
+		defer os.Remove(cfg.ReadyFile)
+	}
 	select {
 	case err := <-served:
 		return err
@@ -163,31 +222,45 @@ func servePprof(addr string, log *slog.Logger) (func(), error) {
 	return func() { _ = srv.Close() }, nil
 }
 
-// namespaceKey is the configured key, or the one kept in the database (generated on first start).
-func namespaceKey(ctx context.Context, cfg serveConfig, st store.Store) (sas.Key, error) {
+// namespaceKey is the configured key, or the one kept in the database; generated says it was
+// made by this start (the database had none).
+func namespaceKey(ctx context.Context, cfg serveConfig, st store.Store) (key sas.Key, generated bool, err error) {
 	if cfg.SASKey != "" {
-		return sas.Key{Name: cfg.SASKeyName, Primary: cfg.SASKey, Rights: sas.Manage}, nil
+		return sas.Key{Name: cfg.SASKeyName, Primary: cfg.SASKey, Rights: sas.Manage}, false, nil
 	}
 	k, err := st.NamespaceKey(ctx, cfg.SASKeyName, true)
 	if err != nil {
-		return sas.Key{}, err
+		return sas.Key{}, false, err
 	}
 	rights, err := sas.ParseRights(k.Rights)
 	if err != nil {
-		return sas.Key{}, fmt.Errorf("key %s: %w", k.Name, err)
+		return sas.Key{}, false, fmt.Errorf("key %s: %w", k.Name, err)
 	}
-	return sas.Key{Name: k.Name, Primary: k.PrimaryKey, Secondary: k.SecondaryKey, Rights: rights}, nil
+	return sas.Key{Name: k.Name, Primary: k.PrimaryKey, Secondary: k.SecondaryKey, Rights: rights}, k.Created, nil
 }
 
-// announce logs where the broker listens and how to talk to it.
-func announce(log *slog.Logger, scheme, addr string, key sas.Key) {
-	host, port, _ := net.SplitHostPort(addr)
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "localhost"
+// configuredKeys is the key given in the configuration (SBGATE_SAS_KEY), if any: a key kept in
+// the database is read from there on every gateway, so rotating or revoking it takes effect.
+func configuredKeys(cfg serveConfig, key sas.Key) []sas.Key {
+	if cfg.SASKey == "" {
+		return nil
 	}
-	hostPort := net.JoinHostPort(host, port)
+	return []sas.Key{key}
+}
+
+// announce logs where the broker listens and how to talk to it. The key, and a token made with
+// it, are written only when this start generated the key: logs are read and kept by more people
+// than should hold a Manage key, and the operator who supplied a key, or saw it at the first
+// start, has it already.
+func announce(log *slog.Logger, scheme, addr string, key sas.Key, generated bool) {
+	hostPort := publicHostPort(addr)
 	endpoint := scheme + "://" + hostPort + "/"
-	conn := connectionString(hostPort, key)
+	if !generated {
+		log.Info("sbgate serving", "endpoint", endpoint,
+			"connection_string", connectionString(hostPort, sas.Key{Name: key.Name, Primary: "<key>"}))
+		log.Info("get a token for curl with: sbgate token -connection-string '<connection string with the key>' (the key is not logged: it is SBGATE_SAS_KEY, or the one printed at the first start)")
+		return
+	}
 	tok := sas.Sign(endpoint, key.Name, key.Primary, time.Now().Add(24*time.Hour))
 	curl := strings.Join([]string{
 		fmt.Sprintf("TOKEN='%s'", tok),
@@ -195,7 +268,8 @@ func announce(log *slog.Logger, scheme, addr string, key sas.Key) {
 		fmt.Sprintf(`curl -i -X POST -H "Authorization: $TOKEN" -H 'BrokerProperties: {"Label":"hello"}' -d 'hello' %sorders/messages`, endpoint),
 		fmt.Sprintf(`curl -i -X DELETE -H "Authorization: $TOKEN" %sorders/messages/head?timeout=5`, endpoint),
 	}, "; ")
-	log.Info("sbgate serving", "endpoint", endpoint, "connection_string", conn)
+	log.Info("sbgate serving", "endpoint", endpoint, "connection_string", connectionString(hostPort, key))
+	log.Warn("the namespace key was generated now and is kept in the database; it is logged only this once, so keep the connection string")
 	log.Info("try it (token valid 24h)", "curl", curl)
 }
 

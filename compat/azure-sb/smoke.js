@@ -22,8 +22,15 @@ async function main() {
   const sentDate = new Date(Date.UTC(2024, 0, 2, 3, 4, 5));
   await call((cb) => sb.sendQueueMessage(q, {
     body: 'hello',
-    brokerProperties: { Label: 'L1', MessageId: 'm1', CorrelationId: 'c1' },
-    customProperties: { pint: 1, pfloat: 2.5, pstr: 'a b', pbool: true, pdate: sentDate },
+    brokerProperties: {
+      Label: 'L1', MessageId: 'm1', CorrelationId: 'c1', TimeToLive: 3600, ViaPartitionKey: 'vpk',
+      ScheduledEnqueueTimeUtc: 'Tue, 02 Jan 2024 03:04:05 GMT', // in the past: delivered at once
+    },
+    // Properties named like HTTP headers are properties all the same.
+    customProperties: {
+      pint: 1, pfloat: 2.5, pstr: 'a b', pbool: true, pdate: sentDate,
+      origin: 'web', via: 'v', referer: 'r', pragma: 'p', 'cache-control': 'c', forwarded: 'f',
+    },
   }, cb));
 
   const { result: msg } = await call((cb) => sb.receiveQueueMessage(q, { isPeekLock: true, timeoutIntervalInS: 5 }, cb));
@@ -33,7 +40,18 @@ async function main() {
   assert.strictEqual(msg.brokerProperties.CorrelationId, 'c1');
   assert.strictEqual(msg.brokerProperties.DeliveryCount, 1);
   assert.ok(msg.brokerProperties.LockToken);
-  assert.deepStrictEqual(Object.keys(msg.customProperties).sort(), ['pbool', 'pdate', 'pfloat', 'pint', 'pstr']);
+  assert.deepStrictEqual(Object.keys(msg.customProperties).sort(),
+    ['cache-control', 'forwarded', 'origin', 'pbool', 'pdate', 'pfloat', 'pint', 'pragma', 'pstr', 'referer', 'via']);
+  for (const [k, v] of Object.entries({ origin: 'web', via: 'v', referer: 'r', pragma: 'p', 'cache-control': 'c', forwarded: 'f' })) {
+    assert.strictEqual(msg.customProperties[k], v, k);
+  }
+  // Read-only broker properties: ExpiresAtUtc = EnqueuedTimeUtc + TimeToLive; the past schedule
+  // and ViaPartitionKey as sent; not forwarded, so EnqueuedSequenceNumber 0.
+  const enqueued = new Date(msg.brokerProperties.EnqueuedTimeUtc).getTime();
+  assert.strictEqual(new Date(msg.brokerProperties.ExpiresAtUtc).getTime(), enqueued + 3600 * 1000);
+  assert.strictEqual(msg.brokerProperties.ScheduledEnqueueTimeUtc, 'Tue, 02 Jan 2024 03:04:05 GMT');
+  assert.strictEqual(msg.brokerProperties.ViaPartitionKey, 'vpk');
+  assert.strictEqual(msg.brokerProperties.EnqueuedSequenceNumber, 0);
   assert.strictEqual(msg.customProperties.pint, 1);
   assert.strictEqual(msg.customProperties.pfloat, 2.5);
   assert.strictEqual(msg.customProperties.pstr, 'a b');

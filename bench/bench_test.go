@@ -1,0 +1,237 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/bench"
+	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/store"
+)
+
+// TestMain gives the package a real PostgreSQL server; each test clones its own database.
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+const testKey = "YmVuY2gtdGVzdC1rZXktZm9yLXNiZ2F0ZS0xMjM0NTY3OA=="
+
+// gateways serves n gateways over one fresh database, as n sbgate processes would, and returns
+// their connection strings and the database's URL.
+func gateways(t *testing.T, n int) ([]string, string) {
+	t.Helper()
+	url := dbtest.NewDatabase(t)
+	var conns []string
+	for range n {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		pool, err := db.Open(ctx, url)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		st := store.New(pool, store.Options{})
+		st.Start(context.Background())
+		t.Cleanup(st.Stop)
+		srv := httptest.NewServer(handlers.NewServer(st, handlers.Config{
+			Keys: []sas.Key{{Name: "RootManageSharedAccessKey", Primary: testKey, Rights: sas.Manage}},
+		}))
+		t.Cleanup(srv.Close)
+		conns = append(conns, "Endpoint="+srv.URL+"/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey="+testKey)
+	}
+	return conns, url
+}
+
+// TestEveryOperation runs the baseline and every operation and scenario for a moment at one
+// and two clients over two gateways, and checks that each moved messages without an error and
+// that the summary compares each with its baseline. It never looks at a rate's size.
+func TestEveryOperation(t *testing.T) {
+	t.Parallel()
+	conns, url := gateways(t, 2)
+	var progress bytes.Buffer
+	rep, err := bench.Run(t.Context(), bench.Config{
+		ConnectionStrings: conns,
+		DatabaseURL:       url,
+		Clients:           []int{1, 2},
+		ScenarioClients:   []int{2},
+		Duration:          250 * time.Millisecond,
+		Operations:        []string{"all"},
+		Subscriptions:     4,
+		IdleSessions:      5,
+		Backlog:           300,
+		Inflight:          20,
+		Queues:            3,
+		BaselineClients:   2,
+		Progress:          &progress,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+
+	if got := names(rep.Baseline); !slices.Equal(got, []string{bench.BaselineInsert, bench.BaselineClaim}) {
+		t.Fatalf("baseline rows %q; want insert then claim + complete", got)
+	}
+	var want []string
+	for _, c := range []int{1, 2} {
+		for _, op := range bench.AllOperations {
+			want = append(want, key(op, "", c))
+		}
+	}
+	for _, op := range bench.Scenarios {
+		if op == bench.OpWake {
+			want = append(want, key(op, "same gateway", 2), key(op, "other gateway", 2))
+			continue
+		}
+		want = append(want, key(op, "", 2))
+	}
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, key(r.Operation, r.Variant, r.Clients))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("results\n%q\nwant\n%q", got, want)
+	}
+
+	for _, r := range slices.Concat(rep.Baseline, rep.Results) {
+		what := key(r.Operation, r.Variant, r.Clients)
+		if r.Messages == 0 || r.Iterations == 0 {
+			t.Errorf("%s moved no messages: %+v", what, r)
+		}
+		if r.Errors != 0 {
+			t.Errorf("%s: %d errors, the first: %s", what, r.Errors, r.FirstError)
+		}
+		if r.P50 <= 0 || r.P99 < r.P50 {
+			t.Errorf("%s: p50 %v, p99 %v", what, r.P50, r.P99)
+		}
+	}
+
+	// Every rate is compared with its baseline; receive-and-delete also with the send at its
+	// level; wake-ups are latencies.
+	for _, r := range rep.Results {
+		var against []string
+		for _, q := range r.Ratios {
+			against = append(against, q.Against)
+			if q.Value <= 0 {
+				t.Errorf("%s %d: ratio %v to %s", r.Operation, r.Clients, q.Value, q.Against)
+			}
+		}
+		var want []string
+		switch r.Operation {
+		case bench.OpSend, bench.OpSendBatch, bench.OpTopicSend:
+			want = []string{bench.BaselineInsert}
+		case bench.OpReceiveDelete:
+			want = []string{bench.BaselineClaim, "send@" + strconv.Itoa(r.Clients)}
+		case bench.OpWake:
+			if !r.Latency {
+				t.Errorf("wake row %q is not a latency row", r.Variant)
+			}
+		default:
+			want = []string{bench.BaselineClaim}
+		}
+		if !slices.Equal(against, want) {
+			t.Errorf("%s at %d clients is compared with %q; want %q", r.Operation, r.Clients, against, want)
+		}
+	}
+
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"machine:", "database:  PostgreSQL", "pg-insert (baseline)", "pg-claim-complete (baseline)",
+		"x pg-insert", "x pg-claim-complete", "x send@2", "wake, other gateway", "backlog (300 queued)"} {
+		if !strings.Contains(table.String(), s) {
+			t.Errorf("summary lacks %q:\n%s", s, table.String())
+		}
+	}
+	t.Logf("summary:\n%s", table.String())
+	var out bytes.Buffer
+	if err := rep.WriteJSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	var decoded struct {
+		Baseline []struct{ Operation string } `json:"baseline"`
+		Results  []struct {
+			Operation     string  `json:"operation"`
+			MsgsPerSecond float64 `json:"msgs_per_s"`
+			Ratios        []struct {
+				Against string  `json:"against"`
+				Value   float64 `json:"value"`
+			} `json:"ratios"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &decoded); err != nil {
+		t.Fatalf("-o json output does not decode: %v\n%s", err, out.String())
+	}
+	if len(decoded.Baseline) != 2 || len(decoded.Results) != len(rep.Results) || len(decoded.Results[0].Ratios) != 1 {
+		t.Errorf("JSON report: %s", out.String())
+	}
+}
+
+// TestWithoutBaseline: with no database URL the run measures the gateway alone and says that
+// there are no ratios.
+func TestWithoutBaseline(t *testing.T) {
+	t.Parallel()
+	conns, _ := gateways(t, 1)
+	rep, err := bench.Run(t.Context(), bench.Config{
+		ConnectionStrings: conns, Clients: []int{1}, Duration: 100 * time.Millisecond,
+		Operations: []string{bench.OpSend, bench.OpReceiveDelete},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Baseline) != 0 || len(rep.Results) != 2 || rep.Results[0].Messages == 0 {
+		t.Fatalf("report: %+v", rep)
+	}
+	// Receive-and-delete is still compared with sbgate's own send.
+	if r := rep.Results[1].Ratios; len(r) != 1 || r[0].Against != "send@1" {
+		t.Errorf("receive-delete ratios %+v; want one, to send@1", r)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "baseline:  none") {
+		t.Errorf("summary does not say there is no baseline:\n%s", table.String())
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg  bench.Config
+		want string
+	}{
+		{bench.Config{}, "connection string is required"},
+		{bench.Config{ConnectionStrings: []string{"Endpoint=sb://h/;SharedAccessKeyName=k;SharedAccessKey=v"}, Operations: []string{"fly"}}, `unknown operation "fly"`},
+		{bench.Config{ConnectionStrings: []string{"Endpoint=sb://h/;SharedAccessKeyName=k;SharedAccessKey=v"}, Clients: []int{0}}, "must be positive"},
+		{bench.Config{ConnectionStrings: []string{"nonsense"}}, "invalid connection string"},
+	} {
+		_, err := bench.Run(t.Context(), tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run(%+v) = %v; want an error mentioning %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func names(rs []bench.Result) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Operation)
+	}
+	return out
+}
+
+func key(op, variant string, clients int) string {
+	if variant != "" {
+		op += ", " + variant
+	}
+	return op + "@" + strconv.Itoa(clients)
+}

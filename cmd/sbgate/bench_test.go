@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/db/dbtest"
+)
+
+// benchReport is the part of `sbgate bench -o json` the tests look at.
+type benchReport struct {
+	Gateways int `json:"gateways"`
+	Baseline []struct {
+		Operation string `json:"operation"`
+		Messages  int64  `json:"messages"`
+	} `json:"baseline"`
+	Results []struct {
+		Operation  string `json:"operation"`
+		Variant    string `json:"variant"`
+		Clients    int    `json:"clients"`
+		Messages   int64  `json:"messages"`
+		Errors     int64  `json:"errors"`
+		FirstError string `json:"first_error"`
+		Ratios     []struct {
+			Against string `json:"against"`
+		} `json:"ratios"`
+	} `json:"results"`
+}
+
+func decodeReport(t *testing.T, out string) benchReport {
+	t.Helper()
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("bench -o json output: %v\n%s", err, out)
+	}
+	return rep
+}
+
+// TestBenchCommand drives a running gateway named by its connection string, with the baseline
+// on its database.
+func TestBenchCommand(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	endpoint, _, _ := startRun(t, env("DATABASE_URL", url, "SBGATE_SAS_KEY", testKey))
+	host := strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/")
+	conn := "Endpoint=sb://" + host + "/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + testKey
+	var out, progress syncBuffer
+	err := run(t.Context(), []string{"bench", "-clients", "1,4", "-duration", "200ms", "-baseline-clients", "2", "-database-url", url, "-o", "json"},
+		env("SBGATE_CONNECTION_STRING", conn), &out, &progress)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, progress.String())
+	}
+	rep := decodeReport(t, out.String())
+	if len(rep.Baseline) != 2 || len(rep.Results) != 10 {
+		t.Fatalf("bench ran %d baseline phases and %d others; want 2 and 10 (5 operations × 2 levels):\n%s", len(rep.Baseline), len(rep.Results), out.String())
+	}
+	for _, r := range rep.Results {
+		if r.Messages == 0 || r.Errors != 0 || len(r.Ratios) == 0 {
+			t.Errorf("%s at %d clients: %d messages, %d errors (%s), ratios %v; want messages, no errors, ratios",
+				r.Operation, r.Clients, r.Messages, r.Errors, r.FirstError, r.Ratios)
+		}
+	}
+}
+
+var (
+	spawnDirRE = regexp.MustCompile(`logs in (\S+) \(removed at the end\)`)
+	spawnPidRE = regexp.MustCompile(`started gateway-\d+ \(pid (\d+)\)`)
+)
+
+// TestBenchSpawnsGateways: with no connection string, sbgate bench starts its gateways (this
+// test binary, run as sbgate), two of them on one embedded PostgreSQL, measures through both,
+// and leaves nothing behind: no process and no directory.
+//
+// Not parallel: the gateways learn from the environment that they are sbgate (t.Setenv).
+func TestBenchSpawnsGateways(t *testing.T) {
+	t.Setenv("SBGATE_TEST_AS_MAIN", "1")
+	var out, progress syncBuffer
+	err := run(t.Context(), []string{"bench", "-gateways", "2", "-clients", "2", "-duration", "200ms", "-baseline-clients", "2",
+		"-ops", "send,receive-delete,wake", "-o", "json"}, env(), &out, &progress)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, progress.String())
+	}
+	rep := decodeReport(t, out.String())
+	if rep.Gateways != 2 || len(rep.Baseline) != 2 || len(rep.Results) != 4 {
+		t.Fatalf("report: %d gateways, %d baseline phases, %d others; want 2, 2, 4 (send, receive-delete, wake twice):\n%s",
+			rep.Gateways, len(rep.Baseline), len(rep.Results), out.String())
+	}
+	for _, r := range rep.Results {
+		if r.Messages == 0 || r.Errors != 0 {
+			t.Errorf("%s %s: %d messages, %d errors (%s)", r.Operation, r.Variant, r.Messages, r.Errors, r.FirstError)
+		}
+	}
+	if v := rep.Results[3].Variant; v != "other gateway" {
+		t.Errorf("last wake row %q; want the one through the other gateway", v)
+	}
+	checkNothingLeft(t, progress.String())
+}
+
+// TestBenchSpawnInterrupted: cancelling sbgate bench (Ctrl-C) in the middle of a phase stops its
+// gateways and removes their directory.
+func TestBenchSpawnInterrupted(t *testing.T) {
+	t.Setenv("SBGATE_TEST_AS_MAIN", "1")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, progress syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"bench", "-clients", "2", "-duration", "1m", "-baseline-clients", "2", "-ops", "send"}, env(), &out, &progress)
+	}()
+	waitFor(t, "a measuring phase", func() bool { return strings.Contains(progress.String(), "pg-insert ") })
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("interrupted bench returned %v; want context.Canceled", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("bench did not stop after cancellation:\n%s", progress.String())
+	}
+	checkNothingLeft(t, progress.String())
+}
+
+// checkNothingLeft checks that the gateways named in a bench's progress output have exited and
+// that their directory is gone, with no process (PostgreSQL) still working in it.
+func checkNothingLeft(t *testing.T, progress string) {
+	t.Helper()
+	m := spawnDirRE.FindStringSubmatch(progress)
+	pids := spawnPidRE.FindAllStringSubmatch(progress, -1)
+	if m == nil || len(pids) == 0 {
+		t.Fatalf("progress names no gateway directory or pid:\n%s", progress)
+	}
+	for _, p := range pids {
+		pid, _ := strconv.Atoi(p[1])
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("gateway pid %d still exists after bench returned (kill 0: %v)", pid, err)
+		}
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("gateway directory %s still there: %v", m[1], err)
+	}
+	if runtime.GOOS != "linux" {
+		return
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cwd")
+	for _, p := range procs {
+		if cwd, err := os.Readlink(p); err == nil && strings.HasPrefix(cwd, m[1]) {
+			t.Errorf("process %s still runs in %s", filepath.Dir(p), cwd)
+		}
+	}
+}

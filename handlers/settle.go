@@ -1,0 +1,130 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/sbgate/sbgate/api"
+	"github.com/sbgate/sbgate/store"
+)
+
+// maxSettleRequest bounds the body of a batch settlement: 1000 elements with dead-letter reasons
+// and descriptions fit easily.
+const maxSettleRequest = 4 << 20
+
+// maxSettlements bounds the locks one batch settlement names.
+const maxSettlements = 1000
+
+// dispositions maps the JSON dispositions to settlements.
+var dispositions = map[api.SettlementDisposition]store.Settlement{
+	api.Complete:   store.Complete,
+	api.Abandon:    store.Abandon,
+	api.DeadLetter: store.DeadLetter,
+	api.Defer:      store.Defer,
+	api.RenewLock:  store.RenewLock,
+}
+
+// SettleMessages settles many locks of an entity in one request.
+func (s *Server) SettleMessages(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.SettleMessagesParams) {
+	s.settleMany(w, r, target{path: entityPath})
+}
+
+// SessionSettleMessages settles many locks of an accepted session in one request.
+func (s *Server) SessionSettleMessages(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, params api.SessionSettleMessagesParams) {
+	s.settleMany(w, r, sessionTarget(entityPath, sessionID, token))
+}
+
+func (s *Server) settleMany(w http.ResponseWriter, r *http.Request, t target) {
+	st, err := s.resolve(r, t)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	reqs, err := parseSettlements(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	results := s.store.Settle(r.Context(), st, reqs)
+	out := make([]api.SettlementResult, len(results))
+	for i, res := range results {
+		out[i] = api.SettlementResult{LockToken: reqs[i].Token, Status: http.StatusOK}
+		switch code := store.ErrorCode(res.Err); {
+		case res.Err == nil:
+			if reqs[i].Op == store.RenewLock {
+				until := res.LockedUntil.Format(rfc1123)
+				out[i].LockedUntilUtc = &until
+			}
+		case code == store.CodeLockLost || code == store.CodeBadRequest:
+			detail := store.ErrorMessage(res.Err)
+			out[i].Status, out[i].Detail = errorStatus[code], &detail
+		default:
+			// The database is away or failed: the answer for this element is unknown, so the
+			// request as a whole fails and the client retries it (a settled lock then answers
+			// 404, lock lost).
+			s.writeError(w, r, res.Err)
+			return
+		}
+	}
+	s.writeJSON(w, http.StatusOK, out)
+}
+
+// parseSettlements reads and checks a batch settlement body.
+func parseSettlements(w http.ResponseWriter, r *http.Request) ([]store.SettleRequest, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSettleRequest))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, badRequest("The settlement request is larger than %d bytes.", maxSettleRequest)
+	}
+	if err != nil {
+		return nil, badRequest("The request body could not be read.")
+	}
+	var items []api.Settlement
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&items); err != nil || !atEOF(dec) {
+		return nil, badRequest("The body must be a JSON array of settlements: {\"LockToken\": \"…\", \"Disposition\": \"Complete\"}.")
+	}
+	switch {
+	case len(items) == 0:
+		return nil, badRequest("The settlement request names no locks.")
+	case len(items) > maxSettlements:
+		return nil, badRequest("A settlement request may name at most %d locks.", maxSettlements)
+	}
+	reqs := make([]store.SettleRequest, len(items))
+	for i, it := range items {
+		op, ok := dispositions[it.Disposition]
+		if !ok {
+			return nil, badRequest("Settlement %d: Disposition must be Complete, Abandon, DeadLetter, Defer or RenewLock.", i+1)
+		}
+		reqs[i] = store.SettleRequest{Op: op, Token: it.LockToken}
+		if it.DeadLetterReason != nil || it.DeadLetterErrorDescription != nil {
+			if op != store.DeadLetter {
+				return nil, badRequest("Settlement %d: DeadLetterReason and DeadLetterErrorDescription go with the DeadLetter disposition only.", i+1)
+			}
+		}
+		if op == store.DeadLetter {
+			reqs[i].Reason, reqs[i].Description = deadLetterReason(it.DeadLetterReason, it.DeadLetterErrorDescription)
+			if !headerSafe(reqs[i].Reason) || !headerSafe(reqs[i].Description) {
+				return nil, badRequest("Settlement %d: the dead-letter reason and description may not contain control characters.", i+1)
+			}
+		}
+	}
+	return reqs, nil
+}
+
+// deadLetterReason applies the defaults of a dead-letter request: the reason
+// DeadLetteredByReceiver, no description.
+func deadLetterReason(reason, description *string) (string, string) {
+	r, d := "DeadLetteredByReceiver", ""
+	if reason != nil && *reason != "" {
+		r = *reason
+	}
+	if description != nil {
+		d = *description
+	}
+	return r, d
+}

@@ -1,0 +1,506 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Message states and entity kinds as SQL literals, for statements built from constants; a test
+// checks them against State and Kind.
+const (
+	sqlActive     = "0"
+	sqlDeferred   = "1"
+	sqlDeadLetter = "2"
+	sqlTopic      = "2"
+)
+
+// A claim takes up to @n receivable messages of one entity's subqueue (or one session) in one
+// statement. It reads two partial indexes: rows receivable since they were written
+// (messages_ready, in sequence order) and rows whose scheduled time or lock has passed, or that
+// were abandoned (messages_due, by that time). Neither holds a message under a valid lock, so the
+// claim does not step over the locks in flight; the lowest sequence numbers win, so a message
+// whose lock ended goes back to the front. SKIP LOCKED makes claims of other gateways take other
+// rows; on one gateway only one claim per target runs at a time (the dispatcher).
+//
+// A row that is locked or removed leaves its index entries behind until vacuum, and in a busy
+// queue those pile up at the head of both ranges faster than vacuum comes (after 32,000 claims a
+// claim read 470 index pages instead of 20). So each dispatcher keeps a cursor: where its last
+// claim ended in each range (@ready_from, @due_from), which the next claim starts from instead of
+// the head. A cursor can pass a row committed late (a send whose group commit finished after a
+// later one, an abandon in flight during the claim); the dispatcher therefore claims from the
+// head now and then, and always before it concludes that nothing is there (cursor).
+//
+// The rows picked are then updated or deleted by their ctid, a TID scan, which is the one plan
+// there is for that: whatever the statistics say, a claim never walks the backlog (statistics
+// older than a backlog made the planner pick plans that did, for a join on seq and even for
+// entity_id = … AND seq = ANY(…), which it ran as a scan of the entity's rows filtered on seq).
+// The rows are locked FOR UPDATE by the same statement, so their versions cannot change in
+// between.
+const (
+	claimDueSQL = `due AS MATERIALIZED (
+	SELECT ctid, seq, visible_at FROM messages
+	WHERE entity_id = @entity AND state = @state AND visible_at >= @due_from AND visible_at <= @now
+		AND (expires_at IS NULL OR expires_at > @now OR state = ` + sqlDeadLetter + `)`
+	claimReadySQL = `
+	ORDER BY visible_at LIMIT @n FOR UPDATE SKIP LOCKED
+), ready AS MATERIALIZED (
+	SELECT ctid, seq FROM messages
+	WHERE entity_id = @entity AND state = @state AND visible_at IS NULL AND seq > @ready_from
+		AND (expires_at IS NULL OR expires_at > @now OR state = ` + sqlDeadLetter + `)`
+	claimPickSQL = `
+	ORDER BY seq LIMIT @n FOR UPDATE SKIP LOCKED
+), picked AS (
+	SELECT ctid, seq, due_at FROM (SELECT ctid, seq, visible_at AS due_at FROM due
+		UNION ALL SELECT ctid, seq, NULL::timestamptz FROM ready) c
+	ORDER BY seq LIMIT @n
+)`
+	// inSession narrows both index ranges to one session, whose lock must still be held.
+	inSessionSQL = `
+		AND session_id = @session AND EXISTS (SELECT 1 FROM sessions s WHERE s.entity_id = @entity
+			AND s.session_id = @session AND s.lock_token = @session_token AND s.locked_until > @now)`
+	// claimedSQL returns the claimed rows with what moves the cursors: each row's place in the
+	// due range (NULL for a row from the ready range), and the earliest due row the claim locked
+	// but did not take (the union kept lower sequence numbers), where the due cursor must stop.
+	claimedSQL = `, p.due_at AS claimed_due_at,
+	(SELECT min(d.visible_at) FROM due d WHERE d.ctid <> ALL (ARRAY(SELECT ctid FROM picked))) AS due_left`
+)
+
+// claimPicks are the picking parts of a claim, outside a session and inside one.
+var claimPicks = [2]string{
+	`WITH ` + claimDueSQL + claimReadySQL + claimPickSQL,
+	`WITH ` + claimDueSQL + inSessionSQL + claimReadySQL + inSessionSQL + claimPickSQL,
+}
+
+// peekLockTailSQL locks what a claim picked for @lock and counts the delivery. A message already
+// delivered @max_delivery times is moved to the dead-letter subqueue instead, and counted there;
+// the caller drops it from the result.
+var peekLockTailSQL = `, locked AS (
+	UPDATE messages m SET ` + lockOrDeadLetterSQL + `
+	WHERE m.ctid = ANY(ARRAY(SELECT ctid FROM picked))
+	RETURNING m.*
+), moved AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT @entity, -count(*), count(*), 0 FROM locked
+	WHERE locked.state = ` + sqlDeadLetter + ` AND @state <> ` + sqlDeadLetter + ` HAVING count(*) > 0
+)
+SELECT ` + messageSelectFrom("locked") + claimedSQL + ` FROM locked JOIN picked p ON p.seq = locked.seq`
+
+// lockOrDeadLetterSQL is the SET list that locks message m from @now for @lock, counting the
+// delivery, or, when it has already been delivered @max_delivery times, moves it to the
+// dead-letter subqueue (MaxDeliveryCountExceeded).
+var lockOrDeadLetterSQL = `
+		state = CASE WHEN m.delivery_count >= @max_delivery THEN ` + sqlDeadLetter + ` ELSE m.state END,
+		lock_token = CASE WHEN m.delivery_count >= @max_delivery THEN NULL ELSE ` + newLockTokenSQL + ` END,
+		visible_at = CASE WHEN m.delivery_count >= @max_delivery THEN NULL ELSE @now::timestamptz + @lock::interval END,
+		delivery_count = CASE WHEN m.delivery_count >= @max_delivery THEN m.delivery_count ELSE m.delivery_count + 1 END,
+		dead_letter_reason = CASE WHEN m.delivery_count >= @max_delivery THEN '` + ReasonMaxDeliveryCount + `' ELSE m.dead_letter_reason END,
+		dead_letter_description = CASE WHEN m.delivery_count >= @max_delivery
+			THEN 'Message could not be consumed after ' || @max_delivery::int || ' delivery attempts.' ELSE m.dead_letter_description END`
+
+// receiveAndDeleteTailSQL removes what a claim picked, counts the removal and returns it.
+var receiveAndDeleteTailSQL = `, removed AS (
+	DELETE FROM messages m WHERE m.ctid = ANY(ARRAY(SELECT ctid FROM picked))
+	RETURNING m.*
+), counted AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT @entity, -count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `), -count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), -sum(size)
+	FROM removed HAVING count(*) > 0
+)
+SELECT ` + messageSelectFrom("removed") + claimedSQL + ` FROM removed JOIN picked p ON p.seq = removed.seq`
+
+// claimedRecord is a claimed row with what moves the claim cursor.
+type claimedRecord struct {
+	messageRecord
+	ClaimedDueAt pgtype.Timestamptz `db:"claimed_due_at"`
+	DueLeft      pgtype.Timestamptz `db:"due_left"`
+}
+
+// claimCursor is where a dispatcher's next claim starts in each range. The zero value starts at
+// the head of both.
+type claimCursor struct {
+	readyFrom int64     // the ready range after this sequence number
+	dueFrom   time.Time // the due range from this time; zero: from its start
+	lastHead  time.Time // when a claim last started at the head (wall clock)
+}
+
+// Claims start at the head at least this often, to take rows a cursor passed before they were
+// committed; dueMargin keeps the due cursor this far behind the time a claim looked, for abandons
+// committed just after it.
+const (
+	headClaimEvery = 250 * time.Millisecond
+	dueMargin      = 100 * time.Millisecond
+)
+
+// minusInfinity starts the due range at its head.
+var minusInfinity = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+
+// claimStatements[mode][inSession] is the whole claim.
+var claimStatements = [2][2]string{
+	PeekLock:         {claimPicks[0] + peekLockTailSQL, claimPicks[1] + peekLockTailSQL},
+	ReceiveAndDelete: {claimPicks[0] + receiveAndDeleteTailSQL, claimPicks[1] + receiveAndDeleteTailSQL},
+}
+
+// querier runs a query on the pool or inside a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// noDeliveryLimit is the MaxDeliveryCount of a dead-letter subqueue, whose messages are never
+// dead-lettered again.
+const noDeliveryLimit = 1<<31 - 1
+
+// claimMessages takes up to n messages of t now, without waiting, in sequence order. full
+// reports that the last statement found as many candidates as it asked for, so more may be
+// waiting; otherwise a claim from the head of both ranges found no more. cur, when not nil, is
+// the dispatcher's cursor, which the claim starts from and moves.
+func (s *Postgres) claimMessages(ctx context.Context, t Target, mode ReceiveMode, n int, cur *claimCursor) (msgs []*Message, full bool, err error) {
+	fromHead := cur == nil || time.Since(cur.lastHead) >= headClaimEvery
+	for len(msgs) < n {
+		want := n - len(msgs)
+		got, picked, err := s.claimOnce(ctx, t, mode, want, cur, fromHead)
+		if err != nil {
+			return nil, false, err
+		}
+		msgs = append(msgs, got...)
+		full = picked == want
+		switch {
+		case full && len(got) == 0:
+			// Every candidate was dead-lettered for too many deliveries: look again, the
+			// entity may hold more.
+		case !full && !fromHead:
+			// A cursor may have passed rows committed late: nothing is concluded before a look
+			// from the head.
+			fromHead = true
+		default:
+			sort.Slice(msgs, func(i, j int) bool { return msgs[i].SequenceNumber < msgs[j].SequenceNumber })
+			return msgs, full, s.sessionLostIfEmpty(ctx, t, msgs)
+		}
+	}
+	sort.Slice(msgs, func(i, j int) bool { return msgs[i].SequenceNumber < msgs[j].SequenceNumber })
+	return msgs, full, nil
+}
+
+// sessionLostIfEmpty tells an empty session from one whose lock is gone: a claim in a session
+// that found nothing fails with ErrLockLost when the session lock is no longer held.
+func (s *Postgres) sessionLostIfEmpty(ctx context.Context, t Target, msgs []*Message) error {
+	if len(msgs) > 0 || t.Session == nil {
+		return nil
+	}
+	return s.checkSessionLock(ctx, s.pool, t.Entity, *t.Session, s.now())
+}
+
+// claimOnce runs one claim statement for up to n messages, from the head of both ranges or from
+// cur, and moves cur. It returns the messages delivered and how many rows the statement picked
+// (some may have been dead-lettered instead).
+func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n int, cur *claimCursor, fromHead bool) ([]*Message, int, error) {
+	e := t.Entity
+	state := t.SubQueue.state()
+	now := s.now()
+	args := pgx.NamedArgs{"entity": e.ID, "state": state, "n": n, "now": now, "ready_from": int64(0), "due_from": minusInfinity}
+	if cur != nil && !fromHead {
+		args["ready_from"] = cur.readyFrom
+		if !cur.dueFrom.IsZero() {
+			args["due_from"] = cur.dueFrom
+		}
+	}
+	inSession := 0
+	if t.Session != nil {
+		inSession = 1
+		args["session"], args["session_token"] = t.Session.SessionID, t.Session.Token
+	}
+	if mode == PeekLock {
+		maxDelivery := e.Props.MaxDeliveryCount
+		if t.SubQueue == SubQueueDeadLetter {
+			maxDelivery = noDeliveryLimit
+		}
+		args["lock"], args["max_delivery"] = interval(e.Props.LockDuration), maxDelivery
+	}
+	sql := claimStatements[mode][inSession]
+	s.claims.Add(1)
+	var rows []claimedRecord
+	var woken []wakeTarget
+	run := func(q querier) error {
+		r, err := q.Query(ctx, sql, args)
+		if err == nil {
+			rows, err = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
+		}
+		return err
+	}
+	// An entity that forwards its dead letters claims in a transaction with the move of any
+	// message the claim dead-lettered, so none waits in its dead-letter subqueue.
+	var err error
+	if mode == PeekLock && t.SubQueue == SubQueueMain && e.Props.ForwardDeadLetteredMessagesTo != "" {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := run(tx); err != nil {
+				return err
+			}
+			for _, r := range rows {
+				if r.State == StateDeadLetter {
+					woken, err = s.transferDeadLetters(ctx, tx, e)
+					return err
+				}
+			}
+			return nil
+		})
+	} else if s.claimer.running() {
+		cj := &claimJob{sql: sql, args: args}
+		err = s.claimer.submit(ctx, cj)
+		rows = cj.rows
+	} else {
+		err = run(s.hotPool())
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("receive from %s: %w", t, interpretError(err))
+	}
+	s.announce(woken...)
+	if fromHead && cur != nil {
+		cur.lastHead = time.Now()
+	}
+	cur.move(rows, n, now)
+	msgs := make([]*Message, 0, len(rows))
+	for _, r := range rows {
+		m, err := r.message()
+		if err != nil {
+			return nil, 0, fmt.Errorf("receive from %s: %w", t, err)
+		}
+		msgs = append(msgs, m)
+	}
+	out := delivered(msgs, state, mode)
+	if len(out) < len(msgs) && state != StateDeadLetter {
+		s.announce(wakeTarget{entity: e.ID}) // dead letters arrived for the dead-letter receivers
+	}
+	return out, len(rows), nil
+}
+
+// move advances the cursor past what a claim of n rows at now took: the ready range past the
+// highest sequence number it took from it, the due range to the earliest due row it locked but
+// left (or past the latest it took), and to just before now when the claim found fewer rows than
+// it asked for, since then it saw everything up to now. The due cursor stays dueMargin behind
+// now, for abandons committed just after the claim looked.
+func (c *claimCursor) move(rows []claimedRecord, n int, now time.Time) {
+	if c == nil {
+		return
+	}
+	var dueMax, dueLeft time.Time
+	for _, r := range rows {
+		if r.ClaimedDueAt.Valid {
+			dueMax = maxTime(dueMax, r.ClaimedDueAt.Time)
+		} else {
+			c.readyFrom = max(c.readyFrom, r.Seq)
+		}
+		if r.DueLeft.Valid {
+			dueLeft = r.DueLeft.Time
+		}
+	}
+	next := c.dueFrom
+	switch {
+	case len(rows) < n:
+		next = now
+	case !dueLeft.IsZero():
+		next = dueLeft
+	case !dueMax.IsZero():
+		next = dueMax
+	}
+	if limit := now.Add(-dueMargin); next.After(limit) {
+		next = limit
+	}
+	c.dueFrom = maxTime(c.dueFrom, next)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// delivered keeps, in sequence order, the claimed messages that were handed out rather than
+// dead-lettered for too many deliveries (those left state), counting the delivery a
+// receive-and-delete made by removing them.
+func delivered(msgs []*Message, state State, mode ReceiveMode) []*Message {
+	out := msgs[:0]
+	for _, m := range msgs {
+		if m.State == state {
+			if mode == ReceiveAndDelete {
+				m.DeliveryCount++
+			}
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].SequenceNumber < out[j].SequenceNumber })
+	return out
+}
+
+// nextDueSQL is when the next message of a subqueue (or session) becomes receivable by itself:
+// the earliest scheduled time or lock end still to come. It reads the head of messages_due.
+const nextDueSQL = `SELECT min(visible_at) FROM messages
+	WHERE entity_id = @entity AND state = @state AND visible_at > @now`
+
+const nextDueInSessionSQL = `SELECT least(
+	(SELECT min(visible_at) FROM messages WHERE entity_id = @entity AND session_id = @session
+		AND state = @state AND visible_at > @now),
+	(SELECT locked_until FROM sessions WHERE entity_id = @entity AND session_id = @session
+		AND lock_token = @session_token AND locked_until > @now))`
+
+// nextDue returns when t next has a message that nothing announces: a scheduled message coming
+// due or a lock running out (and, in a session, the session lock ending, when its receivers
+// must learn that it is lost). Zero when there is none.
+func (s *Postgres) nextDue(ctx context.Context, t Target) (time.Time, error) {
+	args := pgx.NamedArgs{"entity": t.Entity.ID, "state": t.SubQueue.state(), "now": s.now()}
+	sql := nextDueSQL
+	if t.Session != nil {
+		sql = nextDueInSessionSQL
+		args["session"], args["session_token"] = t.Session.SessionID, t.Session.Token
+	}
+	var next pgtype.Timestamptz
+	if err := s.pool.QueryRow(ctx, sql, args).Scan(&next); err != nil {
+		return time.Time{}, fmt.Errorf("look for due messages in %s: %w", t, interpretError(err))
+	}
+	return timeOrZero(next), nil
+}
+
+// ReceiveDeferred takes the deferred message with sequence number seq: locked in PeekLock mode,
+// removed in ReceiveAndDelete mode. Errors: ErrNotFound when no such deferred message is
+// available (never deferred, locked, expired, settled, or just dead-lettered for too many
+// deliveries); ErrLockLost inside a session whose lock is gone.
+func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seq int64, mode ReceiveMode) (*Message, error) {
+	e := t.Entity
+	if err := checkReceivable(t); err != nil {
+		return nil, err
+	}
+	if t.SubQueue != SubQueueMain {
+		return nil, badRequest("Deferred messages are received from the entity, not its dead-letter subqueue.")
+	}
+	if t.Session != nil {
+		if err := s.checkSessionLock(ctx, s.pool, e, *t.Session, s.now()); err != nil {
+			return nil, err
+		}
+	}
+	s.touch(e)
+	args := pgx.NamedArgs{"entity": e.ID, "now": s.now(), "seq": seq, "session": nil}
+	if t.Session != nil {
+		args["session"] = t.Session.SessionID
+	}
+	sql := deleteDeferredSQL
+	if mode == PeekLock {
+		sql = receiveDeferredSQL
+		args["lock"], args["max_delivery"] = interval(e.Props.LockDuration), e.Props.MaxDeliveryCount
+	}
+	rows, err := s.pool.Query(ctx, sql, args)
+	var m *Message
+	if err == nil {
+		m, err = collectMessage(rows)
+	}
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && m.State != StateDeferred {
+		if err == nil {
+			s.announce(wakeTarget{entity: e.ID}) // it went to the dead-letter subqueue
+		}
+		return nil, notFound("No deferred message with sequence number %d is available in '%s'.", seq, e.Path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("receive deferred message %d from %s: %w", seq, e.Path, interpretError(err))
+	}
+	if mode == ReceiveAndDelete {
+		m.DeliveryCount++
+	}
+	return m, nil
+}
+
+// receiveDeferredSQL locks the deferred message @seq (in session @session when not NULL) if it
+// is not locked and has not expired, counting the delivery; past MaxDeliveryCount it is
+// dead-lettered instead.
+var receiveDeferredSQL = `
+WITH locked AS (
+	UPDATE messages m SET ` + lockOrDeadLetterSQL + `
+	WHERE m.entity_id = @entity AND m.seq = @seq AND m.state = ` + sqlDeferred + `
+		AND (@session::text IS NULL OR m.session_id = @session)
+		AND (m.visible_at IS NULL OR m.visible_at <= @now) AND (m.expires_at IS NULL OR m.expires_at > @now)
+	RETURNING m.*
+), moved AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT @entity, -count(*), count(*), 0 FROM locked WHERE locked.state = ` + sqlDeadLetter + ` HAVING count(*) > 0
+)
+SELECT ` + messageSelect + ` FROM locked`
+
+// deleteDeferredSQL removes the deferred message @seq if it is not locked and has not expired.
+var deleteDeferredSQL = `
+WITH removed AS (
+	DELETE FROM messages m
+	WHERE m.entity_id = @entity AND m.seq = @seq AND m.state = ` + sqlDeferred + `
+		AND (@session::text IS NULL OR m.session_id = @session)
+		AND (m.visible_at IS NULL OR m.visible_at <= @now) AND (m.expires_at IS NULL OR m.expires_at > @now)
+	RETURNING m.*
+), counted AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT @entity, -count(*), 0, -sum(size) FROM removed HAVING count(*) > 0
+)
+SELECT ` + messageSelect + ` FROM removed`
+
+// String names a target in errors: the entity path, its subqueue, the session.
+func (t Target) String() string {
+	p := t.Entity.Path
+	if t.SubQueue == SubQueueDeadLetter {
+		p += "/$DeadLetterQueue"
+	}
+	if t.Session != nil {
+		p += " (session " + strconv.Quote(truncate(t.Session.SessionID)) + ")"
+	}
+	return p
+}
+
+// claimJob is one dispatcher's claim statement waiting for its round.
+type claimJob struct {
+	sql  string
+	args pgx.NamedArgs
+	rows []claimedRecord
+}
+
+// claimRoundSize bounds the claim statements one round sends.
+const claimRoundSize = 64
+
+// newClaimer coalesces the claims of different entities: one dispatcher claims for one entity
+// at a time, so with many busy entities many claims, each of a message or two, run at once.
+// A round sends those waiting as one pipeline, in one transaction: one round trip and one
+// commit instead of one each (measured with 64 receivers on 64 queues: a claim statement took
+// a message each time, and its commit and round trip cost more than its execution).
+func newClaimer(s *Postgres) *batcher[*claimJob] {
+	return newBatcher(s.opts.SendWriters, claimRoundSize, func(*claimJob) int { return 1 }, s.writeClaims)
+}
+
+// writeClaims runs one round of claims and answers each once the round has committed: a claim
+// answered before its commit could hand out a lock the database never kept.
+func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	for _, j := range jobs {
+		b.Queue(j.req.sql, j.req.args)
+	}
+	br := s.hotPool().SendBatch(ctx, b)
+	errs := make([]error, len(jobs))
+	for i, j := range jobs {
+		r, err := br.Query()
+		if err == nil {
+			j.req.rows, err = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
+		}
+		errs[i] = err
+	}
+	closeErr := br.Close()
+	for i, j := range jobs {
+		err := errs[i]
+		if err == nil {
+			err = closeErr
+		}
+		if err != nil {
+			j.req.rows = nil
+		}
+		j.finish(err)
+	}
+}

@@ -1,0 +1,398 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sbgate/sbgate/db/dbtest"
+)
+
+// TestClaimPlanWithStaleStatistics: a queue filled faster than autoanalyze runs must be drained
+// as fast as a small one. The statistics here were taken when the table held another entity's
+// rows only, then 100,000 messages arrive: the planner believes the queue holds a couple of rows.
+// Every claim statement must still read the head of the queue through its index (a few dozen
+// pages), not sort the backlog (tens of thousands). The test asserts pages read, not time.
+func TestClaimPlanWithStaleStatistics(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	s := New(pool, Options{})
+	ctx := t.Context()
+	other, err := s.CreateEntity(ctx, KindQueue, "other", DefaultProperties(KindQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.CreateEntity(ctx, KindQueue, "backlog", DefaultProperties(KindQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := `INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
+		SELECT $1, now(), md5(g::text), convert_to(repeat('x', 1024), 'UTF8'), 1056 FROM generate_series(1, $2) g`
+	for _, sql := range []string{
+		`ALTER TABLE messages SET (autovacuum_enabled = false)`, // this test's own database
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Earlier traffic: messages come and go, leaving the indexes as large as a busy queue's.
+	churn := `INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
+		SELECT $1, now(), g::text, '\x00', 1 FROM generate_series(1, $2) g`
+	if _, err := pool.Exec(ctx, churn, other.ID, 300000); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{`DELETE FROM messages`, `VACUUM messages`} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, fill, other.ID, 3000); err != nil {
+		t.Fatal(err)
+	}
+	// ANALYZE takes the statistics; VACUUM then clears the dead rows the locking left (it keeps
+	// the column statistics), so only the statistics are stale, not the table.
+	for _, sql := range []string{`ANALYZE messages`, `VACUUM messages`} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, fill, q.ID, 100000); err != nil {
+		t.Fatal(err)
+	}
+
+	base := pgx.NamedArgs{"entity": q.ID, "state": StateActive, "now": s.now(), "n": 16, "ready_from": int64(0), "due_from": minusInfinity}
+	for _, tc := range []struct {
+		name string
+		sql  string
+		args pgx.NamedArgs
+		hot  bool // run on the generic-plan pool (as well as planned for the values)
+	}{
+		{"peek-lock", claimStatements[PeekLock][0], pgx.NamedArgs{"lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}, true},
+		{"receive-and-delete", claimStatements[ReceiveAndDelete][0], nil, true},
+		// nextDue runs on the pool that plans for the values (its generic plan scans the table).
+		{"next due", nextDueSQL, nil, false},
+	} {
+		args := pgx.NamedArgs{}
+		for k, v := range base {
+			args[k] = v
+		}
+		for k, v := range tc.args {
+			args[k] = v
+		}
+		for _, generic := range []bool{false, true} {
+			if generic && !tc.hot {
+				continue
+			}
+			name := fmt.Sprintf("%s (generic plan %v)", tc.name, generic)
+			pages, nodes := explainPages(t, ctx, s, tc.sql, args, generic)
+			t.Logf("%s: %d pages", name, pages)
+			if pages > 500 {
+				t.Errorf("%s reads %d pages with stale statistics; want a few dozen (plan nodes: %s)", name, pages, nodes)
+			}
+			for _, bad := range []string{"Bitmap Heap Scan", "Seq Scan on messages"} {
+				if strings.Contains(nodes, bad) {
+					t.Errorf("%s plan has a %s: %s", name, bad, nodes)
+				}
+			}
+		}
+	}
+
+	// Settlements run generic plans too: each finds its rows by entity and sequence number.
+	msgs, _, err := s.claimMessages(ctx, Target{Entity: q}, PeekLock, 16, nil)
+	if err != nil || len(msgs) != 16 {
+		t.Fatalf("claim: %d messages, %v", len(msgs), err)
+	}
+	var a settleArgs
+	for _, m := range msgs {
+		a.add(settleItem{t: Target{Entity: q}, req: SettleRequest{Token: m.LockToken, Reason: "r"}})
+	}
+	for op, sql := range settleStatements {
+		pages, nodes := explainPages(t, ctx, s, sql, a.named(s.now()), true)
+		t.Logf("settle %v (generic plan): %d pages", op, pages)
+		if pages > 500 {
+			t.Errorf("settle %v reads %d pages with stale statistics; want a few dozen (plan nodes: %s)", op, pages, nodes)
+		}
+		for _, bad := range []string{"Bitmap Heap Scan", "Seq Scan on messages"} {
+			if strings.Contains(nodes, bad) {
+				t.Errorf("settle %v plan has a %s: %s", op, bad, nodes)
+			}
+		}
+	}
+}
+
+// explainPages runs sql under EXPLAIN ANALYZE in a transaction it rolls back, and returns the
+// shared pages the statement touched and its plan's node types.
+func explainPages(t *testing.T, ctx context.Context, s *Postgres, sql string, args pgx.NamedArgs, generic bool) (int, string) {
+	t.Helper()
+	top, nodes := explainPlanOf(t, ctx, s, sql, args, generic)
+	var names []string
+	for _, n := range nodes {
+		names = append(names, strings.TrimSpace(n.Type+" on "+n.Relation))
+	}
+	return top.Hit + top.Read, fmt.Sprint(names)
+}
+
+// explainPlan runs sql under EXPLAIN ANALYZE in a transaction it rolls back, with the generic
+// plan the store's claims and settlements run (see genericPlanPool), and returns the top node
+// and every node of its plan.
+func explainPlan(t *testing.T, ctx context.Context, s *Postgres, sql string, args pgx.NamedArgs) (planNode, []planNode) {
+	t.Helper()
+	return explainPlanOf(t, ctx, s, sql, args, true)
+}
+
+// explainPlanOf is explainPlan with the plan chosen: generic, as a prepared statement runs it
+// under plan_cache_mode force_generic_plan, or custom, planned for these arguments' values.
+func explainPlanOf(t *testing.T, ctx context.Context, s *Postgres, sql string, args pgx.NamedArgs, generic bool) (planNode, []planNode) {
+	t.Helper()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	explain := `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `
+	var out []byte
+	if generic {
+		// EXPLAIN of a statement with parameters plans it for their values; EXPLAIN EXECUTE of
+		// a prepared statement shows the plan the prepared statement runs.
+		positional, values, err := args.RewriteQuery(ctx, tx.Conn(), sql, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Conn().Prepare(ctx, "explained", positional); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Conn().Deallocate(ctx, "explained") }()
+		marks := make([]string, len(values))
+		for i := range values {
+			marks[i] = fmt.Sprintf("$%d", i+1)
+		}
+		explain += `EXECUTE explained(` + strings.Join(marks, ", ") + `)`
+		// EXECUTE's parameters are not a statement's: give them as literals (pgx writes those
+		// for the Go types it knows without a column type; tokens go as text).
+		literal := []any{pgx.QueryExecModeSimpleProtocol}
+		for _, v := range values {
+			if tokens, ok := v.([][16]byte); ok {
+				text := make([]string, len(tokens))
+				for i, b := range tokens {
+					text[i] = uuid.UUID(b).String()
+				}
+				v = text
+			}
+			literal = append(literal, v)
+		}
+		err = tx.QueryRow(ctx, explain, literal...).Scan(&out)
+		if err != nil {
+			t.Fatalf("explain: %v", err)
+		}
+	} else if err := tx.QueryRow(ctx, explain+sql, args).Scan(&out); err != nil {
+		t.Fatalf("explain: %v", err)
+	}
+	var plans []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("explain output %s: %v", out, err)
+	}
+	var nodes []planNode
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		nodes = append(nodes, n)
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(plans[0].Plan)
+	return plans[0].Plan, nodes
+}
+
+type planNode struct {
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Index    string     `json:"Index Name"`
+	Hit      int        `json:"Shared Hit Blocks"`
+	Read     int        `json:"Shared Read Blocks"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// TestReceiverThatLeavesGetsItsMessagesReleased: a peek-lock receive whose caller goes away
+// while its claim runs gives the claimed messages back at once, as not delivered, instead of
+// leaving them locked until their locks run out.
+func TestReceiverThatLeavesGetsItsMessagesReleased(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	s := New(pool, Options{})
+	s.Start(context.Background())
+	defer s.Stop()
+	ctx := t.Context()
+	q, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(ctx, q, []Message{{Body: []byte("m")}}); err != nil {
+		t.Fatal(err)
+	}
+	// The receiver's caller gives up while its claim runs: the claim is held until then.
+	recvCtx, cancel := context.WithCancel(ctx)
+	claiming := make(chan struct{})
+	key := waitKey{entity: q.ID}
+	start := func() *dispatcher[*Message] {
+		d := &dispatcher[*Message]{s: s, key: key, recheck: time.Minute}
+		d.claim = func(ctx context.Context, mode ReceiveMode, n int) ([]*Message, bool, error) {
+			close(claiming)
+			<-recvCtx.Done()
+			return s.claimMessages(ctx, Target{Entity: q}, mode, n, nil)
+		}
+		d.next = func(context.Context) (time.Time, error) { return time.Time{}, nil }
+		return d
+	}
+	done := make(chan error, 1)
+	go func() {
+		msgs, err := waitFor(recvCtx, s, key, start, PeekLock, 1, time.Minute)
+		if len(msgs) != 1 {
+			done <- fmt.Errorf("the receiver got %d messages from its claim; want 1", len(msgs))
+			return
+		}
+		s.release(context.WithoutCancel(recvCtx), Target{Entity: q}, msgs)
+		done <- err
+	}()
+	<-claiming
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	var delivered int32
+	var locked bool
+	if err := pool.QueryRow(ctx, `SELECT delivery_count, lock_token IS NOT NULL FROM messages WHERE entity_id = $1`, q.ID).Scan(&delivered, &locked); err != nil {
+		t.Fatal(err)
+	}
+	if delivered != 0 || locked {
+		t.Errorf("after the release: delivery count %d, locked %t; want 0, false", delivered, locked)
+	}
+}
+
+// TestClaimCursorSkipsTheDeadHead: rows locked or completed leave index entries until vacuum;
+// a claim that starts from its cursor does not read them, whatever their number, while one from
+// the head does.
+func TestClaimCursorSkipsTheDeadHead(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	s := New(pool, Options{})
+	ctx := t.Context()
+	q, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE messages SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
+		SELECT $1, now(), g::text, '\x00', 1 FROM generate_series(1, 30000) g`, q.ID); err != nil {
+		t.Fatal(err)
+	}
+	// 20,000 claimed through a cursor, half of them completed: dead entries at the head.
+	cur := &claimCursor{lastHead: time.Now()}
+	var taken []*Message
+	for len(taken) < 20000 {
+		msgs, _, err := s.claimMessages(ctx, Target{Entity: q}, PeekLock, 1000, cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken = append(taken, msgs...)
+	}
+	var reqs []SettleRequest
+	for _, m := range taken[:10000] {
+		reqs = append(reqs, SettleRequest{Op: Complete, Token: m.LockToken})
+	}
+	s.settler.start()
+	defer s.settler.stop()
+	for _, res := range s.Settle(ctx, Target{Entity: q}, reqs) {
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	args := pgx.NamedArgs{"entity": q.ID, "state": StateActive, "now": s.now(), "n": 16,
+		"lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount,
+		"ready_from": cur.readyFrom, "due_from": cur.dueFrom}
+	readyPages := func() int {
+		_, nodes := explainPlan(t, ctx, s, claimStatements[PeekLock][0], args)
+		for _, n := range nodes {
+			if n.Index == "messages_ready" {
+				return n.Hit + n.Read
+			}
+		}
+		t.Fatal("the claim does not read messages_ready")
+		return 0
+	}
+	fromCursor := readyPages()
+	args["ready_from"], args["due_from"] = int64(0), minusInfinity
+	fromHead := readyPages()
+	t.Logf("the ready range read from the cursor: %d pages; from the head: %d pages", fromCursor, fromHead)
+	if fromCursor > 20 || fromHead < 5*fromCursor {
+		t.Errorf("the ready range read from the cursor takes %d pages, from the head %d; want a few from the cursor, many more from the head", fromCursor, fromHead)
+	}
+}
+
+// TestClaimCursorMissesNothing: a row committed below the cursor (a group commit that finished
+// after a later one) is still claimed: a claim from the cursor that comes back short looks from
+// the head before anyone is told the queue is empty.
+func TestClaimCursorMissesNothing(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	s := New(pool, Options{})
+	ctx := t.Context()
+	q, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if _, err := pool.Exec(ctx, `INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
+				VALUES ($1, now(), $2, '\x00', 1)`, q.ID, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A late row: its sequence number is taken first, its commit comes after the others'.
+	late, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := late.Exec(ctx, `INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
+		VALUES ($1, now(), 'late', '\x00', 1)`, q.ID); err != nil {
+		t.Fatal(err)
+	}
+	insert("a", "b")
+	cur := &claimCursor{lastHead: time.Now()}
+	got, _, err := s.claimMessages(ctx, Target{Entity: q}, ReceiveAndDelete, 2, cur)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim a and b = %d, %v", len(got), err)
+	}
+	if err := late.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insert("c")
+	// The cursor is past "late"; the claim from it finds c, and then comes back short, so it
+	// looks from the head and finds "late" too.
+	got, full, err := s.claimMessages(ctx, Target{Entity: q}, ReceiveAndDelete, 5, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range got {
+		ids = append(ids, m.MessageID)
+	}
+	if fmt.Sprint(ids) != "[late c]" || full {
+		t.Errorf("claim = %v (full %t); want [late c], not full", ids, full)
+	}
+}

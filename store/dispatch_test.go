@@ -1,0 +1,303 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+// receiveAsync starts n receivers of t that each wait up to wait for one message; the channel
+// gets each receiver's message (nil when none came) as it returns.
+func receiveAsync(ctx context.Context, t *testing.T, st store.Store, target store.Target, mode store.ReceiveMode, n int, wait time.Duration) <-chan *store.Message {
+	t.Helper()
+	out := make(chan *store.Message, n)
+	for range n {
+		go func() {
+			m, err := receive1(ctx, st, target, mode, wait)
+			if err != nil {
+				t.Errorf("receive: %v", err)
+			}
+			out <- m
+		}()
+	}
+	return out
+}
+
+// waitForClaims polls until the store has run at least n claims, so that receivers started with
+// receiveAsync are known to be waiting.
+func waitForClaims(t *testing.T, s *store.Postgres, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Claims() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the store ran %d claims; want at least %d", s.Claims(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestReceiversShareClaims: 64 receivers waiting on one queue are served by a few claim
+// statements sized to them, not by 64 claims racing for the head, and each gets a message of
+// its own.
+func TestReceiversShareClaims(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true})
+	q := b.queue(t, "q", nil)
+	const receivers = 64
+	got := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.PeekLock, receivers, time.Minute)
+	waitForClaims(t, b.store, 1)
+	msgs := make([]store.Message, receivers)
+	for i := range msgs {
+		msgs[i] = store.Message{Body: []byte("m"), MessageID: fmt.Sprint(i)}
+	}
+	before := b.store.Claims()
+	b.send(t, q, msgs...)
+	seen := make(map[string]bool)
+	for range receivers {
+		m := <-got
+		if m == nil {
+			t.Fatal("a receiver got nothing")
+		}
+		if seen[m.MessageID] {
+			t.Errorf("message %s handed to two receivers", m.MessageID)
+		}
+		seen[m.MessageID] = true
+	}
+	// One claim for the 64 messages, give or take one for receivers that joined late.
+	if n := b.store.Claims() - before; n > 4 {
+		t.Errorf("64 waiting receivers took %d claim statements; want a few, sized to them", n)
+	}
+}
+
+// TestIdleReceiversDoNotPoll: receivers waiting on an empty queue cost one claim between them,
+// not one per receiver per poll: the store's backstop is an hour here, and nothing else happens.
+func TestIdleReceiversDoNotPoll(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true, opts: store.Options{Recheck: time.Hour}})
+	q := b.queue(t, "q", func(p *store.Properties) { p.LockDuration = 5 * time.Minute })
+	const receivers = 500
+	got := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.PeekLock, receivers, 500*time.Millisecond)
+	for range receivers {
+		if m := <-got; m != nil {
+			t.Fatalf("a receiver of an empty queue got %v", m)
+		}
+	}
+	if n := b.store.Claims(); n > 3 {
+		t.Errorf("500 idle receivers made %d claims; want the one that found the queue empty", n)
+	}
+}
+
+// TestSendWakesAsManyReceiversAsItHasMessages: of ten waiting receivers, a send of three
+// messages serves three; the other seven keep waiting and get the next seven.
+func TestSendWakesAsManyReceiversAsItHasMessages(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true})
+	q := b.queue(t, "q", nil)
+	got := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.ReceiveAndDelete, 10, time.Minute)
+	waitForClaims(t, b.store, 1)
+	b.send(t, q, body("1"), body("2"), body("3"))
+	for range 3 {
+		if m := <-got; m == nil {
+			t.Fatal("a receiver got nothing")
+		}
+	}
+	select {
+	case m := <-got:
+		t.Fatalf("a fourth receiver returned (%v) with three messages sent", m)
+	case <-time.After(100 * time.Millisecond):
+	}
+	for i := range 7 {
+		b.send(t, q, body(fmt.Sprint(i)))
+	}
+	for range 7 {
+		if m := <-got; m == nil {
+			t.Fatal("a receiver got nothing")
+		}
+	}
+}
+
+// TestScheduledMessageWakesWaitingReceiver: a receiver waiting on a queue whose only message is
+// scheduled gets it when it comes due, from the dispatcher's timer (the backstop is an hour).
+func TestScheduledMessageWakesWaitingReceiver(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true, opts: store.Options{Recheck: time.Hour}})
+	q := b.queue(t, "q", func(p *store.Properties) { p.LockDuration = 5 * time.Minute })
+	at := time.Now().Add(300 * time.Millisecond)
+	b.send(t, q, store.Message{Body: []byte("later"), ScheduledEnqueueTime: at})
+	m, err := receive1(b.ctx, b.store, store.Target{Entity: q}, store.ReceiveAndDelete, 30*time.Second)
+	if err != nil || m == nil {
+		t.Fatalf("receive = %v, %v; want the scheduled message", m, err)
+	}
+	if now := time.Now(); now.Before(at) {
+		t.Errorf("received at %v, before its scheduled time %v", now, at)
+	}
+}
+
+// TestLapsedLockReachesWaitingReceiver: a receiver waiting while another holds the only message
+// gets it once that lock lapses. The store clock is moved past the lock; the dispatcher's look
+// comes from its recheck, short here, as a timer would in real time.
+func TestLapsedLockReachesWaitingReceiver(t *testing.T) {
+	b := setup(t, setupOptions{opts: store.Options{Recheck: 20 * time.Millisecond}})
+	q := b.queue(t, "q", nil)
+	b.send(t, q, body("m"))
+	first := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	got := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.PeekLock, 1, time.Minute)
+	b.clock.Advance(time.Minute)
+	m := <-got
+	if m == nil || m.SequenceNumber != first.SequenceNumber || m.DeliveryCount != 2 {
+		t.Fatalf("waiting receiver got %+v; want the message again on delivery 2", m)
+	}
+}
+
+// TestStopAnswersWaitingReceivers: at shutdown every waiting receiver is answered at once, with
+// nothing, instead of waiting out its timeout.
+func TestStopAnswersWaitingReceivers(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true})
+	q := b.queue(t, "q", nil)
+	got := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.PeekLock, 20, time.Hour)
+	waitForClaims(t, b.store, 1)
+	start := time.Now()
+	b.store.Stop()
+	for range 20 {
+		select {
+		case m := <-got:
+			if m != nil {
+				t.Errorf("a receiver got %v at shutdown", m)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiting receiver was not answered at shutdown")
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("shutdown took %v with waiting receivers", d)
+	}
+	if m, err := receive1(b.ctx, b.store, store.Target{Entity: q}, store.PeekLock, time.Hour); m != nil || err != nil {
+		t.Errorf("receive after Stop = %v, %v; want nothing at once", m, err)
+	}
+}
+
+// TestAbandonOfLastDeliveryDeadLetters: with MaxDeliveryCount 1, abandoning the first delivery
+// moves the message to the dead-letter subqueue at once, where counts and a waiting dead-letter
+// receiver see it, rather than at the next receive of the queue.
+func TestAbandonOfLastDeliveryDeadLetters(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	b.send(t, q, body("a"), body("b"), body("c"), body("d"))
+	b.send(t, q, store.Message{Body: []byte("later"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
+	dead := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q, SubQueue: store.SubQueueDeadLetter}, store.PeekLock, 1, time.Minute)
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Abandon, "", m.LockToken); err != nil {
+		t.Fatalf("abandon: %v", err)
+	}
+	if c := b.counts(t, "q"); c.Active != 3 || c.DeadLetter != 1 || c.Scheduled != 1 {
+		t.Errorf("counts after the last abandon = %+v; want 3 active, 1 dead letter, 1 scheduled", c)
+	}
+	dl := <-dead
+	if dl == nil || dl.SequenceNumber != m.SequenceNumber || dl.DeadLetterReason != store.ReasonMaxDeliveryCount {
+		t.Fatalf("dead-letter receiver got %+v; want the abandoned message with MaxDeliveryCountExceeded", dl)
+	}
+	if dl.DeadLetterDescription != "Message could not be consumed after 1 delivery attempts." {
+		t.Errorf("DeadLetterErrorDescription = %q", dl.DeadLetterDescription)
+	}
+	// An abandon before the last delivery puts the message back.
+	q2 := b.queue(t, "q2", func(p *store.Properties) { p.MaxDeliveryCount = 2 })
+	b.send(t, q2, body("x"))
+	m = b.receive(t, q2, store.SubQueueMain, store.PeekLock)
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q2}, store.Abandon, "", m.LockToken); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.counts(t, "q2"); c.Active != 1 || c.DeadLetter != 0 {
+		t.Errorf("counts after an abandon with deliveries left = %+v; want 1 active", c)
+	}
+}
+
+// TestLapsedLastLockDeadLettersInTheSweep: a message whose lock lapses on its last allowed
+// delivery is in the dead-letter subqueue after the next background sweep, with no receive of
+// the queue needed.
+func TestLapsedLastLockDeadLettersInTheSweep(t *testing.T) {
+	b := setup(t, setupOptions{opts: store.Options{MaintenanceInterval: time.Hour}})
+	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	b.send(t, q, body("a"), body("b"))
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	b.clock.Advance(59 * time.Second)
+	if err := b.store.Maintain(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.counts(t, "q"); c.Active != 2 || c.DeadLetter != 0 {
+		t.Fatalf("counts while the lock holds = %+v; want 2 active", c)
+	}
+	b.clock.Advance(2 * time.Second)
+	if err := b.store.Maintain(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.counts(t, "q"); c.Active != 1 || c.DeadLetter != 1 {
+		t.Fatalf("counts after the last lock lapsed = %+v; want 1 active, 1 dead letter", c)
+	}
+	dl := b.receive(t, q, store.SubQueueDeadLetter, store.ReceiveAndDelete)
+	if dl == nil || dl.SequenceNumber != m.SequenceNumber || dl.DeadLetterReason != store.ReasonMaxDeliveryCount {
+		t.Fatalf("dead letter = %+v; want the lapsed message", dl)
+	}
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Complete, "", m.LockToken); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("complete after the lapse: %v; want ErrLockLost", err)
+	}
+}
+
+// TestTwoGatewaysCompetingReceivers: two stores on one database stand for two gateways, 16
+// receivers on each peek-lock and complete 2,000 messages: every message is completed exactly
+// once and none is handed out twice while its lock is valid (locks last a minute here).
+func TestTwoGatewaysCompetingReceivers(t *testing.T) {
+	t.Parallel()
+	url := newSharedDatabase(t)
+	gws := []*store.Postgres{openStore(t, url), openStore(t, url)}
+	ctx := t.Context()
+	q, err := gws[0].CreateEntity(ctx, store.KindQueue, "q", store.DefaultProperties(store.KindQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 2000
+	for i := 0; i < total; i += 100 {
+		batch := make([]store.Message, 100)
+		for k := range batch {
+			batch[k] = store.Message{Body: []byte("m"), MessageID: fmt.Sprint(i + k)}
+		}
+		if err := gws[i/100%2].Send(ctx, q, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := make(map[string]int)
+	var wg sync.WaitGroup
+	for r := range 32 {
+		gw := gws[r%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				m, err := receive1(ctx, gw, store.Target{Entity: q}, store.PeekLock, 0)
+				if err != nil {
+					t.Errorf("receive: %v", err)
+					return
+				}
+				if m == nil {
+					return
+				}
+				mu.Lock()
+				seen[m.MessageID]++
+				mu.Unlock()
+				if _, err := settle1(ctx, gw, store.Target{Entity: q}, store.Complete, "", m.LockToken); err != nil {
+					t.Errorf("complete %s: %v", m.MessageID, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != total {
+		t.Errorf("completed %d distinct messages; want %d", len(seen), total)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("message %s handed out %d times", id, n)
+		}
+	}
+}
