@@ -1,0 +1,126 @@
+package sbamqp_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/sbamqp"
+	"github.com/sbgate/sbgate/store"
+)
+
+// TestMain gives the package a real PostgreSQL server; each test clones its own database.
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+var testKeys = []sas.Key{
+	{Name: "root", Primary: "key", Rights: sas.Manage},
+	{Name: "sender", Primary: "k2", Rights: sas.Send},
+	{Name: "listener", Primary: "k3", Rights: sas.Listen},
+}
+
+// broker is a store with both protocols in front of it, as sbgate serve runs them.
+type broker struct {
+	store    *store.Postgres
+	amqpAddr string // 127.0.0.1:port
+	httpURL  string
+}
+
+func newBroker(t *testing.T) *broker {
+	t.Helper()
+	t.Parallel()
+	st := store.New(dbtest.NewPool(t), store.Options{})
+	st.Start(context.Background())
+	t.Cleanup(st.Stop)
+
+	h := sbamqp.New(sbamqp.Config{
+		Store: st,
+		Keys:  func(context.Context) []sas.Key { return testKeys },
+	})
+	srv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(context.Background(), ln)
+	}()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-done
+	})
+	hs := httptest.NewServer(handlers.NewServer(st, handlers.Config{Keys: testKeys}))
+	t.Cleanup(hs.Close)
+	return &broker{store: st, amqpAddr: ln.Addr().String(), httpURL: hs.URL}
+}
+
+// connString is what sbgate prints for its AMQP listener.
+func (b *broker) connString(key string) string {
+	k := map[string]string{"root": "key", "sender": "k2", "listener": "k3", "wrong": "nope"}[key]
+	name := key
+	if key == "wrong" {
+		name = "root"
+	}
+	return "Endpoint=sb://" + b.amqpAddr + ";SharedAccessKeyName=" + name + ";SharedAccessKey=" + k + ";UseDevelopmentEmulator=true"
+}
+
+func (b *broker) client(t *testing.T, key string) *azservicebus.Client {
+	t.Helper()
+	c, err := azservicebus.NewClientFromConnectionString(b.connString(key), &azservicebus.ClientOptions{
+		RetryOptions: azservicebus.RetryOptions{MaxRetries: -1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func (b *broker) createQueue(t *testing.T, name string, mut func(*store.Properties)) *store.Entity {
+	t.Helper()
+	p := store.DefaultProperties(store.KindQueue)
+	if mut != nil {
+		mut(&p)
+	}
+	e, err := b.store.CreateEntity(t.Context(), store.KindQueue, name, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// httpDo sends one HTTP request signed with the root key.
+func (b *broker) httpDo(t *testing.T, method, path, body string, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, b.httpURL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = []string{v}
+	}
+	req.Header.Set("Authorization", sas.Sign(b.httpURL+path, "root", "key", time.Now().Add(time.Hour)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
