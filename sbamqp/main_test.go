@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ var testKeys = []sas.Key{
 
 // broker is a store with both protocols in front of it, as sbgate serve runs them.
 type broker struct {
+	clock    *clock // the store's
 	store    *store.Postgres
 	amqpAddr string // 127.0.0.1:port
 	httpURL  string
@@ -38,7 +40,8 @@ type broker struct {
 func newBroker(t *testing.T) *broker {
 	t.Helper()
 	t.Parallel()
-	st := store.New(dbtest.NewPool(t), store.Options{})
+	clk := &clock{t: time.Now()}
+	st := store.New(dbtest.NewPool(t), store.Options{Now: clk.Now})
 	st.Start(context.Background())
 	t.Cleanup(st.Stop)
 
@@ -62,7 +65,7 @@ func newBroker(t *testing.T) *broker {
 	})
 	hs := httptest.NewServer(handlers.NewServer(st, handlers.Config{Keys: testKeys}))
 	t.Cleanup(hs.Close)
-	return &broker{store: st, amqpAddr: ln.Addr().String(), httpURL: hs.URL}
+	return &broker{clock: clk, store: st, amqpAddr: ln.Addr().String(), httpURL: hs.URL}
 }
 
 // connString is what sbgate prints for its AMQP listener.
@@ -117,6 +120,25 @@ func (b *broker) httpDo(t *testing.T, method, path, body string, header map[stri
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// clock is the store's clock, which tests move instead of sleeping. Tokens are checked against
+// the real clock: the SDK signs them with it.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }
 
 func ctxT(t *testing.T) context.Context {
