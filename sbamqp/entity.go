@@ -201,10 +201,6 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 		_ = req.Refuse(aerr)
 		return
 	}
-	if _, ok := req.Filter().Get(sessionFilter); ok {
-		_ = req.Refuse(amqp.Errorf(condNotImplemented, "Session receivers are not supported over AMQP yet."))
-		return
-	}
 	e, aerr := cs.resolve(req.Context(), path)
 	if aerr != nil {
 		_ = req.Refuse(aerr)
@@ -214,9 +210,23 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 		_ = req.Refuse(amqp.Errorf(condNotAllowed, "Messages cannot be received from topic '%s': receive from a subscription.", e.Path))
 		return
 	}
-	if e.Props.RequiresSession && sq == store.SubQueueMain {
-		_ = req.Refuse(amqp.Errorf(condNotImplemented, "'%s' requires sessions, and session receivers are not supported over AMQP yet.", e.Path))
+	filter, hasFilter := req.Filter().Get(sessionFilter)
+	if hasFilter && (!e.Props.RequiresSession || sq != store.SubQueueMain) {
+		_ = req.Refuse(amqp.Errorf(condNotAllowed, "'%s' does not hold sessions: receive without a session.", req.SourceAddress()))
 		return
+	}
+	if !hasFilter && e.Props.RequiresSession && sq == store.SubQueueMain {
+		_ = req.Refuse(amqp.Errorf(condNotAllowed, "'%s' requires sessions: accept a session to receive.", e.Path))
+		return
+	}
+	var opts amqp.SenderOptions
+	var lock *store.SessionLock
+	if hasFilter {
+		var aerr *amqp.Error
+		if lock, opts, aerr = cs.acceptSession(req, e, filter); aerr != nil {
+			_ = req.Refuse(aerr)
+			return
+		}
 	}
 	mode := store.PeekLock
 	if req.Attach().SndSettleMode == amqp.SenderSettleModeSettled {
@@ -224,12 +234,15 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Conn().Context()))
 	r := &entityReceiver{
-		cs: cs, path: e.Path, authPath: authPath, sq: sq, mode: mode,
+		cs: cs, path: e.Path, authPath: authPath, sq: sq, mode: mode, session: lock,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 	}
-	l, err := req.AcceptSender(r, amqp.SenderOptions{})
+	l, err := req.AcceptSender(r, opts)
 	if err != nil {
 		cancel()
+		if lock != nil {
+			cs.releaseSession(e, *lock)
+		}
 		return
 	}
 	go r.pump(l)
@@ -245,6 +258,7 @@ type entityReceiver struct {
 	authPath string
 	sq       store.SubQueue
 	mode     store.ReceiveMode
+	session  *store.SessionLock // nil outside a session
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wake     chan struct{}
@@ -270,14 +284,21 @@ func (r *entityReceiver) Flow(l *amqp.SenderLink, credit uint32, drain bool) {
 	}
 }
 
-func (r *entityReceiver) SenderDetached(*amqp.SenderLink, error) { r.cancel() }
+func (r *entityReceiver) SenderDetached(*amqp.SenderLink, error) {
+	r.cancel()
+	if r.session != nil {
+		if t, aerr := r.target(context.WithoutCancel(r.ctx)); aerr == nil {
+			r.cs.releaseSession(t.Entity, *r.session)
+		}
+	}
+}
 
 func (r *entityReceiver) target(ctx context.Context) (store.Target, *amqp.Error) {
 	e, aerr := r.cs.resolve(ctx, r.path)
 	if aerr != nil {
 		return store.Target{}, aerr
 	}
-	return store.Target{Entity: e, SubQueue: r.sq}, nil
+	return store.Target{Entity: e, SubQueue: r.sq, Session: r.session}, nil
 }
 
 func (r *entityReceiver) pump(l *amqp.SenderLink) {
@@ -324,7 +345,11 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 			r.send(l)
 		}
 		if err != nil && !errors.Is(err, context.Canceled) {
-			_ = l.Detach(amqpError(err))
+			aerr := amqpError(err)
+			if r.session != nil && aerr.Condition == condLockLost {
+				aerr.Condition = condSessionLockLost
+			}
+			_ = l.Detach(aerr)
 			return
 		}
 		if drain && len(msgs) == 0 && err == nil {

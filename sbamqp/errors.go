@@ -24,6 +24,7 @@ const (
 	condServerBusy       amqp.Symbol = "com.microsoft:server-busy"
 	condDeadLetter       amqp.Symbol = "com.microsoft:dead-letter"
 	condSessionCannotBeL amqp.Symbol = "com.microsoft:session-cannot-be-locked"
+	condTimeout          amqp.Symbol = "com.microsoft:timeout"
 )
 
 // amqpError maps a store error to the AMQP error the SDKs understand. Internal errors never
@@ -73,6 +74,8 @@ func statusOf(err error) int32 {
 			return 404
 		case condNotImplemented:
 			return 501
+		case condLockLost, condSessionLockLost:
+			return 410 // what the SDKs read as a lost lock
 		}
 		return 400
 	}

@@ -85,8 +85,49 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		return nil, aerr
 	}
 	t := store.Target{Entity: e, SubQueue: sq}
+	sid, hasSession := mapString(body, "session-id")
+	if hasSession && sid != "" && op != "com.microsoft:peek-message" {
+		lock, ok := r.cs.sessionLock(e.Path, sid)
+		if !ok {
+			return nil, &amqp.Error{Condition: condSessionLockLost, Description: "This connection holds no lock on session '" + sid + "'."}
+		}
+		t.Session = &lock
+	}
 	st := r.cs.h.cfg.Store
 	switch op {
+	case "com.microsoft:renew-session-lock", "com.microsoft:get-session-state", "com.microsoft:set-session-state":
+		if t.Session == nil {
+			return nil, badField("the request has no 'session-id'")
+		}
+		switch op {
+		case "com.microsoft:renew-session-lock":
+			until, err := st.RenewSessionLock(ctx, e, *t.Session)
+			if err != nil {
+				return nil, sessionErr(err)
+			}
+			return amqp.Map{{Key: "expiration", Value: until}}, nil
+		case "com.microsoft:get-session-state":
+			state, err := st.SessionState(ctx, e, *t.Session)
+			if err != nil {
+				return nil, sessionErr(err)
+			}
+			var v any
+			if state != nil {
+				v = state
+			}
+			return amqp.Map{{Key: "session-state", Value: v}}, nil
+		default:
+			v, _ := body.Get("session-state")
+			state, ok := v.([]byte)
+			if !ok && v != nil {
+				return nil, badField("'session-state' must be binary or null")
+			}
+			if err := st.SetSessionState(ctx, e, *t.Session, state); err != nil {
+				return nil, sessionErr(err)
+			}
+			return amqp.Map{}, nil
+		}
+
 	case "com.microsoft:renew-lock":
 		toks, err := uuids(body, "lock-tokens")
 		if err != nil {
@@ -139,9 +180,6 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		return amqp.Map{{Key: "messages", Value: list}}, nil
 
 	case "com.microsoft:receive-by-sequence-number":
-		if _, ok := body.Get("session-id"); ok {
-			return nil, unsupported("deferred messages of a session are not supported over AMQP yet")
-		}
 		seqs, err := longs(body, "sequence-numbers")
 		if err != nil {
 			return nil, err
@@ -211,6 +249,14 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		return amqp.Map{}, nil
 	}
 	return nil, unsupported("the management operation '%s' is not supported over AMQP yet", op)
+}
+
+// sessionErr maps a lost lock inside a session to com.microsoft:session-lock-lost.
+func sessionErr(err error) error {
+	if store.ErrorCode(err) == store.CodeLockLost {
+		return &amqp.Error{Condition: condSessionLockLost, Description: store.ErrorMessage(err)}
+	}
+	return err
 }
 
 func mapString(m amqp.Map, k string) (string, bool) {

@@ -11,10 +11,13 @@
 // store as the peer grants credit. Dispositions settle locks: accepted completes, rejected
 // dead-letters, modified abandons (or defers when undeliverable-here), released abandons.
 //
-// The $management node answers renew-lock, peek-message, receive-by-sequence-number and
-// update-disposition. Not implemented yet, refused with amqp:not-implemented (or a 501 reply):
-// schedule-message and cancel-scheduled-message, session receivers (the session filter) and
-// the session operations, transactions.
+// Session receivers attach with the session filter (a session id, or null for the next
+// available); the attach reply names the session and its lock end. The $management node
+// answers renew-lock, peek-message (outside sessions), receive-by-sequence-number,
+// update-disposition, renew-session-lock, get-session-state and set-session-state. Not
+// implemented yet, answered with amqp:not-implemented or a 501 reply: schedule-message and
+// cancel-scheduled-message, peeking a session, modifying properties on settlement,
+// transactions.
 package sbamqp
 
 import (
@@ -121,6 +124,10 @@ type conn struct {
 
 	mu     sync.Mutex
 	grants map[string]grant // by audience, lower-cased
+	// sessions are the session locks held by the connection's links, by entity and session id.
+	sessions map[string]store.SessionLock
+	// releasing holds, per session, a channel closed once a release under way is done.
+	releasing map[string]chan struct{}
 	// pending holds replies of request/response nodes that met a reply link without credit.
 	pending map[*amqp.SenderLink][]*amqp.Message
 }
