@@ -10,6 +10,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
+
+	"github.com/sbgate/sbgate/store"
 )
 
 // A message sent over AMQP is received over HTTP with its properties, and the other way round.
@@ -176,5 +178,50 @@ func TestSDKAuthorizationAndMissingEntities(t *testing.T) {
 	// Nothing was stored.
 	if e, err := b.store.GetEntity(ctx, "q"); err != nil || e.Counts.Total() != 0 {
 		t.Errorf("q: %+v %v", e.Counts, err)
+	}
+}
+
+// A topic's subscriptions receive over AMQP what their SQL filters accept of what was sent to
+// the topic over AMQP.
+func TestSDKSubscriptionWithSQLFilter(t *testing.T) {
+	b := newBroker(t)
+	ctx := ctxT(t)
+	if _, err := b.store.CreateEntity(ctx, store.KindTopic, "t", store.DefaultProperties(store.KindTopic)); err != nil {
+		t.Fatal(err)
+	}
+	rule := &store.Rule{Name: "red", Filter: store.RuleFilter{Kind: store.FilterSQL, SQLExpression: "color = 'red'"}}
+	if _, err := b.store.CreateSubscription(ctx, "t/Subscriptions/reds", store.DefaultProperties(store.KindSubscription), rule); err != nil {
+		t.Fatal(err)
+	}
+	c := b.client(t, "root")
+	s, err := c.NewSender("t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for _, color := range []string{"blue", "red"} {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(color), ApplicationProperties: map[string]any{"color": color}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := c.NewReceiverForSubscription("t", "reds", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	msgs, err := r.ReceiveMessages(ctx, 2, nil)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "red" {
+		t.Fatalf("subscription received %v, %v", msgs, err)
+	}
+	if err := r.CompleteMessage(ctx, msgs[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	// Receiving from the topic itself is refused.
+	tr, err := c.NewReceiverForQueue("t", nil)
+	if err == nil {
+		_, err = tr.ReceiveMessages(ctx, 1, nil)
+	}
+	if err == nil {
+		t.Error("receiving from a topic succeeded")
 	}
 }
