@@ -399,6 +399,11 @@ func (r *entityReceiver) Disposition(l *amqp.SenderLink, d *amqp.OutgoingDeliver
 			_ = d.Settle(amqp.Rejected{Error: amqpError(err)})
 			return
 		}
+		if _, ok := state.(amqp.Rejected); ok {
+			// A dead-letter is confirmed by a rejected outcome without an error: the SDKs read
+			// an error there as the settlement's failure.
+			state = amqp.Rejected{}
+		}
 		_ = d.Settle(state)
 	}()
 }
