@@ -1,6 +1,7 @@
 package sbamqp_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"strings"
@@ -223,5 +224,43 @@ func TestSDKSubscriptionWithSQLFilter(t *testing.T) {
 	}
 	if err == nil {
 		t.Error("receiving from a topic succeeded")
+	}
+}
+
+// A message sent with a scheduled enqueue time stays invisible until then.
+func TestSDKScheduledEnqueueTime(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	c := b.client(t, "root")
+	ctx := ctxT(t)
+	s, err := c.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	at := b.clock.Now().Add(time.Hour).Truncate(time.Millisecond)
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("later"), ScheduledEnqueueTime: &at}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	peeked, err := r.PeekMessages(ctx, 1, nil)
+	if err != nil || len(peeked) != 1 || peeked[0].State != azservicebus.MessageStateScheduled ||
+		peeked[0].ScheduledEnqueueTime == nil || !peeked[0].ScheduledEnqueueTime.Equal(at) {
+		t.Fatalf("peek: %+v %v", *peeked[0], err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	msgs, _ := r.ReceiveMessages(short, 1, nil)
+	cancel()
+	if len(msgs) != 0 {
+		t.Fatalf("received a scheduled message early: %v", msgs)
+	}
+	b.clock.Advance(time.Hour + time.Second)
+	msgs, err = r.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "later" {
+		t.Fatalf("after the scheduled time: %v %v", msgs, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/sas"
@@ -368,7 +369,7 @@ func (r *entityReceiver) send(l *amqp.SenderLink) {
 		} else {
 			tag = seqTag(m.SequenceNumber)
 		}
-		_, err := l.SendMessage(r.ctx, tag, fromStore(m), &amqp.SendOptions{Settled: r.mode == store.ReceiveAndDelete})
+		_, err := l.SendMessage(r.ctx, tag, fromStore(m, time.Time{}), &amqp.SendOptions{Settled: r.mode == store.ReceiveAndDelete})
 		if errors.Is(err, amqp.ErrNoCredit) {
 			return
 		}

@@ -48,6 +48,9 @@ func newBroker(t *testing.T) *broker {
 	h := sbamqp.New(sbamqp.Config{
 		Store: st,
 		Keys:  func(context.Context) []sas.Key { return testKeys },
+		// Store receives wait this long before a link asks again, so a receive notices a move
+		// of the test clock (the store's timers run on the real one).
+		MaxReceiveWait: 200 * time.Millisecond,
 	})
 	srv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

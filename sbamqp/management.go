@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -171,7 +172,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		}
 		list := make(amqp.List, 0, len(msgs))
 		for _, sm := range msgs {
-			b, err := amqp.Marshal(fromStore(sm))
+			b, err := amqp.Marshal(fromStore(sm, r.cs.h.cfg.Now()))
 			if err != nil {
 				return nil, err
 			}
@@ -194,7 +195,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 			if err != nil {
 				return nil, err
 			}
-			am := fromStore(sm)
+			am := fromStore(sm, time.Time{})
 			entry := amqp.Map{}
 			if mode == store.PeekLock {
 				am.DeliveryAnnotations = amqp.Map{{Key: annLockToken, Value: amqp.UUID(sm.LockToken)}}

@@ -177,7 +177,9 @@ func userValue(name string, v any) (any, error) {
 }
 
 // fromStore converts a stored message into what the SDKs expect on receive (docs/amqp.md §3).
-func fromStore(m *store.Message) *amqp.Message {
+// now tells a peeked message still waiting for its scheduled time (zero for a received one,
+// which cannot be).
+func fromStore(m *store.Message, now time.Time) *amqp.Message {
 	am := &amqp.Message{
 		Header: &amqp.Header{Durable: true, Priority: 4, TTL: m.TimeToLive},
 		Properties: &amqp.Properties{
@@ -213,7 +215,7 @@ func fromStore(m *store.Message) *amqp.Message {
 	switch {
 	case m.State == store.StateDeferred:
 		ann = append(ann, amqp.MapEntry{Key: annMessageState, Value: int64(1)})
-	case m.ScheduledEnqueueTime.After(m.EnqueuedTime):
+	case !now.IsZero() && m.State == store.StateActive && m.ScheduledEnqueueTime.After(now):
 		ann = append(ann, amqp.MapEntry{Key: annMessageState, Value: int64(2)})
 	}
 	if !m.ScheduledEnqueueTime.IsZero() {
