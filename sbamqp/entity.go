@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
@@ -302,7 +304,12 @@ func (r *entityReceiver) target(ctx context.Context) (store.Target, *amqp.Error)
 	return store.Target{Entity: e, SubQueue: r.sq, Session: r.session}, nil
 }
 
+// pump receives for the link while it has credit. Every claim is a peek-lock, also for a
+// receive-and-delete link: its messages are completed once they are handed to the connection,
+// and a message that could not be sent is abandoned, so a link that goes while a claim is
+// answered loses nothing.
 func (r *entityReceiver) pump(l *amqp.SenderLink) {
+	defer r.giveBack()
 	for r.ctx.Err() == nil {
 		credit := l.Credit()
 		if credit == 0 {
@@ -335,7 +342,7 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 			wait = 0
 		}
 		msgs, err := r.cs.h.cfg.Store.Receive(wctx, store.ReceiveRequest{
-			Target: t, Mode: r.mode, Max: int(min(credit, store.MaxReceiveBatch)), Wait: wait,
+			Target: t, Mode: store.PeekLock, Max: int(min(credit, store.MaxReceiveBatch)), Wait: wait,
 		})
 		r.mu.Lock()
 		r.waitActive = false
@@ -359,23 +366,62 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 	}
 }
 
-// send sends the held messages while the link has credit.
+// send sends the held messages while the link has credit; in receive-and-delete mode it then
+// completes those sent. Messages that could not be sent are abandoned.
 func (r *entityReceiver) send(l *amqp.SenderLink) {
+	var sent, failed []uuid.UUID
 	for len(r.held) > 0 {
 		m := r.held[0]
-		var tag []byte
+		var err error
 		if r.mode == store.PeekLock {
-			tag = lockTag(m.LockToken)
+			_, err = l.SendMessage(r.ctx, lockTag(m.LockToken), fromStore(m, time.Time{}), nil)
 		} else {
-			tag = seqTag(m.SequenceNumber)
+			plain := *m
+			plain.LockToken, plain.LockedUntil = uuid.Nil, time.Time{}
+			_, err = l.SendMessage(r.ctx, seqTag(m.SequenceNumber), fromStore(&plain, time.Time{}), &amqp.SendOptions{Settled: true})
 		}
-		_, err := l.SendMessage(r.ctx, tag, fromStore(m, time.Time{}), &amqp.SendOptions{Settled: r.mode == store.ReceiveAndDelete})
 		if errors.Is(err, amqp.ErrNoCredit) {
-			return
+			break
 		}
 		r.held = r.held[1:]
 		if err != nil {
-			r.cs.h.log.Warn("amqp delivery not sent", "entity", r.path, "sequence_number", m.SequenceNumber, "err", err)
+			failed = append(failed, m.LockToken)
+			continue
+		}
+		if r.mode == store.ReceiveAndDelete {
+			sent = append(sent, m.LockToken)
+		}
+	}
+	r.settleAll(sent, store.Complete)
+	r.settleAll(failed, store.Abandon)
+}
+
+// giveBack abandons what the link received but could not send before it went.
+func (r *entityReceiver) giveBack() {
+	toks := make([]uuid.UUID, len(r.held))
+	for i, m := range r.held {
+		toks[i] = m.LockToken
+	}
+	r.held = nil
+	r.settleAll(toks, store.Abandon)
+}
+
+func (r *entityReceiver) settleAll(toks []uuid.UUID, op store.Settlement) {
+	if len(toks) == 0 {
+		return
+	}
+	ctx := context.WithoutCancel(r.ctx)
+	t, aerr := r.target(ctx)
+	if aerr != nil {
+		return
+	}
+	reqs := make([]store.SettleRequest, len(toks))
+	for i, tok := range toks {
+		reqs[i] = store.SettleRequest{Op: op, Token: tok}
+	}
+	for _, res := range r.cs.h.cfg.Store.Settle(ctx, t, reqs) {
+		if res.Err != nil {
+			r.cs.h.log.Warn("amqp settlement of a message the link took failed", "entity", r.path, "op", op, "err", res.Err)
 		}
 	}
 }

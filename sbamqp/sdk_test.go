@@ -1,6 +1,7 @@
 package sbamqp_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -76,9 +77,31 @@ func TestSDKSendReceiveAndDelete(t *testing.T) {
 			t.Errorf("property %s = %v (%T), want %v (%T)", k, got, got, v, v)
 		}
 	}
-	// Deleted: nothing is left.
-	if e, err := b.store.GetEntity(ctx, "q"); err != nil || e.Counts.Active != 0 {
-		t.Errorf("after receive-and-delete: %+v, %v", e.Counts, err)
+	// Deleted once handed to the connection: nothing is left, not even past the lock the
+	// claim took.
+	waitEmpty(t, b, "q")
+	b.clock.Advance(2 * time.Minute)
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if again, _ := r.ReceiveMessages(short, 1, nil); len(again) != 0 {
+		t.Errorf("received again after receive-and-delete: %v", again)
+	}
+}
+
+// waitEmpty waits until the entity at path holds no message: completions run after the
+// deliveries they follow are handed to the connection, so a client may be a moment ahead.
+func waitEmpty(t *testing.T, b *broker, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e, err := b.store.GetEntity(t.Context(), path)
+		if err == nil && e.Counts.Total() == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still holds %+v (%v)", path, e.Counts, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
