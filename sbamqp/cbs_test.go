@@ -170,3 +170,40 @@ func TestSASLPlain(t *testing.T) {
 		t.Error("PLAIN with a wrong key connected")
 	}
 }
+
+// A link authorized by a token that expires is refused its next delivery and detached with
+// amqp:unauthorized-access; a refreshed token authorizes a new link.
+func TestTokenExpiryOnALink(t *testing.T) {
+	tokClock := &clock{t: time.Now()}
+	b := newBrokerWith(t, tokClock.Now)
+	b.createQueue(t, "q", nil)
+	aud := "amqp://" + b.amqpAddr + "/q"
+	c := dialCBS(t, b, goamqp.SASLTypeAnonymous())
+	if code, _ := c.putToken(t, aud, sas.Sign(aud, "root", "key", time.Now().Add(time.Minute))); code != 202 {
+		t.Fatal("token refused")
+	}
+	ctx := ctxT(t)
+	s, err := c.sess.NewSender(ctx, "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(ctx, &goamqp.Message{Data: [][]byte{[]byte("in time")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tokClock.Advance(time.Hour) // past the expiry and the 5 minutes of skew tolerated
+	err = s.Send(ctx, &goamqp.Message{Data: [][]byte{[]byte("too late")}}, nil)
+	var ae *goamqp.Error
+	if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondUnauthorizedAccess {
+		t.Errorf("send after expiry: %v", err)
+	}
+	if code, _ := c.putToken(t, aud, sas.Sign(aud, "root", "key", tokClock.Now().Add(time.Minute))); code != 202 {
+		t.Fatal("refreshed token refused")
+	}
+	if cond := c.attachSend(t, "q"); cond != "" {
+		t.Errorf("send with the refreshed token: %q", cond)
+	}
+	e, err := b.store.GetEntity(context.Background(), "q")
+	if err != nil || e.Counts.Active != 2 {
+		t.Errorf("q holds %+v, %v; want the two sends made in time", e.Counts, err)
+	}
+}

@@ -37,7 +37,11 @@ type broker struct {
 	httpURL  string
 }
 
-func newBroker(t *testing.T) *broker {
+func newBroker(t *testing.T) *broker { return newBrokerWith(t, nil) }
+
+// newBrokerWith starts a broker whose AMQP layer checks token expiry against tokenNow (nil: the
+// real clock, which the SDKs sign with).
+func newBrokerWith(t *testing.T, tokenNow func() time.Time) *broker {
 	t.Helper()
 	t.Parallel()
 	clk := &clock{t: time.Now()}
@@ -51,6 +55,7 @@ func newBroker(t *testing.T) *broker {
 		// Store receives wait this long before a link asks again, so a receive notices a move
 		// of the test clock (the store's timers run on the real one).
 		MaxReceiveWait: 200 * time.Millisecond,
+		Now:            tokenNow,
 	})
 	srv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
