@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"sync"
@@ -13,33 +14,64 @@ import (
 	"github.com/sbgate/sbgate/store"
 )
 
-// serveAMQP runs the AMQP listener (the Service Bus profile of package sbamqp) on
-// cfg.AMQPListen, when set, and returns the function that stops it.
-func serveAMQP(ctx context.Context, cfg serveConfig, st store.Store, log *slog.Logger, key sas.Key) (func(), error) {
-	if cfg.AMQPListen == "" {
-		return func() {}, nil
+// serveAMQP runs the AMQP listeners (the Service Bus profile of package sbamqp): plain AMQP on
+// cfg.AMQPListen, and AMQP over TLS on cfg.AMQPSListen when tlsConfig is set (sbgate serves
+// https). It returns the function that stops them.
+func serveAMQP(ctx context.Context, cfg serveConfig, st store.Store, log *slog.Logger, key sas.Key, tlsConfig *tls.Config) (func(), error) {
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
 	}
-	ln, err := net.Listen("tcp", cfg.AMQPListen)
-	if err != nil {
-		return nil, err
+	if cfg.AMQPListen != "" {
+		ln, err := net.Listen("tcp", cfg.AMQPListen)
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+	}
+	if cfg.AMQPSListen != "" && tlsConfig != nil {
+		ln, err := net.Listen("tcp", cfg.AMQPSListen)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		lns = append(lns, tls.NewListener(ln, tlsConfig))
+	}
+	if len(lns) == 0 {
+		return func() {}, nil
 	}
 	keys := &amqpKeys{st: st, configured: configuredKeys(cfg, key), log: log}
 	h := sbamqp.New(sbamqp.Config{Store: st, Keys: keys.get, MaxReceiveWait: cfg.MaxReceiveWait, Logger: log})
 	srv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate, Logger: log})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(context.WithoutCancel(ctx), ln)
-	}()
-	hostPort := publicHostPort(ln.Addr().String())
-	log.Info("sbgate serving AMQP", "endpoint", "amqp://"+hostPort,
-		"connection_string", "Endpoint=sb://"+hostPort+";SharedAccessKeyName="+key.Name+";SharedAccessKey=<key>;UseDevelopmentEmulator=true")
+	var wg sync.WaitGroup
+	for i, ln := range lns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = srv.Serve(context.WithoutCancel(ctx), ln)
+		}()
+		hostPort := publicHostPort(ln.Addr().String())
+		cs := "Endpoint=sb://" + hostPort + ";SharedAccessKeyName=" + key.Name + ";SharedAccessKey=<key>"
+		if i == 0 && cfg.AMQPListen != "" {
+			// The SDKs dial plain AMQP only with this flag; without it they dial TLS.
+			log.Info("sbgate serving AMQP", "endpoint", "amqp://"+hostPort, "connection_string", cs+";UseDevelopmentEmulator=true")
+		} else {
+			if host, port, err := net.SplitHostPort(hostPort); err == nil && port == "5671" {
+				// The SDKs dial 5671 when the endpoint names no port; the Go SDK checks the
+				// certificate against "host:port" when it does.
+				cs = "Endpoint=sb://" + host + ";SharedAccessKeyName=" + key.Name + ";SharedAccessKey=<key>"
+			}
+			log.Info("sbgate serving AMQPS", "endpoint", "amqps://"+hostPort, "connection_string", cs)
+		}
+	}
 	return func() {
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 		_ = srv.Close()
-		<-done
+		wg.Wait()
 	}, nil
 }
 

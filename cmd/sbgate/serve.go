@@ -166,7 +166,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		scheme = "https"
 	}
 	announce(log, scheme, ln.Addr().String(), key, generated)
-	stopAMQP, err := serveAMQP(ctx, cfg, st, log, key)
+	stopAMQP, err := serveAMQP(ctx, cfg, st, log, key, srv.TLSConfig)
 	if err != nil {
 		ln.Close()
 		return err
