@@ -207,3 +207,57 @@ func TestTokenExpiryOnALink(t *testing.T) {
 		t.Errorf("q holds %+v, %v; want the two sends made in time", e.Counts, err)
 	}
 }
+
+// Management requests the layer does not implement, or cannot read, get an error reply, never
+// silence: schedule-message is not implemented yet (501), an unknown operation likewise, a
+// request without its fields is a 400, a lock token never issued is lost (410).
+func TestManagementRefusals(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
+	ctx := ctxT(t)
+	req, err := c.sess.NewSender(ctx, "q/$management", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := c.sess.NewReceiver(ctx, "q/$management", &goamqp.ReceiverOptions{TargetAddress: "mgmt-reply", Credit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(op string, body map[string]any) (int32, string) {
+		t.Helper()
+		if err := req.Send(ctx, &goamqp.Message{
+			Properties:            &goamqp.MessageProperties{MessageID: op, ReplyTo: ptr("mgmt-reply")},
+			ApplicationProperties: map[string]any{"operation": op},
+			Value:                 body,
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		m, err := reply.Receive(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = reply.AcceptMessage(ctx, m)
+		if m.Properties == nil || m.Properties.CorrelationID != op {
+			t.Errorf("%s: reply correlates to %v", op, m.Properties)
+		}
+		code, _ := m.ApplicationProperties["statusCode"].(int32)
+		desc, _ := m.ApplicationProperties["statusDescription"].(string)
+		return code, desc
+	}
+	if code, desc := call("com.microsoft:schedule-message", map[string]any{"messages": []any{}}); code != 501 {
+		t.Errorf("schedule-message: %d %s", code, desc)
+	}
+	if code, desc := call("com.microsoft:no-such-op", map[string]any{}); code != 501 {
+		t.Errorf("unknown operation: %d %s", code, desc)
+	}
+	if code, desc := call("com.microsoft:renew-lock", map[string]any{}); code != 400 {
+		t.Errorf("renew-lock without lock-tokens: %d %s", code, desc)
+	}
+	if code, desc := call("com.microsoft:renew-lock", map[string]any{"lock-tokens": []goamqp.UUID{{1, 2, 3}}}); code != 410 {
+		t.Errorf("renew-lock of an unknown token: %d %s", code, desc)
+	}
+	if code, desc := call("com.microsoft:peek-message", map[string]any{"from-sequence-number": int64(1), "message-count": int32(5)}); code != 204 {
+		t.Errorf("peek of an empty queue: %d %s", code, desc)
+	}
+}
