@@ -9,6 +9,7 @@ import (
 	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/store"
 )
 
 // cbsClient is a raw go-amqp connection with a $cbs request link and its reply link, for what
@@ -260,4 +261,42 @@ func TestManagementRefusals(t *testing.T) {
 	if code, desc := call("com.microsoft:peek-message", map[string]any{"from-sequence-number": int64(1), "message-count": int32(5)}); code != 204 {
 		t.Errorf("peek of an empty queue: %d %s", code, desc)
 	}
+}
+
+// A released delivery does not count: with MaxDeliveryCount 1 the message comes again, as a
+// first delivery, however often it is released (the Go SDK releases messages that arrive on
+// credit left over from an earlier receive).
+func TestReleasedDeliveriesDoNotCount(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
+	if cond := c.attachSend(t, "q"); cond != "" {
+		t.Fatal(cond)
+	}
+	ctx := ctxT(t)
+	r, err := c.sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{
+		SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr(), Credit: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		m, err := r.Receive(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Header == nil || m.Header.DeliveryCount != 0 {
+			t.Fatalf("delivery %d: header %+v; want a first delivery", i, m.Header)
+		}
+		if i < 2 {
+			if err := r.ReleaseMessage(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := r.AcceptMessage(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitEmpty(t, b, "q")
 }

@@ -306,7 +306,7 @@ func (r *entityReceiver) target(ctx context.Context) (store.Target, *amqp.Error)
 
 // pump receives for the link while it has credit. Every claim is a peek-lock, also for a
 // receive-and-delete link: its messages are completed once they are handed to the connection,
-// and a message that could not be sent is abandoned, so a link that goes while a claim is
+// and a message that could not be sent is released, so a link that goes while a claim is
 // answered loses nothing.
 func (r *entityReceiver) pump(l *amqp.SenderLink) {
 	defer r.giveBack()
@@ -367,7 +367,7 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 }
 
 // send sends the held messages while the link has credit; in receive-and-delete mode it then
-// completes those sent. Messages that could not be sent are abandoned.
+// completes those sent. Messages that could not be sent are released (their delivery uncounted).
 func (r *entityReceiver) send(l *amqp.SenderLink) {
 	var sent, failed []uuid.UUID
 	for len(r.held) > 0 {
@@ -393,17 +393,17 @@ func (r *entityReceiver) send(l *amqp.SenderLink) {
 		}
 	}
 	r.settleAll(sent, store.Complete)
-	r.settleAll(failed, store.Abandon)
+	r.settleAll(failed, store.Release)
 }
 
-// giveBack abandons what the link received but could not send before it went.
+// giveBack releases what the link received but could not send before it went.
 func (r *entityReceiver) giveBack() {
 	toks := make([]uuid.UUID, len(r.held))
 	for i, m := range r.held {
 		toks[i] = m.LockToken
 	}
 	r.held = nil
-	r.settleAll(toks, store.Abandon)
+	r.settleAll(toks, store.Release)
 }
 
 func (r *entityReceiver) settleAll(toks []uuid.UUID, op store.Settlement) {
@@ -465,7 +465,7 @@ func (r *entityReceiver) settle(tag []byte, state amqp.DeliveryState) error {
 	case amqp.Accepted:
 		req.Op = store.Complete
 	case amqp.Released:
-		req.Op = store.Abandon
+		req.Op = store.Release
 	case amqp.Modified:
 		if len(st.MessageAnnotations) > 0 {
 			return unsupported("modifying message properties on abandon or defer is not supported")

@@ -9,7 +9,8 @@
 // right) or receive (Listen right); receive links run in peek-lock (the peer settles second)
 // or receive-and-delete (the peer asked for settled deliveries) and take messages from the
 // store as the peer grants credit. Dispositions settle locks: accepted completes, rejected
-// dead-letters, modified abandons (or defers when undeliverable-here), released abandons.
+// dead-letters, modified abandons (or defers when undeliverable-here), released unlocks
+// without counting the delivery.
 //
 // Session receivers attach with the session filter (a session id, or null for the next
 // available); the attach reply names the session and its lock end. The $management node
