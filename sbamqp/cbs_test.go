@@ -300,3 +300,34 @@ func TestReleasedDeliveriesDoNotCount(t *testing.T) {
 	}
 	waitEmpty(t, b, "q")
 }
+
+// What the store cannot keep as sent is refused, not stored with parts dropped: an amqp-value
+// body, a binary application property.
+func TestUnsupportedMessagesAreRejected(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
+	ctx := ctxT(t)
+	s, err := c.sess.NewSender(ctx, "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]*goamqp.Message{
+		"amqp-value body":   {Value: "a string body"},
+		"binary property":   {Data: [][]byte{[]byte("x")}, ApplicationProperties: map[string]any{"blob": []byte{1, 2}}},
+		"two data sections": {Data: [][]byte{[]byte("a"), []byte("b")}},
+	} {
+		err := s.Send(ctx, m, nil)
+		var ae *goamqp.Error
+		if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondNotImplemented {
+			t.Errorf("%s: %v; want amqp:not-implemented", name, err)
+		}
+	}
+	// The link stays usable, and nothing was stored.
+	if err := s.Send(ctx, &goamqp.Message{Data: [][]byte{[]byte("fine")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := b.store.GetEntity(ctx, "q"); err != nil || e.Counts.Active != 1 {
+		t.Errorf("q holds %+v, %v; want the one supported message", e.Counts, err)
+	}
+}

@@ -22,7 +22,6 @@ const (
 	condSessionLockLost  amqp.Symbol = "com.microsoft:session-lock-lost"
 	condEntityDisabled   amqp.Symbol = "com.microsoft:entity-disabled"
 	condServerBusy       amqp.Symbol = "com.microsoft:server-busy"
-	condDeadLetter       amqp.Symbol = "com.microsoft:dead-letter"
 	condSessionCannotBeL amqp.Symbol = "com.microsoft:session-cannot-be-locked"
 	condTimeout          amqp.Symbol = "com.microsoft:timeout"
 )
