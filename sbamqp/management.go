@@ -87,6 +87,17 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 	}
 	t := store.Target{Entity: e, SubQueue: sq}
 	sid, hasSession := mapString(body, "session-id")
+	if !hasSession || sid == "" {
+		// The Go SDK names the session receiver's link instead of the session on some
+		// requests (peek, update-disposition).
+		if v, ok := m.ApplicationProperties.Get("associated-link-name"); ok {
+			if name, _ := v.(string); name != "" {
+				if lock, ok := r.cs.linkSession(name); ok {
+					sid, hasSession = lock.SessionID, true
+				}
+			}
+		}
+	}
 	if hasSession && sid != "" && op != "com.microsoft:peek-message" {
 		lock, ok := r.cs.sessionLock(e.Path, sid)
 		if !ok {
@@ -149,9 +160,6 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		return amqp.Map{{Key: "expirations", Value: amqp.Array{Type: amqp.TypeTimestamp, Elems: exp}}}, nil
 
 	case "com.microsoft:peek-message":
-		if _, ok := body.Get("session-id"); ok {
-			return nil, unsupported("peeking a session is not supported over AMQP yet")
-		}
 		from, err := integer(body, "from-sequence-number")
 		if err != nil {
 			return nil, err
@@ -163,7 +171,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		if n < 1 {
 			return nil, badField("message-count must be at least 1")
 		}
-		msgs, err := st.Browse(ctx, e, sq, from, int(min(n, store.MaxReceiveBatch)))
+		msgs, err := peek(ctx, st, e, sq, sid, from, int(min(n, store.MaxBrowse)))
 		if err != nil {
 			return nil, err
 		}
@@ -250,6 +258,32 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		return amqp.Map{}, nil
 	}
 	return nil, unsupported("the management operation '%s' is not supported over AMQP yet", op)
+}
+
+// peek browses up to n messages from sequence number from on; with a session id, only that
+// session's, paging through the entity's messages (the store browses by sequence number only,
+// so a session peek reads the messages of the other sessions in between).
+func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueue, sid string, from int64, n int) ([]*store.Message, error) {
+	if sid == "" {
+		return st.Browse(ctx, e, sq, from, n)
+	}
+	var out []*store.Message
+	for len(out) < n {
+		page, err := st.Browse(ctx, e, sq, from, store.MaxBrowse)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range page {
+			if m.SessionID == sid && len(out) < n {
+				out = append(out, m)
+			}
+		}
+		if len(page) < store.MaxBrowse {
+			break
+		}
+		from = page[len(page)-1].SequenceNumber + 1
+	}
+	return out, nil
 }
 
 // sessionErr maps a lost lock inside a session to com.microsoft:session-lock-lost.

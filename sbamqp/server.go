@@ -14,10 +14,10 @@
 //
 // Session receivers attach with the session filter (a session id, or null for the next
 // available); the attach reply names the session and its lock end. The $management node
-// answers renew-lock, peek-message (outside sessions), receive-by-sequence-number,
+// answers renew-lock, peek-message, receive-by-sequence-number,
 // update-disposition, renew-session-lock, get-session-state and set-session-state. Not
 // implemented yet, answered with amqp:not-implemented or a 501 reply: schedule-message and
-// cancel-scheduled-message, peeking a session, modifying properties on settlement,
+// cancel-scheduled-message, modifying properties on settlement,
 // transactions.
 package sbamqp
 
@@ -127,6 +127,8 @@ type conn struct {
 	grants map[string]grant // by audience, lower-cased
 	// sessions are the session locks held by the connection's links, by entity and session id.
 	sessions map[string]store.SessionLock
+	// linkSessions are the same locks by the name of the link that holds each.
+	linkSessions map[string]store.SessionLock
 	// releasing holds, per session, a channel closed once a release under way is done.
 	releasing map[string]chan struct{}
 	// pending holds replies of request/response nodes that met a reply link without credit.

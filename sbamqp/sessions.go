@@ -77,6 +77,10 @@ func (cs *conn) acceptSession(req *amqp.AttachRequest, e *store.Entity, filter a
 		cs.sessions = map[string]store.SessionLock{}
 	}
 	cs.sessions[sessionKey(e.Path, s.ID)] = *lock
+	if cs.linkSessions == nil {
+		cs.linkSessions = map[string]store.SessionLock{}
+	}
+	cs.linkSessions[req.Name()] = *lock
 	cs.mu.Unlock()
 	return lock, opts, nil
 }
@@ -99,6 +103,15 @@ func (cs *conn) sessionLock(path, sid string) (store.SessionLock, bool) {
 	return l, ok
 }
 
+// linkSession returns the session lock of the receive link named name, for $management
+// requests that name their link (associated-link-name) instead of a session id.
+func (cs *conn) linkSession(name string) (store.SessionLock, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	l, ok := cs.linkSessions[name]
+	return l, ok
+}
+
 // releaseSession gives up a session whose link ended, so that it can be accepted again at once.
 func (cs *conn) releaseSession(e *store.Entity, lock store.SessionLock) {
 	key := sessionKey(e.Path, lock.SessionID)
@@ -106,6 +119,11 @@ func (cs *conn) releaseSession(e *store.Entity, lock store.SessionLock) {
 	cs.mu.Lock()
 	if cur, ok := cs.sessions[key]; ok && cur == lock {
 		delete(cs.sessions, key)
+	}
+	for name, l := range cs.linkSessions {
+		if l == lock {
+			delete(cs.linkSessions, name)
+		}
 	}
 	if cs.releasing == nil {
 		cs.releasing = map[string]chan struct{}{}

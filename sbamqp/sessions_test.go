@@ -36,6 +36,11 @@ func TestSDKSessions(t *testing.T) {
 	if ra.SessionID() != "a" || !ra.LockedUntil().After(time.Now()) {
 		t.Errorf("accepted session %q locked until %v", ra.SessionID(), ra.LockedUntil())
 	}
+	// Peeking a session shows its messages only.
+	peeked, err := ra.PeekMessages(ctx, 10, nil)
+	if err != nil || len(peeked) != 2 || string(peeked[0].Body) != "a1" || string(peeked[1].Body) != "a2" {
+		t.Fatalf("session peek: %v %v", peeked, err)
+	}
 	// A named session held by another receiver cannot be locked.
 	if _, err := c.AcceptSessionForQueue(ctx, "sq", "a", nil); err == nil {
 		t.Error("accepting a locked session succeeded")
@@ -99,7 +104,15 @@ func TestSDKSessions(t *testing.T) {
 	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "b1" {
 		t.Fatalf("session b: %v %v", msgs, err)
 	}
-	if err := rb.CompleteMessage(ctx, msgs[0], nil); err != nil {
+	// Deferred inside the session, and received back by sequence number through $management.
+	if err := rb.DeferMessage(ctx, msgs[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	deferred, err := rb.ReceiveDeferredMessages(ctx, []int64{*msgs[0].SequenceNumber}, nil)
+	if err != nil || len(deferred) != 1 || string(deferred[0].Body) != "b1" {
+		t.Fatalf("session deferred: %v %v", deferred, err)
+	}
+	if err := rb.CompleteMessage(ctx, deferred[0], nil); err != nil {
 		t.Fatal(err)
 	}
 	// Past its end, the session lock cannot be renewed: the SDK reads the lock as lost.
