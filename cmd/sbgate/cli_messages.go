@@ -101,26 +101,37 @@ func sendCommand(ctx context.Context, args []string, getenv func(string) string,
 		}
 		bp["ScheduledEnqueueTimeUtc"] = t.UTC().Format(http.TimeFormat)
 	}
-	ct := *contentType
-	if ct == "" {
-		ct = "application/octet-stream"
-		if utf8.Valid(body) {
-			ct = "text/plain; charset=utf-8"
-		}
+	// One message as a batch of one: user properties travel in JSON, so any name (one that is
+	// not an HTTP header token too) arrives, typed.
+	msg := map[string]any{}
+	if utf8.Valid(body) {
+		msg["Body"] = string(body)
+	} else {
+		msg["BodyBase64"] = body
 	}
-	var params *client.SendMessageParams
-	if len(bp) > 0 {
-		raw, _ := json.Marshal(bp)
-		s := string(raw)
-		params = &client.SendMessageParams{BrokerProperties: &s}
+	if *contentType != "" {
+		bp["ContentType"] = *contentType
+	} else if utf8.Valid(body) {
+		bp["ContentType"] = "text/plain; charset=utf-8"
+	} else {
+		bp["ContentType"] = "application/octet-stream"
 	}
-	headers := func(_ context.Context, req *http.Request) error {
+	msg["BrokerProperties"] = bp
+	if len(props.pairs) > 0 {
+		up := map[string]json.RawMessage{}
 		for _, p := range props.pairs {
-			req.Header.Add(p[0], headerValue(p[1]))
+			if _, dup := up[p[0]]; dup {
+				return fmt.Errorf("send: -p %s given twice", p[0])
+			}
+			up[p[0]] = json.RawMessage(propertyValue(p[1]))
 		}
-		return nil
+		msg["UserProperties"] = up
 	}
-	r, err := c.api.SendMessageWithBodyWithResponse(ctx, entity, params, ct, bytes.NewReader(body), headers)
+	raw, err := json.Marshal([]any{msg})
+	if err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	r, err := c.api.SendMessageWithBodyWithResponse(ctx, entity, nil, "application/vnd.microsoft.servicebus.json", bytes.NewReader(raw))
 	if err != nil {
 		return fmt.Errorf("send %s: %w", entity, err)
 	}
@@ -134,16 +145,17 @@ func sendCommand(ctx context.Context, args []string, getenv func(string) string,
 	return nil
 }
 
-// headerValue is a user property's header value: numbers and booleans as they are, text as a
-// JSON string (which is how the broker tells them apart).
-func headerValue(v string) string {
+// propertyValue is a user property's JSON value: numbers and booleans as they are, anything else
+// as text; a value in double quotes is text without its quotes.
+func propertyValue(v string) string {
 	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-		return v
+		raw, _ := json.Marshal(v[1 : len(v)-1])
+		return string(raw)
 	}
 	if v == "true" || v == "false" {
 		return v
 	}
-	if _, err := strconv.ParseFloat(v, 64); err == nil && strings.TrimSpace(v) == v && !strings.ContainsAny(v, "xXnN_") {
+	if _, err := strconv.ParseFloat(v, 64); err == nil && json.Valid([]byte(v)) {
 		return v
 	}
 	raw, _ := json.Marshal(v)
