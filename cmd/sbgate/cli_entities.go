@@ -112,7 +112,7 @@ func entityCommand(ctx context.Context, k *entityKind, args []string, getenv fun
 		} else {
 			body = descriptionXML(k.description, props)
 		}
-		return c.createEntity(ctx, k, pos, body)
+		return c.createEntity(ctx, k, pos, body, props)
 	}()
 	if err != nil {
 		return fmt.Errorf("%s %s %s: %w", k.cmd, verb, strings.Join(pos, " "), err)
@@ -618,7 +618,7 @@ func (c *cli) printEntity(e entityEntry) error {
 	return c.table([]string{"PROPERTY", "VALUE"}, rows)
 }
 
-func (c *cli) createEntity(ctx context.Context, k *entityKind, loc []string, body []byte) error {
+func (c *cli) createEntity(ctx context.Context, k *entityKind, loc []string, body []byte, props keyValues) error {
 	const ct = "application/atom+xml;type=entry;charset=utf-8"
 	var status int
 	var resp []byte
@@ -652,7 +652,20 @@ func (c *cli) createEntity(ctx context.Context, k *entityKind, loc []string, bod
 	if len(es) == 0 {
 		return fmt.Errorf("the broker answered 201 without the new %s", k.cmd)
 	}
-	return c.printEntity(es[0])
+	if err := c.printEntity(es[0]); err != nil {
+		return err
+	}
+	// The protocol ignores elements it does not know; a mistyped -p must not pass unnoticed.
+	var unknown []string
+	for _, p := range props.pairs {
+		if es[0].desc.child(p[0]) == nil {
+			unknown = append(unknown, p[0])
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("created, but the broker ignored -p %s: not a property of a %s (see sbgate %s show)", strings.Join(unknown, ", -p "), k.description, k.cmd)
+	}
+	return nil
 }
 
 func (c *cli) deleteEntity(ctx context.Context, k *entityKind, loc []string) error {

@@ -96,6 +96,8 @@ func TestCLIQueuesAndMessages(t *testing.T) {
 	b.refused(t, []string{"409 Conflict", "orders"}, "queue", "create", "orders")
 	b.refused(t, []string{"400 Bad Request", "MaxDeliveryCount"}, "queue", "create", "bad", "-p", "MaxDeliveryCount=many")
 	b.refused(t, []string{"want 1 argument(s), got 0"}, "queue", "show")
+	b.refused(t, []string{"created, but the broker ignored -p MaxDeliveryCont: not a property of a QueueDescription"}, "queue", "create", "typo", "-p", "MaxDeliveryCont=5")
+	b.ok(t, "queue", "delete", "typo")
 
 	// Bodies from an argument, a file and stdin; properties as flags, typed.
 	b.ok(t, "send", "orders", "first <b>bold</b>", "-label", "l1", "-message-id", "m-1", "-p", "amount=12.5", "-p", "region=eu", "-p", `code="7"`, "-p", "rush=true")
