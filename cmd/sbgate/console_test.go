@@ -141,10 +141,11 @@ func (b *browser) confirm(ok bool) {
 	b.waitFor("the dialog to close", `!document.getElementById('confirm').open`)
 }
 
-// go navigates within the console.
+// goTo navigates within the console and waits until the page is drawn.
 func (b *browser) goTo(hash string) {
 	b.t.Helper()
 	b.eval(fmt.Sprintf(`location.hash = %q`, hash), nil)
+	b.waitFor("the page "+hash, fmt.Sprintf(`document.getElementById('app').dataset.ready === %q`, hash))
 }
 
 func js(s string) string { raw, _ := json.Marshal(s); return string(raw) }
@@ -273,6 +274,9 @@ func TestConsole(t *testing.T) {
 	// Entity page: edit a property.
 	br.goTo("#/entity/orders")
 	br.waitFor("the properties", `!!document.getElementById('p-MaxDeliveryCount')`)
+	if got := br.text("#auth-rules"); !strings.Contains(got, "No keys of this entity") {
+		t.Errorf("authorization rules of orders: %q", got)
+	}
 	br.run("edit MaxDeliveryCount", chromedp.SetValue("#p-MaxDeliveryCount", "7", chromedp.ByQuery), chromedp.Click("#save", chromedp.ByQuery))
 	br.waitFor("saved", `document.getElementById('save-msg').textContent === 'Saved.'`)
 	var q map[string]any
@@ -327,6 +331,14 @@ func TestConsole(t *testing.T) {
 	br.waitFor("the deferred message", `document.querySelectorAll('#messages tr[data-seq]').length === 1 && document.querySelector('#messages tr[data-seq]').textContent.includes('wait for me')`)
 	br.goTo("#/messages/held?tab=active")
 	br.waitFor("no active message", `document.getElementById('messages').textContent.includes('No messages')`)
+	br.run("purge held", chromedp.Click("#purge", chromedp.ByQuery))
+	br.confirm(true)
+	br.waitFor("the purge", `document.getElementById('bulk-msg').textContent === 'Purged 1.'`)
+	br.goTo("#/messages/held?tab=deferred")
+	br.waitFor("the purged deferred message", `document.getElementById('messages').textContent.includes('No messages')`)
+	if ms := b.messages(t, "peek", "held"); len(ms) != 0 {
+		t.Errorf("after a purge in the console, held holds %+v", ms)
+	}
 
 	// Scheduled: cancel asks once.
 	br.goTo("#/messages/orders?tab=scheduled")
@@ -349,7 +361,7 @@ func TestConsole(t *testing.T) {
 		last.UserProperties["amount"] != 12.5 || last.UserProperties["region"] != "eu" || last.UserProperties["code"] != "7" {
 		t.Errorf("the message sent from the console arrived as %+v", last)
 	}
-	br.run("send to a missing entity", chromedp.Evaluate(`location.hash = '#/messages/nothere?tab=send'`, nil))
+	br.goTo("#/messages/nothere?tab=send")
 	br.waitFor("the error", `!document.getElementById('error').hidden`)
 	if msg := br.text("#error"); !strings.Contains(msg, "nothere") {
 		t.Errorf("opening a missing entity says %q", msg)

@@ -349,12 +349,13 @@
   const OPTIONAL = ['ForwardTo', 'ForwardDeadLetteredMessagesTo', 'UserMetadata'];
   const STATUSES = ['Active', 'Disabled', 'SendDisabled', 'ReceiveDisabled'];
 
-  async function renderEntity(path) {
+  async function renderEntity(path, live) {
     const sp = subscriptionParts(path);
     crumbs(sp ? [['namespace', '#/'], [sp.topic, entityHref(sp.topic)], [sp.sub, null]] : [['namespace', '#/'], [path, null]]);
     const app = $('app');
     app.replaceChildren(el('p', { text: 'Loading…' }));
     const got = await guarded(() => getEntity(path));
+    if (!live()) return;
     if (!got) { app.replaceChildren(el('p', { class: 'note', text: 'Nothing to show.' })); return; }
     const { kind, desc } = got;
     const c = counts(desc);
@@ -418,8 +419,8 @@
     ];
     if (kind === 'queue' || kind === 'topic') parts.push(...authorizationRules(desc));
     app.replaceChildren(...parts);
-    if (kind === 'subscription') app.append(...await rulesSection(sp));
-    if (kind === 'topic') app.append(...await subscriptionsSection(path));
+    if (kind === 'subscription') { const rs = await rulesSection(sp); if (live()) app.append(...rs); }
+    if (kind === 'topic') { const ss = await subscriptionsSection(path); if (live()) app.append(...ss); }
   }
 
   function authorizationRules(desc) {
@@ -632,7 +633,7 @@
     return el('div', { class: 'scroll' }, el('table', { id }, body));
   }
 
-  async function renderMessages(path, tab) {
+  async function renderMessages(path, tab, live) {
     const sp = subscriptionParts(path);
     crumbs([['namespace', '#/'], ...(sp ? [[sp.topic, entityHref(sp.topic)], [sp.sub, entityHref(path)]] : [[path, entityHref(path)]]), ['messages', null]]);
     const app = $('app');
@@ -640,11 +641,13 @@
     try {
       got = await getEntity(path);
     } catch (e) {
+      if (!live()) return;
       showError(e);
       // A key without Manage cannot read the description but may still browse and send.
       if (e.status !== 401) { app.replaceChildren(el('p', { class: 'note', text: 'Nothing to show.' })); return; }
       got = { kind: 'unknown' };
     }
+    if (!live()) return;
     const isTopic = got.kind === 'topic';
     if (isTopic) tab = 'send';
     const tabs = el('div', { class: 'tabs', id: 'tabs' }, ...TABS.filter(([t]) => !isTopic || t === 'send').map(([t, label]) => el('a', { href: messagesHref(path, t), class: t === tab ? 'active' : '', 'data-tab': t, text: label })));
@@ -712,6 +715,7 @@
         let added = 0;
         while (!done && added < 50) {
           const r = await api('GET', pathURL(browsePath) + '/messages/$browse?from=' + next + '&count=1000');
+          if (!live()) return;
           const list = JSON.parse(r.text || '[]');
           if (list.length < 1000) done = true;
           for (const m of list) {
@@ -726,7 +730,8 @@
         if (!body.children.length) body.append(el('tr', {}, el('td', { colSpan: 6, class: 'note', text: 'No messages here.' })));
       });
     }
-    function reload() { return renderMessages(path, tab); }
+    // After an action the page is drawn again, unless the user has gone elsewhere meanwhile.
+    function reload() { return live() ? route() : Promise.resolve(); }
     more.addEventListener('click', () => { if (body.querySelector('td[colspan]')) body.replaceChildren(); loadMore(); });
 
     const bulk = el('div', { class: 'row' });
@@ -746,7 +751,11 @@
     bulk.append(el('button', { type: 'button', id: 'purge', class: 'danger', text: dead ? 'Purge dead letters' : 'Purge messages', onclick: async () => {
       if (!await confirmOnce(dead ? 'Delete every dead letter of ' + path + '?' : 'Delete every message of ' + path + ' (active, scheduled and deferred)?')) return;
       const r = await guarded(() => api('DELETE', pathURL(browsePath) + '/messages'));
-      if (r) reload();
+      if (r) {
+        await reload();
+        const b = $('bulk-msg');
+        if (b) b.textContent = 'Purged ' + JSON.parse(r.text).Count + '.';
+      }
     } }), el('span', { id: 'bulk-msg', class: 'ok' }));
 
     app.append(bulk,
@@ -805,19 +814,27 @@
 
   // ---- routing -------------------------------------------------------------------------------
 
+  // Each drawing of a page has a number; an answer that arrives after the user moved on is
+  // dropped (live() is false) instead of drawing an old page over the new one.
+  let renderSeq = 0;
   function route() {
     stopTimers();
     clearError();
-    if (!session.key) { renderSignIn(); return; }
+    const seq = ++renderSeq;
+    const live = () => seq === renderSeq;
+    $('app').removeAttribute('data-ready');
+    if (!session.key) { renderSignIn(); return Promise.resolve(); }
     $('who').textContent = 'key: ' + session.keyName;
     $('signout').hidden = false;
     const h = location.hash.replace(/^#/, '') || '/';
     const [p, q] = h.split('?');
     const params = new URLSearchParams(q || '');
-    let m;
-    if ((m = /^\/entity\/(.+)$/.exec(p))) renderEntity(decodeURIComponent(m[1]));
-    else if ((m = /^\/messages\/(.+)$/.exec(p))) renderMessages(decodeURIComponent(m[1]), params.get('tab') || 'active');
-    else renderNamespace();
+    let m, done;
+    if ((m = /^\/entity\/(.+)$/.exec(p))) done = renderEntity(decodeURIComponent(m[1]), live);
+    else if ((m = /^\/messages\/(.+)$/.exec(p))) done = renderMessages(decodeURIComponent(m[1]), params.get('tab') || 'active', live);
+    else done = renderNamespace();
+    // data-ready tells a test (or a curious reader) which page is completely drawn.
+    return Promise.resolve(done).then(() => { if (live()) $('app').dataset.ready = location.hash || '#/'; });
   }
 
   document.addEventListener('keydown', (ev) => {
