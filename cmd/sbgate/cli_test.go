@@ -106,9 +106,10 @@ func TestCLIQueuesAndMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.ok(t, "send", "orders", "-file", file, "-content-type", "application/json", "-ttl", "10m")
-	stdin = strings.NewReader("third\x00\xff")
-	b.ok(t, "send", "orders")
-	stdin = strings.NewReader("")
+	if err := os.WriteFile(file, []byte("third\x00\xff"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.ok(t, "send", "orders", "-file", file)
 
 	ms := b.messages(t, "peek", "orders")
 	if len(ms) != 3 {
@@ -124,7 +125,7 @@ func TestCLIQueuesAndMessages(t *testing.T) {
 		t.Errorf("second message = %+v", ms[1])
 	}
 	if string(ms[2].BodyBase64) != "third\x00\xff" {
-		t.Errorf("third message = %+v; want the binary body from stdin", ms[2])
+		t.Errorf("third message = %+v; want the binary body of the file", ms[2])
 	}
 
 	// Tables: counts per queue, and message rows where control characters cannot reach the terminal.
@@ -176,6 +177,22 @@ func TestCLIQueuesAndMessages(t *testing.T) {
 	b.refused(t, []string{"no queue of that name"}, "queue", "show", "missing")
 	b.ok(t, "queue", "delete", "orders")
 	b.refused(t, []string{"no queue of that name"}, "queue", "delete", "orders")
+}
+
+// TestCLISendFromStdin is not parallel: it replaces the package's stdin, which no other test
+// reads.
+func TestCLISendFromStdin(t *testing.T) {
+	b := startCLIBroker(t)
+	b.ok(t, "queue", "create", "in")
+	stdin = strings.NewReader("from stdin\n")
+	b.ok(t, "send", "in")
+	stdin = strings.NewReader("second")
+	b.ok(t, "send", "in", "-file", "-")
+	stdin = strings.NewReader("")
+	ms := b.messages(t, "peek", "in")
+	if len(ms) != 2 || ms[0].Body == nil || *ms[0].Body != "from stdin\n" || ms[1].Body == nil || *ms[1].Body != "second" {
+		t.Errorf("bodies from stdin arrived as %+v", ms)
+	}
 }
 
 func TestCLIDeadLetters(t *testing.T) {

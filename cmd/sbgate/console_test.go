@@ -99,12 +99,30 @@ func (b *browser) pageText() string {
 	return s
 }
 
-// waitFor polls a JavaScript condition until it is true.
+// waitFor evaluates a JavaScript condition every 50 ms until it is true, for up to 20 s. (It
+// does not use chromedp.Poll, whose promise sometimes never settled with this Chromium although
+// the condition had become true.)
 func (b *browser) waitFor(what, expr string) {
 	b.t.Helper()
-	var ok bool
-	if err := chromedp.Run(b.ctx, chromedp.Poll(expr, &ok, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-		b.t.Fatalf("waiting for %s (%s): %v\npage: %s", what, expr, err, b.pageText())
+	deadline := time.Now().Add(20 * time.Second)
+	var last string
+	for {
+		var ok bool
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		err := chromedp.Run(ctx, chromedp.Evaluate(`!!(`+expr+`)`, &ok))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if err != nil {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) || b.ctx.Err() != nil {
+			var st string
+			_ = chromedp.Run(b.ctx, chromedp.Evaluate(`location.hash + ' ready=' + document.getElementById('app').dataset.ready`, &st))
+			b.t.Fatalf("waiting for %s (%s): not true after 20 s %s\nstate: %s\npage: %s", what, expr, last, st, b.pageText())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -211,9 +229,11 @@ func TestConsole(t *testing.T) {
 	b.ok(t, "send", "orders", "plain text order", "-label", "first")
 	b.ok(t, "send", "orders", `{"order":17,"items":["a","b"]}`, "-content-type", "application/json")
 	b.ok(t, "send", "orders", xssBody, "-label", `<b onmouseover="window.__xss='label'">label</b>`, "-p", `note=<img src=x onerror="window.__xss='value'"><script>document.body.remove()</script>`)
-	stdin = strings.NewReader("\x00\x01\x02binary")
-	b.ok(t, "send", "orders", "-content-type", "application/octet-stream")
-	stdin = strings.NewReader("")
+	binFile := filepath.Join(t.TempDir(), "body.bin")
+	if err := os.WriteFile(binFile, []byte("\x00\x01\x02binary"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.ok(t, "send", "orders", "-file", binFile, "-content-type", "application/octet-stream")
 	b.ok(t, "send", "orders", "later", "-schedule", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	b.ok(t, "queue", "create", "jobs", "-p", "MaxDeliveryCount=1")
 	b.ok(t, "send", "jobs", "job one", "-p", "kind=a")
@@ -221,6 +241,7 @@ func TestConsole(t *testing.T) {
 	b.ok(t, "receive", "jobs", "-n", "2", "-settle", "abandon")
 	b.ok(t, "topic", "create", "events")
 	b.ok(t, "subscription", "create", "events", "audit")
+	b.ok(t, "queue", "create", "held")
 
 	br := newBrowser(t)
 
@@ -289,6 +310,28 @@ func TestConsole(t *testing.T) {
 		t.Errorf("a bad LockDuration says %q; want the broker's detail naming it", msg)
 	}
 
+	br.goTo("#/entity/held")
+	br.waitFor("the keys", `!!document.getElementById('auth-rules')`)
+	// Entity keys: add one, and it works; remove it (asks once).
+	br.run("add a key", chromedp.SetValue("#new-key-name", "held-sender", chromedp.ByQuery), chromedp.Click("#right-Send", chromedp.ByQuery), chromedp.Click("#add-key", chromedp.ByQuery))
+	br.waitFor("the new key", `!!document.querySelector('#auth-rules tr[data-key="held-sender"]')`)
+	var entityKey string
+	br.eval(`document.querySelector('#auth-rules tr[data-key="held-sender"] button').click(); document.querySelector('#auth-rules tr[data-key="held-sender"] code').textContent`, &entityKey)
+	if got := br.text(`#auth-rules tr[data-key="held-sender"]`); !strings.Contains(got, "Send") || len(entityKey) != 44 {
+		t.Errorf("the new key's row: %q, key %q", got, entityKey)
+	}
+	senderConn := "Endpoint=" + b.endpoint + ";SharedAccessKeyName=held-sender;SharedAccessKey=" + entityKey
+	if out, err := b.sbAs(t, senderConn, "send", "held", "with the entity key"); err != nil {
+		t.Errorf("sending with the key added in the console: %v\n%s", err, out)
+	}
+	b.ok(t, "receive", "held", "-delete", "-n", "1")
+	br.run("remove the key", chromedp.Click(`#auth-rules tr[data-key="held-sender"] .auth-remove`, chromedp.ByQuery))
+	br.confirm(true)
+	br.waitFor("no key", `document.getElementById('auth-rules').textContent.includes('No keys of this entity')`)
+	if out, err := b.sbAs(t, senderConn, "send", "held", "x"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("sending with the removed key: %v\n%s", err, out)
+	}
+
 	// Browse: text, JSON pretty-printed, hex; properties; markup in a message stays text.
 	br.goTo("#/messages/orders?tab=active")
 	br.waitFor("the active messages", `document.querySelectorAll('#messages tr[data-seq]').length === 4`)
@@ -324,7 +367,6 @@ func TestConsole(t *testing.T) {
 	}
 
 	// Deferred messages have a tab of their own.
-	b.ok(t, "queue", "create", "held")
 	b.ok(t, "send", "held", "wait for me")
 	b.ok(t, "receive", "held", "-settle", "defer")
 	br.goTo("#/messages/held?tab=deferred")

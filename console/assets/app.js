@@ -388,6 +388,12 @@
       form.append(el('label', { for: 'p-' + name, text: name }), control);
     }
     const saveMsg = el('span', { id: 'save-msg' });
+    // An update replaces the whole description, so every change sends all of it back.
+    const putDescription = (copy) => {
+      const xml = '<entry xmlns="' + ATOM + '"><content type="application/xml">' + new XMLSerializer().serializeToString(copy) + '</content></entry>';
+      const url = sp ? pathURL(sp.topic) + '/Subscriptions/' + seg(sp.sub) : pathURL(path);
+      return api('PUT', url, { headers: { 'Content-Type': 'application/atom+xml;type=entry;charset=utf-8', 'If-Match': '*' }, body: xml });
+    };
     const save = async () => {
       saveMsg.textContent = ''; saveMsg.className = '';
       const copy = desc.cloneNode(true);
@@ -398,10 +404,8 @@
         if (!node) { node = copy.ownerDocument.createElementNS(SB, name); copy.append(node); }
         node.textContent = v;
       }
-      const xml = '<entry xmlns="' + ATOM + '"><content type="application/xml">' + new XMLSerializer().serializeToString(copy) + '</content></entry>';
-      const url = sp ? pathURL(sp.topic) + '/Subscriptions/' + seg(sp.sub) : pathURL(path);
       try {
-        await api('PUT', url, { headers: { 'Content-Type': 'application/atom+xml;type=entry;charset=utf-8', 'If-Match': '*' }, body: xml });
+        await putDescription(copy);
         saveMsg.textContent = 'Saved.'; saveMsg.className = 'ok';
       } catch (e) {
         saveMsg.textContent = e.message; saveMsg.className = 'err';
@@ -417,27 +421,77 @@
       el('h2', { text: 'Properties' }), form,
       el('div', { class: 'row' }, el('button', { type: 'button', id: 'save', class: 'primary', text: 'Save properties', onclick: save }), saveMsg),
     ];
-    if (kind === 'queue' || kind === 'topic') parts.push(...authorizationRules(desc));
+    if (kind === 'queue' || kind === 'topic') parts.push(...authorizationRules(path, desc, putDescription));
     app.replaceChildren(...parts);
     if (kind === 'subscription') { const rs = await rulesSection(sp); if (live()) app.append(...rs); }
     if (kind === 'topic') { const ss = await subscriptionsSection(path); if (live()) app.append(...ss); }
   }
 
-  function authorizationRules(desc) {
+  // randomKey is a new shared access key: 32 random bytes in base64, as the service makes them.
+  function randomKey() {
+    const b = crypto.getRandomValues(new Uint8Array(32));
+    let bin = '';
+    for (const x of b) bin += String.fromCharCode(x);
+    return btoa(bin);
+  }
+
+  // authorizationRules lists the entity's keys; adding or removing one saves the description
+  // as it was loaded with only that change (unsaved property edits are not sent with it).
+  function authorizationRules(path, desc, putDescription) {
     const ar = child(desc, 'AuthorizationRules');
     const rules = ar ? [...ar.children] : [];
     const body = el('tbody', { id: 'auth-rules' });
-    for (const r of rules) {
+    const msg = el('div', { id: 'auth-msg' });
+    const change = async (edit) => {
+      msg.textContent = ''; msg.className = '';
+      const copy = desc.cloneNode(true);
+      let list = child(copy, 'AuthorizationRules');
+      if (!list) { list = copy.ownerDocument.createElementNS(SB, 'AuthorizationRules'); copy.append(list); }
+      try {
+        edit(list);
+        await putDescription(copy);
+        await route();
+      } catch (e) {
+        msg.textContent = e.message; msg.className = 'err';
+      }
+    };
+    rules.forEach((r, i) => {
+      const name = text(r, 'KeyName');
       const rights = [...(child(r, 'Rights') || { children: [] }).children].map((x) => x.textContent).join(', ');
       const keyCell = el('td', {});
       const primary = text(r, 'PrimaryKey');
-      const reveal = el('button', { type: 'button', text: 'show key', onclick: () => { keyCell.replaceChildren(el('code', { text: primary })); } });
-      keyCell.append(reveal);
-      body.append(el('tr', {}, el('td', { text: text(r, 'KeyName') }), el('td', { text: rights }), keyCell));
-    }
-    if (!rules.length) body.append(el('tr', {}, el('td', { colSpan: 3, class: 'note', text: 'No keys of this entity; namespace keys apply.' })));
+      keyCell.append(el('button', { type: 'button', text: 'show key', onclick: () => { keyCell.replaceChildren(el('code', { text: primary })); } }));
+      const remove = el('button', { type: 'button', class: 'danger auth-remove', text: 'Remove', onclick: async () => {
+        if (!await confirmOnce('Remove key "' + name + '" of ' + path + '? Tokens signed with it stop working.')) return;
+        await change((list) => { list.children[i].remove(); });
+      } });
+      body.append(el('tr', { 'data-key': name }, el('td', { text: name }), el('td', { text: rights }), keyCell, el('td', {}, remove)));
+    });
+    if (!rules.length) body.append(el('tr', {}, el('td', { colSpan: 4, class: 'note', text: 'No keys of this entity; namespace keys apply.' })));
+    const keyName = el('input', { id: 'new-key-name', placeholder: 'key name' });
+    const boxes = ['Listen', 'Send', 'Manage'].map((r) => el('input', { type: 'checkbox', value: r, id: 'right-' + r }));
+    const add = el('form', { class: 'row', onsubmit: async (ev) => {
+      ev.preventDefault();
+      const name = keyName.value.trim();
+      const rights = boxes.filter((b) => b.checked).map((b) => b.value);
+      msg.textContent = ''; msg.className = 'err';
+      if (!name) { msg.textContent = 'The key needs a name.'; return; }
+      if (!rights.length) { msg.textContent = 'Choose at least one right.'; return; }
+      await change((list) => {
+        const doc = list.ownerDocument;
+        const mk = (n, t) => { const e = doc.createElementNS(SB, n); if (t !== undefined) e.textContent = t; return e; };
+        const rule = mk('AuthorizationRule');
+        rule.setAttributeNS(XSI, 'i:type', 'SharedAccessAuthorizationRule');
+        const r = mk('Rights');
+        for (const x of rights) r.append(mk('AccessRights', x));
+        rule.append(mk('ClaimType', 'SharedAccessKey'), mk('ClaimValue', 'None'), r, mk('KeyName', name), mk('PrimaryKey', randomKey()), mk('SecondaryKey', randomKey()));
+        list.append(rule);
+      });
+    } }, el('label', { for: 'new-key-name', text: 'New key' }), keyName,
+    ...boxes.map((b) => el('label', {}, b, ' ' + b.value)), el('button', { type: 'submit', id: 'add-key', text: 'Add key' }));
     return [el('h2', { text: 'Authorization rules' }),
-      el('div', { class: 'scroll' }, el('table', {}, el('thead', {}, el('tr', {}, el('th', { text: 'Key name' }), el('th', { text: 'Rights' }), el('th', { text: 'Primary key' }))), body))];
+      el('div', { class: 'scroll' }, el('table', {}, el('thead', {}, el('tr', {}, el('th', { text: 'Key name' }), el('th', { text: 'Rights' }), el('th', { text: 'Primary key' }), el('th', { text: '' }))), body)),
+      add, msg];
   }
 
   async function subscriptionsSection(topic) {
