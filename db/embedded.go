@@ -429,7 +429,7 @@ func (e *Embedded) initdb(ctx context.Context) error {
 	cmd.SysProcAttr = e.sysProcAttr(syscall.SIGKILL)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	waited, err := startLocked(cmd)
+	waited, err := StartLocked(cmd)
 	if err == nil {
 		err = <-waited
 	}
@@ -471,11 +471,11 @@ func (e *Embedded) sysProcAttr(deathSig syscall.Signal) *syscall.SysProcAttr {
 	return a
 }
 
-// startLocked starts cmd from a goroutine locked to its OS thread and waits for it there. The
+// StartLocked starts cmd from a goroutine locked to its OS thread and waits for it there. The
 // kernel sends the parent-death signal when the thread that forked the child exits, not the
 // process, and Go may retire an unlocked thread at any time; holding the thread until the
 // child has exited makes the signal mean "sbgate died".
-func startLocked(cmd *exec.Cmd) (exited <-chan error, err error) {
+func StartLocked(cmd *exec.Cmd) (exited <-chan error, err error) {
 	started := make(chan error, 1)
 	waited := make(chan error, 1)
 	go func() {
@@ -525,7 +525,7 @@ func (e *Embedded) start() (*serverProcess, error) {
 		return nil, fmt.Errorf("start embedded postgres: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	waited, err := startLocked(cmd)
+	waited, err := StartLocked(cmd)
 	_ = w.Close() // the server (and every backend it forks) holds its own copy
 	if err != nil {
 		_ = r.Close()

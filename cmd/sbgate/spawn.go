@@ -10,12 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/sas"
 )
 
@@ -167,33 +167,11 @@ func startChild(exe string, args, env []string, logPath string) (*child, error) 
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = childSysProcAttr()
-	exited, err := startLocked(cmd)
+	exited, err := db.StartLocked(cmd) // with the parent-death signal set on cmd
 	if err != nil {
 		return nil, err
 	}
 	return &child{cmd: cmd, exited: exited, logPath: logPath}, nil
-}
-
-// startLocked starts cmd from a goroutine locked to its OS thread and waits for it there: the
-// kernel sends the parent-death signal when the thread that forked the child exits, and Go may
-// retire an unlocked thread at any time.
-func startLocked(cmd *exec.Cmd) (<-chan error, error) {
-	started := make(chan error, 1)
-	exited := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread() // only after the child has exited
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return exited, nil
 }
 
 // awaitReady polls for the child's ready file until it appears, the child exits, or ctx ends.
