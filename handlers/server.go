@@ -120,7 +120,7 @@ func NewServer(st store.Store, cfg Config) http.Handler {
 		// The generated default writes err.Error() as text/plain; parameter errors get the
 		// Service Bus error body like every other error.
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeError(w, r, badRequest("%s", err.Error()))
+			s.writeError(w, r, store.BadRequest("%s", err.Error()))
 		},
 	})
 	return s.recoverer(s.forwarded(s.front(router)))
