@@ -1,0 +1,30 @@
+package main
+
+import (
+	"io"
+	"testing"
+	"time"
+)
+
+// With no flag and no variable set, serve runs with the documented defaults (README's table),
+// which are the handlers and store packages' own: each is written once.
+func TestServeDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseServeConfig(nil, env(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string][2]time.Duration{
+		"max-receive-wait": {cfg.MaxReceiveWait, 120 * time.Second},
+		"recheck-interval": {cfg.Recheck, 30 * time.Second},
+		"body-timeout":     {cfg.BodyTimeout, 60 * time.Second},
+		"write-timeout":    {cfg.WriteTimeout, 60 * time.Second},
+	} {
+		if got[0] != got[1] {
+			t.Errorf("-%s defaults to %v, want %v", name, got[0], got[1])
+		}
+	}
+	if cfg.SendWriters != 2 {
+		t.Errorf("-send-writers defaults to %d, want 2", cfg.SendWriters)
+	}
+}
