@@ -143,6 +143,13 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		// often costs a few tens of megabytes and saves about a tenth of the gateway's CPU.
 		cfg.GCPercent = 400
 	}
+	if cfg.DataDir == "" && cfg.DatabaseURL == "" {
+		dir, err := db.DefaultDataDir(getenv)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-data-dir: %w", err))
+		}
+		cfg.DataDir = dir
+	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key must be given together"))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"os"
 	"testing"
 	"time"
 )
@@ -26,5 +27,27 @@ func TestServeDefaults(t *testing.T) {
 	}
 	if cfg.SendWriters != 2 {
 		t.Errorf("-send-writers defaults to %d, want 2", cfg.SendWriters)
+	}
+}
+
+// With neither -data-dir nor a database URL the data directory is the per-user default, worked
+// out from the environment serve was given (not the process's own): as root /var/lib/sbgate,
+// otherwise under $XDG_DATA_HOME or $HOME.
+func TestServeDefaultDataDir(t *testing.T) {
+	t.Parallel()
+	want := "/xdg/sbgate"
+	if os.Geteuid() == 0 {
+		want = "/var/lib/sbgate"
+	}
+	cfg, err := parseServeConfig(nil, env("XDG_DATA_HOME", "/xdg", "HOME", "/home/u"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DataDir != want {
+		t.Errorf("DataDir = %q, want %q", cfg.DataDir, want)
+	}
+	cfg, err = parseServeConfig(nil, env("DATABASE_URL", "postgres://h/db"), io.Discard)
+	if err != nil || cfg.DataDir != "" {
+		t.Errorf("with a database URL: DataDir = %q, %v; want none", cfg.DataDir, err)
 	}
 }
