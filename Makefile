@@ -6,12 +6,12 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_GET := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 
-.PHONY: run test fuzz build generate check deps postgres gcc node compat-clients bench clean
+.PHONY: run test fuzz build generate check deps postgres gcc node compat-clients chromium bench clean
 
 run: postgres
 	$(GO) run ./cmd/sbgate
 
-test: postgres gcc compat-clients
+test: postgres gcc compat-clients chromium
 	$(GO) test -race -timeout 12m ./...
 	@$(MAKE) --no-print-directory fuzz
 
@@ -68,7 +68,17 @@ check:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-deps: postgres gcc compat-clients
+deps: postgres gcc compat-clients chromium
+
+# chromium is the headless browser the console tests (TestConsole*) drive; they fail without it.
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing Chromium for the console tests (apt-get install chromium)..."; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq chromium >/dev/null; \
+	else \
+		echo "Chromium not found: install chromium (the console tests drive it headless)." >&2; exit 1; \
+	fi
 
 # postgres makes sure the PostgreSQL server binaries (initdb, postgres) are installed.
 postgres:

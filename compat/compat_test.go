@@ -80,6 +80,12 @@ func newServer(t *testing.T, start func(http.Handler) *httptest.Server) *httptes
 // success. The client's packages must be installed (make test runs npm ci there).
 func runNode(t *testing.T, dir, conn string, env []string) {
 	t.Helper()
+	runNodeScript(t, dir, "smoke.js", conn, env)
+}
+
+// runNodeScript runs dir/script as runNode runs smoke.js.
+func runNodeScript(t *testing.T, dir, script, conn string, env []string) {
+	t.Helper()
 	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatalf("the client in compat/%s is not installed (run `make test`, which runs npm ci there): %v", dir, err)
 	}
@@ -89,7 +95,7 @@ func runNode(t *testing.T, dir, conn string, env []string) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "smoke.js")
+	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "CONN="+conn), env...)
 	out, err := cmd.CombinedOutput()

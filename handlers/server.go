@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sbgate/sbgate/api"
+	"github.com/sbgate/sbgate/console"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
 )
@@ -131,7 +132,15 @@ func NewServer(st store.Store, cfg Config) http.Handler {
 			s.writeError(w, r, store.BadRequest("%s", err.Error()))
 		},
 	})
-	return s.recoverer(s.forwarded(s.front(router)))
+	api := s.recoverer(s.forwarded(s.front(router)))
+	ui := console.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if console.Serves(r.URL.Path) {
+			ui.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) now() time.Time { return s.cfg.Now() }

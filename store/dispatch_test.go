@@ -212,6 +212,39 @@ func TestAbandonOfLastDeliveryDeadLetters(t *testing.T) {
 	}
 }
 
+// TestReleaseDoesNotCountTheDelivery: a released message is receivable again at once with the
+// delivery taken back, so releases never dead-letter it, even with MaxDeliveryCount 1; a
+// receiver waiting for it is woken.
+func TestReleaseDoesNotCountTheDelivery(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	b.send(t, q, body("a"))
+	for range 3 {
+		m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+		if m.DeliveryCount != 1 {
+			t.Fatalf("delivery count %d; want 1 after releases", m.DeliveryCount)
+		}
+		waiting := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.PeekLock, 1, time.Minute)
+		if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Release, "", m.LockToken); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+		got := <-waiting
+		if got == nil || got.SequenceNumber != m.SequenceNumber || got.DeliveryCount != 1 {
+			t.Fatalf("waiting receiver got %+v; want the released message, delivery 1", got)
+		}
+		if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Release, "", got.LockToken); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+		// A released lock is gone.
+		if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Complete, "", got.LockToken); !errors.Is(err, store.ErrLockLost) {
+			t.Fatalf("complete after release: %v", err)
+		}
+	}
+	if c := b.counts(t, "q"); c.Active != 1 || c.DeadLetter != 0 {
+		t.Errorf("counts after releases = %+v; want 1 active", c)
+	}
+}
+
 // TestLapsedLastLockDeadLettersInTheSweep: a message whose lock lapses on its last allowed
 // delivery is in the dead-letter subqueue after the next background sweep, with no receive of
 // the queue needed.

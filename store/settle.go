@@ -90,7 +90,7 @@ func checkSettleTarget(t Target) error {
 // checkSettleRequest refuses a request that cannot be right whatever the lock's state.
 func checkSettleRequest(t Target, r SettleRequest) error {
 	switch r.Op {
-	case Complete, Abandon, RenewLock, Defer:
+	case Complete, Abandon, RenewLock, Defer, Release:
 		// A dead letter cannot be deferred: its lock simply is not one that can be, which the
 		// statement answers as a lost lock, as the service does.
 	case DeadLetter:
@@ -174,6 +174,13 @@ RETURNING r.ord, m.entity_id, m.session_id, m.state, m.visible_at AS until, ` + 
 	Defer: settleInputSQL + `
 UPDATE messages m SET state = ` + sqlDeferred + `, lock_token = NULL, visible_at = NULL
 FROM r WHERE ` + settleMatchSQL + ` AND m.state <> ` + sqlDeadLetter + `
+RETURNING r.ord, m.entity_id, m.session_id, m.state, NULL::timestamptz AS until, false AS expired`,
+
+	// A release undoes the delivery: the lock ends, the message is receivable again at once,
+	// and the delivery the claim counted is taken back, so it never dead-letters a message.
+	Release: settleInputSQL + `
+UPDATE messages m SET lock_token = NULL, visible_at = @now::timestamptz, delivery_count = greatest(m.delivery_count - 1, 0)
+FROM r WHERE ` + settleMatchSQL + `
 RETURNING r.ord, m.entity_id, m.session_id, m.state, NULL::timestamptz AS until, false AS expired`,
 
 	DeadLetter: settleInputSQL + `, done AS (
@@ -308,7 +315,7 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 					lockTokenSeq(it.req.Token), it.t.Entity.Path, timeOrZero(until).Format(time.RFC3339))}
 			}
 			switch {
-			case op == Abandon && state != StateDeadLetter:
+			case (op == Abandon || op == Release) && state != StateDeadLetter:
 				woken = append(woken, wakeTarget{entity: entity, session: session.String})
 			case op == DeadLetter, op == Abandon:
 				woken = append(woken, wakeTarget{entity: entity})
@@ -370,6 +377,8 @@ func (op Settlement) String() string {
 		return "defer"
 	case DeadLetter:
 		return "dead-letter"
+	case Release:
+		return "release"
 	}
 	return "settle"
 }

@@ -147,6 +147,10 @@ const (
 	// DeadLetter moves a locked message to the dead-letter subqueue with a reason and a
 	// description.
 	DeadLetter
+	// Release unlocks a message as if it had not been delivered: unlike Abandon, the delivery
+	// does not count (AMQP's released outcome, which the SDKs send for messages they took but
+	// never gave the application).
+	Release
 )
 
 // SettleRequest is one lock to settle and how.

@@ -20,6 +20,8 @@ import (
 // wins over its variable).
 type serveConfig struct {
 	Listen         string
+	AMQPListen     string
+	AMQPSListen    string
 	DataDir        string
 	DatabaseURL    string
 	SASKeyName     string
@@ -54,6 +56,8 @@ type envFlag struct {
 
 var serveFlags = []envFlag{
 	{"listen", "SBGATE_LISTEN", "127.0.0.1:8080", "address to serve HTTP on (port 0 picks a free one)"},
+	{"amqp-listen", "SBGATE_AMQP_LISTEN", "127.0.0.1:5672", "address to serve plain AMQP 1.0 on, for the Service Bus SDKs (port 0 picks a free one; \"off\" or an empty -amqp-listen= turns it off)"},
+	{"amqps-listen", "SBGATE_AMQPS_LISTEN", "127.0.0.1:5671", "address to serve AMQP over TLS on when -tls-cert is given (port 0 picks a free one; \"off\" or an empty -amqps-listen= turns it off)"},
 	{"data-dir", "SBGATE_DATA_DIR", "", "data directory of the embedded PostgreSQL (default: /var/lib/sbgate as root, else ~/.local/share/sbgate)"},
 	{"database-url", "DATABASE_URL", "", "PostgreSQL URL; when empty sbgate runs its own embedded PostgreSQL"},
 	{"sas-key-name", "SBGATE_SAS_KEY_NAME", "RootManageSharedAccessKey", "name of the namespace shared access key"},
@@ -99,6 +103,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	get := func(name string) string { return strings.TrimSpace(*vals[name]) }
 	cfg := serveConfig{
 		Listen:      get("listen"),
+		AMQPListen:  get("amqp-listen"),
+		AMQPSListen: get("amqps-listen"),
 		DataDir:     get("data-dir"),
 		DatabaseURL: get("database-url"),
 		SASKeyName:  get("sas-key-name"),
@@ -109,6 +115,12 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		LogFormat:   get("log-format"),
 		PprofListen: get("pprof-listen"),
 		ReadyFile:   get("ready-file"),
+	}
+	if strings.EqualFold(cfg.AMQPListen, "off") {
+		cfg.AMQPListen = ""
+	}
+	if strings.EqualFold(cfg.AMQPSListen, "off") {
+		cfg.AMQPSListen = ""
 	}
 	var errs []error
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil {

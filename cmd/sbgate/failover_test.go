@@ -90,7 +90,6 @@ func runFailover(t *testing.T, syncRepl bool) failoverResult {
 		f.settled[id] = true
 	}
 	var locks []string
-	lockedAt := time.Now()
 	for range 10 {
 		_, lock := f.peekLock()
 		if lock == "" {
@@ -98,6 +97,10 @@ func runFailover(t *testing.T, syncRepl bool) failoverResult {
 		}
 		locks = append(locks, lock)
 	}
+	// The last lock ends failoverLock after this at the latest (taking ten locks on a loaded
+	// machine took more than a second, and a drain timed from the first lock ended before the
+	// last one did, calling its message lost).
+	lockedAt := time.Now()
 
 	// Four senders run through the whole failover.
 	stop := make(chan struct{})

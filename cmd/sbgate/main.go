@@ -6,6 +6,8 @@
 //	sbgate token     print a SAS token for curl and other HTTP clients
 //	sbgate bench     drive a running broker and report msgs/s and latency
 //	sbgate key       create, list, rotate and revoke namespace keys
+//	sbgate queue, topic, subscription, rule   manage entities over the HTTP API
+//	sbgate send, receive, peek, dlq           messages over the HTTP API
 package main
 
 import (
@@ -16,11 +18,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stdin = os.Stdin
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if errors.Is(err, flag.ErrHelp) {
@@ -31,6 +35,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// stdin is where sbgate send reads a body from; tests replace it.
+var stdin io.Reader = strings.NewReader("")
 
 // run is the whole program: main only supplies the process's context, arguments, environment and
 // output, so tests run it in-process on a free port.
@@ -58,6 +65,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runBench(ctx, args, getenv, stdout, stderr)
 	case "key":
 		return key(ctx, args, getenv, stdout, stderr)
+	case "queue":
+		return entityCommand(ctx, queueKind, args, getenv, stdout, stderr)
+	case "topic":
+		return entityCommand(ctx, topicKind, args, getenv, stdout, stderr)
+	case "subscription":
+		return entityCommand(ctx, subscriptionKind, args, getenv, stdout, stderr)
+	case "rule":
+		return entityCommand(ctx, ruleKind, args, getenv, stdout, stderr)
+	case "send":
+		return sendCommand(ctx, args, getenv, stdin, stdout, stderr)
+	case "receive":
+		return receiveCommand(ctx, args, getenv, stdout, stderr)
+	case "peek":
+		return browseCommand(ctx, "peek", false, args, getenv, stdout, stderr)
+	case "dlq":
+		return dlqCommand(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -73,6 +96,16 @@ commands:
   token    print a SAS token for curl and other HTTP clients
   bench    drive a running broker and report msgs/s and latency
   key      create, list, rotate and revoke namespace keys (list, create, rotate, revoke)
+
+  over the HTTP API, with the key of SBGATE_CONNECTION_STRING (-o json for scripts):
+  queue         create, list, show, delete queues
+  topic         create, list, show, delete topics
+  subscription  create, list, show, delete subscriptions of a topic
+  rule          create, list, show, delete rules of a subscription
+  send          send a message (body from an argument, a file or stdin)
+  receive       peek-lock and complete (or -delete) up to -n messages
+  peek          browse messages without locking them
+  dlq           list, resubmit, purge dead letters
 
 Run 'sbgate <command> -h' for the flags of a command.
 `

@@ -102,7 +102,7 @@ func startRun(t *testing.T, getenv func(string) string, args ...string) (string,
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "-listen", "127.0.0.1:0"}, args...), getenv, out, out)
+		done <- run(ctx, append([]string{"serve", "-listen", "127.0.0.1:0", "-amqp-listen", "127.0.0.1:0", "-amqps-listen", "127.0.0.1:0"}, args...), getenv, out, out)
 	}()
 	endpoint := waitEndpoint(t, out, done)
 	var once sync.Once
@@ -256,7 +256,7 @@ func TestEmbeddedPostgresKeepsDataAndRefusesASecondGateway(t *testing.T) {
 	}
 
 	// A second sbgate on the same data directory fails at once with a clear error.
-	err := run(t.Context(), []string{"serve", "-listen", "127.0.0.1:0"}, getenv, io.Discard, io.Discard)
+	err := run(t.Context(), []string{"serve", "-listen", "127.0.0.1:0", "-amqp-listen", "127.0.0.1:0", "-amqps-listen", "127.0.0.1:0"}, getenv, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("second sbgate on the same data dir: err = %v; want an in-use error", err)
 	}
@@ -345,7 +345,7 @@ func tempDataDir(t *testing.T) string {
 // process is killed at the end of the test if still running.
 func sbgateProcess(t *testing.T, out io.Writer, envv ...string) (cmd *exec.Cmd, exited <-chan error) {
 	t.Helper()
-	cmd = exec.Command(os.Args[0], "serve", "-listen", "127.0.0.1:0")
+	cmd = exec.Command(os.Args[0], "serve", "-listen", "127.0.0.1:0", "-amqp-listen", "127.0.0.1:0", "-amqps-listen", "127.0.0.1:0")
 	cmd.Env = append([]string{"SBGATE_TEST_AS_MAIN=1", "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, envv...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

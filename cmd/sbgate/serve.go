@@ -188,6 +188,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		scheme = "https"
 	}
 	announce(log, scheme, ln.Addr().String(), key, generated)
+	stopAMQP, err := serveAMQP(ctx, cfg, st, log, key, srv.TLSConfig)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopAMQP()
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {

@@ -90,7 +90,7 @@ func spawnGateways(ctx context.Context, n int, databaseURL string, progress io.W
 	for i := range n {
 		name := fmt.Sprintf("gateway-%d", i)
 		readyFile := filepath.Join(dir, name+".json")
-		args := []string{"serve", "-listen", "127.0.0.1:0", "-ready-file", readyFile}
+		args := []string{"serve", "-listen", "127.0.0.1:0", "-amqp-listen", "127.0.0.1:0", "-amqps-listen", "127.0.0.1:0", "-ready-file", readyFile}
 		env := append(childEnvironment(os.Environ()), "SBGATE_SAS_KEY="+key)
 		switch {
 		case i > 0:

@@ -22,7 +22,7 @@ import (
 func TestEmbeddedPostgresSupervised(t *testing.T) {
 	t.Parallel()
 	dir := tempDataDir(t)
-	cfg, err := parseServeConfig([]string{"-listen", "127.0.0.1:0"}, env("SBGATE_DATA_DIR", dir, "SBGATE_SAS_KEY", testKey), os.Stderr)
+	cfg, err := parseServeConfig([]string{"-listen", "127.0.0.1:0", "-amqp-listen", "127.0.0.1:0", "-amqps-listen", "127.0.0.1:0"}, env("SBGATE_DATA_DIR", dir, "SBGATE_SAS_KEY", testKey), os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}

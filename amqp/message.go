@@ -1,0 +1,311 @@
+package amqp
+
+import (
+	"fmt"
+	"time"
+)
+
+// MessageFormatBatch is the message format of a Service Bus batch: a transfer whose message
+// carries, in each of its data sections, one encoded message.
+const MessageFormatBatch uint32 = 0x80013700
+
+// Message is an AMQP message (part 3, section 3.2): the bare message and its annotations.
+//
+// Absent sections are nil. The body is one of: one or more Data sections, one or more
+// Sequence sections, or one amqp-value section (Value, present when Value is not nil or
+// HasValue is set, so that a null amqp-value can be represented). A message with none of
+// them has no body.
+type Message struct {
+	Header                *Header
+	DeliveryAnnotations   Map
+	MessageAnnotations    Map
+	Properties            *Properties
+	ApplicationProperties Map
+	Data                  [][]byte
+	Sequence              []List
+	Value                 any
+	// HasValue marks an amqp-value section; Unmarshal sets it for every amqp-value, null or
+	// not.
+	HasValue bool
+	Footer   Map
+}
+
+// Header is the header section (section 3.2.1). Decoding fills Priority's default, 4.
+type Header struct {
+	Durable       bool
+	Priority      uint8
+	TTL           time.Duration // to the millisecond; 0 means none
+	FirstAcquirer bool
+	DeliveryCount uint32
+}
+
+// Properties is the properties section (section 3.2.4). MessageID and CorrelationID hold a
+// uint64, a UUID, a []byte or a string (or nil when absent); strings are "" and times zero
+// when absent.
+type Properties struct {
+	MessageID          any
+	UserID             []byte
+	To                 string
+	Subject            string
+	ReplyTo            string
+	CorrelationID      any
+	ContentType        Symbol
+	ContentEncoding    Symbol
+	AbsoluteExpiryTime time.Time
+	CreationTime       time.Time
+	GroupID            string
+	GroupSequence      *uint32
+	ReplyToGroupID     string
+}
+
+// Marshal encodes m. It returns an error wrapping ErrEncode when a value in m has no AMQP
+// representation or a message id is not of an allowed type.
+func Marshal(m *Message) ([]byte, error) {
+	return AppendMessage(nil, m)
+}
+
+// AppendMessage appends the encoding of m to dst; see Marshal.
+func AppendMessage(dst []byte, m *Message) ([]byte, error) {
+	b := dst
+	var err error
+	if h := m.Header; h != nil {
+		w := beginFields(b, descHeader)
+		w.boolOpt(h.Durable)
+		if h.Priority == 4 {
+			w.null()
+		} else {
+			w.ubyte(h.Priority)
+		}
+		w.millis(h.TTL)
+		w.boolOpt(h.FirstAcquirer)
+		if h.DeliveryCount == 0 {
+			w.null()
+		} else {
+			w.uint(h.DeliveryCount)
+		}
+		if b, err = w.finish(); err != nil {
+			return dst, err
+		}
+	}
+	if b, err = appendMapSection(b, descDeliveryAnn, m.DeliveryAnnotations); err != nil {
+		return dst, err
+	}
+	if b, err = appendMapSection(b, descMessageAnn, m.MessageAnnotations); err != nil {
+		return dst, err
+	}
+	if p := m.Properties; p != nil {
+		if err := checkMessageID(p.MessageID); err != nil {
+			return dst, fmt.Errorf("message-id: %w", err)
+		}
+		if err := checkMessageID(p.CorrelationID); err != nil {
+			return dst, fmt.Errorf("correlation-id: %w", err)
+		}
+		w := beginFields(b, descProperties)
+		w.value(p.MessageID)
+		w.binaryOpt(p.UserID)
+		w.stringOpt(p.To)
+		w.stringOpt(p.Subject)
+		w.stringOpt(p.ReplyTo)
+		w.value(p.CorrelationID)
+		w.symbolOpt(p.ContentType)
+		w.symbolOpt(p.ContentEncoding)
+		w.timestamp(p.AbsoluteExpiryTime)
+		w.timestamp(p.CreationTime)
+		w.stringOpt(p.GroupID)
+		w.uintPtr(p.GroupSequence)
+		w.stringOpt(p.ReplyToGroupID)
+		if b, err = w.finish(); err != nil {
+			return dst, err
+		}
+	}
+	if b, err = appendMapSection(b, descAppProperties, m.ApplicationProperties); err != nil {
+		return dst, err
+	}
+	for _, data := range m.Data {
+		b = appendUlong(append(b, codeDescribed), descData)
+		if b, err = appendBinary(b, data); err != nil {
+			return dst, err
+		}
+	}
+	for _, seq := range m.Sequence {
+		b = appendUlong(append(b, codeDescribed), descSequence)
+		if b, err = appendList(b, seq, 0); err != nil {
+			return dst, err
+		}
+	}
+	if m.Value != nil || m.HasValue {
+		b = appendUlong(append(b, codeDescribed), descValue)
+		if b, err = appendValue(b, m.Value, 0); err != nil {
+			return dst, err
+		}
+	}
+	if b, err = appendMapSection(b, descFooter, m.Footer); err != nil {
+		return dst, err
+	}
+	if n := bodyKinds(m); n > 1 {
+		return dst, fmt.Errorf("%w: a message body is data, amqp-sequence or amqp-value sections, not a mix", ErrEncode)
+	}
+	return b, nil
+}
+
+func bodyKinds(m *Message) int {
+	n := 0
+	if len(m.Data) > 0 {
+		n++
+	}
+	if len(m.Sequence) > 0 {
+		n++
+	}
+	if m.Value != nil || m.HasValue {
+		n++
+	}
+	return n
+}
+
+func checkMessageID(id any) error {
+	switch id.(type) {
+	case nil, uint64, UUID, []byte, string:
+		return nil
+	}
+	return fmt.Errorf("%w: message id of Go type %T (want uint64, UUID, []byte or string)", ErrEncode, id)
+}
+
+func appendMapSection(b []byte, descriptor uint64, m Map) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	b = appendUlong(append(b, codeDescribed), descriptor)
+	return appendMap(b, m, 0)
+}
+
+// Unmarshal decodes an encoded message: a sequence of sections in the order the
+// specification sets, each at most once except data and amqp-sequence sections. Errors wrap
+// ErrMalformed. The message shares no memory with data.
+func Unmarshal(data []byte) (*Message, error) {
+	d := newDecoder(data)
+	m := new(Message)
+	last := uint64(0)
+	for d.remaining() > 0 {
+		code, name, err := d.describedHeader()
+		if err != nil {
+			return nil, err
+		}
+		if code < descHeader || code > descFooter {
+			return nil, d.errorf("message section with descriptor %#x %q", code, name)
+		}
+		repeatable := (code == descData || code == descSequence) && code == last
+		switch {
+		case code < last, code == last && !repeatable:
+			return nil, d.errorf("message section %#x after %#x", code, last)
+		case last >= descData && last <= descValue && code >= descData && code <= descValue && code != last:
+			return nil, d.errorf("message body mixes section %#x and %#x", last, code)
+		}
+		last = code
+		if err := d.enter(); err != nil {
+			return nil, err
+		}
+		switch code {
+		case descHeader:
+			m.Header, err = d.readHeader()
+		case descDeliveryAnn:
+			m.DeliveryAnnotations, err = d.readMapSection()
+		case descMessageAnn:
+			m.MessageAnnotations, err = d.readMapSection()
+		case descProperties:
+			m.Properties, err = d.readProperties()
+		case descAppProperties:
+			m.ApplicationProperties, err = d.readMapSection()
+		case descData:
+			var b []byte
+			if b, err = d.readBinary(); err == nil {
+				m.Data = append(m.Data, b)
+			}
+		case descSequence:
+			var v any
+			if v, err = d.value(); err == nil {
+				l, ok := v.(List)
+				if !ok {
+					err = d.errorf("amqp-sequence section holding %T", v)
+				}
+				m.Sequence = append(m.Sequence, l)
+			}
+		case descValue:
+			m.Value, err = d.value()
+			m.HasValue = true
+		case descFooter:
+			m.Footer, err = d.readMapSection()
+		}
+		d.leave()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// readMapSection reads an annotations or application-properties map; null reads as empty.
+func (d *decoder) readMapSection() (Map, error) {
+	c, err := d.peek()
+	if err != nil {
+		return nil, err
+	}
+	if c == codeNull {
+		d.off++
+		return Map{}, nil
+	}
+	return d.readMap()
+}
+
+func (d *decoder) readHeader() (*Header, error) {
+	h := &Header{Priority: 4}
+	if c, err := d.peek(); err == nil && c == codeNull {
+		d.off++
+		return h, nil
+	}
+	f := d.listFields()
+	f.bool(&h.Durable)
+	f.ubyte(&h.Priority)
+	f.millis(&h.TTL)
+	f.bool(&h.FirstAcquirer)
+	f.uint(&h.DeliveryCount)
+	return h, f.done()
+}
+
+func (d *decoder) readProperties() (*Properties, error) {
+	p := new(Properties)
+	if c, err := d.peek(); err == nil && c == codeNull {
+		d.off++
+		return p, nil
+	}
+	f := d.listFields()
+	f.with(func(d *decoder) (err error) { p.MessageID, err = d.readMessageID(); return })
+	f.binary(&p.UserID)
+	f.with(func(d *decoder) (err error) { p.To, err = d.readAddress(); return })
+	f.string(&p.Subject)
+	f.with(func(d *decoder) (err error) { p.ReplyTo, err = d.readAddress(); return })
+	f.with(func(d *decoder) (err error) { p.CorrelationID, err = d.readMessageID(); return })
+	f.symbol(&p.ContentType)
+	f.symbol(&p.ContentEncoding)
+	f.timestamp(&p.AbsoluteExpiryTime)
+	f.timestamp(&p.CreationTime)
+	f.string(&p.GroupID)
+	f.uintPtr(&p.GroupSequence)
+	f.string(&p.ReplyToGroupID)
+	return p, f.done()
+}
+
+// readMessageID reads a message-id or correlation-id: ulong, uuid, binary or string.
+func (d *decoder) readMessageID() (any, error) {
+	c, err := d.peek()
+	if err != nil {
+		return nil, err
+	}
+	switch c {
+	case codeUlong0, codeSmallUlong, codeUlong:
+		return d.readUlong()
+	case codeUUID, codeVbin8, codeVbin32, codeStr8, codeStr32:
+		return d.value()
+	}
+	d.off++
+	return nil, d.typeError("message id (ulong, uuid, binary or string)", c)
+}

@@ -1,0 +1,211 @@
+package amqp
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	goamqp "github.com/Azure/go-amqp"
+)
+
+func sampleMessage() *Message {
+	enq := time.UnixMilli(1700000000123).UTC()
+	return &Message{
+		Header:              &Header{Durable: true, Priority: 7, TTL: 90 * time.Second, FirstAcquirer: true, DeliveryCount: 2},
+		DeliveryAnnotations: Map{{Key: Symbol("x-opt-lock-token"), Value: uuid1}},
+		MessageAnnotations: Map{
+			{Key: Symbol("x-opt-sequence-number"), Value: int64(42)},
+			{Key: Symbol("x-opt-enqueued-time"), Value: enq},
+			{Key: Symbol("x-opt-message-state"), Value: int32(1)},
+			{Key: uint64(5), Value: "numeric key"},
+		},
+		Properties: &Properties{
+			MessageID: "m-1", UserID: []byte("user"), To: "queue", Subject: "label", ReplyTo: "reply",
+			CorrelationID: uuid1, ContentType: "application/json", ContentEncoding: "gzip",
+			AbsoluteExpiryTime: enq.Add(time.Hour), CreationTime: enq, GroupID: "session-1",
+			GroupSequence: ptr(uint32(3)), ReplyToGroupID: "rs",
+		},
+		ApplicationProperties: Map{
+			{Key: "s", Value: "v"}, {Key: "l", Value: int64(1)}, {Key: "i", Value: int32(2)},
+			{Key: "d", Value: 2.5}, {Key: "b", Value: true}, {Key: "t", Value: enq}, {Key: "u", Value: uuid1},
+			{Key: "bin", Value: []byte{0}}, {Key: "null", Value: nil},
+		},
+		Data:   [][]byte{[]byte("first"), {}, []byte("third")},
+		Footer: Map{{Key: Symbol("f"), Value: uint32(1)}},
+	}
+}
+
+func TestMessageRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    *Message
+	}{
+		{"every section", sampleMessage()},
+		{"empty", &Message{}},
+		{"empty sections", &Message{Header: &Header{Priority: 4}, Properties: &Properties{}, MessageAnnotations: Map{}, ApplicationProperties: Map{}}},
+		{"ulong message id", &Message{Properties: &Properties{MessageID: uint64(7), CorrelationID: uint64(0)}}},
+		{"binary message id", &Message{Properties: &Properties{MessageID: []byte{1, 2}, CorrelationID: "c"}}},
+		{"amqp-value map", &Message{Value: Map{{Key: "operation", Value: "put-token"}}, HasValue: true}},
+		{"amqp-value string", &Message{Value: "token", HasValue: true}},
+		{"amqp-value null", &Message{HasValue: true}},
+		{"amqp-sequence", &Message{Sequence: []List{{int64(1), "a"}, {}}}},
+		{"large data", &Message{Data: [][]byte{bytes.Repeat([]byte("z"), 100000)}}},
+	} {
+		b, err := Marshal(tc.m)
+		if err != nil {
+			t.Errorf("%s: Marshal error %v", tc.name, err)
+			continue
+		}
+		got, err := Unmarshal(b)
+		if err != nil {
+			t.Errorf("%s: Unmarshal error %v", tc.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.m) {
+			t.Errorf("%s: Unmarshal(Marshal(m)) = %#v; want %#v", tc.name, got, tc.m)
+		}
+		b2, err := Marshal(got)
+		if err != nil || !bytes.Equal(b, b2) {
+			t.Errorf("%s: re-encoding differs (error %v)", tc.name, err)
+		}
+	}
+}
+
+func TestMarshalErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    *Message
+	}{
+		{"int message id", &Message{Properties: &Properties{MessageID: 5}}},
+		{"int32 correlation id", &Message{Properties: &Properties{CorrelationID: int32(5)}}},
+		{"data and value", &Message{Data: [][]byte{{}}, Value: "x"}},
+		{"data and sequence", &Message{Data: [][]byte{{}}, Sequence: []List{{}}}},
+		{"unencodable property", &Message{ApplicationProperties: Map{{Key: "x", Value: struct{}{}}}}},
+	} {
+		if _, err := Marshal(tc.m); !errors.Is(err, ErrEncode) {
+			t.Errorf("%s: Marshal error %v; want ErrEncode", tc.name, err)
+		}
+	}
+}
+
+func TestUnmarshalStrict(t *testing.T) {
+	section := func(code uint64, v any) []byte {
+		b, err := AppendValue(nil, Described{Descriptor: code, Value: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	header := section(descHeader, List{})
+	props := section(descProperties, List{})
+	data := section(descData, []byte("x"))
+	value := section(descValue, "x")
+	seq := section(descSequence, List{})
+	footer := section(descFooter, Map{})
+	for _, tc := range []struct {
+		name string
+		in   []byte
+	}{
+		{"properties before header", cat(props, header)},
+		{"two headers", cat(header, header)},
+		{"two values", cat(value, value)},
+		{"data then value", cat(data, value)},
+		{"sequence then data", cat(seq, data)},
+		{"footer then data", cat(footer, data)},
+		{"unknown section", section(0x79, List{})},
+		{"not a section", hx("a1 01 61")},
+		{"data not binary", section(descData, "x")},
+		{"sequence not list", section(descSequence, "x")},
+		{"annotations not a map", section(descMessageAnn, List{})},
+		{"int message id", section(descProperties, List{int32(1)})},
+		{"symbol message id", section(descProperties, List{Symbol("x")})},
+		{"truncated", data[:len(data)-1]},
+		{"garbage after a section", cat(data, hx("ff"))},
+	} {
+		if _, err := Unmarshal(tc.in); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: Unmarshal(% x) error %v; want ErrMalformed", tc.name, tc.in, err)
+		}
+	}
+	// Null map sections read as empty maps; null list sections as defaults.
+	m, err := Unmarshal(cat(section(descHeader, nil), section(descAppProperties, nil)))
+	if err != nil || m.Header.Priority != 4 || m.ApplicationProperties == nil {
+		t.Errorf("null sections: %#v, %v", m, err)
+	}
+}
+
+// TestBatchMessage checks the Service Bus batch format: each data section of the outer
+// message is an encoded message.
+func TestBatchMessage(t *testing.T) {
+	var inner [][]byte
+	for _, id := range []string{"a", "b", "c"} {
+		b, err := Marshal(&Message{Properties: &Properties{MessageID: id}, Data: [][]byte{[]byte("body " + id)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner = append(inner, b)
+	}
+	outer, err := Marshal(&Message{MessageAnnotations: Map{{Key: Symbol("x-opt-partition-key"), Value: "p"}}, Data: inner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Unmarshal(outer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"a", "b", "c"} {
+		im, err := Unmarshal(m.Data[i])
+		if err != nil || im.Properties.MessageID != id || string(im.Data[0]) != "body "+id {
+			t.Errorf("batch element %d = %#v, %v", i, im, err)
+		}
+	}
+}
+
+// TestMessageGoAMQPInterop decodes what go-amqp encodes and the reverse.
+func TestMessageGoAMQPInterop(t *testing.T) {
+	to, subj, ct := "queue", "label", "text/plain"
+	created := time.UnixMilli(1700000000123).UTC()
+	gm := &goamqp.Message{
+		Header:                &goamqp.MessageHeader{Durable: true, Priority: 4, TTL: time.Minute, DeliveryCount: 1},
+		Annotations:           goamqp.Annotations{"x-opt-sequence-number": int64(9)},
+		Properties:            &goamqp.MessageProperties{MessageID: "id", To: &to, Subject: &subj, ContentType: &ct, CreationTime: &created},
+		ApplicationProperties: map[string]any{"k": "v", "n": int64(3)},
+		Data:                  [][]byte{[]byte("payload")},
+	}
+	b, err := gm.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Unmarshal(b)
+	if err != nil {
+		t.Fatalf("Unmarshal(go-amqp message): %v", err)
+	}
+	if m.Header.TTL != time.Minute || !m.Header.Durable || m.Properties.MessageID != "id" || m.Properties.To != "queue" ||
+		m.Properties.ContentType != "text/plain" || !m.Properties.CreationTime.Equal(created) || string(m.Data[0]) != "payload" {
+		t.Errorf("decoded go-amqp message: %#v %#v", m.Header, m.Properties)
+	}
+	if v, _ := m.MessageAnnotations.Get(Symbol("x-opt-sequence-number")); v != int64(9) {
+		t.Errorf("annotation = %#v", v)
+	}
+	if v, _ := m.ApplicationProperties.Get("n"); v != int64(3) {
+		t.Errorf("application property = %#v", v)
+	}
+
+	ours, err := Marshal(sampleMessage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back goamqp.Message
+	if err := back.UnmarshalBinary(ours); err != nil {
+		t.Fatalf("go-amqp UnmarshalBinary: %v", err)
+	}
+	if back.Properties.MessageID != "m-1" || *back.Properties.GroupID != "session-1" || back.Header.Priority != 7 ||
+		back.Annotations["x-opt-sequence-number"] != int64(42) || back.ApplicationProperties["t"].(time.Time).UnixMilli() != 1700000000123 ||
+		len(back.Data) != 3 || back.DeliveryAnnotations["x-opt-lock-token"] != goamqp.UUID(uuid1) {
+		t.Errorf("go-amqp decoded our message as %#v", back)
+	}
+	if back.Annotations[uint64(5)] != "numeric key" {
+		t.Errorf("numeric annotation key: %#v", back.Annotations)
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/sbamqp"
+	"github.com/sbgate/sbgate/store"
+)
+
+// serveAMQP runs the AMQP listeners (the Service Bus profile of package sbamqp): plain AMQP on
+// cfg.AMQPListen, and AMQP over TLS on cfg.AMQPSListen when tlsConfig is set (sbgate serves
+// https). It returns the function that stops them.
+func serveAMQP(ctx context.Context, cfg serveConfig, st store.Store, log *slog.Logger, key sas.Key, tlsConfig *tls.Config) (func(), error) {
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	if cfg.AMQPListen != "" {
+		ln, err := net.Listen("tcp", cfg.AMQPListen)
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+	}
+	if cfg.AMQPSListen != "" && tlsConfig != nil {
+		ln, err := net.Listen("tcp", cfg.AMQPSListen)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		lns = append(lns, tls.NewListener(ln, tlsConfig))
+	}
+	if len(lns) == 0 {
+		return func() {}, nil
+	}
+	keys := &amqpKeys{st: st, configured: configuredKeys(cfg, key), log: log}
+	h := sbamqp.New(sbamqp.Config{Store: st, Keys: keys.get, MaxReceiveWait: cfg.MaxReceiveWait, Logger: log})
+	srv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate, Logger: log})
+	var wg sync.WaitGroup
+	for i, ln := range lns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = srv.Serve(context.WithoutCancel(ctx), ln)
+		}()
+		hostPort := publicHostPort(ln.Addr().String())
+		cs := "Endpoint=sb://" + hostPort + ";SharedAccessKeyName=" + key.Name + ";SharedAccessKey=<key>"
+		if i == 0 && cfg.AMQPListen != "" {
+			// The SDKs dial plain AMQP only with this flag; without it they dial TLS.
+			log.Info("sbgate serving AMQP", "endpoint", "amqp://"+hostPort, "connection_string", cs+";UseDevelopmentEmulator=true")
+		} else {
+			if host, port, err := net.SplitHostPort(hostPort); err == nil && port == "5671" {
+				// The SDKs dial 5671 when the endpoint names no port; the Go SDK checks the
+				// certificate against "host:port" when it does.
+				cs = "Endpoint=sb://" + host + ";SharedAccessKeyName=" + key.Name + ";SharedAccessKey=<key>"
+			}
+			log.Info("sbgate serving AMQPS", "endpoint", "amqps://"+hostPort, "connection_string", cs)
+		}
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		_ = srv.Close()
+		wg.Wait()
+	}, nil
+}
+
+// amqpKeys gives the AMQP layer the namespace keys, as the HTTP handlers read them: the
+// configured key and the database's, read at most every 10 seconds, the last ones read staying
+// in force while the database cannot be read.
+type amqpKeys struct {
+	st         store.Store
+	configured []sas.Key
+	log        *slog.Logger
+
+	mu   sync.Mutex
+	keys []sas.Key
+	read time.Time
+	ok   bool
+}
+
+func (k *amqpKeys) get(ctx context.Context) []sas.Key {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ok && time.Since(k.read) < 10*time.Second {
+		return k.keys
+	}
+	stored, err := k.st.NamespaceKeys(ctx)
+	if err != nil {
+		k.log.WarnContext(ctx, "read namespace keys", slog.Any("err", err))
+		if k.ok {
+			return k.keys
+		}
+		return k.configured
+	}
+	keys := append([]sas.Key(nil), k.configured...)
+	for _, s := range stored {
+		rights, err := sas.ParseRights(s.Rights)
+		if err != nil {
+			continue
+		}
+		keys = append(keys, sas.Key{Name: s.Name, Primary: s.PrimaryKey, Secondary: s.SecondaryKey, Rights: rights})
+	}
+	k.keys, k.read, k.ok = keys, time.Now(), true
+	return keys
+}

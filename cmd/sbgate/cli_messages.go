@@ -1,0 +1,480 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sbgate/sbgate/api/client"
+)
+
+const messagesUsage = `usage:
+  sbgate send ENTITY [BODY] [-file PATH|-] [-content-type T] [-label L] [-message-id ID]
+              [-correlation-id ID] [-session-id S] [-partition-key K] [-to T] [-reply-to R]
+              [-reply-to-session-id S] [-ttl 10m] [-schedule 2026-01-02T15:04:05Z] [-p name=value ...]
+        the body is BODY, else the file (- for stdin), else stdin; -p values are typed:
+        12 and 12.5 are numbers, true/false booleans, anything else text ("12" quoted: text)
+  sbgate receive ENTITY [-n 1] [-wait 0s] [-settle complete|abandon|defer|deadletter|none] [-delete]
+        peek-lock up to -n messages, waiting up to -wait for the first, then settle them
+        (complete by default; none leaves them locked until their lock ends); -delete receives
+        and deletes instead
+  sbgate peek ENTITY [-n 10] [-from SEQ]           browse without locking (scheduled and deferred too)
+  sbgate dlq list ENTITY [-n 10] [-from SEQ]       browse the dead letters
+  sbgate dlq resubmit ENTITY (SEQ ... | -filter EXPR | -all)
+  sbgate dlq purge ENTITY                          delete every dead letter
+ENTITY is a queue, a topic (send only) or TOPIC/Subscriptions/NAME.
+flags everywhere: -connection-string ($SBGATE_CONNECTION_STRING), -o table|json, -insecure`
+
+// sendCommand runs `sbgate send`.
+func sendCommand(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sbgate send", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	mk := cliFlags(fs, getenv, stdout)
+	file := fs.String("file", "", "read the body from this file (- for stdin)")
+	contentType := fs.String("content-type", "", "the body's content type (default text/plain when the body is text, else application/octet-stream)")
+	str := map[string]*string{}
+	for _, f := range []struct{ flag, key string }{
+		{"label", "Label"}, {"message-id", "MessageId"}, {"correlation-id", "CorrelationId"},
+		{"session-id", "SessionId"}, {"partition-key", "PartitionKey"}, {"to", "To"},
+		{"reply-to", "ReplyTo"}, {"reply-to-session-id", "ReplyToSessionId"},
+	} {
+		str[f.key] = fs.String(f.flag, "", "broker property "+f.key)
+	}
+	ttl := fs.Duration("ttl", 0, "time to live (e.g. 10m)")
+	schedule := fs.String("schedule", "", "deliver at this time (RFC 3339, e.g. 2026-01-02T15:04:05Z)")
+	var props keyValues
+	fs.Var(&props, "p", "a user property, name=value (repeatable)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	c, err := mk()
+	if err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		return usageError(messagesUsage, "send: want ENTITY and at most one BODY, got %d argument(s)", len(pos))
+	}
+	entity := pos[0]
+	var body []byte
+	switch {
+	case len(pos) == 2 && *file != "":
+		return errors.New("send: give the body as an argument or with -file, not both")
+	case len(pos) == 2:
+		body = []byte(pos[1])
+	case *file != "" && *file != "-":
+		if body, err = os.ReadFile(*file); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+	default:
+		if body, err = readAllLimited(stdin); err != nil {
+			return fmt.Errorf("send: reading stdin: %w", err)
+		}
+	}
+	bp := map[string]any{}
+	for k, v := range str {
+		if *v != "" {
+			bp[k] = *v
+		}
+	}
+	if *ttl < 0 {
+		return errors.New("send: -ttl: must not be negative")
+	}
+	if *ttl > 0 {
+		bp["TimeToLive"] = ttl.Seconds()
+	}
+	if *schedule != "" {
+		t, err := time.Parse(time.RFC3339, *schedule)
+		if err != nil {
+			return fmt.Errorf("send: -schedule: want RFC 3339 (2026-01-02T15:04:05Z): %w", err)
+		}
+		bp["ScheduledEnqueueTimeUtc"] = t.UTC().Format(http.TimeFormat)
+	}
+	// One message as a batch of one: user properties travel in JSON, so any name (one that is
+	// not an HTTP header token too) arrives, typed.
+	msg := map[string]any{}
+	if utf8.Valid(body) {
+		msg["Body"] = string(body)
+	} else {
+		msg["BodyBase64"] = body
+	}
+	if *contentType != "" {
+		bp["ContentType"] = *contentType
+	} else if utf8.Valid(body) {
+		bp["ContentType"] = "text/plain; charset=utf-8"
+	} else {
+		bp["ContentType"] = "application/octet-stream"
+	}
+	msg["BrokerProperties"] = bp
+	if len(props.pairs) > 0 {
+		up := map[string]json.RawMessage{}
+		for _, p := range props.pairs {
+			if _, dup := up[p[0]]; dup {
+				return fmt.Errorf("send: -p %s given twice", p[0])
+			}
+			up[p[0]] = json.RawMessage(propertyValue(p[1]))
+		}
+		msg["UserProperties"] = up
+	}
+	raw, err := json.Marshal([]any{msg})
+	if err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	r, err := c.api.SendMessageWithBodyWithResponse(ctx, entity, nil, "application/vnd.microsoft.servicebus.json", bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("send %s: %w", entity, err)
+	}
+	if err := expect(r.StatusCode(), r.Body, http.StatusCreated); err != nil {
+		return fmt.Errorf("send %s: %w", entity, err)
+	}
+	if c.json {
+		return c.emitJSON(map[string]any{"Sent": 1, "Entity": entity, "Bytes": len(body)})
+	}
+	fmt.Fprintf(c.out, "sent %d bytes to %s\n", len(body), entity)
+	return nil
+}
+
+// propertyValue is a user property's JSON value: numbers and booleans as they are, anything else
+// as text; a value in double quotes is text without its quotes.
+func propertyValue(v string) string {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		raw, _ := json.Marshal(v[1 : len(v)-1])
+		return string(raw)
+	}
+	if v == "true" || v == "false" {
+		return v
+	}
+	if _, err := strconv.ParseFloat(v, 64); err == nil && json.Valid([]byte(v)) {
+		return v
+	}
+	raw, _ := json.Marshal(v)
+	return string(raw)
+}
+
+var dispositions = map[string]client.SettlementDisposition{
+	"complete": "Complete", "abandon": "Abandon", "defer": "Defer", "deadletter": "DeadLetter",
+}
+
+// receiveCommand runs `sbgate receive`.
+func receiveCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sbgate receive", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	mk := cliFlags(fs, getenv, stdout)
+	n := fs.Int("n", 1, "receive up to this many messages (at most 1000)")
+	wait := fs.Duration("wait", 0, "wait this long for a message when there is none")
+	settle := fs.String("settle", "complete", "what to do with the peek-locked messages: complete, abandon, defer, deadletter, or none (keep the lock)")
+	del := fs.Bool("delete", false, "receive-and-delete instead of peek-lock")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	c, err := mk()
+	if err != nil {
+		return fmt.Errorf("receive: %w", err)
+	}
+	if len(pos) != 1 {
+		return usageError(messagesUsage, "receive: want one ENTITY, got %d argument(s)", len(pos))
+	}
+	if *n < 1 || *n > 1000 {
+		return fmt.Errorf("receive: -n: want 1 to 1000, got %d", *n)
+	}
+	if *wait < 0 {
+		return errors.New("receive: -wait: must not be negative")
+	}
+	disp, ok := dispositions[*settle]
+	if !ok && *settle != "none" {
+		return fmt.Errorf("receive: -settle: want complete, abandon, defer, deadletter or none, got %q", *settle)
+	}
+	entity := pos[0]
+	timeout := int((*wait + time.Second - 1) / time.Second)
+	var msgs []client.Message
+	if *del {
+		r, err := c.api.ReceiveAndDeleteBatchWithResponse(ctx, entity, &client.ReceiveAndDeleteBatchParams{Count: n, Timeout: &timeout})
+		if err != nil {
+			return fmt.Errorf("receive %s: %w", entity, err)
+		}
+		if err := expect(r.StatusCode(), r.Body, http.StatusOK, http.StatusNoContent); err != nil {
+			return fmt.Errorf("receive %s: %w", entity, err)
+		}
+		if r.JSON200 != nil {
+			msgs = *r.JSON200
+		}
+	} else {
+		r, err := c.api.PeekLockBatchWithResponse(ctx, entity, &client.PeekLockBatchParams{Count: n, Timeout: &timeout})
+		if err != nil {
+			return fmt.Errorf("receive %s: %w", entity, err)
+		}
+		if err := expect(r.StatusCode(), r.Body, http.StatusCreated, http.StatusOK, http.StatusNoContent); err != nil {
+			return fmt.Errorf("receive %s: %w", entity, err)
+		}
+		if len(bytes.TrimSpace(r.Body)) > 0 {
+			if err := json.Unmarshal(r.Body, &msgs); err != nil {
+				return fmt.Errorf("receive %s: the broker's answer is not a JSON array: %w", entity, err)
+			}
+		}
+		if len(msgs) > 0 && *settle != "none" {
+			var body client.SettleMessagesJSONRequestBody
+			for _, m := range msgs {
+				if m.BrokerProperties == nil || m.BrokerProperties.LockToken == nil {
+					return fmt.Errorf("receive %s: a locked message came without its LockToken", entity)
+				}
+				body = append(body, client.Settlement{Disposition: disp, LockToken: *m.BrokerProperties.LockToken})
+			}
+			sr, err := c.api.SettleMessagesWithResponse(ctx, entity, nil, body)
+			if err != nil {
+				return fmt.Errorf("receive %s: settling: %w", entity, err)
+			}
+			if err := expect(sr.StatusCode(), sr.Body, http.StatusOK); err != nil {
+				return fmt.Errorf("receive %s: settling: %w", entity, err)
+			}
+			var results []client.SettlementResult
+			if err := json.Unmarshal(sr.Body, &results); err != nil {
+				return fmt.Errorf("receive %s: settling: the broker's answer is not a JSON array: %w", entity, err)
+			}
+			var failed []string
+			for _, res := range results {
+				if res.Status != http.StatusOK {
+					d := ""
+					if res.Detail != nil {
+						d = ": " + *res.Detail
+					}
+					failed = append(failed, fmt.Sprintf("lock %s: %d %s%s", res.LockToken, res.Status, http.StatusText(res.Status), d))
+				}
+			}
+			if len(failed) > 0 {
+				_ = c.printMessages(msgs, false)
+				return fmt.Errorf("receive %s: %s failed for %d of %d messages: %s", entity, *settle, len(failed), len(results), strings.Join(failed, "; "))
+			}
+		}
+	}
+	return c.printMessages(msgs, false)
+}
+
+// browseCommand runs `sbgate peek` and `sbgate dlq list`.
+func browseCommand(ctx context.Context, name string, dlq bool, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sbgate "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	mk := cliFlags(fs, getenv, stdout)
+	n := fs.Int("n", 10, "show up to this many messages (at most 1000)")
+	from := fs.Int64("from", 0, "first sequence number")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	c, err := mk()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if len(pos) != 1 {
+		return usageError(messagesUsage, "%s: want one ENTITY, got %d argument(s)", name, len(pos))
+	}
+	if *n < 1 || *n > 1000 {
+		return fmt.Errorf("%s: -n: want 1 to 1000, got %d", name, *n)
+	}
+	path := pos[0]
+	if dlq {
+		path += "/$DeadLetterQueue"
+	}
+	r, err := c.api.BrowseMessagesWithResponse(ctx, path, &client.BrowseMessagesParams{From: from, Count: n})
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", name, pos[0], err)
+	}
+	if err := expect(r.StatusCode(), r.Body, http.StatusOK); err != nil {
+		return fmt.Errorf("%s %s: %w", name, pos[0], err)
+	}
+	var msgs []client.Message
+	if r.JSON200 != nil {
+		msgs = *r.JSON200
+	}
+	return c.printMessages(msgs, dlq)
+}
+
+// dlqCommand runs `sbgate dlq list|resubmit|purge`.
+func dlqCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "help" {
+		fmt.Fprintln(stdout, messagesUsage)
+		return nil
+	}
+	verb, args := args[0], args[1:]
+	if verb == "list" {
+		return browseCommand(ctx, "dlq list", true, args, getenv, stdout, stderr)
+	}
+	if verb != "resubmit" && verb != "purge" {
+		return usageError(messagesUsage, "dlq: unknown command %q", verb)
+	}
+	fs := flag.NewFlagSet("sbgate dlq "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	mk := cliFlags(fs, getenv, stdout)
+	var filter *string
+	var all *bool
+	if verb == "resubmit" {
+		filter = fs.String("filter", "", "resubmit the dead letters matching this SQL filter (e.g. \"DeadLetterReason = 'MaxDeliveryCountExceeded'\")")
+		all = fs.Bool("all", false, "resubmit every dead letter")
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	c, err := mk()
+	if err != nil {
+		return fmt.Errorf("dlq %s: %w", verb, err)
+	}
+	if len(pos) < 1 {
+		return usageError(messagesUsage, "dlq %s: want ENTITY", verb)
+	}
+	entity := pos[0]
+	dlqPath := entity + "/$DeadLetterQueue"
+	report := func(what string, n int) error {
+		if c.json {
+			return c.emitJSON(map[string]any{what: n, "Entity": entity})
+		}
+		fmt.Fprintf(c.out, "%s %d dead letters of %s\n", strings.ToLower(what), n, entity)
+		return nil
+	}
+	if verb == "purge" {
+		if len(pos) != 1 {
+			return usageError(messagesUsage, "dlq purge: want one ENTITY, got %d argument(s)", len(pos))
+		}
+		r, err := c.api.PurgeMessagesWithResponse(ctx, dlqPath, nil)
+		if err != nil {
+			return fmt.Errorf("dlq purge %s: %w", entity, err)
+		}
+		if err := expect(r.StatusCode(), r.Body, http.StatusOK); err != nil {
+			return fmt.Errorf("dlq purge %s: %w", entity, err)
+		}
+		return report("Purged", countOf(r.Body))
+	}
+	seqs := pos[1:]
+	given := 0
+	for _, set := range []bool{len(seqs) > 0, *filter != "", *all} {
+		if set {
+			given++
+		}
+	}
+	if given != 1 {
+		return usageError(messagesUsage, "dlq resubmit: give sequence numbers, -filter or -all (one of them)")
+	}
+	if len(seqs) == 0 {
+		var params client.ResubmitAllParams
+		if *filter != "" {
+			params.Filter = filter
+		}
+		r, err := c.api.ResubmitAllWithResponse(ctx, dlqPath, &params)
+		if err != nil {
+			return fmt.Errorf("dlq resubmit %s: %w", entity, err)
+		}
+		if err := expect(r.StatusCode(), r.Body, http.StatusOK); err != nil {
+			return fmt.Errorf("dlq resubmit %s: %w", entity, err)
+		}
+		return report("Resubmitted", countOf(r.Body))
+	}
+	total := 0
+	for _, s := range seqs {
+		seq, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || seq < 0 {
+			return fmt.Errorf("dlq resubmit %s: %q is not a sequence number", entity, s)
+		}
+		r, err := c.api.ResubmitOneWithResponse(ctx, dlqPath, seq, nil)
+		if err != nil {
+			return fmt.Errorf("dlq resubmit %s %d: %w", entity, seq, err)
+		}
+		if err := expect(r.StatusCode(), r.Body, http.StatusOK); err != nil {
+			if total > 0 {
+				_ = report("Resubmitted", total)
+			}
+			return fmt.Errorf("dlq resubmit %s %d: %w", entity, seq, err)
+		}
+		total += countOf(r.Body)
+	}
+	return report("Resubmitted", total)
+}
+
+func countOf(body []byte) int {
+	var cr struct{ Count int }
+	_ = json.Unmarshal(body, &cr)
+	return cr.Count
+}
+
+// printMessages shows messages: a table with a body preview, or the broker's JSON objects.
+func (c *cli) printMessages(msgs []client.Message, dlq bool) error {
+	if c.json {
+		if msgs == nil {
+			msgs = []client.Message{}
+		}
+		return c.emitJSON(msgs)
+	}
+	if len(msgs) == 0 {
+		fmt.Fprintln(c.out, "no messages")
+		return nil
+	}
+	header := []string{"SEQ", "STATE", "ENQUEUED", "MESSAGE-ID", "LABEL", "PROPERTIES", "BODY"}
+	if dlq {
+		header = []string{"SEQ", "ENQUEUED", "MESSAGE-ID", "REASON", "DESCRIPTION", "PROPERTIES", "BODY"}
+	}
+	var rows [][]string
+	for _, m := range msgs {
+		bp := m.BrokerProperties
+		if bp == nil {
+			bp = &client.BrokerProperties{}
+		}
+		s := func(p *string) string {
+			if p == nil {
+				return ""
+			}
+			return *p
+		}
+		seq := ""
+		if bp.SequenceNumber != nil {
+			seq = strconv.FormatInt(*bp.SequenceNumber, 10)
+		}
+		state := ""
+		if bp.State != nil {
+			state = string(*bp.State)
+		}
+		var props []string
+		if m.UserProperties != nil {
+			for k, v := range *m.UserProperties {
+				props = append(props, fmt.Sprintf("%s=%v", k, v))
+			}
+		}
+		slices.Sort(props)
+		row := []string{seq, state, s(bp.EnqueuedTimeUtc), s(bp.MessageId), s(bp.Label), strings.Join(props, " "), bodyPreview(m)}
+		if dlq {
+			row = []string{seq, s(bp.EnqueuedTimeUtc), s(bp.MessageId), s(bp.DeadLetterReason), s(bp.DeadLetterErrorDescription), strings.Join(props, " "), bodyPreview(m)}
+		}
+		rows = append(rows, row)
+	}
+	return c.table(header, rows)
+}
+
+// bodyPreview is the start of a body: its text, or hex for a binary one.
+func bodyPreview(m client.Message) string {
+	const max = 60
+	if m.Body != nil {
+		b := *m.Body
+		if utf8.RuneCountInString(b) > max {
+			b = string([]rune(b)[:max]) + "…"
+		}
+		return b
+	}
+	if m.BodyBase64 != nil {
+		b := *m.BodyBase64
+		more := ""
+		if len(b) > max/3 {
+			b, more = b[:max/3], "…"
+		}
+		return fmt.Sprintf("(%d bytes) %x%s", len(*m.BodyBase64), b, more)
+	}
+	return ""
+}

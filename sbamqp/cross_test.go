@@ -1,0 +1,266 @@
+package sbamqp_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+// A message sent over AMQP is received over HTTP with its properties, and the other way round.
+func TestCrossProtocol(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	c := b.client(t, "root")
+	ctx := ctxT(t)
+
+	s, err := c.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := s.SendMessage(ctx, &azservicebus.Message{
+		Body: []byte("from amqp"), MessageID: to.Ptr("a1"), Subject: to.Ptr("lbl"), ContentType: to.Ptr("text/plain"),
+		ApplicationProperties: map[string]any{"color": "red", "n": int64(5), "ok": true},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	resp := b.httpDo(t, "DELETE", "/q/messages/head?timeout=5", "", nil)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "from amqp" {
+		t.Fatalf("HTTP receive: %s %q", resp.Status, body)
+	}
+	bp := resp.Header.Get("BrokerProperties")
+	for _, want := range []string{`"MessageId":"a1"`, `"Label":"lbl"`} {
+		if !strings.Contains(bp, want) {
+			t.Errorf("BrokerProperties %s lacks %s", bp, want)
+		}
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/plain" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	for k, want := range map[string]string{"color": `"red"`, "n": "5", "ok": "true"} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("user property %s = %q, want %q", k, got, want)
+		}
+	}
+
+	resp = b.httpDo(t, "POST", "/q/messages", "from http", map[string]string{
+		"BrokerProperties": `{"MessageId":"h1","CorrelationId":"c","Label":"L"}`,
+		"Content-Type":     "application/json",
+		"Price":            "2.5", "Name": `"n"`,
+	})
+	if resp.StatusCode != 201 {
+		t.Fatalf("HTTP send: %s", resp.Status)
+	}
+	r, err := c.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	msgs, err := r.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("AMQP receive: %v %v", msgs, err)
+	}
+	m := msgs[0]
+	if string(m.Body) != "from http" || m.MessageID != "h1" || *m.CorrelationID != "c" || *m.Subject != "L" ||
+		*m.ContentType != "application/json" || m.ApplicationProperties["price"] != 2.5 || m.ApplicationProperties["name"] != "n" {
+		t.Errorf("message = %+v, properties %v", m, m.ApplicationProperties)
+	}
+	if err := r.CompleteMessage(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSDKDeferRenewPeek(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	c := b.client(t, "root")
+	ctx := ctxT(t)
+	s, err := c.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for _, body := range []string{"one", "two"} {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := c.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	peeked, err := r.PeekMessages(ctx, 10, nil)
+	if err != nil || len(peeked) != 2 || string(peeked[0].Body) != "one" || string(peeked[1].Body) != "two" {
+		t.Fatalf("peek: %v %v", peeked, err)
+	}
+	msgs, err := r.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v %v", msgs, err)
+	}
+	m := msgs[0]
+	before := *m.LockedUntil
+	b.clock.Advance(10 * time.Second)
+	if err := r.RenewMessageLock(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !m.LockedUntil.After(before) {
+		t.Errorf("renewed lock until %v, was %v", m.LockedUntil, before)
+	}
+	if err := r.DeferMessage(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	deferred, err := r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil)
+	if err != nil || len(deferred) != 1 || string(deferred[0].Body) != "one" || deferred[0].State != azservicebus.MessageStateDeferred {
+		t.Fatalf("receive deferred: %v %v", deferred, err)
+	}
+	if err := r.CompleteMessage(ctx, deferred[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil); err == nil {
+		t.Error("receiving a completed deferred message succeeded")
+	}
+}
+
+func TestSDKAuthorizationAndMissingEntities(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	ctx := ctxT(t)
+	code := func(err error) azservicebus.Code {
+		var sbErr *azservicebus.Error
+		if errors.As(err, &sbErr) {
+			return sbErr.Code
+		}
+		return ""
+	}
+
+	// A wrong key: the put-token is refused.
+	s, err := b.client(t, "wrong").NewSender("q", nil)
+	if err == nil {
+		err = s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil)
+	}
+	if code(err) != azservicebus.CodeUnauthorizedAccess {
+		t.Errorf("wrong key: %v", err)
+	}
+	// A Listen-only key cannot send; a Send-only key cannot receive.
+	s, err = b.client(t, "listener").NewSender("q", nil)
+	if err == nil {
+		err = s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil)
+	}
+	if code(err) != azservicebus.CodeUnauthorizedAccess {
+		t.Errorf("send with Listen: %v", err)
+	}
+	r, err := b.client(t, "sender").NewReceiverForQueue("q", nil)
+	if err == nil {
+		_, err = r.ReceiveMessages(ctx, 1, nil)
+	}
+	if code(err) != azservicebus.CodeUnauthorizedAccess {
+		t.Errorf("receive with Send: %v", err)
+	}
+	// A missing entity.
+	s, err = b.client(t, "root").NewSender("nope", nil)
+	if err == nil {
+		err = s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil)
+	}
+	// The SDK hands the attach's error on as is, and treats it as fatal.
+	if amqpErr := (*goamqp.Error)(nil); !errors.As(err, &amqpErr) || amqpErr.Condition != goamqp.ErrCondNotFound {
+		t.Errorf("missing entity: %v", err)
+	}
+	// Nothing was stored.
+	if e, err := b.store.GetEntity(ctx, "q"); err != nil || e.Counts.Total() != 0 {
+		t.Errorf("q: %+v %v", e.Counts, err)
+	}
+}
+
+// A topic's subscriptions receive over AMQP what their SQL filters accept of what was sent to
+// the topic over AMQP.
+func TestSDKSubscriptionWithSQLFilter(t *testing.T) {
+	b := newBroker(t)
+	ctx := ctxT(t)
+	if _, err := b.store.CreateEntity(ctx, store.KindTopic, "t", store.DefaultProperties(store.KindTopic)); err != nil {
+		t.Fatal(err)
+	}
+	rule := &store.Rule{Name: "red", Filter: store.RuleFilter{Kind: store.FilterSQL, SQLExpression: "color = 'red'"}}
+	if _, err := b.store.CreateSubscription(ctx, "t/Subscriptions/reds", store.DefaultProperties(store.KindSubscription), rule); err != nil {
+		t.Fatal(err)
+	}
+	c := b.client(t, "root")
+	s, err := c.NewSender("t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for _, color := range []string{"blue", "red"} {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(color), ApplicationProperties: map[string]any{"color": color}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := c.NewReceiverForSubscription("t", "reds", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	msgs, err := r.ReceiveMessages(ctx, 2, nil)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "red" {
+		t.Fatalf("subscription received %v, %v", msgs, err)
+	}
+	if err := r.CompleteMessage(ctx, msgs[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	// Receiving from the topic itself is refused.
+	tr, err := c.NewReceiverForQueue("t", nil)
+	if err == nil {
+		_, err = tr.ReceiveMessages(ctx, 1, nil)
+	}
+	if err == nil {
+		t.Error("receiving from a topic succeeded")
+	}
+}
+
+// A message sent with a scheduled enqueue time stays invisible until then.
+func TestSDKScheduledEnqueueTime(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	c := b.client(t, "root")
+	ctx := ctxT(t)
+	s, err := c.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	at := b.clock.Now().Add(time.Hour).Truncate(time.Millisecond)
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("later"), ScheduledEnqueueTime: &at}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	peeked, err := r.PeekMessages(ctx, 1, nil)
+	if err != nil || len(peeked) != 1 || peeked[0].State != azservicebus.MessageStateScheduled ||
+		peeked[0].ScheduledEnqueueTime == nil || !peeked[0].ScheduledEnqueueTime.Equal(at) {
+		t.Fatalf("peek: %+v %v", *peeked[0], err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	msgs, _ := r.ReceiveMessages(short, 1, nil)
+	cancel()
+	if len(msgs) != 0 {
+		t.Fatalf("received a scheduled message early: %v", msgs)
+	}
+	b.clock.Advance(time.Hour + time.Second)
+	msgs, err = r.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "later" {
+		t.Fatalf("after the scheduled time: %v %v", msgs, err)
+	}
+}

@@ -1,0 +1,505 @@
+package sbamqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/store"
+)
+
+// entityAddress parses a link address into an entity path and subqueue: "q", "t",
+// "t/Subscriptions/s", "…/$DeadLetterQueue", also given as a URL ("amqps://host/q").
+func entityAddress(addr string) (string, store.SubQueue) {
+	p := addr
+	if _, rest, ok := strings.Cut(p, "://"); ok {
+		if _, path, ok := strings.Cut(rest, "/"); ok {
+			p = path
+		} else {
+			p = ""
+		}
+	}
+	return splitSubQueue(strings.Trim(p, "/"))
+}
+
+// resolve finds the entity of a link, mapping a missing one to amqp:not-found.
+func (cs *conn) resolve(ctx context.Context, path string) (*store.Entity, *amqp.Error) {
+	if path == "" {
+		return nil, amqp.Errorf(condNotFound, "The link names no entity.")
+	}
+	e, err := cs.h.cfg.Store.Resolve(ctx, path)
+	if err != nil {
+		if store.ErrorCode(err) == store.CodeNotFound {
+			return nil, amqp.Errorf(condNotFound, "The messaging entity '%s' could not be found.", path)
+		}
+		return nil, amqpError(err)
+	}
+	return e, nil
+}
+
+// attachEntitySender answers a link on which the peer sends to a queue or topic. It runs on
+// its own goroutine: resolving the entity may read the database.
+func (cs *conn) attachEntitySender(req *amqp.AttachRequest) {
+	path, sq := entityAddress(req.TargetAddress())
+	if aerr := cs.authorize(path, sas.Send); aerr != nil {
+		_ = req.Refuse(aerr)
+		return
+	}
+	e, aerr := cs.resolve(req.Context(), path)
+	if aerr != nil {
+		_ = req.Refuse(aerr)
+		return
+	}
+	if sq != store.SubQueueMain || e.Kind == store.KindSubscription {
+		_ = req.Refuse(amqp.Errorf(condNotAllowed, "Messages cannot be sent to '%s': send to a queue or topic.", req.TargetAddress()))
+		return
+	}
+	s := &entitySender{cs: cs, path: e.Path}
+	_, err := req.AcceptReceiver(s, amqp.ReceiverOptions{
+		MaxMessageSize: uint64(e.Props.MaxMessageSizeInKilobytes) * 1024,
+	})
+	if err != nil {
+		cs.h.log.Debug("amqp attach not accepted", "err", err)
+	}
+}
+
+// entitySender stores what the peer sends on one link. Deliveries are stored in arrival
+// order by one goroutine at a time, those that queued up meanwhile in one store.Send.
+type entitySender struct {
+	cs   *conn
+	path string
+
+	mu      sync.Mutex
+	queue   []*amqp.Delivery
+	running bool
+}
+
+func (s *entitySender) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
+	s.mu.Lock()
+	s.queue = append(s.queue, d)
+	start := !s.running
+	s.running = true
+	s.mu.Unlock()
+	if start {
+		go s.run(l)
+	}
+}
+
+func (s *entitySender) ReceiverDetached(*amqp.ReceiverLink, error) {}
+
+func (s *entitySender) run(l *amqp.ReceiverLink) {
+	ctx := l.Conn().Context()
+	for {
+		s.mu.Lock()
+		batch := s.queue
+		s.queue = nil
+		if len(batch) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		s.store(ctx, l, batch)
+	}
+}
+
+// store stores a run of deliveries: each delivery's messages atomically, and the deliveries
+// together in one store.Send when they all decode; when that fails, one by one, so each gets
+// its own outcome.
+func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []*amqp.Delivery) {
+	if aerr := s.cs.authorize(s.path, sas.Send); aerr != nil {
+		for _, d := range batch {
+			_ = d.Reject(aerr)
+		}
+		_ = l.Detach(aerr)
+		return
+	}
+	e, aerr := s.cs.resolve(ctx, s.path)
+	if aerr != nil {
+		for _, d := range batch {
+			_ = d.Reject(aerr)
+		}
+		return
+	}
+	type item struct {
+		d    *amqp.Delivery
+		msgs []store.Message
+	}
+	items := make([]item, 0, len(batch))
+	var all []store.Message
+	for _, d := range batch {
+		msgs, err := deliveryMessages(d)
+		if err != nil {
+			_ = d.Reject(amqpError(err))
+			continue
+		}
+		items = append(items, item{d, msgs})
+		all = append(all, msgs...)
+	}
+	if len(items) > 1 {
+		if err := s.cs.h.cfg.Store.Send(ctx, e, all); err == nil {
+			for _, it := range items {
+				_ = it.d.Accept()
+			}
+			return
+		}
+	}
+	for _, it := range items {
+		if err := s.cs.h.cfg.Store.Send(ctx, e, it.msgs); err != nil {
+			_ = it.d.Reject(amqpError(err))
+			continue
+		}
+		_ = it.d.Accept()
+	}
+}
+
+// deliveryMessages decodes a delivery: one message, or for a batch (message format
+// 0x80013700) the messages encoded in its data sections.
+func deliveryMessages(d *amqp.Delivery) ([]store.Message, error) {
+	m, err := d.Message()
+	if err != nil {
+		return nil, &amqp.Error{Condition: amqp.ErrCondDecodeError, Description: "The message could not be decoded."}
+	}
+	if d.MessageFormat != amqp.MessageFormatBatch {
+		sm, err := toStore(m)
+		if err != nil {
+			return nil, err
+		}
+		return []store.Message{sm}, nil
+	}
+	if len(m.Data) == 0 {
+		return nil, &amqp.Error{Condition: condInvalidField, Description: "The batch contains no messages."}
+	}
+	msgs := make([]store.Message, 0, len(m.Data))
+	for i, data := range m.Data {
+		inner, err := amqp.Unmarshal(data)
+		if err != nil {
+			return nil, &amqp.Error{Condition: amqp.ErrCondDecodeError, Description: fmt.Sprintf("Message %d of the batch could not be decoded.", i+1)}
+		}
+		sm, err := toStore(inner)
+		if err != nil {
+			return nil, unsupported("message %d of the batch: %s", i+1, err.Error())
+		}
+		msgs = append(msgs, sm)
+	}
+	return msgs, nil
+}
+
+// attachEntityReceiver answers a link on which the peer receives from a queue, a
+// subscription or a dead-letter subqueue.
+func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
+	path, sq := entityAddress(req.SourceAddress())
+	authPath := path
+	if sq == store.SubQueueDeadLetter {
+		authPath = path + "/$DeadLetterQueue"
+	}
+	if aerr := cs.authorize(authPath, sas.Listen); aerr != nil {
+		_ = req.Refuse(aerr)
+		return
+	}
+	e, aerr := cs.resolve(req.Context(), path)
+	if aerr != nil {
+		_ = req.Refuse(aerr)
+		return
+	}
+	if e.Kind == store.KindTopic {
+		_ = req.Refuse(amqp.Errorf(condNotAllowed, "Messages cannot be received from topic '%s': receive from a subscription.", e.Path))
+		return
+	}
+	filter, hasFilter := req.Filter().Get(sessionFilter)
+	if hasFilter && (!e.Props.RequiresSession || sq != store.SubQueueMain) {
+		_ = req.Refuse(amqp.Errorf(condNotAllowed, "'%s' does not hold sessions: receive without a session.", req.SourceAddress()))
+		return
+	}
+	if !hasFilter && e.Props.RequiresSession && sq == store.SubQueueMain {
+		_ = req.Refuse(amqp.Errorf(condNotAllowed, "'%s' requires sessions: accept a session to receive.", e.Path))
+		return
+	}
+	var opts amqp.SenderOptions
+	var lock *store.SessionLock
+	if hasFilter {
+		var aerr *amqp.Error
+		if lock, opts, aerr = cs.acceptSession(req, e, filter); aerr != nil {
+			_ = req.Refuse(aerr)
+			return
+		}
+	}
+	mode := store.PeekLock
+	if req.Attach().SndSettleMode == amqp.SenderSettleModeSettled {
+		mode = store.ReceiveAndDelete
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Conn().Context()))
+	r := &entityReceiver{
+		cs: cs, path: e.Path, authPath: authPath, sq: sq, mode: mode, session: lock,
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
+	}
+	l, err := req.AcceptSender(r, opts)
+	if err != nil {
+		cancel()
+		if lock != nil {
+			cs.releaseSession(e, *lock)
+		}
+		return
+	}
+	go r.pump(l)
+}
+
+const sessionFilter amqp.Symbol = "com.microsoft:session-filter"
+
+// entityReceiver feeds one receive link from the store: while the peer grants credit, one
+// store receive for up to that many messages waits at a time.
+type entityReceiver struct {
+	cs       *conn
+	path     string
+	authPath string
+	sq       store.SubQueue
+	mode     store.ReceiveMode
+	session  *store.SessionLock // nil outside a session
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wake     chan struct{}
+
+	mu         sync.Mutex
+	stopWait   context.CancelFunc // ends the store receive under way, for a drain
+	waitActive bool
+	// held are messages received but not yet sent: the peer lowered its credit meanwhile.
+	held []*store.Message
+}
+
+func (r *entityReceiver) Flow(l *amqp.SenderLink, credit uint32, drain bool) {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	if drain {
+		r.mu.Lock()
+		if r.waitActive {
+			r.stopWait()
+		}
+		r.mu.Unlock()
+	}
+}
+
+func (r *entityReceiver) SenderDetached(*amqp.SenderLink, error) {
+	r.cancel()
+	if r.session != nil {
+		if t, aerr := r.target(context.WithoutCancel(r.ctx)); aerr == nil {
+			r.cs.releaseSession(t.Entity, *r.session)
+		}
+	}
+}
+
+func (r *entityReceiver) target(ctx context.Context) (store.Target, *amqp.Error) {
+	e, aerr := r.cs.resolve(ctx, r.path)
+	if aerr != nil {
+		return store.Target{}, aerr
+	}
+	return store.Target{Entity: e, SubQueue: r.sq, Session: r.session}, nil
+}
+
+// pump receives for the link while it has credit. Every claim is a peek-lock, also for a
+// receive-and-delete link: its messages are completed once they are handed to the connection,
+// and a message that could not be sent is released, so a link that goes while a claim is
+// answered loses nothing.
+func (r *entityReceiver) pump(l *amqp.SenderLink) {
+	defer r.giveBack()
+	for r.ctx.Err() == nil {
+		credit := l.Credit()
+		if credit == 0 {
+			select {
+			case <-r.wake:
+			case <-r.ctx.Done():
+			}
+			continue
+		}
+		if aerr := r.cs.authorize(r.authPath, sas.Listen); aerr != nil {
+			_ = l.Detach(aerr)
+			return
+		}
+		if len(r.held) > 0 {
+			r.send(l)
+			continue
+		}
+		t, aerr := r.target(r.ctx)
+		if aerr != nil {
+			_ = l.Detach(aerr)
+			return
+		}
+		wctx, stop := context.WithCancel(r.ctx)
+		r.mu.Lock()
+		r.stopWait, r.waitActive = stop, true
+		r.mu.Unlock()
+		drain := l.Drain()
+		wait := r.cs.h.cfg.MaxReceiveWait
+		if drain {
+			wait = 0
+		}
+		msgs, err := r.cs.h.cfg.Store.Receive(wctx, store.ReceiveRequest{
+			Target: t, Mode: store.PeekLock, Max: int(min(credit, store.MaxReceiveBatch)), Wait: wait,
+		})
+		r.mu.Lock()
+		r.waitActive = false
+		r.mu.Unlock()
+		stop()
+		r.held = append(r.held, msgs...)
+		if len(r.held) > 0 {
+			r.send(l)
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			aerr := amqpError(err)
+			if r.session != nil && aerr.Condition == condLockLost {
+				aerr.Condition = condSessionLockLost
+			}
+			_ = l.Detach(aerr)
+			return
+		}
+		if drain && len(msgs) == 0 && err == nil {
+			l.CompleteDrain()
+		}
+	}
+}
+
+// send sends the held messages while the link has credit; in receive-and-delete mode it then
+// completes those sent. Messages that could not be sent are released (their delivery uncounted).
+func (r *entityReceiver) send(l *amqp.SenderLink) {
+	var sent, failed []uuid.UUID
+	for len(r.held) > 0 {
+		m := r.held[0]
+		var err error
+		if r.mode == store.PeekLock {
+			_, err = l.SendMessage(r.ctx, lockTag(m.LockToken), fromStore(m, time.Time{}), nil)
+		} else {
+			plain := *m
+			plain.LockToken, plain.LockedUntil = uuid.Nil, time.Time{}
+			_, err = l.SendMessage(r.ctx, seqTag(m.SequenceNumber), fromStore(&plain, time.Time{}), &amqp.SendOptions{Settled: true})
+		}
+		if errors.Is(err, amqp.ErrNoCredit) {
+			break
+		}
+		r.held = r.held[1:]
+		if err != nil {
+			failed = append(failed, m.LockToken)
+			continue
+		}
+		if r.mode == store.ReceiveAndDelete {
+			sent = append(sent, m.LockToken)
+		}
+	}
+	r.settleAll(sent, store.Complete)
+	r.settleAll(failed, store.Release)
+}
+
+// giveBack releases what the link received but could not send before it went.
+func (r *entityReceiver) giveBack() {
+	toks := make([]uuid.UUID, len(r.held))
+	for i, m := range r.held {
+		toks[i] = m.LockToken
+	}
+	r.held = nil
+	r.settleAll(toks, store.Release)
+}
+
+func (r *entityReceiver) settleAll(toks []uuid.UUID, op store.Settlement) {
+	if len(toks) == 0 {
+		return
+	}
+	ctx := context.WithoutCancel(r.ctx)
+	t, aerr := r.target(ctx)
+	if aerr != nil {
+		return
+	}
+	reqs := make([]store.SettleRequest, len(toks))
+	for i, tok := range toks {
+		reqs[i] = store.SettleRequest{Op: op, Token: tok}
+	}
+	for _, res := range r.cs.h.cfg.Store.Settle(ctx, t, reqs) {
+		if res.Err != nil {
+			r.cs.h.log.Warn("amqp settlement of a message the link took failed", "entity", r.path, "op", op, "err", res.Err)
+		}
+	}
+}
+
+// seqTag is the delivery tag of a receive-and-delete delivery, which has no lock token.
+func seqTag(seq int64) []byte {
+	b := make([]byte, 8)
+	for i := range 8 {
+		b[7-i] = byte(seq >> (8 * i))
+	}
+	return b
+}
+
+// Disposition applies the peer's outcome for a peek-locked delivery to its lock.
+func (r *entityReceiver) Disposition(l *amqp.SenderLink, d *amqp.OutgoingDelivery, state amqp.DeliveryState, settled bool) {
+	go func() {
+		err := r.settle(d.Tag(), state)
+		if settled {
+			return
+		}
+		if err != nil {
+			_ = d.Settle(amqp.Rejected{Error: amqpError(err)})
+			return
+		}
+		if _, ok := state.(amqp.Rejected); ok {
+			// A dead-letter is confirmed by a rejected outcome without an error: the SDKs read
+			// an error there as the settlement's failure.
+			state = amqp.Rejected{}
+		}
+		_ = d.Settle(state)
+	}()
+}
+
+func (r *entityReceiver) settle(tag []byte, state amqp.DeliveryState) error {
+	tok, ok := tagLock(tag)
+	if !ok {
+		return amqp.Errorf(condInvalidField, "The delivery tag is not a lock token.")
+	}
+	req := store.SettleRequest{Token: tok}
+	switch st := state.(type) {
+	case amqp.Accepted:
+		req.Op = store.Complete
+	case amqp.Released:
+		req.Op = store.Release
+	case amqp.Modified:
+		if len(st.MessageAnnotations) > 0 {
+			return unsupported("modifying message properties on abandon or defer is not supported")
+		}
+		req.Op = store.Abandon
+		if st.UndeliverableHere {
+			req.Op = store.Defer
+		}
+	case amqp.Rejected:
+		req.Op = store.DeadLetter
+		if st.Error != nil {
+			for _, e := range st.Error.Info {
+				k, _ := e.Key.(string)
+				if s, ok := e.Key.(amqp.Symbol); ok {
+					k = string(s)
+				}
+				v, _ := e.Value.(string)
+				switch k {
+				case propDeadLetterReason:
+					req.Reason = v
+				case propDeadLetterDescription:
+					req.Description = v
+				default:
+					return unsupported("modifying message properties on dead-letter is not supported")
+				}
+			}
+		}
+	default:
+		return unsupported("the delivery state %T is not a settlement", state)
+	}
+	t, aerr := r.target(r.ctx)
+	if aerr != nil {
+		return aerr
+	}
+	res := r.cs.h.cfg.Store.Settle(context.WithoutCancel(r.ctx), t, []store.SettleRequest{req})
+	return res[0].Err
+}

@@ -1,0 +1,104 @@
+package sbamqp
+
+import (
+	"errors"
+
+	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/store"
+)
+
+// Error conditions of the Service Bus profile that the SDKs map to their error kinds
+// (docs/amqp.md §6).
+const (
+	condUnauthorized     amqp.Symbol = "amqp:unauthorized-access"
+	condNotFound         amqp.Symbol = "amqp:not-found"
+	condNotImplemented   amqp.Symbol = "amqp:not-implemented"
+	condNotAllowed       amqp.Symbol = "amqp:not-allowed"
+	condInvalidField     amqp.Symbol = "amqp:invalid-field"
+	condInternal         amqp.Symbol = "amqp:internal-error"
+	condResourceLimit    amqp.Symbol = "amqp:resource-limit-exceeded"
+	condMessageSize      amqp.Symbol = "amqp:link:message-size-exceeded"
+	condLockLost         amqp.Symbol = "com.microsoft:message-lock-lost"
+	condSessionLockLost  amqp.Symbol = "com.microsoft:session-lock-lost"
+	condEntityDisabled   amqp.Symbol = "com.microsoft:entity-disabled"
+	condServerBusy       amqp.Symbol = "com.microsoft:server-busy"
+	condSessionCannotBeL amqp.Symbol = "com.microsoft:session-cannot-be-locked"
+	condTimeout          amqp.Symbol = "com.microsoft:timeout"
+)
+
+// amqpError maps a store error to the AMQP error the SDKs understand. Internal errors never
+// carry their text.
+func amqpError(err error) *amqp.Error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var ue *errUnsupported
+	if errors.As(err, &ue) {
+		return &amqp.Error{Condition: condNotImplemented, Description: ue.msg}
+	}
+	msg := store.ErrorMessage(err)
+	var cond amqp.Symbol
+	switch store.ErrorCode(err) {
+	case store.CodeNotFound:
+		cond = condNotFound
+	case store.CodeLockLost:
+		cond = condLockLost
+	case store.CodeTooLarge:
+		cond = condMessageSize
+	case store.CodeQuotaExceeded:
+		cond = condResourceLimit
+	case store.CodeForbidden:
+		cond = condEntityDisabled
+	case store.CodeBadRequest:
+		cond = condInvalidField
+	case store.CodeConflict:
+		cond = condNotAllowed
+	case store.CodeUnavailable:
+		cond = condServerBusy
+	default:
+		return &amqp.Error{Condition: condInternal, Description: "The server could not complete the operation."}
+	}
+	return &amqp.Error{Condition: cond, Description: msg}
+}
+
+// statusOf maps an error to the status code of a $cbs or $management reply.
+func statusOf(err error) int32 {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		switch ae.Condition {
+		case condUnauthorized:
+			return 401
+		case condNotFound:
+			return 404
+		case condNotImplemented:
+			return 501
+		case condLockLost, condSessionLockLost:
+			return 410 // what the SDKs read as a lost lock
+		}
+		return 400
+	}
+	var ue *errUnsupported
+	if errors.As(err, &ue) {
+		return 501
+	}
+	switch store.ErrorCode(err) {
+	case store.CodeNotFound:
+		return 404
+	case store.CodeLockLost:
+		return 410
+	case store.CodeTooLarge:
+		return 413
+	case store.CodeQuotaExceeded:
+		return 403
+	case store.CodeForbidden:
+		return 403
+	case store.CodeBadRequest:
+		return 400
+	case store.CodeConflict:
+		return 409
+	case store.CodeUnavailable:
+		return 503
+	}
+	return 500
+}

@@ -1,0 +1,156 @@
+package sbamqp_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/sbamqp"
+	"github.com/sbgate/sbgate/store"
+)
+
+// TestMain gives the package a real PostgreSQL server; each test clones its own database.
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+var testKeys = []sas.Key{
+	{Name: "root", Primary: "key", Rights: sas.Manage},
+	{Name: "sender", Primary: "k2", Rights: sas.Send},
+	{Name: "listener", Primary: "k3", Rights: sas.Listen},
+}
+
+// broker is a store with both protocols in front of it, as sbgate serve runs them.
+type broker struct {
+	clock    *clock // the store's
+	store    *store.Postgres
+	amqpAddr string // 127.0.0.1:port
+	httpURL  string
+}
+
+func newBroker(t *testing.T) *broker { return newBrokerWith(t, nil) }
+
+// newBrokerWith starts a broker whose AMQP layer checks token expiry against tokenNow (nil: the
+// real clock, which the SDKs sign with).
+func newBrokerWith(t *testing.T, tokenNow func() time.Time) *broker {
+	t.Helper()
+	t.Parallel()
+	clk := &clock{t: time.Now()}
+	st := store.New(dbtest.NewPool(t), store.Options{Now: clk.Now})
+	st.Start(context.Background())
+	t.Cleanup(st.Stop)
+
+	h := sbamqp.New(sbamqp.Config{
+		Store: st,
+		Keys:  func(context.Context) []sas.Key { return testKeys },
+		// Store receives wait this long before a link asks again, so a receive notices a move
+		// of the test clock (the store's timers run on the real one).
+		MaxReceiveWait: 200 * time.Millisecond,
+		Now:            tokenNow,
+	})
+	srv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(context.Background(), ln)
+	}()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-done
+	})
+	hs := httptest.NewServer(handlers.NewServer(st, handlers.Config{Keys: testKeys}))
+	t.Cleanup(hs.Close)
+	return &broker{clock: clk, store: st, amqpAddr: ln.Addr().String(), httpURL: hs.URL}
+}
+
+// connString is what sbgate prints for its AMQP listener.
+func (b *broker) connString(key string) string {
+	k := map[string]string{"root": "key", "sender": "k2", "listener": "k3", "wrong": "nope"}[key]
+	name := key
+	if key == "wrong" {
+		name = "root"
+	}
+	return "Endpoint=sb://" + b.amqpAddr + ";SharedAccessKeyName=" + name + ";SharedAccessKey=" + k + ";UseDevelopmentEmulator=true"
+}
+
+func (b *broker) client(t *testing.T, key string) *azservicebus.Client {
+	t.Helper()
+	c, err := azservicebus.NewClientFromConnectionString(b.connString(key), &azservicebus.ClientOptions{
+		RetryOptions: azservicebus.RetryOptions{MaxRetries: -1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func (b *broker) createQueue(t *testing.T, name string, mut func(*store.Properties)) *store.Entity {
+	t.Helper()
+	p := store.DefaultProperties(store.KindQueue)
+	if mut != nil {
+		mut(&p)
+	}
+	e, err := b.store.CreateEntity(t.Context(), store.KindQueue, name, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// httpDo sends one HTTP request signed with the root key.
+func (b *broker) httpDo(t *testing.T, method, path, body string, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, b.httpURL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = []string{v}
+	}
+	req.Header.Set("Authorization", sas.Sign(b.httpURL+path, "root", "key", time.Now().Add(time.Hour)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// clock is the store's clock, which tests move instead of sleeping. Tokens are checked against
+// the real clock: the SDK signs them with it.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,383 @@
+package sbamqp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/store"
+)
+
+// managementReceiver takes requests to an entity's $management node (docs/amqp.md §4); the
+// replies go on the peer's reply link.
+type managementReceiver struct {
+	cs   *conn
+	path string // the entity, with /$DeadLetterQueue for its subqueue
+}
+
+func (r *managementReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
+	m, err := d.Message()
+	if err != nil {
+		_ = d.Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError, Description: "The management request is not a valid message."})
+		return
+	}
+	_ = d.Accept()
+	var replyTo string
+	var id any
+	if m.Properties != nil {
+		replyTo, id = m.Properties.ReplyTo, m.Properties.MessageID
+	}
+	go func() {
+		body, err := r.handle(l.Conn().Context(), m)
+		status, desc := int32(200), "OK"
+		props := amqp.Map{}
+		switch {
+		case err != nil:
+			status = statusOf(err)
+			ae := amqpError(err)
+			desc = ae.Description
+			props = append(props, amqp.MapEntry{Key: "errorCondition", Value: ae.Condition})
+		case body == nil:
+			status, desc = 204, "No Content"
+		}
+		props = append(amqp.Map{{Key: "statusCode", Value: status}, {Key: "statusDescription", Value: desc}}, props...)
+		reply := &amqp.Message{
+			Properties:            &amqp.Properties{CorrelationID: id},
+			ApplicationProperties: props,
+		}
+		if body != nil {
+			reply.Value = body
+		} else {
+			reply.Value, reply.HasValue = amqp.Map{}, true
+		}
+		r.cs.reply(replyTo, reply)
+	}()
+}
+
+func (r *managementReceiver) ReceiverDetached(*amqp.ReceiverLink, error) {}
+
+func badField(format string, args ...any) error {
+	return &amqp.Error{Condition: condInvalidField, Description: fmt.Sprintf(format, args...)}
+}
+
+// handle runs one operation and returns its reply body, or nil for an empty success (204).
+func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.Map, error) {
+	opv, _ := m.ApplicationProperties.Get("operation")
+	op, _ := opv.(string)
+	if s, ok := opv.(amqp.Symbol); ok {
+		op = string(s)
+	}
+	body, _ := m.Value.(amqp.Map)
+	need := sas.Listen
+	if op == "com.microsoft:schedule-message" || op == "com.microsoft:cancel-scheduled-message" {
+		need = sas.Send
+	}
+	if aerr := r.cs.authorize(r.path, need); aerr != nil {
+		return nil, aerr
+	}
+	path, sq := splitSubQueue(r.path)
+	e, aerr := r.cs.resolve(ctx, path)
+	if aerr != nil {
+		return nil, aerr
+	}
+	t := store.Target{Entity: e, SubQueue: sq}
+	sid, hasSession := mapString(body, "session-id")
+	if !hasSession || sid == "" {
+		// The Go SDK names the session receiver's link instead of the session on some
+		// requests (peek, update-disposition).
+		if v, ok := m.ApplicationProperties.Get("associated-link-name"); ok {
+			if name, _ := v.(string); name != "" {
+				if lock, ok := r.cs.linkSession(name); ok {
+					sid, hasSession = lock.SessionID, true
+				}
+			}
+		}
+	}
+	if hasSession && sid != "" && op != "com.microsoft:peek-message" {
+		lock, ok := r.cs.sessionLock(e.Path, sid)
+		if !ok {
+			return nil, &amqp.Error{Condition: condSessionLockLost, Description: "This connection holds no lock on session '" + sid + "'."}
+		}
+		t.Session = &lock
+	}
+	st := r.cs.h.cfg.Store
+	switch op {
+	case "com.microsoft:renew-session-lock", "com.microsoft:get-session-state", "com.microsoft:set-session-state":
+		if t.Session == nil {
+			return nil, badField("the request has no 'session-id'")
+		}
+		switch op {
+		case "com.microsoft:renew-session-lock":
+			until, err := st.RenewSessionLock(ctx, e, *t.Session)
+			if err != nil {
+				return nil, sessionErr(err)
+			}
+			return amqp.Map{{Key: "expiration", Value: until}}, nil
+		case "com.microsoft:get-session-state":
+			state, err := st.SessionState(ctx, e, *t.Session)
+			if err != nil {
+				return nil, sessionErr(err)
+			}
+			var v any
+			if state != nil {
+				v = state
+			}
+			return amqp.Map{{Key: "session-state", Value: v}}, nil
+		default:
+			v, _ := body.Get("session-state")
+			state, ok := v.([]byte)
+			if !ok && v != nil {
+				return nil, badField("'session-state' must be binary or null")
+			}
+			if err := st.SetSessionState(ctx, e, *t.Session, state); err != nil {
+				return nil, sessionErr(err)
+			}
+			return amqp.Map{}, nil
+		}
+
+	case "com.microsoft:renew-lock":
+		toks, err := uuids(body, "lock-tokens")
+		if err != nil {
+			return nil, err
+		}
+		reqs := make([]store.SettleRequest, len(toks))
+		for i, tok := range toks {
+			reqs[i] = store.SettleRequest{Op: store.RenewLock, Token: tok}
+		}
+		res := st.Settle(ctx, t, reqs)
+		exp := make([]any, len(res))
+		for i, rr := range res {
+			if rr.Err != nil {
+				return nil, rr.Err
+			}
+			exp[i] = rr.LockedUntil
+		}
+		return amqp.Map{{Key: "expirations", Value: amqp.Array{Type: amqp.TypeTimestamp, Elems: exp}}}, nil
+
+	case "com.microsoft:peek-message":
+		from, err := integer(body, "from-sequence-number")
+		if err != nil {
+			return nil, err
+		}
+		n, err := integer(body, "message-count")
+		if err != nil {
+			return nil, err
+		}
+		if n < 1 {
+			return nil, badField("message-count must be at least 1")
+		}
+		msgs, err := peek(ctx, st, e, sq, sid, from, int(min(n, store.MaxBrowse)))
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) == 0 {
+			return nil, nil
+		}
+		list := make(amqp.List, 0, len(msgs))
+		for _, sm := range msgs {
+			b, err := amqp.Marshal(fromStore(sm, r.cs.h.cfg.Now()))
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, amqp.Map{{Key: "message", Value: b}})
+		}
+		return amqp.Map{{Key: "messages", Value: list}}, nil
+
+	case "com.microsoft:receive-by-sequence-number":
+		seqs, err := longs(body, "sequence-numbers")
+		if err != nil {
+			return nil, err
+		}
+		mode := store.PeekLock
+		if v, _ := body.Get("receiver-settle-mode"); v == uint32(0) {
+			mode = store.ReceiveAndDelete
+		}
+		list := make(amqp.List, 0, len(seqs))
+		for _, seq := range seqs {
+			sm, err := st.ReceiveDeferred(ctx, t, seq, mode)
+			if err != nil {
+				return nil, err
+			}
+			am := fromStore(sm, time.Time{})
+			entry := amqp.Map{}
+			if mode == store.PeekLock {
+				am.DeliveryAnnotations = amqp.Map{{Key: annLockToken, Value: amqp.UUID(sm.LockToken)}}
+				entry = append(entry, amqp.MapEntry{Key: "lock-token", Value: amqp.UUID(sm.LockToken)})
+			}
+			b, err := amqp.Marshal(am)
+			if err != nil {
+				return nil, err
+			}
+			entry = append(amqp.Map{{Key: "message", Value: b}}, entry...)
+			list = append(list, entry)
+		}
+		return amqp.Map{{Key: "messages", Value: list}}, nil
+
+	case "com.microsoft:update-disposition":
+		toks, err := uuids(body, "lock-tokens")
+		if err != nil {
+			return nil, err
+		}
+		if v, ok := body.Get("properties-to-modify"); ok && v != nil {
+			if pm, _ := v.(amqp.Map); len(pm) > 0 {
+				return nil, unsupported("modifying message properties on settlement is not supported")
+			}
+		}
+		statusV, _ := body.Get("disposition-status")
+		status, _ := statusV.(string)
+		var req store.SettleRequest
+		switch strings.ToLower(status) {
+		case "completed":
+			req.Op = store.Complete
+		case "abandoned":
+			req.Op = store.Abandon
+		case "suspended":
+			req.Op = store.DeadLetter
+			req.Reason, _ = mapString(body, "deadletter-reason")
+			req.Description, _ = mapString(body, "deadletter-description")
+		case "defered", "deferred":
+			req.Op = store.Defer
+		default:
+			return nil, badField("disposition-status '%s' is not completed, abandoned, suspended or defered", status)
+		}
+		reqs := make([]store.SettleRequest, len(toks))
+		for i, tok := range toks {
+			reqs[i] = req
+			reqs[i].Token = tok
+		}
+		for _, rr := range st.Settle(ctx, t, reqs) {
+			if rr.Err != nil {
+				return nil, rr.Err
+			}
+		}
+		return amqp.Map{}, nil
+	}
+	return nil, unsupported("the management operation '%s' is not supported over AMQP yet", op)
+}
+
+// peek browses up to n messages from sequence number from on; with a session id, only that
+// session's, paging through the entity's messages (the store browses by sequence number only,
+// so a session peek reads the messages of the other sessions in between).
+func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueue, sid string, from int64, n int) ([]*store.Message, error) {
+	if sid == "" {
+		return st.Browse(ctx, e, sq, from, n)
+	}
+	var out []*store.Message
+	for len(out) < n {
+		page, err := st.Browse(ctx, e, sq, from, store.MaxBrowse)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range page {
+			if m.SessionID == sid && len(out) < n {
+				out = append(out, m)
+			}
+		}
+		if len(page) < store.MaxBrowse {
+			break
+		}
+		from = page[len(page)-1].SequenceNumber + 1
+	}
+	return out, nil
+}
+
+// sessionErr maps a lost lock inside a session to com.microsoft:session-lock-lost.
+func sessionErr(err error) error {
+	if store.ErrorCode(err) == store.CodeLockLost {
+		return &amqp.Error{Condition: condSessionLockLost, Description: store.ErrorMessage(err)}
+	}
+	return err
+}
+
+func mapString(m amqp.Map, k string) (string, bool) {
+	v, ok := m.Get(k)
+	s, _ := v.(string)
+	return s, ok
+}
+
+func elems(m amqp.Map, k string) ([]any, error) {
+	v, ok := m.Get(k)
+	if !ok {
+		return nil, badField("the request has no '%s'", k)
+	}
+	switch v := v.(type) {
+	case amqp.Array:
+		return v.Elems, nil
+	case amqp.List:
+		return v, nil
+	}
+	return nil, badField("'%s' must be an array", k)
+}
+
+func uuids(m amqp.Map, k string) ([]uuid.UUID, error) {
+	es, err := elems(m, k)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uuid.UUID, len(es))
+	for i, e := range es {
+		u, ok := e.(amqp.UUID)
+		if !ok {
+			return nil, badField("'%s' must hold uuids", k)
+		}
+		out[i] = uuid.UUID(u)
+	}
+	return out, nil
+}
+
+func longs(m amqp.Map, k string) ([]int64, error) {
+	es, err := elems(m, k)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(es))
+	for i, e := range es {
+		n, ok := asInt64(e)
+		if !ok {
+			return nil, badField("'%s' must hold longs", k)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+func integer(m amqp.Map, k string) (int64, error) {
+	v, ok := m.Get(k)
+	if !ok {
+		return 0, badField("the request has no '%s'", k)
+	}
+	n, ok := asInt64(v)
+	if !ok {
+		return 0, badField("'%s' must be an integer", k)
+	}
+	return n, nil
+}
+
+func asInt64(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return v, true
+	case int32:
+		return int64(v), true
+	case int16:
+		return int64(v), true
+	case int8:
+		return int64(v), true
+	case uint32:
+		return int64(v), true
+	case uint16:
+		return int64(v), true
+	case uint8:
+		return int64(v), true
+	case uint64:
+		if v <= 1<<63-1 {
+			return int64(v), true
+		}
+	}
+	return 0, false
+}

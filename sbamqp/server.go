@@ -1,0 +1,270 @@
+// Package sbamqp is the Service Bus profile of AMQP 1.0 (docs/amqp.md) on the engine of package
+// amqp, over the same store as the HTTP handlers: what the Service Bus SDKs (Go azservicebus,
+// npm @azure/service-bus) use to send and receive.
+//
+// A connection authenticates with SASL ANONYMOUS, then authorizes each entity with put-token
+// on the $cbs node (a SAS token, checked as over HTTP: a namespace key or a key of the entity,
+// unexpired, covering the entity, with the right the link needs), or with SASL PLAIN (a key
+// name and key, namespace-wide, for clients without CBS). Links to an entity send (Send
+// right) or receive (Listen right); receive links run in peek-lock (the peer settles second)
+// or receive-and-delete (the peer asked for settled deliveries) and take messages from the
+// store as the peer grants credit. Dispositions settle locks: accepted completes, rejected
+// dead-letters, modified abandons (or defers when undeliverable-here), released unlocks
+// without counting the delivery.
+//
+// Session receivers attach with the session filter (a session id, or null for the next
+// available); the attach reply names the session and its lock end. The $management node
+// answers renew-lock, peek-message, receive-by-sequence-number,
+// update-disposition, renew-session-lock, get-session-state and set-session-state. Not
+// implemented yet, answered with amqp:not-implemented or a 501 reply: schedule-message and
+// cancel-scheduled-message, modifying properties on settlement,
+// transactions.
+package sbamqp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/store"
+)
+
+// Config configures a Handler.
+type Config struct {
+	// Store is the broker's store.
+	Store store.Store
+	// Keys returns the namespace-level keys tokens may be signed with (as over HTTP: the
+	// configured key and those kept in the database).
+	Keys func(ctx context.Context) []sas.Key
+	// Now is the clock tokens are checked against (default time.Now).
+	Now func() time.Time
+	// ClockSkew is the tolerated difference between a client's clock and ours for token
+	// expiry (default 5 minutes, as over HTTP).
+	ClockSkew time.Duration
+	// MaxReceiveWait is the longest one store receive waits before a receive link asks again
+	// (default 1 minute); the link keeps waiting for as long as the peer grants credit.
+	MaxReceiveWait time.Duration
+	// Logger receives errors that reach no client.
+	Logger *slog.Logger
+}
+
+// Handler implements amqp.Handler with the Service Bus profile.
+type Handler struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Handler for cfg.
+func New(cfg Config) *Handler {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ClockSkew == 0 {
+		cfg.ClockSkew = 5 * time.Minute
+	}
+	if cfg.MaxReceiveWait <= 0 {
+		cfg.MaxReceiveWait = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Keys == nil {
+		cfg.Keys = func(context.Context) []sas.Key { return nil }
+	}
+	return &Handler{cfg: cfg, log: cfg.Logger}
+}
+
+// plainPrincipal is the principal of a connection that authenticated with SASL PLAIN: the key
+// it named, with that key's rights over the whole namespace.
+type plainPrincipal struct{ key sas.Key }
+
+// Authenticate decides SASL exchanges (amqp.Options.Authenticate): ANONYMOUS is accepted and
+// must then authorize with $cbs; PLAIN must name a namespace key and give its primary or
+// secondary key.
+func (h *Handler) Authenticate(ctx context.Context, cred amqp.SASLCredentials) (any, error) {
+	if cred.Mechanism != "PLAIN" {
+		return nil, nil
+	}
+	for _, k := range h.cfg.Keys(ctx) {
+		if k.Name != cred.Identity {
+			continue
+		}
+		if (k.Primary != "" && k.Primary == cred.Password) || (k.Secondary != "" && k.Secondary == cred.Password) {
+			return plainPrincipal{key: k}, nil
+		}
+	}
+	return nil, errors.New("unknown key name or wrong key")
+}
+
+// Connect implements amqp.Handler.
+func (h *Handler) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
+	cs := &conn{h: h, c: c, pending: map[*amqp.SenderLink][]*amqp.Message{}}
+	if p, ok := c.Principal().(plainPrincipal); ok {
+		cs.plain = &p.key
+	}
+	return cs, nil
+}
+
+// grant is what one put-token established: the token (for its scope) and the key's rights.
+type grant struct {
+	tok    sas.Token
+	rights sas.Rights
+}
+
+// conn is the state of one connection. The amqp.ConnHandler methods run one at a time on the
+// engine's dispatcher; mu guards what the handler's own goroutines touch too.
+type conn struct {
+	h     *Handler
+	c     *amqp.Conn
+	plain *sas.Key
+
+	mu     sync.Mutex
+	grants map[string]grant // by audience, lower-cased
+	// sessions are the session locks held by the connection's links, by entity and session id.
+	sessions map[string]store.SessionLock
+	// linkSessions are the same locks by the name of the link that holds each.
+	linkSessions map[string]store.SessionLock
+	// releasing holds, per session, a channel closed once a release under way is done.
+	releasing map[string]chan struct{}
+	// pending holds replies of request/response nodes that met a reply link without credit.
+	pending map[*amqp.SenderLink][]*amqp.Message
+}
+
+// authorize checks that the connection may use entityPath with right need: a PLAIN key with
+// the right, or an unexpired put-token grant covering the path with it.
+func (cs *conn) authorize(entityPath string, need sas.Rights) *amqp.Error {
+	if cs.plain != nil {
+		if cs.plain.Rights.Has(need) {
+			return nil
+		}
+		return amqp.Errorf(condUnauthorized, "Unauthorized access. '%s' claim(s) are required to perform this operation on '%s'.", need.ClaimText(), entityPath)
+	}
+	now := cs.h.cfg.Now()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	expired, lacking := false, false
+	for _, g := range cs.grants {
+		if !g.tok.Covers(entityPath) {
+			continue
+		}
+		if now.After(time.Unix(g.tok.Expiry, 0).Add(cs.h.cfg.ClockSkew)) {
+			expired = true
+			continue
+		}
+		if !g.rights.Has(need) {
+			lacking = true
+			continue
+		}
+		return nil
+	}
+	switch {
+	case lacking:
+		return amqp.Errorf(condUnauthorized, "Unauthorized access. '%s' claim(s) are required to perform this operation on '%s'.", need.ClaimText(), entityPath)
+	case expired:
+		return amqp.Errorf(condUnauthorized, "The token for '%s' has expired; put a new one on $cbs.", entityPath)
+	}
+	return amqp.Errorf(condUnauthorized, "No token authorizes '%s': put a SAS token for it on $cbs first.", entityPath)
+}
+
+// Attach routes a link by its address: $cbs, an entity's $management node, or an entity.
+func (cs *conn) Attach(req *amqp.AttachRequest) {
+	if req.PeerRole() == amqp.RoleSender {
+		addr := req.TargetAddress()
+		switch {
+		case addr == cbsNode:
+			_, _ = req.AcceptReceiver(&cbsReceiver{cs: cs}, amqp.ReceiverOptions{})
+		case isManagement(addr):
+			_, _ = req.AcceptReceiver(&managementReceiver{cs: cs, path: managementEntity(addr)}, amqp.ReceiverOptions{})
+		default:
+			go cs.attachEntitySender(req)
+		}
+		return
+	}
+	addr := req.SourceAddress()
+	switch {
+	case addr == cbsNode, isManagement(addr):
+		_, _ = req.AcceptSender(&replySender{cs: cs}, amqp.SenderOptions{})
+	default:
+		go cs.attachEntityReceiver(req)
+	}
+}
+
+func isManagement(addr string) bool {
+	return strings.HasSuffix(strings.ToLower(addr), "/$management")
+}
+
+// managementEntity is the entity path of a $management node address.
+func managementEntity(addr string) string {
+	p, sq := entityAddress(addr[:len(addr)-len("/$management")])
+	if sq == store.SubQueueDeadLetter {
+		p += "/$DeadLetterQueue"
+	}
+	return p
+}
+
+// SessionEnded implements amqp.ConnHandler; links end first and clean up themselves.
+func (cs *conn) SessionEnded(*amqp.Session, error) {}
+
+// Closed implements amqp.ConnHandler.
+func (cs *conn) Closed(error) {}
+
+// reply sends m on the reply link for replyTo, or keeps it until the link has credit.
+func (cs *conn) reply(replyTo string, m *amqp.Message) {
+	l := cs.c.ReplyLink(replyTo)
+	if l == nil {
+		cs.h.log.Debug("amqp reply dropped: no reply link", "reply_to", replyTo)
+		return
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.pending[l] = append(cs.pending[l], m)
+	cs.flushLocked(l)
+}
+
+func (cs *conn) flushLocked(l *amqp.SenderLink) {
+	q := cs.pending[l]
+	for len(q) > 0 {
+		_, err := l.SendMessage(cs.c.Context(), nil, q[0], &amqp.SendOptions{Settled: true})
+		if errors.Is(err, amqp.ErrNoCredit) {
+			break
+		}
+		if err != nil {
+			cs.h.log.Debug("amqp reply not sent", "link", l.Name(), "err", err)
+		}
+		q = q[1:]
+	}
+	if len(q) == 0 {
+		delete(cs.pending, l)
+	} else {
+		cs.pending[l] = q
+	}
+}
+
+// replySender is a link on which replies of $cbs (and later $management) go.
+type replySender struct{ cs *conn }
+
+func (r *replySender) Flow(l *amqp.SenderLink, credit uint32, drain bool) {
+	r.cs.mu.Lock()
+	r.cs.flushLocked(l)
+	r.cs.mu.Unlock()
+	if drain {
+		l.CompleteDrain()
+	}
+}
+
+func (r *replySender) Disposition(_ *amqp.SenderLink, d *amqp.OutgoingDelivery, state amqp.DeliveryState, settled bool) {
+	if !settled {
+		_ = d.Settle(state)
+	}
+}
+
+func (r *replySender) SenderDetached(l *amqp.SenderLink, _ error) {
+	r.cs.mu.Lock()
+	delete(r.cs.pending, l)
+	r.cs.mu.Unlock()
+}

@@ -1,0 +1,134 @@
+package sbamqp_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+func TestSDKSessions(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	c := b.client(t, "root")
+	ctx := ctxT(t)
+	s, err := c.NewSender("sq", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for _, m := range []struct{ sid, body string }{{"a", "a1"}, {"b", "b1"}, {"a", "a2"}} {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(m.body), SessionID: to.Ptr(m.sid)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Next available: session a, whose message waited longest.
+	ra, err := c.AcceptNextSessionForQueue(ctx, "sq", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ra.SessionID() != "a" || !ra.LockedUntil().After(time.Now()) {
+		t.Errorf("accepted session %q locked until %v", ra.SessionID(), ra.LockedUntil())
+	}
+	// Peeking a session shows its messages only.
+	peeked, err := ra.PeekMessages(ctx, 10, nil)
+	if err != nil || len(peeked) != 2 || string(peeked[0].Body) != "a1" || string(peeked[1].Body) != "a2" {
+		t.Fatalf("session peek: %v %v", peeked, err)
+	}
+	// A named session held by another receiver cannot be locked.
+	if _, err := c.AcceptSessionForQueue(ctx, "sq", "a", nil); err == nil {
+		t.Error("accepting a locked session succeeded")
+	}
+	var got []string
+	for len(got) < 2 {
+		msgs, err := ra.ReceiveMessages(ctx, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if *m.SessionID != "a" {
+				t.Errorf("session a got a message of session %q", *m.SessionID)
+			}
+			got = append(got, string(m.Body))
+			if err := ra.CompleteMessage(ctx, m, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got[0] != "a1" || got[1] != "a2" {
+		t.Errorf("session a: %v", got)
+	}
+	if st, err := ra.GetSessionState(ctx, nil); err != nil || st != nil {
+		t.Errorf("initial state %q, %v", st, err)
+	}
+	if err := ra.SetSessionState(ctx, []byte("checkpoint"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := ra.GetSessionState(ctx, nil); err != nil || !bytes.Equal(st, []byte("checkpoint")) {
+		t.Errorf("state %q, %v", st, err)
+	}
+	before := ra.LockedUntil()
+	b.clock.Advance(10 * time.Second)
+	if err := ra.RenewSessionLock(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !ra.LockedUntil().After(before) {
+		t.Errorf("renewed session lock until %v, was %v", ra.LockedUntil(), before)
+	}
+	if err := ra.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Closing released the session: it can be accepted by name at once, its state kept.
+	ra2, err := c.AcceptSessionForQueue(ctx, "sq", "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := ra2.GetSessionState(ctx, nil); err != nil || string(st) != "checkpoint" {
+		t.Errorf("state after reaccept %q, %v", st, err)
+	}
+	_ = ra2.Close(ctx)
+
+	rb, err := c.AcceptSessionForQueue(ctx, "sq", "b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close(ctx)
+	msgs, err := rb.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "b1" {
+		t.Fatalf("session b: %v %v", msgs, err)
+	}
+	// Deferred inside the session, and received back by sequence number through $management.
+	if err := rb.DeferMessage(ctx, msgs[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	deferred, err := rb.ReceiveDeferredMessages(ctx, []int64{*msgs[0].SequenceNumber}, nil)
+	if err != nil || len(deferred) != 1 || string(deferred[0].Body) != "b1" {
+		t.Fatalf("session deferred: %v %v", deferred, err)
+	}
+	if err := rb.CompleteMessage(ctx, deferred[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	// Past its end, the session lock cannot be renewed: the SDK reads the lock as lost.
+	b.clock.Advance(2 * time.Minute)
+	err = rb.RenewSessionLock(ctx, nil)
+	var sbErr *azservicebus.Error
+	if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeLockLost {
+		t.Errorf("renew after the lock ended: %v", err)
+	}
+
+	// Receiving from a session queue without a session is refused.
+	r, err := c.NewReceiverForQueue("sq", nil)
+	if err == nil {
+		_, err = r.ReceiveMessages(ctx, 1, nil)
+	}
+	if err == nil {
+		t.Error("receiving from a session queue without a session succeeded")
+	}
+}
