@@ -57,13 +57,16 @@ generate:
 bench: build postgres
 	SBGATE_CONNECTION_STRING= ./bin/sbgate bench -gateways 2 -ops all -clients 1,16,64,256 -scenario-clients 64 -duration 10s $(BENCH_FLAGS)
 
-# check is what CI adds to the tests: generated code and go.mod must be up to date.
+# check is what CI adds to the tests: generated code and go.mod must be up to date, and go vet
+# and staticcheck (pinned in go.mod as a tool; staticcheck.conf says which check is off and why)
+# must be clean.
 check:
 	$(GO) generate ./...
 	$(GO) mod tidy
 	git diff --exit-code -- api go.mod go.sum
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 
 deps: postgres gcc compat-clients chromium
 

@@ -28,14 +28,13 @@ type testBroker struct {
 	onDeliver func(l *ReceiverLink, d *Delivery)
 	quiet     bool // no events (benchmarks)
 
-	mu       sync.Mutex
-	queues   map[string][]queued
-	senders  map[string][]*SenderLink
-	sent     map[*OutgoingDelivery]*Message
-	held     map[*SenderLink][][]byte // replies waiting for credit
-	tag      uint64
-	conns    []*Conn
-	sessions int
+	mu      sync.Mutex
+	queues  map[string][]queued
+	senders map[string][]*SenderLink
+	sent    map[*OutgoingDelivery]*Message
+	held    map[*SenderLink][][]byte // replies waiting for credit
+	tag     uint64
+	conns   []*Conn
 
 	events chan brokerEvent
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sbgate/sbgate/store"
 )
@@ -144,7 +143,7 @@ func (d *descDecoder) decode(body []byte) error {
 // service is order-sensitive and silently drops misplaced elements; clients disagree on order).
 func (d *descDecoder) description(r *reader, start xml.StartElement) error {
 	if want := descriptionName(d.kind); start.Name.Local != want {
-		return badRequest("The request body contains a %s, but a %s was expected.", clip(start.Name.Local), want)
+		return store.BadRequest("The request body contains a %s, but a %s was expected.", store.Clip(start.Name.Local), want)
 	}
 	for {
 		tok, err := r.next()
@@ -163,7 +162,7 @@ func (d *descDecoder) description(r *reader, start xml.StartElement) error {
 				var v string
 				if v, err = r.text(t.Name.Local); err == nil {
 					if ferr := f.text(d.props, v); ferr != nil {
-						err = badRequest("The value '%s' of element %s is not valid: %v.", clip(v), t.Name.Local, ferr)
+						err = store.BadRequest("The value '%s' of element %s is not valid: %v.", store.Clip(v), t.Name.Local, ferr)
 					}
 				}
 			}
@@ -218,7 +217,7 @@ func authorizationRule(r *reader, start xml.StartElement) (store.AuthorizationRu
 	// A rule without xsi:type is read as a shared access rule, the only kind the service still
 	// issues; any other type (the retired ACS AllowRule) cannot be honoured.
 	if typ, ok := xsiType(start.Attr); ok && typ != "SharedAccessAuthorizationRule" {
-		return rule, badRequest("The authorization rule type '%s' is not supported; use SharedAccessAuthorizationRule.", clip(typ))
+		return rule, store.BadRequest("The authorization rule type '%s' is not supported; use SharedAccessAuthorizationRule.", store.Clip(typ))
 	}
 	for {
 		tok, err := r.next()
@@ -261,7 +260,7 @@ func authorizationRule(r *reader, start xml.StartElement) (store.AuthorizationRu
 				continue
 			}
 			if *when, err = ParseTime(v); err != nil {
-				return rule, badRequest("The value '%s' of element %s is not valid: %v.", clip(v), name, err)
+				return rule, store.BadRequest("The value '%s' of element %s is not valid: %v.", store.Clip(v), name, err)
 			}
 		case xml.EndElement:
 			return rule, nil
@@ -292,7 +291,7 @@ func accessRights(r *reader) ([]string, error) {
 			}
 			right, ok := canonicalRight(strings.TrimSpace(v))
 			if !ok {
-				return nil, badRequest("The value '%s' of element AccessRights is not valid: use Manage, Send or Listen.", clip(v))
+				return nil, store.BadRequest("The value '%s' of element AccessRights is not valid: use Manage, Send or Listen.", store.Clip(v))
 			}
 			dup := false
 			for _, have := range rights {
@@ -467,22 +466,4 @@ func entityPath(v string) (string, error) {
 		return path, nil
 	}
 	return v, nil
-}
-
-// clip shortens a client-supplied value quoted in an error message, so a hostile body cannot
-// make the error response as large as itself.
-func clip(s string) string {
-	const limit = 64
-	if len(s) <= limit {
-		return s
-	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
-}
-
-func badRequest(format string, args ...any) error {
-	return &store.Error{Code: store.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
 }

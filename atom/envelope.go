@@ -5,6 +5,8 @@ import (
 	"encoding/xml"
 	"io"
 	"strings"
+
+	"github.com/sbgate/sbgate/store"
 )
 
 // decodeEnvelope walks a PUT body and calls desc once for the description inside it, with the
@@ -19,7 +21,7 @@ import (
 // elements after the root, and whatever desc returns.
 func decodeEnvelope(body []byte, want string, desc func(r *reader, start xml.StartElement) error) error {
 	if len(body) > maxBodySize {
-		return badRequest("The request body is larger than %d bytes.", maxBodySize)
+		return store.BadRequest("The request body is larger than %d bytes.", maxBodySize)
 	}
 	r := newReader(body)
 	var root xml.StartElement
@@ -46,7 +48,7 @@ func decodeEnvelope(body []byte, want string, desc func(r *reader, start xml.Sta
 	case strings.HasSuffix(root.Name.Local, "Description"):
 		err = desc(r, root)
 	default:
-		err = badRequest("The request body must be an Atom entry or a %s, not a %s element.", want, clip(root.Name.Local))
+		err = store.BadRequest("The request body must be an Atom entry or a %s, not a %s element.", want, store.Clip(root.Name.Local))
 	}
 	if err != nil {
 		return err
@@ -62,7 +64,7 @@ func decodeEnvelope(body []byte, want string, desc func(r *reader, start xml.Sta
 			return err
 		}
 		if _, ok := tok.(xml.StartElement); ok {
-			return badRequest("The request body has more than one root element.")
+			return store.BadRequest("The request body has more than one root element.")
 		}
 		if err := outsideRoot(tok); err != nil {
 			return err
@@ -74,7 +76,7 @@ func decodeEnvelope(body []byte, want string, desc func(r *reader, start xml.Sta
 // comments, a DOCTYPE (encoding/xml never expands its entities) and white space.
 func outsideRoot(tok xml.Token) error {
 	if cd, ok := tok.(xml.CharData); ok && len(bytes.TrimSpace(cd)) != 0 {
-		return badRequest("The request body has text outside its root element.")
+		return store.BadRequest("The request body has text outside its root element.")
 	}
 	return nil
 }
@@ -113,7 +115,7 @@ func content(r *reader, desc func(r *reader, start xml.StartElement) error) erro
 		switch t := tok.(type) {
 		case xml.StartElement:
 			if found {
-				return badRequest("The entry content holds more than one description.")
+				return store.BadRequest("The entry content holds more than one description.")
 			}
 			found = true
 			if err := desc(r, t); err != nil {

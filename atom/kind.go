@@ -16,7 +16,7 @@ import (
 // It returns a *store.Error with CodeBadRequest for malformed XML or another description type.
 func DescriptionKind(body []byte) (store.Kind, error) {
 	if len(body) > maxBodySize {
-		return 0, badRequest("The request body is larger than %d bytes.", maxBodySize)
+		return 0, store.BadRequest("The request body is larger than %d bytes.", maxBodySize)
 	}
 	r := newReader(body)
 	for {
@@ -41,7 +41,7 @@ func DescriptionKind(body []byte) (store.Kind, error) {
 		case name == "SubscriptionDescription":
 			return store.KindSubscription, nil
 		case strings.HasSuffix(name, "Description"):
-			return 0, badRequest("A %s cannot be put here; send a QueueDescription or TopicDescription.", clip(name))
+			return 0, store.BadRequest("A %s cannot be put here; send a QueueDescription or TopicDescription.", store.Clip(name))
 		default:
 			if err := r.skip(); err != nil { // <updated>, <title>, ...
 				return 0, err

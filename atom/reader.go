@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"strings"
+
+	"github.com/sbgate/sbgate/store"
 )
 
 // reader is an encoding/xml token stream with a nesting limit. Every token of a body goes through
@@ -32,21 +34,21 @@ func (r *reader) next() (xml.Token, error) {
 	if err != nil {
 		if err == io.EOF {
 			if r.depth > 0 {
-				return nil, badRequest("The request body is not well-formed XML: it ends inside an element.")
+				return nil, store.BadRequest("The request body is not well-formed XML: it ends inside an element.")
 			}
 			return nil, io.EOF
 		}
 		var syn *xml.SyntaxError
 		if errors.As(err, &syn) {
-			return nil, badRequest("The request body is not well-formed XML: line %d: %s.", syn.Line, clip(syn.Msg))
+			return nil, store.BadRequest("The request body is not well-formed XML: line %d: %s.", syn.Line, store.Clip(syn.Msg))
 		}
-		return nil, badRequest("The request body is not well-formed XML: %s.", clip(err.Error()))
+		return nil, store.BadRequest("The request body is not well-formed XML: %s.", store.Clip(err.Error()))
 	}
 	switch t := tok.(type) {
 	case xml.StartElement:
 		r.depth++
 		if r.depth > maxDepth {
-			return nil, badRequest("The request body nests elements deeper than %d levels.", maxDepth)
+			return nil, store.BadRequest("The request body nests elements deeper than %d levels.", maxDepth)
 		}
 		r.declare(t)
 	case xml.EndElement:
@@ -87,7 +89,7 @@ func (r *reader) text(name string) (string, error) {
 		case xml.CharData:
 			sb.Write(t)
 		case xml.StartElement:
-			return "", badRequest("Element %s must hold a value, not a %s element.", name, clip(t.Name.Local))
+			return "", store.BadRequest("Element %s must hold a value, not a %s element.", name, store.Clip(t.Name.Local))
 		case xml.EndElement:
 			return sb.String(), nil
 		}

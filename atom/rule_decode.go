@@ -43,7 +43,7 @@ func DecodeSubscription(body []byte) (store.Properties, *store.Rule, error) {
 	d := descDecoder{kind: store.KindSubscription, fields: kindFields[store.KindSubscription], props: &p,
 		onDefaultRule: func(r *reader, _ xml.StartElement) error {
 			if rule != nil {
-				return badRequest("The SubscriptionDescription holds more than one DefaultRuleDescription.")
+				return store.BadRequest("The SubscriptionDescription holds more than one DefaultRuleDescription.")
 			}
 			got, name, err := readRule(r)
 			if err != nil {
@@ -106,7 +106,7 @@ func DecodeRule(body []byte, name string) (store.Rule, error) {
 	var bodyName string
 	err := decodeEnvelope(body, ruleDescriptionName, func(r *reader, start xml.StartElement) error {
 		if start.Name.Local != ruleDescriptionName {
-			return badRequest("The request body contains a %s, but a %s was expected.", clip(start.Name.Local), ruleDescriptionName)
+			return store.BadRequest("The request body contains a %s, but a %s was expected.", store.Clip(start.Name.Local), ruleDescriptionName)
 		}
 		var err error
 		rule, bodyName, err = readRule(r)
@@ -117,11 +117,11 @@ func DecodeRule(body []byte, name string) (store.Rule, error) {
 	}
 	switch {
 	case name == "" && bodyName == "":
-		return store.Rule{}, badRequest("The rule has no name: give it in the URL or in the Name element.")
+		return store.Rule{}, store.BadRequest("The rule has no name: give it in the URL or in the Name element.")
 	case name == "":
 		rule.Name = bodyName
 	case bodyName != "" && !strings.EqualFold(bodyName, name):
-		return store.Rule{}, badRequest("The Name element '%s' does not match the rule name '%s' in the URL.", clip(bodyName), clip(name))
+		return store.Rule{}, store.BadRequest("The Name element '%s' does not match the rule name '%s' in the URL.", store.Clip(bodyName), store.Clip(name))
 	default:
 		rule.Name = name
 	}
@@ -180,7 +180,7 @@ func readRule(r *reader) (store.Rule, string, error) {
 // once reports a repeated element: the last copy silently winning would hide a client's mistake.
 func once(seen *bool, elem, owner string) error {
 	if *seen {
-		return badRequest("The %s has more than one %s element.", owner, elem)
+		return store.BadRequest("The %s has more than one %s element.", owner, elem)
 	}
 	*seen = true
 	return nil
@@ -207,7 +207,7 @@ func (s *sqlParts) read(r *reader, child xml.StartElement) (bool, error) {
 			return true, err
 		}
 		if len(v) > maxExpressionText {
-			return true, badRequest("The SqlExpression of the %s is longer than %d bytes.", s.owner, maxExpressionText)
+			return true, store.BadRequest("The SqlExpression of the %s is longer than %d bytes.", s.owner, maxExpressionText)
 		}
 		s.expr = v
 		return true, nil
@@ -313,7 +313,7 @@ func buildFilter(typ string, sql *sqlParts, corr *store.CorrelationFilter, hasCo
 	switch {
 	case strings.EqualFold(typ, "SqlFilter"), strings.EqualFold(typ, "SqlFilterExpression"):
 		if !sql.hasExpr() {
-			return store.RuleFilter{}, badRequest("The SqlFilter has no SqlExpression.")
+			return store.RuleFilter{}, store.BadRequest("The SqlFilter has no SqlExpression.")
 		}
 		return store.RuleFilter{Kind: store.FilterSQL, SQLExpression: sql.expr, Parameters: sql.params}, nil
 	case strings.EqualFold(typ, "TrueFilter"):
@@ -324,7 +324,7 @@ func buildFilter(typ string, sql *sqlParts, corr *store.CorrelationFilter, hasCo
 		c := *corr
 		return store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &c}, nil
 	}
-	return store.RuleFilter{}, badRequest("The Filter type '%s' is not supported; use SqlFilter, TrueFilter, FalseFilter or CorrelationFilter.", clip(typ))
+	return store.RuleFilter{}, store.BadRequest("The Filter type '%s' is not supported; use SqlFilter, TrueFilter, FalseFilter or CorrelationFilter.", store.Clip(typ))
 }
 
 // readAction reads an <Action> whose start tag was just read; nil is EmptyRuleAction.
@@ -364,10 +364,10 @@ func buildAction(typ string, sql *sqlParts) (*store.RuleAction, error) {
 	case strings.EqualFold(typ, "SqlRuleAction"), strings.EqualFold(typ, "SqlFilterAction"),
 		strings.EqualFold(typ, "SqlFilterExpression"): // azure-sb's name for a SQL action
 		if !sql.hasExpr() {
-			return nil, badRequest("The SqlRuleAction has no SqlExpression.")
+			return nil, store.BadRequest("The SqlRuleAction has no SqlExpression.")
 		}
 	default:
-		return nil, badRequest("The Action type '%s' is not supported; use SqlRuleAction or EmptyRuleAction.", clip(typ))
+		return nil, store.BadRequest("The Action type '%s' is not supported; use SqlRuleAction or EmptyRuleAction.", store.Clip(typ))
 	}
 	return &store.RuleAction{SQLExpression: sql.expr, Parameters: sql.params}, nil
 }
@@ -393,7 +393,7 @@ func readKeyValues(r *reader, list string) ([]store.Property, error) {
 				continue
 			}
 			if len(props) == maxKeyValues {
-				return nil, badRequest("The %s hold more than %d entries.", list, maxKeyValues)
+				return nil, store.BadRequest("The %s hold more than %d entries.", list, maxKeyValues)
 			}
 			p, err := readKeyValue(r, list)
 			if err != nil {
@@ -403,7 +403,7 @@ func readKeyValues(r *reader, list string) ([]store.Property, error) {
 				keys = make(map[string]struct{})
 			}
 			if _, dup := keys[p.Name]; dup {
-				return nil, badRequest("The key '%s' appears more than once in the %s.", clip(p.Name), list)
+				return nil, store.BadRequest("The key '%s' appears more than once in the %s.", store.Clip(p.Name), list)
 			}
 			keys[p.Name] = struct{}{}
 			props = append(props, p)
@@ -446,9 +446,9 @@ func readKeyValue(r *reader, list string) (store.Property, error) {
 		case xml.EndElement:
 			switch {
 			case p.Name == "":
-				return store.Property{}, badRequest("A KeyValueOfstringanyType in the %s has no Key.", list)
+				return store.Property{}, store.BadRequest("A KeyValueOfstringanyType in the %s has no Key.", list)
 			case !seenValue:
-				return store.Property{}, badRequest("The key '%s' in the %s has no Value.", clip(p.Name), list)
+				return store.Property{}, store.BadRequest("The key '%s' in the %s has no Value.", store.Clip(p.Name), list)
 			}
 			return p, nil
 		}
@@ -502,17 +502,17 @@ var serValueKinds = map[string]valueKind{
 func readValue(r *reader, start xml.StartElement, key, list string) (store.Property, error) {
 	elem := "Value"
 	if key != "" {
-		elem = "Value of key '" + clip(key) + "'"
+		elem = "Value of key '" + store.Clip(key) + "'"
 	}
 	if isNil(start.Attr) {
-		return store.Property{}, badRequest("The %s in the %s is null; values must be set.", elem, list)
+		return store.Property{}, store.BadRequest("The %s in the %s is null; values must be set.", elem, list)
 	}
 	declared, kind := "string", valueString
 	if typ, ok := rawXSIType(start.Attr); ok {
 		// Resolve now: the Value's own declarations go out of scope with its end tag.
 		var err error
 		if declared, kind, err = r.valueTypeOf(typ); err != nil {
-			return store.Property{}, badRequest("The %s in the %s has an unsupported type '%s': %v.", elem, list, clip(typ), err)
+			return store.Property{}, store.BadRequest("The %s in the %s has an unsupported type '%s': %v.", elem, list, store.Clip(typ), err)
 		}
 	}
 	text, err := r.text("Value")
@@ -521,7 +521,7 @@ func readValue(r *reader, start xml.StartElement, key, list string) (store.Prope
 	}
 	v, err := convertValue(declared, kind, text)
 	if err != nil {
-		return store.Property{}, badRequest("The %s in the %s is not valid: '%s' %v.", elem, list, clip(text), err)
+		return store.Property{}, store.BadRequest("The %s in the %s is not valid: '%s' %v.", elem, list, store.Clip(text), err)
 	}
 	return store.Property{Value: v, Type: declared}, nil
 }

@@ -113,9 +113,16 @@ func hasServer(dir string) bool {
 // DefaultDataDir returns the per-user default data directory for the embedded server:
 // /var/lib/sbgate when running as root, otherwise $XDG_DATA_HOME/sbgate or, when that is unset
 // or relative, ~/.local/share/sbgate. The caller handles $SBGATE_DATA_DIR. It fails only when
-// the home directory is unknown.
-func DefaultDataDir() (string, error) {
-	return defaultDataDir(os.Geteuid(), os.Getenv, os.UserHomeDir)
+// the home directory is unknown. getenv is the caller's view of the environment ($XDG_DATA_HOME,
+// $HOME): settings are read in one place, sbgate's configuration.
+func DefaultDataDir(getenv func(string) string) (string, error) {
+	home := func() (string, error) {
+		if h := getenv("HOME"); h != "" {
+			return h, nil
+		}
+		return "", errors.New("$HOME is not set")
+	}
+	return defaultDataDir(os.Geteuid(), getenv, home)
 }
 
 func defaultDataDir(euid int, getenv func(string) string, home func() (string, error)) (string, error) {

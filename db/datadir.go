@@ -127,15 +127,21 @@ func lockDataDir(dataDir string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("start embedded postgres: lock %s: %w", path, err)
 	}
-	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	if err := f.Truncate(0); err == nil {
-		_, err = f.WriteAt(pid, 0)
-	}
-	if err != nil {
+	if err := writePID(f, os.Getpid()); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("start embedded postgres: write %s: %w", path, err)
 	}
 	return f, nil
+}
+
+// writePID replaces the lock file's content with pid, which a second sbgate refused the data
+// directory names in its error.
+func writePID(f *os.File, pid int) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := f.WriteAt([]byte(strconv.Itoa(pid)+"\n"), 0)
+	return err
 }
 
 func flock(f *os.File) error {

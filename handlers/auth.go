@@ -32,14 +32,14 @@ func (s *Server) authorize(r *http.Request, rt route) (caller, error) {
 		return caller{}, unauthorized(tokenErrorText(err))
 	}
 	if rt.op != opNamespaceInfo && !tok.Covers(rt.scope) {
-		return caller{}, unauthorized("InvalidAudience: The token's resource does not cover '" + truncate(rt.scope) + "'.")
+		return caller{}, unauthorized("InvalidAudience: The token's resource does not cover '" + store.Clip(rt.scope) + "'.")
 	}
 	if need := rt.right(); !key.Rights.Has(need) {
 		if need == sas.Manage && isManagement(rt.op) {
 			return caller{namespaceKey: namespaceKey, token: tok, rights: key.Rights}, s.manageDenied(r, rt)
 		}
 		return caller{}, unauthorized("Unauthorized access. '" + need.ClaimText() + "' claim(s) are required to perform this operation. Resource: 'sb://" +
-			r.Host + "/" + truncate(rt.scope) + "'.")
+			r.Host + "/" + store.Clip(rt.scope) + "'.")
 	}
 	return caller{namespaceKey: namespaceKey, token: tok, rights: key.Rights}, nil
 }
@@ -129,7 +129,7 @@ func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
 			if c.namespaceKey && c.rights.Has(sas.Send) && c.token.Covers(target) {
 				continue
 			}
-			return unauthorized(f.header + " is required to forward to '" + truncate(f.target) +
+			return unauthorized(f.header + " is required to forward to '" + store.Clip(f.target) +
 				"': a token signed by a namespace key whose scope covers it, or by a key of the target, with 'Send' claim(s).")
 		}
 		tok, err := sas.ParseToken(text)
@@ -147,10 +147,10 @@ func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
 			return unauthorized(f.header + ": " + tokenErrorText(err))
 		}
 		if !supplementaryCovers(tok, target, r.Host) {
-			return unauthorized(f.header + ": InvalidAudience: The token's resource does not cover '" + truncate(target) + "'.")
+			return unauthorized(f.header + ": InvalidAudience: The token's resource does not cover '" + store.Clip(target) + "'.")
 		}
 		if !key.Rights.Has(sas.Send) {
-			return unauthorized(f.header + ": 'Send' claim(s) are required on '" + truncate(f.target) + "'.")
+			return unauthorized(f.header + ": 'Send' claim(s) are required on '" + store.Clip(f.target) + "'.")
 		}
 	}
 	return nil

@@ -191,7 +191,7 @@ func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, t targe
 func (s *Server) CancelScheduled(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, seq api.SequenceNumber, params api.CancelScheduledParams) {
 	e, sq, err := s.messagingEntity(r, entityPath)
 	if err == nil && sq != store.SubQueueMain {
-		err = badRequest("Scheduled messages live in the entity, not its dead-letter subqueue.")
+		err = store.BadRequest("Scheduled messages live in the entity, not its dead-letter subqueue.")
 	}
 	if err == nil {
 		err = s.store.CancelScheduled(r.Context(), e, seq)
@@ -215,18 +215,18 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request, t target, me
 	var req api.DeadLetterRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDeadLetterRequest))
 	if err != nil {
-		s.writeError(w, r, badRequest("The request body is larger than %d bytes or could not be read.", maxDeadLetterRequest))
+		s.writeError(w, r, store.BadRequest("The request body is larger than %d bytes or could not be read.", maxDeadLetterRequest))
 		return
 	}
 	if len(body) > 0 {
 		if err := json.Unmarshal(body, &req); err != nil {
-			s.writeError(w, r, badRequest("The body must be a JSON object with DeadLetterReason and DeadLetterErrorDescription."))
+			s.writeError(w, r, store.BadRequest("The body must be a JSON object with DeadLetterReason and DeadLetterErrorDescription."))
 			return
 		}
 	}
 	reason, description := deadLetterReason(req.DeadLetterReason, req.DeadLetterErrorDescription)
 	if !headerSafe(reason) || !headerSafe(description) {
-		s.writeError(w, r, badRequest("The dead-letter reason and description may not contain control characters."))
+		s.writeError(w, r, store.BadRequest("The dead-letter reason and description may not contain control characters."))
 		return
 	}
 	if err := checkDeadLetterText(reason, description); err != nil {
@@ -282,7 +282,7 @@ func (s *Server) resubmit(w http.ResponseWriter, r *http.Request, entityPath str
 		return
 	}
 	if sq != store.SubQueueDeadLetter {
-		s.writeError(w, r, badRequest("Resubmit takes messages from a dead-letter subqueue: use %s/$DeadLetterQueue/messages/$resubmit.", truncate(entityPath)))
+		s.writeError(w, r, store.BadRequest("Resubmit takes messages from a dead-letter subqueue: use %s/$DeadLetterQueue/messages/$resubmit.", store.Clip(entityPath)))
 		return
 	}
 	n, err := s.store.Resubmit(r.Context(), e, seq, match)
@@ -299,7 +299,7 @@ func (s *Server) resubmit(w http.ResponseWriter, r *http.Request, entityPath str
 func compileResubmitFilter(expr string) (func(*store.Message) bool, error) {
 	f, err := sqlfilter.ParseFilter(expr, nil)
 	if err != nil {
-		return nil, badRequest("The filter is not a valid SQL filter expression: %s", err.Error())
+		return nil, store.BadRequest("The filter is not a valid SQL filter expression: %s", err.Error())
 	}
 	return func(m *store.Message) bool {
 		ok, err := f.Match(store.FilterView(m))

@@ -38,11 +38,11 @@ const (
 // Errors: a bad request naming the size and the limit.
 func checkDeliverable(m *store.Message) error {
 	if len(m.UserProperties) > maxUserPropertiesHTTP {
-		return badRequest("A message may carry at most %d user properties (it has %d), so that every HTTP client can read it as headers.",
+		return store.BadRequest("A message may carry at most %d user properties (it has %d), so that every HTTP client can read it as headers.",
 			maxUserPropertiesHTTP, len(m.UserProperties))
 	}
 	if n := propertyHeaderBytes(m); n > maxPropertyHeaderBytes {
-		return badRequest("The message's properties take %d bytes as HTTP headers; at most %d bytes are allowed, so that every client can receive the message.",
+		return store.BadRequest("The message's properties take %d bytes as HTTP headers; at most %d bytes are allowed, so that every client can receive the message.",
 			n, maxPropertyHeaderBytes)
 	}
 	return nil
@@ -87,7 +87,7 @@ func checkDeadLetterText(reason, description string) error {
 		n += headerLineBytes("DeadLetterErrorDescription", formatPropertyValue(description))
 	}
 	if n > maxDeadLetterHeaderBytes {
-		return badRequest("The dead-letter reason and description take %d bytes as HTTP headers; at most %d bytes are allowed.",
+		return store.BadRequest("The dead-letter reason and description take %d bytes as HTTP headers; at most %d bytes are allowed.",
 			n, maxDeadLetterHeaderBytes)
 	}
 	return nil

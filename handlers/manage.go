@@ -27,7 +27,7 @@ func (s *Server) PutEntity(w http.ResponseWriter, r *http.Request, entityPath ap
 		return
 	}
 	if kind == store.KindSubscription {
-		s.writeError(w, r, badRequest("A subscription is put at {topic}/Subscriptions/{name}, not at '%s'.", truncate(entityPath)))
+		s.writeError(w, r, store.BadRequest("A subscription is put at {topic}/Subscriptions/{name}, not at '%s'.", store.Clip(entityPath)))
 		return
 	}
 	props, err := atom.DecodeProperties(body, kind)

@@ -47,7 +47,7 @@ func (s *Server) SendMessage(w http.ResponseWriter, r *http.Request, entityPath 
 		return
 	}
 	if sq != store.SubQueueMain {
-		s.writeError(w, r, badRequest("Messages cannot be sent to a dead-letter queue."))
+		s.writeError(w, r, store.BadRequest("Messages cannot be sent to a dead-letter queue."))
 		return
 	}
 	limit := e.Props.MaxMessageSizeInKilobytes * 1024
@@ -70,7 +70,7 @@ func (s *Server) SendMessage(w http.ResponseWriter, r *http.Request, entityPath 
 	for i := range msgs {
 		if err := checkDeliverable(&msgs[i]); err != nil {
 			if batch {
-				err = badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
+				err = store.BadRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
 			}
 			s.writeError(w, r, err)
 			return
@@ -132,9 +132,9 @@ func (s *Server) readError(e *store.Entity, limit int64, err error) error {
 	case errors.As(err, &big):
 		return tooLarge(e, limit)
 	case bodyTimedOut(err):
-		return badRequest("The request body did not arrive within %s.", s.cfg.BodyTimeout)
+		return store.BadRequest("The request body did not arrive within %s.", s.cfg.BodyTimeout)
 	}
-	return badRequest("The request body could not be read.")
+	return store.BadRequest("The request body could not be read.")
 }
 
 // readBody reads a single message's body, never past the entity's limit: a declared length over
@@ -206,7 +206,7 @@ func parseBatch(body []byte, fromProxy bool) ([]store.Message, error) {
 // properties included).
 func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, error) {
 	dec := json.NewDecoder(rd)
-	notArray := badRequest("The batch is not a JSON array of messages.")
+	notArray := store.BadRequest("The batch is not a JSON array of messages.")
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
 		return nil, notArray
 	}
@@ -214,7 +214,7 @@ func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, er
 	var total int64
 	for i := 0; dec.More(); i++ {
 		if i == maxBatchMessages {
-			return nil, badRequest("A batch may contain at most %d messages.", maxBatchMessages)
+			return nil, store.BadRequest("A batch may contain at most %d messages.", maxBatchMessages)
 		}
 		var it batchMessage
 		if err := dec.Decode(&it); err != nil {
@@ -233,7 +233,7 @@ func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, er
 		return nil, notArray
 	}
 	if len(msgs) == 0 {
-		return nil, badRequest("The batch contains no messages.")
+		return nil, store.BadRequest("The batch contains no messages.")
 	}
 	return msgs, nil
 }
@@ -243,18 +243,18 @@ func batchItem(i int, it batchMessage, fromProxy bool) (store.Message, error) {
 	var m store.Message
 	switch {
 	case it.Body != nil && it.BodyBase64 != nil:
-		return m, badRequest("Message %d of the batch has both Body and BodyBase64.", i+1)
+		return m, store.BadRequest("Message %d of the batch has both Body and BodyBase64.", i+1)
 	case it.Body != nil:
 		m.Body = []byte(*it.Body)
 	case it.BodyBase64 != nil:
 		m.Body = it.BodyBase64
 	default:
-		return m, badRequest("Message %d of the batch has no Body.", i+1)
+		return m, store.BadRequest("Message %d of the batch has no Body.", i+1)
 	}
 	if len(it.BrokerProperties) > 0 && string(it.BrokerProperties) != "null" {
 		if err := parseBrokerProperties(it.BrokerProperties, &m, true); err != nil {
 			// The client-safe message is all a client sees, so the position goes into it.
-			return m, badRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
+			return m, store.BadRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
 		}
 	}
 	// Each property comes back as a header, and header names ignore case: two names that
@@ -263,21 +263,21 @@ func batchItem(i int, it batchMessage, fromProxy bool) (store.Message, error) {
 	for name := range it.UserProperties {
 		lower := strings.ToLower(name)
 		if other, dup := seen[lower]; dup {
-			return m, badRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; they would be one HTTP header.",
-				i+1, truncate(min(name, other)), truncate(max(name, other)))
+			return m, store.BadRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; they would be one HTTP header.",
+				i+1, store.Clip(min(name, other)), store.Clip(max(name, other)))
 		}
 		seen[lower] = name
 	}
 	for name, raw := range it.UserProperties {
 		if !validPropertyName(name, fromProxy) {
-			return m, badRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, truncate(name))
+			return m, store.BadRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, store.Clip(name))
 		}
 		v, err := jsonPropertyValue(raw)
 		if err != nil {
-			return m, badRequest("Message %d of the batch: user property '%s' must be a string, number or boolean.", i+1, truncate(name))
+			return m, store.BadRequest("Message %d of the batch: user property '%s' must be a string, number or boolean.", i+1, store.Clip(name))
 		}
 		if s, ok := v.(string); ok && !headerSafe(s) {
-			return m, badRequest("Message %d of the batch: user property '%s' contains control characters, which cannot be sent in an HTTP header.", i+1, truncate(name))
+			return m, store.BadRequest("Message %d of the batch: user property '%s' contains control characters, which cannot be sent in an HTTP header.", i+1, store.Clip(name))
 		}
 		m.UserProperties = append(m.UserProperties, store.Property{Name: name, Value: v})
 	}
@@ -386,7 +386,7 @@ func (s *Server) receiveWait(timeout *int) (time.Duration, error) {
 	case timeout == nil:
 		return min(s.cfg.DefaultReceiveWait, s.cfg.MaxReceiveWait), nil
 	case *timeout < 0:
-		return 0, badRequest("The timeout must be a number of seconds, 0 or more.")
+		return 0, store.BadRequest("The timeout must be a number of seconds, 0 or more.")
 	case time.Duration(*timeout) > s.cfg.MaxReceiveWait/time.Second:
 		return s.cfg.MaxReceiveWait, nil // compared in seconds: a huge timeout must not overflow to a negative wait
 	}

@@ -50,7 +50,7 @@ func parseBrokerProperties(raw []byte, m *store.Message, allowContentType bool) 
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&fields); err != nil || !atEOF(dec) {
-		return badRequest("The BrokerProperties header is not a valid JSON object.")
+		return store.BadRequest("The BrokerProperties header is not a valid JSON object.")
 	}
 	// Keys match without regard to case, so one property can be given twice; the map's order
 	// would pick the winner at random.
@@ -65,7 +65,7 @@ func parseBrokerProperties(raw []byte, m *store.Message, allowContentType bool) 
 		}
 		if other, dup := seen[k]; dup {
 			a, b := min(key, other), max(key, other)
-			return badRequest("BrokerProperties gives the same property more than once: '%s' and '%s'.", truncate(a), truncate(b))
+			return store.BadRequest("BrokerProperties gives the same property more than once: '%s' and '%s'.", store.Clip(a), store.Clip(b))
 		}
 		seen[k] = key
 	}
@@ -74,7 +74,7 @@ func parseBrokerProperties(raw []byte, m *store.Message, allowContentType bool) 
 		if f, ok := brokerStringFields[k]; ok {
 			s, err := jsonText(val)
 			if err != nil {
-				return badRequest("BrokerProperties.%s must be a string.", key)
+				return store.BadRequest("BrokerProperties.%s must be a string.", key)
 			}
 			*f(m) = s
 			continue
@@ -84,44 +84,44 @@ func parseBrokerProperties(raw []byte, m *store.Message, allowContentType bool) 
 			if allowContentType {
 				s, err := jsonText(val)
 				if err != nil {
-					return badRequest("BrokerProperties.%s must be a string.", key)
+					return store.BadRequest("BrokerProperties.%s must be a string.", key)
 				}
 				if !headerSafe(s) {
-					return badRequest("BrokerProperties.%s contains control characters, which cannot be sent in a Content-Type header.", key)
+					return store.BadRequest("BrokerProperties.%s contains control characters, which cannot be sent in a Content-Type header.", key)
 				}
 				m.ContentType = s
 			}
 		case "timetolive":
 			s, err := jsonText(val)
 			if err != nil || s == "" {
-				return badRequest("BrokerProperties.TimeToLive must be a number of seconds.")
+				return store.BadRequest("BrokerProperties.TimeToLive must be a number of seconds.")
 			}
 			secs, err := strconv.ParseFloat(s, 64)
 			if err != nil || math.IsNaN(secs) || secs <= 0 {
-				return badRequest("BrokerProperties.TimeToLive must be a positive number of seconds.")
+				return store.BadRequest("BrokerProperties.TimeToLive must be a positive number of seconds.")
 			}
 			m.TimeToLive = secondsToDuration(secs)
 		case "timetolivetimespan":
 			s, err := jsonText(val)
 			if err != nil {
-				return badRequest("BrokerProperties.TimeToLiveTimeSpan must be a string.")
+				return store.BadRequest("BrokerProperties.TimeToLiveTimeSpan must be a string.")
 			}
 			d, err := parseTimeSpan(s)
 			if err != nil || d <= 0 {
-				return badRequest("BrokerProperties.TimeToLiveTimeSpan must be a positive [d.]hh:mm:ss[.fffffff] time span.")
+				return store.BadRequest("BrokerProperties.TimeToLiveTimeSpan must be a positive [d.]hh:mm:ss[.fffffff] time span.")
 			}
 			m.TimeToLive = d
 		case "scheduledenqueuetimeutc":
 			s, err := jsonText(val)
 			if err != nil {
-				return badRequest("BrokerProperties.ScheduledEnqueueTimeUtc must be a date string.")
+				return store.BadRequest("BrokerProperties.ScheduledEnqueueTimeUtc must be a date string.")
 			}
 			if s == "" {
 				continue
 			}
 			t, ok := parseDate(s)
 			if !ok {
-				return badRequest("BrokerProperties.ScheduledEnqueueTimeUtc '%s' is not an RFC 1123 or ISO 8601 date.", truncate(s))
+				return store.BadRequest("BrokerProperties.ScheduledEnqueueTimeUtc '%s' is not an RFC 1123 or ISO 8601 date.", store.Clip(s))
 			}
 			m.ScheduledEnqueueTime = t
 		}
@@ -425,16 +425,16 @@ func userPropertiesFromHeaders(h http.Header, fromProxy bool) (store.UserPropert
 			continue
 		}
 		if responseHeaders[lower] {
-			return nil, badRequest("'%s' cannot be a user property name: a received message carries a header of that name.", truncate(name))
+			return nil, store.BadRequest("'%s' cannot be a user property name: a received message carries a header of that name.", store.Clip(name))
 		}
 		if lower == "content-encoding" {
 			if strings.EqualFold(strings.TrimSpace(values[0]), "identity") {
 				continue // the body as it is
 			}
-			return nil, badRequest("Content-Encoding '%s' is not supported: send the message body as it is to be received.", truncate(values[0]))
+			return nil, store.BadRequest("Content-Encoding '%s' is not supported: send the message body as it is to be received.", store.Clip(values[0]))
 		}
 		if len(values) != 1 {
-			return nil, badRequest("The user property header '%s' is given %d times.", truncate(name), len(values))
+			return nil, store.BadRequest("The user property header '%s' is given %d times.", store.Clip(name), len(values))
 		}
 		props = append(props, store.Property{Name: lower, Value: parsePropertyValue(values[0])})
 	}
@@ -545,17 +545,4 @@ func validPropertyName(name string, fromProxy bool) bool {
 		}
 	}
 	return true
-}
-
-func badRequest(format string, args ...any) error {
-	return &store.Error{Code: store.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
-}
-
-// truncate shortens hostile input before it is echoed in an error.
-func truncate(s string) string {
-	const max = 200
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
 }

@@ -34,7 +34,7 @@ func managementDenied(r *http.Request, rt route) error {
 		return unauthorized("Manage,EntityRead claims required for this operation.")
 	}
 	text := "SubCode=40100: Unauthorized : Unauthorized access for '" + sub + "' operation on endpoint 'sb://" +
-		r.Host + "/" + truncate(rt.scope) + "'."
+		r.Host + "/" + store.Clip(rt.scope) + "'."
 	return &phrasedError{err: unauthorized(text), phrase: text}
 }
 

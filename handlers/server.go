@@ -32,7 +32,7 @@ type Config struct {
 	KeyRefresh time.Duration // 5s
 	// DefaultReceiveWait is how long a receive waits when the request gives no timeout (60s).
 	DefaultReceiveWait time.Duration
-	// MaxReceiveWait caps the timeout a receive may ask for (120s).
+	// MaxReceiveWait caps the timeout a receive may ask for (DefaultMaxReceiveWait).
 	MaxReceiveWait time.Duration
 	// BodyTimeout is how long a request's body may take to arrive, from the request's start
 	// (60s). A body that has not arrived by then is refused with 400 and the connection closed.
@@ -69,6 +69,14 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 }
 
+// Defaults of the Config settings that sbgate serve also offers as flags: its flag defaults are
+// these, so each is written once.
+const (
+	DefaultMaxReceiveWait = 120 * time.Second
+	DefaultBodyTimeout    = 60 * time.Second
+	DefaultWriteTimeout   = 60 * time.Second
+)
+
 func (c *Config) setDefaults() {
 	if c.Namespace == "" {
 		c.Namespace = "sbgate"
@@ -77,13 +85,13 @@ func (c *Config) setDefaults() {
 		c.DefaultReceiveWait = 60 * time.Second
 	}
 	if c.MaxReceiveWait <= 0 {
-		c.MaxReceiveWait = 120 * time.Second
+		c.MaxReceiveWait = DefaultMaxReceiveWait
 	}
 	if c.BodyTimeout <= 0 {
-		c.BodyTimeout = 60 * time.Second
+		c.BodyTimeout = DefaultBodyTimeout
 	}
 	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 60 * time.Second
+		c.WriteTimeout = DefaultWriteTimeout
 	}
 	if c.ClockSkew <= 0 {
 		c.ClockSkew = 5 * time.Minute
@@ -121,7 +129,7 @@ func NewServer(st store.Store, cfg Config) http.Handler {
 		// The generated default writes err.Error() as text/plain; parameter errors get the
 		// Service Bus error body like every other error.
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeError(w, r, badRequest("%s", err.Error()))
+			s.writeError(w, r, store.BadRequest("%s", err.Error()))
 		},
 	})
 	api := s.recoverer(s.forwarded(s.front(router)))

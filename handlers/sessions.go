@@ -25,7 +25,7 @@ func sessionTarget(entityPath, sessionID string, token api.SessionLockToken) tar
 func (s *Server) sessionEntity(r *http.Request, entityPath string) (*store.Entity, error) {
 	e, sq, err := s.messagingEntity(r, entityPath)
 	if err == nil && sq != store.SubQueueMain {
-		err = badRequest("Sessions live in the entity, not its dead-letter subqueue.")
+		err = store.BadRequest("Sessions live in the entity, not its dead-letter subqueue.")
 	}
 	return e, err
 }

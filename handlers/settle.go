@@ -77,42 +77,42 @@ func parseSettlements(w http.ResponseWriter, r *http.Request) ([]store.SettleReq
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSettleRequest))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, badRequest("The settlement request is larger than %d bytes.", maxSettleRequest)
+		return nil, store.BadRequest("The settlement request is larger than %d bytes.", maxSettleRequest)
 	}
 	if err != nil {
-		return nil, badRequest("The request body could not be read.")
+		return nil, store.BadRequest("The request body could not be read.")
 	}
 	var items []api.Settlement
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&items); err != nil || !atEOF(dec) {
-		return nil, badRequest("The body must be a JSON array of settlements: {\"LockToken\": \"…\", \"Disposition\": \"Complete\"}.")
+		return nil, store.BadRequest("The body must be a JSON array of settlements: {\"LockToken\": \"…\", \"Disposition\": \"Complete\"}.")
 	}
 	switch {
 	case len(items) == 0:
-		return nil, badRequest("The settlement request names no locks.")
+		return nil, store.BadRequest("The settlement request names no locks.")
 	case len(items) > maxSettlements:
-		return nil, badRequest("A settlement request may name at most %d locks.", maxSettlements)
+		return nil, store.BadRequest("A settlement request may name at most %d locks.", maxSettlements)
 	}
 	reqs := make([]store.SettleRequest, len(items))
 	for i, it := range items {
 		op, ok := dispositions[it.Disposition]
 		if !ok {
-			return nil, badRequest("Settlement %d: Disposition must be Complete, Abandon, DeadLetter, Defer or RenewLock.", i+1)
+			return nil, store.BadRequest("Settlement %d: Disposition must be Complete, Abandon, DeadLetter, Defer or RenewLock.", i+1)
 		}
 		reqs[i] = store.SettleRequest{Op: op, Token: it.LockToken}
 		if it.DeadLetterReason != nil || it.DeadLetterErrorDescription != nil {
 			if op != store.DeadLetter {
-				return nil, badRequest("Settlement %d: DeadLetterReason and DeadLetterErrorDescription go with the DeadLetter disposition only.", i+1)
+				return nil, store.BadRequest("Settlement %d: DeadLetterReason and DeadLetterErrorDescription go with the DeadLetter disposition only.", i+1)
 			}
 		}
 		if op == store.DeadLetter {
 			reqs[i].Reason, reqs[i].Description = deadLetterReason(it.DeadLetterReason, it.DeadLetterErrorDescription)
 			if !headerSafe(reqs[i].Reason) || !headerSafe(reqs[i].Description) {
-				return nil, badRequest("Settlement %d: the dead-letter reason and description may not contain control characters.", i+1)
+				return nil, store.BadRequest("Settlement %d: the dead-letter reason and description may not contain control characters.", i+1)
 			}
 			if err := checkDeadLetterText(reqs[i].Reason, reqs[i].Description); err != nil {
-				return nil, badRequest("Settlement %d: %s", i+1, store.ErrorMessage(err))
+				return nil, store.BadRequest("Settlement %d: %s", i+1, store.ErrorMessage(err))
 			}
 		}
 	}

@@ -24,7 +24,7 @@ func (s *Server) ListSubscriptions(w http.ResponseWriter, r *http.Request, topic
 func readDescription(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDescriptionBytes))
 	if err != nil {
-		return nil, badRequest("The entity description is larger than %d bytes or could not be read.", maxDescriptionBytes)
+		return nil, store.BadRequest("The entity description is larger than %d bytes or could not be read.", maxDescriptionBytes)
 	}
 	return body, nil
 }
@@ -188,7 +188,7 @@ func page(skipP, topP *int) (int, int, error) {
 		top = *topP
 	}
 	if skip < 0 || top < 1 {
-		return 0, 0, badRequest("$skip must be 0 or more and $top 1 or more.")
+		return 0, 0, store.BadRequest("$skip must be 0 or more and $top 1 or more.")
 	}
 	return skip, min(top, maxPageSize), nil
 }

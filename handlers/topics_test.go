@@ -1160,7 +1160,7 @@ func TestSubscriptionMessaging(t *testing.T) {
 	loc, _, _ = peek("peek-lock once", "/t/Subscriptions/once/messages/head?timeout=0")
 	b.clock.Advance(5 * time.Second)
 	b.do(t, call{method: http.MethodDelete, path: settlePath(t, loc)}).wantError(t, "complete an expired lock", http.StatusNotFound, "The lock supplied is invalid.")
-	loc, bp, body = peek("peek-lock once again", "/t/Subscriptions/once/messages/head?timeout=0") // body-2: body-1 is dead
+	loc, _, body = peek("peek-lock once again", "/t/Subscriptions/once/messages/head?timeout=0") // body-2: body-1 is dead
 	if body != "body-2" {
 		t.Errorf("peek-lock once again = %q; want body-2", body)
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -112,24 +113,27 @@ func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
 // tableStatsTimeout keeps a slow database from stalling a scrape.
 const tableStatsTimeout = 2 * time.Second
 
+// tableStats is one row of pg_stat_user_tables, in the query's column order.
+type tableStats struct {
+	Table            string
+	Dead, Live, Vacs int64
+}
+
 func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), tableStatsTimeout)
 	defer cancel()
-	rows, err := c.pool.Query(ctx, `SELECT relname, n_dead_tup, n_live_tup, autovacuum_count FROM pg_stat_user_tables
+	rows, _ := c.pool.Query(ctx, `SELECT relname, n_dead_tup, n_live_tup, autovacuum_count FROM pg_stat_user_tables
 		WHERE relname IN ('messages', 'entities', 'entity_count_deltas', 'entity_counts', 'dedup', 'sessions', 'rules')`)
+	// CollectRows reports the query's, every scan's and the result's error (rows.Err) alike; a
+	// partial answer is not exported, so a scrape never shows some tables silently missing.
+	stats, err := pgx.CollectRows(rows, pgx.RowToStructByPos[tableStats])
 	if err != nil {
 		c.log.Warn("read table statistics for metrics", "err", err)
 		return
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var table string
-		var dead, live, vac int64
-		if err := rows.Scan(&table, &dead, &live, &vac); err != nil {
-			return
-		}
-		ch <- prometheus.MustNewConstMetric(deadRows, prometheus.GaugeValue, float64(dead), table)
-		ch <- prometheus.MustNewConstMetric(liveRows, prometheus.GaugeValue, float64(live), table)
-		ch <- prometheus.MustNewConstMetric(vacuums, prometheus.CounterValue, float64(vac), table)
+	for _, st := range stats {
+		ch <- prometheus.MustNewConstMetric(deadRows, prometheus.GaugeValue, float64(st.Dead), st.Table)
+		ch <- prometheus.MustNewConstMetric(liveRows, prometheus.GaugeValue, float64(st.Live), st.Table)
+		ch <- prometheus.MustNewConstMetric(vacuums, prometheus.CounterValue, float64(st.Vacs), st.Table)
 	}
 }

@@ -376,7 +376,7 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seq int64, mod
 		return nil, err
 	}
 	if t.SubQueue != SubQueueMain {
-		return nil, badRequest("Deferred messages are received from the entity, not its dead-letter subqueue.")
+		return nil, BadRequest("Deferred messages are received from the entity, not its dead-letter subqueue.")
 	}
 	if t.Session != nil {
 		if err := s.checkSessionLock(ctx, s.pool, e, *t.Session, s.now()); err != nil {
@@ -450,7 +450,7 @@ func (t Target) String() string {
 		p += "/$DeadLetterQueue"
 	}
 	if t.Session != nil {
-		p += " (session " + strconv.Quote(truncate(t.Session.SessionID)) + ")"
+		p += " (session " + strconv.Quote(Clip(t.Session.SessionID)) + ")"
 	}
 	return p
 }

@@ -169,7 +169,7 @@ func (s *Postgres) checkNewEntity(ctx context.Context, kind Kind, path string, p
 	case KindSubscription:
 		topic, name, ok := SplitSubscriptionPath(path)
 		if !ok {
-			return 0, badRequest("'%s' is not a subscription path.", truncate(path))
+			return 0, BadRequest("'%s' is not a subscription path.", Clip(path))
 		}
 		if err := ValidateSubscriptionName(name); err != nil {
 			return 0, err
@@ -183,7 +183,7 @@ func (s *Postgres) checkNewEntity(ctx context.Context, kind Kind, path string, p
 		}
 		return t.ID, nil
 	}
-	return 0, badRequest("unknown entity kind %d", kind)
+	return 0, BadRequest("unknown entity kind %d", kind)
 }
 
 const updateEntitySQL = `
@@ -212,7 +212,7 @@ func (s *Postgres) UpdateEntity(ctx context.Context, kind Kind, path string, p P
 			return err
 		}
 		if old.Kind != kind {
-			return badRequest("The messaging entity '%s' is a %s, not a %s.", path, strings.ToLower(old.Kind.String()), strings.ToLower(kind.String()))
+			return BadRequest("The messaging entity '%s' is a %s, not a %s.", path, strings.ToLower(old.Kind.String()), strings.ToLower(kind.String()))
 		}
 		if err := checkImmutable(old, &p); err != nil {
 			return err
@@ -249,11 +249,11 @@ func checkImmutable(old *Entity, p *Properties) error {
 	kind := old.Kind.String()
 	switch {
 	case old.Props.RequiresSession != p.RequiresSession:
-		return badRequest("SubCode=40000. The value for the RequiresSession property of an existing %s cannot be changed.", kind)
+		return BadRequest("SubCode=40000. The value for the RequiresSession property of an existing %s cannot be changed.", kind)
 	case old.Props.RequiresDuplicateDetection != p.RequiresDuplicateDetection:
-		return badRequest("SubCode=40000. The value for the requires duplicate detection property of an existing %s cannot be changed.", kind)
+		return BadRequest("SubCode=40000. The value for the requires duplicate detection property of an existing %s cannot be changed.", kind)
 	case old.Props.EnablePartitioning != p.EnablePartitioning:
-		return badRequest("SubCode=40000. Partitioning cannot be changed for %s. ", kind)
+		return BadRequest("SubCode=40000. Partitioning cannot be changed for %s. ", kind)
 	}
 	return nil
 }
@@ -262,10 +262,10 @@ func checkImmutable(old *Entity, p *Properties) error {
 func (s *Postgres) lookup(ctx context.Context, path string) (*Entity, error) {
 	e, err := scanEntity(s.pool.QueryRow(ctx, `SELECT `+entityColumns+` FROM entities WHERE path_key = $1`, Key(path)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("The messaging entity '%s' could not be found.", truncate(path))
+		return nil, notFound("The messaging entity '%s' could not be found.", Clip(path))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("look up %s: %w", truncate(path), interpretError(err))
+		return nil, fmt.Errorf("look up %s: %w", Clip(path), interpretError(err))
 	}
 	return e, nil
 }
@@ -295,7 +295,7 @@ func (s *Postgres) DeleteEntity(ctx context.Context, path string) error {
 			return err
 		}
 		if len(ids) == 0 {
-			return notFound("The messaging entity '%s' could not be found.", truncate(path))
+			return notFound("The messaging entity '%s' could not be found.", Clip(path))
 		}
 		for _, sql := range []string{
 			`DELETE FROM messages WHERE entity_id = ANY($1)`,
@@ -311,7 +311,7 @@ func (s *Postgres) DeleteEntity(ctx context.Context, path string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("delete %s: %w", truncate(path), interpretError(err))
+		return fmt.Errorf("delete %s: %w", Clip(path), interpretError(err))
 	}
 	s.entityChanged(ctx, path)
 	return nil

@@ -150,27 +150,27 @@ func (p *Properties) Validate(k Kind) error {
 	switch {
 	case p.LockDuration < MinLockDuration || p.LockDuration > MaxLockDuration:
 		if p.LockDuration > MaxLockDuration {
-			return badRequest("The supplied lock time exceeds the allowed maximum of '5' minutes.")
+			return BadRequest("The supplied lock time exceeds the allowed maximum of '5' minutes.")
 		}
-		return badRequest("The supplied lock time is below the allowed minimum of '5' seconds.")
+		return BadRequest("The supplied lock time is below the allowed minimum of '5' seconds.")
 	case p.MaxSizeInMegabytes <= 0 || p.MaxSizeInMegabytes%maxSizeInMegabytesMultiple != 0 || p.MaxSizeInMegabytes > 80*1024:
-		return badRequest("The value supplied for MaxSizeInMegabytes is not valid: it must be a multiple of 1024 between 1024 and 81920.")
+		return BadRequest("The value supplied for MaxSizeInMegabytes is not valid: it must be a multiple of 1024 between 1024 and 81920.")
 	case p.DefaultMessageTimeToLive < MinMessageTimeToLive:
-		return badRequest("The value supplied for DefaultMessageTimeToLive must be at least 1 second.")
+		return BadRequest("The value supplied for DefaultMessageTimeToLive must be at least 1 second.")
 	case p.DuplicateDetectionHistoryTimeWindow < MinDuplicateWindow || p.DuplicateDetectionHistoryTimeWindow > MaxDuplicateWindow:
-		return badRequest("The value supplied for DuplicateDetectionHistoryTimeWindow must be between 20 seconds and 7 days.")
+		return BadRequest("The value supplied for DuplicateDetectionHistoryTimeWindow must be between 20 seconds and 7 days.")
 	case p.MaxDeliveryCount < 1:
-		return badRequest("The value supplied for MaxDeliveryCount must be at least 1.")
+		return BadRequest("The value supplied for MaxDeliveryCount must be at least 1.")
 	case p.AutoDeleteOnIdle < MinAutoDeleteOnIdle:
-		return badRequest("The value supplied for AutoDeleteOnIdle must be at least 5 minutes.")
+		return BadRequest("The value supplied for AutoDeleteOnIdle must be at least 5 minutes.")
 	case !p.Status.Valid():
-		return badRequest("The value supplied for Status is not valid: use Active, Disabled, SendDisabled or ReceiveDisabled.")
+		return BadRequest("The value supplied for Status is not valid: use Active, Disabled, SendDisabled or ReceiveDisabled.")
 	case len(p.UserMetadata) > MaxUserMetadataLength:
-		return badRequest("The value supplied for UserMetadata exceeds 1024 characters.")
+		return BadRequest("The value supplied for UserMetadata exceeds 1024 characters.")
 	case p.MaxMessageSizeInKilobytes < MinMaxMessageSizeKB || p.MaxMessageSizeInKilobytes > MaxMaxMessageSizeKB:
-		return badRequest("The value supplied for MaxMessageSizeInKilobytes must be between 1 and 102400.")
+		return BadRequest("The value supplied for MaxMessageSizeInKilobytes must be between 1 and 102400.")
 	case len(p.AuthorizationRules) > MaxAuthorizationRules:
-		return badRequest("An entity can have at most 12 authorization rules.")
+		return BadRequest("An entity can have at most 12 authorization rules.")
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Code classifies a domain error. handlers maps each code to one HTTP status and Service Bus
@@ -66,8 +67,31 @@ func ErrorMessage(err error) string {
 	return ""
 }
 
-func badRequest(format string, args ...any) error {
+// BadRequest is the 400 error every package returns for bad client input; its message is
+// shown to the client, so client-supplied values in it go through Clip.
+func BadRequest(format string, args ...any) error {
 	return &Error{Code: CodeBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// clipLimit is how many bytes of a client-supplied value an error message quotes.
+const clipLimit = 64
+
+// Clip shortens a client-supplied value quoted in an error message or log line, so that a
+// hostile request cannot make the answer as large as itself.
+func Clip(s string) string { return ClipTo(s, clipLimit) }
+
+// ClipTo keeps at most limit bytes of s and marks a cut with "...". It never cuts a UTF-8
+// sequence: the cut moves back to the start of the rune it would split. It is the one clipper;
+// Clip is its use for error messages.
+func ClipTo(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 func notFound(format string, args ...any) error {

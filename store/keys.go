@@ -70,7 +70,7 @@ func (s *Postgres) CreateNamespaceKey(ctx context.Context, name string, rights [
 		return NamespaceKey{}, err
 	}
 	if len(rights) == 0 {
-		return NamespaceKey{}, badRequest("A key needs at least one right: Send, Listen or Manage.")
+		return NamespaceKey{}, BadRequest("A key needs at least one right: Send, Listen or Manage.")
 	}
 	k := NamespaceKey{Name: name, PrimaryKey: randomKey(), SecondaryKey: randomKey(), Rights: rights, Created: true}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO namespace_keys (name, primary_key, secondary_key, rights)
@@ -120,11 +120,11 @@ func (s *Postgres) DeleteNamespaceKey(ctx context.Context, name string) error {
 // letters, digits, periods, hyphens and underscores.
 func validKeyName(name string) error {
 	if name == "" || len(name) > 256 {
-		return badRequest("A key name has 1 to 256 characters.")
+		return BadRequest("A key name has 1 to 256 characters.")
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
-			return badRequest("The key name '%s' may contain only letters, digits, periods, hyphens and underscores.", name)
+			return BadRequest("The key name '%s' may contain only letters, digits, periods, hyphens and underscores.", name)
 		}
 	}
 	return nil

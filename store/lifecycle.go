@@ -23,10 +23,10 @@ ORDER BY m.seq LIMIT $5`
 // are not shown: they belong to whoever holds the lock.
 func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int64, n int) ([]*Message, error) {
 	if e.Kind == KindTopic {
-		return nil, badRequest("Messages cannot be browsed on topic '%s'; browse one of its subscriptions.", e.Path)
+		return nil, BadRequest("Messages cannot be browsed on topic '%s'; browse one of its subscriptions.", e.Path)
 	}
 	if n < 1 || n > MaxBrowse {
-		return nil, badRequest("A browse may return between 1 and %d messages.", MaxBrowse)
+		return nil, BadRequest("A browse may return between 1 and %d messages.", MaxBrowse)
 	}
 	s.touch(e)
 	rows, err := s.pool.Query(ctx, browseSQL, e.ID, sq.state(), from, s.now(), n)

@@ -37,23 +37,23 @@ var reservedTopLevel = map[string]bool{"healthz": true, "readyz": true, "metrics
 // no segment a reserved word. It returns an ErrBadRequest error that names the problem.
 func ValidateEntityPath(path string) error {
 	if path == "" {
-		return badRequest("The entity path is empty.")
+		return BadRequest("The entity path is empty.")
 	}
 	if len(path) > MaxEntityPathLength {
-		return badRequest("The entity path '%s' is longer than %d characters.", truncate(path), MaxEntityPathLength)
+		return BadRequest("The entity path '%s' is longer than %d characters.", Clip(path), MaxEntityPathLength)
 	}
 	if !isAlnum(path[0]) || !isAlnum(path[len(path)-1]) {
-		return badRequest("The entity path '%s' is not valid: it must start and end with a letter or number.", truncate(path))
+		return BadRequest("The entity path '%s' is not valid: it must start and end with a letter or number.", Clip(path))
 	}
 	if first, _, _ := strings.Cut(path, "/"); reservedTopLevel[strings.ToLower(first)] {
-		return badRequest("'%s' is reserved for the gateway's own endpoints and cannot begin an entity path.", first)
+		return BadRequest("'%s' is reserved for the gateway's own endpoints and cannot begin an entity path.", first)
 	}
 	for _, seg := range strings.Split(path, "/") {
 		if err := validateSegment(path, seg); err != nil {
 			return err
 		}
 		if reservedSegments[strings.ToLower(seg)] {
-			return badRequest("The entity path '%s' contains the reserved segment '%s'.", path, seg)
+			return BadRequest("The entity path '%s' contains the reserved segment '%s'.", path, seg)
 		}
 	}
 	return nil
@@ -63,19 +63,19 @@ func ValidateEntityPath(path string) error {
 // characters from the same alphabet as entity paths.
 func ValidateSubscriptionName(name string) error {
 	if name == "" {
-		return badRequest("The subscription name is empty.")
+		return BadRequest("The subscription name is empty.")
 	}
 	if len(name) > MaxSubscriptionNameLength {
-		return badRequest("The name '%s' is longer than %d characters.", truncate(name), MaxSubscriptionNameLength)
+		return BadRequest("The name '%s' is longer than %d characters.", Clip(name), MaxSubscriptionNameLength)
 	}
 	if err := validateSegment(name, name); err != nil {
 		return err
 	}
 	if !isAlnum(name[0]) || !isAlnum(name[len(name)-1]) {
-		return badRequest("The name '%s' is not valid: it must start and end with a letter or number.", name)
+		return BadRequest("The name '%s' is not valid: it must start and end with a letter or number.", name)
 	}
 	if reservedSegments[strings.ToLower(name)] {
-		return badRequest("'%s' is a reserved word and cannot be a name here.", name)
+		return BadRequest("'%s' is a reserved word and cannot be a name here.", name)
 	}
 	return nil
 }
@@ -86,22 +86,13 @@ func isAlnum(c byte) bool {
 
 func validateSegment(path, seg string) error {
 	if seg == "" {
-		return badRequest("The entity path '%s' has an empty segment; it may not start or end with '/' or contain '//'.", path)
+		return BadRequest("The entity path '%s' has an empty segment; it may not start or end with '/' or contain '//'.", path)
 	}
 	for i := 0; i < len(seg); i++ {
 		c := seg[i]
 		if !isAlnum(c) && c != '.' && c != '-' && c != '_' {
-			return badRequest("'%s' contains character(s) that is not allowed by Service Bus. Entity segments can contain only letters, numbers, periods (.), hyphens (-), and underscores (_).", truncate(path))
+			return BadRequest("'%s' contains character(s) that is not allowed by Service Bus. Entity segments can contain only letters, numbers, periods (.), hyphens (-), and underscores (_).", Clip(path))
 		}
 	}
 	return nil
-}
-
-// truncate shortens hostile input before it is echoed in an error.
-func truncate(s string) string {
-	const max = 300
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
 }

@@ -52,12 +52,6 @@ func interpretError(err error) error {
 	return err
 }
 
-// isUniqueViolation reports whether err is a unique_violation.
-func isUniqueViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505"
-}
-
 // interval encodes a duration for an interval column; Infinite is NULL.
 func interval(d time.Duration) pgtype.Interval {
 	if d == Infinite {

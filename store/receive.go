@@ -19,7 +19,7 @@ func (s *Postgres) Receive(ctx context.Context, r ReceiveRequest) ([]*Message, e
 		return nil, err
 	}
 	if r.Max < 1 || r.Max > MaxReceiveBatch {
-		return nil, badRequest("A receive may take between 1 and %d messages.", MaxReceiveBatch)
+		return nil, BadRequest("A receive may take between 1 and %d messages.", MaxReceiveBatch)
 	}
 	s.touch(t.Entity)
 	key := waitKey{entity: t.Entity.ID, sq: t.SubQueue}
@@ -112,16 +112,16 @@ func checkReceivable(t Target) error {
 	e := t.Entity
 	switch {
 	case e.Kind == KindTopic:
-		return badRequest("Messages cannot be received from topic '%s'; receive them from one of its subscriptions.", e.Path)
+		return BadRequest("Messages cannot be received from topic '%s'; receive them from one of its subscriptions.", e.Path)
 	case e.Props.Status == StatusDisabled || e.Props.Status == StatusReceiveDisabled:
 		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
 			"SubCode=40301. The messaging entity '%s' is disabled for receiving (status %s).", e.Path, e.Props.Status)}
 	case t.Session != nil && !e.Props.RequiresSession:
-		return badRequest("The entity '%s' does not require sessions; receive from it without a session.", e.Path)
+		return BadRequest("The entity '%s' does not require sessions; receive from it without a session.", e.Path)
 	case t.Session != nil && t.SubQueue != SubQueueMain:
-		return badRequest("Sessions live in the entity, not its dead-letter subqueue.")
+		return BadRequest("Sessions live in the entity, not its dead-letter subqueue.")
 	case t.Session == nil && e.Props.RequiresSession && t.SubQueue == SubQueueMain:
-		return badRequest("The entity '%s' requires sessions: accept a session and receive from it (POST %s/sessions/$accept); Service Bus REST cannot receive from session entities.", e.Path, e.Path)
+		return BadRequest("The entity '%s' requires sessions: accept a session and receive from it (POST %s/sessions/$accept); Service Bus REST cannot receive from session entities.", e.Path, e.Path)
 	}
 	return nil
 }

@@ -145,32 +145,32 @@ func compileRule(r Rule) (compiledRule, error) {
 		c.match = func(sqlfilter.Message, *sqlfilter.Budget) (bool, error) { return false, nil }
 	case FilterSQL:
 		if len(r.Filter.SQLExpression) > MaxExpressionLength {
-			return c, badRequest("The filter expression of rule '%s' is longer than %d characters.", r.Name, MaxExpressionLength)
+			return c, BadRequest("The filter expression of rule '%s' is longer than %d characters.", r.Name, MaxExpressionLength)
 		}
 		f, err := sqlfilter.ParseFilter(r.Filter.SQLExpression, paramMap(r.Filter.Parameters))
 		if err != nil {
-			return c, badRequest("The filter of rule '%s' is not valid: %s", r.Name, err.Error())
+			return c, BadRequest("The filter of rule '%s' is not valid: %s", r.Name, err.Error())
 		}
 		c.match = f.MatchWithin
 	case FilterCorrelation:
 		cf := r.Filter.Correlation
 		if cf == nil || cf.CorrelationID+cf.MessageID+cf.To+cf.ReplyTo+cf.Label+cf.SessionID+cf.ReplyToSessionID+cf.ContentType == "" && len(cf.Properties) == 0 {
-			return c, badRequest("The correlation filter of rule '%s' sets no property; set at least one.", r.Name)
+			return c, BadRequest("The correlation filter of rule '%s' sets no property; set at least one.", r.Name)
 		}
 		compiled := &sqlfilter.CorrelationFilter{CorrelationID: cf.CorrelationID, MessageID: cf.MessageID, To: cf.To,
 			ReplyTo: cf.ReplyTo, Label: cf.Label, SessionID: cf.SessionID, ReplyToSessionID: cf.ReplyToSessionID,
 			ContentType: cf.ContentType, Properties: paramMap(cf.Properties)}
 		c.match = func(m sqlfilter.Message, _ *sqlfilter.Budget) (bool, error) { return compiled.Match(m), nil }
 	default:
-		return c, badRequest("Rule '%s' has an unknown filter type '%s'.", r.Name, truncate(string(r.Filter.Kind)))
+		return c, BadRequest("Rule '%s' has an unknown filter type '%s'.", r.Name, Clip(string(r.Filter.Kind)))
 	}
 	if r.Action != nil {
 		if len(r.Action.SQLExpression) > MaxExpressionLength {
-			return c, badRequest("The action of rule '%s' is longer than %d characters.", r.Name, MaxExpressionLength)
+			return c, BadRequest("The action of rule '%s' is longer than %d characters.", r.Name, MaxExpressionLength)
 		}
 		a, err := sqlfilter.ParseAction(r.Action.SQLExpression, paramMap(r.Action.Parameters))
 		if err != nil {
-			return c, badRequest("The action of rule '%s' is not valid: %s", r.Name, err.Error())
+			return c, BadRequest("The action of rule '%s' is not valid: %s", r.Name, err.Error())
 		}
 		c.action = a
 	}
@@ -180,18 +180,18 @@ func compileRule(r Rule) (compiledRule, error) {
 // validateRuleName allows what subscription names allow, plus a leading '$' ("$Default").
 func validateRuleName(name string) error {
 	if name == "" {
-		return badRequest("The rule name is empty.")
+		return BadRequest("The rule name is empty.")
 	}
 	if len(name) > MaxRuleNameLength {
-		return badRequest("The rule name '%s' is longer than %d characters.", truncate(name), MaxRuleNameLength)
+		return BadRequest("The rule name '%s' is longer than %d characters.", Clip(name), MaxRuleNameLength)
 	}
 	if reservedSegments[strings.ToLower(name)] {
-		return badRequest("'%s' is a reserved word and cannot be a rule name.", name)
+		return BadRequest("'%s' is a reserved word and cannot be a rule name.", name)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !isAlnum(c) && c != '.' && c != '-' && c != '_' && !(c == '$' && i == 0) {
-			return badRequest("The rule name '%s' contains character(s) that are not allowed: use letters, numbers, periods, hyphens and underscores.", truncate(name))
+			return BadRequest("The rule name '%s' contains character(s) that are not allowed: use letters, numbers, periods, hyphens and underscores.", Clip(name))
 		}
 	}
 	return nil
@@ -220,7 +220,7 @@ func (s *Postgres) subscription(ctx context.Context, path string) (*Entity, erro
 		return nil, err
 	}
 	if e.Kind != KindSubscription {
-		return nil, notFound("The messaging entity '%s' is not a subscription.", truncate(path))
+		return nil, notFound("The messaging entity '%s' is not a subscription.", Clip(path))
 	}
 	return e, nil
 }
@@ -289,10 +289,10 @@ func (s *Postgres) GetRule(ctx context.Context, subPath, name string) (*Rule, er
 	err = s.pool.QueryRow(ctx, `SELECT name, filter, action, created_at FROM rules WHERE subscription_id = $1 AND name_key = $2`,
 		sub.ID, strings.ToLower(name)).Scan(&ruleName, &filter, &action, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("The rule '%s' does not exist on '%s'.", truncate(name), sub.Path)
+		return nil, notFound("The rule '%s' does not exist on '%s'.", Clip(name), sub.Path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get rule %s: %w", truncate(name), interpretError(err))
+		return nil, fmt.Errorf("get rule %s: %w", Clip(name), interpretError(err))
 	}
 	r, err := decodeRule(ruleName, filter, action, created)
 	return &r, err
@@ -306,10 +306,10 @@ func (s *Postgres) DeleteRule(ctx context.Context, subPath, name string) error {
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM rules WHERE subscription_id = $1 AND name_key = $2`, sub.ID, strings.ToLower(name))
 	if err != nil {
-		return fmt.Errorf("delete rule %s: %w", truncate(name), interpretError(err))
+		return fmt.Errorf("delete rule %s: %w", Clip(name), interpretError(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return notFound("The rule '%s' does not exist on '%s'.", truncate(name), sub.Path)
+		return notFound("The rule '%s' does not exist on '%s'.", Clip(name), sub.Path)
 	}
 	s.entityChanged(ctx, sub.Path)
 	return nil

@@ -39,7 +39,7 @@ func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 // SQL-send relay writes them in its own transaction (relay.go).
 func (s *Postgres) prepareSend(ctx context.Context, e *Entity, msgs []Message) (*delivery, int, error) {
 	if len(msgs) == 0 {
-		return nil, 0, badRequest("The batch contains no messages.")
+		return nil, 0, BadRequest("The batch contains no messages.")
 	}
 	if err := checkSendable(e); err != nil {
 		return nil, 0, err
@@ -90,7 +90,7 @@ func (s *Postgres) prepareSend(ctx context.Context, e *Entity, msgs []Message) (
 func checkSendable(e *Entity) error {
 	switch {
 	case e.Kind == KindSubscription:
-		return badRequest("Messages cannot be sent to subscription '%s'; send them to its topic.", e.Path)
+		return BadRequest("Messages cannot be sent to subscription '%s'; send them to its topic.", e.Path)
 	case e.Props.Status == StatusDisabled || e.Props.Status == StatusSendDisabled:
 		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
 			"SubCode=40301. The messaging entity '%s' is disabled for sending (status %s).", e.Path, e.Props.Status)}
@@ -102,15 +102,15 @@ func checkSendable(e *Entity) error {
 func prepareMessage(e *Entity, m *Message, now time.Time) error {
 	switch {
 	case len(m.MessageID) > MaxMessageIDLength:
-		return badRequest("The MessageId is longer than %d characters.", MaxMessageIDLength)
+		return BadRequest("The MessageId is longer than %d characters.", MaxMessageIDLength)
 	case len(m.SessionID) > MaxSessionIDLength:
-		return badRequest("The SessionId is longer than %d characters.", MaxSessionIDLength)
+		return BadRequest("The SessionId is longer than %d characters.", MaxSessionIDLength)
 	case m.PartitionKey != "" && m.SessionID != "" && m.PartitionKey != m.SessionID:
-		return badRequest("The PartitionKey '%s' must be equal to the SessionId '%s'.", truncate(m.PartitionKey), truncate(m.SessionID))
+		return BadRequest("The PartitionKey '%s' must be equal to the SessionId '%s'.", Clip(m.PartitionKey), Clip(m.SessionID))
 	case m.TimeToLive < 0:
-		return badRequest("The TimeToLive must be positive.")
+		return BadRequest("The TimeToLive must be positive.")
 	case e.Props.RequiresSession && m.SessionID == "":
-		return badRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s'. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.", e.Path)
+		return BadRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s'. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.", e.Path)
 	}
 	for _, f := range []struct{ name, v string }{
 		{"MessageId", m.MessageID}, {"CorrelationId", m.CorrelationID}, {"SessionId", m.SessionID},
@@ -118,7 +118,7 @@ func prepareMessage(e *Entity, m *Message, now time.Time) error {
 		{"PartitionKey", m.PartitionKey}, {"ViaPartitionKey", m.ViaPartitionKey}, {"ContentType", m.ContentType},
 	} {
 		if !validText(f.v) {
-			return badRequest("The %s is not valid UTF-8 text (or contains a NUL character).", f.name)
+			return BadRequest("The %s is not valid UTF-8 text (or contains a NUL character).", f.name)
 		}
 	}
 	if m.MessageID == "" {

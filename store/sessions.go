@@ -38,15 +38,15 @@ const MaxSessionStateSize = 256 * 1024
 // errSessionLockLost is what every operation under a session lock answers once the lock is gone.
 func errSessionLockLost(e *Entity, sessionID string) error {
 	return &Error{Code: CodeLockLost, Message: fmt.Sprintf(
-		"The session lock has expired on the session '%s' of '%s', or it is held under another token. Accept the session again.", truncate(sessionID), e.Path)}
+		"The session lock has expired on the session '%s' of '%s', or it is held under another token. Accept the session again.", Clip(sessionID), e.Path)}
 }
 
 func checkSessionful(e *Entity) error {
 	switch {
 	case e.Kind == KindTopic:
-		return badRequest("Sessions are accepted on queues and subscriptions, not on topic '%s'.", e.Path)
+		return BadRequest("Sessions are accepted on queues and subscriptions, not on topic '%s'.", e.Path)
 	case !e.Props.RequiresSession:
-		return badRequest("The entity '%s' does not require sessions; receive from it without a session.", e.Path)
+		return BadRequest("The entity '%s' does not require sessions; receive from it without a session.", e.Path)
 	case e.Props.Status == StatusDisabled || e.Props.Status == StatusReceiveDisabled:
 		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
 			"SubCode=40301. The messaging entity '%s' is disabled for receiving (status %s).", e.Path, e.Props.Status)}
@@ -82,7 +82,7 @@ func (s *Postgres) AcceptSession(ctx context.Context, e *Entity, sessionID strin
 	}
 	if sessionID != "" {
 		if len(sessionID) > MaxSessionIDLength || !validText(sessionID) {
-			return nil, badRequest("The SessionId is not valid UTF-8 text of at most %d characters.", MaxSessionIDLength)
+			return nil, BadRequest("The SessionId is not valid UTF-8 text of at most %d characters.", MaxSessionIDLength)
 		}
 		return s.acceptNamed(ctx, e, sessionID)
 	}
@@ -215,13 +215,13 @@ func (s *Postgres) acceptNamed(ctx context.Context, e *Entity, id string) (*Sess
 		}
 		if lockedUntil.Valid && lockedUntil.Time.After(now) {
 			return &Error{Code: CodeConflict, Message: fmt.Sprintf(
-				"SessionCannotBeLocked: the session '%s' of '%s' is locked by another receiver until %s.", truncate(id), e.Path, lockedUntil.Time.UTC().Format(time.RFC3339))}
+				"SessionCannotBeLocked: the session '%s' of '%s' is locked by another receiver until %s.", Clip(id), e.Path, lockedUntil.Time.UTC().Format(time.RFC3339))}
 		}
 		sess, err = s.takeSessionLock(ctx, tx, e, id, now)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("accept session %s of %s: %w", truncate(id), e.Path, interpretError(err))
+		return nil, fmt.Errorf("accept session %s of %s: %w", Clip(id), e.Path, interpretError(err))
 	}
 	return sess, nil
 }
@@ -255,7 +255,7 @@ func (s *Postgres) RenewSessionLock(ctx context.Context, e *Entity, sl SessionLo
 		return time.Time{}, errSessionLockLost(e, sl.SessionID)
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("renew session %s: %w", truncate(sl.SessionID), interpretError(err))
+		return time.Time{}, fmt.Errorf("renew session %s: %w", Clip(sl.SessionID), interpretError(err))
 	}
 	s.touch(e)
 	return until.UTC(), nil
@@ -286,7 +286,7 @@ func (s *Postgres) ReleaseSession(ctx context.Context, e *Entity, sl SessionLock
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("release session %s: %w", truncate(sl.SessionID), interpretError(err))
+		return fmt.Errorf("release session %s: %w", Clip(sl.SessionID), interpretError(err))
 	}
 	s.announce(wakeTarget{entity: e.ID})
 	return nil
@@ -301,7 +301,7 @@ func (s *Postgres) SessionState(ctx context.Context, e *Entity, sl SessionLock) 
 		return nil, errSessionLockLost(e, sl.SessionID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read state of session %s: %w", truncate(sl.SessionID), interpretError(err))
+		return nil, fmt.Errorf("read state of session %s: %w", Clip(sl.SessionID), interpretError(err))
 	}
 	return state, nil
 }
@@ -319,7 +319,7 @@ func (s *Postgres) SetSessionState(ctx context.Context, e *Entity, sl SessionLoc
 		WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
 		e.ID, sl.SessionID, sl.Token, s.now(), state)
 	if err != nil {
-		return fmt.Errorf("set state of session %s: %w", truncate(sl.SessionID), interpretError(err))
+		return fmt.Errorf("set state of session %s: %w", Clip(sl.SessionID), interpretError(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return errSessionLockLost(e, sl.SessionID)

@@ -78,11 +78,11 @@ func checkSettleTarget(t Target) error {
 	e := t.Entity
 	switch {
 	case e.Kind == KindTopic:
-		return badRequest("Messages are not settled on topic '%s'; settle them on the subscription they were received from.", e.Path)
+		return BadRequest("Messages are not settled on topic '%s'; settle them on the subscription they were received from.", e.Path)
 	case t.Session == nil && t.SubQueue == SubQueueMain && e.Props.RequiresSession:
-		return badRequest("Messages of '%s' are settled in their session: use the session's settlement path.", e.Path)
+		return BadRequest("Messages of '%s' are settled in their session: use the session's settlement path.", e.Path)
 	case t.Session != nil && (!e.Props.RequiresSession || t.SubQueue != SubQueueMain):
-		return badRequest("'%s' has no sessions to settle messages in.", t)
+		return BadRequest("'%s' has no sessions to settle messages in.", t)
 	}
 	return nil
 }
@@ -95,13 +95,13 @@ func checkSettleRequest(t Target, r SettleRequest) error {
 		// statement answers as a lost lock, as the service does.
 	case DeadLetter:
 		if t.SubQueue == SubQueueDeadLetter {
-			return badRequest("A dead-lettered message cannot be dead-lettered again.")
+			return BadRequest("A dead-lettered message cannot be dead-lettered again.")
 		}
 		if !validText(r.Reason) || !validText(r.Description) || len(r.Reason) > MaxPropertySize || len(r.Description) > MaxPropertySize {
-			return badRequest("The dead-letter reason and description must be UTF-8 text of at most %d bytes.", MaxPropertySize)
+			return BadRequest("The dead-letter reason and description must be UTF-8 text of at most %d bytes.", MaxPropertySize)
 		}
 	default:
-		return badRequest("Unknown settlement %d.", r.Op)
+		return BadRequest("Unknown settlement %d.", r.Op)
 	}
 	return nil
 }
@@ -361,7 +361,7 @@ func (s *Postgres) lockLost(t Target, r SettleRequest) error {
 	}
 	return &Error{Code: CodeLockLost, Message: fmt.Sprintf(
 		"The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue. Reference: %s, entity '%s', message '%s'.",
-		r.Token, t.Entity.Path, truncate(id))}
+		r.Token, t.Entity.Path, Clip(id))}
 }
 
 // String names a settlement in errors.

@@ -204,6 +204,13 @@ type Options struct {
 	MaintenanceInterval time.Duration
 }
 
+// Defaults of the Options that sbgate serve also offers as flags: its flag defaults are these,
+// so each is written once.
+const (
+	DefaultSendWriters = 2
+	DefaultRecheck     = 30 * time.Second
+)
+
 func (o *Options) setDefaults() {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -212,13 +219,13 @@ func (o *Options) setDefaults() {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.SendWriters <= 0 {
-		o.SendWriters = 2
+		o.SendWriters = DefaultSendWriters
 	}
 	if o.MaxBatchRows <= 0 {
 		o.MaxBatchRows = 1000
 	}
 	if o.Recheck <= 0 {
-		o.Recheck = 30 * time.Second
+		o.Recheck = DefaultRecheck
 	}
 	if o.EntityCacheTTL <= 0 {
 		o.EntityCacheTTL = 2 * time.Second

@@ -164,7 +164,7 @@ func (d *delivery) deliver(target *Entity, m *Message, sent *Entity, hops int) e
 func (d *delivery) place(e *Entity, m *Message, hops int) error {
 	if e.Props.RequiresSession && m.SessionID == "" && m.State != StateDeadLetter {
 		// A copy no session could ever receive: refuse the send, as for a session queue.
-		return badRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s', which requires sessions.", e.Path)
+		return BadRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s', which requires sessions.", e.Path)
 	}
 	if m.State == StateDeadLetter && e.Props.ForwardDeadLetteredMessagesTo != "" && m.DeadLetterSource == "" {
 		if next, err := d.s.Resolve(d.ctx, e.Props.ForwardDeadLetteredMessagesTo); err == nil {
@@ -199,6 +199,10 @@ func (d *delivery) place(e *Entity, m *Message, hops int) error {
 // work grows with the message (LIKE on long properties) cannot stall the send, and when a
 // subscription's rules run out, that subscription's copy is handled as an evaluation error
 // while the other subscriptions are evaluated with budgets of their own.
+// maxEvaluationDescription bounds the DeadLetterErrorDescription of a copy dead-lettered by a
+// failing filter: the evaluation error quotes the expression, which may be long.
+const maxEvaluationDescription = 300
+
 func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 	routes, err := d.s.routesOf(d.ctx, topic)
 	if err != nil {
@@ -243,7 +247,7 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 		if evalErr != nil && sub.Props.DeadLetteringOnFilterEvaluation {
 			c := copyFor(sub, m, d.now)
 			c.State, c.DeadLetterReason = StateDeadLetter, ReasonFilterEvaluation
-			c.DeadLetterDescription = truncate(evalErr.Error())
+			c.DeadLetterDescription = ClipTo(evalErr.Error(), maxEvaluationDescription)
 			if err := d.place(sub, c, hops); err != nil {
 				return err
 			}
@@ -283,19 +287,19 @@ func (s *Postgres) checkForwarding(ctx context.Context, path string, p *Properti
 		}
 		target, err := s.lookup(ctx, t)
 		if errors.Is(err, ErrNotFound) {
-			return badRequest("SubCode=40400. The auto forwarding destination entity '%s' of %s doesn't exist.", truncate(t), f.name)
+			return BadRequest("SubCode=40400. The auto forwarding destination entity '%s' of %s doesn't exist.", Clip(t), f.name)
 		}
 		if err != nil {
 			return err
 		}
 		if target.Kind == KindSubscription {
-			return badRequest("The %s destination '%s' is a subscription; forward to a queue or topic.", f.name, target.Path)
+			return BadRequest("The %s destination '%s' is a subscription; forward to a queue or topic.", f.name, target.Path)
 		}
 		*f.target = target.Path
 		if loop, err := s.forwardsTo(ctx, target, Key(path), 0); err != nil {
 			return err
 		} else if loop {
-			return badRequest("SubCode=40000. %s '%s' would make messages go round in a loop back to '%s'.", f.name, target.Path, path)
+			return BadRequest("SubCode=40000. %s '%s' would make messages go round in a loop back to '%s'.", f.name, target.Path, path)
 		}
 	}
 	return nil

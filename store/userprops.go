@@ -36,23 +36,23 @@ func encodeUserProperties(props UserProperties) (string, error) {
 		return "", nil
 	}
 	if len(props) > maxUserPropertiesCount {
-		return "", badRequest("A message may carry at most %d application properties.", maxUserPropertiesCount)
+		return "", BadRequest("A message may carry at most %d application properties.", maxUserPropertiesCount)
 	}
 	m := make(map[string]typedValue, len(props))
 	total := 0
 	for _, p := range props {
 		if _, dup := m[p.Name]; dup {
-			return "", badRequest("The application property '%s' is given more than once.", truncate(p.Name))
+			return "", BadRequest("The application property '%s' is given more than once.", Clip(p.Name))
 		}
 		if p.Name == "" || !validText(p.Name) {
-			return "", badRequest("An application property name is empty, not valid UTF-8 or contains a NUL character.")
+			return "", BadRequest("An application property name is empty, not valid UTF-8 or contains a NUL character.")
 		}
 		var tv typedValue
 		size := len(p.Name)
 		switch v := p.Value.(type) {
 		case string:
 			if !validText(v) {
-				return "", badRequest("The application property '%s' is not valid UTF-8 text (or contains a NUL character).", truncate(p.Name))
+				return "", BadRequest("The application property '%s' is not valid UTF-8 text (or contains a NUL character).", Clip(p.Name))
 			}
 			tv.S = &v
 			size += len(v)
@@ -61,7 +61,7 @@ func encodeUserProperties(props UserProperties) (string, error) {
 			size += 8
 		case float64:
 			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return "", badRequest("The application property '%s' is not a finite number.", truncate(p.Name))
+				return "", BadRequest("The application property '%s' is not a finite number.", Clip(p.Name))
 			}
 			tv.F = &v
 			size += 8
@@ -77,22 +77,22 @@ func encodeUserProperties(props UserProperties) (string, error) {
 			tv.T = &n
 			size += 8
 		default:
-			return "", badRequest("The application property '%s' has an unsupported type %T.", truncate(p.Name), p.Value)
+			return "", BadRequest("The application property '%s' has an unsupported type %T.", Clip(p.Name), p.Value)
 		}
 		if p.Type != "" {
 			if !ruleValueTypeFits(p.Type, p.Value) {
-				return "", badRequest("The value of '%s' does not have its declared type '%s'.", truncate(p.Name), truncate(p.Type))
+				return "", BadRequest("The value of '%s' does not have its declared type '%s'.", Clip(p.Name), Clip(p.Type))
 			}
 			tv.X = p.Type
 		}
 		if size > MaxPropertySize {
-			return "", badRequest("The application property '%s' is larger than %d bytes.", truncate(p.Name), MaxPropertySize)
+			return "", BadRequest("The application property '%s' is larger than %d bytes.", Clip(p.Name), MaxPropertySize)
 		}
 		total += size
 		m[p.Name] = tv
 	}
 	if total > MaxAllPropertiesSize {
-		return "", badRequest("The application properties of a message are larger than %d bytes.", MaxAllPropertiesSize)
+		return "", BadRequest("The application properties of a message are larger than %d bytes.", MaxAllPropertiesSize)
 	}
 	b, err := json.Marshal(m)
 	if err != nil {

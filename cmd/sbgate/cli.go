@@ -16,6 +16,8 @@ import (
 
 	"github.com/sbgate/sbgate/api/client"
 	"github.com/sbgate/sbgate/sas"
+
+	"github.com/sbgate/sbgate/store"
 )
 
 // The entity and message commands (queue, topic, subscription, rule, send, receive, peek, dlq)
@@ -114,9 +116,7 @@ func refusal(status int, body []byte) error {
 	if xml.Unmarshal(body, &e) == nil && e.Detail != "" {
 		detail = e.Detail
 	}
-	if len(detail) > 2000 {
-		detail = detail[:2000] + "…"
-	}
+	detail = store.ClipTo(detail, 2000) // never cuts a rune
 	return &brokerError{status: status, detail: detail}
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/store"
 )
 
 // serveConfig is every setting of the broker, read once from flags and the environment (a flag
@@ -65,18 +67,21 @@ var serveFlags = []envFlag{
 	{"namespace", "SBGATE_NAMESPACE", "sbgate", "namespace name shown in entity descriptions and errors"},
 	{"log-level", "SBGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "SBGATE_LOG_FORMAT", "text", "text or json"},
-	{"max-receive-wait", "SBGATE_MAX_RECEIVE_WAIT", "120s", "longest a receive may wait for a message (its timeout is capped to this)"},
-	{"send-writers", "SBGATE_SEND_WRITERS", "2", "group-commit writers running at once"},
-	{"recheck-interval", "SBGATE_RECHECK_INTERVAL", "30s", "longest receivers waiting on an entity with nothing for them go without looking again (a backstop: sends, abandons and timers for scheduled messages and lock ends wake them)"},
+	{"max-receive-wait", "SBGATE_MAX_RECEIVE_WAIT", seconds(handlers.DefaultMaxReceiveWait), "longest a receive may wait for a message (its timeout is capped to this)"},
+	{"send-writers", "SBGATE_SEND_WRITERS", strconv.Itoa(store.DefaultSendWriters), "group-commit writers running at once"},
+	{"recheck-interval", "SBGATE_RECHECK_INTERVAL", seconds(store.DefaultRecheck), "longest receivers waiting on an entity with nothing for them go without looking again (a backstop: sends, abandons and timers for scheduled messages and lock ends wake them)"},
 	{"shutdown-grace", "SBGATE_SHUTDOWN_GRACE", "30s", "how long shutdown waits for requests in flight"},
-	{"body-timeout", "SBGATE_BODY_TIMEOUT", "60s", "how long a request's body may take to arrive (raise it for very large messages over slow links)"},
-	{"write-timeout", "SBGATE_WRITE_TIMEOUT", "60s", "how long an answer may take to write, from its first byte (long-poll waits do not count)"},
+	{"body-timeout", "SBGATE_BODY_TIMEOUT", seconds(handlers.DefaultBodyTimeout), "how long a request's body may take to arrive (raise it for very large messages over slow links)"},
+	{"write-timeout", "SBGATE_WRITE_TIMEOUT", seconds(handlers.DefaultWriteTimeout), "how long an answer may take to write, from its first byte (long-poll waits do not count)"},
 	{"pprof-listen", "SBGATE_PPROF_LISTEN", "", "address to serve Go's /debug/pprof profiles on (off when empty; keep it private)"},
 	{"trusted-proxies", "SBGATE_TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of reverse proxies whose Forwarded / X-Forwarded-Proto / X-Forwarded-Host " +
 		"headers say how clients reached them (for https settlement URLs behind a TLS-terminating proxy); from other peers those headers are user properties"},
 	{"ready-file", "SBGATE_READY_FILE", "", "once the broker listens, write {\"endpoint\", \"connection_string\", \"database_url\"} as JSON to this file " +
 		"(mode 0600, written whole: a temporary file renamed into place; removed at shutdown), for scripts and sbgate bench to find a broker started on port 0"},
 }
+
+// seconds writes a default duration as the README and -help show it ("120s", not "2m0s").
+func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) + "s" }
 
 func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
 	fs := flag.NewFlagSet("sbgate serve", flag.ContinueOnError)
@@ -149,6 +154,13 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		// A broker's live heap is small and its garbage is per request: collecting a quarter as
 		// often costs a few tens of megabytes and saves about a tenth of the gateway's CPU.
 		cfg.GCPercent = 400
+	}
+	if cfg.DataDir == "" && cfg.DatabaseURL == "" {
+		dir, err := db.DefaultDataDir(getenv)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-data-dir: %w", err))
+		}
+		cfg.DataDir = dir
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key must be given together"))

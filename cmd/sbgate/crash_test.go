@@ -75,9 +75,7 @@ func TestKilledGatewayLosesNothing(t *testing.T) {
 			}
 		}()
 	}
-	for sent.Load() < 300 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, time.Minute, "300 acknowledged sends before the kill", func() bool { return sent.Load() >= 300 })
 	if err := p1.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

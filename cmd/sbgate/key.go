@@ -75,6 +75,13 @@ func key(ctx context.Context, args []string, getenv func(string) string, stdout,
 		names = strings.Split(r.String(), ",") // canonical spelling and order
 	}
 
+	if *dbURL == "" && *dataDir == "" {
+		dir, err := db.DefaultDataDir(getenv)
+		if err != nil {
+			return err
+		}
+		*dataDir = dir
+	}
 	url, stop, err := keyDatabase(ctx, *dbURL, *dataDir)
 	if err != nil {
 		return err
@@ -155,13 +162,7 @@ func keyDatabase(ctx context.Context, url, dataDir string) (string, func(), erro
 	cfg := serveConfig{DataDir: dataDir}
 	u, _, stop, err := database(ctx, cfg, slog.New(slog.DiscardHandler), nil)
 	if errors.Is(err, db.ErrDataDirInUse) {
-		dir := dataDir
-		if dir == "" {
-			if dir, err = db.DefaultDataDir(); err != nil {
-				return "", nil, err
-			}
-		}
-		return db.RunningEmbeddedURL(dir), func() {}, nil
+		return db.RunningEmbeddedURL(dataDir), func() {}, nil
 	}
 	return u, stop, err
 }

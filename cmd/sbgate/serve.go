@@ -33,10 +33,8 @@ func database(ctx context.Context, cfg serveConfig, log *slog.Logger, onRestart 
 		return cfg.DatabaseURL, nil, func() {}, nil
 	}
 	dir := cfg.DataDir
-	if dir == "" {
-		if dir, err = db.DefaultDataDir(); err != nil {
-			return "", nil, nil, err
-		}
+	if dir == "" { // parseServeConfig and key set it; a hand-built config must too
+		return "", nil, nil, errors.New("start embedded postgres: no data directory given")
 	}
 	pg, err = db.StartEmbedded(ctx, db.EmbeddedConfig{DataDir: dir, Logger: log, Restart: cfg.EmbeddedRestart, OnRestart: onRestart})
 	if err != nil {
