@@ -149,20 +149,29 @@ func (r *runner) amqpSendWorker(ctx context.Context, c *amqpClient, q *queue) (i
 }
 
 // amqpPeekLockWorker receives one message of q a time from a prefetching peek-lock link and
-// completes it. Its cleanup releases what the link prefetched but the phase did not take, so
-// those messages do not stay locked into the next phases.
+// completes it. It manages the link's credit itself, as the Go SDK does: Config.AMQPPrefetch at
+// first, topped up each time half of it was taken, so that its cleanup can drain the credit and
+// then release what the link prefetched but the phase did not take; those messages do not stay
+// locked into the next phases.
 func (r *runner) amqpPeekLockWorker(ctx context.Context, c *amqpClient, q *queue) (iteration, func(), error) {
 	rcv, err := c.sess.NewReceiver(ctx, q.name, &amqp.ReceiverOptions{
-		Credit:                    int32(r.cfg.AMQPPrefetch),
+		Credit:                    -1, // managed here
 		RequestedSenderSettleMode: amqp.SenderSettleModeUnsettled.Ptr(),
 		SettlementMode:            amqp.ReceiverSettleModeSecond.Ptr(),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("attach receiver to %s: %w", q.name, err)
 	}
+	prefetch := uint32(r.cfg.AMQPPrefetch)
+	if err := rcv.IssueCredit(prefetch); err != nil {
+		return nil, nil, err
+	}
+	refill := max(1, prefetch/2)
+	var taken uint32 // only this worker's goroutine touches it
 	cleanup := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		_ = rcv.DrainCredit(ctx, nil)
 		for m := rcv.Prefetched(); m != nil; m = rcv.Prefetched() {
 			_ = rcv.ReleaseMessage(ctx, m)
 		}
@@ -177,6 +186,12 @@ func (r *runner) amqpPeekLockWorker(ctx context.Context, c *amqpClient, q *queue
 				return 0, errEmpty
 			}
 			return 0, err
+		}
+		if taken++; taken >= refill {
+			if err := rcv.IssueCredit(taken); err != nil {
+				return 0, err
+			}
+			taken = 0
 		}
 		if err := rcv.AcceptMessage(ctx, m); err != nil {
 			return 0, err

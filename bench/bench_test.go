@@ -275,3 +275,34 @@ func key(op, variant string, clients int) string {
 	}
 	return op + "@" + strconv.Itoa(clients)
 }
+
+// TestAMQPPeekLockLeavesNoLocks: an amqp-peek-lock phase gives back what its links prefetched
+// and did not take, so nothing it leaves locked hides from the phases after it.
+func TestAMQPPeekLockLeavesNoLocks(t *testing.T) {
+	t.Parallel()
+	conns, amqpConns, url := gatewaysWithAMQP(t, 1)
+	rep, err := bench.Run(t.Context(), bench.Config{
+		ConnectionStrings: conns, AMQPConnectionStrings: amqpConns, AMQPPrefetch: 50,
+		Clients: []int{4}, Duration: 200 * time.Millisecond, Operations: []string{bench.OpAMQPPeekLock},
+		Queue: "nolocks", Disposable: true, // keep the queue to look at
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 || rep.Results[0].Messages == 0 || rep.Results[0].Errors != 0 {
+		t.Fatalf("report: %+v", rep.Results)
+	}
+	pool, err := db.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var left, locked int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*), count(*) FILTER (WHERE lock_token IS NOT NULL AND visible_at > now())
+		FROM messages m JOIN entities e ON e.id = m.entity_id WHERE e.path = 'nolocks-amqp-recv'`).Scan(&left, &locked); err != nil {
+		t.Fatal(err)
+	}
+	if left == 0 || locked != 0 {
+		t.Errorf("after the phase the queue holds %d messages, %d of them locked; want some, none locked", left, locked)
+	}
+}
