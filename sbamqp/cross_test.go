@@ -315,6 +315,28 @@ func TestSDKScheduleAndCancel(t *testing.T) {
 		t.Error("cancelling a message whose time has come succeeded")
 	}
 
+	// In a session queue, no session lock is needed to schedule or cancel.
+	b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	ss, err := c.NewSender("sq", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close(ctx)
+	at = b.clock.Now().Add(time.Hour).Truncate(time.Millisecond) // the clock moved past the first
+	sseqs, err := ss.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("s"), SessionID: to.Ptr("a")}}, at, nil)
+	if err != nil || len(sseqs) != 1 {
+		t.Fatalf("schedule in a session queue: %v %v", sseqs, err)
+	}
+	if e, err := b.store.GetEntity(context.Background(), "sq"); err != nil || e.Counts.Scheduled != 1 {
+		t.Fatalf("session queue after scheduling: %+v %v", e.Counts, err)
+	}
+	if err := ss.CancelScheduledMessages(ctx, sseqs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := b.store.GetEntity(context.Background(), "sq"); err != nil || e.Counts.Total() != 0 {
+		t.Errorf("session queue after cancelling: %+v %v", e.Counts, err)
+	}
+
 	ts, err := c.NewSender("t", nil)
 	if err != nil {
 		t.Fatal(err)
