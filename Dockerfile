@@ -13,8 +13,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates
     && useradd --system --uid 10001 --home /nonexistent sbgate
 COPY --from=build /out/sbgate /usr/local/bin/sbgate
 USER sbgate
-ENV SBGATE_LISTEN=0.0.0.0:8080
-EXPOSE 8080
+# HTTP, plain AMQP for the Service Bus SDKs, and AMQPS (served only with SBGATE_TLS_CERT).
+ENV SBGATE_LISTEN=0.0.0.0:8080 SBGATE_AMQP_LISTEN=0.0.0.0:5672 SBGATE_AMQPS_LISTEN=0.0.0.0:5671
+EXPOSE 8080 5672 5671
 HEALTHCHECK --interval=5s --timeout=3s --retries=10 CMD curl -fsS http://127.0.0.1:8080/readyz || exit 1
 ENTRYPOINT ["sbgate"]
 CMD ["serve"]

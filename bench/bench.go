@@ -1,5 +1,6 @@
 // Package bench is sbgate's load tool: it drives one or more running gateways over HTTP, through
-// the request constructors generated from openapi.yaml, with N concurrent clients per operation,
+// the request constructors generated from openapi.yaml, and over AMQP as the Service Bus SDKs do
+// (amqp.go), with N concurrent clients per operation,
 // and reports msgs/s and latency percentiles. Every figure comes with its ratio to a baseline
 // measured in the same run on the same machine: what the gateways' PostgreSQL does with nothing in
 // front of it (a one-row INSERT per commit for sends, a naive SKIP LOCKED claim + delete for
@@ -70,8 +71,15 @@ type Config struct {
 	BatchSize int
 	// SettleBatch is how many messages a batch-settle iteration locks and settles (default 100).
 	SettleBatch int
-	// Operations to run, from AllOperations and Scenarios; "all" is every one.
+	// Operations to run, from AllOperations, AMQPOperations and Scenarios; "all" is every one
+	// (the AMQP operations only with AMQPConnectionStrings).
 	Operations []string
+	// AMQPConnectionStrings name the same gateways' AMQP listeners, as sbgate prints them
+	// (UseDevelopmentEmulator=true for plain AMQP); the AMQP operations need them. Clients are
+	// spread over them round-robin.
+	AMQPConnectionStrings []string
+	// AMQPPrefetch is the link credit of each amqp-peek-lock receiver (default 20).
+	AMQPPrefetch int
 	// Insecure skips TLS certificate checks (for a self-signed https broker).
 	Insecure bool
 	// Subscriptions is how many subscriptions the topic-send scenario's topic has (default 100).
@@ -186,16 +194,25 @@ func (c *Config) setDefaults() error {
 	if c.BaselineClients <= 0 {
 		c.BaselineClients = 16
 	}
+	if c.AMQPPrefetch <= 0 {
+		c.AMQPPrefetch = 20
+	}
 	if len(c.Operations) == 0 {
 		c.Operations = AllOperations
 	}
 	if slices.Contains(c.Operations, "all") {
 		c.Operations = slices.Concat(AllOperations, Scenarios)
+		if len(c.AMQPConnectionStrings) > 0 {
+			c.Operations = slices.Concat(AllOperations, AMQPOperations, Scenarios)
+		}
 	}
-	known := slices.Concat(AllOperations, Scenarios)
+	known := slices.Concat(AllOperations, AMQPOperations, Scenarios)
 	for _, op := range c.Operations {
 		if !slices.Contains(known, op) {
 			return fmt.Errorf("bench: unknown operation %q (want %s, or all)", op, strings.Join(known, ", "))
+		}
+		if slices.Contains(AMQPOperations, op) && len(c.AMQPConnectionStrings) == 0 {
+			return fmt.Errorf("bench: %s needs the gateways' AMQP connection strings", op)
 		}
 	}
 	for _, n := range slices.Concat(c.Clients, c.ScenarioClients) {
@@ -288,9 +305,10 @@ func (r *sliceReader) Read(p []byte) (int, error) {
 
 // runner holds what every phase shares.
 type runner struct {
-	cfg  Config
-	gws  []*gateway
-	body []byte // one message body
+	cfg     Config
+	gws     []*gateway
+	amqpGws []*amqpGateway
+	body    []byte // one message body
 	// batch is the send-batch request body; fill is the body of the larger batches that fill
 	// queues before receive phases, fillCount messages each.
 	batch, fill []byte
@@ -299,6 +317,9 @@ type runner struct {
 
 	sink *queue // what the send phases send to; purged after each
 	work *queue // what the plain receive phases drain; topped up before each
+	// amqpWork is what amqp-peek-lock drains: a queue of its own, so that messages an AMQP
+	// phase leaves locked never hide from the HTTP receives.
+	amqpWork *queue
 
 	// rates holds the best rate measured per operation so far, to size the next fills.
 	ratesMu sync.Mutex
@@ -428,6 +449,13 @@ func (r *runner) connect() error {
 		}
 		g.api = api
 		r.gws = append(r.gws, g)
+	}
+	for _, s := range r.cfg.AMQPConnectionStrings {
+		g, err := parseAMQPConnectionString(s, r.cfg.Insecure)
+		if err != nil {
+			return fmt.Errorf("bench: AMQP: %w", err)
+		}
+		r.amqpGws = append(r.amqpGws, g)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -11,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/bench"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/handlers"
 	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/sbamqp"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -28,8 +31,16 @@ const testKey = "YmVuY2gtdGVzdC1rZXktZm9yLXNiZ2F0ZS0xMjM0NTY3OA=="
 // their connection strings and the database's URL.
 func gateways(t *testing.T, n int) ([]string, string) {
 	t.Helper()
-	url := dbtest.NewDatabase(t)
-	var conns []string
+	conns, _, url := gatewaysWithAMQP(t, n)
+	return conns, url
+}
+
+// gatewaysWithAMQP is gateways that also listen for AMQP, as sbgate serve does, and returns
+// their AMQP connection strings too.
+func gatewaysWithAMQP(t *testing.T, n int) (conns, amqpConns []string, url string) {
+	t.Helper()
+	url = dbtest.NewDatabase(t)
+	keys := []sas.Key{{Name: "RootManageSharedAccessKey", Primary: testKey, Rights: sas.Manage}}
 	for range n {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		pool, err := db.Open(ctx, url)
@@ -44,13 +55,28 @@ func gateways(t *testing.T, n int) ([]string, string) {
 		relay := store.NewRelay(st, store.RelayOptions{}) // as sbgate serve runs it, for sql-send
 		relay.Start(context.Background())
 		t.Cleanup(relay.Stop)
-		srv := httptest.NewServer(handlers.NewServer(st, handlers.Config{
-			Keys: []sas.Key{{Name: "RootManageSharedAccessKey", Primary: testKey, Rights: sas.Manage}},
-		}))
+		srv := httptest.NewServer(handlers.NewServer(st, handlers.Config{Keys: keys}))
 		t.Cleanup(srv.Close)
 		conns = append(conns, "Endpoint="+srv.URL+"/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey="+testKey)
+
+		h := sbamqp.New(sbamqp.Config{Store: st, Keys: func(context.Context) []sas.Key { return keys }})
+		asrv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			_ = asrv.Serve(context.Background(), ln)
+		}()
+		t.Cleanup(func() {
+			_ = asrv.Close()
+			<-served
+		})
+		amqpConns = append(amqpConns, "Endpoint=sb://"+ln.Addr().String()+";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey="+testKey+";UseDevelopmentEmulator=true")
 	}
-	return conns, url
+	return conns, amqpConns, url
 }
 
 // TestEveryOperation runs the baseline and every operation and scenario for a moment at one
@@ -58,22 +84,24 @@ func gateways(t *testing.T, n int) ([]string, string) {
 // that the summary compares each with its baseline. It never looks at a rate's size.
 func TestEveryOperation(t *testing.T) {
 	t.Parallel()
-	conns, url := gateways(t, 2)
+	conns, amqpConns, url := gatewaysWithAMQP(t, 2)
 	var progress bytes.Buffer
 	rep, err := bench.Run(t.Context(), bench.Config{
-		ConnectionStrings: conns,
-		DatabaseURL:       url,
-		Clients:           []int{1, 2},
-		ScenarioClients:   []int{2},
-		Duration:          250 * time.Millisecond,
-		Operations:        []string{"all"},
-		Subscriptions:     4,
-		IdleSessions:      5,
-		Backlog:           300,
-		Inflight:          20,
-		Queues:            3,
-		BaselineClients:   2,
-		Progress:          &progress,
+		ConnectionStrings:     conns,
+		AMQPConnectionStrings: amqpConns,
+		AMQPPrefetch:          5,
+		DatabaseURL:           url,
+		Clients:               []int{1, 2},
+		ScenarioClients:       []int{2},
+		Duration:              250 * time.Millisecond,
+		Operations:            []string{"all"},
+		Subscriptions:         4,
+		IdleSessions:          5,
+		Backlog:               300,
+		Inflight:              20,
+		Queues:                3,
+		BaselineClients:       2,
+		Progress:              &progress,
 	})
 	if err != nil {
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
@@ -84,7 +112,7 @@ func TestEveryOperation(t *testing.T) {
 	}
 	var want []string
 	for _, c := range []int{1, 2} {
-		for _, op := range bench.AllOperations {
+		for _, op := range slices.Concat(bench.AllOperations, bench.AMQPOperations) {
 			want = append(want, key(op, "", c))
 		}
 	}
@@ -132,7 +160,7 @@ func TestEveryOperation(t *testing.T) {
 		}
 		var want []string
 		switch r.Operation {
-		case bench.OpSend, bench.OpSendBatch, bench.OpTopicSend:
+		case bench.OpSend, bench.OpSendBatch, bench.OpTopicSend, bench.OpAMQPSend:
 			want = []string{bench.BaselineInsert}
 		case bench.OpSQLSend:
 			if !r.Latency {
@@ -224,6 +252,7 @@ func TestConfigErrors(t *testing.T) {
 		{bench.Config{ConnectionStrings: []string{"Endpoint=sb://h/;SharedAccessKeyName=k;SharedAccessKey=v"}, Operations: []string{"fly"}}, `unknown operation "fly"`},
 		{bench.Config{ConnectionStrings: []string{"Endpoint=sb://h/;SharedAccessKeyName=k;SharedAccessKey=v"}, Clients: []int{0}}, "must be positive"},
 		{bench.Config{ConnectionStrings: []string{"nonsense"}}, "invalid connection string"},
+		{bench.Config{ConnectionStrings: []string{"Endpoint=sb://h/;SharedAccessKeyName=k;SharedAccessKey=v"}, Operations: []string{bench.OpAMQPSend}}, "needs the gateways' AMQP connection strings"},
 	} {
 		_, err := bench.Run(t.Context(), tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -245,4 +274,35 @@ func key(op, variant string, clients int) string {
 		op += ", " + variant
 	}
 	return op + "@" + strconv.Itoa(clients)
+}
+
+// TestAMQPPeekLockLeavesNoLocks: an amqp-peek-lock phase gives back what its links prefetched
+// and did not take, so nothing it leaves locked hides from the phases after it.
+func TestAMQPPeekLockLeavesNoLocks(t *testing.T) {
+	t.Parallel()
+	conns, amqpConns, url := gatewaysWithAMQP(t, 1)
+	rep, err := bench.Run(t.Context(), bench.Config{
+		ConnectionStrings: conns, AMQPConnectionStrings: amqpConns, AMQPPrefetch: 50,
+		Clients: []int{4}, Duration: 200 * time.Millisecond, Operations: []string{bench.OpAMQPPeekLock},
+		Queue: "nolocks", Disposable: true, // keep the queue to look at
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 || rep.Results[0].Messages == 0 || rep.Results[0].Errors != 0 {
+		t.Fatalf("report: %+v", rep.Results)
+	}
+	pool, err := db.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var left, locked int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*), count(*) FILTER (WHERE lock_token IS NOT NULL AND visible_at > now())
+		FROM messages m JOIN entities e ON e.id = m.entity_id WHERE e.path = 'nolocks-amqp-recv'`).Scan(&left, &locked); err != nil {
+		t.Fatal(err)
+	}
+	if left == 0 || locked != 0 {
+		t.Errorf("after the phase the queue holds %d messages, %d of them locked; want some, none locked", left, locked)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,16 @@ func (r *runner) runPhase(ctx context.Context, op string, clients int) ([]Result
 			// receive phases are measured at.
 			err = r.purge(ctx, r.sink.name)
 		}
+	case OpAMQPSend:
+		res, err = r.amqpPhase(ctx, res, r.sink)
+		if err == nil {
+			err = r.purge(ctx, r.sink.name)
+		}
+	case OpAMQPPeekLock:
+		if err := r.fillQueue(ctx, r.amqpWork, r.fillFor(op, clients, r.cfg.AMQPPrefetch)); err != nil {
+			return nil, err
+		}
+		res, err = r.amqpPhase(ctx, res, r.amqpWork)
 	case OpPeekLock, OpBatchSettle, OpReceiveDelete:
 		per := 1
 		if op == OpBatchSettle {
@@ -415,7 +426,12 @@ func (r *runner) createEntity(ctx context.Context, path, description string) err
 func (r *runner) setUp(ctx context.Context) error {
 	r.sink = &queue{name: r.cfg.Queue + "-send"}
 	r.work = &queue{name: r.cfg.Queue + "-recv"}
-	for _, q := range []*queue{r.sink, r.work} {
+	queues := []*queue{r.sink, r.work}
+	if slices.Contains(r.cfg.Operations, OpAMQPPeekLock) {
+		r.amqpWork = &queue{name: r.cfg.Queue + "-amqp-recv"}
+		queues = append(queues, r.amqpWork)
+	}
+	for _, q := range queues {
 		if err := r.createEntity(ctx, q.name, queueDescription); err != nil {
 			return err
 		}

@@ -28,11 +28,13 @@ type Report struct {
 	MessageSize int
 	BatchSize   int
 	SettleBatch int
-	Backlog     int
-	Inflight    int
-	Queues      int
-	Subs        int
-	IdleSess    int
+	// AMQPPrefetch is the amqp-peek-lock receivers' link credit.
+	AMQPPrefetch int
+	Backlog      int
+	Inflight     int
+	Queues       int
+	Subs         int
+	IdleSess     int
 	// Baseline is PostgreSQL alone (BaselineInsert, BaselineClaim); empty without a database
 	// URL.
 	Baseline []Result
@@ -55,7 +57,7 @@ type Machine struct {
 func newReport(cfg Config) *Report {
 	return &Report{
 		Started: time.Now(), Machine: describeMachine(), Setup: cfg.Setup, Gateways: len(cfg.ConnectionStrings),
-		Duration: cfg.Duration, MessageSize: cfg.MessageSize, BatchSize: cfg.BatchSize, SettleBatch: cfg.SettleBatch,
+		Duration: cfg.Duration, MessageSize: cfg.MessageSize, BatchSize: cfg.BatchSize, SettleBatch: cfg.SettleBatch, AMQPPrefetch: cfg.AMQPPrefetch,
 		Backlog: cfg.Backlog, Inflight: cfg.Inflight, Queues: cfg.Queues, Subs: cfg.Subscriptions, IdleSess: cfg.IdleSessions,
 	}
 }
@@ -73,8 +75,8 @@ func (rep *Report) finish() *Report {
 // sendOps are compared with a one-row INSERT per commit, receiveOps with the naive claim +
 // complete.
 var (
-	sendOps    = []string{OpSend, OpSendBatch, OpTopicSend, OpSQLSend}
-	receiveOps = []string{OpPeekLock, OpBatchSettle, OpReceiveDelete, OpSession, OpBacklog, OpInflight, OpManyQueues}
+	sendOps    = []string{OpSend, OpSendBatch, OpTopicSend, OpSQLSend, OpAMQPSend}
+	receiveOps = []string{OpPeekLock, OpBatchSettle, OpReceiveDelete, OpSession, OpBacklog, OpInflight, OpManyQueues, OpAMQPPeekLock}
 )
 
 // ratios compares res with its baseline and, for receive-and-delete, with sbgate's own single
@@ -114,6 +116,8 @@ func (rep *Report) Label(r Result) string {
 		return fmt.Sprintf("send-batch (%d a request)", rep.BatchSize)
 	case OpPeekLock:
 		return "peek-lock + complete"
+	case OpAMQPPeekLock:
+		return fmt.Sprintf("amqp-peek-lock + complete (prefetch %d)", rep.AMQPPrefetch)
 	case OpBatchSettle:
 		return fmt.Sprintf("batch-settle (%d a $batch)", rep.SettleBatch)
 	case OpTopicSend:

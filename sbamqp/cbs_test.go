@@ -210,8 +210,8 @@ func TestTokenExpiryOnALink(t *testing.T) {
 }
 
 // Management requests the layer does not implement, or cannot read, get an error reply, never
-// silence: schedule-message is not implemented yet (501), an unknown operation likewise, a
-// request without its fields is a 400, a lock token never issued is lost (410).
+// silence: an unknown operation is not implemented (501), a request without its fields (or
+// with nothing to schedule) is a 400, a lock token never issued is lost (410).
 func TestManagementRefusals(t *testing.T) {
 	b := newBroker(t)
 	b.createQueue(t, "q", nil)
@@ -246,11 +246,17 @@ func TestManagementRefusals(t *testing.T) {
 		desc, _ := m.ApplicationProperties["statusDescription"].(string)
 		return code, desc
 	}
-	if code, desc := call("com.microsoft:schedule-message", map[string]any{"messages": []any{}}); code != 501 {
+	if code, desc := call("com.microsoft:schedule-message", map[string]any{"messages": []any{}}); code != 400 {
 		t.Errorf("schedule-message: %d %s", code, desc)
 	}
 	if code, desc := call("com.microsoft:no-such-op", map[string]any{}); code != 501 {
 		t.Errorf("unknown operation: %d %s", code, desc)
+	}
+	if code, desc := call("com.microsoft:schedule-message", map[string]any{"messages": []any{map[string]any{"message": []byte{0xff}}}}); code != 400 {
+		t.Errorf("schedule-message of a message that does not decode: %d %s", code, desc)
+	}
+	if code, desc := call("com.microsoft:cancel-scheduled-message", map[string]any{"sequence-numbers": []int64{999}}); code != 404 {
+		t.Errorf("cancel-scheduled-message of no message: %d %s", code, desc)
 	}
 	if code, desc := call("com.microsoft:renew-lock", map[string]any{}); code != 400 {
 		t.Errorf("renew-lock without lock-tokens: %d %s", code, desc)

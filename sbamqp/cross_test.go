@@ -264,3 +264,85 @@ func TestSDKScheduledEnqueueTime(t *testing.T) {
 		t.Fatalf("after the scheduled time: %v %v", msgs, err)
 	}
 }
+
+// ScheduleMessages answers the sequence numbers the messages are stored under, and
+// CancelScheduledMessages removes them by those numbers before their time; on a topic, where no
+// number could cancel the copies, scheduling is refused.
+func TestSDKScheduleAndCancel(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	if _, err := b.store.CreateEntity(context.Background(), store.KindTopic, "t", store.DefaultProperties(store.KindTopic)); err != nil {
+		t.Fatal(err)
+	}
+	c := b.client(t, "root")
+	ctx := ctxT(t)
+	s, err := c.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	at := b.clock.Now().Add(time.Hour).Truncate(time.Millisecond)
+	seqs, err := s.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("one")}, {Body: []byte("two")}, {Body: []byte("three")}}, at, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	peeked, err := r.PeekMessages(ctx, 10, nil)
+	if err != nil || len(peeked) != 3 || len(seqs) != 3 {
+		t.Fatalf("scheduled %v; peek %d messages, %v", seqs, len(peeked), err)
+	}
+	for i, m := range peeked {
+		if *m.SequenceNumber != seqs[i] || m.State != azservicebus.MessageStateScheduled || !m.ScheduledEnqueueTime.Equal(at) {
+			t.Errorf("peeked %s seq %d state %v at %v; scheduled as %d at %v", m.Body, *m.SequenceNumber, m.State, m.ScheduledEnqueueTime, seqs[i], at)
+		}
+	}
+	if err := s.CancelScheduledMessages(ctx, []int64{seqs[0], seqs[2]}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CancelScheduledMessages(ctx, []int64{seqs[0]}, nil); err == nil {
+		t.Error("cancelling a cancelled message succeeded")
+	}
+	b.clock.Advance(time.Hour + time.Second)
+	msgs, err := r.ReceiveMessages(ctx, 10, nil)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "two" || *msgs[0].SequenceNumber != seqs[1] {
+		t.Fatalf("after the scheduled time: %v %v; want only 'two', seq %d", msgs, err, seqs[1])
+	}
+	if err := s.CancelScheduledMessages(ctx, []int64{seqs[1]}, nil); err == nil {
+		t.Error("cancelling a message whose time has come succeeded")
+	}
+
+	// In a session queue, no session lock is needed to schedule or cancel.
+	b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	ss, err := c.NewSender("sq", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close(ctx)
+	at = b.clock.Now().Add(time.Hour).Truncate(time.Millisecond) // the clock moved past the first
+	sseqs, err := ss.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("s"), SessionID: to.Ptr("a")}}, at, nil)
+	if err != nil || len(sseqs) != 1 {
+		t.Fatalf("schedule in a session queue: %v %v", sseqs, err)
+	}
+	if e, err := b.store.GetEntity(context.Background(), "sq"); err != nil || e.Counts.Scheduled != 1 {
+		t.Fatalf("session queue after scheduling: %+v %v", e.Counts, err)
+	}
+	if err := ss.CancelScheduledMessages(ctx, sseqs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := b.store.GetEntity(context.Background(), "sq"); err != nil || e.Counts.Total() != 0 {
+		t.Errorf("session queue after cancelling: %+v %v", e.Counts, err)
+	}
+
+	ts, err := c.NewSender("t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close(ctx)
+	if _, err := ts.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("x")}}, at, nil); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("scheduling on a topic: %v; want refused", err)
+	}
+}

@@ -98,7 +98,8 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 			}
 		}
 	}
-	if hasSession && sid != "" && op != "com.microsoft:peek-message" {
+	scheduling := op == "com.microsoft:schedule-message" || op == "com.microsoft:cancel-scheduled-message"
+	if hasSession && sid != "" && op != "com.microsoft:peek-message" && !scheduling {
 		lock, ok := r.cs.sessionLock(e.Path, sid)
 		if !ok {
 			return nil, &amqp.Error{Condition: condSessionLockLost, Description: "This connection holds no lock on session '" + sid + "'."}
@@ -106,6 +107,9 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		t.Session = &lock
 	}
 	st := r.cs.h.cfg.Store
+	if scheduling {
+		return schedule(ctx, st, e, sq, op, body)
+	}
 	switch op {
 	case "com.microsoft:renew-session-lock", "com.microsoft:get-session-state", "com.microsoft:set-session-state":
 		if t.Session == nil {
@@ -258,6 +262,65 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		return amqp.Map{}, nil
 	}
 	return nil, unsupported("the management operation '%s' is not supported over AMQP yet", op)
+}
+
+// schedule runs schedule-message and cancel-scheduled-message on e. A scheduled message is
+// cancelled by the sequence number it got in e, so entities that keep no row of the message
+// themselves are refused rather than answered with a number nothing can cancel: a topic (its
+// copies are in its subscriptions) and a queue that forwards its messages.
+func schedule(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueue, op string, body amqp.Map) (amqp.Map, error) {
+	switch {
+	case sq != store.SubQueueMain:
+		return nil, badField("scheduled messages live in the entity, not its dead-letter subqueue")
+	case e.Kind == store.KindTopic:
+		return nil, unsupported("scheduling on a topic through $management is not supported; send the message with a scheduled enqueue time instead (it cannot be cancelled)")
+	case e.Props.ForwardTo != "":
+		return nil, unsupported("scheduling on a queue that forwards its messages is not supported; send the message with a scheduled enqueue time instead (it cannot be cancelled)")
+	}
+	if op == "com.microsoft:cancel-scheduled-message" {
+		seqs, err := longs(body, "sequence-numbers")
+		if err != nil {
+			return nil, err
+		}
+		for _, seq := range seqs {
+			if err := st.CancelScheduled(ctx, e, seq); err != nil {
+				return nil, err
+			}
+		}
+		return amqp.Map{}, nil
+	}
+	es, err := elems(body, "messages")
+	if err != nil {
+		return nil, err
+	}
+	if len(es) == 0 {
+		return nil, badField("'messages' is empty")
+	}
+	msgs := make([]store.Message, len(es))
+	for i, el := range es {
+		entry, _ := el.(amqp.Map)
+		v, _ := entry.Get("message")
+		b, ok := v.([]byte)
+		if !ok {
+			return nil, badField("entry %d of 'messages' has no binary 'message'", i+1)
+		}
+		m, err := amqp.Unmarshal(b)
+		if err != nil {
+			return nil, &amqp.Error{Condition: amqp.ErrCondDecodeError, Description: fmt.Sprintf("Message %d could not be decoded.", i+1)}
+		}
+		if msgs[i], err = toStore(m); err != nil {
+			return nil, err
+		}
+	}
+	seqs, err := st.SendSequenced(ctx, e, msgs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]any, len(seqs))
+	for i, seq := range seqs {
+		out[i] = seq
+	}
+	return amqp.Map{{Key: "sequence-numbers", Value: amqp.Array{Type: amqp.TypeLong, Elems: out}}}, nil
 }
 
 // peek browses up to n messages from sequence number from on; with a session id, only that

@@ -2,8 +2,10 @@ package store_test
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -362,3 +364,72 @@ func TestReceiveFromMissingOrWrongEntity(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestSendSequenced: each sent message gets back the sequence number it was stored under, in a
+// batch (a duplicate, not stored, gets 0), across requests sharing one group commit, and 0 for
+// a topic, whose copies live in its subscriptions.
+func TestSendSequenced(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", func(p *store.Properties) {
+		p.RequiresDuplicateDetection = true
+		p.DuplicateDetectionHistoryTimeWindow = time.Minute
+	})
+	seqOf := func() map[string]int64 {
+		t.Helper()
+		msgs, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, store.MaxBrowse)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, m := range msgs {
+			got[string(m.Body)] = m.SequenceNumber
+		}
+		return got
+	}
+	seqs, err := b.store.SendSequenced(b.ctx, q, []store.Message{
+		{Body: []byte("a"), MessageID: "a"}, {Body: []byte("b"), MessageID: "b"},
+		{Body: []byte("dup"), MessageID: "a"}, {Body: []byte("c"), MessageID: "c"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := seqOf()
+	if want := []int64{stored["a"], stored["b"], 0, stored["c"]}; !slices.Equal(seqs, want) || len(stored) != 3 {
+		t.Errorf("SendSequenced = %v; want %v (stored %v)", seqs, want, stored)
+	}
+
+	// Concurrent single sends share group commits; each gets its own number.
+	const n = 24
+	got := make([]int64, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := b.store.SendSequenced(b.ctx, q, []store.Message{{Body: []byte("p" + strconv.Itoa(i))}, {Body: []byte("r" + strconv.Itoa(i))}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(s) == 2 {
+				got[i] = s[0]
+				if s[1] <= s[0] {
+					t.Errorf("send %d: sequence numbers %v; want increasing", i, s)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stored = seqOf()
+	for i := range n {
+		if want := stored["p"+strconv.Itoa(i)]; got[i] != want || want == 0 {
+			t.Errorf("send %d got sequence number %d; stored as %d", i, got[i], want)
+		}
+	}
+
+	topic := b.topic(t, "t", nil)
+	b.sub(t, "t", "s", nil, nil)
+	if seqs, err := b.store.SendSequenced(b.ctx, topic, []store.Message{body("x")}); err != nil || !slices.Equal(seqs, []int64{0}) {
+		t.Errorf("SendSequenced to a topic = %v, %v; want [0]", seqs, err)
+	}
+}

@@ -347,7 +347,7 @@ func (r *Relay) pass(ctx context.Context, limit int) (delivered, claimed int, er
 			done = append(done, relayed{e: e, size: size, wakes: d.wakeTargets()})
 		}
 		if len(msgRows) > 0 {
-			if err := s.insertRows(ctx, tx, msgRows); err != nil {
+			if _, err := s.insertRows(ctx, tx, msgRows); err != nil {
 				if claimed == 1 {
 					// Alone, so this message is the cause: keep it with its error and retry it
 					// later, in a transaction of its own below.

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -22,16 +22,39 @@ const (
 
 // Send stores msgs in e, all or none. See Store.
 func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
+	_, err := s.SendSequenced(ctx, e, msgs)
+	return err
+}
+
+// SendSequenced is Send that also returns the sequence number each message got in e. See Store.
+func (s *Postgres) SendSequenced(ctx context.Context, e *Entity, msgs []Message) ([]int64, error) {
 	d, total, err := s.prepareSend(ctx, e, msgs)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := s.batcher.submit(ctx, &sendRequest{rows: d.rows, woken: d.wakeTargets()}); err != nil {
-		return err
+	req := &sendRequest{rows: d.rows, woken: d.wakeTargets()}
+	if err := s.batcher.submit(ctx, req); err != nil {
+		return nil, err
 	}
 	s.grew(e.ID, int64(total))
 	s.touch(e)
-	return nil
+	// Message i's rows start at d.starts[i]; its sequence number in e is that of its first row
+	// there (none for a topic, whose copies are in its subscriptions, a message forwarded on, or
+	// a duplicate, which is not stored).
+	seqs := make([]int64, len(msgs))
+	for i, start := range d.starts {
+		end := len(d.rows)
+		if i+1 < len(d.starts) {
+			end = d.starts[i+1]
+		}
+		for k := start; k < end; k++ {
+			if d.rows[k].entityID == e.ID && req.seqs[k] != 0 {
+				seqs[i] = req.seqs[k]
+				break
+			}
+		}
+	}
+	return seqs, nil
 }
 
 // prepareSend checks msgs against every rule of e and returns the rows that store them (with
@@ -77,8 +100,10 @@ func (s *Postgres) prepareSend(ctx context.Context, e *Entity, msgs []Message) (
 	}
 	d := s.newDelivery(ctx, now)
 	d.encoded = encoded
+	d.starts = make([]int, len(msgs))
 	for i := range msgs {
 		d.begin(e)
+		d.starts[i] = len(d.rows)
 		if err := d.deliver(e, &msgs[i], e, 0); err != nil {
 			return nil, 0, err
 		}
@@ -246,7 +271,8 @@ func messageSize(m *Message, userPropsLen int) int {
 // entity (de) or its earlier record has expired; concurrent senders with the same id wait on the
 // dedup key, so exactly one wins on every gateway, and all copies of a topic message share the
 // topic's record. Rows are inserted in input order, which gives a batch increasing sequence
-// numbers.
+// numbers; so the statement returns the positions of the rows it inserted and their sequence
+// numbers, both in increasing order, and the n-th of one belongs to the n-th of the other.
 const insertMessagesSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::interval[],
@@ -286,20 +312,25 @@ WITH input AS (
 	FROM input LEFT JOIN origin USING (fo)
 	WHERE dd IS NULL OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.de AND f.message_id = input.mid)
 	ORDER BY ord
-	RETURNING entity_id, state, size
+	RETURNING entity_id, state, size, seq
+), counted AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT entity_id, count(*) FILTER (WHERE state <> 2), count(*) FILTER (WHERE state = 2), sum(size)
+	FROM ins GROUP BY entity_id
 )
-INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-SELECT entity_id, count(*) FILTER (WHERE state <> 2), count(*) FILTER (WHERE state = 2), sum(size)
-FROM ins GROUP BY entity_id`
+SELECT coalesce((SELECT array_agg(ord ORDER BY ord) FROM input
+		WHERE dd IS NULL OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.de AND f.message_id = input.mid)), '{}'),
+	coalesce((SELECT array_agg(seq ORDER BY seq) FROM ins), '{}')`
 
-// execer runs a statement on the pool or inside a transaction.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+// rowQuerier runs a statement on the pool or inside a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// insertRows writes rows in one statement, so in one transaction.
-func (s *Postgres) insertRows(ctx context.Context, db execer, rows []messageRow) error {
-	rows = dropDuplicateIDs(rows)
+// insertRows writes rows in one statement, so in one transaction, and returns the sequence
+// number of each row in rows, 0 for one not stored (a duplicate).
+func (s *Postgres) insertRows(ctx context.Context, db rowQuerier, all []messageRow) ([]int64, error) {
+	rows, kept := dropDuplicateIDs(all)
 	n := len(rows)
 	var (
 		entityIDs, dedupEntities             = make([]int64, n), make([]int64, n)
@@ -330,32 +361,51 @@ func (s *Postgres) insertRows(ctx context.Context, db execer, rows []messageRow)
 			bodies[i] = []byte{}
 		}
 	}
-	_, err := db.Exec(ctx, insertMessagesSQL, entityIDs, visible, enqueued, expires, ttls, schedule,
-		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, dedupEntities, states, dlr, dld, dls, s.now(), sessioned, vpk, enqSeq, originOf)
-	return err
+	var ords, seqs []int64
+	if err := db.QueryRow(ctx, insertMessagesSQL, entityIDs, visible, enqueued, expires, ttls, schedule,
+		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, dedupEntities, states, dlr, dld, dls, s.now(), sessioned, vpk, enqSeq, originOf,
+	).Scan(&ords, &seqs); err != nil {
+		return nil, err
+	}
+	if len(ords) != len(seqs) {
+		return nil, fmt.Errorf("store messages: %d rows inserted but %d sequence numbers returned", len(ords), len(seqs))
+	}
+	out := make([]int64, len(all))
+	for i, ord := range ords {
+		k := int(ord) - 1 // ORDINALITY counts from 1
+		if kept != nil {
+			k = kept[k]
+		}
+		out[k] = seqs[i]
+	}
+	return out, nil
 }
 
 // dropDuplicateIDs keeps, for each MessageId sent to an entity that detects duplicates, only the
 // rows of the first message that carried it (a topic message has one row per subscription copy):
 // one statement may not claim a dedup key twice, and the later messages are duplicates anyway
-// (their senders still get their 201, as the service answers).
-func dropDuplicateIDs(rows []messageRow) []messageRow {
+// (their senders still get their 201, as the service answers). kept holds the index in rows of
+// each row returned, nil when all are.
+func dropDuplicateIDs(rows []messageRow) (out []messageRow, kept []int) {
 	type key struct {
 		entity int64
 		id     string
 	}
 	var first map[key]int
-	out := rows[:0:0]
+	out = rows[:0:0]
 	for i, r := range rows {
 		if !r.dedupUntil.Valid {
 			if first != nil {
-				out = append(out, r)
+				out, kept = append(out, r), append(kept, i)
 			}
 			continue
 		}
 		if first == nil {
 			first = make(map[key]int)
 			out = append(out, rows[:i]...)
+			for j := range i {
+				kept = append(kept, j)
+			}
 		}
 		k := key{r.dedupEntity, r.messageID}
 		owner, seen := first[k]
@@ -364,19 +414,21 @@ func dropDuplicateIDs(rows []messageRow) []messageRow {
 			owner = r.msgIndex
 		}
 		if owner == r.msgIndex {
-			out = append(out, r)
+			out, kept = append(out, r), append(kept, i)
 		}
 	}
 	if first == nil {
-		return rows
+		return rows, nil
 	}
-	return out
+	return out, kept
 }
 
-// sendRequest is one Send call waiting for its group commit.
+// sendRequest is one Send call waiting for its group commit; seqs is set, before it is
+// answered without error, to its rows' sequence numbers (see insertRows).
 type sendRequest struct {
 	rows  []messageRow
 	woken []wakeTarget
+	seqs  []int64
 }
 
 // newSendBatcher group-commits concurrent sends: their rows go into one INSERT.
@@ -392,15 +444,21 @@ func (s *Postgres) writeSends(jobs []*job[*sendRequest]) {
 	for _, j := range jobs {
 		rows = append(rows, j.req.rows...)
 	}
-	err := interpretError(s.insertRows(ctx, s.pool, rows))
+	seqs, err := s.insertRows(ctx, s.pool, rows)
+	err = interpretError(err)
 	if err != nil && len(jobs) > 1 && !errors.Is(err, ErrUnavailable) {
 		// One request's rows failed the shared statement; write each alone so the others commit.
 		for _, j := range jobs {
-			s.finishSend(j, interpretError(s.insertRows(ctx, s.pool, j.req.rows)))
+			var err error
+			j.req.seqs, err = s.insertRows(ctx, s.pool, j.req.rows)
+			s.finishSend(j, interpretError(err))
 		}
 		return
 	}
 	for _, j := range jobs {
+		if err == nil {
+			j.req.seqs, seqs = seqs[:len(j.req.rows)], seqs[len(j.req.rows):]
+		}
 		s.finishSend(j, err)
 	}
 }

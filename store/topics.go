@@ -99,6 +99,8 @@ type delivery struct {
 	// encoded holds the user properties Send already encoded, by message; copies changed by an
 	// action are not in it and are encoded when placed.
 	encoded map[*Message]string
+	// starts holds, for each message prepareSend delivered, the index of its first row.
+	starts []int
 }
 
 func (s *Postgres) newDelivery(ctx context.Context, now time.Time) *delivery {
@@ -401,7 +403,7 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 			}
 		}
 		if len(d.rows) > 0 {
-			if err := s.insertRows(ctx, tx, d.rows); err != nil {
+			if _, err := s.insertRows(ctx, tx, d.rows); err != nil {
 				return woken, err
 			}
 		}

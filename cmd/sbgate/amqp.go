@@ -16,9 +16,11 @@ import (
 
 // serveAMQP runs the AMQP listeners (the Service Bus profile of package sbamqp): plain AMQP on
 // cfg.AMQPListen, and AMQP over TLS on cfg.AMQPSListen when tlsConfig is set (sbgate serves
-// https). It returns the function that stops them.
-func serveAMQP(ctx context.Context, cfg serveConfig, st store.Store, log *slog.Logger, key sas.Key, tlsConfig *tls.Config) (func(), error) {
+// https). It returns the function that stops them and the plain AMQP listener's address ("" when
+// off).
+func serveAMQP(ctx context.Context, cfg serveConfig, st store.Store, log *slog.Logger, key sas.Key, tlsConfig *tls.Config) (func(), string, error) {
 	var lns []net.Listener
+	var plainAddr string
 	closeAll := func() {
 		for _, ln := range lns {
 			ln.Close()
@@ -27,20 +29,21 @@ func serveAMQP(ctx context.Context, cfg serveConfig, st store.Store, log *slog.L
 	if cfg.AMQPListen != "" {
 		ln, err := net.Listen("tcp", cfg.AMQPListen)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		lns = append(lns, ln)
+		plainAddr = ln.Addr().String()
 	}
 	if cfg.AMQPSListen != "" && tlsConfig != nil {
 		ln, err := net.Listen("tcp", cfg.AMQPSListen)
 		if err != nil {
 			closeAll()
-			return nil, err
+			return nil, "", err
 		}
 		lns = append(lns, tls.NewListener(ln, tlsConfig))
 	}
 	if len(lns) == 0 {
-		return func() {}, nil
+		return func() {}, "", nil
 	}
 	keys := &amqpKeys{st: st, configured: configuredKeys(cfg, key), log: log}
 	h := sbamqp.New(sbamqp.Config{Store: st, Keys: keys.get, MaxReceiveWait: cfg.MaxReceiveWait, Logger: log})
@@ -72,7 +75,7 @@ func serveAMQP(ctx context.Context, cfg serveConfig, st store.Store, log *slog.L
 		_ = srv.Shutdown(sctx)
 		_ = srv.Close()
 		wg.Wait()
-	}, nil
+	}, plainAddr, nil
 }
 
 // amqpKeys gives the AMQP layer the namespace keys, as the HTTP handlers read them: the

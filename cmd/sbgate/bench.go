@@ -21,6 +21,10 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fs.Var(&conns, "connection-string", "a gateway's connection string, as sbgate prints it at start; repeat the flag or separate with commas "+
 		"for several gateways on one database, which the clients are spread over ($SBGATE_CONNECTION_STRING). "+
 		"None: sbgate bench starts its own gateways (-gateways) and removes them afterwards")
+	amqpConns := listFlag{values: splitList(getenv("SBGATE_AMQP_CONNECTION_STRING"))}
+	fs.Var(&amqpConns, "amqp-connection-string", "the same gateways' AMQP connection strings, in the same order, as sbgate prints them "+
+		"(UseDevelopmentEmulator=true for plain AMQP), for the AMQP operations ($SBGATE_AMQP_CONNECTION_STRING); "+
+		"gateways sbgate bench starts have theirs")
 	databaseURL := fs.String("database-url", getenv("SBGATE_BENCH_DATABASE_URL"), "the gateways' PostgreSQL, for the baseline (PostgreSQL alone, on a scratch table "+
 		"the run creates and drops); without it there are no ratios. With gateways started by sbgate bench: the database they use "+
 		"instead of a fresh embedded one ($SBGATE_BENCH_DATABASE_URL)")
@@ -33,7 +37,9 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	batch := fs.Int("batch", 10, "messages per send-batch request")
 	settleBatch := fs.Int("settle-batch", 100, "messages a batch-settle iteration locks with $batch and completes with one $settle")
 	ops := fs.String("ops", strings.Join(bench.AllOperations, ","), "operations to run: "+strings.Join(bench.AllOperations, ", ")+
-		"; the scenarios "+strings.Join(bench.Scenarios, ", ")+"; or all")
+		"; over AMQP (with the AMQP connection strings) "+strings.Join(bench.AMQPOperations, ", ")+
+		"; the scenarios "+strings.Join(bench.Scenarios, ", ")+"; or all (the AMQP operations when the AMQP connection strings are known)")
+	prefetch := fs.Int("amqp-prefetch", 20, "link credit of each amqp-peek-lock receiver")
 	subs := fs.Int("subscriptions", 100, "subscriptions of the topic-send scenario's topic")
 	idle := fs.Int("idle-sessions", 10000, "idle sessions beside the active ones in the session scenario (negative: none)")
 	backlog := fs.Int("backlog", 1_000_000, "messages the backlog scenario's queue holds")
@@ -55,23 +61,25 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("bench: -o: want table or json, got %q", *output)
 	}
 	cfg := bench.Config{
-		ConnectionStrings: conns.values,
-		DatabaseURL:       *databaseURL,
-		Queue:             *queue,
-		Duration:          *duration,
-		MessageSize:       *size,
-		BatchSize:         *batch,
-		SettleBatch:       *settleBatch,
-		Operations:        splitList(*ops),
-		Insecure:          *insecure,
-		Subscriptions:     *subs,
-		IdleSessions:      *idle,
-		Backlog:           *backlog,
-		Inflight:          *inflight,
-		Queues:            *queues,
-		WakeReceivers:     *wakeReceivers,
-		BaselineClients:   *baselineClients,
-		Progress:          stderr,
+		ConnectionStrings:     conns.values,
+		AMQPConnectionStrings: amqpConns.values,
+		AMQPPrefetch:          *prefetch,
+		DatabaseURL:           *databaseURL,
+		Queue:                 *queue,
+		Duration:              *duration,
+		MessageSize:           *size,
+		BatchSize:             *batch,
+		SettleBatch:           *settleBatch,
+		Operations:            splitList(*ops),
+		Insecure:              *insecure,
+		Subscriptions:         *subs,
+		IdleSessions:          *idle,
+		Backlog:               *backlog,
+		Inflight:              *inflight,
+		Queues:                *queues,
+		WakeReceivers:         *wakeReceivers,
+		BaselineClients:       *baselineClients,
+		Progress:              stderr,
 	}
 	if *quiet {
 		cfg.Progress = nil
@@ -94,6 +102,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		defer gws.stop()
 		cfg.ConnectionStrings = gws.connectionStrings()
+		cfg.AMQPConnectionStrings = gws.amqpConnectionStrings()
 		for _, c := range gws.procs {
 			cfg.GatewayPIDs = append(cfg.GatewayPIDs, c.cmd.Process.Pid)
 		}

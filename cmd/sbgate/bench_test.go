@@ -79,20 +79,21 @@ var (
 
 // TestBenchSpawnsGateways: with no connection string, sbgate bench starts its gateways (this
 // test binary, run as sbgate), two of them on one embedded PostgreSQL, measures through both,
-// and leaves nothing behind: no process and no directory.
+// over HTTP and over AMQP (whose listener, on port 0, it learns from the ready file), and leaves
+// nothing behind: no process and no directory.
 //
 // Not parallel: the gateways learn from the environment that they are sbgate (t.Setenv).
 func TestBenchSpawnsGateways(t *testing.T) {
 	t.Setenv("SBGATE_TEST_AS_MAIN", "1")
 	var out, progress syncBuffer
 	err := run(t.Context(), []string{"bench", "-gateways", "2", "-clients", "2", "-duration", "200ms", "-baseline-clients", "2",
-		"-ops", "send,receive-delete,wake", "-o", "json"}, env(), &out, &progress)
+		"-ops", "send,receive-delete,amqp-send,amqp-peek-lock,wake", "-o", "json"}, env(), &out, &progress)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, progress.String())
 	}
 	rep := decodeReport(t, out.String())
-	if rep.Gateways != 2 || len(rep.Baseline) != 2 || len(rep.Results) != 4 {
-		t.Fatalf("report: %d gateways, %d baseline phases, %d others; want 2, 2, 4 (send, receive-delete, wake twice):\n%s",
+	if rep.Gateways != 2 || len(rep.Baseline) != 2 || len(rep.Results) != 6 {
+		t.Fatalf("report: %d gateways, %d baseline phases, %d others; want 2, 2, 6 (send, receive-delete, amqp-send, amqp-peek-lock, wake twice):\n%s",
 			rep.Gateways, len(rep.Baseline), len(rep.Results), out.String())
 	}
 	for _, r := range rep.Results {
@@ -100,7 +101,7 @@ func TestBenchSpawnsGateways(t *testing.T) {
 			t.Errorf("%s %s: %d messages, %d errors (%s)", r.Operation, r.Variant, r.Messages, r.Errors, r.FirstError)
 		}
 	}
-	if v := rep.Results[3].Variant; v != "other gateway" {
+	if v := rep.Results[5].Variant; v != "other gateway" {
 		t.Errorf("last wake row %q; want the one through the other gateway", v)
 	}
 	checkNothingLeft(t, progress.String())

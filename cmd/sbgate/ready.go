@@ -16,19 +16,26 @@ import (
 type readyInfo struct {
 	Endpoint         string `json:"endpoint"`
 	ConnectionString string `json:"connection_string"`
-	DatabaseURL      string `json:"database_url"`
+	// AMQPConnectionString is the plain AMQP listener's, as the SDKs take it; none when off.
+	AMQPConnectionString string `json:"amqp_connection_string,omitempty"`
+	DatabaseURL          string `json:"database_url"`
 }
 
 // writeReadyFile writes the ready file at path whole: to a temporary file in the same directory,
 // synced and renamed into place, so a reader polling for it never sees half of it. The file
 // holds the namespace key and maybe a database password, hence mode 0600.
-func writeReadyFile(path, scheme, addr string, key sas.Key, databaseURL string) error {
+func writeReadyFile(path, scheme, addr, amqpAddr string, key sas.Key, databaseURL string) error {
 	hostPort := publicHostPort(addr)
-	b, err := json.Marshal(readyInfo{
+	info := readyInfo{
 		Endpoint:         scheme + "://" + hostPort + "/",
 		ConnectionString: connectionString(hostPort, key),
 		DatabaseURL:      databaseURL,
-	})
+	}
+	if amqpAddr != "" {
+		info.AMQPConnectionString = "Endpoint=sb://" + publicHostPort(amqpAddr) + ";SharedAccessKeyName=" + key.Name +
+			";SharedAccessKey=" + key.Primary + ";UseDevelopmentEmulator=true"
+	}
+	b, err := json.Marshal(info)
 	if err != nil {
 		return fmt.Errorf("ready file: %w", err)
 	}

@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	goamqp "github.com/Azure/go-amqp"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbgate/sbgate/sas"
@@ -48,6 +50,19 @@ func TestServeReadyFile(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Errorf("create a queue with the ready file's connection string: %d", resp.StatusCode)
 	}
+	// The AMQP connection string reaches the AMQP listener with the key.
+	ac, err := sas.ParseConnectionString(ready.AMQPConnectionString, "http")
+	if err != nil || !strings.HasSuffix(ready.AMQPConnectionString, ";UseDevelopmentEmulator=true") {
+		t.Fatalf("ready AMQP connection string %q: %v", ready.AMQPConnectionString, err)
+	}
+	amqpConn, err := goamqp.Dial(t.Context(), "amqp://"+ac.Endpoint.Host, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain(ac.KeyName, ac.Key)})
+	if err != nil {
+		t.Fatalf("dial the ready file's AMQP listener: %v", err)
+	}
+	if _, err := amqpConn.NewSession(t.Context(), nil); err != nil {
+		t.Errorf("AMQP session: %v", err)
+	}
+	amqpConn.Close()
 	conn, err := pgx.Connect(t.Context(), ready.DatabaseURL)
 	if err != nil {
 		t.Fatalf("connect to the ready file's database URL %q: %v", ready.DatabaseURL, err)

@@ -188,7 +188,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		scheme = "https"
 	}
 	announce(log, scheme, ln.Addr().String(), key, generated)
-	stopAMQP, err := serveAMQP(ctx, cfg, st, log, key, srv.TLSConfig)
+	stopAMQP, amqpAddr, err := serveAMQP(ctx, cfg, st, log, key, srv.TLSConfig)
 	if err != nil {
 		ln.Close()
 		return err
@@ -206,7 +206,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if cfg.ReadyFile != "" {
-		if err := writeReadyFile(cfg.ReadyFile, scheme, ln.Addr().String(), key, url); err != nil {
+		if err := writeReadyFile(cfg.ReadyFile, scheme, ln.Addr().String(), amqpAddr, key, url); err != nil {
 			_ = srv.Close()
 			<-served
 			return err

@@ -119,6 +119,16 @@ func (s *spawned) logf(format string, args ...any) {
 	}
 }
 
+// amqpConnectionStrings are the gateways' plain AMQP listeners, in the order of
+// connectionStrings.
+func (s *spawned) amqpConnectionStrings() []string {
+	out := make([]string, len(s.procs))
+	for i, c := range s.procs {
+		out[i] = c.ready.AMQPConnectionString
+	}
+	return out
+}
+
 func (s *spawned) connectionStrings() []string {
 	out := make([]string, len(s.procs))
 	for i, c := range s.procs {

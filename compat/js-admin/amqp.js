@@ -72,6 +72,21 @@ async function main() {
   await dlq.completeMessage(dead);
   await dlq.close();
 
+  // Schedule, then cancel by the sequence numbers scheduling answered.
+  const at = new Date(Date.now() + 3600 * 1000);
+  const seqs = await sender.scheduleMessages([{ body: Buffer.from('later-1') }, { body: Buffer.from('later-2') }], at);
+  assert.strictEqual(seqs.length, 2);
+  const browser = client.createReceiver(q);
+  const scheduled = await browser.peekMessages(10);
+  assert.deepStrictEqual(scheduled.map((m) => m.body.toString()), ['later-1', 'later-2']);
+  assert.deepStrictEqual(scheduled.map((m) => m.sequenceNumber.toString()), seqs.map((n) => n.toString()));
+  assert.ok(scheduled.every((m) => m.state === 'scheduled'), 'peeked messages are scheduled');
+  await sender.cancelScheduledMessages(seqs);
+  await browser.close();
+  const browser2 = client.createReceiver(q);
+  assert.deepStrictEqual(await browser2.peekMessages(10), []);
+  await browser2.close();
+
   // Sessions with state.
   const ss = client.createSender(sq);
   await ss.sendMessages([{ body: Buffer.from('s1'), sessionId: 'a' }, { body: Buffer.from('s2'), sessionId: 'a' }]);
