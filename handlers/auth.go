@@ -31,11 +31,11 @@ func (s *Server) authorize(r *http.Request, rt route) (caller, error) {
 	if err != nil {
 		return caller{}, unauthorized(tokenErrorText(err))
 	}
-	if rt.op != opNamespaceInfo && !tok.Covers(rt.scope) {
+	if !rt.op.anyScope && !tok.Covers(rt.scope) {
 		return caller{}, unauthorized("InvalidAudience: The token's resource does not cover '" + store.Clip(rt.scope) + "'.")
 	}
-	if need := rt.right(); !key.Rights.Has(need) {
-		if need == sas.Manage && isManagement(rt.op) {
+	if need := rt.op.right; !key.Rights.Has(need) {
+		if rt.op.management() {
 			return caller{namespaceKey: namespaceKey, token: tok, rights: key.Rights}, s.manageDenied(r, rt)
 		}
 		return caller{}, unauthorized("Unauthorized access. '" + need.ClaimText() + "' claim(s) are required to perform this operation. Resource: 'sb://" +

@@ -48,7 +48,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	tracking := uuid.New().String()
 	msg := store.ErrorMessage(err)
 	if status == http.StatusInternalServerError || msg == "" {
-		s.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
+		rt, _ := routeFrom(r.Context())
+		s.log.ErrorContext(r.Context(), "request failed", slog.String("operation", rt.label()), slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("tracking_id", tracking), slog.Any("err", err))
 		msg = "The server was unable to process the request; please retry the operation. If the problem persists, please contact your Service Bus administrator and provide the tracking id."
 		status = http.StatusInternalServerError

@@ -16,26 +16,23 @@ import (
 // subscriptions "SubCode=40100: Unauthorized : Unauthorized access for '<operation>' operation on
 // endpoint '…'", which the service also sends as the HTTP reason phrase.
 func managementDenied(r *http.Request, rt route) error {
-	var sub string
-	switch rt.op {
-	case opGetSubscription:
-		sub = "GetSubscription"
-	case opListSubscriptions:
-		sub = "EnumerateSubscriptions"
-	case opPutSubscription:
-		sub = "CreateOrUpdateSubscription"
-	case opDeleteSubscription:
-		sub = "DeleteSubscription"
-	case opPutEntity, opPutRule:
-		return unauthorized("Authorization failed for specified action: Manage,EntityWrite.")
-	case opDeleteEntity, opDeleteRule:
-		return unauthorized("Authorization failed for specified action: Manage,EntityDelete.")
-	default:
-		return unauthorized("Manage,EntityRead claims required for this operation.")
+	if strings.Contains(rt.op.pattern, "/Subscriptions") && !strings.Contains(rt.op.pattern, "/Rules") {
+		sub := map[string]string{http.MethodGet: "GetSubscription", http.MethodPut: "CreateOrUpdateSubscription",
+			http.MethodDelete: "DeleteSubscription"}[rt.op.method]
+		if strings.HasSuffix(rt.op.pattern, "/Subscriptions") {
+			sub = "EnumerateSubscriptions"
+		}
+		text := "SubCode=40100: Unauthorized : Unauthorized access for '" + sub + "' operation on endpoint 'sb://" +
+			r.Host + "/" + store.Clip(rt.scope) + "'."
+		return &phrasedError{err: unauthorized(text), phrase: text}
 	}
-	text := "SubCode=40100: Unauthorized : Unauthorized access for '" + sub + "' operation on endpoint 'sb://" +
-		r.Host + "/" + store.Clip(rt.scope) + "'."
-	return &phrasedError{err: unauthorized(text), phrase: text}
+	switch rt.op.method {
+	case http.MethodPut:
+		return unauthorized("Authorization failed for specified action: Manage,EntityWrite.")
+	case http.MethodDelete:
+		return unauthorized("Authorization failed for specified action: Manage,EntityDelete.")
+	}
+	return unauthorized("Manage,EntityRead claims required for this operation.")
 }
 
 // phrasedError is an error the service answers with its text as the HTTP reason phrase too
@@ -99,23 +96,11 @@ func errorPhrase(err error) string {
 	return ""
 }
 
-// isManagement reports whether o is an operation of the management API (entities, subscriptions,
-// rules), whose refusals have their own texts.
-func isManagement(o op) bool {
-	switch o {
-	case opListQueues, opListTopics, opPutEntity, opGetEntity, opDeleteEntity,
-		opListSubscriptions, opPutSubscription, opGetSubscription, opDeleteSubscription,
-		opListRules, opPutRule, opGetRule, opDeleteRule:
-		return true
-	}
-	return false
-}
-
 // manageDenied answers a request that needs Manage from a key without it. A GET of a queue or
 // topic that does not exist gets the "Publicly Listed Services" feed as with any key, as on the
 // service (it tells nothing a 401 would not): it returns nil and the handler answers.
 func (s *Server) manageDenied(r *http.Request, rt route) error {
-	if rt.op == opGetEntity {
+	if rt.op.method == http.MethodGet && rt.op.pattern == "/{entityPath}" {
 		if _, err := s.store.Resolve(r.Context(), rt.entity); errors.Is(err, store.ErrNotFound) {
 			return nil
 		}

@@ -1,80 +1,40 @@
 package handlers
 
 import (
-	"net/http"
+	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/go-chi/chi/v5"
 
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
 )
 
-// op is what a request asks for, decided from its method and path before anything else runs.
-type op int
-
-const (
-	opUnknown op = iota
-	opHealth
-	opNamespaceInfo
-	opListQueues
-	opPutEntity
-	opGetEntity
-	opDeleteEntity
-	opSend
-	opPeekLock
-	opReceiveAndDelete
-	opComplete
-	opUnlock
-	opRenewLock
-	// Extensions.
-	opPurge
-	opBrowse
-	opPeekLockBatch
-	opReceiveAndDeleteBatch
-	opPeekLockDeferred
-	opReceiveAndDeleteDeferred
-	opCancelScheduled
-	opDeadLetter
-	opDefer
-	opResubmitAll
-	opResubmitOne
-	opSettleMessages
-	// Topics, subscriptions, rules.
-	opListTopics
-	opListSubscriptions
-	opPutSubscription
-	opGetSubscription
-	opDeleteSubscription
-	opListRules
-	opPutRule
-	opGetRule
-	opDeleteRule
-	// Sessions (operations on messages inside a session reuse the message operations).
-	opListSessions
-	opAcceptNextSession
-	opAcceptSession
-	opRenewSession
-	opReleaseSession
-	opGetSessionState
-	opSetSessionState
-	opMetrics
-)
-
-// String names the operation, for metrics and logs.
-func (o op) String() string {
-	return [...]string{"unknown", "health", "namespaceInfo", "listQueues", "putEntity", "getEntity", "deleteEntity",
-		"send", "peekLock", "receiveAndDelete", "complete", "unlock", "renewLock",
-		"purge", "browse", "peekLockBatch", "receiveAndDeleteBatch", "peekLockDeferred", "receiveAndDeleteDeferred",
-		"cancelScheduled", "deadLetter", "defer", "resubmitAll", "resubmitOne", "settleMessages",
-		"listTopics", "listSubscriptions", "putSubscription", "getSubscription", "deleteSubscription",
-		"listRules", "putRule", "getRule", "deleteRule",
-		"listSessions", "acceptNextSession", "acceptSession", "renewSession", "releaseSession", "getSessionState", "setSessionState",
-		"metrics"}[o]
+// operation is one operation of openapi.yaml, as the middleware needs it: its operationId
+// (the metric and log label) and the right its x-sbgate-right declares.
+type operation struct {
+	id      string
+	method  string
+	pattern string
+	// token: a valid token is needed; right: the claim it must carry (zero: any).
+	token bool
+	right sas.Rights
+	// anyScope: the token's scope need not cover the path (namespace-level information).
+	anyScope bool
 }
 
-// route is a classified request.
+// management reports whether the operation belongs to the management API (entities,
+// subscriptions, rules: everything needing Manage outside an entity's messages), whose
+// refusals have their own texts (rights.go).
+func (o *operation) management() bool {
+	return o.right == sas.Manage && !strings.Contains(o.pattern, "/messages")
+}
+
+// route is a canonicalised request and the operation it matched.
 type route struct {
-	op op
+	op *operation
 	// entity is the entity path the operation addresses, in the request's casing, with segments
 	// joined by '/': "orders", "a/b", "t/Subscriptions/s", and for data-plane operations possibly
 	// ending in "/$DeadLetterQueue". Empty for namespace-level operations.
@@ -84,254 +44,253 @@ type route struct {
 	// scope is the request's path, which a token's sr must cover: clients sign the very URL they
 	// call ("orders/messages"), or a prefix of it.
 	scope string
+	// dollar: the path starts with a '$' segment and has no marker ("$Resources/Queues").
+	dollar bool
 }
 
-// right is the claim an operation needs (zero: any valid token).
-func (r route) right() sas.Rights {
-	switch r.op {
-	case opSend, opCancelScheduled:
-		return sas.Send
-	case opPeekLock, opReceiveAndDelete, opComplete, opUnlock, opRenewLock, opBrowse, opPeekLockBatch,
-		opReceiveAndDeleteBatch, opPeekLockDeferred, opReceiveAndDeleteDeferred, opDeadLetter, opDefer, opSettleMessages,
-		opListSessions, opAcceptNextSession, opAcceptSession, opRenewSession, opReleaseSession, opGetSessionState, opSetSessionState:
-		return sas.Listen
-	case opListQueues, opPutEntity, opGetEntity, opDeleteEntity, opPurge, opResubmitAll, opResubmitOne,
-		opListTopics, opListSubscriptions, opPutSubscription, opGetSubscription, opDeleteSubscription,
-		opListRules, opPutRule, opGetRule, opDeleteRule:
-		return sas.Manage
+// label names the route's operation for metrics and logs: its operationId.
+func (r route) label() string {
+	if r.op == nil {
+		return "unknown"
 	}
-	return 0
+	return r.op.id
 }
 
-// Literal path segments of the protocol, matched case-insensitively.
+// routes finds the operation of a request: the path canonicalised (canonicalise), matched by
+// the generated router, and the matched pattern looked up in the table read from the spec.
+type routes struct {
+	mux *chi.Mux
+	// ops by method + " " + pattern.
+	ops map[string]*operation
+	// literals are the spec's literal path segments by their lower case, in the spec's casing;
+	// dollars those of them starting with '$', which never name a value.
+	literals map[string]string
+	dollars  map[string]bool
+}
+
+// newRoutes reads the operations of spec, which mux serves. Every operation must declare
+// x-sbgate-right.
+func newRoutes(spec *openapi3.T, mux *chi.Mux) (*routes, error) {
+	rs := &routes{mux: mux, ops: map[string]*operation{}, literals: map[string]string{}, dollars: map[string]bool{}}
+	for pattern, item := range spec.Paths.Map() {
+		for _, seg := range strings.Split(strings.Trim(pattern, "/"), "/") {
+			if strings.HasPrefix(seg, "{") {
+				continue
+			}
+			low := strings.ToLower(seg)
+			if prev, ok := rs.literals[low]; ok && prev != seg {
+				return nil, fmt.Errorf("openapi.yaml spells the path segment %q both %q and %q", low, prev, seg)
+			}
+			rs.literals[low] = seg
+			if strings.HasPrefix(seg, "$") {
+				rs.dollars[low] = true
+			}
+		}
+		for method, o := range item.Operations() {
+			op := &operation{id: o.OperationID, method: method, pattern: pattern}
+			right, _ := o.Extensions["x-sbgate-right"].(string)
+			switch right {
+			case "none":
+			case "token":
+				op.token, op.anyScope = true, true
+			case "Send", "Listen", "Manage":
+				r, err := sas.ParseRights([]string{right})
+				if err != nil {
+					return nil, err
+				}
+				op.token, op.right = true, r
+			default:
+				return nil, fmt.Errorf("openapi.yaml: operation %s (%s %s) declares no x-sbgate-right (Send, Listen, Manage, token or none), got %q",
+					o.OperationID, method, pattern, right)
+			}
+			rs.ops[method+" "+pattern] = op
+		}
+	}
+	return rs, nil
+}
+
+// route finds the operation of a request from its method and escaped path. ok is false when
+// none matches.
+func (rs *routes) route(method, escapedPath string) (route, bool) {
+	rt, folded, orig, ok := rs.canonicalise(escapedPath)
+	if !ok {
+		return rt, false
+	}
+	op, canonical, ok := rs.match(method, folded, orig)
+	if !ok && rt.dollar && len(folded) > 1 && !rs.served(folded) {
+		// A namespace-level path that is no operation is an entity path ("$x/y"), as one
+		// segment (which the store refuses).
+		one := []string{url.PathEscape(rt.entity)}
+		op, canonical, ok = rs.match(method, one, one)
+	}
+	if !ok {
+		// What the path would be, had it an operation (for tests and logs).
+		rt.canonical = "/" + strings.Join(folded, "/")
+		if rt.dollar {
+			rt.entity = ""
+		}
+		return rt, false
+	}
+	rt.op, rt.canonical = op, canonical
+	if !strings.Contains(op.pattern, "{entityPath}") {
+		rt.entity = ""
+	}
+	return rt, true
+}
+
+// served reports whether some method has an operation at the path segments folded.
+func (rs *routes) served(folded []string) bool {
+	path := "/" + strings.Join(folded, "/")
+	for _, op := range rs.ops {
+		if rs.mux.Find(chi.NewRouteContext(), op.method, path) == op.pattern {
+			return true
+		}
+	}
+	return false
+}
+
+// match finds the operation of the canonical path segments folded (literals in the spec's
+// casing) and builds the path the router gets: the pattern's literals, and orig (the request's
+// casing) where the pattern has a parameter. A parameter whose value is a '$' literal of the
+// spec means the path named that literal with a method it does not serve: no match.
+func (rs *routes) match(method string, folded, orig []string) (*operation, string, bool) {
+	rctx := chi.NewRouteContext()
+	pattern := rs.mux.Find(rctx, method, "/"+strings.Join(folded, "/"))
+	op, ok := rs.ops[method+" "+pattern]
+	if !ok {
+		return nil, "", false
+	}
+	pat := strings.Split(strings.Trim(pattern, "/"), "/")
+	if len(pat) != len(folded) {
+		return nil, "", false
+	}
+	var b strings.Builder
+	for i, seg := range pat {
+		b.WriteByte('/')
+		if strings.HasPrefix(seg, "{") {
+			if v, err := url.PathUnescape(orig[i]); err != nil || rs.dollars[strings.ToLower(v)] {
+				return nil, "", false
+			}
+			b.WriteString(orig[i])
+			continue
+		}
+		b.WriteString(seg)
+	}
+	return op, b.String(), true
+}
+
+// Marker segments: the first "messages" or "sessions" ends the entity path of a data-plane
+// request, failing those the first "subscriptions" ends a topic's path.
 const (
 	segMessages      = "messages"
 	segSessions      = "sessions"
 	segSubscriptions = "subscriptions"
-	segTopics        = "topics"
-	segResources     = "$resources"
-	segQueues        = "queues"
-	segNamespaceInfo = "$namespaceinfo"
-	segDeadLetter    = "$deadletterqueue"
 	deadLetterSuffix = "/$DeadLetterQueue"
 )
 
-// classify decides the operation of a request from its method and escaped path. Service Bus
-// paths cannot be described in OpenAPI as they are (entity names span segments, literals come in
-// any casing), so classify also returns the canonical path that the generated router matches:
-// the entity path as one percent-encoded segment and the literals in their documented casing.
-// ok is false when nothing matches.
-func classify(method, escapedPath string) (route, bool) {
+// canonicalise turns an escaped request path into the segments the generated router matches:
+// the entity path as one percent-encoded segment, the segments after it with literals in the
+// spec's casing (folded) and as sent (orig). Service Bus paths cannot be described in OpenAPI as
+// they are (entity names span segments, literals come in any casing). It also finds the entity
+// and the scope a token must cover. ok is false for a path no operation can have.
+func (rs *routes) canonicalise(escapedPath string) (rt route, folded, orig []string, ok bool) {
 	raw := splitRaw(escapedPath)
 	// Entity names may not contain a "messages", "sessions" or "subscriptions" segment, so the
-	// first "messages" or "sessions" ends the entity path of a data-plane request (a
-	// subscription's entity path includes its "Subscriptions" segment), and failing those the
-	// first "subscriptions" ends a topic's path. The segments after the marker are decoded but
-	// not split, so a MessageId or SessionId with an encoded '/' stays one segment.
+	// first marker ends the entity path (a subscription's entity path includes its
+	// "Subscriptions" segment). The segments after the marker are decoded but not split, so a
+	// MessageId or SessionId with an encoded '/' stays one segment.
 	for _, markers := range [][]string{{segMessages, segSessions}, {segSubscriptions}} {
 		for k := 1; k < len(raw); k++ {
 			seg, err := url.PathUnescape(raw[k])
 			if err != nil {
-				return route{}, false
+				return route{}, nil, nil, false
 			}
 			marker := strings.ToLower(seg)
-			if marker != markers[0] && (len(markers) < 2 || marker != markers[1]) {
+			if !isMarker(marker, markers) {
 				continue
 			}
 			entity, ok := decodeSegments(raw[:k])
 			if !ok || len(entity) == 0 {
-				return route{}, false
+				return route{}, nil, nil, false
 			}
 			rest := make([]string, 0, len(raw)-k-1)
 			for _, r := range raw[k+1:] {
 				seg, err := url.PathUnescape(r)
 				if err != nil || seg == "." || seg == ".." {
-					return route{}, false
+					return route{}, nil, nil, false
 				}
 				rest = append(rest, seg)
 			}
-			rt, ok := markerRoute(method, marker, strings.Join(entity, "/"), rest)
+			rt, folded, orig := rs.markerPath(marker, strings.Join(entity, "/"), rest)
 			rt.scope = strings.ToLower(strings.Join(append(append(entity, marker), rest...), "/"))
-			return rt, ok
+			return rt, folded, orig, true
 		}
 	}
 	segs, ok := decodeSegments(raw)
-	if !ok {
-		return route{}, false
+	if !ok || len(segs) == 0 {
+		return route{}, nil, nil, false
 	}
 	scope := strings.ToLower(strings.Join(segs, "/"))
 	// A marker may also hide inside an encoded segment ("/a%2Fb%2Fmessages").
 	for _, markers := range [][]string{{segMessages, segSessions}, {segSubscriptions}} {
 		for k := 1; k < len(segs); k++ {
-			marker := strings.ToLower(segs[k])
-			if marker == markers[0] || len(markers) > 1 && marker == markers[1] {
-				rt, ok := markerRoute(method, marker, strings.Join(segs[:k], "/"), segs[k+1:])
+			if marker := strings.ToLower(segs[k]); isMarker(marker, markers) {
+				rt, folded, orig := rs.markerPath(marker, strings.Join(segs[:k], "/"), segs[k+1:])
 				rt.scope = scope
-				return rt, ok
+				return rt, folded, orig, true
 			}
 		}
 	}
-	r, ok := classifySegments(method, segs)
-	r.scope = scope
-	return r, ok
-}
-
-// markerRoute classifies what follows a marker segment of an entity path.
-func markerRoute(method, marker, entity string, rest []string) (route, bool) {
-	switch marker {
-	case segMessages:
-		return dataRoute(method, entity, rest)
-	case segSessions:
-		return sessionRoute(method, entity, rest)
-	}
-	return subscriptionRoute(method, entity, rest)
-}
-
-// sessionOps are the operations under {entity}/sessions, by what follows and by method.
-var sessionOps = []struct {
-	rest []string
-	ops  map[string]op
-}{
-	{nil, map[string]op{http.MethodGet: opListSessions}},
-	{[]string{"$accept"}, map[string]op{http.MethodPost: opAcceptNextSession}},
-	{[]string{"{}", "$accept"}, map[string]op{http.MethodPost: opAcceptSession}},
-	{[]string{"{}", "{}"}, map[string]op{http.MethodPost: opRenewSession, http.MethodDelete: opReleaseSession}},
-	{[]string{"{}", "{}", "state"}, map[string]op{http.MethodGet: opGetSessionState, http.MethodPut: opSetSessionState}},
-	{[]string{"{}", "{}", "messages", "head"}, map[string]op{http.MethodPost: opPeekLock, http.MethodDelete: opReceiveAndDelete}},
-	{[]string{"{}", "{}", "messages", "$batch"}, map[string]op{http.MethodPost: opPeekLockBatch, http.MethodDelete: opReceiveAndDeleteBatch}},
-	{[]string{"{}", "{}", "messages", "$settle"}, map[string]op{http.MethodPost: opSettleMessages}},
-	{[]string{"{}", "{}", "messages", "$deferred", "{}"}, map[string]op{http.MethodPost: opPeekLockDeferred, http.MethodDelete: opReceiveAndDeleteDeferred}},
-	{[]string{"{}", "{}", "messages", "{}", "{}", "$deadletter"}, map[string]op{http.MethodPost: opDeadLetter}},
-	{[]string{"{}", "{}", "messages", "{}", "{}", "$defer"}, map[string]op{http.MethodPost: opDefer}},
-	{[]string{"{}", "{}", "messages", "{}", "{}"}, map[string]op{http.MethodDelete: opComplete, http.MethodPut: opUnlock, http.MethodPost: opRenewLock}},
-}
-
-// subscriptionOps are the operations under {topic}/Subscriptions.
-var subscriptionOps = []struct {
-	rest []string
-	ops  map[string]op
-}{
-	{nil, map[string]op{http.MethodGet: opListSubscriptions}},
-	{[]string{"{}"}, map[string]op{http.MethodPut: opPutSubscription, http.MethodGet: opGetSubscription, http.MethodDelete: opDeleteSubscription}},
-	{[]string{"{}", "rules"}, map[string]op{http.MethodGet: opListRules, http.MethodPut: opPutRule}},
-	{[]string{"{}", "rules", "{}"}, map[string]op{http.MethodPut: opPutRule, http.MethodGet: opGetRule, http.MethodDelete: opDeleteRule}},
-}
-
-// literalCase is the casing a literal segment takes in the canonical path.
-var literalCase = map[string]string{"rules": "Rules"}
-
-// matchOps finds the operation whose pattern rest matches, building the canonical path after
-// prefix.
-func matchOps(method, prefix string, rest []string, table []struct {
-	rest []string
-	ops  map[string]op
-}) (op, string, bool) {
-	for _, d := range table {
-		if len(d.rest) != len(rest) {
-			continue
+	// A path starting with '$' is the namespace's ("$Resources/Queues", "$namespaceinfo"; no
+	// entity name starts with '$'), its literals in any casing. Any other is an entity path,
+	// or one of sbgate's own ("healthz", "metrics"), matched as written.
+	if strings.HasPrefix(segs[0], "$") {
+		orig := make([]string, len(segs))
+		folded := make([]string, len(segs))
+		for i, s := range segs {
+			orig[i] = url.PathEscape(s)
+			folded[i] = rs.fold(s)
 		}
-		canonical := prefix
-		match := true
-		for i, want := range d.rest {
-			switch {
-			case want == "{}":
-				canonical += "/" + url.PathEscape(rest[i])
-			case strings.EqualFold(rest[i], want):
-				lit := want
-				if c, ok := literalCase[want]; ok {
-					lit = c
-				}
-				canonical += "/" + lit
-			default:
-				match = false
-			}
-		}
-		if !match {
-			continue
-		}
-		o, ok := d.ops[method]
-		return o, canonical, ok
-	}
-	return opUnknown, "", false
-}
-
-// sessionRoute classifies a request under {entity}/sessions.
-func sessionRoute(method, entity string, rest []string) (route, bool) {
-	o, canonical, ok := matchOps(method, "/"+url.PathEscape(entity)+"/sessions", rest, sessionOps)
-	return route{op: o, entity: entity, canonical: canonical}, ok
-}
-
-// subscriptionRoute classifies a request under {topic}/Subscriptions. The route's entity is the
-// subscription (for errors and for the topic's keys).
-func subscriptionRoute(method, topic string, rest []string) (route, bool) {
-	o, canonical, ok := matchOps(method, "/"+url.PathEscape(topic)+"/Subscriptions", rest, subscriptionOps)
-	entity := topic
-	if len(rest) > 0 {
-		entity = store.SubscriptionPath(topic, rest[0])
-	}
-	return route{op: o, entity: entity, canonical: canonical}, ok
-}
-
-func classifySegments(method string, segs []string) (route, bool) {
-	n := len(segs)
-	lower := func(i int) string { return strings.ToLower(segs[i]) }
-	switch {
-	case n == 0:
-		return route{}, false
-	case n == 1 && method == http.MethodGet && (segs[0] == "healthz" || segs[0] == "readyz"):
-		return route{op: opHealth, canonical: "/" + segs[0]}, true
-	case n == 1 && method == http.MethodGet && segs[0] == "metrics":
-		return route{op: opMetrics, canonical: "/metrics"}, true
-	case n == 1 && lower(0) == segNamespaceInfo:
-		return route{op: opNamespaceInfo, canonical: "/$namespaceinfo"}, methodIs(method, http.MethodGet)
-	case n == 2 && lower(0) == segResources && lower(1) == segQueues:
-		return route{op: opListQueues, canonical: "/$Resources/Queues"}, methodIs(method, http.MethodGet)
-	case n == 2 && lower(0) == segResources && lower(1) == segTopics:
-		return route{op: opListTopics, canonical: "/$Resources/Topics"}, methodIs(method, http.MethodGet)
+		return route{entity: strings.Join(segs, "/"), scope: scope, dollar: true}, folded, orig, true
 	}
 	entity := strings.Join(segs, "/")
-	r := route{entity: entity, canonical: "/" + url.PathEscape(entity)}
-	switch method {
-	case http.MethodPut:
-		r.op = opPutEntity
-	case http.MethodGet:
-		r.op = opGetEntity
-	case http.MethodDelete:
-		r.op = opDeleteEntity
-	default:
-		return r, false
+	one := []string{url.PathEscape(entity)}
+	return route{entity: entity, scope: scope}, one, one, true
+}
+
+func isMarker(seg string, markers []string) bool {
+	for _, m := range markers {
+		if seg == m {
+			return true
+		}
 	}
-	return r, true
+	return false
 }
 
-// dataOps are the data-plane operations by what follows "messages" (a literal in lower case, or
-// "{}" for a value) and by method.
-var dataOps = []struct {
-	rest []string
-	ops  map[string]op
-}{
-	{nil, map[string]op{http.MethodPost: opSend, http.MethodDelete: opPurge}},
-	{[]string{"head"}, map[string]op{http.MethodPost: opPeekLock, http.MethodDelete: opReceiveAndDelete}},
-	{[]string{"$browse"}, map[string]op{http.MethodGet: opBrowse}},
-	{[]string{"$batch"}, map[string]op{http.MethodPost: opPeekLockBatch, http.MethodDelete: opReceiveAndDeleteBatch}},
-	{[]string{"$resubmit"}, map[string]op{http.MethodPost: opResubmitAll}},
-	{[]string{"$settle"}, map[string]op{http.MethodPost: opSettleMessages}},
-	{[]string{"$deferred", "{}"}, map[string]op{http.MethodPost: opPeekLockDeferred, http.MethodDelete: opReceiveAndDeleteDeferred}},
-	{[]string{"$scheduled", "{}"}, map[string]op{http.MethodDelete: opCancelScheduled}},
-	{[]string{"$resubmit", "{}"}, map[string]op{http.MethodPost: opResubmitOne}},
-	{[]string{"{}", "{}", "$deadletter"}, map[string]op{http.MethodPost: opDeadLetter}},
-	{[]string{"{}", "{}", "$defer"}, map[string]op{http.MethodPost: opDefer}},
-	{[]string{"{}", "{}"}, map[string]op{http.MethodDelete: opComplete, http.MethodPut: opUnlock, http.MethodPost: opRenewLock}},
+// fold is a segment in the spec's casing when it is one of its literals, else escaped as is.
+func (rs *routes) fold(seg string) string {
+	if lit, ok := rs.literals[strings.ToLower(seg)]; ok {
+		return lit
+	}
+	return url.PathEscape(seg)
 }
 
-// dataRoute classifies a data-plane request on entity (which may end in a $DeadLetterQueue
-// segment) whose path continues after "messages" with rest.
-func dataRoute(method, entity string, rest []string) (route, bool) {
-	o, canonical, ok := matchOps(method, "/"+url.PathEscape(entity)+"/messages", rest, dataOps)
-	return route{op: o, entity: entity, canonical: canonical}, ok
+// markerPath is the canonical path of entity, a marker and what follows it (decoded).
+func (rs *routes) markerPath(marker, entity string, rest []string) (route, []string, []string) {
+	rt := route{entity: entity}
+	if marker == segSubscriptions && len(rest) > 0 {
+		// The route's entity is the subscription (for errors and for the topic's keys).
+		rt.entity = store.SubscriptionPath(entity, rest[0])
+	}
+	head := []string{url.PathEscape(entity), rs.fold(marker)}
+	folded := append([]string(nil), head...)
+	orig := append([]string(nil), head...)
+	for _, s := range rest {
+		folded = append(folded, rs.fold(s))
+		orig = append(orig, url.PathEscape(s))
+	}
+	return rt, folded, orig
 }
-
-func methodIs(got, want string) bool { return got == want }
 
 // splitRaw splits an escaped URL path into its non-empty segments, still escaped. Empty
 // segments (a trailing slash, as clients send on collections) are dropped.

@@ -112,10 +112,11 @@ func (c *Config) setDefaults() {
 
 // Server implements the generated api.ServerInterface over a store.
 type Server struct {
-	store store.Store
-	cfg   Config
-	log   *slog.Logger
-	keys  keyCache
+	store  store.Store
+	cfg    Config
+	log    *slog.Logger
+	keys   keyCache
+	routes *routes
 }
 
 var _ api.ServerInterface = (*Server)(nil)
@@ -124,14 +125,24 @@ var _ api.ServerInterface = (*Server)(nil)
 func NewServer(st store.Store, cfg Config) http.Handler {
 	cfg.setDefaults()
 	s := &Server{store: st, cfg: cfg, log: cfg.Logger}
+	mux := chi.NewRouter()
 	router := api.HandlerWithOptions(s, api.ChiServerOptions{
-		BaseRouter: chi.NewRouter(),
+		BaseRouter: mux,
 		// The generated default writes err.Error() as text/plain; parameter errors get the
 		// Service Bus error body like every other error.
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.writeError(w, r, store.BadRequest("%s", err.Error()))
 		},
 	})
+	// The operations, their rights and labels are openapi.yaml's, read once from the spec the
+	// generated code embeds; an operation without x-sbgate-right is a programming error.
+	spec, err := api.GetSpec()
+	if err != nil {
+		panic("handlers: the embedded openapi.yaml does not load: " + err.Error())
+	}
+	if s.routes, err = newRoutes(spec, mux); err != nil {
+		panic("handlers: " + err.Error())
+	}
 	api := s.recoverer(s.forwarded(s.front(router)))
 	ui := console.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -152,32 +163,24 @@ func routeFrom(ctx context.Context) (route, bool) {
 	return r, ok
 }
 
-// front classifies each request, authorizes it, and hands it to the generated router under its
-// canonical path.
+// front finds each request's operation, authorizes it, and hands it to the generated router
+// under its canonical path.
 func (s *Server) front(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w, r = s.bound(w, r)
-		rt, ok := classify(r.Method, r.URL.EscapedPath())
+		rt, ok := s.routes.route(r.Method, r.URL.EscapedPath())
 		if s.cfg.Observe != nil {
 			start := time.Now()
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 			w = sw
-			defer func() { s.cfg.Observe(rt.op.String(), sw.status, time.Since(start)) }()
+			defer func() { s.cfg.Observe(rt.label(), sw.status, time.Since(start)) }()
 		}
 		if !ok {
 			s.writeError(w, r, &store.Error{Code: store.CodeNotFound, Message: "No service is hosted at the specified address."})
 			return
 		}
-		if rt.op == opMetrics {
-			if s.cfg.Metrics == nil {
-				s.writeError(w, r, &store.Error{Code: store.CodeNotFound, Message: "Metrics are not enabled."})
-				return
-			}
-			s.cfg.Metrics.ServeHTTP(w, r)
-			return
-		}
 		ctx := context.WithValue(r.Context(), routeKey{}, rt)
-		if rt.op != opHealth {
+		if rt.op.token {
 			caller, err := s.authorize(r.WithContext(ctx), rt)
 			if err != nil {
 				s.writeError(w, r.WithContext(ctx), err)
@@ -243,6 +246,15 @@ func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Metrics serves Config.Metrics, or 404 when metrics are not enabled.
+func (s *Server) Metrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Metrics == nil {
+		s.writeError(w, r, &store.Error{Code: store.CodeNotFound, Message: "Metrics are not enabled."})
+		return
+	}
+	s.cfg.Metrics.ServeHTTP(w, r)
 }
 
 // Readyz answers 200 when the gateway may take traffic (Config.Ready) and the database answers.

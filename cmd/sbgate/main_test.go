@@ -172,11 +172,11 @@ func TestServeWithDatabaseURL(t *testing.T) {
 	metricsText, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{
-		`sbgate_http_requests_total{code="201",operation="send"} 1`,
-		`sbgate_http_requests_total{code="200",operation="receiveAndDelete"} 1`,
+		`sbgate_http_requests_total{code="201",operation="SendMessage"} 1`,
+		`sbgate_http_requests_total{code="200",operation="ReceiveAndDeleteMessage"} 1`,
 		`sbgate_db_dead_rows{table="messages"}`,
 		`sbgate_db_pool_connections`,
-		`sbgate_http_request_duration_seconds_bucket{operation="putEntity"`,
+		`sbgate_http_request_duration_seconds_bucket{operation="PutEntity"`,
 	} {
 		if !strings.Contains(string(metricsText), want) {
 			t.Errorf("metrics lack %q", want)
