@@ -470,3 +470,46 @@ func TestSQLSendRingsAnIdleRelay(t *testing.T) {
 		}
 	}
 }
+
+// A message sent through SQL to an entity that is full (MaxSizeInMegabytes) is not lost and not
+// forced in: the relay keeps it with the quota refusal and a retry time, and delivers it once the
+// entity has room and that time has come.
+func TestSQLSendWaitsForRoomInAFullEntity(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "full", nil) // 1024 MB
+	// Fill the queue's count to its quota without writing a gigabyte.
+	fill := func(bytes int64) {
+		t.Helper()
+		if _, err := b.pool.Exec(b.ctx, `INSERT INTO entity_count_deltas (entity_id, main, dead, bytes) VALUES ($1, 0, 0, $2)`, q.ID, bytes); err != nil {
+			t.Fatal(err)
+		}
+		b.maintain(t)
+	}
+	fill(1024 << 20)
+	waitFor(t, 5*time.Second, func() bool { // the size is remembered for a second
+		return errors.Is(b.store.Send(b.ctx, q, []store.Message{body("probe")}), store.ErrQuota)
+	})
+	b.sqlSend(t, "full", "x", `{"BrokerProperties":{"MessageId":"waits"}}`)
+	if n := b.relayPending(t); n != 0 {
+		t.Fatalf("relayed %d messages into a full entity", n)
+	}
+	var mid, reason string
+	var retry *time.Time
+	if err := b.pool.QueryRow(b.ctx, `SELECT message_id, last_error, retry_at FROM sbgate.undelivered`).Scan(&mid, &reason, &retry); err != nil {
+		t.Fatal(err)
+	}
+	if mid != "waits" || !strings.Contains(reason, "quota") && !strings.Contains(reason, "size") || retry == nil {
+		t.Fatalf("undelivered = %q, %q, retry %v; want the quota refusal and a retry time", mid, reason, retry)
+	}
+	fill(-(1024 << 20))
+	waitFor(t, 5*time.Second, func() bool {
+		return b.store.Send(b.ctx, q, []store.Message{body("room")}) == nil
+	})
+	if n := b.relayPending(t); n != 0 {
+		t.Fatalf("relayed %d messages before their retry time", n)
+	}
+	b.clock.Advance(retry.Sub(b.clock.Now()) + time.Second)
+	if n := b.relayPending(t); n != 1 {
+		t.Fatalf("relayed %d messages once there was room; want 1", n)
+	}
+}
