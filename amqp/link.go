@@ -230,69 +230,34 @@ type SenderOptions struct {
 // ErrSessionEnded or ErrConnClosed when the request can no longer be accepted, and an error
 // wrapping ErrEncode when opts cannot be encoded (the request then stays unanswered).
 func (r *AttachRequest) AcceptReceiver(h ReceiverHandler, opts ReceiverOptions) (*ReceiverLink, error) {
-	s := r.sess
-	c := s.conn
+	c := r.sess.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := r.checkLocked(); err != nil {
-		return nil, err
-	}
-	if r.rl == nil {
+	if r.rl == nil && r.checkLocked() == nil {
 		return nil, fmt.Errorf("%w: the peer receives on link %q", ErrWrongRole, r.attach.Name)
 	}
-	l := r.rl
-	handle, ok := s.allocHandleLocked(l)
-	if !ok {
-		return nil, r.refuseLocked(Errorf(ErrCondResourceLimitExceeded, "no link handle left"))
-	}
-	pa := r.attach
-	reply := &Attach{
-		Name:                pa.Name,
-		Handle:              handle,
-		Role:                RoleReceiver,
-		SndSettleMode:       pa.SndSettleMode,
-		RcvSettleMode:       pa.RcvSettleMode,
-		Source:              pa.Source,
-		Target:              pa.Target,
-		Coordinator:         pa.Coordinator,
-		MaxMessageSize:      c.opts.MaxMessageSize,
-		OfferedCapabilities: opts.OfferedCapabilities,
-		DesiredCapabilities: opts.DesiredCapabilities,
-		Properties:          opts.Properties,
-	}
-	if opts.Source != nil {
-		reply.Source = opts.Source
-	}
-	if opts.Target != nil {
-		reply.Target, reply.Coordinator = opts.Target, nil
-	}
+	maxSize := c.opts.MaxMessageSize
 	if opts.MaxMessageSize != 0 {
-		reply.MaxMessageSize = opts.MaxMessageSize
+		maxSize = opts.MaxMessageSize
 	}
-	if opts.RcvSettleMode != nil {
-		reply.RcvSettleMode = *opts.RcvSettleMode
+	reply, err := r.answerLocked(r.rl, attachReply{role: RoleReceiver, source: opts.Source, target: opts.Target,
+		snd: opts.SndSettleMode, rcv: opts.RcvSettleMode, maxMessageSize: maxSize,
+		properties: opts.Properties, offered: opts.OfferedCapabilities, desired: opts.DesiredCapabilities})
+	if err != nil {
+		return nil, err
 	}
-	if opts.SndSettleMode != nil {
-		reply.SndSettleMode = *opts.SndSettleMode
-	}
-	if err := c.sendLocked(s.channel, reply); err != nil {
-		delete(s.handles, handle)
-		l.hasHandle = false
-		return nil, fmt.Errorf("attach reply for link %q: %w", pa.Name, err)
-	}
-	l.reply, l.h, l.state, l.accepted, l.req = reply, h, linkAttached, true, nil
+	l := r.rl
+	l.h = h
 	l.maxMessageSize = reply.MaxMessageSize
 	l.window = c.opts.Credit
 	if opts.Credit != 0 {
 		l.window = opts.Credit
 	}
-	if pa.InitialDeliveryCount != nil {
+	if pa := r.attach; pa.InitialDeliveryCount != nil {
 		l.deliveryCount = *pa.InitialDeliveryCount
 	}
 	l.credit = l.window
-	s.sendFlowLocked(l)
-	r.answered = true
-	r.cancel()
+	r.sess.sendFlowLocked(l)
 	return l, nil
 }
 
@@ -300,64 +265,96 @@ func (r *AttachRequest) AcceptReceiver(h ReceiverHandler, opts ReceiverOptions) 
 // with opts and calls h for the link's events. Credit the peer granted before the answer is
 // reported by a Flow call that follows. Errors as for AcceptReceiver.
 func (r *AttachRequest) AcceptSender(h SenderHandler, opts SenderOptions) (*SenderLink, error) {
-	s := r.sess
-	c := s.conn
+	c := r.sess.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := r.checkLocked(); err != nil {
-		return nil, err
-	}
-	if r.sl == nil {
+	if r.sl == nil && r.checkLocked() == nil {
 		return nil, fmt.Errorf("%w: the peer sends on link %q", ErrWrongRole, r.attach.Name)
 	}
-	l := r.sl
-	handle, ok := s.allocHandleLocked(l)
-	if !ok {
-		return nil, r.refuseLocked(Errorf(ErrCondResourceLimitExceeded, "no link handle left"))
-	}
-	pa := r.attach
 	idc := opts.InitialDeliveryCount
-	reply := &Attach{
-		Name:                 pa.Name,
-		Handle:               handle,
-		Role:                 RoleSender,
-		SndSettleMode:        pa.SndSettleMode,
-		RcvSettleMode:        pa.RcvSettleMode,
-		Source:               pa.Source,
-		Target:               pa.Target,
-		InitialDeliveryCount: &idc,
-		MaxMessageSize:       opts.MaxMessageSize,
-		OfferedCapabilities:  opts.OfferedCapabilities,
-		DesiredCapabilities:  opts.DesiredCapabilities,
-		Properties:           opts.Properties,
+	_, err := r.answerLocked(r.sl, attachReply{role: RoleSender, source: opts.Source, target: opts.Target,
+		snd: opts.SndSettleMode, rcv: opts.RcvSettleMode, maxMessageSize: opts.MaxMessageSize, initialDeliveryCount: &idc,
+		properties: opts.Properties, offered: opts.OfferedCapabilities, desired: opts.DesiredCapabilities})
+	if err != nil {
+		return nil, err
 	}
-	if opts.Source != nil {
-		reply.Source = opts.Source
-	}
-	if opts.Target != nil {
-		reply.Target = opts.Target
-	}
-	if opts.SndSettleMode != nil {
-		reply.SndSettleMode = *opts.SndSettleMode
-	}
-	if opts.RcvSettleMode != nil {
-		reply.RcvSettleMode = *opts.RcvSettleMode
-	}
-	if err := c.sendLocked(s.channel, reply); err != nil {
-		delete(s.handles, handle)
-		l.hasHandle = false
-		return nil, fmt.Errorf("attach reply for link %q: %w", pa.Name, err)
-	}
-	l.reply, l.h, l.state, l.accepted, l.req = reply, h, linkAttached, true, nil
+	l := r.sl
+	l.h = h
 	l.deliveryCount = idc
-	l.peerMaxMessageSize = pa.MaxMessageSize
+	l.peerMaxMessageSize = r.attach.MaxMessageSize
 	if f := l.pendingFlow; f != nil {
 		l.pendingFlow = nil
 		l.onFlowLocked(f)
 	}
+	return l, nil
+}
+
+// attachReply is what the server's attach answer carries beyond what it echoes of the peer's;
+// nil termini and settle modes echo the peer's.
+type attachReply struct {
+	role                 Role
+	source               *Source
+	target               *Target
+	snd                  *SenderSettleMode
+	rcv                  *ReceiverSettleMode
+	maxMessageSize       uint64
+	initialDeliveryCount *uint32
+	properties           Map
+	offered, desired     []Symbol
+}
+
+// answerLocked gives link e (the request's endpoint of the chosen role) a handle, sends the
+// attach answer built from a, and marks the link attached and the request answered. A
+// receiver's answer echoes the peer's coordinator unless a replaces the target.
+func (r *AttachRequest) answerLocked(e linkEndpoint, a attachReply) (*Attach, error) {
+	if err := r.checkLocked(); err != nil {
+		return nil, err
+	}
+	s := r.sess
+	handle, ok := s.allocHandleLocked(e)
+	if !ok {
+		return nil, r.refuseLocked(Errorf(ErrCondResourceLimitExceeded, "no link handle left"))
+	}
+	pa := r.attach
+	reply := &Attach{
+		Name:                 pa.Name,
+		Handle:               handle,
+		Role:                 a.role,
+		SndSettleMode:        pa.SndSettleMode,
+		RcvSettleMode:        pa.RcvSettleMode,
+		Source:               pa.Source,
+		Target:               pa.Target,
+		InitialDeliveryCount: a.initialDeliveryCount,
+		MaxMessageSize:       a.maxMessageSize,
+		OfferedCapabilities:  a.offered,
+		DesiredCapabilities:  a.desired,
+		Properties:           a.properties,
+	}
+	if a.role == RoleReceiver && a.target == nil {
+		reply.Coordinator = pa.Coordinator
+	}
+	if a.source != nil {
+		reply.Source = a.source
+	}
+	if a.target != nil {
+		reply.Target = a.target
+	}
+	if a.snd != nil {
+		reply.SndSettleMode = *a.snd
+	}
+	if a.rcv != nil {
+		reply.RcvSettleMode = *a.rcv
+	}
+	l := e.base()
+	if err := s.conn.sendLocked(s.channel, reply); err != nil {
+		delete(s.handles, handle)
+		l.hasHandle = false
+		return nil, fmt.Errorf("attach reply for link %q: %w", pa.Name, err)
+	}
+	l.reply, l.state, l.accepted, l.req = reply, linkAttached, true, nil
 	r.answered = true
 	r.cancel()
-	return l, nil
+	return reply, nil
 }
 
 // Refuse refuses the link with err (an *Error such as amqp:not-found or
