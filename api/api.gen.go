@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,7 +79,7 @@ type BatchMessage struct {
 
 	// BrokerProperties Broker properties. Keys are emitted in ordinal order and only when set. On input numbers
 	// may also be numeric strings and dates RFC 1123 or ISO 8601; read-only keys are ignored.
-	BrokerProperties *BrokerProperties `json:"BrokerProperties,omitempty"`
+	BrokerProperties json.RawMessage `json:"BrokerProperties,omitempty"`
 
 	// UserProperties Application properties; values are strings, numbers or booleans.
 	UserProperties *map[string]interface{} `json:"UserProperties,omitempty"`
@@ -164,17 +165,17 @@ type Error struct {
 // in BodyBase64. User property values are strings, numbers or booleans; a date is its
 // RFC 1123 string.
 type Message struct {
-	Body       *string `json:"Body,omitempty"`
-	BodyBase64 *[]byte `json:"BodyBase64,omitempty"`
+	Body        *string `json:"Body,omitempty"`
+	BodyBase64  *[]byte `json:"BodyBase64,omitempty"`
+	ContentType *string `json:"ContentType,omitempty"`
 
 	// BrokerProperties Broker properties. Keys are emitted in ordinal order and only when set. On input numbers
 	// may also be numeric strings and dates RFC 1123 or ISO 8601; read-only keys are ignored.
-	BrokerProperties *BrokerProperties `json:"BrokerProperties,omitempty"`
-	ContentType      *string           `json:"ContentType,omitempty"`
+	BrokerProperties json.RawMessage         `json:"BrokerProperties,omitempty"`
+	UserProperties   *map[string]interface{} `json:"UserProperties,omitempty"`
 
 	// Location Settlement URL of a locked message (peek-lock only).
-	Location       *string                 `json:"Location,omitempty"`
-	UserProperties *map[string]interface{} `json:"UserProperties,omitempty"`
+	Location *string `json:"Location,omitempty"`
 }
 
 // SessionInfo defines model for SessionInfo.
@@ -189,11 +190,11 @@ type SessionInfo struct {
 
 // SessionLock defines model for SessionLock.
 type SessionLock struct {
+	SessionId string             `json:"SessionId"`
 	LockToken openapi_types.UUID `json:"LockToken"`
 
 	// LockedUntilUtc RFC 1123 date.
 	LockedUntilUtc string `json:"LockedUntilUtc"`
-	SessionId      string `json:"SessionId"`
 }
 
 // Settlement defines model for Settlement.
@@ -4652,22 +4653,22 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	}
 
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
+		r.Get(options.BaseURL+"/$Resources/Queues", wrapper.ListQueues)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/readyz", wrapper.Readyz)
-	})
-	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/metrics", wrapper.Metrics)
+		r.Get(options.BaseURL+"/$Resources/Topics", wrapper.ListTopics)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/$namespaceinfo", wrapper.GetNamespaceInfo)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/$Resources/Queues", wrapper.ListQueues)
+		r.Delete(options.BaseURL+"/{entityPath}", wrapper.DeleteEntity)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/$Resources/Topics", wrapper.ListTopics)
+		r.Get(options.BaseURL+"/{entityPath}", wrapper.GetEntity)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/{entityPath}", wrapper.PutEntity)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/{entityPath}/Subscriptions", wrapper.ListSubscriptions)
@@ -4697,25 +4698,37 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/{entityPath}/Subscriptions/{subscriptionName}/Rules/{ruleName}", wrapper.PutRule)
 	})
 	r.Group(func(r chi.Router) {
-		r.Delete(options.BaseURL+"/{entityPath}", wrapper.DeleteEntity)
-	})
-	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/{entityPath}", wrapper.GetEntity)
-	})
-	r.Group(func(r chi.Router) {
-		r.Put(options.BaseURL+"/{entityPath}", wrapper.PutEntity)
-	})
-	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/{entityPath}/messages", wrapper.PurgeMessages)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/{entityPath}/messages", wrapper.SendMessage)
 	})
 	r.Group(func(r chi.Router) {
-		r.Delete(options.BaseURL+"/{entityPath}/messages/head", wrapper.ReceiveAndDeleteMessage)
+		r.Delete(options.BaseURL+"/{entityPath}/messages/$batch", wrapper.ReceiveAndDeleteBatch)
 	})
 	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/{entityPath}/messages/head", wrapper.PeekLockMessage)
+		r.Post(options.BaseURL+"/{entityPath}/messages/$batch", wrapper.PeekLockBatch)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/{entityPath}/messages/$browse", wrapper.BrowseMessages)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/messages/$deferred/{sequenceNumber}", wrapper.ReceiveAndDeleteDeferred)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/$deferred/{sequenceNumber}", wrapper.PeekLockDeferred)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/$resubmit", wrapper.ResubmitAll)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/$resubmit/{sequenceNumber}", wrapper.ResubmitOne)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/messages/$scheduled/{sequenceNumber}", wrapper.CancelScheduled)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/messages/$settle", wrapper.SettleMessages)
 	})
 	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/{entityPath}/messages/{messageId}/{lockToken}", wrapper.CompleteMessage)
@@ -4727,37 +4740,16 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/{entityPath}/messages/{messageId}/{lockToken}", wrapper.UnlockMessage)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/{entityPath}/messages/$browse", wrapper.BrowseMessages)
-	})
-	r.Group(func(r chi.Router) {
-		r.Delete(options.BaseURL+"/{entityPath}/messages/$batch", wrapper.ReceiveAndDeleteBatch)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/{entityPath}/messages/$batch", wrapper.PeekLockBatch)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/{entityPath}/messages/$settle", wrapper.SettleMessages)
-	})
-	r.Group(func(r chi.Router) {
-		r.Delete(options.BaseURL+"/{entityPath}/messages/$deferred/{sequenceNumber}", wrapper.ReceiveAndDeleteDeferred)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/{entityPath}/messages/$deferred/{sequenceNumber}", wrapper.PeekLockDeferred)
-	})
-	r.Group(func(r chi.Router) {
-		r.Delete(options.BaseURL+"/{entityPath}/messages/$scheduled/{sequenceNumber}", wrapper.CancelScheduled)
-	})
-	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/{entityPath}/messages/{messageId}/{lockToken}/$deadletter", wrapper.DeadLetterMessage)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/{entityPath}/messages/{messageId}/{lockToken}/$defer", wrapper.DeferMessage)
 	})
 	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/{entityPath}/messages/$resubmit", wrapper.ResubmitAll)
+		r.Delete(options.BaseURL+"/{entityPath}/messages/head", wrapper.ReceiveAndDeleteMessage)
 	})
 	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/{entityPath}/messages/$resubmit/{sequenceNumber}", wrapper.ResubmitOne)
+		r.Post(options.BaseURL+"/{entityPath}/messages/head", wrapper.PeekLockMessage)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/{entityPath}/sessions", wrapper.ListSessions)
@@ -4775,22 +4767,16 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}", wrapper.RenewSessionLock)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/state", wrapper.GetSessionState)
-	})
-	r.Group(func(r chi.Router) {
-		r.Put(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/state", wrapper.SetSessionState)
-	})
-	r.Group(func(r chi.Router) {
-		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head", wrapper.SessionReceiveAndDelete)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head", wrapper.SessionPeekLock)
-	})
-	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch", wrapper.SessionReceiveAndDeleteBatch)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$batch", wrapper.SessionPeekLockBatch)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber}", wrapper.SessionReceiveAndDeleteDeferred)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber}", wrapper.SessionPeekLockDeferred)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$settle", wrapper.SessionSettleMessages)
@@ -4811,10 +4797,25 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/{messageId}/{lockToken}/$defer", wrapper.SessionDefer)
 	})
 	r.Group(func(r chi.Router) {
-		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber}", wrapper.SessionReceiveAndDeleteDeferred)
+		r.Delete(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head", wrapper.SessionReceiveAndDelete)
 	})
 	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/$deferred/{sequenceNumber}", wrapper.SessionPeekLockDeferred)
+		r.Post(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/messages/head", wrapper.SessionPeekLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/state", wrapper.GetSessionState)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/{entityPath}/sessions/{sessionId}/{sessionLockToken}/state", wrapper.SetSessionState)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/metrics", wrapper.Metrics)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/readyz", wrapper.Readyz)
 	})
 
 	return r
@@ -4825,151 +4826,152 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3Zchu5suCvIDh9w6S7RFKyu2+PFP0gb21PezuS+vRD0xEFViVJXBUBuoCSxFYo4jzNB8xHnA87XzKB",
-	"TKA2FhftXuQXU1UoLIncM5E4b0VqOlMSpNGt3fPWjKd8CgZS/Gt/Jv4JqRZK2r9i0FEqZgb/bO1HEcwM",
+	"7H3Zchu5suCvIDh9w2R3iaRkt2+PFP0gb21Pe7uS+vRD0xEFViVJHBUBuoCSxFYo4jzNB8xHnA87XzKB",
+	"TKA2FhftXuQXU1UoLIncM5E4b0VqOlMSpNGt3fPWjKd8CgZS/Gt/Jv4BqRZK2r9i0FEqZgb/bO1HEcwM",
 	"xIzLmImxVCnE3VbQEvbl5wzSeStoST6F1m6Lz8TWiesoaOloAlNuezTzmX2tTSrkuHVxEbReSiPM/CM3",
-	"k8UR/5FBBmzGzYS1Q5XGkOowYCHvDXtR2AmYStmpMBMW9n54ATx+C8ZAih+FjM9mIGOImTCaxcDjrQRf",
-	"D6TOhp9tmy4LeyGb8jkbAptBGoE0WyAjFUPcHUi/Mjt8sTAophu0UviciRTi1q5JM1i9zrcqOj5Sx4CA",
-	"beg4yd+v6nek0ik3rd1Wlom4FTSM8w605mN4Ey+C82gCbEqvH2l2CJ8zkBG8z6ZDSFmbayYke6sibpt3",
-	"LHAt6PL+us0AmebjXQ4eB1kC77GLRnCk/vWqXqf87C3IsUWdn/pNwKiucclQutpoI/ALaX5+2gpaUyHF",
+	"k8UR/yeDDNiMmwlrhyqNIdVhwELeG/aisBMwlbJTYSYs7P3wAnj8FoyBFD8KGZ/NQMYQM2E0i4HHWwm+",
+	"HkidDT/bNl0W9kI25XM2BDaDNAJptkBGKoa4O5B+ZXb4YmFQTDdopfA5EynErV2TZrB6nW9VdHykjgEB",
+	"29Bxkr9f1e9IpVNuWrutLBNxK2gY5x1ozcfwJl4E59EE2JReP9LsED5nICN4n02HkLI210xI9lZF3Dbv",
+	"WOBa0OX9dZsBMs3Huxw8DrIE3mMXjeBI/etVvU752VuQY4s6P/ebgFFd45KhdLXRRuAX0jx90gpaUyHF",
 	"NJu2drfz4YU0MIbUja8tCdBmNA7t32+4zO2dX5rXif2swzFdb3Y9VDs8FrN8pBoD+EHbl+X+YhjxLDGt",
-	"3X4JbP1msGXDHG9X4IiuN7sWrhyJKajMLJLNIURKxpoZxU65MGykUsY9IbG2Wxf7uR+wyHKdmA3nzEyA",
-	"aUhPIH2k2ZSf2eXusT5LwWSp1IwbpmQEnWUM1LjZVJawGmpHavluGLVkM7b7/TVYfGGhqmdKakAR8YzH",
-	"B5ZiNIIqUtKAxJ98NksEcY/e2TSxj4oBf0hh1Npt/a9eIX169Fb3XqapciNVIf+OJxYLIWYpjRiwWapm",
-	"kJq5ZU92cd3WRdB6pdKhiGPC+1udkWWhJAIeaaYNN5m2+DAUFj8mwOzkcDyclyW0t+oOAPVesROeiJhZ",
-	"KUIy0Uy4YcZSOcnrmLXhbGZpI2AajEkgRhjCCaRsAkncwSm/V+aVymR8h5BksQLNpDIMzoQ2OI0/JM/M",
-	"RKXib7j9qbwTWgs5DtjU41vAHKxQxUiVHCdzpsVYQkwwRd2DO/haeKvMIAJIAKt0pGI8yVdywkXChwnc",
-	"CUxjbviQa2ARlxamQ2Ap8GgC8Z5lPumc8ZGBFCc7FicgmSb+ZjnRBHjsNMED23Zr37atzmyRQdiJuLkR",
-	"gzDRxKkNDVpkzjnViHE2tI2ZBhl32W/iBNgzFc8RuvbHM67h56eO4w6F5OmcDVU8t3N1nEA4rqTi+UqN",
-	"B7/bY9pYtZVZZcdo9sfRq61f2HBuAJdfEwpBq5jDYt8vzwxIK053EZa2e9vtEJsHOOehigVoIkWeAuK4",
-	"gTNjx8rFqx29cexUHUP6sbLKVVix0N4in673wONY2AXwpPychGVtowr0ZAWs9yyjyUDjemiyOmASVSfN",
-	"cM0qAS7L8FTD/4HIoIyqPWleZXUe1KI0hS77HeY0AZgKYy0SIZlKYyF5wtBMQJanZDJnpxPEcNNlHyQT",
-	"cpYZP9mBtKo/T7SyNCKzKaQi8kvCDmJuQLODV8/Z9vbOE7u4N4cf2C8/97ctKfF4C0c49pPxJhGaDlXs",
-	"fE5Uf4SrX1ggkoBDU43T3mOcWZaUFOibaSAR4/rasp0xIthG3H2u0hQS3D/SPxdaFDYTcpQX5VktxXb2",
-	"fw4/vHeTPHh5eMRSiECcgGYRT9M5E8ZSAbfzTbdyaV3M0wLug0zmHulWzOoAuP5S5nKosjTCzdvgo0Sc",
-	"QDp/rjJi9Eu+yDmoNYLRIo0X7ZXqyj9YYc54ZtTWSKWnPLWyxmFI4HRO6sFhuQXBKddsJFJtHL8/nYDF",
-	"VnqhQZo9BokG1q+wJW/hbD55q0D/YaKNYPQSxaveN+6D2gZXe2Q/MvvrSL21AqLtCbKzx/jQzp+I3JR4",
-	"PWk1JMP1Rjv9lg8haaSSilFVN4rW96uiY4j/kEYkm8JmhQX/G0irX0LM2k922ATOWCzGwugOgYDAYde7",
-	"xmQMWh95alAQ/A4NcvMFmQdo8+Q27B6bZtow+JzxBNHHDjlUZkKyAEwjGzqAWTI/Uo2gde8qVvJCo0Or",
-	"u2QJxA4rSmhWnXTOqC3f3qvggzZ8rpmQJ0KLYQIss/thW8gu22czrg2zBheLiXQ1cg6y0PYYCDOxlKSd",
-	"8Ubqg4f04nwXaPgKNFUBydrNPDTcIG8Caa24v1r7kREnVqt4ASNIrT1cgmPr0wZ4WxDcUoN4r2bu4u48",
-	"0swhj0PjoqMKe4lVZjXifGRiV9WR7a/DGW9yRSYGUsntItnR0Vvi8t33L4+Y/4a1/4q7nyaT3el0V+u/",
-	"uiP696nTuGdL8POfgq+mk99hZlBVqGMGawvDJtyaNQxGI4gMs1y3afQmrQhFxwFoNNHPF5QJJ1eqc3mt",
-	"TtmUy3mhSVQMUsZxGuSyXcDIBndC4Ur5yw35qWGmZWmdOwWq812tZpSQ+8nOf//8y5U0AodyrGgJ8bP5",
-	"AWkDaY0hNg/TtA1kaDVsQAzNtsbro6OPzi3QbTXR9QswXCSLH78ryXDJwqOUR8dCjt/Eu//5178DdjjX",
-	"Bqb4FFJ6ZBFdGz6d2T/DZryqbmFMDAEnsLCVQcuZoM5j5G3MXBytsuQESV/wepl+RJqZRbMuO/LWkUAP",
-	"s7WpSHYIYx+RDWbNogD1kIF0jcjw6jJrxBR+nw3ND6tBWzmAgxo9kLl0oK+atHRvQ64xA+/EcqtZDE16",
-	"BW/W1A/RuTO1TOiPg7dkZSeohRQ+yxnA8Rb6iqzy3MwTL2c7bmDqeZkmR2qRpl5z7RBNl9brdtN+/Zrr",
-	"XMwtvl1Us1bqBnW90TnGLbJYG53AtUS6L9dVahR3WHLul5dXWsun5WCyK1oE00pldAPlcwVUbnK55QhD",
-	"bRLNS/Yoe1npURcDvi3i9UZ8fzPxUul3j8XXlzdB64XQM6VF81LC52o6S8BAyFKYqhMnzh0F77Fwf8hl",
-	"rKR9nQD3zgGk6XZZ9RV6IFNwiq1VUMhPOUqVNOhnK8VGIWZixMxEaLQNhdEssboxTxJ1CrFXj+edvYEM",
-	"i7WHjCYojLUXbO+lPpkPt+6xELXR0JoKpGFrEXtdHGWBnSmCEHXKmim7x8IDkHBq8SkkWROXFu2U0Nw5",
-	"b5u9yJwzHpm9V449ZFtBywGxVUYCrzW3rH3ixith7RLDcFEXwFmRgxh5cM5zy4wYp29BrGGMLFuNEOx5",
-	"GLairS2NxJXpsEx7ZRRbTXjLlM1lCsufEwdvJ2pGXCQQB8RSDykw4rjpTr/fbQWXNKwvz8v8XiGJ7jpn",
-	"/CltA3oC5kHuy2vmdTjrxZ53+v3cjWgSiPfY0/7TQnZQyIVrlihtFoMsQS3KYr/uk0dbWosUwzYOit31",
-	"mnh5d92EPzVJXw1Rlgozt1bflLZS84bFhYcTnkK8H0Wg9aEYS24yq1qlv55naeLTIVgKGh1gF4Os39/5",
-	"WYtx9T15vdnrd/vPtw5f7+/89LNvCb+eZ1KcuS3wT4/lr+fHMMcQ3kXYHUjUnt/tP2f2qSC6tj+tXmiN",
-	"qkjJkRhnlkW1MayBA27FgON3yNynvbRMSIuxRIYS6pT9yAatwUAOWuxHpsHyDh6ZZJ5b8aihaj4FR64u",
-	"JQRVBCFZeAjpiYjgWab3XVAKaTMsJYmQT7EIuFYaFrvKZ8LakRgxEU4Pqu6HHo6t1qpnwI8JCvt/2w1x",
-	"c2DPMk2uzlmqjIpUwpRFLTQ8rCF6DDDTzKLbvKSeD+RHpc04hcN/vLXLFZrFKsqQcmn8oRMgpxOVeDsm",
-	"S0c8gu5ADuTjx5Sng8k4uvv4Mdsne99it1EzEVGajgXdhJ9Y4J1AyhPP1zRr+7Qd9G2XIve4TTyOU9Ca",
-	"DOjwHHu86JXzAHTvnJAFl8kbRQzjdsfPSQZcLCYFddmHGcj9j298cAzOZnZYy53t7PNcKArZ6BmXOl9B",
-	"wLQayLBIAApZCYw0cyWh1MnpRGnAJCNrrdQyjCxA/mvn1fC/dl5hLtPpRESTgbSi1449zj19USIQgBQj",
-	"K+NB+Q3hv8Vh3CGWSTfOQLbDHoK+5x0DOJwwE5YIU9+kvE3AQovU9v/KNoTBQIYLkA1Y+MOB4xH4LT7W",
-	"YccSEJdzFnEt5HivlBfBOOaTaXIhWv6PUZeBNClwg9g4ZTwRx9BlDvksApDpF3ENW0Jqa28aceKRtEJ2",
-	"FktfIiEUThA4s2PiLCbAEzNh0QSiY41xW4sHGtkhzk1rZCPIEAeSWEN7Ob/8z7/+XTDH4g8o/T6W9g8C",
-	"SljlJUylA7mc07BDkLHlbTRPO3/7hOLMgYt72PeWOFDy2D/eCm1ABgTWKZd8TML6Hf5kbcQ5JqazRADt",
-	"Q6fLXvJoUoJYDFHCU8cdcDirqzlwWXI72yKetYUvw13LLyXiDQ1vf9GA9heCMWRtixMk+1w83WI9Skmr",
-	"/uhIzaAzkCploVQSQsv0qWWngkMpjCgwppg2PDVWf+WyNP2E290VxnMxa0Pox49ZpsFBsaAndFKEdq+e",
-	"RNgQfwI9eK5i+gXn5OC5oOe94gU9II2JnritfxL1yk/do9IQ4UBSImM5uLfLahkCeyya8FSD+TUzo61f",
-	"nPwxwiSQS45W0PJ5l7ut7W7fKjZqBpLPRGu39aTb7z5pBZhHhcpAr6DaHpGsfToG06RgucwlyfaNmrIR",
-	"QMxw8Dgn9y7706tFMzI+2ChLErI4bPuIp6nFNT6QDtCJkMfWhvl10JJwZgYtBxHPPTGRDFkt/fzxB6Nm",
-	"bun5Nlv7tGXRza0hqKS1/tXsfima9DCT7SJY2+5IbdSslEV78amWPrXT76/IA+FGTX9cSAapK/wLiR+v",
-	"LGzVyIlkkAaB7PKAQKQstVbWFFikMmk0JqY8pYk0LSWfcK+U7IWfbK//pJK6cxG0fuo/2eijPEsG1dds",
-	"OuXp3O0qrUsHlm+ioMYgf4BiewzWpOUYv7H6c5UdYRKZ5T3Yaxnbj6yKUcb2RWRyTb5XZCK1bgUyWQ3W",
-	"Wm2Wz7aRE7CQYBZ2vjoUw9XeBIqhkjLjEXgFvxG/fgPz3jdEj+hlsezO0WLf8X2LEHPHnd0IljtzVllP",
-	"YdJebVMrG5T3XEW5mg7RadwbfEVbQxrf30sl3E/9J3lgggyEXdRGYDqE2KrshRHFopTriTsLEaksiVme",
-	"bIeKiFXwUU/JZlbD0CplY2sXZbNOlx1QG+aMPReHlujUSiVPiiS+IVg9LpOYwmdR1ztVOEvECUirpI64",
-	"SKwO2tYArJcCj+d/IyyqGPfarX4trliTuzdLuJCXxZAEo7xXJkjnsmjt/vWpSp60UPLpzFJFqrlVAHVh",
-	"+EZcWjUYreHh3O4bJKNGjLAKJSHEFEy6Sgi8c+9vD2RuBB9B+5iqKZgJZJocH4Tsjoaergdpnr27Cp6l",
-	"QRwAnNsOpN2LmLWf9p8yZSaQngoNnTVAJIRbCsMDen17IMQBbh7rbLeiQLucIrnUp5Bqy30s9RfMwdr+",
-	"jjiJanNOsA6C54VP4YK4ErqnF0D5Ap+TLXwb8qIe9LCjxd0rS+VLYuy1xThNmHGnBaPCwpMEWbh3a6wU",
-	"30GzWHiF2ceoFKBbaKKSGBM7aByLHYQUaKTs9PuhG9six8zMy5bSQIYfs2EiomRO1nnsLVAdBozr3La1",
-	"NmmsQO85X96i3wdTUH1ysR7IQcui3sgCc9Bqso9+A7MMd9Yf9GNtTK/RGHQJQaYimvw64omGcOkZFmrV",
-	"dP4vj9x+ifpv6WQC6Tpt3E7MgSEzXtPZQ+TYS3YTN/3roZ3fwHjCeaRZCR6EypaE6ibkSkK6HG8qnQG1",
-	"WzxrOoVVziLh61RR8keUYsWh3S8yTspPB7Kdq+ssnBgz2+35tIzuVESp0mpkupGa9iQYR5e6t9Pf7ve2",
-	"+z33YJjpXqSkhMiEne5AviTVV6M3PFJoKaETFG2KPaZc1jr4doYfg7OtYp952VaSZTNMYTFK7Q4kz/9O",
-	"YZbwqOKwL8Gq02XhAUWMtIvJo8/WP3uREYXACzAQEXAsoYcvUfznCW9CjkPvJ48mXForCE+ORCmUoqpV",
-	"HvMx25DHhI9DtxzcTjz5Y4UmEd5efqZGmFJY124ujl46eFyPvLwZbb3jppntFBHTS3GdYDHz6XD/sHT4",
-	"p+SL1UyRKveK8rOPFDM8HYMJyKlpbRVGWqowrI3RE4pV5ng4UdqgkUBRP/Rtgil1mMnEasDokCXL2c+F",
-	"a39KaThnvNTnMcyJm3vnKs2BOqEJLoVo4ZQ+zGYzwlmezushrpXQvjL8yhkWPoPmxmG6ZJB7g/OL5PMV",
-	"Qf2JosWgjU9mu5RsrG1TiceiQsPqbJVszoaUtnpDPE5eZ797hYqEnJ1IW1c1OFJ/HFtsSnNcOKB6K0rB",
-	"H8ir4j3PjTxMfJpBqTVK/R2S+jc7iefE+xongX72+izuygF3aXXlaf9/3+UJU56glUpiRrM2YVouZLzM",
-	"6HRvQJWiTcqR2MfHUWN0ktvVpKgpWX4Wa12MZXuxGiNf6c6utrxLT3Il3O8dyt5jXI0ud75svL0JTzMn",
-	"hHikK3DRrF1sq8+AwYadW9O1g3uNZaxG5d55vbzDBr6Rcg+tb9vJUaGpkpGWAB1evZzHY8FTsAEkb97q",
-	"XuAT86/Ngm7eFTKZya+KntYpVRy4V8quF0+5vCvmsnY66ZDlgUvKYJftoyJVgeAYKBGIUo5QBQwRx1n7",
-	"KM3glUgMpJ2yol6WqnmygT+SdpAlZaW0O5CFUWVpZrU5YNX0iq1aFfB7eM5CzVwe8yjT/iz4golcI67a",
-	"Nl/LrH0wVB8M1e/AUL1XI/DWDbwH221RG0DL7Ubts0r/eETj7gy1Bu22Z6XTaguOWtxqPtKdZhihJK/b",
-	"g7jI78MOLOPAI6e8fxMq4YLG46s9xm8k8vsb5v71wn+L0uCBWd8usyZSvnkmjf1ShA/1b+cYsRbGI80o",
-	"hdgiFmUNU87Vb4odvvj9EVbmm+YZXXR4QCrssnMbvLt37quWbuCqsF984y4KC40ruh9WQOfm3Q65GPrq",
-	"3A0bQPhLExh53d+78jfUjP5dxtnh54RcBwEr3AgBe8UT7f7AoyelCmr0lLmcr5fTmZnbfvcjUh5T22Xp",
-	"Qfvw5VHv4OW7D/986c5aDeTHfF2Y65kf/aQjaK76gPMb0Nyf9vuWawk5djW7MOxjuTATeolrwRHOjbkU",
-	"vko77YC092/OUHty93bXxOWkTZU23rtM1QC6360+UrMQr2MUTks1Twp9obocOvkeMO0LeFFxSlfZqyj3",
-	"NFbMKLXnEokSFR3TWclEaSx/ufJoLFXL9LUbGB2spe9jp4A0Mpx0DKXCJnd1hOF/XJmOzRClXE2rAV3y",
-	"wlmnUFrtV6MJlOrQ0txrp7/VqJRBhajrakw0naC+1bQ+Vwm77mKtFTp1Gn7KT3NnJpXutXOuHJDEU4G+",
-	"oG+5CJtRA0nOUFeQhS0Ukc3z8my7sF6BKXRFQn32LSbDD6RUcksbLmOexq4F5RtmlRJV7XDQ+pwpA/Gg",
-	"FbL//N//5wsTqBQr7QQstEZq2AspgdY2GcihUkng6jniR1ibLcCj7pGY8gQfUt28gHE5NxNMmEs0lMbo",
-	"dNlrmlh+WHogHYyEZJZzp3h6Gg/E/rnm0OmJjEtpkEW6Y9cSYFjUPUYgYMkvnqZ8PpBqlPOlIN+iJMFa",
-	"GErS4OFOfztkU+CyUtvGHfBWU8qS7LKizljC0zEdzpflioMDGb7jZ44NHYq/4Y38XSQKyzqHrI0znCWZ",
-	"Lm1/Z0HZCp/2n1AipFQEWaE95JpY3yFI74K/FuNbiDlQTVus5FFk9wwX8HdZ5lUdlTtL3fgLZceurAc+",
-	"7j2ucuOiRBrW7G6sWVPGMxUZMFvapMCn1+tpJcZWuxYGputrs5WLmRdVzRDNL+F5qmmPOXJ/i/pjmZEr",
-	"RUQbFPTqD4WjKNKurIHQLBYajx9170OIYlxPSSiKKVPJ+aUanf1ghT7X+wE/XeUGctXC9mVMDpNnzha7",
-	"lhq0EU6vROel+6kDV4nMm1UNNfHfq3z3eZpiIS/LwpyYdXea3AfSr/6ouD/kfvU3p684/R51uWxGMeNM",
-	"mkJACom46hhyI35S7Y1rO4DWlZjlhizD/Bac7X6QP9zu9/tLDwfhklq1G3rcLTT9tZfSbBDNchfoXMHN",
-	"1Kin/smtXkbbETpMDv3dGVjPC7Nwsc76tFLN1V/5U1HLBwU++E4RImHAgEcTV4IyKHKIdLWsp5As9EXi",
-	"GqthfAQ4tpbjErayfe9spVoKTz8wlVtiKkWt1+vyklXSLlWnGtbWjlnnwjBKOfzP8T7ESqnhQLZDqmqO",
-	"Fal8P/YPX+M87HTZe0X1+AQdqpJOoc8rV+IJIgsAiPewpSvsREYHlenTE3Uq8b6QVf4SYRgtWi94TZrI",
-	"8Rm2LblKvlgxz9r5qQxsn1c6TMFdYiPh247O14gH5VmJXPK6pHTVjD9EYLEJqw9OYHp3IvkVCpz6rR9G",
-	"OalTCOa+ux/E8NQsFcqjVE1bm1142G+Wyl+vwrA6N71gdZ5r9c6rF0deXEbZL93LsIYRXMG2XkXeJSW+",
-	"ct1XU83y1WGcL17Y3vaNezqLJgsyDF1hnq90b9084IsToOIndZZwmxxpXZS4eiHKTSnk+64Qh6/mmohj",
-	"KJdZ9o5vi+SsvdPfDkoac9Dg8w0o03yo4nmnen0MuaTzAsBuKOn8wl3mykijI8O4EqzC5FuzSj1fzgi2",
-	"b4kRVPXua7GB6jUED+zimuyCMsKX3YvZ6d6WXXAzTGSFyExBZ8OpMPX7xq+p++yzw3+8ZSNKzSjlUbjC",
-	"W6UoNkaDEy7HGYpA6I67lQr2VPif/coeveNnlfvbXp5FeKPnI7b//gXGebopjAU1huxRuFcveD+QKfVG",
-	"bLo0CcuIuK4EiwTogAoHlyu/dPYwHDuQU2u8W7ayEJT1IMUIyZ95sYQAoyw8hVJt6rqOh/BqLbtgur/z",
-	"NLhmvYSlLPuDTOZ2qStLNGP92RwPIVIYxsKzQY0hzd2BpLc1ZA0YuGvkmFSnhUF5dPTWm4DM6rv2bVCy",
-	"EXFLpBrIcnyUtrTrb0PXLJN4zWT52l2MtcPIMJ5QiGuB6R+4TdtPktaXEu8uI9L3YtRlpnbrRW6eDHl0",
-	"7KLCInUIdrWMjoLrNRoKX4XC1Yy9HyTcI/Ye3C++3pGW0ICct2lZWIpQEpYM7IkCa2FeiyRy/9+ljOfn",
-	"XEaQFPcXbpI1Td8k3yaS+I0pLnpfuPZVM21EkrBTLvCs6khRZXWqYXujyBMhqBkveXcL8T1SKeQDY9KN",
-	"XhFP/aIN0VV4jYbhbfP1jXQsf7uR1SvJLNVBma7xr5G7LS8FCafFJUoak4ZinxY1xKvY8aqagXRFBxHb",
-	"jFLH+d3tlD1D8W6vvvlbgYTObWZF/EOdYgY23pVD/vcRF4krY+g/w1zEdu79zzRmej3tP+0EzkePV1ta",
-	"41vT7S2uAGOC5V2UBKuEWwnCZtY0oG4Dvy7y2+JlyF22X76oCTU3lzlVKhsZMK1QJWwgM7rwvzlDyK68",
-	"4vLfJJH6it7+0h1qF3j92Bv6KveN+r+vksPSv835elm/PkzxQZK+6va1CIni1vpsQdzeh3jgMnZNUCML",
-	"oBaDvZlg4AR4fBlfeJFFd0+ucDID8wSlDVxiDRl7Cxl63ZX5dBcP0e6bw+6DkmOc9tTVZTszxVV7znu+",
-	"xWW8RajZuUen+E2np7xF8b2wap+X4iu7huVrEcNS1rTODzJgWi5K1YEsHOaldOeSZ/xRPS9lINvhOWI9",
-	"XOz2euevlTYXS/jEeVUfu+id55fbXYSdgA0zkZicNq1ERzx+hEoEC23Xflpdtj49h5cuz9zpPw2ZGGEs",
-	"eyAjPoVymnFxWWZYdweGSIF4tWHt3kypDXA81Z5/PpB8zIVc5f5fyvtuw/u/X+P3e5UE7nLAwz67ITZo",
-	"RXOUZJjlme8vIl71RsfV7PJyFx6bxjDHAzO+U2a8wIu8y5TuqM3DD50rqhnn7teb+KJ3nuScY6UjwdlG",
-	"qzWOZnvqC/SOWgJ6q2iU655vc6tkbScaFy4Nv7uUlqOKfKkKCdbmqKXm9+My59d455EhTx+Z2d7zqEeO",
-	"LK26tbOmIFRDX0npDtblfa29tfemvLL+juJNsBlbb5T8USvXfT4orp4dtHb/869/B4Panbz0+CKsFsal",
-	"e18pqcwbIXuVaw7oTgGpUOp01nPqb5UGcW88f6QLgtHFUb3Keg0ZNtVf+UMmq1SNBjShL75xnueyNhzE",
-	"FzI+ll2aTuhd0Qp/3L5ZGdb7wSqXpFte26n4bTPDmoY7m4GMWVgGYOiL7BUypZQ5v6CZFwHpMsFczXG3",
-	"yv9VTj5wdLO0OkK9IEzJ8PimKbTktUKjvq6T+J3d+CTztShy9ECMVybG0RXocFQlwfVk4bLtvhOKQKAu",
-	"kMReniUqDEu4yW/Du14ul6bUqjUF5n2ju4kf4GB4d+aGJxz8IgIEyXeT7pLg9aal9RfXmBWef5UybbA2",
-	"gVU8U+8/uc+04bssPe9B0/uBbqW/7VDu3Z9O5H77fV0s4hOYd5oHRCgILIz3Gw8kAemRrhghrg4W5V/v",
-	"9LcLi8+P4UsLlzg8+3MiEsh9cwMpNJsAXpxKody8XEde9jvvzhn5+VnBBo8qXVr3Hs48G7rumccNmA+a",
-	"3UuYDfeX6Lk11EzuzROnlzkmPWyGEGFh8jyL+MFDuTlvpF2q4BoVm8wZ44SfAGbRQMwSJceXjovmrOXc",
-	"/bKq5R2xGS8k4xtLAiQy+8ZI7Bsijbuor7Yva/yabkQtEVH3VqiUu/QkT6ltYTD9Bs9IIJ16qu3cAIn6",
-	"3283Ci0cQAJcw1LCaPTF4ie3XWrsdqyPlCZfqBVUnyuTPt+rWpauiAZZXLnn42iX4ImHNRxo3ajbvszj",
-	"bjGjeg0rzWMCXyUaks/cs4Sr+86vyhQuU/LHbcRD5Z9v3DWzaR0fNWJcNqoxXy1v/DpL/TSS6UMFnW+S",
-	"ONfUw2mmSUwwdonFtytErlReYolgeagy8ZVKi4YT2d+grLifY4w17v5QgOFbZO03Q0A3wM7v5mTYfdm0",
-	"Nb+Qzk/2Nx+QC309bdyjaaYNG0Ki5Nh7CHJpS07YohkdZhwCRgy6DUet8LuHE1cPJ66+shNXzVzpWgex",
-	"Ls2k1h3YWqJdfsVa5YOVdAWldCGh//tTSW86bO9rmK2qXbZXCqIzS1xCZnkBmnLgcsbNZKlo9Oru/Zw0",
-	"ujMl94GwN9eRb4Kery98rnCMx6G0P7PycIynsSqHP9HDv2N+nZ8K2qTxzQf5csVJwqmbyi2c1HlwoGEQ",
-	"0CeW0VXe18P5bPlm0tGYh1M0TWka+YGaL1Gi3OihmgfGZlsUZ1geDsl8GUcCinMwXy4Rjh7o78bob+RI",
-	"7+FwTPPhmPugATxHsfSgzG/gs2fxYpPLpf1c55685iMxdg7LEwdKp2bwJmCpSl98fWoijysOE1wKnkxX",
-	"M/45AzZM1LDzPaUmNuu5iwi6iWS/Fm5uJNMP6TLOL/8CbcQroSv3le789DP7/Vn33mmAbq1eIIM9lt/6",
-	"gwWBogR4qplYE3uw40CUpcLMkRw0t2TxySKXhvTEU0mWJq3d1sSY2W6vt73z391+t9/d3v2l/0u/dfHp",
-	"4v8HAAD//w==",
+	"3X4JbP1msGXDHG9X4IiuN7sWrhyJKajMLJLNIURKxpoZxU65MGykUsY9IbG2Wxd72g9YZLlOzIZzZibA",
+	"NKQnkD7SbMrP7HL3WJ+lYLJUasYNUzKCzjIGatxsKktYDbUjtXw3jFqyGdv9/hosvrBQ1TMlNaCIeMbj",
+	"A0sxGkEVKWlA4k8+myWCuEfvbJrYR8WAP6Qwau22/levkD49eqt7L9NUuZGqkH/HE4uFELOURgzYLFUz",
+	"SM3csie7uG7rImi9UulQxDHh/a3OyLJQEgGPNNOGm0xbfBgKix8TYHZyOB7OyxLaW3UHgHqv2AlPRMys",
+	"FCGZaCbcMGOpnOR1zNpwNrO0ETANxiQQIwzhBFI2gSTu4JTfK/NKZTK+Q0iyWIFmUhkGZ0IbnMYfkmdm",
+	"olLxN9z+VN4JrYUcB2zq8S1gDlaoYqRKjpM502IsISaYou7BHXwtvFVmEAEkgFU6UjGe5Cs54SLhwwTu",
+	"BKYxN3zINbCISwvTIbAUeDSBeM8yn3TO+MhAipMdixOQTBN/s5xoAjx2muCBbbu1b9tWZ7bIIOxE3NyI",
+	"QZho4tSGBi0y55xqxDgb2sZMg4y77DdxAuyZiucIXfvjGdfw9InjuEMheTpnQxXP7VwdJxCOK6l4vlLj",
+	"we/2mDZWbWVW2TGa/XH0ausXNpwbwOXXhELQKuaw2PfLMwPSitNdhKXt3nY7xOYBznmoYgGaSJGngDhu",
+	"4MzYsXLxakdvHDtVx5B+rKxyFVYstA9aZ1tjteU6/qdWsnvAT/3GlN5uWVm9pXBhPNmaKbu3KYlQi8G6",
+	"Pg0ex4Ial5+TxK3tdoHjrNiwPcutMtAIFFqxDphE/UszBJxKgMvypqjhPyEyKOhqT5pBVZ0HtShNoct+",
+	"hzlNAKbCWLNGSKbSWEieMLQ1kG8qmczZ6QTJxHTZB8mEnGXGT3Ygrf3AE60soclsCqmI/JKwg5gb0Ozg",
+	"1XO2vb3z2C7uzeEH9svT/ralRx5v4QjHfjLerkL7o4riz4l1HOHqFxaIdORwXeO09xhnlq8lBQ1kGkhO",
+	"ub62bGeMqL6RAJ6rNIUE94+U2IUWheGFbOlFeVZLSYb9n8MP790kD14eHrEUIhAnoFnE03TOhLGkxO18",
+	"061c5BfztID7IJO5R7oVszoArr+UuRyqLI1w8zb4KBEnkM6fq4ykxZIvcjZsLWk0a+NFo6e68g9WI2A8",
+	"M2prpNJTnlqB5TAkcIor9eCw3ILglGs2Eqk2TmicTsBiK73QIM0eg0QD61d4mzeTNp+81cL/MNFGMHqJ",
+	"MlrvG/dBbYOrPbKfmP11pN5aKdP2BNnZY3xo509EbkoCg1QjUgT0Rjv9lg8haaSSimVWt6zW96uiY4j/",
+	"kEYkm8JmhRvgN5BWSYWYtR/vsAmcsViMhdEdAgGBw653jd0ZtD7y1KAg+B0ahO8LsjHQcMoN4T02zbRh",
+	"8DnjCaKPHXKozIRkAZhGNnQAs2R+pBpB695VTO2FRodWAcoSiB1WlNCsOumcUVu+vVfBB234XDMhT4QW",
+	"wwRYZvfDtpBdts9mXBtmrTYWE+lq5Bxk5u0xEGZiKUk7C5B0EA/pxfku0PAVaKoCkrWbeWi4Qd4E0pqC",
+	"f7X2IyNOrKLwAkaQWqO6BMfWpw3wtiC4pVb1Xs1mxt15pJlDHofGRUcV9hKrzKrV+cjErqoj21+HM97k",
+	"z0wMpJLbRbKjo7fE5bvvXx4x/w1r/xV3P00mu9PprtZ/dUf071Oncc+W4Oc/BF9NJ7/DzKCqUMcM1haG",
+	"Tbi1jRiMRhAZZrlu0+hNWhGKjgPQaOefLygTTq5U5/JanbIpl/NCk6hYtYzjNMjvu4CRDT6Jwh/zlxvy",
+	"U8NMy9I69yxU57tazSgh9+Od/376y5U0AodyrGgJ8bP5AWkDaY0hNg/TtA1krTVsQAzNBsvro6OPzrfQ",
+	"bTXR9QswXCSLH78ryXDJwqOUR8dCjt/Eu//5178DdjjXBqb4FFJ6ZBFdGz6d2T/DZryqbmFMDAEnsLCV",
+	"QcvZsc7t5A3VXBytMgcFSV/wepl+RJqZRbMuO/ImlkA3tTXMSHYIYx+RIWdtqwD1kIF0jch66zJrxBTO",
+	"ow3ND6tBWzmAgxo9kLl0oK+atHRviFYBaa0tNCpau9sLduVqU7D06c4XYxaWJvUEWU3FNFm6gMekzPBm",
+	"8+AQ3VJTy/n+OHhL/oEEVZ/C2zoDON5CL5fV2BtYYWm0p5c2XhfQ2Xf1cyNpewErR2qRwF9z7YCqSzBx",
+	"qGW/fs11LnMX3y7qfCsVlboS61z9FnOlMg6MS1SN5YpTjfwPS+GK8vJKa/m0HEx2RYtgWqkZr6SES0Fo",
+	"JaI8Xg2GCvGuAEk5rlKbXDNYPLpfVtzV5ZZvizSxkaDaTB5W+t1j8fUFZNB6IfRMadG8lPC5ms4SMBCy",
+	"FKbqxOkfjvr3WLg/5DJW0r5OgHtvBvKDdllXF3ogU3CauNWoyDs7SpU06F0sRYQhZmLEzERoNGaF0Syx",
+	"yjxPEnUKsdfn5529gQyLtYeMJiiMNXBs76U+mQ8y77EQ1efQ2jZkEmgRe+MBhZedKYIQleCa7b3HwgOQ",
+	"cGrxKSThGJcW7bTmPCRhm73IXAgCpZPX5j1kW0HLAbFVRgKv5resQeXGK2HtEkt2UXnBWZFbHPl3zq/L",
+	"TBynb0GsYYzsXo0Q7HnwuaJeLo0/lumwTHtlFFtNeMu042Ua1p8TB28npkZcJBAHxHYPKRzkOO5Ov9/I",
+	"bi/B7zbhcX6vkER3XQjilLYBXRfzIHc+NrN/nPVizzv9fu73NAnEe+xJ/0khXyjQxDVLlDaLoaWgFluy",
+	"X/fJjy+tCY3BKgfF7nrToby7bsKfmjzDGqIsFWZuzdQpbaXmDYsLDyc8hXg/ikDrQzGW3GRWF0x/Pc/S",
+	"xCeBsBQ0euwuBlm/v/NUi3H1Pfn62et3+8+3Dl/v7/z81LeEX88zKc7cFvinx/LX82OYY+DyIuwOJKr7",
+	"7/afM/tUEF3bn1aRtVZgpORIjDPLotoYzMEBt2LA8Tvkn6C9tExIi7FEhhLqlP3EBq3BQA5a7CemwfIO",
+	"HplknrsdUKXWfAqOXF0iDKoRQrLwENITEcGzTO+7UBzSZlhKjSEnaBFmrjQsdpXPhDV8MU4knK5U3Q89",
+	"HFs1W8+AHxMU9v+2G+LmwJ5lmnyzs1QZFamEKYtaaClZy/kYYKaZRbd5yZ4YyI9Km3EKh//z1i5XaBar",
+	"KEPKpfGHToCcTlTiDa8sHfEIugM5kD/+SNlJmIKkuz/+yPbJQWGx26iZiCg5yYJuwk8s8E4g5Ynna5q1",
+	"fbISOuNL+Qq4TTyOU9CaLP7wHHu86JWzH3TvnJAFl8kbRQzjdsfPSQZcLKZCddmHGcj9j298SBDOZnZY",
+	"y53t7PMMMApU6RmXOl9BwLQayLBIewpZCYw0cyWh1MnpRGnA1CprXtXyqixA/mvn1fC/dl5hBtfpREST",
+	"gbSi1449zl2TUSIQgBQZLONB+Q3hv8Vh3CGWSTfOQLbDHoK+5z0ZOJwwE5YIU9+kvE3AQovU9v/KNoTB",
+	"QIYLkA1Y+MOB4xH4LT7WYccSEJdzFnEt5HivlA3COGbRafJ5Wv6PYaKBNClwg9g4ZTwRx9BlDvksApCt",
+	"GnENW0JqayAbceKRtEJ2FktfIiEUXhs4s2PiLCbAEzNh0QSiY43RaosHGtkhzk1rZCPIEAeSWEN7Ob/8",
+	"z7/+XTDH4g8o/T6W9g8CSljlJUylA7mc07BDkLHlbTRPO3/7hKLrgQvU2PeWOFDy2D/eCm1ABgTWKZd8",
+	"TML6Hf5kbcQ5JqazRADtQ6fLXvJoUoJYDFHCU8cdcDirqzlwWXI72yKetYUvw13LLyXiDQ1vf9GA9heC",
+	"MWRtixMk+1wWgcV6lJJW/dGRmkFnIFXKQqkkhJbpU8tOBYdSGFEkTzFteGqs/splafoJt7srjOdi1obQ",
+	"P/7IMg0OigU9oVcltHv1OMKG+BPowXMV0y84J4/UBT3vFS/oAWlM9MRt/eOoV37qHpWGCAeS0jfL0chd",
+	"VsuL2GPRhKcazK+ZGW394uSPESaBXHK0gpbPNt1tbXf7VrFRM5B8Jlq7rcfdfvdxK8DsMVQGegXV9ohk",
+	"7dMxmCYFy+VrSbZv1JSNAGKGg8c5uXfZn14tmpHxwUZZkpDFYdtHPE0trvGBdIBOhDy2Nsyvg5aEMzNo",
+	"OYh47onpc8hq6edPPxg1c0vPt9naqi2Lbm4NQSWZ969mv1DRpIf5exfB2nZHaqNmpdzhi0+1pLGdfn9F",
+	"9gs3avrTQgpMXeFfSHd5ZWGrRk4kgzQIZJf9BCJlqbWypsAilUmjMR3nCU2kaSn5hHulFDf8ZHv9J5WE",
+	"pYug9XP/8UYf5blBqL5m0ylP525XaV06sHwTBTX6IAIU22OwJi3HgFMXHRRldoSpc5b3YK9lbD+yKkYZ",
+	"2xeRyTX5XpGJ1LoVyGQ1WGu1WT7bRk7AQoJZ2PnqUAxXexMohkrKjEfgFfxG/PoNzHvfEL2ml8WyO0eL",
+	"fcf3LULMHXd2I1juzFllPYVJe7VNrWxQ3nMV5Wo6RKdxb/AVbQ1pfH8vlXA/9x/nkRQyEHZRG4HpEGKr",
+	"shdGFItSrifuBEiksiRmeYohKiJWwUc9JZtZDUOrlI2tXZTNOl12QG2YM/Zc4FyiUyuVPClSF4dg9bhM",
+	"YuKiRV3vVOEsEScgrZI64iKxOmhbA7BeCjye/42wqGLca7f6tbhiTe7eLOFCXhZDEgxLX5kgncuitfvX",
+	"pyp50kLJpzNLFanmVgHUheEbcWnVYLSGh3O7b5CMGjHCKpSEEFMw6Soh8M69vz2QuRF8yO9jqqZgJpBp",
+	"cnwQsjsaerIepHnO8ip4lgZxAHBuO5B2L2LWftJ/wpSZQHoqNHTWAJEQbikMD+j17YEQB7h5rLPdigLt",
+	"corkUp9Cqi33sdRfMAdr+zviJKrNOcE6CJ4XPoUL4kronl4A5Qt8TrbwbciLetDDjhZ3ryyVL4mx1xbj",
+	"NGHGnRaMCgtPEmTh3q2xUnwHzWLhFeZco1KAbqGJSmLMRKFxLHYQUqCRstPvh25sixwzMy9bSgMZfsyG",
+	"iYiSOVnnsbdAdRgwrnPb1tqksQK953x5i34fzJn1KdV6IActi3ojC8xBq8k++g3MMtxZf7yRtTEfSGPQ",
+	"JQSZimjy64gnGsKlJ3eoVdOpxzy6+yXqv6XzGKTrtHE7MWmHzHhNJy6RYy/ZTdz0r4d2fgPjCeeRZiV4",
+	"ECpbEqqbkCsJ6XK8qXTy1W7xrOnsWTntha9TRckfUYoVh3a/yDgpPx3Idq6us3BizGy35/NFulMRpUqr",
+	"kelGatqTYBxd6t5Of7vf2+733INhpnuRkhIiE3a6A/mSVF+N3vBIoaWETlC0KfaYcmn24NsZfgzOtop9",
+	"qmhbSZbNMOfGKLU7kDz/O4VZwqOKw74Eq06XhQcUMdIuJo8+W//sRUYUAi/AQETAsYQevkTxn2foCTkO",
+	"vZ88mnBprSA8LxOlUIqqVnnMx2xDHhP+GLrl4HbieScrNInw9vKTRMKUwrp2c3H00nHreuTlzWjrHTfN",
+	"bKeImF6K6wSLqVqH+4elI08lX6xmilS5V5RQfqSY4ekYTEBOTWurMNJShWFtjJ5QrDLHw4nSBo0Eivqh",
+	"bxNMqcNMJlYDRocsWc5+Llz7s1nDOeOlPo9hTtzcO1dpDtQJTXApRAun9GE2mxHO8nReD3GthPaV4VfO",
+	"sPBZNjcO0yWD3BucXySfrwjqTxQtBm189t2lZGNtm0o8FhUaVmerZHM25NrVG+Ih+jr73StUJOTsRNq6",
+	"qsGR+uPYYlNe5sKx3FtRCv5AXhXveW7kYeLTDEqtUervkNS/2Uk8J97XOAn0s9dncVcOuEurK0/6//su",
+	"z9XyBK1UEjOatQnTciHjZUanewOqFG1SjsQ+Po4ao5PcrhJHTcnys1jrYizbi9UY+Up3drXlXXqSK+F+",
+	"71D2HuNqdLnzZePtTXiaOSHEI12Bi2btYlt9Bgw27Nyarh3cayxjNSr3zutFLTbwjZR7aH3bTo4KTZWM",
+	"tATotO3lPB4LnoINIHnzVvcCn5h/bRZ0866QyUx+VfS0TqnOwr1Sdr1kzOVdMZe100mHLA9cUga7bB8V",
+	"qQoEx0CJQJRyhCpgiDjO2kdpBq9EYiDtlBX1slTNkw38GbqDLCkrpd2BLIwqSzOrzQGrplds1aqA38Mz",
+	"Gmrm8phHmfaH1xdM5Bpx1bb5Wmbtg6H6YKh+B4bqvRqBt27gPdhui9oAWm43ap9V+scjGndnqDVotz0r",
+	"nVZbcNTiVvOR7jTDCCV53R7ERX4fdmAZBx455f2bUAkXNB5f4zJ+I5Hf3zD3r5c7XJQGD8z6dpk1kfLN",
+	"M2nslyJ8qH87x4i1MB5pRinEFrEoa5hyrn5T7PDF74+wHuE0z+iiwwNSYZed2+DdvXNfq3UDV4X94ht3",
+	"UVhoXNH9sAI6N+92yMXQV+du2ADCX5rAyKsd35W/oWb07zLODj8n5DoIWOFGCNgrnmj3Bx49KZV8o6fM",
+	"5Xy9nM7M3Pa7H5HymNouSw/ahy+Pegcv3334x0t31mogP+brwlzP/OgnHUFzFQqc34Dm/qTft1xLyLEr",
+	"MoZhH8uFmdBLXAuOcG7MpfBV2mkHpL1/c4ba47u3uyYuJ22qtPHeZaoG0P1u9ZGahXgdo3BaqotS6AvV",
+	"5dDJ94BpX3GMqmm6UmRFfaqxYkapPZdIlKjomM5KJkpjvc6VR2OpvKev3cDoYC19HzsFpJHhpGMoFT+5",
+	"qyMM/3RlOjZDlHL5rwZ0ySt9nUJptV+NJlCqvktzr53+VqNSBhWirqsx0XSC+lbT+lz977qLtVaZ1Wn4",
+	"KT/NnZlUsNjOuXJAEk8F+jLG5apxRg0kOUNdQRa2UPU2z8uz7cJ6aajQVTX12beYDD+QUsktbbiMeRq7",
+	"FpRvmFVqarXDQetzpgzEg1bI/vN//58vTKBSrMATsNAaqWEvpARa22Qgh0olgStAiR9hMbkAj7pHYsoT",
+	"fEiF/gLG5dxMMGEu0VAao9Nlr2li+WHpgXQwEpJZzp3i6Wk8EPvnmkOnJzIupUEW6Y5dS4BhUe0ZgYA1",
+	"ynia8vlAqlHOl4J8i5IEa2EoSYOHO/3tkE2By0ptG3fAW00pS7LLisJoCU/HdDhflkskDmT4jp85NnQo",
+	"/oY38neRKCxmHbI2znCWZLq0/Z0FZSt80n9MiZBSEWSF9pBrYn2HIOOiVNjVGd9CzIGK8GIljyK7Z7iA",
+	"v8syr+qo3Fnqxm+oh3ZFPfDH3o9VblzUccNK5Y01a8p4piIDZkubFPj0ej2txNhq18LAdH3RuHIJ96Ly",
+	"GaL5JTxPNe0xR+5vUX8sM3KliGiDgl79oXAURdqVNRCaxULj8aPufQhRjOspCUX1Zyq0v1Sjsx+s0Od6",
+	"P+Cnq9xArlrYvozJYfLM2WLXUoM2wumV6Lx0P3XgKpF5s6rhJoD3Kt99nqZYyMuyMCdm3U0u94H0qz8q",
+	"bk25X/3N6StOv0ddLptRzDiTphCQQiKuOobciJ9Ue+PaDqB1NXG5Icswv/tnux/kD7f7/f7Sw0G4pFbt",
+	"XiJ3905/7VU8G0Sz3LVBV3AzNeqpf3Krl9F2hA6TQ39jCNbzwixcLAw/rZSf9RcdVdTyQYEPvlOESBgw",
+	"4NHElakMihwiXS0JKiQLfZG4xmoYHwGOreW4hK1s3ztbqZbC0w9M5ZaYSlEn9rq8ZJW0S9WphrW1Y9a5",
+	"MIxSDv9zvA+xmmo4kO2QyrBjRSrfj/3DF2UPO132XlE9PkGHqqRT6PPKlXiCyAIA4j1s6Qo7kdFBZfr0",
+	"RJ1KvOBklb9EGEaL1gtekyZyfIZtS66SL1bMs3Z+KgPb55UOU3BX90j4tqPzNeJBeVYil7wuKd2N4w8R",
+	"WGzC6oMTmN6dSH6FAqd+TYlRTuoUgrnvLjQxPDVLhfIoVdPWZtc89pul8terMKzOTS9YnedavfPqdZkX",
+	"l1H2SxdJrGEEV7CtV5F3SYmvXHLWVEx9dRjnixe2t33PoM6iyYIMQ1eY5yvdWzcP+OIEqPhJnSXcJkda",
+	"FyWu3uByUwr5vivE4au5JuIYymWWvePbIjlr7/S3g5LGHDT4fAPKNB+qeN6p3ndDLum8ALAbSjq/cJe5",
+	"MtLoyDCuBKsw+dasUs+XM4LtW2IEVb37WmygeoXBA7u4JrugjPBlt4F2urdlF9wME1khMlPQ2XAqTP2W",
+	"9WvqPvvs8H/eshGlZpTyKFzhrVIUG6PBCZfjDEUgdMfdSgV7KvzPfmWP3vGzyoVzL88ivMf0Edt//wLj",
+	"PN0UxoIaQ/Yo3KsXvB/IlHojNl2ahGVEXFeCRQJ0QIWDy5VfOnsYjh3IqTXeLVtZCMp6kGKE5M+8WEKA",
+	"URaeQqk2dV3HQ3i1ll2r3d95ElyzXsJSlv1BJnO71JUlmrH+bI6HECkMY+HZoMaQ5u5A0tsasgYM3L13",
+	"TKrTwqA8OnrrTUBm9V37NijZiLglUg1kOT5KW9r1d8Brlkm8F7N82TDG2mFkGE8oxLXA9A/cpu0nSetL",
+	"iXeXEel7MeoyU7v1IjdPhjw6dlFhkToEu1pGR8H1Gg2Fr0LhasbeDxLuEXsP7hdf70hLaEDO27QsLEUo",
+	"CUsG9kSBtTCvRRK5/+9SxvNzLiNIigsXN8mapm+SbxNJ/MYU19sv3FOrmTYiSdgpF3hWdaSosjrVsL1R",
+	"5IkQ1IyXvLuF+B6pFPKBMelGr4inftGG6Cq8RsPwtvn6RjqWv93I6pVkluqgTNf418hd75eChNPiEiWN",
+	"SUOxT4sa4gX0eFXNQLqig4htRqnj/MZ6yp6heLdX3/ytQELnNrMi/qFOMQMb78oh//uIi8SVMfSfYS5i",
+	"O/f+ZxozvZ70n3QC56PHuzit8a3p9hZXgDHB8i5KglXCrQRhM2saULeBXxf5bfH25i7bL1/UhJqby5wq",
+	"lY0MmFaoEjaQmUTzoDlDyK684vLfJJH6it7+0h1qF3j92Bv6KveN+r+vksPSv835elm/PkzxQZK+6va1",
+	"CIni1vpsQdzeh3jgMnZNUCMLoBaDvZlg4AR4fBlfeJFFd0+ucDID8wSlDVxiDRl7Cxl63ZX5dBcP0e6b",
+	"w+6DkmOc9tTVZTszxVV7znu+xWW8RajZuUen+E2np7xF8b2wap+X4iu7huVrEcNS1rTODzJgWi5K1YEs",
+	"HOaldOeSZ/xRPS9lINvhOWI9XOz2euevlTYXS/jEeVUfu+id55fbXYSdgA0zkZicNq1ERzx+hEoEC23X",
+	"flpdtj49h5cuz9zpPwmZGGEseyAjPoVymnFxWWZYdweGSIF4tWHt3kypDXA81Z5/PpB8zIVc5f5fyvtu",
+	"w/u/X+P3e5UE7nLAwz67ITZoRXOUZJjlme8vIl71RsfV7PJylyWbxjDHAzO+U2a8wIu8y5TuqM3DD50r",
+	"qhnn7teb+KJ3nuScY6UjwdlGqzWOZnvqC/SOWgJ6q2iU655vc6tkbScaFy4cv7uUlqOKfKkKCdbmqKXm",
+	"9+My59d455EhTx+Z2d7zqEeOLK26tbOmIFRDX0npDtblfa29tfemvLL+juJNsBlbb5T8USvXfT4orp4d",
+	"tHb/869/B4Panbz0+CKsFsale18pqcwbIXuVaw7oTgGpUOp01nPqb5UGcW88f6QLgtHFUb3Keg0ZNtVf",
+	"+UMmq1SNBjShL75xnueyNhzEFzI+ll2aTuhd0Qp/2r5ZGdb7wSqXpFte26n4bTPDmoY7m4GMWVgGYOiL",
+	"7BUypZQ5v6CZFwHpMsFczXG3yv9VTj5wdLO0OkK9IEzJ8PimKbTktUKjvq6T+J3d+CTztShy9ECMVybG",
+	"0RXocFQlwfVk4bLtvhOKQKAukMReniUqDEu4yW/Du14ul6bUqjUF5n2ju4kf4GB4d+aGJxz8IgIEyXeT",
+	"7pLg9aal9RfXmBWef5UybbA2gVU8U+8/uc+04bssPe9B0/uBbqW/7VDu3Z9O5H77fV0s4hOYd5oHRCgI",
+	"LIz3Gw8kAemRrhghrg4W5V/v9LcLi8+P4UsLlzg8+3MiEsh9cwMpNJsAXpxKody8XEde9jvvzhn5+VnB",
+	"Bo8qXVr3Hs48G7rumccNmA+a3UuYDfeX6Lk11EzuzROnlzkmPWyGEGFh8jyL+MFDuTlvpF2q4BoVm8wZ",
+	"44SfAGbRQMwSJceXjovmrOXc/bKq5R2xGS8k4xtLAiQy+8ZI7Bsijbuor7Yva/yabkQtEVH3VqiUu/Qk",
+	"T6ltYTD9Bs9IIJ16qu3cAIn63283Ci0cQAJcw1LCaPTF4ie3XWrsdqyPlCZfqBVUnyuTPt+rWpauiAZZ",
+	"XLnn42iX4ImHNRxo3ajbvszjbjGjeg0rzWMCXyUaks/cs4Sr+86vyhQuU/LHbcRD5Z9v3DWzaR0fNWJc",
+	"NqoxXy1v/DpL/TSS6UMFnW+SONfUw2mmSUwwdonFtytErlReYolgeagy8ZVKi4YT2d+grLifY4w17v5Q",
+	"gOFbZO03Q0A3wM7v5mTYfdm0Nb+Qzk/2Nx+QC309bdyjaaYNG0Ki5Nh7CHJpS07YohkdZhwCRgy6DUet",
+	"8LuHE1cPJ66+shNXzVzpWgexLs2k1h3YWqJdfsVa5YOVdAWldCGh//tTSW86bO9rmK2qXbZXCqIzS1xC",
+	"ZnkBmnLgcsbNZKlo9Oru/Zw0ujMl94GwN9eRb4Kery98rnCMx6G0P7PycIynsSqHP9HDv2N+nZ8K2qTx",
+	"zQf5csVJwqmbyi2c1HlwoGEQ0CeW0VXe18P5bPlm0tGYh1M0TWka+YGaL1Gi3OihmgfGZlsUZ1geDsl8",
+	"GUcCinMwXy4Rjh7o78bob+RI7+FwTPPhmPugATxHsfSgzG/gs2fxYpPLpf1c55685iMxdg7LEwdKp2bw",
+	"JmCpSl98fWoijysOE1wKnkxXM/45AzZM1LDzPaUmNuu5iwi6iWS/Fm5uJNMP6TLOL/8CbcQroSv3le78",
+	"/JT9/qx77zRAt1YvkMEey2/9wYJAUQI81UysiT3YcSDKUmHmSA6aW7L4ZJFLQ3riqSRLk9Zua2LMbLfX",
+	"2975726/2+9u7/7S/6Xfuvh08f8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

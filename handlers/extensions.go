@@ -19,27 +19,22 @@ import (
 // "messages" (entity names cannot contain '$'), with messages as JSON objects of the shape a
 // batch send takes.
 
-// jsonMessage is a message in the extensions' JSON form.
-type jsonMessage struct {
-	Body             *string         `json:"Body,omitempty"`
-	BodyBase64       []byte          `json:"BodyBase64,omitempty"`
-	ContentType      string          `json:"ContentType,omitempty"`
-	BrokerProperties json.RawMessage `json:"BrokerProperties"`
-	UserProperties   map[string]any  `json:"UserProperties,omitempty"`
-	Location         string          `json:"Location,omitempty"`
-}
-
-// toJSON converts a message: the body as text when it is UTF-8, else base64; user property
-// values as JSON values (a date as its RFC 1123 text, a double always with a fraction or
-// exponent so it reads back as a double); the dead-letter reason and description, which a REST
-// receive carries as headers, inside BrokerProperties.
-func (s *Server) toJSON(r *http.Request, t target, m *store.Message) jsonMessage {
-	jm := jsonMessage{ContentType: m.ContentType, BrokerProperties: formatBrokerProperties(m, s.now())}
+// toJSON converts a message to the extensions' JSON form, api.Message: the body as text when it
+// is UTF-8, else base64; BrokerProperties as formatBrokerProperties writes them (the generated
+// model holds them raw for that, see api/server.overlay.yaml), with the dead-letter reason and
+// description, which a REST receive carries as headers, added; user property values as JSON
+// values (a date as its RFC 1123 text, a double always with a fraction or exponent so it reads
+// back as a double).
+func (s *Server) toJSON(r *http.Request, t target, m *store.Message) api.Message {
+	jm := api.Message{BrokerProperties: formatBrokerProperties(m, s.now())}
+	if m.ContentType != "" {
+		jm.ContentType = &m.ContentType
+	}
 	if utf8.Valid(m.Body) {
 		b := string(m.Body)
 		jm.Body = &b
 	} else {
-		jm.BodyBase64 = m.Body
+		jm.BodyBase64 = &m.Body
 	}
 	if m.DeadLetterReason != "" || m.DeadLetterDescription != "" {
 		var bp map[string]json.RawMessage
@@ -54,22 +49,24 @@ func (s *Server) toJSON(r *http.Request, t target, m *store.Message) jsonMessage
 		}
 	}
 	if len(m.UserProperties) > 0 {
-		jm.UserProperties = make(map[string]any, len(m.UserProperties))
+		up := make(map[string]any, len(m.UserProperties))
 		for _, p := range m.UserProperties {
 			switch v := p.Value.(type) {
 			case time.Time:
-				jm.UserProperties[p.Name] = v.UTC().Format(rfc1123)
+				up[p.Name] = v.UTC().Format(rfc1123)
 			case time.Duration:
-				jm.UserProperties[p.Name] = v.String()
+				up[p.Name] = v.String()
 			case float64:
-				jm.UserProperties[p.Name] = json.Number(formatPropertyValue(v))
+				up[p.Name] = json.Number(formatPropertyValue(v))
 			default:
-				jm.UserProperties[p.Name] = v
+				up[p.Name] = v
 			}
 		}
+		jm.UserProperties = &up
 	}
 	if m.LockToken != [16]byte{} {
-		jm.Location = s.lockLocation(r, t, m)
+		loc := s.lockLocation(r, t, m)
+		jm.Location = &loc
 	}
 	return jm
 }
@@ -81,7 +78,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (s *Server) writeMessages(w http.ResponseWriter, r *http.Request, t target, status int, msgs []*store.Message) {
-	out := make([]jsonMessage, len(msgs))
+	out := make([]api.Message, len(msgs))
 	for i, m := range msgs {
 		out[i] = s.toJSON(r, t, m)
 	}

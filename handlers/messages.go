@@ -107,15 +107,6 @@ func parseSingle(r *http.Request, body []byte) (store.Message, error) {
 	return m, nil
 }
 
-// batchMessage is one element of a batch send.
-type batchMessage struct {
-	Body       *string `json:"Body"`
-	BodyBase64 []byte  `json:"BodyBase64"` // extension: a binary body
-
-	BrokerProperties json.RawMessage            `json:"BrokerProperties"`
-	UserProperties   map[string]json.RawMessage `json:"UserProperties"`
-}
-
 // maxBatchMessages bounds the work one request can ask for.
 const maxBatchMessages = 4500
 
@@ -206,6 +197,9 @@ func parseBatch(body []byte, fromProxy bool) ([]store.Message, error) {
 // properties included).
 func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, error) {
 	dec := json.NewDecoder(rd)
+	// User property values are the only untyped values of a batch element: as json.Number an
+	// integer stays apart from a double (jsonPropertyValue).
+	dec.UseNumber()
 	notArray := store.BadRequest("The batch is not a JSON array of messages.")
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
 		return nil, notArray
@@ -216,7 +210,7 @@ func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, er
 		if i == maxBatchMessages {
 			return nil, store.BadRequest("A batch may contain at most %d messages.", maxBatchMessages)
 		}
-		var it batchMessage
+		var it api.BatchMessage
 		if err := dec.Decode(&it); err != nil {
 			return nil, notArray
 		}
@@ -239,7 +233,7 @@ func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, er
 }
 
 // batchItem turns element i of a batch into a message.
-func batchItem(i int, it batchMessage, fromProxy bool) (store.Message, error) {
+func batchItem(i int, it api.BatchMessage, fromProxy bool) (store.Message, error) {
 	var m store.Message
 	switch {
 	case it.Body != nil && it.BodyBase64 != nil:
@@ -247,7 +241,7 @@ func batchItem(i int, it batchMessage, fromProxy bool) (store.Message, error) {
 	case it.Body != nil:
 		m.Body = []byte(*it.Body)
 	case it.BodyBase64 != nil:
-		m.Body = it.BodyBase64
+		m.Body = *it.BodyBase64
 	default:
 		return m, store.BadRequest("Message %d of the batch has no Body.", i+1)
 	}
@@ -259,8 +253,12 @@ func batchItem(i int, it batchMessage, fromProxy bool) (store.Message, error) {
 	}
 	// Each property comes back as a header, and header names ignore case: two names that
 	// differ only in case would be one header given twice.
-	seen := make(map[string]string, len(it.UserProperties))
-	for name := range it.UserProperties {
+	var props map[string]any
+	if it.UserProperties != nil {
+		props = *it.UserProperties
+	}
+	seen := make(map[string]string, len(props))
+	for name := range props {
 		lower := strings.ToLower(name)
 		if other, dup := seen[lower]; dup {
 			return m, store.BadRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; they would be one HTTP header.",
@@ -268,11 +266,11 @@ func batchItem(i int, it batchMessage, fromProxy bool) (store.Message, error) {
 		}
 		seen[lower] = name
 	}
-	for name, raw := range it.UserProperties {
+	for name, value := range props {
 		if !validPropertyName(name, fromProxy) {
 			return m, store.BadRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, store.Clip(name))
 		}
-		v, err := jsonPropertyValue(raw)
+		v, err := jsonPropertyValue(value)
 		if err != nil {
 			return m, store.BadRequest("Message %d of the batch: user property '%s' must be a string, number or boolean.", i+1, store.Clip(name))
 		}
@@ -284,15 +282,9 @@ func batchItem(i int, it batchMessage, fromProxy bool) (store.Message, error) {
 	return m, nil
 }
 
-// jsonPropertyValue types a batch user property: strings stay strings, integers are int64,
-// other numbers double, booleans bool.
-func jsonPropertyValue(raw json.RawMessage) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
+// jsonPropertyValue types a batch user property, decoded with json.Decoder.UseNumber: strings
+// stay strings, integers are int64, other numbers double, booleans bool.
+func jsonPropertyValue(v any) (any, error) {
 	switch x := v.(type) {
 	case string, bool:
 		return x, nil
@@ -464,7 +456,8 @@ func (s *Server) settleOne(w http.ResponseWriter, r *http.Request, t target, req
 		return
 	}
 	if req.Op == store.RenewLock {
-		bp, _ := json.Marshal(map[string]string{"LockToken": req.Token.String(), "LockedUntilUtc": res.LockedUntil.Format(rfc1123)})
+		until := res.LockedUntil.Format(rfc1123)
+		bp, _ := json.Marshal(api.BrokerProperties{LockToken: &req.Token, LockedUntilUtc: &until})
 		w.Header()["BrokerProperties"] = []string{string(bp)}
 	}
 	w.Header().Set("Content-Type", "application/xml; charset=utf-8")

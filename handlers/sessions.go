@@ -30,17 +30,10 @@ func (s *Server) sessionEntity(r *http.Request, entityPath string) (*store.Entit
 	return e, err
 }
 
-// sessionJSON is a session lock as the extension answers it.
-type sessionJSON struct {
-	SessionID      string `json:"SessionId"`
-	LockToken      string `json:"LockToken"`
-	LockedUntilUtc string `json:"LockedUntilUtc"`
-}
-
 func (s *Server) writeSession(w http.ResponseWriter, r *http.Request, entityPath string, status int, sess *store.Session) {
 	w.Header().Set("Location", requestScheme(r)+"://"+r.Host+"/"+escapePath(entityPath)+"/sessions/"+
 		url.PathEscape(sess.ID)+"/"+sess.LockToken.String())
-	s.writeJSON(w, status, sessionJSON{SessionID: sess.ID, LockToken: sess.LockToken.String(), LockedUntilUtc: sess.LockedUntil.Format(rfc1123)})
+	s.writeJSON(w, status, api.SessionLock{SessionId: sess.ID, LockToken: sess.LockToken, LockedUntilUtc: sess.LockedUntil.Format(rfc1123)})
 }
 
 // ListSessions lists the sessions with messages or state.
