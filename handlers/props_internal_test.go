@@ -166,6 +166,15 @@ func FuzzPropertyValue(f *testing.F) {
 		}
 		// What the gateway writes back reads as the same value.
 		wire := formatPropertyValue(v)
+		if s, ok := v.(string); ok && !strings.HasPrefix(strings.TrimSpace(in), `"`) {
+			if _, isDate := parseDate(s); isDate && looksLikeDate(s) {
+				// An unquoted date text is a string (protocol.md, parsing rule 3), but the
+				// protocol writes strings and dates alike in quotes, so it reads back as the
+				// date it spells: the wire cannot carry it as a string. The service has the
+				// same ambiguity.
+				return
+			}
+		}
 		if again := parsePropertyValue(wire); !sameValue(again, v) {
 			t.Fatalf("parsePropertyValue(%q) = %#v, written as %q, read back as %#v", in, v, wire, again)
 		}
