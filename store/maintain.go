@@ -135,11 +135,7 @@ func (s *Postgres) Maintain(ctx context.Context) error {
 		}
 		// Dead letters of entities that forward them, expired ones just now included, move on in
 		// the same transaction.
-		rows, err := tx.Query(ctx, `SELECT `+entityColumns+` FROM entities WHERE forward_dead_lettered_to <> ''`)
-		if err != nil {
-			return err
-		}
-		forwarding, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Entity, error) { return scanEntity(r) })
+		forwarding, err := queryEntities(ctx, tx, `SELECT `+entitySelect+` FROM entities WHERE forward_dead_lettered_to <> ''`)
 		if err != nil {
 			return err
 		}
