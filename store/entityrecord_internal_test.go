@@ -86,10 +86,42 @@ func distinctProperties(now time.Time) Properties {
 	}
 }
 
+// propertyColumns names the column of each field of Properties, written out here rather than
+// taken from entityRecord's tags: SQL outside entityRecord (maintenance, sbgate.send) reads these
+// columns by name, so two tags swapped between fields of one type, which a round trip through
+// entityRecord cannot see, must fail a test too.
+var propertyColumns = map[string]string{
+	"LockDuration":                        "lock_duration",
+	"MaxSizeInMegabytes":                  "max_size_mb",
+	"RequiresDuplicateDetection":          "requires_duplicate_detection",
+	"RequiresSession":                     "requires_session",
+	"DefaultMessageTimeToLive":            "default_ttl",
+	"DeadLetteringOnMessageExpiration":    "dead_lettering_on_expiration",
+	"DeadLetteringOnFilterEvaluation":     "dead_lettering_on_filter_exceptions",
+	"DuplicateDetectionHistoryTimeWindow": "duplicate_detection_window",
+	"MaxDeliveryCount":                    "max_delivery_count",
+	"EnableBatchedOperations":             "enable_batched_operations",
+	"IsAnonymousAccessible":               "is_anonymous_accessible",
+	"AuthorizationRules":                  "authorization_rules",
+	"Status":                              "status",
+	"ForwardTo":                           "forward_to",
+	"ForwardDeadLetteredMessagesTo":       "forward_dead_lettered_to",
+	"UserMetadata":                        "user_metadata",
+	"SupportOrdering":                     "support_ordering",
+	"AutoDeleteOnIdle":                    "auto_delete_on_idle",
+	"EnablePartitioning":                  "enable_partitioning",
+	"EnableExpress":                       "enable_express",
+	"MaxMessageSizeInKilobytes":           "max_message_size_kb",
+	"FilteringMessagesBeforePublishing":   "filtering_messages_before_publishing",
+	"EnableSubscriptionPartitioning":      "enable_subscription_partitioning",
+}
+
 // TestEntityPropertiesSurviveEveryPath writes descriptions that each differ from the default in
 // one property (a bool swapped with another bool shows only when one of them is set alone), and
 // one that differs in all, through create and update, and reads them back through every
 // statement that reads entities: a column written to or read from the wrong field fails here.
+// Each single-property description must also change exactly that property's column (see
+// propertyColumns) in the table itself.
 func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewPool(t)
@@ -99,16 +131,45 @@ func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 
 	distinct := distinctProperties(now)
 	var variants []Properties
+	var columns []string // the one column each variant but the last changes
 	dv, defaults := reflect.ValueOf(distinct), reflect.ValueOf(DefaultProperties(KindQueue))
 	for i := range dv.NumField() {
+		name := dv.Type().Field(i).Name
 		if reflect.DeepEqual(dv.Field(i).Interface(), defaults.Field(i).Interface()) {
-			t.Fatalf("distinctProperties().%s is the default; give it another value", dv.Type().Field(i).Name)
+			t.Fatalf("distinctProperties().%s is the default; give it another value", name)
+		}
+		if propertyColumns[name] == "" {
+			t.Fatalf("propertyColumns lacks %s", name)
 		}
 		p := DefaultProperties(KindQueue)
 		reflect.ValueOf(&p).Elem().Field(i).Set(dv.Field(i))
 		variants = append(variants, p)
+		columns = append(columns, propertyColumns[name])
 	}
 	variants = append(variants, distinct)
+
+	// The description columns of a row, as the database holds them, to find which ones a
+	// description set apart from the default.
+	described := func(path string) map[string]any {
+		t.Helper()
+		var row map[string]any
+		err := pool.QueryRow(ctx, `SELECT to_jsonb(e) - '{id,kind,path_key,path,parent_id,created_at,updated_at,accessed_at}'::text[]
+			FROM entities e WHERE path = $1`, path).Scan(&row)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return row
+	}
+	changed := func(path string, base map[string]any) []string {
+		t.Helper()
+		var cols []string
+		for c, v := range described(path) {
+			if !reflect.DeepEqual(v, base[c]) {
+				cols = append(cols, c)
+			}
+		}
+		return cols
+	}
 
 	for _, path := range []string{"fwd-a", "fwd-b"} {
 		if _, err := s.CreateEntity(ctx, KindQueue, path, DefaultProperties(KindQueue)); err != nil {
@@ -144,6 +205,11 @@ func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 			t.Errorf("%s: %d of the %d entities written", how, seen, len(paths))
 		}
 	}
+
+	if _, err := s.CreateEntity(ctx, KindQueue, "base", DefaultProperties(KindQueue)); err != nil {
+		t.Fatal(err)
+	}
+	base := described("base")
 
 	created := now
 	var queues, subs, forwarders []string
@@ -183,6 +249,14 @@ func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 		}
 		check("UpdateEntity", e)
 		now = created
+
+		if i < len(columns) {
+			for _, path := range []string{q, u} {
+				if got := changed(path, base); !slices.Equal(got, columns[i:i+1]) {
+					t.Errorf("%s set apart from the default: columns %q changed; want %q", path, got, columns[i])
+				}
+			}
+		}
 
 		queues = append(queues, q, u)
 		subs = append(subs, sub)
