@@ -184,6 +184,8 @@ func queryEntity(ctx context.Context, q querier, sql string, args ...any) (*Enti
 }
 
 // insertEntitySQL writes every column but the generated id; a path taken already returns no row.
+// It and updateEntitySQL take pgx.StructArgs of an entityRecord: every @name in them comes from a
+// tag, so none is missing, and the fields a statement does not write (id here) are ignored.
 var insertEntitySQL = `INSERT INTO entities (` + strings.Join(entityInsertColumns, ", ") + `)
 VALUES (@` + strings.Join(entityInsertColumns, ", @") + `)
 ON CONFLICT (path_key) DO NOTHING
