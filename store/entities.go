@@ -13,82 +13,183 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// entityColumns are read by scanEntity, in its order.
-const entityColumns = `id, kind, path, parent_id, lock_duration, max_size_mb, requires_duplicate_detection,
-	requires_session, default_ttl, dead_lettering_on_expiration, dead_lettering_on_filter_exceptions,
-	duplicate_detection_window, max_delivery_count, enable_batched_operations, is_anonymous_accessible,
-	status, forward_to, forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle,
-	enable_partitioning, enable_express, max_message_size_kb, filtering_messages_before_publishing,
-	enable_subscription_partitioning, authorization_rules, created_at, updated_at, accessed_at`
-
-func scanEntity(row pgx.Row) (*Entity, error) {
-	var (
-		e                                Entity
-		parent                           pgtype.Int8
-		lock, ttl, dupWindow, autoDelete pgtype.Interval
-		status                           string
-		rules                            []byte
-		accessed                         pgtype.Timestamptz
-		p                                = &e.Props
-	)
-	err := row.Scan(&e.ID, &e.Kind, &e.Path, &parent, &lock, &p.MaxSizeInMegabytes, &p.RequiresDuplicateDetection,
-		&p.RequiresSession, &ttl, &p.DeadLetteringOnMessageExpiration, &p.DeadLetteringOnFilterEvaluation,
-		&dupWindow, &p.MaxDeliveryCount, &p.EnableBatchedOperations, &p.IsAnonymousAccessible,
-		&status, &p.ForwardTo, &p.ForwardDeadLetteredMessagesTo, &p.UserMetadata, &p.SupportOrdering, &autoDelete,
-		&p.EnablePartitioning, &p.EnableExpress, &p.MaxMessageSizeInKilobytes, &p.FilteringMessagesBeforePublishing,
-		&p.EnableSubscriptionPartitioning, &rules, &e.CreatedAt, &e.UpdatedAt, &accessed)
-	if err != nil {
-		return nil, err
-	}
-	e.ParentID = parent.Int64
-	p.LockDuration, p.DefaultMessageTimeToLive = duration(lock), duration(ttl)
-	p.DuplicateDetectionHistoryTimeWindow, p.AutoDeleteOnIdle = duration(dupWindow), duration(autoDelete)
-	p.Status = Status(status)
-	if len(rules) > 0 && string(rules) != "[]" {
-		if err := json.Unmarshal(rules, &p.AuthorizationRules); err != nil {
-			return nil, fmt.Errorf("decode authorization rules of %s: %w", e.Path, err)
-		}
-	}
-	e.AccessedAt = accessed.Time
-	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
-	e.AccessedAt = e.AccessedAt.UTC()
-	e.Name = e.Path
-	if _, name, ok := SplitSubscriptionPath(e.Path); ok && e.Kind == KindSubscription {
-		e.Name = name
-	}
-	return &e, nil
+// entityRecord is a row of the entities table, every column of it. Columns are matched to fields
+// by name (pgx.RowToStructByName) and the select, insert and update lists are built from the db
+// tags, so a settable property is one field here plus its line in entityRecordOf and entity:
+// a statement that returns a column the struct lacks, or lacks one it has, fails instead of
+// scanning values into the wrong fields. The tag options say which columns the statements do not
+// write (see colGenerated, colInsertOnly).
+type entityRecord struct {
+	ID                                int64              `db:"id,generated"`
+	Kind                              Kind               `db:"kind,insertonly"`
+	PathKey                           string             `db:"path_key,insertonly"`
+	Path                              string             `db:"path,insertonly"`
+	ParentID                          pgtype.Int8        `db:"parent_id,insertonly"`
+	LockDuration                      pgtype.Interval    `db:"lock_duration"`
+	MaxSizeMB                         int64              `db:"max_size_mb"`
+	RequiresDuplicateDetection        bool               `db:"requires_duplicate_detection"`
+	RequiresSession                   bool               `db:"requires_session"`
+	DefaultTTL                        pgtype.Interval    `db:"default_ttl"`
+	DeadLetteringOnExpiration         bool               `db:"dead_lettering_on_expiration"`
+	DeadLetteringOnFilterExceptions   bool               `db:"dead_lettering_on_filter_exceptions"`
+	DuplicateDetectionWindow          pgtype.Interval    `db:"duplicate_detection_window"`
+	MaxDeliveryCount                  int32              `db:"max_delivery_count"`
+	EnableBatchedOperations           bool               `db:"enable_batched_operations"`
+	IsAnonymousAccessible             bool               `db:"is_anonymous_accessible"`
+	Status                            string             `db:"status"`
+	ForwardTo                         string             `db:"forward_to"`
+	ForwardDeadLetteredTo             string             `db:"forward_dead_lettered_to"`
+	UserMetadata                      string             `db:"user_metadata"`
+	SupportOrdering                   bool               `db:"support_ordering"`
+	AutoDeleteOnIdle                  pgtype.Interval    `db:"auto_delete_on_idle"`
+	EnablePartitioning                bool               `db:"enable_partitioning"`
+	EnableExpress                     bool               `db:"enable_express"`
+	MaxMessageSizeKB                  int64              `db:"max_message_size_kb"`
+	FilteringMessagesBeforePublishing bool               `db:"filtering_messages_before_publishing"`
+	EnableSubscriptionPartitioning    bool               `db:"enable_subscription_partitioning"`
+	AuthorizationRules                []byte             `db:"authorization_rules"`
+	CreatedAt                         time.Time          `db:"created_at,insertonly"`
+	UpdatedAt                         time.Time          `db:"updated_at"`
+	AccessedAt                        pgtype.Timestamptz `db:"accessed_at,insertonly"`
 }
 
-// propertyArgs returns the settable columns of p in the order of the insert and update statements.
-func propertyArgs(p *Properties) ([]any, error) {
+var (
+	// entitySelect is the select list of an entity row.
+	entitySelect = strings.Join(dbColumns[entityRecord](), ", ")
+	// entityInsertColumns are written by insertEntitySQL; entityUpdateColumns by updateEntitySQL.
+	entityInsertColumns = dbColumns[entityRecord](colGenerated)
+	entityUpdateColumns = dbColumns[entityRecord](colGenerated, colInsertOnly)
+)
+
+// entityRecordOf returns the row that stores e.
+func entityRecordOf(e *Entity) (*entityRecord, error) {
+	p := &e.Props
 	rules := p.AuthorizationRules
 	if rules == nil {
 		rules = []AuthorizationRule{}
 	}
 	rulesJSON, err := json.Marshal(rules)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode authorization rules of %s: %w", e.Path, err)
 	}
-	return []any{interval(p.LockDuration), p.MaxSizeInMegabytes, p.RequiresDuplicateDetection, p.RequiresSession,
-		interval(p.DefaultMessageTimeToLive), p.DeadLetteringOnMessageExpiration, p.DeadLetteringOnFilterEvaluation,
-		interval(p.DuplicateDetectionHistoryTimeWindow), p.MaxDeliveryCount, p.EnableBatchedOperations,
-		p.IsAnonymousAccessible, string(p.Status), p.ForwardTo, p.ForwardDeadLetteredMessagesTo, p.UserMetadata,
-		p.SupportOrdering, interval(p.AutoDeleteOnIdle), p.EnablePartitioning, p.EnableExpress,
-		p.MaxMessageSizeInKilobytes, p.FilteringMessagesBeforePublishing, p.EnableSubscriptionPartitioning,
-		rulesJSON}, nil
+	return &entityRecord{
+		ID:                                e.ID,
+		Kind:                              e.Kind,
+		PathKey:                           Key(e.Path),
+		Path:                              e.Path,
+		ParentID:                          pgtype.Int8{Int64: e.ParentID, Valid: e.ParentID != 0},
+		LockDuration:                      interval(p.LockDuration),
+		MaxSizeMB:                         p.MaxSizeInMegabytes,
+		RequiresDuplicateDetection:        p.RequiresDuplicateDetection,
+		RequiresSession:                   p.RequiresSession,
+		DefaultTTL:                        interval(p.DefaultMessageTimeToLive),
+		DeadLetteringOnExpiration:         p.DeadLetteringOnMessageExpiration,
+		DeadLetteringOnFilterExceptions:   p.DeadLetteringOnFilterEvaluation,
+		DuplicateDetectionWindow:          interval(p.DuplicateDetectionHistoryTimeWindow),
+		MaxDeliveryCount:                  p.MaxDeliveryCount,
+		EnableBatchedOperations:           p.EnableBatchedOperations,
+		IsAnonymousAccessible:             p.IsAnonymousAccessible,
+		Status:                            string(p.Status),
+		ForwardTo:                         p.ForwardTo,
+		ForwardDeadLetteredTo:             p.ForwardDeadLetteredMessagesTo,
+		UserMetadata:                      p.UserMetadata,
+		SupportOrdering:                   p.SupportOrdering,
+		AutoDeleteOnIdle:                  interval(p.AutoDeleteOnIdle),
+		EnablePartitioning:                p.EnablePartitioning,
+		EnableExpress:                     p.EnableExpress,
+		MaxMessageSizeKB:                  p.MaxMessageSizeInKilobytes,
+		FilteringMessagesBeforePublishing: p.FilteringMessagesBeforePublishing,
+		EnableSubscriptionPartitioning:    p.EnableSubscriptionPartitioning,
+		AuthorizationRules:                rulesJSON,
+		CreatedAt:                         e.CreatedAt,
+		UpdatedAt:                         e.UpdatedAt,
+		AccessedAt:                        timestamptz(e.AccessedAt),
+	}, nil
 }
 
-const insertEntitySQL = `
-INSERT INTO entities (kind, path_key, path, parent_id, lock_duration, max_size_mb, requires_duplicate_detection,
-	requires_session, default_ttl, dead_lettering_on_expiration, dead_lettering_on_filter_exceptions,
-	duplicate_detection_window, max_delivery_count, enable_batched_operations, is_anonymous_accessible,
-	status, forward_to, forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle,
-	enable_partitioning, enable_express, max_message_size_kb, filtering_messages_before_publishing,
-	enable_subscription_partitioning, authorization_rules, created_at, updated_at, accessed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-	$23, $24, $25, $26, $27, $28, $28, $29)
+// entity turns a row into an Entity (without counts).
+func (r *entityRecord) entity() (*Entity, error) {
+	e := &Entity{
+		ID:       r.ID,
+		Kind:     r.Kind,
+		Path:     r.Path,
+		Name:     r.Path,
+		ParentID: r.ParentID.Int64,
+		Props: Properties{
+			LockDuration:                        duration(r.LockDuration),
+			MaxSizeInMegabytes:                  r.MaxSizeMB,
+			RequiresDuplicateDetection:          r.RequiresDuplicateDetection,
+			RequiresSession:                     r.RequiresSession,
+			DefaultMessageTimeToLive:            duration(r.DefaultTTL),
+			DeadLetteringOnMessageExpiration:    r.DeadLetteringOnExpiration,
+			DeadLetteringOnFilterEvaluation:     r.DeadLetteringOnFilterExceptions,
+			DuplicateDetectionHistoryTimeWindow: duration(r.DuplicateDetectionWindow),
+			MaxDeliveryCount:                    r.MaxDeliveryCount,
+			EnableBatchedOperations:             r.EnableBatchedOperations,
+			IsAnonymousAccessible:               r.IsAnonymousAccessible,
+			Status:                              Status(r.Status),
+			ForwardTo:                           r.ForwardTo,
+			ForwardDeadLetteredMessagesTo:       r.ForwardDeadLetteredTo,
+			UserMetadata:                        r.UserMetadata,
+			SupportOrdering:                     r.SupportOrdering,
+			AutoDeleteOnIdle:                    duration(r.AutoDeleteOnIdle),
+			EnablePartitioning:                  r.EnablePartitioning,
+			EnableExpress:                       r.EnableExpress,
+			MaxMessageSizeInKilobytes:           r.MaxMessageSizeKB,
+			FilteringMessagesBeforePublishing:   r.FilteringMessagesBeforePublishing,
+			EnableSubscriptionPartitioning:      r.EnableSubscriptionPartitioning,
+		},
+		CreatedAt:  r.CreatedAt.UTC(),
+		UpdatedAt:  r.UpdatedAt.UTC(),
+		AccessedAt: timeOrZero(r.AccessedAt),
+	}
+	if rules := r.AuthorizationRules; len(rules) > 0 && string(rules) != "[]" {
+		if err := json.Unmarshal(rules, &e.Props.AuthorizationRules); err != nil {
+			return nil, fmt.Errorf("decode authorization rules of %s: %w", e.Path, err)
+		}
+	}
+	if _, name, ok := SplitSubscriptionPath(e.Path); ok && e.Kind == KindSubscription {
+		e.Name = name
+	}
+	return e, nil
+}
+
+// queryEntities runs sql, which selects entitySelect, and reads every row as an entity.
+func queryEntities(ctx context.Context, q querier, sql string, args ...any) ([]*Entity, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Entity, error) {
+		rec, err := pgx.RowToStructByName[entityRecord](r)
+		if err != nil {
+			return nil, err
+		}
+		return rec.entity()
+	})
+}
+
+// queryEntity runs sql, which returns at most one row of entitySelect, and reads it as an
+// entity; pgx.ErrNoRows when there is none.
+func queryEntity(ctx context.Context, q querier, sql string, args ...any) (*Entity, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[entityRecord])
+	if err != nil {
+		return nil, err
+	}
+	return rec.entity()
+}
+
+// insertEntitySQL writes every column but the generated id; a path taken already returns no row.
+// It and updateEntitySQL take pgx.StructArgs of an entityRecord: every @name in them comes from a
+// tag, so none is missing, and the fields a statement does not write (id here) are ignored.
+var insertEntitySQL = `INSERT INTO entities (` + strings.Join(entityInsertColumns, ", ") + `)
+VALUES (@` + strings.Join(entityInsertColumns, ", @") + `)
 ON CONFLICT (path_key) DO NOTHING
-RETURNING ` + entityColumns
+RETURNING ` + entitySelect
 
 // CreateEntity creates a queue, topic or subscription. A subscription gets the $Default rule
 // (every message). See Store.
@@ -120,27 +221,20 @@ func (s *Postgres) createEntity(ctx context.Context, kind Kind, path string, p P
 			return nil, err
 		}
 	}
-	props, err := propertyArgs(&p)
+	now := s.now()
+	e := &Entity{Kind: kind, Path: path, ParentID: parentID, Props: p, CreatedAt: now, UpdatedAt: now}
+	// The service sets a new subscription's AccessedAt at creation; a new queue's or topic's
+	// stays zero until first used.
+	if kind == KindSubscription {
+		e.AccessedAt = now
+	}
+	rec, err := entityRecordOf(e)
 	if err != nil {
 		return nil, err
 	}
-	var parent pgtype.Int8
-	if parentID != 0 {
-		parent = pgtype.Int8{Int64: parentID, Valid: true}
-	}
-	now := s.now()
-	args := append([]any{kind, Key(path), path, parent}, props...)
-	// The service sets a new subscription's AccessedAt at creation; a new queue's or topic's
-	// stays zero until first used.
-	var accessed pgtype.Timestamptz
-	if kind == KindSubscription {
-		accessed = pgtype.Timestamptz{Time: now, Valid: true}
-	}
-	args = append(args, now, accessed)
-	var e *Entity
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		e, err = scanEntity(tx.QueryRow(ctx, insertEntitySQL, args...))
+		e, err = queryEntity(ctx, tx, insertEntitySQL, pgx.StructArgs(rec))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return &Error{Code: CodeConflict, Message: fmt.Sprintf("The messaging entity '%s' already exists.", path)}
 		}
@@ -186,16 +280,16 @@ func (s *Postgres) checkNewEntity(ctx context.Context, kind Kind, path string, p
 	return 0, BadRequest("unknown entity kind %d", kind)
 }
 
-const updateEntitySQL = `
-UPDATE entities SET lock_duration = $2, max_size_mb = $3, requires_duplicate_detection = $4, requires_session = $5,
-	default_ttl = $6, dead_lettering_on_expiration = $7, dead_lettering_on_filter_exceptions = $8,
-	duplicate_detection_window = $9, max_delivery_count = $10, enable_batched_operations = $11,
-	is_anonymous_accessible = $12, status = $13, forward_to = $14, forward_dead_lettered_to = $15,
-	user_metadata = $16, support_ordering = $17, auto_delete_on_idle = $18, enable_partitioning = $19,
-	enable_express = $20, max_message_size_kb = $21, filtering_messages_before_publishing = $22,
-	enable_subscription_partitioning = $23, authorization_rules = $24, updated_at = $25
-WHERE id = $1
-RETURNING ` + entityColumns
+// updateEntitySQL writes the columns an update may change: the description and updated_at.
+var updateEntitySQL = `UPDATE entities SET ` + func() string {
+	set := make([]string, len(entityUpdateColumns))
+	for i, c := range entityUpdateColumns {
+		set[i] = c + " = @" + c
+	}
+	return strings.Join(set, ", ")
+}() + `
+WHERE id = @id
+RETURNING ` + entitySelect
 
 // UpdateEntity replaces an entity's description. See Store.
 func (s *Postgres) UpdateEntity(ctx context.Context, kind Kind, path string, p Properties) (*Entity, error) {
@@ -204,7 +298,7 @@ func (s *Postgres) UpdateEntity(ctx context.Context, kind Kind, path string, p P
 	}
 	var updated *Entity
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		old, err := scanEntity(tx.QueryRow(ctx, `SELECT `+entityColumns+` FROM entities WHERE path_key = $1 FOR UPDATE`, Key(path)))
+		old, err := queryEntity(ctx, tx, `SELECT `+entitySelect+` FROM entities WHERE path_key = $1 FOR UPDATE`, Key(path))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound("The messaging entity '%s' could not be found.", path)
 		}
@@ -225,13 +319,13 @@ func (s *Postgres) UpdateEntity(ctx context.Context, kind Kind, path string, p P
 		if err := s.checkForwarding(ctx, old.Path, &p); err != nil {
 			return err
 		}
-		props, err := propertyArgs(&p)
+		next := *old
+		next.Props, next.UpdatedAt = p, s.now()
+		rec, err := entityRecordOf(&next)
 		if err != nil {
 			return err
 		}
-		args := append([]any{old.ID}, props...)
-		args = append(args, s.now())
-		updated, err = scanEntity(tx.QueryRow(ctx, updateEntitySQL, args...))
+		updated, err = queryEntity(ctx, tx, updateEntitySQL, pgx.StructArgs(rec))
 		return err
 	})
 	if err != nil {
@@ -260,7 +354,7 @@ func checkImmutable(old *Entity, p *Properties) error {
 
 // lookup reads the entity at path without counts.
 func (s *Postgres) lookup(ctx context.Context, path string) (*Entity, error) {
-	e, err := scanEntity(s.pool.QueryRow(ctx, `SELECT `+entityColumns+` FROM entities WHERE path_key = $1`, Key(path)))
+	e, err := queryEntity(ctx, s.pool, `SELECT `+entitySelect+` FROM entities WHERE path_key = $1`, Key(path))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("The messaging entity '%s' could not be found.", Clip(path))
 	}
@@ -330,13 +424,9 @@ func (s *Postgres) ListEntities(ctx context.Context, kind Kind, parent string, s
 		}
 		parentID = t.ID
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+entityColumns+` FROM entities
+	list, err := queryEntities(ctx, s.pool, `SELECT `+entitySelect+` FROM entities
 		WHERE kind = $1 AND ($2 = 0 OR parent_id = $2) ORDER BY path_key OFFSET $3 LIMIT $4`,
 		kind, parentID, skip, top)
-	if err != nil {
-		return nil, fmt.Errorf("list %ss: %w", kind, interpretError(err))
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Entity, error) { return scanEntity(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list %ss: %w", kind, interpretError(err))
 	}

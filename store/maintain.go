@@ -105,6 +105,9 @@ WHERE e.auto_delete_on_idle IS NOT NULL
 			AND m.lock_token IS NULL AND m.visible_at > $1)
 ORDER BY e.id LIMIT 100`
 
+// deadLetterForwardersSQL reads the entities whose dead letters Maintain moves on.
+var deadLetterForwardersSQL = `SELECT ` + entitySelect + ` FROM entities WHERE forward_dead_lettered_to <> ''`
+
 // Maintain runs every background task once: it records when entities were last used, folds
 // count deltas, removes or dead-letters expired messages, prunes duplicate-detection history and
 // deletes entities idle past their AutoDeleteOnIdle. Start runs it every MaintenanceInterval;
@@ -135,11 +138,7 @@ func (s *Postgres) Maintain(ctx context.Context) error {
 		}
 		// Dead letters of entities that forward them, expired ones just now included, move on in
 		// the same transaction.
-		rows, err := tx.Query(ctx, `SELECT `+entityColumns+` FROM entities WHERE forward_dead_lettered_to <> ''`)
-		if err != nil {
-			return err
-		}
-		forwarding, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Entity, error) { return scanEntity(r) })
+		forwarding, err := queryEntities(ctx, tx, deadLetterForwardersSQL)
 		if err != nil {
 			return err
 		}

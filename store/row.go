@@ -1,7 +1,6 @@
 package store
 
 import (
-	"reflect"
 	"strings"
 	"time"
 
@@ -44,14 +43,7 @@ type messageRecord struct {
 }
 
 // messageFields lists the columns of messageRecord, in field order.
-var messageFields = func() []string {
-	t := reflect.TypeFor[messageRecord]()
-	cols := make([]string, t.NumField())
-	for i := range cols {
-		cols[i] = t.Field(i).Tag.Get("db")
-	}
-	return cols
-}()
+var messageFields = dbColumns[messageRecord]()
 
 // messageSelect is the select list of a message row; messageSelectFrom qualifies it with a
 // table alias ("m.seq, m.state, …").

@@ -40,11 +40,7 @@ func (s *Postgres) routesOf(ctx context.Context, topic *Entity) ([]subRoute, err
 	if r, ok := s.cache.getRoutes(key); ok {
 		return r, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+entityColumns+` FROM entities WHERE parent_id = $1 ORDER BY path_key`, topic.ID)
-	if err != nil {
-		return nil, fmt.Errorf("read subscriptions of %s: %w", topic.Path, interpretError(err))
-	}
-	subs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Entity, error) { return scanEntity(r) })
+	subs, err := queryEntities(ctx, s.pool, `SELECT `+entitySelect+` FROM entities WHERE parent_id = $1 ORDER BY path_key`, topic.ID)
 	if err != nil {
 		return nil, fmt.Errorf("read subscriptions of %s: %w", topic.Path, interpretError(err))
 	}
