@@ -331,6 +331,26 @@ type rowQuerier interface {
 // number of each row in rows, 0 for one not stored (a duplicate).
 func (s *Postgres) insertRows(ctx context.Context, db rowQuerier, all []messageRow) ([]int64, error) {
 	rows, kept := dropDuplicateIDs(all)
+	var ords, seqs []int64
+	if err := db.QueryRow(ctx, insertMessagesSQL, insertArgs(rows, s.now())...).Scan(&ords, &seqs); err != nil {
+		return nil, err
+	}
+	if len(ords) != len(seqs) {
+		return nil, fmt.Errorf("store messages: %d rows inserted but %d sequence numbers returned", len(ords), len(seqs))
+	}
+	out := make([]int64, len(all))
+	for i, ord := range ords {
+		k := int(ord) - 1 // ORDINALITY counts from 1
+		if kept != nil {
+			k = kept[k]
+		}
+		out[k] = seqs[i]
+	}
+	return out, nil
+}
+
+// insertArgs are the arguments of insertMessagesSQL that write rows.
+func insertArgs(rows []messageRow, now time.Time) []any {
 	n := len(rows)
 	var (
 		entityIDs, dedupEntities             = make([]int64, n), make([]int64, n)
@@ -361,24 +381,8 @@ func (s *Postgres) insertRows(ctx context.Context, db rowQuerier, all []messageR
 			bodies[i] = []byte{}
 		}
 	}
-	var ords, seqs []int64
-	if err := db.QueryRow(ctx, insertMessagesSQL, entityIDs, visible, enqueued, expires, ttls, schedule,
-		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, dedupEntities, states, dlr, dld, dls, s.now(), sessioned, vpk, enqSeq, originOf,
-	).Scan(&ords, &seqs); err != nil {
-		return nil, err
-	}
-	if len(ords) != len(seqs) {
-		return nil, fmt.Errorf("store messages: %d rows inserted but %d sequence numbers returned", len(ords), len(seqs))
-	}
-	out := make([]int64, len(all))
-	for i, ord := range ords {
-		k := int(ord) - 1 // ORDINALITY counts from 1
-		if kept != nil {
-			k = kept[k]
-		}
-		out[k] = seqs[i]
-	}
-	return out, nil
+	return []any{entityIDs, visible, enqueued, expires, ttls, schedule,
+		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, dedupEntities, states, dlr, dld, dls, now, sessioned, vpk, enqSeq, originOf}
 }
 
 // dropDuplicateIDs keeps, for each MessageId sent to an entity that detects duplicates, only the
