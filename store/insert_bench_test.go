@@ -28,24 +28,33 @@ func BenchmarkInsertArgsEncode(b *testing.B) {
 	m := pgtype.NewMap()
 	var buf []byte
 	b.ReportAllocs()
+	oids := map[string]uint32{}
+	for name := range insertArgs(rows, now) {
+		oids[name] = insertArgOID(name)
+	}
 	for b.Loop() {
-		args := insertArgs(rows, now)
-		for i, a := range args {
+		for name, a := range insertArgs(rows, now) {
 			var err error
-			if buf, err = m.Encode(beforeOIDs[i], pgtype.BinaryFormatCode, a, buf[:0]); err != nil {
-				b.Fatal(i, err)
+			if buf, err = m.Encode(oids[name], pgtype.BinaryFormatCode, a, buf[:0]); err != nil {
+				b.Fatal(name, err)
 			}
 		}
 	}
 }
 
-var beforeOIDs = []uint32{pgtype.Int8ArrayOID, pgtype.TimestamptzArrayOID, pgtype.TimestamptzArrayOID, pgtype.TimestamptzArrayOID,
-	pgtype.IntervalArrayOID, pgtype.TimestamptzArrayOID,
-	pgtype.TextArrayOID, pgtype.TextArrayOID, pgtype.TextArrayOID, pgtype.TextArrayOID, pgtype.TextArrayOID,
-	pgtype.TextArrayOID, pgtype.TextArrayOID, pgtype.TextArrayOID, pgtype.TextArrayOID, pgtype.TextArrayOID,
-	pgtype.ByteaArrayOID, pgtype.Int4ArrayOID, pgtype.TimestamptzArrayOID, pgtype.Int8ArrayOID, pgtype.Int2ArrayOID,
-	pgtype.TextArrayOID, pgtype.TextArrayOID, pgtype.TextArrayOID, pgtype.TimestamptzOID, pgtype.BoolArrayOID,
-	pgtype.TextArrayOID, pgtype.Int8ArrayOID, pgtype.Int8ArrayOID}
+// insertArgOID is the type PostgreSQL gives the argument name of insertMessagesSQL.
+func insertArgOID(name string) uint32 {
+	types := map[string]string{"dedup_entity": "bigint", "dedup_until": "timestamptz", "sessioned": "boolean", "origin_of": "bigint"}
+	for _, c := range insertColumns {
+		types[c.name] = c.sqlType
+	}
+	if name == "now" {
+		return pgtype.TimestamptzOID
+	}
+	return map[string]uint32{"bigint": pgtype.Int8ArrayOID, "integer": pgtype.Int4ArrayOID, "smallint": pgtype.Int2ArrayOID,
+		"text": pgtype.TextArrayOID, "bytea": pgtype.ByteaArrayOID, "timestamptz": pgtype.TimestamptzArrayOID,
+		"interval": pgtype.IntervalArrayOID, "jsonb": pgtype.JSONBArrayOID, "boolean": pgtype.BoolArrayOID}[types[name]]
+}
 
 // benchRows are 100 rows of a queue with most properties set.
 func benchRows(b *testing.B, now time.Time) []messageRow {
@@ -60,7 +69,7 @@ func benchRows(b *testing.B, now time.Time) []messageRow {
 		if err := prepareMessage(e, &m, now); err != nil {
 			b.Fatal(err)
 		}
-		r, err := newMessageRow(e.ID, &m, "", true)
+		r, err := newMessageRow(e.ID, &m, nil, true)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -33,11 +33,11 @@ func TestGroupCommitIsolatesAFailingRequest(t *testing.T) {
 		if err := prepareMessage(e, &m, s.now()); err != nil {
 			t.Fatal(err)
 		}
-		r, err := newMessageRow(e.ID, &m, "", true)
+		r, err := newMessageRow(e.ID, &m, nil, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.label = label
+		r.Label = text(label)
 		return []messageRow{r}
 	}
 	// Queue the requests before any writer runs, so they are written as one group.

@@ -98,7 +98,7 @@ type delivery struct {
 	dedupUntil  time.Time
 	// encoded holds the user properties Send already encoded, by message; copies changed by an
 	// action are not in it and are encoded when placed.
-	encoded map[*Message]string
+	encoded map[*Message][]byte
 	// starts holds, for each message prepareSend delivered, the index of its first row.
 	starts []int
 }
@@ -112,9 +112,9 @@ func (s *Postgres) newDelivery(ctx context.Context, now time.Time) *delivery {
 func (d *delivery) wakeTargets() []wakeTarget {
 	var targets []wakeTarget
 	for _, r := range d.rows {
-		t := wakeTarget{entity: r.entityID}
+		t := wakeTarget{entity: r.EntityID}
 		if r.sessioned {
-			t.session = r.sessionID
+			t.session = r.SessionID.String
 		}
 		if !slices.Contains(targets, t) {
 			targets = append(targets, t)
