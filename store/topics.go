@@ -371,7 +371,7 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 	for {
 		now := s.now()
 		rows, err := tx.Query(ctx, `SELECT `+messageSelectFrom("m")+` FROM messages m
-			WHERE m.entity_id = $1 AND m.state = 2 AND (m.lock_token IS NULL OR m.visible_at <= $2)
+			WHERE m.entity_id = $1 AND m.state = `+sqlDeadLetter+` AND (m.lock_token IS NULL OR m.visible_at <= $2)
 			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk)
 		if err != nil {
 			return woken, err
