@@ -1,10 +1,11 @@
 package store
 
 import (
-	"github.com/jackc/pgx/v5/pgtype"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // BenchmarkInsertArgs measures building the arguments of insertMessagesSQL for 100 rows, the
@@ -28,32 +29,30 @@ func BenchmarkInsertArgsEncode(b *testing.B) {
 	m := pgtype.NewMap()
 	var buf []byte
 	b.ReportAllocs()
-	oids := map[string]uint32{}
-	for name := range insertArgs(rows, now) {
-		oids[name] = insertArgOID(name)
-	}
+	oids := insertArgOIDs()
 	for b.Loop() {
-		for name, a := range insertArgs(rows, now) {
+		for i, a := range insertArgs(rows, now) {
 			var err error
-			if buf, err = m.Encode(oids[name], pgtype.BinaryFormatCode, a, buf[:0]); err != nil {
-				b.Fatal(name, err)
+			if buf, err = m.Encode(oids[i], pgtype.BinaryFormatCode, a, buf[:0]); err != nil {
+				b.Fatal(i, err)
 			}
 		}
 	}
 }
 
-// insertArgOID is the type PostgreSQL gives the argument name of insertMessagesSQL.
-func insertArgOID(name string) uint32 {
-	types := map[string]string{"dedup_entity": "bigint", "dedup_until": "timestamptz", "sessioned": "boolean", "origin_of": "bigint"}
-	for _, c := range insertColumns {
-		types[c.name] = c.sqlType
-	}
-	if name == "now" {
-		return pgtype.TimestamptzOID
-	}
-	return map[string]uint32{"bigint": pgtype.Int8ArrayOID, "integer": pgtype.Int4ArrayOID, "smallint": pgtype.Int2ArrayOID,
+// insertArgOIDs are the types PostgreSQL gives the arguments of insertMessagesSQL.
+func insertArgOIDs() []uint32 {
+	arrays := map[string]uint32{"bigint": pgtype.Int8ArrayOID, "integer": pgtype.Int4ArrayOID, "smallint": pgtype.Int2ArrayOID,
 		"text": pgtype.TextArrayOID, "bytea": pgtype.ByteaArrayOID, "timestamptz": pgtype.TimestamptzArrayOID,
-		"interval": pgtype.IntervalArrayOID, "jsonb": pgtype.JSONBArrayOID, "boolean": pgtype.BoolArrayOID}[types[name]]
+		"interval": pgtype.IntervalArrayOID, "jsonb": pgtype.JSONBArrayOID}
+	oids := make([]uint32, insertArg.n)
+	for i, c := range insertColumns {
+		oids[insertArg.columns[i]] = arrays[c.sqlType]
+	}
+	oids[insertArg.dedupEntity], oids[insertArg.dedupUntil] = pgtype.Int8ArrayOID, pgtype.TimestamptzArrayOID
+	oids[insertArg.sessioned], oids[insertArg.originOf] = pgtype.BoolArrayOID, pgtype.Int8ArrayOID
+	oids[insertArg.now] = pgtype.TimestamptzOID
+	return oids
 }
 
 // benchRows are 100 rows of a queue with most properties set.

@@ -278,8 +278,9 @@ func messageSize(m *Message, userPropsLen int) int {
 //
 // The columns of messages it writes come from insertColumns, one array each, named after its
 // column (insertArgs): {{arrays}} are those arrays, {{columns}} their names, {{values}} what is
-// inserted in each (insertColumn.value, and insertValues).
-var insertMessagesSQL = strings.NewReplacer(
+// inserted in each (insertColumn.value, and insertValues). Its @names are numbered once, at
+// start (insertArg).
+var insertMessagesSQL, insertArg = numberInsertArgs(strings.NewReplacer(
 	"{{arrays}}", insertArrayList(),
 	"{{columns}}", insertColumnList(),
 	"{{values}}", insertValueList(),
@@ -326,7 +327,46 @@ WITH input AS (
 SELECT coalesce((SELECT array_agg(ord ORDER BY ord) FROM input
 		WHERE dedup_until IS NULL
 			OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.dedup_entity AND f.message_id = input.message_id)), '{}'),
-	coalesce((SELECT array_agg(seq ORDER BY seq) FROM ins), '{}')`)
+	coalesce((SELECT array_agg(seq ORDER BY seq) FROM ins), '{}')`))
+
+// insertArgPositions gives the place of each argument of insertMessagesSQL in its argument list.
+type insertArgPositions struct {
+	columns                                           []int // of insertColumns[i]
+	dedupEntity, dedupUntil, sessioned, originOf, now int
+	n                                                 int
+}
+
+// numberInsertArgs turns the @names of the message insert into $1, $2, … and says which is
+// which. pgx.NamedArgs would do it on every send, lexing the whole statement each time, which
+// took as long as building the arrays; this does it once.
+func numberInsertArgs(named string) (string, insertArgPositions) {
+	inputs := []string{"dedup_entity", "dedup_until", "sessioned", "origin_of", "now"}
+	na := make(pgx.StrictNamedArgs, len(insertColumns)+len(inputs))
+	for _, name := range inputs {
+		na[name] = name
+	}
+	for _, c := range insertColumns {
+		if _, dup := na[c.name]; dup {
+			panic("store: message column " + c.name + " has the name of an input of the insert")
+		}
+		na[c.name] = c.name
+	}
+	sql, order, err := na.RewriteQuery(context.Background(), nil, named, nil)
+	if err != nil {
+		panic("store: message insert: " + err.Error())
+	}
+	at := make(map[string]int, len(order))
+	for i, name := range order {
+		at[name.(string)] = i
+	}
+	pos := insertArgPositions{columns: make([]int, len(insertColumns)), n: len(order),
+		dedupEntity: at["dedup_entity"], dedupUntil: at["dedup_until"], sessioned: at["sessioned"],
+		originOf: at["origin_of"], now: at["now"]}
+	for i, c := range insertColumns {
+		pos.columns[i] = at[c.name]
+	}
+	return sql, pos
+}
 
 // insertValues are the columns whose value insertMessagesSQL computes from the one given ("%s"):
 // an auto-forwarded message without an EnqueuedSequenceNumber takes the one drawn for its
@@ -377,7 +417,7 @@ type rowQuerier interface {
 func (s *Postgres) insertRows(ctx context.Context, db rowQuerier, all []messageRow) ([]int64, error) {
 	rows, kept := dropDuplicateIDs(all)
 	var ords, seqs []int64
-	if err := db.QueryRow(ctx, insertMessagesSQL, insertArgs(rows, s.now())).Scan(&ords, &seqs); err != nil {
+	if err := db.QueryRow(ctx, insertMessagesSQL, insertArgs(rows, s.now())...).Scan(&ords, &seqs); err != nil {
 		return nil, err
 	}
 	if len(ords) != len(seqs) {
@@ -396,10 +436,10 @@ func (s *Postgres) insertRows(ctx context.Context, db rowQuerier, all []messageR
 
 // insertArgs are the arguments of insertMessagesSQL that write rows: an array per column and
 // per input the statement uses to decide.
-func insertArgs(rows []messageRow, now time.Time) pgx.NamedArgs {
-	args := make(pgx.NamedArgs, len(insertColumns)+5)
-	for _, c := range insertColumns {
-		args[c.name] = c.array(rows)
+func insertArgs(rows []messageRow, now time.Time) []any {
+	args := make([]any, insertArg.n)
+	for i, c := range insertColumns {
+		args[insertArg.columns[i]] = c.array(rows)
 	}
 	n := len(rows)
 	dedupEntity, dedupUntil := make([]int64, n), make(pgtype.FlatArray[pgtype.Timestamptz], n)
@@ -408,8 +448,9 @@ func insertArgs(rows []messageRow, now time.Time) pgx.NamedArgs {
 		r := &rows[i]
 		dedupEntity[i], dedupUntil[i], sessioned[i], originOf[i] = r.dedupEntity, r.dedupUntil, r.sessioned, r.originOf
 	}
-	args["dedup_entity"], args["dedup_until"], args["sessioned"], args["origin_of"] = dedupEntity, dedupUntil, sessioned, originOf
-	args["now"] = now
+	args[insertArg.dedupEntity], args[insertArg.dedupUntil] = dedupEntity, dedupUntil
+	args[insertArg.sessioned], args[insertArg.originOf] = sessioned, originOf
+	args[insertArg.now] = now
 	return args
 }
 
