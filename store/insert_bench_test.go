@@ -68,11 +68,32 @@ func benchRows(b *testing.B, now time.Time) []messageRow {
 		if err := prepareMessage(e, &m, now); err != nil {
 			b.Fatal(err)
 		}
-		r, err := newMessageRow(e.ID, &m, nil, true)
+		if err := rows[i].set(e.ID, &m, nil, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return rows
+}
+
+// BenchmarkMessageRows measures turning 100 prepared messages into rows, as a send does.
+func BenchmarkMessageRows(b *testing.B) {
+	rows := benchRows(b, time.Now())
+	msgs := make([]Message, len(rows))
+	for i := range rows {
+		m, err := rows[i].message()
 		if err != nil {
 			b.Fatal(err)
 		}
-		rows[i] = r
+		msgs[i] = *m
 	}
-	return rows
+	b.ReportAllocs()
+	for b.Loop() {
+		rows = rows[:0]
+		for i := range msgs {
+			rows = append(rows, messageRow{})
+			if err := rows[i].set(1, &msgs[i], nil, false); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }

@@ -147,8 +147,8 @@ func TestInsertRowKeepsEveryColumn(t *testing.T) {
 			t.Errorf("the test leaves Message.%s unset", f.Name)
 		}
 	}
-	r, err := newMessageRow(e.ID, &m, nil, true)
-	if err != nil {
+	var r messageRow
+	if err := r.set(e.ID, &m, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	seqs, err := s.insertRows(ctx, pool, []messageRow{r})
@@ -178,7 +178,8 @@ func TestInsertRowKeepsEveryColumn(t *testing.T) {
 		t.Errorf("entity_id, size, visible_at = %d, %d, %v; want %d, %d, NULL (a dead letter is receivable at once)", entityID, size, visible, e.ID, r.Size)
 	}
 	m.State, m.MessageID = StateActive, "scheduled"
-	if r, err = newMessageRow(e.ID, &m, nil, true); err != nil {
+	r = messageRow{}
+	if err := r.set(e.ID, &m, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	if seqs, err = s.insertRows(ctx, pool, []messageRow{r}); err != nil {

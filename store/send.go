@@ -208,50 +208,48 @@ type messageRow struct {
 	originOf int64
 }
 
-// newMessageRow turns m into a row of entity entityID; props is m's encoded user properties, or
-// nil with encode set to have them encoded here. Empty text is stored as NULL.
-func newMessageRow(entityID int64, m *Message, props []byte, encode bool) (messageRow, error) {
+// set makes the zero row r hold m as a row of entity entityID; props is m's encoded user
+// properties, or nil with encode set to have them encoded here. Empty text is stored as NULL.
+// The row is filled in place: it is large, and sends build one per message.
+func (r *messageRow) set(entityID int64, m *Message, props []byte, encode bool) error {
 	if encode {
 		var err error
 		if props, err = encodeUserProperties(m.UserProperties); err != nil {
-			return messageRow{}, err
+			return err
 		}
 	}
 	body := m.Body
 	if body == nil {
 		body = []byte{} // the column is NOT NULL; a message may have no body
 	}
-	var r messageRow
 	r.EntityID = entityID
-	r.messageRecord = messageRecord{
-		State:                 m.State,
-		VisibleAt:             timestamptz(scheduledVisible(m)),
-		EnqueuedAt:            m.EnqueuedTime,
-		ExpiresAt:             timestamptz(m.ExpiresAt),
-		TTL:                   interval(m.TimeToLive),
-		ScheduledAt:           timestamptz(m.ScheduledEnqueueTime),
-		MessageID:             m.MessageID,
-		CorrelationID:         text(m.CorrelationID),
-		SessionID:             text(m.SessionID),
-		ReplyToSessionID:      text(m.ReplyToSessionID),
-		Label:                 text(m.Label),
-		To:                    text(m.To),
-		ReplyTo:               text(m.ReplyTo),
-		PartitionKey:          text(m.PartitionKey),
-		ContentType:           text(m.ContentType),
-		UserProps:             props,
-		Body:                  body,
-		Size:                  int32(messageSize(m, len(props))),
-		DeadLetterReason:      text(m.DeadLetterReason),
-		DeadLetterDescription: text(m.DeadLetterDescription),
-		DeadLetterSource:      text(m.DeadLetterSource),
-		ViaPartitionKey:       text(m.ViaPartitionKey),
-		EnqueuedSeq:           pgtype.Int8{Int64: m.EnqueuedSequenceNumber, Valid: m.EnqueuedSequenceNumber != 0},
-	}
+	r.State = m.State
+	r.VisibleAt = timestamptz(scheduledVisible(m))
+	r.EnqueuedAt = m.EnqueuedTime
+	r.ExpiresAt = timestamptz(m.ExpiresAt)
+	r.TTL = interval(m.TimeToLive)
+	r.ScheduledAt = timestamptz(m.ScheduledEnqueueTime)
+	r.MessageID = m.MessageID
+	r.CorrelationID = text(m.CorrelationID)
+	r.SessionID = text(m.SessionID)
+	r.ReplyToSessionID = text(m.ReplyToSessionID)
+	r.Label = text(m.Label)
+	r.To = text(m.To)
+	r.ReplyTo = text(m.ReplyTo)
+	r.PartitionKey = text(m.PartitionKey)
+	r.ContentType = text(m.ContentType)
+	r.UserProps = props
+	r.Body = body
+	r.Size = int32(messageSize(m, len(props)))
+	r.DeadLetterReason = text(m.DeadLetterReason)
+	r.DeadLetterDescription = text(m.DeadLetterDescription)
+	r.DeadLetterSource = text(m.DeadLetterSource)
+	r.ViaPartitionKey = text(m.ViaPartitionKey)
+	r.EnqueuedSeq = pgtype.Int8{Int64: m.EnqueuedSequenceNumber, Valid: m.EnqueuedSequenceNumber != 0}
 	if m.State == StateDeadLetter {
 		r.VisibleAt = pgtype.Timestamptz{} // a dead letter is receivable at once, whatever its schedule
 	}
-	return r, nil
+	return nil
 }
 
 // text is s as a nullable text column: "" is NULL.

@@ -176,8 +176,10 @@ func (d *delivery) place(e *Entity, m *Message, hops int) error {
 		}
 	}
 	props, ok := d.encoded[m]
-	r, err := newMessageRow(e.ID, m, props, !ok)
-	if err != nil {
+	d.rows = append(d.rows, messageRow{})
+	r := &d.rows[len(d.rows)-1]
+	if err := r.set(e.ID, m, props, !ok); err != nil {
+		d.rows = d.rows[:len(d.rows)-1]
 		return err
 	}
 	r.msgIndex = d.msgIndex
@@ -188,7 +190,6 @@ func (d *delivery) place(e *Entity, m *Message, hops int) error {
 	if !d.dedupUntil.IsZero() {
 		r.dedupEntity, r.dedupUntil = d.dedupEntity, timestamptz(d.dedupUntil)
 	}
-	d.rows = append(d.rows, r)
 	return nil
 }
 
