@@ -88,8 +88,8 @@ type insertColumn struct {
 
 // insertTypes gives, for each Go type of a messageColumns field, how the insert takes it. The
 // arrays are what pgx encodes without reflection and with the fewest allocations per value:
-// nullable text and bigint go as plain values, "" and 0 standing for NULL (a message has no
-// empty text property, and no sequence number is 0); State goes as int16.
+// nullable text and bigint go as plain values, "" and 0 standing for NULL (an empty text
+// property of a Message is an unset one, and no sequence number is 0); State goes as int16.
 var insertTypes = map[reflect.Type]struct {
 	sqlType, value string
 	array          func(off uintptr) func([]messageRow) any
