@@ -12,8 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Message states and entity kinds as SQL literals, for statements built from constants; a test
-// checks them against State and Kind.
+// Message states and entity kinds as SQL literals, for statements built from constants: SQL
+// names a state or kind by these, never by its number (TestSQLNamesMatchGoValues checks them
+// against State and Kind, TestSQLHasNoStateNumerals that no statement uses a bare number).
 const (
 	sqlActive     = "0"
 	sqlDeferred   = "1"

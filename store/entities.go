@@ -452,7 +452,7 @@ LEFT JOIN LATERAL (SELECT sum(main) AS main, sum(dead) AS dead, sum(bytes) AS by
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM messages m
 	WHERE m.entity_id = e.id AND m.lock_token IS NULL AND m.visible_at > $2) sch
 CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(sum(m.size), 0) AS bytes FROM messages m
-	WHERE m.entity_id = e.id AND m.expires_at <= $2 AND m.state <> 2
+	WHERE m.entity_id = e.id AND m.expires_at <= $2 AND m.state <> ` + sqlDeadLetter + `
 		AND NOT (m.lock_token IS NOT NULL AND m.visible_at > $2)) exp`
 
 func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {

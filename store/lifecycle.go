@@ -14,8 +14,8 @@ const MaxBrowse = 1000
 // browseSQL lists messages of one subqueue from a sequence number on, without locking them.
 // Expired messages the sweep has not removed yet are left out, as a receive would.
 var browseSQL = `SELECT ` + messageSelectFrom("m") + ` FROM messages m
-WHERE m.entity_id = $1 AND (m.state = 2) = ($2::smallint = 2) AND m.seq >= $3
-	AND (m.expires_at IS NULL OR m.expires_at > $4 OR m.state = 2)
+WHERE m.entity_id = $1 AND (m.state = ` + sqlDeadLetter + `) = ($2::smallint = ` + sqlDeadLetter + `) AND m.seq >= $3
+	AND (m.expires_at IS NULL OR m.expires_at > $4 OR m.state = ` + sqlDeadLetter + `)
 ORDER BY m.seq LIMIT $5`
 
 // Browse returns up to n messages of e's subqueue with sequence numbers from `from` on, in order,
@@ -47,7 +47,7 @@ func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int6
 const cancelScheduledSQL = `
 WITH removed AS (
 	DELETE FROM messages
-	WHERE entity_id = $1 AND seq = $2 AND state = 0 AND lock_token IS NULL AND visible_at > $3
+	WHERE entity_id = $1 AND seq = $2 AND state = ` + sqlActive + ` AND lock_token IS NULL AND visible_at > $3
 	RETURNING entity_id, size
 ), counted AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
@@ -75,12 +75,12 @@ const purgeChunk = 10000
 
 const purgeSQL = `
 WITH doomed AS (
-	SELECT seq FROM messages WHERE entity_id = $1 AND (state = 2) = ($2::smallint = 2) LIMIT $3
+	SELECT seq FROM messages WHERE entity_id = $1 AND (state = ` + sqlDeadLetter + `) = ($2::smallint = ` + sqlDeadLetter + `) LIMIT $3
 ), removed AS (
 	DELETE FROM messages m USING doomed WHERE m.entity_id = $1 AND m.seq = doomed.seq RETURNING m.state, m.size
 ), counted AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-	SELECT $1, -count(*) FILTER (WHERE state <> 2), -count(*) FILTER (WHERE state = 2), -sum(size)
+	SELECT $1, -count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `), -count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), -sum(size)
 	FROM removed HAVING count(*) > 0
 )
 SELECT count(*) FROM removed`
@@ -108,7 +108,7 @@ const resubmitChunk = 500
 // resubmitCandidatesSQL reads dead-lettered messages after sequence number $2 that no one holds a
 // lock on, locking the rows for the rest of the transaction.
 var resubmitCandidatesSQL = `SELECT ` + messageSelectFrom("m") + ` FROM messages m
-WHERE m.entity_id = $1 AND m.state = 2 AND m.seq > $2 AND ($3::bigint = 0 OR m.seq = $3)
+WHERE m.entity_id = $1 AND m.state = ` + sqlDeadLetter + ` AND m.seq > $2 AND ($3::bigint = 0 OR m.seq = $3)
 	AND (m.lock_token IS NULL OR m.visible_at <= $4)
 ORDER BY m.seq LIMIT $5 FOR UPDATE SKIP LOCKED`
 
@@ -117,11 +117,11 @@ ORDER BY m.seq LIMIT $5 FOR UPDATE SKIP LOCKED`
 // no dead-letter reason.
 const resubmitSQL = `
 WITH moved AS (
-	UPDATE messages m SET seq = nextval('message_seq'), state = 0, visible_at = NULL, lock_token = NULL,
+	UPDATE messages m SET seq = nextval('message_seq'), state = ` + sqlActive + `, visible_at = NULL, lock_token = NULL,
 		delivery_count = 0, enqueued_at = $3::timestamptz, scheduled_at = NULL,
 		expires_at = CASE WHEN m.ttl IS NULL THEN NULL ELSE $3::timestamptz + m.ttl END,
 		dead_letter_reason = NULL, dead_letter_description = NULL, dead_letter_source = NULL
-	WHERE m.entity_id = $1 AND m.seq = ANY($2) AND m.state = 2
+	WHERE m.entity_id = $1 AND m.seq = ANY($2) AND m.state = ` + sqlDeadLetter + `
 	RETURNING m.size
 ), counted AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)

@@ -31,13 +31,13 @@ WITH candidates AS (
 	SELECT m.entity_id, m.seq, e.dead_lettering_on_expiration AS dl
 	FROM entities e CROSS JOIN LATERAL (
 		SELECT x.entity_id, x.seq FROM messages x
-		WHERE x.entity_id = e.id AND x.expires_at <= $1 AND x.state <> 2
+		WHERE x.entity_id = e.id AND x.expires_at <= $1 AND x.state <> ` + sqlDeadLetter + `
 			AND (x.lock_token IS NULL OR x.visible_at <= $1)
 		ORDER BY x.expires_at LIMIT $2 FOR UPDATE OF x SKIP LOCKED
 	) m
-	WHERE e.kind <> 2
+	WHERE e.kind <> ` + sqlTopic + `
 ), dead_lettered AS (
-	UPDATE messages m SET state = 2, lock_token = NULL, visible_at = NULL,
+	UPDATE messages m SET state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
 		dead_letter_reason = 'TTLExpiredException',
 		dead_letter_description = 'The message expired and was dead lettered.'
 	FROM candidates c WHERE c.dl AND m.entity_id = c.entity_id AND m.seq = c.seq

@@ -9,8 +9,8 @@ import (
 // State is where a message is in its entity.
 type State int16
 
-// Message states; the numbers are stored in messages.state. A scheduled message is active with a
-// future visible time.
+// Message states; the numbers are stored in messages.state, and SQL names them by sqlActive,
+// sqlDeferred and sqlDeadLetter. A scheduled message is active with a future visible time.
 const (
 	StateActive     State = 0
 	StateDeferred   State = 1

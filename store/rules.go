@@ -49,7 +49,7 @@ func encodeTyped(props []Property) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.RawMessage(s), nil
+	return s, nil
 }
 
 func encodeRule(r Rule) (filter, action []byte, err error) {

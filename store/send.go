@@ -48,7 +48,7 @@ func (s *Postgres) SendSequenced(ctx context.Context, e *Entity, msgs []Message)
 			end = d.starts[i+1]
 		}
 		for k := start; k < end; k++ {
-			if d.rows[k].entityID == e.ID && req.seqs[k] != 0 {
+			if d.rows[k].EntityID == e.ID && req.seqs[k] != 0 {
 				seqs[i] = req.seqs[k]
 				break
 			}
@@ -70,7 +70,7 @@ func (s *Postgres) prepareSend(ctx context.Context, e *Entity, msgs []Message) (
 	now := s.now()
 	total := 0
 	// Each message's properties are checked and encoded once; its row reuses the encoding.
-	encoded := make(map[*Message]string, len(msgs))
+	encoded := make(map[*Message][]byte, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		if err := prepareMessage(e, m, now); err != nil {
@@ -189,18 +189,10 @@ func newMessageID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// messageRow is one message as the INSERT takes it.
+// messageRow is one message as the INSERT takes it: the row of the messages table and what
+// decides whether and how it is written.
 type messageRow struct {
-	entityID                                                  int64
-	state                                                     State
-	visibleAt, enqueuedAt, expiresAt, scheduledAt             pgtype.Timestamptz
-	ttl                                                       pgtype.Interval
-	messageID, correlationID, sessionID, replyToSessionID     string
-	label, to, replyTo, partitionKey, contentType, userProps  string
-	viaPartitionKey                                           string
-	deadLetterReason, deadLetterDescription, deadLetterSource string
-	body                                                      []byte
-	size                                                      int32
+	messageColumns
 	// Duplicate detection: the entity whose history the MessageId goes into (the one the client
 	// sent to; for a topic, every subscription copy shares the topic's record) and until when.
 	// dedupUntil NULL: no detection.
@@ -210,52 +202,59 @@ type messageRow struct {
 	msgIndex int
 	// sessioned: the entity requires sessions, so the message's session must be acceptable.
 	sessioned bool
-	// enqueuedSeq is the EnqueuedSequenceNumber the row carries, 0 for none; originOf, when not
-	// 0, asks for one to be drawn with the insert, shared by every row of the same sent
-	// message (msgIndex): an auto-forwarded message that never had a row where it was sent.
-	enqueuedSeq int64
-	originOf    int64
+	// originOf, when not 0, asks for an EnqueuedSequenceNumber to be drawn with the insert,
+	// shared by every row of the same sent message (msgIndex): an auto-forwarded message that
+	// never had a row where it was sent.
+	originOf int64
 }
 
-// newMessageRow turns m into a row of entity entityID; props is m's encoded user properties, or
-// "" with encode set to have them encoded here.
-func newMessageRow(entityID int64, m *Message, props string, encode bool) (messageRow, error) {
+// set makes the zero row r hold m as a row of entity entityID; props is m's encoded user
+// properties, or nil with encode set to have them encoded here. Empty text is stored as NULL.
+// The row is filled in place: it is large, and sends build one per message.
+func (r *messageRow) set(entityID int64, m *Message, props []byte, encode bool) error {
 	if encode {
 		var err error
 		if props, err = encodeUserProperties(m.UserProperties); err != nil {
-			return messageRow{}, err
+			return err
 		}
 	}
-	r := messageRow{
-		entityID:              entityID,
-		state:                 m.State,
-		enqueuedAt:            timestamptz(m.EnqueuedTime),
-		expiresAt:             timestamptz(m.ExpiresAt),
-		scheduledAt:           timestamptz(m.ScheduledEnqueueTime),
-		visibleAt:             timestamptz(scheduledVisible(m)),
-		ttl:                   interval(m.TimeToLive),
-		messageID:             m.MessageID,
-		correlationID:         m.CorrelationID,
-		sessionID:             m.SessionID,
-		replyToSessionID:      m.ReplyToSessionID,
-		label:                 m.Label,
-		to:                    m.To,
-		replyTo:               m.ReplyTo,
-		partitionKey:          m.PartitionKey,
-		viaPartitionKey:       m.ViaPartitionKey,
-		contentType:           m.ContentType,
-		userProps:             props,
-		deadLetterReason:      m.DeadLetterReason,
-		deadLetterDescription: m.DeadLetterDescription,
-		deadLetterSource:      m.DeadLetterSource,
-		body:                  m.Body,
-		enqueuedSeq:           m.EnqueuedSequenceNumber,
+	body := m.Body
+	if body == nil {
+		body = []byte{} // the column is NOT NULL; a message may have no body
 	}
+	r.EntityID = entityID
+	r.State = m.State
+	r.VisibleAt = timestamptz(scheduledVisible(m))
+	r.EnqueuedAt = m.EnqueuedTime
+	r.ExpiresAt = timestamptz(m.ExpiresAt)
+	r.TTL = interval(m.TimeToLive)
+	r.ScheduledAt = timestamptz(m.ScheduledEnqueueTime)
+	r.MessageID = m.MessageID
+	r.CorrelationID = text(m.CorrelationID)
+	r.SessionID = text(m.SessionID)
+	r.ReplyToSessionID = text(m.ReplyToSessionID)
+	r.Label = text(m.Label)
+	r.To = text(m.To)
+	r.ReplyTo = text(m.ReplyTo)
+	r.PartitionKey = text(m.PartitionKey)
+	r.ContentType = text(m.ContentType)
+	r.UserProps = props
+	r.Body = body
+	r.Size = int32(messageSize(m, len(props)))
+	r.DeadLetterReason = text(m.DeadLetterReason)
+	r.DeadLetterDescription = text(m.DeadLetterDescription)
+	r.DeadLetterSource = text(m.DeadLetterSource)
+	r.ViaPartitionKey = text(m.ViaPartitionKey)
+	r.EnqueuedSeq = pgtype.Int8{Int64: m.EnqueuedSequenceNumber, Valid: m.EnqueuedSequenceNumber != 0}
 	if m.State == StateDeadLetter {
-		r.visibleAt = pgtype.Timestamptz{} // a dead letter is receivable at once, whatever its schedule
+		r.VisibleAt = pgtype.Timestamptz{} // a dead letter is receivable at once, whatever its schedule
 	}
-	r.size = int32(messageSize(m, len(props)))
-	return r, nil
+	return nil
+}
+
+// text is s as a nullable text column: "" is NULL.
+func text(s string) pgtype.Text {
+	return pgtype.Text{String: s, Valid: s != ""}
 }
 
 // messageSize is what counts against the entity's message size limit and SizeInBytes: the body,
@@ -267,60 +266,144 @@ func messageSize(m *Message, userPropsLen int) int {
 
 // insertMessagesSQL writes a group of messages in one statement, so in one transaction, with
 // their duplicate-detection history and count deltas. A message sent to an entity that detects
-// duplicates (dd, its history expiry, not NULL) is written only if its MessageId is new to that
-// entity (de) or its earlier record has expired; concurrent senders with the same id wait on the
-// dedup key, so exactly one wins on every gateway, and all copies of a topic message share the
-// topic's record. Rows are inserted in input order, which gives a batch increasing sequence
-// numbers; so the statement returns the positions of the rows it inserted and their sequence
-// numbers, both in increasing order, and the n-th of one belongs to the n-th of the other.
-const insertMessagesSQL = `
+// duplicates (dedup_until, its history expiry, not NULL) is written only if its MessageId is
+// new to that entity (dedup_entity) or its earlier record has expired; concurrent senders with
+// the same id wait on the dedup key, so exactly one wins on every gateway, and all copies of a
+// topic message share the topic's record. Rows are inserted in input order, which gives a batch
+// increasing sequence numbers; so the statement returns the positions of the rows it inserted
+// and their sequence numbers, both in increasing order, and the n-th of one belongs to the n-th
+// of the other.
+//
+// The columns of messages it writes come from insertColumns, one array each, named after its
+// column (insertArgs): {{arrays}} are those arrays, {{columns}} their names, {{values}} what is
+// inserted in each (insertColumn.value, and insertValues). Its @names are numbered once, at
+// start (insertArg).
+var insertMessagesSQL, insertArg = numberInsertArgs(strings.NewReplacer(
+	"{{arrays}}", insertArrayList(),
+	"{{columns}}", insertColumnList(),
+	"{{values}}", insertValueList(),
+).Replace(`
 WITH input AS (
-	SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::interval[],
-		$6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
-		$14::text[], $15::text[], $16::text[], $17::bytea[], $18::int[], $19::timestamptz[], $20::bigint[],
-		$21::smallint[], $22::text[], $23::text[], $24::text[], $26::boolean[], $27::text[], $28::bigint[], $29::bigint[])
-		WITH ORDINALITY AS u(e, v, q, x, t, sc, mid, cid, sid, rts, lb, ta, rt, pk, ct, up, b, sz, dd, de, st, dlr, dld, dls, rs,
-			vpk, es, fo, ord)
+	SELECT * FROM unnest({{arrays}},
+		@dedup_entity::bigint[], @dedup_until::timestamptz[], @sessioned::boolean[], @origin_of::bigint[])
+		WITH ORDINALITY AS u({{columns}}, dedup_entity, dedup_until, sessioned, origin_of, ord)
 ), origin AS (
 	-- The sequence number of the original send of each auto-forwarded message that had no row
 	-- where it was sent, one per sent message (its copies share it).
-	SELECT fo, nextval('message_seq') AS oseq FROM (SELECT DISTINCT fo FROM input WHERE fo <> 0) f
-), sessioned AS (
+	SELECT origin_of, nextval('message_seq') AS oseq FROM (SELECT DISTINCT origin_of FROM input WHERE origin_of <> 0) f
+), opened AS (
 	-- A session entity's session becomes acceptable when its first message can be received; a
 	-- locked session keeps its time (the end of its lock).
 	INSERT INTO sessions (entity_id, session_id, available_at, updated_at)
-	SELECT DISTINCT ON (e, sid) e, sid, coalesce(v, $25), $25 FROM input WHERE rs
-	ORDER BY e, sid, coalesce(v, $25)
+	SELECT DISTINCT ON (entity_id, session_id) entity_id, session_id, coalesce(visible_at, @now), @now
+	FROM input WHERE sessioned
+	ORDER BY entity_id, session_id, coalesce(visible_at, @now)
 	ON CONFLICT (entity_id, session_id) DO UPDATE SET
-		available_at = CASE WHEN sessions.locked_until > $25 THEN sessions.available_at
+		available_at = CASE WHEN sessions.locked_until > @now THEN sessions.available_at
 			ELSE least(coalesce(sessions.available_at, excluded.available_at), excluded.available_at) END,
 		updated_at = excluded.updated_at
 ), fresh AS (
 	INSERT INTO dedup (entity_id, message_id, expires_at)
-	SELECT DISTINCT de, mid, dd FROM input WHERE dd IS NOT NULL
+	SELECT DISTINCT dedup_entity, message_id, dedup_until FROM input WHERE dedup_until IS NOT NULL
 	ON CONFLICT (entity_id, message_id) DO UPDATE SET expires_at = excluded.expires_at
-		WHERE dedup.expires_at <= $25
+		WHERE dedup.expires_at <= @now
 	RETURNING entity_id, message_id
 ), ins AS (
-	INSERT INTO messages (entity_id, visible_at, enqueued_at, expires_at, ttl, scheduled_at, message_id,
-		correlation_id, session_id, reply_to_session_id, label, to_addr, reply_to, partition_key, content_type,
-		user_props, body, size, state, dead_letter_reason, dead_letter_description, dead_letter_source,
-		via_partition_key, enqueued_seq)
-	SELECT e, v, q, x, t, sc, mid, NULLIF(cid, ''), NULLIF(sid, ''), NULLIF(rts, ''), NULLIF(lb, ''),
-		NULLIF(ta, ''), NULLIF(rt, ''), NULLIF(pk, ''), NULLIF(ct, ''), NULLIF(up, '')::jsonb, b, sz, st,
-		NULLIF(dlr, ''), NULLIF(dld, ''), NULLIF(dls, ''), NULLIF(vpk, ''), coalesce(NULLIF(es, 0), origin.oseq)
-	FROM input LEFT JOIN origin USING (fo)
-	WHERE dd IS NULL OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.de AND f.message_id = input.mid)
+	INSERT INTO messages ({{columns}})
+	SELECT {{values}}
+	FROM input LEFT JOIN origin USING (origin_of)
+	WHERE dedup_until IS NULL
+		OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.dedup_entity AND f.message_id = input.message_id)
 	ORDER BY ord
 	RETURNING entity_id, state, size, seq
 ), counted AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-	SELECT entity_id, count(*) FILTER (WHERE state <> 2), count(*) FILTER (WHERE state = 2), sum(size)
+	SELECT entity_id, count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `),
+		count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), sum(size)
 	FROM ins GROUP BY entity_id
 )
 SELECT coalesce((SELECT array_agg(ord ORDER BY ord) FROM input
-		WHERE dd IS NULL OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.de AND f.message_id = input.mid)), '{}'),
-	coalesce((SELECT array_agg(seq ORDER BY seq) FROM ins), '{}')`
+		WHERE dedup_until IS NULL
+			OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.dedup_entity AND f.message_id = input.message_id)), '{}'),
+	coalesce((SELECT array_agg(seq ORDER BY seq) FROM ins), '{}')`))
+
+// insertArgPositions gives the place of each argument of insertMessagesSQL in its argument list.
+type insertArgPositions struct {
+	columns                                           []int // of insertColumns[i]
+	dedupEntity, dedupUntil, sessioned, originOf, now int
+	n                                                 int
+}
+
+// numberInsertArgs turns the @names of the message insert into $1, $2, … and says which is
+// which. pgx.NamedArgs would do it on every send, lexing the whole statement each time, which
+// took as long as building the arrays; this does it once.
+func numberInsertArgs(named string) (string, insertArgPositions) {
+	inputs := []string{"dedup_entity", "dedup_until", "sessioned", "origin_of", "now"}
+	na := make(pgx.StrictNamedArgs, len(insertColumns)+len(inputs))
+	for _, name := range inputs {
+		na[name] = name
+	}
+	for _, c := range insertColumns {
+		if _, dup := na[c.name]; dup {
+			panic("store: message column " + c.name + " has the name of an input of the insert")
+		}
+		na[c.name] = c.name
+	}
+	sql, order, err := na.RewriteQuery(context.Background(), nil, named, nil)
+	if err != nil {
+		panic("store: message insert: " + err.Error())
+	}
+	at := make(map[string]int, len(order))
+	for i, name := range order {
+		at[name.(string)] = i
+	}
+	pos := insertArgPositions{columns: make([]int, len(insertColumns)), n: len(order),
+		dedupEntity: at["dedup_entity"], dedupUntil: at["dedup_until"], sessioned: at["sessioned"],
+		originOf: at["origin_of"], now: at["now"]}
+	for i, c := range insertColumns {
+		pos.columns[i] = at[c.name]
+	}
+	return sql, pos
+}
+
+// insertValues are the columns whose value insertMessagesSQL computes from the one given ("%s"):
+// an auto-forwarded message without an EnqueuedSequenceNumber takes the one drawn for its
+// original send.
+var insertValues = map[string]string{
+	"enqueued_seq": "coalesce(%s, oseq)",
+}
+
+func insertArrayList() string {
+	list := make([]string, len(insertColumns))
+	for i, c := range insertColumns {
+		list[i] = "@" + c.name + "::" + c.sqlType + "[]"
+	}
+	return strings.Join(list, ", ")
+}
+
+func insertColumnList() string {
+	list := make([]string, len(insertColumns))
+	for i, c := range insertColumns {
+		list[i] = c.name
+	}
+	return strings.Join(list, ", ")
+}
+
+func insertValueList() string {
+	list := make([]string, len(insertColumns))
+	used := 0
+	for i, c := range insertColumns {
+		list[i] = c.value
+		if v, ok := insertValues[c.name]; ok {
+			list[i] = fmt.Sprintf(v, c.value)
+			used++
+		}
+	}
+	if used != len(insertValues) {
+		panic("store: insertValues names a column the message insert does not write")
+	}
+	return strings.Join(list, ", ")
+}
 
 // rowQuerier runs a statement on the pool or inside a transaction.
 type rowQuerier interface {
@@ -331,40 +414,8 @@ type rowQuerier interface {
 // number of each row in rows, 0 for one not stored (a duplicate).
 func (s *Postgres) insertRows(ctx context.Context, db rowQuerier, all []messageRow) ([]int64, error) {
 	rows, kept := dropDuplicateIDs(all)
-	n := len(rows)
-	var (
-		entityIDs, dedupEntities             = make([]int64, n), make([]int64, n)
-		visible, enqueued, expires, schedule = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
-		dedup                                = make([]pgtype.Timestamptz, n)
-		ttls                                 = make([]pgtype.Interval, n)
-		mid, cid, sid, rts, lb, ta, rt       = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		pk, ct, up, dlr, dld, dls            = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		vpk                                  = make([]string, n)
-		enqSeq, originOf                     = make([]int64, n), make([]int64, n)
-		states                               = make([]int16, n)
-		sessioned                            = make([]bool, n)
-		bodies                               = make([][]byte, n)
-		sizes                                = make([]int32, n)
-	)
-	for i := range rows {
-		r := &rows[i]
-		entityIDs[i], dedupEntities[i], states[i], sessioned[i] = r.entityID, r.dedupEntity, int16(r.state), r.sessioned
-		visible[i], enqueued[i], expires[i], schedule[i] = r.visibleAt, r.enqueuedAt, r.expiresAt, r.scheduledAt
-		dedup[i] = r.dedupUntil
-		ttls[i] = r.ttl
-		mid[i], cid[i], sid[i], rts[i], lb[i], ta[i], rt[i] = r.messageID, r.correlationID, r.sessionID, r.replyToSessionID, r.label, r.to, r.replyTo
-		pk[i], ct[i], up[i] = r.partitionKey, r.contentType, r.userProps
-		dlr[i], dld[i], dls[i] = r.deadLetterReason, r.deadLetterDescription, r.deadLetterSource
-		bodies[i], sizes[i] = r.body, r.size
-		vpk[i], enqSeq[i], originOf[i] = r.viaPartitionKey, r.enqueuedSeq, r.originOf
-		if bodies[i] == nil {
-			bodies[i] = []byte{}
-		}
-	}
 	var ords, seqs []int64
-	if err := db.QueryRow(ctx, insertMessagesSQL, entityIDs, visible, enqueued, expires, ttls, schedule,
-		mid, cid, sid, rts, lb, ta, rt, pk, ct, up, bodies, sizes, dedup, dedupEntities, states, dlr, dld, dls, s.now(), sessioned, vpk, enqSeq, originOf,
-	).Scan(&ords, &seqs); err != nil {
+	if err := db.QueryRow(ctx, insertMessagesSQL, insertArgs(rows, s.now())...).Scan(&ords, &seqs); err != nil {
 		return nil, err
 	}
 	if len(ords) != len(seqs) {
@@ -379,6 +430,26 @@ func (s *Postgres) insertRows(ctx context.Context, db rowQuerier, all []messageR
 		out[k] = seqs[i]
 	}
 	return out, nil
+}
+
+// insertArgs are the arguments of insertMessagesSQL that write rows: an array per column and
+// per input the statement uses to decide.
+func insertArgs(rows []messageRow, now time.Time) []any {
+	args := make([]any, insertArg.n)
+	for i, c := range insertColumns {
+		args[insertArg.columns[i]] = c.array(rows)
+	}
+	n := len(rows)
+	dedupEntity, dedupUntil := make([]int64, n), make(pgtype.FlatArray[pgtype.Timestamptz], n)
+	sessioned, originOf := make([]bool, n), make([]int64, n)
+	for i := range rows {
+		r := &rows[i]
+		dedupEntity[i], dedupUntil[i], sessioned[i], originOf[i] = r.dedupEntity, r.dedupUntil, r.sessioned, r.originOf
+	}
+	args[insertArg.dedupEntity], args[insertArg.dedupUntil] = dedupEntity, dedupUntil
+	args[insertArg.sessioned], args[insertArg.originOf] = sessioned, originOf
+	args[insertArg.now] = now
+	return args
 }
 
 // dropDuplicateIDs keeps, for each MessageId sent to an entity that detects duplicates, only the
@@ -407,7 +478,7 @@ func dropDuplicateIDs(rows []messageRow) (out []messageRow, kept []int) {
 				kept = append(kept, j)
 			}
 		}
-		k := key{r.dedupEntity, r.messageID}
+		k := key{r.dedupEntity, r.MessageID}
 		owner, seen := first[k]
 		if !seen {
 			first[k] = r.msgIndex

@@ -33,12 +33,12 @@ func TestGroupCommitIsolatesAFailingRequest(t *testing.T) {
 		if err := prepareMessage(e, &m, s.now()); err != nil {
 			t.Fatal(err)
 		}
-		r, err := newMessageRow(e.ID, &m, "", true)
-		if err != nil {
+		rows := make([]messageRow, 1)
+		if err := rows[0].set(e.ID, &m, nil, true); err != nil {
 			t.Fatal(err)
 		}
-		r.label = label
-		return []messageRow{r}
+		rows[0].Label = text(label)
+		return rows
 	}
 	// Queue the requests before any writer runs, so they are written as one group.
 	reqs := []*sendRequest{{rows: row("good-1")}, {rows: row("bad\x00")}, {rows: row("good-2")}}

@@ -59,17 +59,17 @@ func checkSessionful(e *Entity) error {
 // scheduled time if it holds only scheduled ones, NULL if it holds none. Each branch reads one
 // of the session's partial indexes; none scans the entity.
 const nextAvailableSQL = `SELECT CASE
-	WHEN EXISTS (SELECT 1 FROM messages WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NULL AND state = 0
+	WHEN EXISTS (SELECT 1 FROM messages WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NULL AND state = ` + sqlActive + `
 		AND (expires_at IS NULL OR expires_at > $3)) THEN $3::timestamptz
 	ELSE (SELECT min(CASE WHEN lock_token IS NOT NULL OR visible_at <= $3 THEN $3::timestamptz ELSE visible_at END)
-		FROM messages WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NOT NULL AND state = 0
+		FROM messages WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NOT NULL AND state = ` + sqlActive + `
 			AND (expires_at IS NULL OR expires_at > $3))
 END`
 
 // releaseMessageLocksSQL frees the messages of a session that were locked under an earlier
 // session lock: a new holder continues from the first unsettled message.
 const releaseMessageLocksSQL = `UPDATE messages SET lock_token = NULL, visible_at = NULL
-WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NOT NULL AND lock_token IS NOT NULL AND state <> 2`
+WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NOT NULL AND lock_token IS NOT NULL AND state <> ` + sqlDeadLetter
 
 // AcceptSession locks a session of e for the entity's LockDuration: the named one (sessionID not
 // empty; it need not have messages), or the session whose messages have waited longest, waiting
@@ -335,9 +335,9 @@ func (s *Postgres) ListSessions(ctx context.Context, e *Entity, skip, top int) (
 	now := s.now()
 	rows, err := s.pool.Query(ctx, `SELECT session_id, locked_until, state IS NOT NULL,
 			EXISTS (SELECT 1 FROM messages m WHERE m.entity_id = s.entity_id AND m.session_id = s.session_id
-				AND m.visible_at IS NULL AND m.state <> 2)
+				AND m.visible_at IS NULL AND m.state <> `+sqlDeadLetter+`)
 			OR EXISTS (SELECT 1 FROM messages m WHERE m.entity_id = s.entity_id AND m.session_id = s.session_id
-				AND m.visible_at IS NOT NULL AND m.state <> 2)
+				AND m.visible_at IS NOT NULL AND m.state <> `+sqlDeadLetter+`)
 		FROM sessions s WHERE entity_id = $1 AND (available_at IS NOT NULL OR state IS NOT NULL OR locked_until > $2)
 		ORDER BY session_id OFFSET $3 LIMIT $4`, e.ID, now, skip, top)
 	if err != nil {

@@ -94,7 +94,7 @@ type delivery struct {
 	dedupUntil  time.Time
 	// encoded holds the user properties Send already encoded, by message; copies changed by an
 	// action are not in it and are encoded when placed.
-	encoded map[*Message]string
+	encoded map[*Message][]byte
 	// starts holds, for each message prepareSend delivered, the index of its first row.
 	starts []int
 }
@@ -108,9 +108,9 @@ func (s *Postgres) newDelivery(ctx context.Context, now time.Time) *delivery {
 func (d *delivery) wakeTargets() []wakeTarget {
 	var targets []wakeTarget
 	for _, r := range d.rows {
-		t := wakeTarget{entity: r.entityID}
+		t := wakeTarget{entity: r.EntityID}
 		if r.sessioned {
-			t.session = r.sessionID
+			t.session = r.SessionID.String
 		}
 		if !slices.Contains(targets, t) {
 			targets = append(targets, t)
@@ -172,8 +172,10 @@ func (d *delivery) place(e *Entity, m *Message, hops int) error {
 		}
 	}
 	props, ok := d.encoded[m]
-	r, err := newMessageRow(e.ID, m, props, !ok)
-	if err != nil {
+	d.rows = append(d.rows, messageRow{})
+	r := &d.rows[len(d.rows)-1]
+	if err := r.set(e.ID, m, props, !ok); err != nil {
+		d.rows = d.rows[:len(d.rows)-1]
 		return err
 	}
 	r.msgIndex = d.msgIndex
@@ -184,7 +186,6 @@ func (d *delivery) place(e *Entity, m *Message, hops int) error {
 	if !d.dedupUntil.IsZero() {
 		r.dedupEntity, r.dedupUntil = d.dedupEntity, timestamptz(d.dedupUntil)
 	}
-	d.rows = append(d.rows, r)
 	return nil
 }
 
@@ -367,7 +368,7 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 	for {
 		now := s.now()
 		rows, err := tx.Query(ctx, `SELECT `+messageSelectFrom("m")+` FROM messages m
-			WHERE m.entity_id = $1 AND m.state = 2 AND (m.lock_token IS NULL OR m.visible_at <= $2)
+			WHERE m.entity_id = $1 AND m.state = `+sqlDeadLetter+` AND (m.lock_token IS NULL OR m.visible_at <= $2)
 			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk)
 		if err != nil {
 			return woken, err

@@ -28,31 +28,31 @@ type typedValue struct {
 	X string   `json:"x,omitempty"` // a rule value's declared type (Property.Type)
 }
 
-// encodeUserProperties checks the properties and returns their jsonb text, or "" when there are
+// encodeUserProperties checks the properties and returns their jsonb text, or nil when there are
 // none. Errors: ErrBadRequest for a duplicate name, an unsupported type, a non-finite number or a
 // size over the limits.
-func encodeUserProperties(props UserProperties) (string, error) {
+func encodeUserProperties(props UserProperties) ([]byte, error) {
 	if len(props) == 0 {
-		return "", nil
+		return nil, nil
 	}
 	if len(props) > maxUserPropertiesCount {
-		return "", BadRequest("A message may carry at most %d application properties.", maxUserPropertiesCount)
+		return nil, BadRequest("A message may carry at most %d application properties.", maxUserPropertiesCount)
 	}
 	m := make(map[string]typedValue, len(props))
 	total := 0
 	for _, p := range props {
 		if _, dup := m[p.Name]; dup {
-			return "", BadRequest("The application property '%s' is given more than once.", Clip(p.Name))
+			return nil, BadRequest("The application property '%s' is given more than once.", Clip(p.Name))
 		}
 		if p.Name == "" || !validText(p.Name) {
-			return "", BadRequest("An application property name is empty, not valid UTF-8 or contains a NUL character.")
+			return nil, BadRequest("An application property name is empty, not valid UTF-8 or contains a NUL character.")
 		}
 		var tv typedValue
 		size := len(p.Name)
 		switch v := p.Value.(type) {
 		case string:
 			if !validText(v) {
-				return "", BadRequest("The application property '%s' is not valid UTF-8 text (or contains a NUL character).", Clip(p.Name))
+				return nil, BadRequest("The application property '%s' is not valid UTF-8 text (or contains a NUL character).", Clip(p.Name))
 			}
 			tv.S = &v
 			size += len(v)
@@ -61,7 +61,7 @@ func encodeUserProperties(props UserProperties) (string, error) {
 			size += 8
 		case float64:
 			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return "", BadRequest("The application property '%s' is not a finite number.", Clip(p.Name))
+				return nil, BadRequest("The application property '%s' is not a finite number.", Clip(p.Name))
 			}
 			tv.F = &v
 			size += 8
@@ -77,28 +77,28 @@ func encodeUserProperties(props UserProperties) (string, error) {
 			tv.T = &n
 			size += 8
 		default:
-			return "", BadRequest("The application property '%s' has an unsupported type %T.", Clip(p.Name), p.Value)
+			return nil, BadRequest("The application property '%s' has an unsupported type %T.", Clip(p.Name), p.Value)
 		}
 		if p.Type != "" {
 			if !ruleValueTypeFits(p.Type, p.Value) {
-				return "", BadRequest("The value of '%s' does not have its declared type '%s'.", Clip(p.Name), Clip(p.Type))
+				return nil, BadRequest("The value of '%s' does not have its declared type '%s'.", Clip(p.Name), Clip(p.Type))
 			}
 			tv.X = p.Type
 		}
 		if size > MaxPropertySize {
-			return "", BadRequest("The application property '%s' is larger than %d bytes.", Clip(p.Name), MaxPropertySize)
+			return nil, BadRequest("The application property '%s' is larger than %d bytes.", Clip(p.Name), MaxPropertySize)
 		}
 		total += size
 		m[p.Name] = tv
 	}
 	if total > MaxAllPropertiesSize {
-		return "", BadRequest("The application properties of a message are larger than %d bytes.", MaxAllPropertiesSize)
+		return nil, BadRequest("The application properties of a message are larger than %d bytes.", MaxAllPropertiesSize)
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		return "", fmt.Errorf("encode application properties: %w", err)
+		return nil, fmt.Errorf("encode application properties: %w", err)
 	}
-	return string(b), nil
+	return b, nil
 }
 
 // decodeUserProperties reverses encodeUserProperties; properties come back sorted by name.
