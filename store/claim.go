@@ -223,12 +223,15 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 		}
 		args["lock"], args["max_delivery"] = interval(e.Props.LockDuration), maxDelivery
 	}
-	sql := claimStatements[mode][inSession]
+	sql, values, err := positional(claimStatements[mode][inSession], args)
+	if err != nil {
+		return nil, 0, err
+	}
 	s.claims.Add(1)
 	var rows []claimedRecord
 	var woken []wakeTarget
 	run := func(q querier) error {
-		r, err := q.Query(ctx, sql, args)
+		r, err := q.Query(ctx, sql, values...)
 		if err == nil {
 			rows, err = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
 		}
@@ -236,7 +239,6 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 	}
 	// An entity that forwards its dead letters claims in a transaction with the move of any
 	// message the claim dead-lettered, so none waits in its dead-letter subqueue.
-	var err error
 	if mode == PeekLock && t.SubQueue == SubQueueMain && e.Props.ForwardDeadLetteredMessagesTo != "" {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if err := run(tx); err != nil {
@@ -251,7 +253,7 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 			return nil
 		})
 	} else if s.claimer.running() {
-		cj := &claimJob{sql: sql, args: args}
+		cj := &claimJob{sql: sql, args: values}
 		err = s.claimer.submit(ctx, cj)
 		rows = cj.rows
 	} else {
@@ -360,8 +362,12 @@ func (s *Postgres) nextDue(ctx context.Context, t Target) (time.Time, error) {
 		sql = nextDueInSessionSQL
 		args["session"], args["session_token"] = t.Session.SessionID, t.Session.Token
 	}
+	sql, values, err := positional(sql, args)
+	if err != nil {
+		return time.Time{}, err
+	}
 	var next pgtype.Timestamptz
-	if err := s.pool.QueryRow(ctx, sql, args).Scan(&next); err != nil {
+	if err := s.pool.QueryRow(ctx, sql, values...).Scan(&next); err != nil {
 		return time.Time{}, fmt.Errorf("look for due messages in %s: %w", t, interpretError(err))
 	}
 	return timeOrZero(next), nil
@@ -458,8 +464,8 @@ func (t Target) String() string {
 
 // claimJob is one dispatcher's claim statement waiting for its round.
 type claimJob struct {
-	sql  string
-	args pgx.NamedArgs
+	sql  string // numbered (positional)
+	args []any
 	rows []claimedRecord
 }
 
@@ -482,7 +488,7 @@ func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 	defer cancel()
 	b := &pgx.Batch{}
 	for _, j := range jobs {
-		b.Queue(j.req.sql, j.req.args)
+		b.Queue(j.req.sql, j.req.args...)
 	}
 	br := s.hotPool().SendBatch(ctx, b)
 	errs := make([]error, len(jobs))

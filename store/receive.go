@@ -98,8 +98,11 @@ func (s *Postgres) release(ctx context.Context, t Target, msgs []*Message) {
 	for i, m := range msgs {
 		seqs[i], tokens[i] = m.SequenceNumber, m.LockToken
 	}
-	args := pgx.NamedArgs{"entity": t.Entity.ID, "seq": seqs, "token": tokens, "now": s.now()}
-	if _, err := s.pool.Exec(ctx, releaseSQL, args); err != nil {
+	sql, values, err := positional(releaseSQL, pgx.NamedArgs{"entity": t.Entity.ID, "seq": seqs, "token": tokens, "now": s.now()})
+	if err == nil {
+		_, err = s.pool.Exec(ctx, sql, values...)
+	}
+	if err != nil {
 		s.log.Warn("release messages of a receiver that left; they are redelivered when their locks end",
 			"entity", t.Entity.Path, "err", err)
 		return

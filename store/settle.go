@@ -289,8 +289,12 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) ([]wakeTarget, error) {
 	var woken []wakeTarget
 	found := make([]bool, len(a.items))
+	sql, values, err := positional(settleStatements[op], a.named(s.now()))
+	if err != nil {
+		return nil, err
+	}
 	run := func(q querier) error {
-		rows, err := q.Query(ctx, settleStatements[op], a.named(s.now()))
+		rows, err := q.Query(ctx, sql, values...)
 		if err != nil {
 			return err
 		}
@@ -323,7 +327,6 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 		}
 		return rows.Err()
 	}
-	var err error
 	if (op == Abandon || op == DeadLetter) && len(a.forwards) > 0 {
 		// Dead letters of an entity that forwards them move on in the same transaction.
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
