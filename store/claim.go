@@ -45,18 +45,21 @@ const (
 // The rows are locked FOR UPDATE by the same statement, so their versions cannot change in
 // between.
 const (
-	claimDueSQL = `due AS MATERIALIZED (
+	// dueRangeSQL and readyRangeSQL select a target's rows in each range; a session narrows
+	// them further (inSessionSQL) before they are ordered and limited.
+	dueRangeSQL = `
 	SELECT ctid, seq, visible_at FROM messages
 	WHERE entity_id = @entity AND state = @state AND visible_at >= @due_from AND visible_at <= @now
 		AND (expires_at IS NULL OR expires_at > @now OR state = ` + sqlDeadLetter + `)`
-	claimReadySQL = `
-	ORDER BY visible_at LIMIT @n FOR UPDATE SKIP LOCKED
-), ready AS MATERIALIZED (
+	dueOrderSQL = `
+	ORDER BY visible_at LIMIT @n FOR UPDATE SKIP LOCKED`
+	readyRangeSQL = `
 	SELECT ctid, seq FROM messages
 	WHERE entity_id = @entity AND state = @state AND visible_at IS NULL AND seq > @ready_from
 		AND (expires_at IS NULL OR expires_at > @now OR state = ` + sqlDeadLetter + `)`
+	readyOrderSQL = `
+	ORDER BY seq LIMIT @n FOR UPDATE SKIP LOCKED`
 	claimPickSQL = `
-	ORDER BY seq LIMIT @n FOR UPDATE SKIP LOCKED
 ), picked AS (
 	SELECT ctid, seq, due_at FROM (SELECT ctid, seq, visible_at AS due_at FROM due
 		UNION ALL SELECT ctid, seq, NULL::timestamptz FROM ready) c
@@ -75,8 +78,10 @@ const (
 
 // claimPicks are the picking parts of a claim, outside a session and inside one.
 var claimPicks = [2]string{
-	`WITH ` + claimDueSQL + claimReadySQL + claimPickSQL,
-	`WITH ` + claimDueSQL + inSessionSQL + claimReadySQL + inSessionSQL + claimPickSQL,
+	`WITH due AS MATERIALIZED (` + dueRangeSQL + dueOrderSQL + `
+), ready AS MATERIALIZED (` + readyRangeSQL + readyOrderSQL + claimPickSQL,
+	`WITH due AS MATERIALIZED (` + dueRangeSQL + inSessionSQL + dueOrderSQL + `
+), ready AS MATERIALIZED (` + readyRangeSQL + inSessionSQL + readyOrderSQL + claimPickSQL,
 }
 
 // peekLockTailSQL locks what a claim picked for @lock and counts the delivery. A message already
@@ -197,6 +202,43 @@ func (s *Postgres) sessionLostIfEmpty(ctx context.Context, t Target, msgs []*Mes
 	return s.checkSessionLock(ctx, s.pool, t.Entity, *t.Session, s.now())
 }
 
+// newClaim is the claim of up to n messages of t at now, from the head of both ranges or from
+// cur: its own statement and, outside a session, its values as a target of a round's shared
+// claim (claimmany.go).
+func newClaim(t Target, mode ReceiveMode, n int, cur *claimCursor, fromHead bool, now time.Time) (*claimJob, error) {
+	e := t.Entity
+	ct := &claimTarget{entity: e.ID, state: int16(t.SubQueue.state()), n: int32(n), dueFrom: minusInfinity, now: now}
+	if cur != nil && !fromHead {
+		ct.readyFrom = cur.readyFrom
+		if !cur.dueFrom.IsZero() {
+			ct.dueFrom = pgtype.Timestamptz{Time: cur.dueFrom, Valid: true}
+		}
+	}
+	args := pgx.NamedArgs{"entity": ct.entity, "state": ct.state, "n": ct.n, "now": now, "ready_from": ct.readyFrom, "due_from": ct.dueFrom}
+	inSession := 0
+	if t.Session != nil {
+		inSession = 1
+		args["session"], args["session_token"] = t.Session.SessionID, t.Session.Token
+	}
+	if mode == PeekLock {
+		ct.maxDelivery = e.Props.MaxDeliveryCount
+		if t.SubQueue == SubQueueDeadLetter {
+			ct.maxDelivery = noDeliveryLimit
+		}
+		ct.lockMicros = e.Props.LockDuration.Microseconds()
+		args["lock"], args["max_delivery"] = interval(e.Props.LockDuration), ct.maxDelivery
+	}
+	sql, values, err := positional(claimStatements[mode][inSession], args)
+	if err != nil {
+		return nil, err
+	}
+	cj := &claimJob{sql: sql, args: values, mode: mode}
+	if t.Session == nil {
+		cj.target = ct
+	}
+	return cj, nil
+}
+
 // claimOnce runs one claim statement for up to n messages, from the head of both ranges or from
 // cur, and moves cur. It returns the messages delivered and how many rows the statement picked
 // (some may have been dead-lettered instead).
@@ -204,26 +246,7 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 	e := t.Entity
 	state := t.SubQueue.state()
 	now := s.now()
-	args := pgx.NamedArgs{"entity": e.ID, "state": state, "n": n, "now": now, "ready_from": int64(0), "due_from": minusInfinity}
-	if cur != nil && !fromHead {
-		args["ready_from"] = cur.readyFrom
-		if !cur.dueFrom.IsZero() {
-			args["due_from"] = cur.dueFrom
-		}
-	}
-	inSession := 0
-	if t.Session != nil {
-		inSession = 1
-		args["session"], args["session_token"] = t.Session.SessionID, t.Session.Token
-	}
-	if mode == PeekLock {
-		maxDelivery := e.Props.MaxDeliveryCount
-		if t.SubQueue == SubQueueDeadLetter {
-			maxDelivery = noDeliveryLimit
-		}
-		args["lock"], args["max_delivery"] = interval(e.Props.LockDuration), maxDelivery
-	}
-	sql, values, err := positional(claimStatements[mode][inSession], args)
+	cj, err := newClaim(t, mode, n, cur, fromHead, now)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -231,7 +254,7 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 	var rows []claimedRecord
 	var woken []wakeTarget
 	run := func(q querier) error {
-		r, err := q.Query(ctx, sql, values...)
+		r, err := q.Query(ctx, cj.sql, cj.args...)
 		if err == nil {
 			rows, err = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
 		}
@@ -253,7 +276,6 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 			return nil
 		})
 	} else if s.claimer.running() {
-		cj := &claimJob{sql: sql, args: values}
 		err = s.claimer.submit(ctx, cj)
 		rows = cj.rows
 	} else {
@@ -466,19 +488,29 @@ func (t Target) String() string {
 type claimJob struct {
 	sql  string // numbered (positional)
 	args []any
-	rows []claimedRecord
+	mode ReceiveMode
+	// target, when set, is the claim as a target of a statement shared with the claims of
+	// other entities in the round (claimManyStatements); claims in a session have none.
+	target *claimTarget
+	rows   []claimedRecord
 }
 
-// claimRoundSize bounds the claim statements one round sends.
+// claimRoundSize bounds the claims one round runs.
 const claimRoundSize = 64
 
 // newClaimer coalesces the claims of different entities: one dispatcher claims for one entity
 // at a time, so with many busy entities many claims, each of a message or two, run at once.
-// A round sends those waiting as one pipeline, in one transaction: one round trip and one
-// commit instead of one each (measured with 64 receivers on 64 queues: a claim statement took
-// a message each time, and its commit and round trip cost more than its execution).
+// A round runs those waiting in one pipeline and one transaction, the claims outside sessions
+// in one statement per receive mode: one round trip, one commit and few statements instead of
+// one each (claimmany.go).
 func newClaimer(s *Postgres) *batcher[*claimJob] {
 	return newBatcher(s.opts.SendWriters, claimRoundSize, func(*claimJob) int { return 1 }, s.writeClaims)
+}
+
+// claimPart is a statement of a round: one claim, or the shared claim of several targets.
+type claimPart struct {
+	jobs   []*job[*claimJob]
+	shared bool
 }
 
 // writeClaims runs one round of claims and answers each once the round has committed: a claim
@@ -486,28 +518,79 @@ func newClaimer(s *Postgres) *batcher[*claimJob] {
 func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	b := &pgx.Batch{}
+	var parts []claimPart
+	var shareable [2][]*job[*claimJob] // by mode
+	// Targets of one statement must differ: the claims of one statement see the rows as they
+	// were before it, so two claims of one subqueue in it could pick the same message (in
+	// statements of their own, the later one sees the earlier one's locks). One dispatcher
+	// claims for a subqueue at a time, so this is a safeguard, not a case that occurs.
+	type subqueue struct {
+		entity int64
+		state  int16
+	}
+	seen := make(map[subqueue]bool, len(jobs))
 	for _, j := range jobs {
-		b.Queue(j.req.sql, j.req.args...)
+		if t := j.req.target; t != nil && !seen[subqueue{t.entity, t.state}] {
+			seen[subqueue{t.entity, t.state}] = true
+			shareable[j.req.mode] = append(shareable[j.req.mode], j)
+		} else {
+			parts = append(parts, claimPart{jobs: []*job[*claimJob]{j}})
+		}
+	}
+	for _, js := range shareable {
+		if len(js) > 0 {
+			parts = append(parts, claimPart{jobs: js, shared: len(js) > 1})
+		}
+	}
+	b := &pgx.Batch{}
+	errs := make([]error, len(parts))
+	for i, p := range parts {
+		if !p.shared {
+			b.Queue(p.jobs[0].req.sql, p.jobs[0].req.args...)
+			continue
+		}
+		s.sharedClaims.Add(1)
+		sql, values, err := positional(claimManyStatements[p.jobs[0].req.mode], claimManyArgs(p.jobs))
+		if err != nil {
+			errs[i] = err
+			sql, values = "SELECT", nil // keeps the pipeline's order; the claims fail with err
+		}
+		b.Queue(sql, values...)
 	}
 	br := s.hotPool().SendBatch(ctx, b)
-	errs := make([]error, len(jobs))
-	for i, j := range jobs {
+	for i, p := range parts {
 		r, err := br.Query()
-		if err == nil {
-			j.req.rows, err = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
+		switch {
+		case err != nil || errs[i] != nil:
+			if r != nil {
+				r.Close()
+			}
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		case !p.shared:
+			p.jobs[0].req.rows, errs[i] = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
+		default:
+			var rows []claimedManyRecord
+			if rows, errs[i] = pgx.CollectRows(r, pgx.RowToStructByName[claimedManyRecord]); errs[i] == nil {
+				for _, row := range rows {
+					j := p.jobs[row.K-1].req
+					j.rows = append(j.rows, row.claimedRecord)
+				}
+			}
 		}
-		errs[i] = err
 	}
 	closeErr := br.Close()
-	for i, j := range jobs {
+	for i, p := range parts {
 		err := errs[i]
 		if err == nil {
 			err = closeErr
 		}
-		if err != nil {
-			j.req.rows = nil
+		for _, j := range p.jobs {
+			if err != nil {
+				j.req.rows = nil
+			}
+			j.finish(err)
 		}
-		j.finish(err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sbgate/sbgate/db/dbtest"
 )
@@ -67,6 +68,10 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	sharedArgs := pgx.NamedArgs{"entity": []int64{q.ID, other.ID}, "state": []int16{0, 0}, "n": []int32{16, 16},
+		"ready_from": []int64{0, 0}, "due_from": []pgtype.Timestamptz{minusInfinity, minusInfinity},
+		"lock_us":      []int64{q.Props.LockDuration.Microseconds(), other.Props.LockDuration.Microseconds()},
+		"max_delivery": []int32{q.Props.MaxDeliveryCount, other.Props.MaxDeliveryCount}}
 	base := pgx.NamedArgs{"entity": q.ID, "state": StateActive, "now": s.now(), "n": 16, "ready_from": int64(0), "due_from": minusInfinity}
 	for _, tc := range []struct {
 		name string
@@ -76,6 +81,9 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 	}{
 		{"peek-lock", claimStatements[PeekLock][0], pgx.NamedArgs{"lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}, true},
 		{"receive-and-delete", claimStatements[ReceiveAndDelete][0], nil, true},
+		// A round's claims of several entities share a statement (claimmany.go).
+		{"shared peek-lock", claimManyStatements[PeekLock], sharedArgs, true},
+		{"shared receive-and-delete", claimManyStatements[ReceiveAndDelete], sharedArgs, true},
 		// nextDue runs on the pool that plans for the values (its generic plan scans the table).
 		{"next due", nextDueSQL, nil, false},
 	} {
@@ -181,6 +189,17 @@ func explainPlanOf(t *testing.T, ctx context.Context, s *Postgres, sql string, a
 		// for the Go types it knows without a column type; tokens go as text).
 		literal := []any{pgx.QueryExecModeSimpleProtocol}
 		for _, v := range values {
+			if times, ok := v.([]pgtype.Timestamptz); ok {
+				text := make([]string, len(times))
+				for i, ts := range times {
+					b, err := ts.MarshalJSON()
+					if err != nil {
+						t.Fatal(err)
+					}
+					text[i] = strings.Trim(string(b), `"`)
+				}
+				v = text
+			}
 			if tokens, ok := v.([][16]byte); ok {
 				text := make([]string, len(tokens))
 				for i, b := range tokens {

@@ -70,6 +70,81 @@ func TestCompetingReceivers(t *testing.T) {
 	}
 }
 
+// TestCompetingReceiversOnManyQueues: 16 queues with 2 receivers each, peek-lock + complete on
+// half of them and receive-and-delete on the others, all at once, so that the claims of
+// different queues share statements (claimmany.go). Every message is received exactly once, by
+// a receiver of its own queue, and every queue ends empty.
+func TestCompetingReceiversOnManyQueues(t *testing.T) {
+	b := setup(t, setupOptions{realClock: true})
+	const queues, perQueue, receivers = 16, 40, 2
+	qs := make([]*store.Entity, queues)
+	for i := range qs {
+		qs[i] = b.queue(t, fmt.Sprintf("q%d", i), nil)
+		batch := make([]store.Message, perQueue)
+		for j := range batch {
+			batch[j] = store.Message{Body: []byte(fmt.Sprint(j)), MessageID: fmt.Sprintf("q%d-%d", i, j)}
+		}
+		if err := b.store.Send(b.ctx, qs[i], batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := b.store.SharedClaims()
+	var mu sync.Mutex
+	seen := make(map[string]int)
+	var wg sync.WaitGroup
+	for i, q := range qs {
+		mode := store.PeekLock
+		if i%2 == 1 {
+			mode = store.ReceiveAndDelete
+		}
+		target := store.Target{Entity: q, SubQueue: store.SubQueueMain}
+		for range receivers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					m, err := receive1(b.ctx, b.store, target, mode, 0)
+					if err != nil {
+						t.Errorf("receive from %s: %v", q.Path, err)
+						return
+					}
+					if m == nil {
+						return
+					}
+					if want := q.Path + "-"; len(m.MessageID) < len(want) || m.MessageID[:len(want)] != want {
+						t.Errorf("receiver of %s got %s", q.Path, m.MessageID)
+					}
+					mu.Lock()
+					seen[m.MessageID]++
+					mu.Unlock()
+					if mode == store.PeekLock {
+						if _, err := settle1(b.ctx, b.store, target, store.Complete, m.MessageID, m.LockToken); err != nil {
+							t.Errorf("complete %s: %v", m.MessageID, err)
+						}
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if len(seen) != queues*perQueue {
+		t.Errorf("received %d distinct messages; want %d", len(seen), queues*perQueue)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("message %s handed out %d times", id, n)
+		}
+	}
+	for _, q := range qs {
+		if c := b.counts(t, q.Path); c.Total() != 0 {
+			t.Errorf("left in %s: %+v", q.Path, c)
+		}
+	}
+	if b.store.SharedClaims() == before {
+		t.Error("no round shared a claim statement among queues; the test did not test what it is for")
+	}
+}
+
 // TestGroupCommitManySenders: many concurrent senders to two queues, one writer: every message
 // of every send is committed.
 func TestGroupCommitManySenders(t *testing.T) {

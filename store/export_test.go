@@ -5,3 +5,6 @@ const CountsSQL = countsSQL
 
 // Claims is how many claim statements the store has run.
 func (s *Postgres) Claims() int64 { return s.claims.Load() }
+
+// SharedClaims is how many statements claimed for several targets at once.
+func (s *Postgres) SharedClaims() int64 { return s.sharedClaims.Load() }

@@ -266,6 +266,8 @@ type Postgres struct {
 	msgCounter atomic.Int64
 	// claims counts the claim statements run, for tests and metrics.
 	claims atomic.Int64
+	// sharedClaims counts the statements that claimed for several targets at once.
+	sharedClaims atomic.Int64
 
 	mu       sync.Mutex
 	stopLoop context.CancelFunc
