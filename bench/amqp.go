@@ -92,7 +92,7 @@ func (g *amqpGateway) dial(ctx context.Context) (*amqpClient, error) {
 }
 
 // amqpGW is the AMQP gateway client w of a phase talks to, the same gateway as r.gw(w).
-func (r *runner) amqpGW(w int) *amqpGateway { return r.amqpGws[w%len(r.amqpGws)] }
+func (r *runner) amqpGW(w int) *amqpGateway { return r.amqpGws[w%min(r.loaded(), len(r.amqpGws))] }
 
 // amqpPhase measures an AMQP operation at res.Clients clients, then closes every client's
 // connection; the peek-lock receivers first give back what they prefetched and did not take.

@@ -74,6 +74,12 @@ type Config struct {
 	// Operations to run, from AllOperations, AMQPOperations and Scenarios; "all" is every one
 	// (the AMQP operations only with AMQPConnectionStrings).
 	Operations []string
+	// LoadGateways is how many of the gateways, the first ones, the clients of every phase go
+	// through (0: all of them). The others take part only where a second gateway is the point:
+	// the wake scenario's receivers on another gateway than the sender. With every gateway on
+	// one machine, spreading the load over processes that share its cores measures that
+	// sharing rather than the broker.
+	LoadGateways int
 	// AMQPConnectionStrings name the same gateways' AMQP listeners, as sbgate prints them
 	// (UseDevelopmentEmulator=true for plain AMQP); the AMQP operations need them. Clients are
 	// spread over them round-robin.
@@ -154,6 +160,9 @@ func (r Result) Rate() float64 {
 func (c *Config) setDefaults() error {
 	if len(c.ConnectionStrings) == 0 {
 		return errors.New("bench: a connection string is required")
+	}
+	if n := c.LoadGateways; n < 0 || n > len(c.ConnectionStrings) {
+		return fmt.Errorf("bench: the load cannot go through %d of %d gateways", n, len(c.ConnectionStrings))
 	}
 	if c.Queue == "" {
 		c.Queue = "bench-" + hex.EncodeToString(randomBytes(4))
@@ -460,8 +469,19 @@ func (r *runner) connect() error {
 	return nil
 }
 
+// loaded is how many gateways, the first ones, the phases' clients go through.
+func (r *runner) loaded() int { return loadGateways(r.cfg) }
+
+// loadGateways is Config.LoadGateways within the gateways there are.
+func loadGateways(cfg Config) int {
+	if n := cfg.LoadGateways; n > 0 && n < len(cfg.ConnectionStrings) {
+		return n
+	}
+	return len(cfg.ConnectionStrings)
+}
+
 // gw is the gateway client w of a phase talks to.
-func (r *runner) gw(w int) *gateway { return r.gws[w%len(r.gws)] }
+func (r *runner) gw(w int) *gateway { return r.gws[w%r.loaded()] }
 
 // iteration does one iteration of an operation and returns how many messages it moved.
 type iteration func(ctx context.Context) (int, error)

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,9 +41,16 @@ func gateways(t *testing.T, n int) ([]string, string) {
 // their AMQP connection strings too.
 func gatewaysWithAMQP(t *testing.T, n int) (conns, amqpConns []string, url string) {
 	t.Helper()
+	return gatewaysWrapped(t, n, nil)
+}
+
+// gatewaysWrapped is gatewaysWithAMQP with each gateway's HTTP handler passed through wrap
+// (with the gateway's place) when wrap is not nil.
+func gatewaysWrapped(t *testing.T, n int, wrap func(int, http.Handler) http.Handler) (conns, amqpConns []string, url string) {
+	t.Helper()
 	url = dbtest.NewDatabase(t)
 	keys := []sas.Key{{Name: "RootManageSharedAccessKey", Primary: testKey, Rights: sas.Manage}}
-	for range n {
+	for i := range n {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		pool, err := db.Open(ctx, url)
 		cancel()
@@ -55,7 +64,11 @@ func gatewaysWithAMQP(t *testing.T, n int) (conns, amqpConns []string, url strin
 		relay := store.NewRelay(st, store.RelayOptions{}) // as sbgate serve runs it, for sql-send
 		relay.Start(context.Background())
 		t.Cleanup(relay.Stop)
-		srv := httptest.NewServer(handlers.NewServer(st, handlers.Config{Keys: keys}))
+		var web http.Handler = handlers.NewServer(st, handlers.Config{Keys: keys})
+		if wrap != nil {
+			web = wrap(i, web)
+		}
+		srv := httptest.NewServer(web)
 		t.Cleanup(srv.Close)
 		conns = append(conns, "Endpoint="+srv.URL+"/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey="+testKey)
 
@@ -242,6 +255,44 @@ func TestWithoutBaseline(t *testing.T) {
 	}
 }
 
+// TestLoadGateways: with LoadGateways 1 of 2, every phase's clients go through the first
+// gateway, and the second one serves only the wake scenario's receivers on another gateway.
+func TestLoadGateways(t *testing.T) {
+	t.Parallel()
+	var served atomic.Int64 // requests the second gateway served
+	conns, _, url := gatewaysWrapped(t, 2, func(i int, h http.Handler) http.Handler {
+		if i == 0 {
+			return h
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			served.Add(1)
+			h.ServeHTTP(w, r)
+		})
+	})
+	run := func(ops ...string) *bench.Report {
+		t.Helper()
+		rep, err := bench.Run(t.Context(), bench.Config{
+			ConnectionStrings: conns, DatabaseURL: url, LoadGateways: 1, BaselineClients: 2, Backlog: 300,
+			Clients: []int{4}, Duration: 250 * time.Millisecond, Operations: ops,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := run(bench.OpSend, bench.OpSendBatch, bench.OpPeekLock, bench.OpReceiveDelete, bench.OpBacklog)
+	if rep.LoadGateways != 1 || rep.Gateways != 2 {
+		t.Errorf("report says %d of %d gateways loaded; want 1 of 2", rep.LoadGateways, rep.Gateways)
+	}
+	if n := served.Load(); n != 0 {
+		t.Errorf("the second gateway served %d requests of the operations; want none", n)
+	}
+	run(bench.OpWake)
+	if served.Load() == 0 {
+		t.Error("the second gateway served none of the wake scenario's receivers")
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -252,6 +303,7 @@ func TestConfigErrors(t *testing.T) {
 		{bench.Config{ConnectionStrings: []string{"Endpoint=sb://h/;SharedAccessKeyName=k;SharedAccessKey=v"}, Operations: []string{"fly"}}, `unknown operation "fly"`},
 		{bench.Config{ConnectionStrings: []string{"Endpoint=sb://h/;SharedAccessKeyName=k;SharedAccessKey=v"}, Clients: []int{0}}, "must be positive"},
 		{bench.Config{ConnectionStrings: []string{"nonsense"}}, "invalid connection string"},
+		{bench.Config{ConnectionStrings: []string{"Endpoint=sb://h/;SharedAccessKeyName=k;SharedAccessKey=v"}, LoadGateways: 2}, "cannot go through 2 of 1 gateways"},
 		{bench.Config{ConnectionStrings: []string{"Endpoint=sb://h/;SharedAccessKeyName=k;SharedAccessKey=v"}, Operations: []string{bench.OpAMQPSend}}, "needs the gateways' AMQP connection strings"},
 	} {
 		_, err := bench.Run(t.Context(), tc.cfg)

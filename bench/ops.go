@@ -335,8 +335,8 @@ func (r *runner) fillQueue(ctx context.Context, q *queue, target int64) error {
 		return nil
 	}
 	requests := int((need + int64(r.fillCount) - 1) / int64(r.fillCount))
-	templates := make([]*http.Request, len(r.gws))
-	for i, g := range r.gws {
+	templates := make([]*http.Request, r.loaded())
+	for i, g := range r.gws[:r.loaded()] {
 		t, err := g.template(client.NewSendMessageRequestWithBody(g.server, q.name, nil, batchContentType, bytes.NewReader(r.fill)))
 		if err != nil {
 			return err
@@ -347,8 +347,7 @@ func (r *runner) fillQueue(ctx context.Context, q *queue, target int64) error {
 	stop := r.fillProgress(q.name, int64(requests*r.fillCount), &sent)
 	defer stop()
 	err := parallel(ctx, requests, func(i int) error {
-		g := r.gws[i%len(r.gws)]
-		resp, err := g.do(ctx, templates[i%len(r.gws)])
+		resp, err := r.gw(i).do(ctx, templates[i%r.loaded()])
 		if err != nil {
 			return err
 		}

@@ -20,9 +20,11 @@ type Report struct {
 	Started time.Time
 	Elapsed time.Duration
 	Machine Machine
-	// Setup describes the gateways (Config.Setup); Gateways is how many there were.
-	Setup    string
-	Gateways int
+	// Setup describes the gateways (Config.Setup); Gateways is how many there were, and
+	// LoadGateways how many of them the phases' clients went through.
+	Setup        string
+	Gateways     int
+	LoadGateways int
 	// What every phase did.
 	Duration    time.Duration
 	MessageSize int
@@ -57,7 +59,8 @@ type Machine struct {
 func newReport(cfg Config) *Report {
 	return &Report{
 		Started: time.Now(), Machine: describeMachine(), Setup: cfg.Setup, Gateways: len(cfg.ConnectionStrings),
-		Duration: cfg.Duration, MessageSize: cfg.MessageSize, BatchSize: cfg.BatchSize, SettleBatch: cfg.SettleBatch, AMQPPrefetch: cfg.AMQPPrefetch,
+		LoadGateways: loadGateways(cfg),
+		Duration:     cfg.Duration, MessageSize: cfg.MessageSize, BatchSize: cfg.BatchSize, SettleBatch: cfg.SettleBatch, AMQPPrefetch: cfg.AMQPPrefetch,
 		Backlog: cfg.Backlog, Inflight: cfg.Inflight, Queues: cfg.Queues, Subs: cfg.Subscriptions, IdleSess: cfg.IdleSessions,
 	}
 }
@@ -151,7 +154,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if setup == "" {
 		setup = fmt.Sprintf("%d given", rep.Gateways)
 	}
-	fmt.Fprintf(bw, "gateways:  %s; clients spread over them round-robin\n", setup)
+	if rep.LoadGateways < rep.Gateways {
+		fmt.Fprintf(bw, "gateways:  %s; clients spread round-robin over the first %d, the others serve only the wake scenario's receivers on another gateway\n", setup, rep.LoadGateways)
+	} else {
+		fmt.Fprintf(bw, "gateways:  %s; clients spread over them round-robin\n", setup)
+	}
 	fmt.Fprintf(bw, "phases:    %s each, %d-byte messages; p50 and p99 per iteration (peek-lock + complete is one)\n",
 		rep.Duration, rep.MessageSize)
 	fmt.Fprintln(bw, "cpu:       cores kept busy by the load tool / the gateways / their PostgreSQL / the whole machine, with whatever else runs on it")
@@ -229,6 +236,7 @@ type jsonReport struct {
 	Machine         Machine      `json:"machine"`
 	Setup           string       `json:"setup,omitempty"`
 	Gateways        int          `json:"gateways"`
+	LoadGateways    int          `json:"load_gateways"`
 	PhaseSeconds    float64      `json:"phase_s"`
 	MessageSize     int          `json:"message_size"`
 	BatchSize       int          `json:"batch_size"`
@@ -282,7 +290,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(jsonReport{
 		Started: rep.Started.UTC(), ElapsedSeconds: rep.Elapsed.Seconds(), Machine: rep.Machine, Setup: rep.Setup,
-		Gateways: rep.Gateways, PhaseSeconds: rep.Duration.Seconds(), MessageSize: rep.MessageSize,
+		Gateways: rep.Gateways, LoadGateways: rep.LoadGateways, PhaseSeconds: rep.Duration.Seconds(), MessageSize: rep.MessageSize,
 		BatchSize: rep.BatchSize, SettleBatch: rep.SettleBatch, Backlog: rep.Backlog, Inflight: rep.Inflight,
 		Queues: rep.Queues, Subscriptions: rep.Subs, IdleSessions: rep.IdleSess,
 		Baseline: conv(rep.Baseline), Results: conv(rep.Results), LatencyPerIter: true,

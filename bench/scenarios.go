@@ -260,8 +260,7 @@ func (r *runner) fillSessions(ctx context.Context, target int64) error {
 	stop := r.fillProgress(r.sessionPath(), int64(batches*per), &sent)
 	defer stop()
 	return parallel(ctx, batches, func(i int) error {
-		g := r.gws[i%len(r.gws)]
-		resp, err := g.api.SendMessageWithBody(ctx, r.sessionPath(), nil, batchContentType, bytes.NewReader(bodies[i%activeSessions]))
+		resp, err := r.gw(i).api.SendMessageWithBody(ctx, r.sessionPath(), nil, batchContentType, bytes.NewReader(bodies[i%activeSessions]))
 		if err != nil {
 			return err
 		}

@@ -28,6 +28,8 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	databaseURL := fs.String("database-url", getenv("SBGATE_BENCH_DATABASE_URL"), "the gateways' PostgreSQL, for the baseline (PostgreSQL alone, on a scratch table "+
 		"the run creates and drops); without it there are no ratios. With gateways started by sbgate bench: the database they use "+
 		"instead of a fresh embedded one ($SBGATE_BENCH_DATABASE_URL)")
+	loadGateways := fs.Int("load-gateways", 0, "how many of the gateways, the first ones, every phase's clients go through (0: all); the others serve only "+
+		"the wake scenario's receivers on another gateway. On one machine, load spread over gateway processes that share its cores measures that sharing")
 	gateways := fs.Int("gateways", 1, "how many gateways to start when no connection string is given: the first runs a fresh embedded PostgreSQL "+
 		"in a temporary directory, the others use its database")
 	clients := fs.String("clients", "16", "comma-separated concurrency levels, e.g. 1,16,64")
@@ -62,6 +64,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	cfg := bench.Config{
 		ConnectionStrings:     conns.values,
+		LoadGateways:          *loadGateways,
 		AMQPConnectionStrings: amqpConns.values,
 		AMQPPrefetch:          *prefetch,
 		DatabaseURL:           *databaseURL,
