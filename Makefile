@@ -53,7 +53,7 @@ generate:
 # every scenario at 64, and prints msgs/s, p50, p99 and each row's ratio to its baseline. The
 # clients go through the first gateway; the second serves the wake scenario's receivers on
 # another gateway (two gateway processes sharing one machine's cores measure that sharing, not
-# the broker). It removes everything it started afterwards, also on Ctrl-C. It takes about 17
+# the broker). It removes everything it started afterwards, also on Ctrl-C. It takes about 20
 # minutes on our 2-core machine; BENCH_FLAGS adds flags (BENCH_FLAGS='-o json' for machine-readable results). To drive
 # gateways that are already running: bin/sbgate bench -connection-string ... -database-url ...
 bench: build postgres
