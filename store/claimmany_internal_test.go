@@ -10,7 +10,7 @@ import (
 	"github.com/sbgate/sbgate/db/dbtest"
 )
 
-// TestSharedClaimIsEachTargetsOwnClaim: a round of claims of six subqueues runs as two shared
+// TestSharedClaimIsEachTargetsOwnClaim: a round of claims of seven subqueues runs as two shared
 // statements (one per receive mode), and each claim gets what it would have got alone: its own
 // cursor, size, lock duration and delivery limit, dead-letter subqueues left in place, counts
 // moved for its own entity only.
