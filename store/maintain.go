@@ -115,6 +115,7 @@ var deadLetterForwardersSQL = `SELECT ` + entitySelect + ` FROM entities WHERE f
 // gateway at a time through an advisory lock, and each is idempotent.
 func (s *Postgres) Maintain(ctx context.Context) error {
 	now := s.now()
+	s.waiting.forgetCursors(time.Now().Add(-cursorKeep))
 	errs := []error{s.flushTouches(ctx, now)}
 	var woken []wakeTarget
 	errs = append(errs, s.led(ctx, lockExpire, func(tx pgx.Tx) error {

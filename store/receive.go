@@ -33,7 +33,7 @@ func (s *Postgres) Receive(ctx context.Context, r ReceiveRequest) ([]*Message, e
 		// message dead-lettered), claim from the head.
 		var cur *claimCursor
 		if t.Session == nil && t.SubQueue == SubQueueMain {
-			cur = &claimCursor{}
+			cur = s.waiting.cursorFor(key) // start runs under s.waiting.mu
 		}
 		// Each claim reads the entity afresh (from the cache), so a change of its lock
 		// duration, delivery limit or status applies to receivers already waiting.

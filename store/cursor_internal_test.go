@@ -1,0 +1,81 @@
+package store
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/db/dbtest"
+)
+
+// TestDispatchersKeepTheirSubqueuesCursor: a dispatcher ends when no receiver waits; the next one
+// of the same subqueue continues from its claim cursor instead of claiming from the head (where,
+// under load, the locks in flight lie), and a cursor no dispatcher has used for a while is
+// forgotten.
+func TestDispatchersKeepTheirSubqueuesCursor(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	s := New(pool, Options{})
+	s.Start(t.Context())
+	defer s.Stop()
+	ctx := t.Context()
+	q, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := s.Send(ctx, q, []Message{{Body: []byte(fmt.Sprint(i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := waitKey{entity: q.ID, sq: SubQueueMain}
+	// receive takes one message and waits for its dispatcher to end, then returns the message
+	// and the subqueue's kept cursor.
+	receive := func() (*Message, *claimCursor) {
+		t.Helper()
+		msgs, err := s.Receive(ctx, ReceiveRequest{Target: Target{Entity: q}, Mode: PeekLock, Max: 1})
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("receive: %v, %v", msgs, err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			s.waiting.mu.Lock()
+			_, running := s.waiting.byEntity[key.entity][key]
+			kept := s.waiting.cursors[key]
+			s.waiting.mu.Unlock()
+			if !running {
+				if kept == nil {
+					t.Fatal("no cursor kept for the queue after its dispatcher ended")
+				}
+				return msgs[0], kept.cur
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the dispatcher did not end")
+			}
+		}
+	}
+	first, cur := receive()
+	if cur.readyFrom != first.SequenceNumber {
+		t.Errorf("kept cursor at %d; want the first message's %d", cur.readyFrom, first.SequenceNumber)
+	}
+	second, again := receive()
+	if again != cur {
+		t.Error("the second dispatcher started a cursor of its own instead of taking over the kept one")
+	}
+	if second.SequenceNumber <= first.SequenceNumber || again.readyFrom != second.SequenceNumber {
+		t.Errorf("second message %d, cursor at %d; want the next message and the cursor past it", second.SequenceNumber, again.readyFrom)
+	}
+	s.waiting.forgetCursors(time.Now().Add(-time.Hour)) // used just now: kept
+	s.waiting.mu.Lock()
+	kept := s.waiting.cursors[key] != nil
+	s.waiting.mu.Unlock()
+	if !kept {
+		t.Error("a cursor used a moment ago was forgotten")
+	}
+	s.waiting.forgetCursors(time.Now().Add(time.Hour)) // as if unused for longer than cursorKeep
+	s.waiting.mu.Lock()
+	kept = s.waiting.cursors[key] != nil
+	s.waiting.mu.Unlock()
+	if kept {
+		t.Error("an unused cursor was not forgotten")
+	}
+}
