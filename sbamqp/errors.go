@@ -8,16 +8,16 @@ import (
 )
 
 // Error conditions of the Service Bus profile that the SDKs map to their error kinds
-// (docs/amqp.md §6).
+// (docs/amqp.md §6); the conditions of AMQP itself are the amqp package's.
 const (
-	condUnauthorized     amqp.Symbol = "amqp:unauthorized-access"
-	condNotFound         amqp.Symbol = "amqp:not-found"
-	condNotImplemented   amqp.Symbol = "amqp:not-implemented"
-	condNotAllowed       amqp.Symbol = "amqp:not-allowed"
-	condInvalidField     amqp.Symbol = "amqp:invalid-field"
-	condInternal         amqp.Symbol = "amqp:internal-error"
-	condResourceLimit    amqp.Symbol = "amqp:resource-limit-exceeded"
-	condMessageSize      amqp.Symbol = "amqp:link:message-size-exceeded"
+	condUnauthorized                 = amqp.ErrCondUnauthorizedAccess
+	condNotFound                     = amqp.ErrCondNotFound
+	condNotImplemented               = amqp.ErrCondNotImplemented
+	condNotAllowed                   = amqp.ErrCondNotAllowed
+	condInvalidField                 = amqp.ErrCondInvalidField
+	condInternal                     = amqp.ErrCondInternalError
+	condResourceLimit                = amqp.ErrCondResourceLimitExceeded
+	condMessageSize                  = amqp.ErrCondMessageSizeExceeded
 	condLockLost         amqp.Symbol = "com.microsoft:message-lock-lost"
 	condSessionLockLost  amqp.Symbol = "com.microsoft:session-lock-lost"
 	condEntityDisabled   amqp.Symbol = "com.microsoft:entity-disabled"

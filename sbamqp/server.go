@@ -15,10 +15,11 @@
 // Session receivers attach with the session filter (a session id, or null for the next
 // available); the attach reply names the session and its lock end. The $management node
 // answers renew-lock, peek-message, receive-by-sequence-number,
-// update-disposition, renew-session-lock, get-session-state and set-session-state. Not
-// implemented yet, answered with amqp:not-implemented or a 501 reply: schedule-message and
-// cancel-scheduled-message, modifying properties on settlement,
-// transactions.
+// update-disposition, renew-session-lock, get-session-state, set-session-state,
+// schedule-message and cancel-scheduled-message (the last two refused on a topic or an
+// auto-forwarding queue, whose copies live elsewhere). Refused with amqp:not-implemented or a 501
+// reply, never ignored: modifying properties on settlement, transactions, and the other
+// unsupported forms docs/amqp.md lists.
 package sbamqp
 
 import (
