@@ -73,33 +73,52 @@ func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seq int64) er
 // huge transaction nor blocks senders for long.
 const purgeChunk = 10000
 
+// purgeSQL deletes the next chunk of a subqueue's messages after sequence number @after, in
+// sequence order. It walks the primary key from where the previous chunk ended, so no chunk
+// passes again over the rows (and dead index entries) earlier chunks deleted, and deletes the
+// rows by ctid, a TID scan, whatever the statistics say of the table's size. FOR UPDATE waits for
+// a claim or settlement holding a row and returns the row's newest version (and ctid).
+// It returns how many it deleted and the last sequence number it looked at (NULL: none left).
 const purgeSQL = `
-WITH doomed AS (
-	SELECT seq FROM messages WHERE entity_id = $1 AND (state = ` + sqlDeadLetter + `) = ($2::smallint = ` + sqlDeadLetter + `) LIMIT $3
+WITH doomed AS MATERIALIZED (
+	SELECT ctid, seq FROM messages
+	WHERE entity_id = @entity AND seq > @after AND (state = ` + sqlDeadLetter + `) = (@state::smallint = ` + sqlDeadLetter + `)
+	ORDER BY seq LIMIT @n FOR UPDATE
 ), removed AS (
-	DELETE FROM messages m USING doomed WHERE m.entity_id = $1 AND m.seq = doomed.seq RETURNING m.state, m.size
+	DELETE FROM messages m WHERE m.ctid = ANY(ARRAY(SELECT ctid FROM doomed)) RETURNING m.state, m.size
 ), counted AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-	SELECT $1, -count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `), -count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), -sum(size)
+	SELECT @entity, -count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `), -count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), -sum(size)
 	FROM removed HAVING count(*) > 0
 )
-SELECT count(*) FROM removed`
+SELECT (SELECT count(*) FROM removed), (SELECT max(seq) FROM doomed)`
 
 // Purge deletes every message of e's subqueue (locked, scheduled and deferred ones too) and
 // returns how many. Locks on purged messages are lost.
 func (s *Postgres) Purge(ctx context.Context, e *Entity, sq SubQueue) (int64, error) {
-	var total int64
+	var total, after int64
 	for {
-		var n int64
-		if err := s.pool.QueryRow(ctx, purgeSQL, e.ID, sq.state(), purgeChunk).Scan(&n); err != nil {
+		n, last, err := s.purgeChunk(ctx, e, sq, after, purgeChunk)
+		if err != nil {
 			return total, fmt.Errorf("purge %s: %w", e.Path, interpretError(err))
 		}
 		total += n
-		if n < purgeChunk {
+		if last == nil {
 			s.touch(e)
 			return total, nil
 		}
+		after = *last
 	}
+}
+
+// purgeChunk deletes up to n messages of e's subqueue after sequence number after, and returns
+// how many it deleted and the last sequence number it looked at (nil when none was left).
+func (s *Postgres) purgeChunk(ctx context.Context, e *Entity, sq SubQueue, after int64, n int) (int64, *int64, error) {
+	var deleted int64
+	var last *int64
+	err := s.pool.QueryRow(ctx, purgeSQL, pgx.NamedArgs{
+		"entity": e.ID, "after": after, "state": sq.state(), "n": n}).Scan(&deleted, &last)
+	return deleted, last, err
 }
 
 // resubmitChunk is how many dead-lettered messages one resubmit transaction looks at.
