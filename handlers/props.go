@@ -498,10 +498,13 @@ func unescapeQuoted(s string) string {
 
 // formatPropertyValue writes a user property as a header value, the inverse of
 // parsePropertyValue.
+// quoteEscaper escapes a string user property's backslashes and quotes for its header.
+var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+
 func formatPropertyValue(v any) string {
 	switch x := v.(type) {
 	case string:
-		return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(x) + `"`
+		return `"` + quoteEscaper.Replace(x) + `"`
 	case time.Time:
 		return `"` + x.UTC().Format(rfc1123) + `"`
 	case bool:

@@ -1,0 +1,50 @@
+package handlers
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+// TestPropertyHeaderBoundIsNeverBelowTheCount: checkDeliverable skips the exact count when the
+// bound is within the limit, so the bound must never be below the count, whatever the strings
+// escape to and whatever the user properties' types format to.
+func TestPropertyHeaderBoundIsNeverBelowTheCount(t *testing.T) {
+	worst := strings.Repeat("\x01\"\\<>&\u2028\u2029é", 40) // every escape JSON writes, and multi-byte runes
+	msgs := []store.Message{
+		{},
+		{MessageID: "m"},
+		{MessageID: worst, CorrelationID: worst, Label: worst, PartitionKey: worst, ReplyTo: worst,
+			ReplyToSessionID: worst, SessionID: worst, To: worst, ViaPartitionKey: worst, ContentType: "text/plain; x=" + worst},
+		{UserProperties: store.UserProperties{
+			{Name: "s", Value: worst},
+			{Name: "quotes", Value: strings.Repeat(`"\`, 100)},
+			{Name: "tiny", Value: math.SmallestNonzeroFloat64},
+			{Name: "huge", Value: -math.MaxFloat64},
+			{Name: "third", Value: 1.0 / 3},
+			{Name: "int", Value: int64(math.MinInt64)},
+			{Name: "bool", Value: false},
+			{Name: "time", Value: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("x", -11*3600))},
+			{Name: "duration", Value: time.Duration(math.MinInt64)},
+		}},
+	}
+	for i, m := range msgs {
+		bound, count := propertyHeaderBound(&m), propertyHeaderBytes(&m)
+		if bound < count {
+			t.Errorf("message %d: bound %d < count %d", i, bound, count)
+		}
+		for _, p := range m.UserProperties {
+			if b, n := propertyValueBound(p.Value), len(formatPropertyValue(p.Value)); b < n {
+				t.Errorf("user property %s: bound %d < formatted %d", p.Name, b, n)
+			}
+		}
+	}
+	// A plain message is far within the limit by the bound alone.
+	if b := propertyHeaderBound(&store.Message{MessageID: "0123456789abcdef0123456789abcdef", Label: "order",
+		UserProperties: store.UserProperties{{Name: "tenant", Value: "contoso"}}}); b > maxPropertyHeaderBytes/4 {
+		t.Errorf("bound of a plain message = %d; want well within %d", b, maxPropertyHeaderBytes)
+	}
+}
