@@ -23,26 +23,8 @@ import (
 // pages), not sort the backlog (tens of thousands). The test asserts pages read, not time.
 func TestClaimPlanWithStaleStatistics(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.NewPool(t)
-	s := New(pool, Options{})
-	ctx := t.Context()
-	other, err := s.CreateEntity(ctx, KindQueue, "other", DefaultProperties(KindQueue))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := s.CreateEntity(ctx, KindQueue, "backlog", DefaultProperties(KindQueue))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fill := `INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
-		SELECT $1, now(), md5(g::text), convert_to(repeat('x', 1024), 'UTF8'), 1056 FROM generate_series(1, $2) g`
-	for _, sql := range []string{
-		`ALTER TABLE messages SET (autovacuum_enabled = false)`, // this test's own database
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, qs := planTestQueues(t, "other", "backlog")
+	pool, ctx, other, q := s.pool, t.Context(), qs[0], qs[1]
 	// Earlier traffic: messages come and go, leaving the indexes as large as a busy queue's.
 	churn := `INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
 		SELECT $1, now(), g::text, '\x00', 1 FROM generate_series(1, $2) g`
@@ -54,9 +36,7 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, fill, other.ID, 3000); err != nil {
-		t.Fatal(err)
-	}
+	insertMessages(t, s, other, 3000, 1024)
 	// ANALYZE takes the statistics; VACUUM then clears the dead rows the locking left (it keeps
 	// the column statistics), so only the statistics are stale, not the table.
 	for _, sql := range []string{`ANALYZE messages`, `VACUUM messages`} {
@@ -64,9 +44,7 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, fill, q.ID, 100000); err != nil {
-		t.Fatal(err)
-	}
+	insertMessages(t, s, q, 100000, 1024)
 
 	sharedArgs := pgx.NamedArgs{"entity": []int64{q.ID, other.ID}, "state": []int16{0, 0}, "n": []int32{16, 16},
 		"ready_from": []int64{0, 0}, "due_from": []pgtype.Timestamptz{minusInfinity, minusInfinity},
@@ -162,6 +140,36 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 	n, err := s.Purge(ctx, q, SubQueueMain)
 	if err != nil || n != 10000 {
 		t.Errorf("Purge of the rest = %d, %v; want 10000", n, err)
+	}
+}
+
+// planTestQueues starts a store on a database of its own and creates the queues named. Autovacuum
+// is off for the messages table: the plan tests say when statistics are taken.
+func planTestQueues(t *testing.T, names ...string) (*Postgres, []*Entity) {
+	t.Helper()
+	s := New(dbtest.NewPool(t), Options{})
+	if _, err := s.pool.Exec(t.Context(), `ALTER TABLE messages SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	qs := make([]*Entity, len(names))
+	for i, name := range names {
+		q, err := s.CreateEntity(t.Context(), KindQueue, name, DefaultProperties(KindQueue))
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[i] = q
+	}
+	return s, qs
+}
+
+// insertMessages writes n ready messages with bodies of size bytes to q straight into the table,
+// far faster than sends (no counts: the plan tests do not read them).
+func insertMessages(t *testing.T, s *Postgres, q *Entity, n, size int) {
+	t.Helper()
+	if _, err := s.pool.Exec(t.Context(), `INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
+		SELECT $1, now(), md5(g::text), convert_to(repeat('x', $3), 'UTF8'), $3 + 32 FROM generate_series(1, $2) g`,
+		q.ID, n, size); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/sbgate/sbgate/db/dbtest"
 )
 
 // TestHeadClaimPastLocksInFlight: a claim from the head (a dispatcher's periodic look behind
@@ -16,31 +14,10 @@ import (
 // planner may read the range through the primary key and visit every locked row's heap tuple.
 func TestHeadClaimPastLocksInFlight(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.NewPool(t)
-	s := New(pool, Options{})
-	ctx := t.Context()
-	backlog, err := s.CreateEntity(ctx, KindQueue, "backlog", DefaultProperties(KindQueue))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := s.CreateEntity(ctx, KindQueue, "inflight", DefaultProperties(KindQueue))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fill := `INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
-		SELECT $1, now(), md5(g::text), convert_to(repeat('x', 512), 'UTF8'), 544 FROM generate_series(1, $2) g`
-	for _, step := range []struct {
-		sql  string
-		args []any
-	}{
-		{`ALTER TABLE messages SET (autovacuum_enabled = false)`, nil}, // this test's own database
-		{fill, []any{backlog.ID, 200000}},
-		{fill, []any{q.ID, 20000}},
-	} {
-		if _, err := pool.Exec(ctx, step.sql, step.args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, qs := planTestQueues(t, "backlog", "inflight")
+	pool, ctx, backlog, q := s.pool, t.Context(), qs[0], qs[1]
+	insertMessages(t, s, backlog, 200000, 512)
+	insertMessages(t, s, q, 20000, 512)
 	const inFlight = 10000
 	for locked := 0; locked < inFlight; {
 		msgs, _, err := s.claimMessages(ctx, Target{Entity: q}, PeekLock, 500, nil)
@@ -65,11 +42,14 @@ func TestHeadClaimPastLocksInFlight(t *testing.T) {
 			"ready_from": int64(0), "due_from": minusInfinity, "lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}},
 		{"shared peek-lock from the head", claimManyStatements[PeekLock], sharedArgs},
 	} {
-		for round := range 2 { // the first look may set the hint bits of the dead index entries
+		// Through messages_ready a claim reads about 250 pages once the locked rows' dead index
+		// entries are marked dead, and about 800 while they are not yet (seen when another test
+		// ran beside this one); through the primary key it reads about 5,000.
+		for round := range 2 { // the first look may mark the dead index entries
 			pages, nodes := explainPages(t, ctx, s, tc.sql, tc.args, true)
 			t.Logf("%s, look %d: %d pages (%s)", tc.name, round+1, pages, nodes)
-			if round == 1 && pages > 500 {
-				t.Errorf("%s past %d locks reads %d pages; want a few hundred at most (plan nodes: %s)", tc.name, inFlight, pages, nodes)
+			if round == 1 && pages > 1500 {
+				t.Errorf("%s past %d locks reads %d pages; want under 1,500 (plan nodes: %s)", tc.name, inFlight, pages, nodes)
 			}
 		}
 	}
