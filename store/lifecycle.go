@@ -73,51 +73,66 @@ func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seq int64) er
 // huge transaction nor blocks senders for long.
 const purgeChunk = 10000
 
-// purgeSQL deletes the next chunk of a subqueue's messages after sequence number @after, in
-// sequence order. It walks the primary key from where the previous chunk ended, so no chunk
-// passes again over the rows (and dead index entries) earlier chunks deleted, and deletes the
-// rows by ctid, a TID scan, whatever the statistics say of the table's size. FOR UPDATE waits for
-// a claim or settlement holding a row and returns the row's newest version (and ctid).
-// It returns how many it deleted and the last sequence number it looked at (NULL: none left).
+// purgeSQL deletes the next chunk of a subqueue's messages: those after sequence number @after,
+// up to the sequence number of the @n-th of them (and not past @upto). It walks the primary key
+// from where the previous chunk ended, so no chunk passes again over the rows (and dead index
+// entries) earlier chunks deleted. The rows are deleted by primary-key range, not by ctid: a row
+// another transaction updates meanwhile (a claim, an abandon, a renewal) is then deleted in its
+// new version once that transaction ends (PostgreSQL rechecks the conditions on it), where a
+// delete by ctid would find the version it saw gone and skip the row. It returns how many it
+// deleted and the chunk's last sequence number (NULL: none left).
 const purgeSQL = `
-WITH doomed AS MATERIALIZED (
-	SELECT ctid, seq FROM messages
-	WHERE entity_id = @entity AND seq > @after AND (state = ` + sqlDeadLetter + `) = (@state::smallint = ` + sqlDeadLetter + `)
-	ORDER BY seq LIMIT @n FOR UPDATE
+WITH bound AS MATERIALIZED (
+	SELECT max(seq) AS last FROM (
+		SELECT seq FROM messages
+		WHERE entity_id = @entity AND seq > @after AND seq <= @upto
+			AND (state = ` + sqlDeadLetter + `) = (@state::smallint = ` + sqlDeadLetter + `)
+		ORDER BY seq LIMIT @n) c
 ), removed AS (
-	DELETE FROM messages m WHERE m.ctid = ANY(ARRAY(SELECT ctid FROM doomed)) RETURNING m.state, m.size
+	DELETE FROM messages m
+	WHERE m.entity_id = @entity AND m.seq > @after AND m.seq <= (SELECT last FROM bound)
+		AND (m.state = ` + sqlDeadLetter + `) = (@state::smallint = ` + sqlDeadLetter + `)
+	RETURNING m.state, m.size
 ), counted AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
 	SELECT @entity, -count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `), -count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), -sum(size)
 	FROM removed HAVING count(*) > 0
 )
-SELECT (SELECT count(*) FROM removed), (SELECT max(seq) FROM doomed)`
+SELECT (SELECT count(*) FROM removed), (SELECT last FROM bound)`
 
-// Purge deletes every message of e's subqueue (locked, scheduled and deferred ones too) and
-// returns how many. Locks on purged messages are lost.
+// Purge deletes the messages of e's subqueue (locked, scheduled and deferred ones too) that are
+// there when it starts, and returns how many. Locks on purged messages are lost. A message sent
+// while it runs may stay (one with a sequence number above the highest at the start does, and
+// one whose send commits after the purge passed its sequence number), so that a purge ends even
+// while senders keep sending.
 func (s *Postgres) Purge(ctx context.Context, e *Entity, sq SubQueue) (int64, error) {
+	var upto int64
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE entity_id = $1`, e.ID).Scan(&upto); err != nil {
+		return 0, fmt.Errorf("purge %s: %w", e.Path, interpretError(err))
+	}
 	var total, after int64
-	for {
-		n, last, err := s.purgeChunk(ctx, e, sq, after, purgeChunk)
+	for after < upto {
+		n, last, err := s.purgeChunk(ctx, e, sq, after, upto, purgeChunk)
 		if err != nil {
 			return total, fmt.Errorf("purge %s: %w", e.Path, interpretError(err))
 		}
 		total += n
 		if last == nil {
-			s.touch(e)
-			return total, nil
+			break
 		}
 		after = *last
 	}
+	s.touch(e)
+	return total, nil
 }
 
-// purgeChunk deletes up to n messages of e's subqueue after sequence number after, and returns
-// how many it deleted and the last sequence number it looked at (nil when none was left).
-func (s *Postgres) purgeChunk(ctx context.Context, e *Entity, sq SubQueue, after int64, n int) (int64, *int64, error) {
+// purgeChunk deletes up to n messages of e's subqueue with sequence numbers in (after, upto], and
+// returns how many it deleted and the last sequence number of the chunk (nil when none was left).
+func (s *Postgres) purgeChunk(ctx context.Context, e *Entity, sq SubQueue, after, upto int64, n int) (int64, *int64, error) {
 	var deleted int64
 	var last *int64
 	err := s.pool.QueryRow(ctx, purgeSQL, pgx.NamedArgs{
-		"entity": e.ID, "after": after, "state": sq.state(), "n": n}).Scan(&deleted, &last)
+		"entity": e.ID, "after": after, "upto": upto, "state": sq.state(), "n": n}).Scan(&deleted, &last)
 	return deleted, last, err
 }
 

@@ -381,6 +381,58 @@ func TestPurge(t *testing.T) {
 	}
 }
 
+// TestPurgeTakesRowsUpdatedWhileItRuns: a message another transaction updates while a purge
+// runs (a claim, an abandon, a renewal) is purged too, in its new version, once that transaction
+// ends; and the counts come out exact.
+func TestPurgeTakesRowsUpdatedWhileItRuns(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	for i := range 5 {
+		b.send(t, q, body(fmt.Sprint(i)))
+	}
+	tx, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	if _, err := tx.Exec(b.ctx, `UPDATE messages SET delivery_count = delivery_count + 1
+		WHERE entity_id = $1 AND seq = (SELECT max(seq) FROM messages WHERE entity_id = $1)`, q.ID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := b.store.Purge(b.ctx, q, store.SubQueueMain)
+		done <- result{n, err}
+	}()
+	// The purge waits for the updating transaction's row lock.
+	waitFor(t, 10*time.Second, func() bool {
+		var waiting bool
+		if err := b.pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM messages%')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	if err := tx.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.n != 5 {
+		t.Fatalf("purge = %d, %v; want all 5, the one updated meanwhile too", r.n, r.err)
+	}
+	var left int
+	if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM messages WHERE entity_id = $1`, q.ID).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d messages left after the purge (%v)", left, err)
+	}
+	if c := b.counts(t, "q"); c != (store.Counts{}) {
+		t.Errorf("counts after purge = %+v", c)
+	}
+}
+
 func TestMaxSizeInMegabytes(t *testing.T) {
 	b := setup(t, manual)
 	q := b.queue(t, "q", nil) // 1024 MB
