@@ -374,11 +374,12 @@ const nextDueInSessionSQL = `SELECT least(
 	(SELECT locked_until FROM sessions WHERE entity_id = @entity AND session_id = @session
 		AND lock_token = @session_token AND locked_until > @now))`
 
-// nextDue returns when t next has a message that nothing announces: a scheduled message coming
-// due or a lock running out (and, in a session, the session lock ending, when its receivers
-// must learn that it is lost). Zero when there is none.
-func (s *Postgres) nextDue(ctx context.Context, t Target) (time.Time, error) {
-	args := pgx.NamedArgs{"entity": t.Entity.ID, "state": t.SubQueue.state(), "now": s.now()}
+// nextDue returns when t next has a message that nothing announces, after since: a scheduled
+// message coming due or a lock running out (and, in a session, the session lock ending, when its
+// receivers must learn that it is lost). Zero when there is none. The time may have passed
+// already (see nextFunc).
+func (s *Postgres) nextDue(ctx context.Context, t Target, since time.Time) (time.Time, error) {
+	args := pgx.NamedArgs{"entity": t.Entity.ID, "state": t.SubQueue.state(), "now": since}
 	sql := nextDueSQL
 	if t.Session != nil {
 		sql = nextDueInSessionSQL

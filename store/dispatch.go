@@ -105,10 +105,13 @@ type waiter[T any] struct {
 
 // claimFunc claims up to n items for receivers in mode; full reports that n were found, so more
 // may be there. nextFunc says when the target next has an item that nothing announces (zero:
-// never).
+// never), after since: the time on the store clock just before the claim that found the target
+// empty. Not after the time nextFunc itself looks: an item that came due between the claim and
+// that look (a lock running out) would be neither claimed nor waited for, and its receivers would
+// wait for the recheck backstop.
 type (
 	claimFunc[T any] func(ctx context.Context, mode ReceiveMode, n int) (got []T, full bool, err error)
-	nextFunc         func(ctx context.Context) (time.Time, error)
+	nextFunc         func(ctx context.Context, since time.Time) (time.Time, error)
 )
 
 // dispatcher serves the receivers waiting on one key.
@@ -302,11 +305,12 @@ func (d *dispatcher[T]) run() {
 		d.mu.Unlock()
 
 		claimCtx, cancel := context.WithTimeout(ctx, writeTimeout)
+		looked := d.s.now()
 		got, full, err := d.claim(claimCtx, mode, n)
 		var next time.Time
 		if err == nil && !full {
 			// Found empty: the timer goes off when the target next has something by itself.
-			next, err = d.next(claimCtx)
+			next, err = d.next(claimCtx, looked)
 		}
 		cancel()
 

@@ -44,12 +44,12 @@ func (s *Postgres) Receive(ctx context.Context, r ReceiveRequest) ([]*Message, e
 			}
 			return s.claimMessages(ctx, now, mode, n, cur)
 		}
-		d.next = func(ctx context.Context) (time.Time, error) {
+		d.next = func(ctx context.Context, since time.Time) (time.Time, error) {
 			now, err := s.currentTarget(ctx, t)
 			if err != nil {
 				return time.Time{}, err
 			}
-			return s.nextDue(ctx, now)
+			return s.nextDue(ctx, now, since)
 		}
 		return d
 	}

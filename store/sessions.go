@@ -105,10 +105,10 @@ func (s *Postgres) AcceptSession(ctx context.Context, e *Entity, sessionID strin
 			}
 			return got, true, nil
 		}
-		d.next = func(ctx context.Context) (time.Time, error) {
+		d.next = func(ctx context.Context, since time.Time) (time.Time, error) {
 			var next pgtype.Timestamptz
 			err := s.pool.QueryRow(ctx, `SELECT min(available_at) FROM sessions WHERE entity_id = $1 AND available_at > $2`,
-				e.ID, s.now()).Scan(&next)
+				e.ID, since).Scan(&next)
 			if err != nil {
 				return time.Time{}, fmt.Errorf("look for sessions coming due in %s: %w", e.Path, interpretError(err))
 			}
