@@ -59,6 +59,7 @@ func propertyHeaderBytes(m *store.Message) int {
 	w := *m
 	w.Body = nil
 	w.SequenceNumber = math.MaxInt64
+	w.EnqueuedSequenceNumber = math.MaxInt64 // set when the message is forwarded or copied to a subscription
 	w.DeliveryCount = math.MaxInt32
 	w.EnqueuedTime = longestTime
 	w.ExpiresAt = longestTime // the entity's default TTL may give one to a message sent without

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -46,5 +48,33 @@ func TestPropertyHeaderBoundIsNeverBelowTheCount(t *testing.T) {
 	if b := propertyHeaderBound(&store.Message{MessageID: "0123456789abcdef0123456789abcdef", Label: "order",
 		UserProperties: store.UserProperties{{Name: "tenant", Value: "contoso"}}}); b > maxPropertyHeaderBytes/4 {
 		t.Errorf("bound of a plain message = %d; want well within %d", b, maxPropertyHeaderBytes)
+	}
+}
+
+// TestPropertyHeaderCountCoversAReceive: what checkDeliverable counts at send is never less
+// than what a receive of the message writes, whatever the broker sets by then: an expiry from
+// the entity's default TTL, a lock, the sequence number it was first given where it was sent
+// (forwarded, or copied to a subscription), a dead letter's source.
+func TestPropertyHeaderCountCoversAReceive(t *testing.T) {
+	sent := store.Message{MessageID: "m", Label: "l", ContentType: "text/plain", ScheduledEnqueueTime: longestTime,
+		UserProperties: store.UserProperties{{Name: "p", Value: "v"}, {Name: "n", Value: int64(7)}}}
+	received := sent
+	received.SequenceNumber = math.MaxInt64
+	received.EnqueuedSequenceNumber = math.MaxInt64
+	received.EnqueuedTime = longestTime
+	received.ExpiresAt = longestTime
+	received.LockedUntil = longestTime
+	received.LockToken = uuid.Max
+	received.DeliveryCount = math.MaxInt32
+	received.TimeToLive = math.MaxInt64 - 1
+	received.State = store.StateDeferred
+	received.DeadLetterSource = strings.Repeat("t", 260) + "/Subscriptions/" + strings.Repeat("s", 50)
+	written := headerLineBytes("BrokerProperties", string(formatBrokerProperties(&received, longestTime))) +
+		headerLineBytes("Content-Type", received.ContentType)
+	for _, p := range received.UserProperties {
+		written += headerLineBytes(p.Name, formatPropertyValue(p.Value))
+	}
+	if counted := propertyHeaderBytes(&sent); counted < written {
+		t.Errorf("counted %d header bytes at send; a receive writes %d", counted, written)
 	}
 }

@@ -496,11 +496,11 @@ func unescapeQuoted(s string) string {
 	return b.String()
 }
 
-// formatPropertyValue writes a user property as a header value, the inverse of
-// parsePropertyValue.
 // quoteEscaper escapes a string user property's backslashes and quotes for its header.
 var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
+// formatPropertyValue writes a user property as a header value, the inverse of
+// parsePropertyValue.
 func formatPropertyValue(v any) string {
 	switch x := v.(type) {
 	case string:
