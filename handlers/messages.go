@@ -203,7 +203,10 @@ func parseBatch(body []byte, fromProxy bool) ([]store.Message, error) {
 // It reads the array with jsontext, the tokenizer of Go's encoding/json/v2, and reads each
 // element exactly as encoding/json would decode it into an api.BatchMessage (names matched
 // without regard to case, the last of a name given twice kept, invalid UTF-8 read as U+FFFD;
-// FuzzDecodeBatchAsEncodingJSON holds the two to the same result). encoding/json's Decoder
+// FuzzDecodeBatchAsEncodingJSON holds the two to the same messages or the same refusal). Two
+// refusals are worded differently at the edges, both a 400: 4,500 elements followed by broken
+// JSON (encoding/json named the limit), and an ignored value nested exactly 10,000 deep (jsontext
+// counts the array around the element). encoding/json's Decoder
 // scanned each 1 KB body twice, once to find the element's end and once to decode it: a third
 // of the gateway's CPU in a send-batch profile.
 func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, error) {
