@@ -287,8 +287,9 @@ func appendSettlement(dst, token []byte, disposition string) []byte {
 // fillFor is how many messages a receive phase of op at clients should find waiting: what it
 // may receive in the phase with room to spare. The rate is the best the run measured for op so
 // far with room to grow, and at least the baseline's naive claim + complete (three times that
-// for batch settlement; receive-and-delete aims at sbgate's own send, the inflight and
-// many-queues scenarios at its peek-lock), or without a baseline a generous guess.
+// for batch settlement; receive-and-delete aims at sbgate's own send, AMQP peek-lock at its AMQP
+// send, the inflight, many-queues and session scenarios at its peek-lock), or without a baseline
+// a generous guess.
 func (r *runner) fillFor(op string, clients, perIteration int) int64 {
 	guess := float64(4000 + 200*clients)
 	if b := r.baselineRate(BaselineClaim); b > 0 {
@@ -299,10 +300,13 @@ func (r *runner) fillFor(op string, clients, perIteration int) int64 {
 		guess *= 3
 	case OpReceiveDelete:
 		guess = max(guess, r.doneRate(OpSend, clients))
-	case OpInflight, OpManyQueues:
-		// Peek-lock + complete on other queues: they may run as fast as it did (the inflight
-		// scenario drained its fill, sized on the baseline alone, before the end).
+	case OpInflight, OpManyQueues, OpSession:
+		// Peek-lock + complete on other queues (in sessions): they may run as fast as it did
+		// (the inflight and session scenarios drained fills sized on the baseline alone).
 		guess = max(guess, 1.5*r.rate(OpPeekLock))
+	case OpAMQPPeekLock:
+		// Over AMQP, receiving keeps up with sending (it drained fills sized on the baseline).
+		guess = max(guess, 1.5*r.doneRate(OpAMQPSend, clients))
 	}
 	rate := max(guess, 1.5*r.rate(op))
 	seconds := r.cfg.Duration.Seconds()*1.2 + 0.5
