@@ -288,18 +288,8 @@ type planNode struct {
 // leaving them locked until their locks run out.
 func TestReceiverThatLeavesGetsItsMessagesReleased(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.NewPool(t)
-	s := New(pool, Options{})
-	s.Start(context.Background())
-	defer s.Stop()
+	s, q := startedQueue(t, Options{}, "m")
 	ctx := t.Context()
-	q, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Send(ctx, q, []Message{{Body: []byte("m")}}); err != nil {
-		t.Fatal(err)
-	}
 	// The receiver's caller gives up while its claim runs: the claim is held until then.
 	recvCtx, cancel := context.WithCancel(ctx)
 	claiming := make(chan struct{})
@@ -331,7 +321,7 @@ func TestReceiverThatLeavesGetsItsMessagesReleased(t *testing.T) {
 	}
 	var delivered int32
 	var locked bool
-	if err := pool.QueryRow(ctx, `SELECT delivery_count, lock_token IS NOT NULL FROM messages WHERE entity_id = $1`, q.ID).Scan(&delivered, &locked); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT delivery_count, lock_token IS NOT NULL FROM messages WHERE entity_id = $1`, q.ID).Scan(&delivered, &locked); err != nil {
 		t.Fatal(err)
 	}
 	if delivered != 0 || locked {
@@ -467,18 +457,8 @@ func TestLockEndingDuringAnEmptyClaimIsWaitedFor(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
-	pool := dbtest.NewPool(t)
-	s := New(pool, Options{Now: clock})
-	s.Start(context.Background())
-	defer s.Stop()
+	s, q := startedQueue(t, Options{Now: clock}, "m")
 	ctx := t.Context()
-	q, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Send(ctx, q, []Message{{Body: []byte("m")}}); err != nil {
-		t.Fatal(err)
-	}
 	locked, _, err := s.claimMessages(ctx, Target{Entity: q}, PeekLock, 1, nil)
 	if err != nil || len(locked) != 1 {
 		t.Fatalf("lock the message: %v, %v", locked, err)
@@ -506,4 +486,23 @@ func TestLockEndingDuringAnEmptyClaimIsWaitedFor(t *testing.T) {
 	if claims != 2 {
 		t.Errorf("%d claims; want 2 (the empty one, then the one the lock end woke)", claims)
 	}
+}
+
+// startedQueue starts a store with opts on a database of its own (stopped when the test ends)
+// and creates a queue "q" holding a message for each of bodies.
+func startedQueue(t *testing.T, opts Options, bodies ...string) (*Postgres, *Entity) {
+	t.Helper()
+	s := New(dbtest.NewPool(t), opts)
+	s.Start(context.Background())
+	t.Cleanup(s.Stop)
+	q, err := s.CreateEntity(t.Context(), KindQueue, "q", DefaultProperties(KindQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bodies {
+		if err := s.Send(t.Context(), q, []Message{{Body: []byte(b)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, q
 }

@@ -1,11 +1,8 @@
 package store
 
 import (
-	"fmt"
 	"testing"
 	"time"
-
-	"github.com/sbgate/sbgate/db/dbtest"
 )
 
 // TestDispatchersKeepTheirSubqueuesCursor: a dispatcher ends when no receiver waits; the next one
@@ -14,20 +11,8 @@ import (
 // forgotten.
 func TestDispatchersKeepTheirSubqueuesCursor(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.NewPool(t)
-	s := New(pool, Options{})
-	s.Start(t.Context())
-	defer s.Stop()
+	s, q := startedQueue(t, Options{}, "0", "1", "2")
 	ctx := t.Context()
-	q, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if err := s.Send(ctx, q, []Message{{Body: []byte(fmt.Sprint(i))}}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	key := waitKey{entity: q.ID, sq: SubQueueMain}
 	// receive takes one message and waits for its dispatcher to end, then returns the message
 	// and the subqueue's kept cursor.
