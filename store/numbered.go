@@ -12,8 +12,8 @@ import (
 // The statements of the receive path are written with @names (pgx named arguments), but handing
 // pgx.NamedArgs to a query makes pgx lex the whole statement on every call to turn the names into
 // $1, $2, …: with 64 receivers on 64 queues, a claim statement for each message, that lexing
-// of the claim and settle statements was 9% of the gateway's CPU. positional does it once per statement and remembers it,
-// as numberInsertArgs does for the message insert.
+// of the claim and settle statements was 9% of the gateway's CPU. positional does it once per
+// statement and remembers it; numberInsertArgs numbers the message insert the same way.
 
 // numbered is a statement with its @names turned into $n, and the names in the order of n.
 type numbered struct {

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -334,36 +336,43 @@ type insertArgPositions struct {
 	n                                                 int
 }
 
-// numberInsertArgs turns the @names of the message insert into $1, $2, … and says which is
-// which. pgx.NamedArgs would do it on every send, lexing the whole statement each time, which
-// took as long as building the arrays; this does it once.
+// numberInsertArgs turns the @names of the message insert into $1, $2, … (number, as for the
+// receive path's statements) and says which is which. pgx.NamedArgs would do it on every send,
+// lexing the whole statement each time, which took as long as building the arrays; this does it
+// once. Every name must be an input or a column, and every input and column must be used.
 func numberInsertArgs(named string) (string, insertArgPositions) {
 	inputs := []string{"dedup_entity", "dedup_until", "sessioned", "origin_of", "now"}
-	na := make(pgx.StrictNamedArgs, len(insertColumns)+len(inputs))
-	for _, name := range inputs {
-		na[name] = name
-	}
 	for _, c := range insertColumns {
-		if _, dup := na[c.name]; dup {
+		if slices.Contains(inputs, c.name) {
 			panic("store: message column " + c.name + " has the name of an input of the insert")
 		}
-		na[c.name] = c.name
 	}
-	sql, order, err := na.RewriteQuery(context.Background(), nil, named, nil)
+	st, err := number(named)
 	if err != nil {
 		panic("store: message insert: " + err.Error())
 	}
-	at := make(map[string]int, len(order))
-	for i, name := range order {
-		at[name.(string)] = i
+	at := make(map[string]int, len(st.names))
+	for i, name := range st.names {
+		at[name] = i
 	}
-	pos := insertArgPositions{columns: make([]int, len(insertColumns)), n: len(order),
-		dedupEntity: at["dedup_entity"], dedupUntil: at["dedup_until"], sessioned: at["sessioned"],
-		originOf: at["origin_of"], now: at["now"]}
+	position := func(name string) int {
+		i, ok := at[name]
+		if !ok {
+			panic("store: message insert does not use @" + name)
+		}
+		delete(at, name)
+		return i
+	}
+	pos := insertArgPositions{columns: make([]int, len(insertColumns)), n: len(st.names),
+		dedupEntity: position("dedup_entity"), dedupUntil: position("dedup_until"), sessioned: position("sessioned"),
+		originOf: position("origin_of"), now: position("now")}
 	for i, c := range insertColumns {
-		pos.columns[i] = at[c.name]
+		pos.columns[i] = position(c.name)
 	}
-	return sql, pos
+	if len(at) > 0 {
+		panic(fmt.Sprintf("store: message insert uses %v, neither inputs nor columns", slices.Sorted(maps.Keys(at))))
+	}
+	return st.sql, pos
 }
 
 // insertValues are the columns whose value insertMessagesSQL computes from the one given ("%s"):
