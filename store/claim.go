@@ -203,9 +203,9 @@ func (s *Postgres) sessionLostIfEmpty(ctx context.Context, t Target, msgs []*Mes
 }
 
 // newClaim is the claim of up to n messages of t at now, from the head of both ranges or from
-// cur: its own statement and, outside a session, its values as a target of a round's shared
-// claim (claimmany.go).
-func newClaim(t Target, mode ReceiveMode, n int, cur *claimCursor, fromHead bool, now time.Time) (*claimJob, error) {
+// cur. Its statement is written only when it runs alone (statement): outside a session it
+// usually shares one with the round's other claims (claimmany.go).
+func newClaim(t Target, mode ReceiveMode, n int, cur *claimCursor, fromHead bool, now time.Time) *claimJob {
 	e := t.Entity
 	ct := &claimTarget{entity: e.ID, state: int16(t.SubQueue.state()), n: int32(n), dueFrom: minusInfinity, now: now}
 	if cur != nil && !fromHead {
@@ -214,29 +214,29 @@ func newClaim(t Target, mode ReceiveMode, n int, cur *claimCursor, fromHead bool
 			ct.dueFrom = pgtype.Timestamptz{Time: cur.dueFrom, Valid: true}
 		}
 	}
-	args := pgx.NamedArgs{"entity": ct.entity, "state": ct.state, "n": ct.n, "now": now, "ready_from": ct.readyFrom, "due_from": ct.dueFrom}
-	inSession := 0
-	if t.Session != nil {
-		inSession = 1
-		args["session"], args["session_token"] = t.Session.SessionID, t.Session.Token
-	}
 	if mode == PeekLock {
 		ct.maxDelivery = e.Props.MaxDeliveryCount
 		if t.SubQueue == SubQueueDeadLetter {
 			ct.maxDelivery = noDeliveryLimit
 		}
-		ct.lockMicros = e.Props.LockDuration.Microseconds()
-		args["lock"], args["max_delivery"] = interval(e.Props.LockDuration), ct.maxDelivery
+		ct.lock = e.Props.LockDuration
 	}
-	sql, values, err := positional(claimStatements[mode][inSession], args)
-	if err != nil {
-		return nil, err
+	return &claimJob{mode: mode, target: ct, session: t.Session}
+}
+
+// statement is the claim as a statement of its own: numbered, and its arguments in order.
+func (cj *claimJob) statement() (string, []any, error) {
+	ct := cj.target
+	args := pgx.NamedArgs{"entity": ct.entity, "state": ct.state, "n": ct.n, "now": ct.now, "ready_from": ct.readyFrom, "due_from": ct.dueFrom}
+	inSession := 0
+	if cj.session != nil {
+		inSession = 1
+		args["session"], args["session_token"] = cj.session.SessionID, cj.session.Token
 	}
-	cj := &claimJob{sql: sql, args: values, mode: mode}
-	if t.Session == nil {
-		cj.target = ct
+	if cj.mode == PeekLock {
+		args["lock"], args["max_delivery"] = interval(ct.lock), ct.maxDelivery
 	}
-	return cj, nil
+	return positional(claimStatements[cj.mode][inSession], args)
 }
 
 // claimOnce runs one claim statement for up to n messages, from the head of both ranges or from
@@ -246,15 +246,17 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 	e := t.Entity
 	state := t.SubQueue.state()
 	now := s.now()
-	cj, err := newClaim(t, mode, n, cur, fromHead, now)
-	if err != nil {
-		return nil, 0, err
-	}
+	cj := newClaim(t, mode, n, cur, fromHead, now)
 	s.claims.Add(1)
 	var rows []claimedRecord
 	var woken []wakeTarget
+	var err error
 	run := func(q querier) error {
-		r, err := q.Query(ctx, cj.sql, cj.args...)
+		sql, args, err := cj.statement()
+		if err != nil {
+			return err
+		}
+		r, err := q.Query(ctx, sql, args...)
 		if err == nil {
 			rows, err = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
 		}
@@ -487,13 +489,13 @@ func (t Target) String() string {
 
 // claimJob is one dispatcher's claim statement waiting for its round.
 type claimJob struct {
-	sql  string // numbered (positional)
-	args []any
 	mode ReceiveMode
-	// target, when set, is the claim as a target of a statement shared with the claims of
-	// other entities in the round (claimManyStatements); claims in a session have none.
-	target *claimTarget
-	rows   []claimedRecord
+	// target is what the claim takes; outside a session (session nil) the claim may run as a
+	// target of a statement shared with the claims of other entities in the round
+	// (claimManyStatements).
+	target  *claimTarget
+	session *SessionLock
+	rows    []claimedRecord
 }
 
 // claimRoundSize bounds the claims one round runs.
@@ -531,7 +533,7 @@ func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 	}
 	seen := make(map[subqueue]bool, len(jobs))
 	for _, j := range jobs {
-		if t := j.req.target; t != nil && !seen[subqueue{t.entity, t.state}] {
+		if t := j.req.target; j.req.session == nil && !seen[subqueue{t.entity, t.state}] {
 			seen[subqueue{t.entity, t.state}] = true
 			shareable[j.req.mode] = append(shareable[j.req.mode], j)
 		} else {
@@ -546,12 +548,15 @@ func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 	b := &pgx.Batch{}
 	errs := make([]error, len(parts))
 	for i, p := range parts {
-		if !p.shared {
-			b.Queue(p.jobs[0].req.sql, p.jobs[0].req.args...)
-			continue
+		var sql string
+		var values []any
+		var err error
+		if p.shared {
+			s.sharedClaims.Add(1)
+			sql, values, err = positional(claimManyStatements[p.jobs[0].req.mode], claimManyArgs(p.jobs))
+		} else {
+			sql, values, err = p.jobs[0].req.statement()
 		}
-		s.sharedClaims.Add(1)
-		sql, values, err := positional(claimManyStatements[p.jobs[0].req.mode], claimManyArgs(p.jobs))
 		if err != nil {
 			errs[i] = err
 			sql, values = "SELECT", nil // keeps the pipeline's order; the claims fail with err

@@ -95,7 +95,7 @@ type claimTarget struct {
 	n           int32
 	readyFrom   int64
 	dueFrom     pgtype.Timestamptz
-	lockMicros  int64
+	lock        time.Duration
 	maxDelivery int32
 	now         time.Time
 }
@@ -116,7 +116,7 @@ func claimManyArgs(jobs []*job[*claimJob]) pgx.NamedArgs {
 	for i, j := range jobs {
 		t := j.req.target
 		entity[i], state[i], size[i], readyFrom[i], dueFrom[i] = t.entity, t.state, t.n, t.readyFrom, t.dueFrom
-		lockMicros[i], maxDelivery[i] = t.lockMicros, t.maxDelivery
+		lockMicros[i], maxDelivery[i] = t.lock.Microseconds(), t.maxDelivery
 		// Every claim of the round looks up to the latest of their times: a claim never
 		// concludes anything about a time later than it looked (its cursor stays behind its
 		// own time).

@@ -96,11 +96,7 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 	}
 	var jobs []*job[*claimJob]
 	for _, sp := range specs {
-		cj, err := newClaim(sp.t, sp.mode, sp.n, sp.cur, sp.cur == nil, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobs = append(jobs, &job[*claimJob]{req: cj, done: make(chan error, 1)})
+		jobs = append(jobs, &job[*claimJob]{req: newClaim(sp.t, sp.mode, sp.n, sp.cur, sp.cur == nil, now), done: make(chan error, 1)})
 	}
 	s.writeClaims(jobs)
 	got := make([][]*Message, len(jobs))
