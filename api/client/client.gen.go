@@ -883,7 +883,9 @@ type ClientInterface interface {
 	// PurgeMessages Extension: delete every message of the entity, or of its dead-letter subqueue.
 	//
 	// Locked, scheduled and deferred messages go too; their locks are lost. On
-	// `{entity}/$DeadLetterQueue` only the dead letters are deleted.
+	// `{entity}/$DeadLetterQueue` only the dead letters are deleted. The purge takes the
+	// messages there when it starts: one sent while it runs may stay, so that it ends while
+	// senders keep sending.
 	//
 	// Corresponds with DELETE /{entityPath}/messages (the `PurgeMessages` operationId).
 	PurgeMessages(ctx context.Context, entityPath EntityPath, params *PurgeMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1476,7 +1478,9 @@ func (c *Client) PutRuleWithBody(ctx context.Context, entityPath EntityPath, sub
 // PurgeMessages Extension: delete every message of the entity, or of its dead-letter subqueue.
 //
 // Locked, scheduled and deferred messages go too; their locks are lost. On
-// `{entity}/$DeadLetterQueue` only the dead letters are deleted.
+// `{entity}/$DeadLetterQueue` only the dead letters are deleted. The purge takes the
+// messages there when it starts: one sent while it runs may stay, so that it ends while
+// senders keep sending.
 //
 // Corresponds with DELETE /{entityPath}/messages (the `PurgeMessages` operationId).
 func (c *Client) PurgeMessages(ctx context.Context, entityPath EntityPath, params *PurgeMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6584,7 +6588,9 @@ type ClientWithResponsesInterface interface {
 	// PurgeMessagesWithResponse Extension: delete every message of the entity, or of its dead-letter subqueue.
 	//
 	// Locked, scheduled and deferred messages go too; their locks are lost. On
-	// `{entity}/$DeadLetterQueue` only the dead letters are deleted.
+	// `{entity}/$DeadLetterQueue` only the dead letters are deleted. The purge takes the
+	// messages there when it starts: one sent while it runs may stay, so that it ends while
+	// senders keep sending.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11113,7 +11119,9 @@ func (c *ClientWithResponses) PutRuleWithBodyWithResponse(ctx context.Context, e
 // PurgeMessagesWithResponse Extension: delete every message of the entity, or of its dead-letter subqueue.
 //
 // Locked, scheduled and deferred messages go too; their locks are lost. On
-// `{entity}/$DeadLetterQueue` only the dead letters are deleted.
+// `{entity}/$DeadLetterQueue` only the dead letters are deleted. The purge takes the
+// messages there when it starts: one sent while it runs may stay, so that it ends while
+// senders keep sending.
 //
 // Returns a wrapper object for the known response body format(s).
 //
