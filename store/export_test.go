@@ -8,3 +8,6 @@ func (s *Postgres) Claims() int64 { return s.claims.Load() }
 
 // SharedClaims is how many statements claimed for several targets at once.
 func (s *Postgres) SharedClaims() int64 { return s.sharedClaims.Load() }
+
+// ConflictRetries is how many statements were run again after a deadlock.
+func (s *Postgres) ConflictRetries() int64 { return s.conflictRetries.Load() }

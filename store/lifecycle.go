@@ -131,8 +131,10 @@ func (s *Postgres) Purge(ctx context.Context, e *Entity, sq SubQueue) (int64, er
 func (s *Postgres) purgeChunk(ctx context.Context, e *Entity, sq SubQueue, after, upto int64, n int) (int64, *int64, error) {
 	var deleted int64
 	var last *int64
-	err := s.pool.QueryRow(ctx, purgeSQL, pgx.NamedArgs{
-		"entity": e.ID, "after": after, "upto": upto, "state": sq.state(), "n": n}).Scan(&deleted, &last)
+	err := s.retryConflicts(ctx, nil, func() error {
+		return s.pool.QueryRow(ctx, purgeSQL, pgx.NamedArgs{
+			"entity": e.ID, "after": after, "upto": upto, "state": sq.state(), "n": n}).Scan(&deleted, &last)
+	})
 	return deleted, last, err
 }
 

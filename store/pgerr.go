@@ -36,7 +36,7 @@ func interpretError(err error) error {
 		if pgErr.Code == "25006" { // read_only_sql_transaction: connected to a standby
 			return &Error{Code: CodeUnavailable, Message: "The database is read-only (a standby); retry shortly."}
 		}
-		if pgErr.Code == "40001" || pgErr.Code == "40P01" { // serialization failure, deadlock
+		if conflicted(err) {
 			return &Error{Code: CodeUnavailable, Message: "A conflicting operation is in progress; retry shortly."}
 		}
 		return err
@@ -50,6 +50,37 @@ func interpretError(err error) error {
 		return &Error{Code: CodeUnavailable, Message: "The database is unavailable; retry shortly."}
 	}
 	return err
+}
+
+// conflictAttempts bounds how often retryConflicts runs a statement.
+const conflictAttempts = 4
+
+// conflicted reports whether PostgreSQL ended err's transaction to resolve a conflict with
+// another one (a deadlock, a serialization failure): the transaction was rolled back whole,
+// and run again it will most likely succeed.
+func conflicted(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// retryConflicts runs a transaction, all of whose effects PostgreSQL rolls back when it ends
+// it in a conflict, again when that happens (at most conflictAttempts times in all). A
+// statement that locks many rows whose order it cannot choose against every other writer
+// (a coalesced settlement, a purge chunk) can deadlock with one that locks some of the same
+// rows in another order; PostgreSQL then fails one of them after deadlock_timeout. Without
+// this, a settlement round would fail every client whose lock it held, for a conflict none of
+// them caused. reset undoes whatever the failed attempt had recorded outside the database.
+func (s *Postgres) retryConflicts(ctx context.Context, reset func(), run func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := run()
+		if err == nil || !conflicted(err) || attempt == conflictAttempts || ctx.Err() != nil {
+			return err
+		}
+		s.conflictRetries.Add(1)
+		if reset != nil {
+			reset()
+		}
+	}
 }
 
 // interval encodes a duration for an interval column; Infinite is NULL.

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -252,21 +254,28 @@ func (a *settleArgs) named(now time.Time) pgx.NamedArgs {
 func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	byOp := make(map[Settlement]*settleArgs)
+	byOp := make(map[Settlement][]settleItem)
 	var ops []Settlement // in the order first seen
 	for _, j := range jobs {
 		for _, it := range j.req.items {
-			a := byOp[it.req.Op]
-			if a == nil {
-				a = &settleArgs{}
-				byOp[it.req.Op] = a
+			if byOp[it.req.Op] == nil {
 				ops = append(ops, it.req.Op)
 			}
-			a.add(it)
+			byOp[it.req.Op] = append(byOp[it.req.Op], it)
 		}
 	}
 	for _, op := range ops {
-		a := byOp[op]
+		// Each statement locks its rows in primary-key order, the order a purge and every
+		// other statement of this kind lock them in, so that they wait for each other rather
+		// than deadlock.
+		items := byOp[op]
+		slices.SortFunc(items, func(x, y settleItem) int {
+			return cmp.Or(cmp.Compare(x.t.Entity.ID, y.t.Entity.ID), cmp.Compare(lockTokenSeq(x.req.Token), lockTokenSeq(y.req.Token)))
+		})
+		a := &settleArgs{}
+		for _, it := range items {
+			a.add(it)
+		}
 		woken, err := s.settleOp(ctx, op, a)
 		if err != nil {
 			for _, it := range a.items {
@@ -292,6 +301,14 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 	sql, values, err := positional(settleStatements[op], a.named(s.now()))
 	if err != nil {
 		return nil, err
+	}
+	// What an attempt ended in a conflict had recorded of its rows is forgotten.
+	reset := func() {
+		woken = woken[:0]
+		for i, it := range a.items {
+			found[i] = false
+			*it.res = SettleResult{}
+		}
 	}
 	run := func(q querier) error {
 		rows, err := q.Query(ctx, sql, values...)
@@ -327,24 +344,25 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 		}
 		return rows.Err()
 	}
-	if (op == Abandon || op == DeadLetter) && len(a.forwards) > 0 {
-		// Dead letters of an entity that forwards them move on in the same transaction.
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if err := run(tx); err != nil {
-				return err
-			}
-			for _, e := range a.forwards {
-				targets, err := s.transferDeadLetters(ctx, tx, e)
-				if err != nil {
+	err = s.retryConflicts(ctx, reset, func() error {
+		if (op == Abandon || op == DeadLetter) && len(a.forwards) > 0 {
+			// Dead letters of an entity that forwards them move on in the same transaction.
+			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+				if err := run(tx); err != nil {
 					return err
 				}
-				woken = append(woken, targets...)
-			}
-			return nil
-		})
-	} else {
-		err = run(s.hotPool())
-	}
+				for _, e := range a.forwards {
+					targets, err := s.transferDeadLetters(ctx, tx, e)
+					if err != nil {
+						return err
+					}
+					woken = append(woken, targets...)
+				}
+				return nil
+			})
+		}
+		return run(s.hotPool())
+	})
 	if err != nil {
 		return nil, interpretError(err)
 	}

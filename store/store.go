@@ -268,6 +268,9 @@ type Postgres struct {
 	claims atomic.Int64
 	// sharedClaims counts the statements that claimed for several targets at once.
 	sharedClaims atomic.Int64
+	// conflictRetries counts statements run again after PostgreSQL ended them in a deadlock or
+	// a serialization failure (retryConflicts).
+	conflictRetries atomic.Int64
 
 	mu       sync.Mutex
 	stopLoop context.CancelFunc

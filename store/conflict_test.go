@@ -1,0 +1,179 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+// rowLocker holds row locks on messages in an open transaction, as another writer would (a
+// purge, another gateway's settlement). Its own deadlock_timeout is long, so that in a deadlock
+// the store's statement, which waits with the default second, is the one PostgreSQL ends.
+type rowLocker struct {
+	t  *testing.T
+	b  *bundle
+	tx pgx.Tx
+}
+
+func newRowLocker(t *testing.T, b *bundle) *rowLocker {
+	t.Helper()
+	tx, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(b.ctx, `SET LOCAL deadlock_timeout = '60s'`); err != nil {
+		t.Fatal(err)
+	}
+	return &rowLocker{t: t, b: b, tx: tx}
+}
+
+// lock takes the row lock of message seq of e, waiting for it if another holds it; with nowait
+// it fails instead of waiting.
+func (l *rowLocker) lock(e *store.Entity, seq int64, nowait bool) {
+	l.t.Helper()
+	sql := `SELECT 1 FROM messages WHERE entity_id = $1 AND seq = $2 FOR UPDATE`
+	if nowait {
+		sql += ` NOWAIT`
+	}
+	var one int
+	if err := l.tx.QueryRow(l.b.ctx, sql, e.ID, seq).Scan(&one); err != nil {
+		l.t.Fatalf("lock message %d: %v", seq, err)
+	}
+}
+
+// release ends the transaction, and with it its locks.
+func (l *rowLocker) release() {
+	l.t.Helper()
+	if err := l.tx.Rollback(l.b.ctx); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// awaitLockWaiter returns once another backend of the test's database waits for a lock.
+func (l *rowLocker) awaitLockWaiter() {
+	l.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := l.b.pool.QueryRow(l.b.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			l.t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatal("no statement came to wait for the locked rows")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// lockedPair sends two messages to a new queue and peek-locks both.
+func lockedPair(t *testing.T, b *bundle) (*store.Entity, *store.Message, *store.Message) {
+	t.Helper()
+	q := b.queue(t, "q", nil)
+	b.send(t, q, body("first"), body("second"))
+	m1 := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	m2 := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if m1 == nil || m2 == nil || m1.SequenceNumber > m2.SequenceNumber {
+		t.Fatalf("received %+v and %+v; want both, in order", m1, m2)
+	}
+	return q, m1, m2
+}
+
+func completeAll(b *bundle, q *store.Entity, msgs ...*store.Message) <-chan []store.SettleResult {
+	var reqs []store.SettleRequest
+	for _, m := range msgs {
+		reqs = append(reqs, store.SettleRequest{Op: store.Complete, Token: m.LockToken})
+	}
+	done := make(chan []store.SettleResult, 1)
+	go func() { done <- b.store.Settle(b.ctx, store.Target{Entity: q, SubQueue: store.SubQueueMain}, reqs) }()
+	return done
+}
+
+// A settlement round that PostgreSQL ends in a deadlock is run again: its clients get their
+// settlements, not an error for a conflict none of them caused.
+func TestSettlementDeadlockIsRetried(t *testing.T) {
+	b := setup(t)
+	q, m1, m2 := lockedPair(t, b)
+	other := newRowLocker(t, b)
+	other.lock(q, m2.SequenceNumber, false)
+	done := completeAll(b, q, m1, m2)
+	// The settlement deletes the first message and waits for the second; taking the first
+	// now closes the cycle, which PostgreSQL breaks by ending the settlement's statement.
+	other.awaitLockWaiter()
+	other.lock(q, m1.SequenceNumber, false)
+	other.release()
+	for i, res := range <-done {
+		if res.Err != nil {
+			t.Errorf("complete %d: %v", i, res.Err)
+		}
+	}
+	if n := b.store.ConflictRetries(); n == 0 {
+		t.Error("no statement was retried: the deadlock did not happen")
+	}
+	if c := b.counts(t, "q"); c.Total() != 0 {
+		t.Errorf("counts after both completes = %+v; want none left", c)
+	}
+}
+
+// A settlement locks its rows in primary-key order, whatever order its clients named them in,
+// so it waits for a writer that goes in that order (a purge) instead of deadlocking with it.
+func TestSettlementLocksInKeyOrder(t *testing.T) {
+	b := setup(t)
+	q, m1, m2 := lockedPair(t, b)
+	other := newRowLocker(t, b)
+	other.lock(q, m1.SequenceNumber, false)
+	done := completeAll(b, q, m2, m1)
+	other.awaitLockWaiter()
+	// Settled in the order asked, the second message would be deleted already (held by the
+	// settlement until it ends): no waiting here.
+	other.lock(q, m2.SequenceNumber, true)
+	other.release()
+	for i, res := range <-done {
+		if res.Err != nil {
+			t.Errorf("complete %d: %v", i, res.Err)
+		}
+	}
+	if n := b.store.ConflictRetries(); n != 0 {
+		t.Errorf("%d statements retried after a conflict; want none", n)
+	}
+}
+
+// A purge chunk that PostgreSQL ends in a deadlock is run again.
+func TestPurgeDeadlockIsRetried(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", nil)
+	b.send(t, q, body("1"), body("2"), body("3"))
+	msgs, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 3)
+	if err != nil || len(msgs) != 3 {
+		t.Fatalf("browse: %d messages, %v", len(msgs), err)
+	}
+	other := newRowLocker(t, b)
+	other.lock(q, msgs[2].SequenceNumber, false)
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := b.store.Purge(b.ctx, q, store.SubQueueMain)
+		done <- result{n, err}
+	}()
+	other.awaitLockWaiter()
+	other.lock(q, msgs[0].SequenceNumber, false)
+	other.release()
+	res := <-done
+	if res.err != nil || res.n != 3 {
+		t.Fatalf("purge = %d, %v; want 3 purged", res.n, res.err)
+	}
+	if n := b.store.ConflictRetries(); n == 0 {
+		t.Error("no statement was retried: the deadlock did not happen")
+	}
+}
