@@ -184,6 +184,32 @@ func TestSettleByMessageID(t *testing.T) {
 	}
 }
 
+// A MessageId no message can have (not UTF-8, or with a NUL, which PostgreSQL's text cannot
+// hold) loses its own settlement, and not those it would have shared a statement with.
+func TestSettleByUnstorableMessageID(t *testing.T) {
+	b := setup(t)
+	q, m1, m2 := lockedPair(t, b)
+	q3 := b.queue(t, "q3", nil)
+	b.send(t, q3, body("third"))
+	m3 := b.receive(t, q3, store.SubQueueMain, store.PeekLock)
+	main := store.Target{Entity: q, SubQueue: store.SubQueueMain}
+	res := b.store.Settle(b.ctx, main, []store.SettleRequest{
+		{Op: store.Complete, Token: m1.LockToken, ID: "a\x00b"},
+		{Op: store.Complete, Token: m2.LockToken, ID: "\xff"},
+		{Op: store.Complete, Token: m1.LockToken, ID: itoa(m1.SequenceNumber)}})
+	for i, want := range []error{store.ErrLockLost, store.ErrLockLost, nil} {
+		if !errors.Is(res[i].Err, want) {
+			t.Errorf("settlement %d: err = %v; want %v", i, res[i].Err, want)
+		}
+	}
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q3, SubQueue: store.SubQueueMain}, store.Complete, "", m3.LockToken); err != nil {
+		t.Errorf("complete on another queue: %v", err)
+	}
+	if _, err := settle1(b.ctx, b.store, main, store.Complete, "", m2.LockToken); err != nil {
+		t.Errorf("complete m2 by token: %v", err)
+	}
+}
+
 func TestLockExpiryRedelivers(t *testing.T) {
 	b := setup(t)
 	q := b.queue(t, "q", func(p *store.Properties) { p.LockDuration = 30 * time.Second })

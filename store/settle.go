@@ -55,6 +55,14 @@ func (s *Postgres) Settle(ctx context.Context, t Target, reqs []SettleRequest) [
 			results[i].Err = err
 			continue
 		}
+		if !validText(r.ID) {
+			// No message has this MessageId (they are UTF-8 text without NUL, which is all
+			// PostgreSQL's text holds): its lock is not held. Sent to the database, it would fail
+			// the statement of every settlement coalesced with it.
+			r.ID = ""
+			results[i].Err = s.lockLost(t, r)
+			continue
+		}
 		job.items = append(job.items, settleItem{t: t, req: r, res: &job.results[len(job.items)]})
 		index = append(index, i)
 	}
