@@ -40,9 +40,15 @@ func (l *rowLocker) lock(e *store.Entity, seq int64, nowait bool) {
 	if nowait {
 		sql += ` NOWAIT`
 	}
+	l.lockRow(sql, e.ID, seq)
+}
+
+// lockRow runs sql, which locks one row.
+func (l *rowLocker) lockRow(sql string, args ...any) {
+	l.t.Helper()
 	var one int
-	if err := l.tx.QueryRow(l.b.ctx, sql, e.ID, seq).Scan(&one); err != nil {
-		l.t.Fatalf("lock message %d: %v", seq, err)
+	if err := l.tx.QueryRow(l.b.ctx, sql, args...).Scan(&one); err != nil {
+		l.t.Fatalf("%s %v: %v", sql, args, err)
 	}
 }
 
@@ -175,5 +181,32 @@ func TestPurgeDeadlockIsRetried(t *testing.T) {
 	}
 	if n := b.store.ConflictRetries(); n == 0 {
 		t.Error("no statement was retried: the deadlock did not happen")
+	}
+}
+
+// Sends with duplicate detection lock the entries of their MessageIds; a send that PostgreSQL
+// ends in a deadlock over them is run again, not failed with every send coalesced with it.
+func TestSendDeadlockIsRetried(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", func(p *store.Properties) { p.RequiresDuplicateDetection = true })
+	b.send(t, q, store.Message{MessageID: "a", Body: []byte("1")}, store.Message{MessageID: "b", Body: []byte("2")})
+	const lockID = `SELECT 1 FROM dedup WHERE entity_id = $1 AND message_id = $2 FOR UPDATE`
+	other := newRowLocker(t, b)
+	other.lockRow(lockID, q.ID, "b")
+	done := make(chan error, 1)
+	go func() {
+		done <- b.store.Send(b.ctx, q, []store.Message{{MessageID: "b", Body: []byte("3")}, {MessageID: "a", Body: []byte("4")}})
+	}()
+	other.awaitLockWaiter()
+	other.lockRow(lockID, q.ID, "a")
+	other.release()
+	if err := <-done; err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if n := b.store.ConflictRetries(); n == 0 {
+		t.Error("no statement was retried: the deadlock did not happen")
+	}
+	if c := b.counts(t, "q"); c.Active != 2 {
+		t.Errorf("counts = %+v; want the 2 first sends (the others are duplicates)", c)
 	}
 }

@@ -307,6 +307,7 @@ WITH input AS (
 ), fresh AS (
 	INSERT INTO dedup (entity_id, message_id, expires_at)
 	SELECT DISTINCT dedup_entity, message_id, dedup_until FROM input WHERE dedup_until IS NOT NULL
+	ORDER BY dedup_entity, message_id -- the order every send locks them in
 	ON CONFLICT (entity_id, message_id) DO UPDATE SET expires_at = excluded.expires_at
 		WHERE dedup.expires_at <= @now
 	RETURNING entity_id, message_id
@@ -524,13 +525,19 @@ func (s *Postgres) writeSends(jobs []*job[*sendRequest]) {
 	for _, j := range jobs {
 		rows = append(rows, j.req.rows...)
 	}
-	seqs, err := s.insertRows(ctx, s.pool, rows)
+	var seqs []int64
+	err := s.retryConflicts(ctx, nil, func() (err error) {
+		seqs, err = s.insertRows(ctx, s.pool, rows)
+		return err
+	})
 	err = interpretError(err)
 	if err != nil && len(jobs) > 1 && !errors.Is(err, ErrUnavailable) {
 		// One request's rows failed the shared statement; write each alone so the others commit.
 		for _, j := range jobs {
-			var err error
-			j.req.seqs, err = s.insertRows(ctx, s.pool, j.req.rows)
+			err := s.retryConflicts(ctx, nil, func() (err error) {
+				j.req.seqs, err = s.insertRows(ctx, s.pool, j.req.rows)
+				return err
+			})
 			s.finishSend(j, interpretError(err))
 		}
 		return
