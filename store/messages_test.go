@@ -210,6 +210,31 @@ func TestSettleByUnstorableMessageID(t *testing.T) {
 	}
 }
 
+// A batch settlement naming one lock twice is answered as if the two were made one after the
+// other: both renewals renew it, the first complete completes it and the second finds it gone.
+func TestSettleSameLockTwice(t *testing.T) {
+	b := setup(t)
+	q, m1, _ := lockedPair(t, b)
+	main := store.Target{Entity: q, SubQueue: store.SubQueueMain}
+	for round := range 3 {
+		b.clock.Advance(time.Second)
+		res := b.store.Settle(b.ctx, main, []store.SettleRequest{
+			{Op: store.RenewLock, Token: m1.LockToken}, {Op: store.RenewLock, Token: m1.LockToken}})
+		for i, r := range res {
+			if r.Err != nil || !r.LockedUntil.Equal(b.clock.Now().Add(q.Props.LockDuration)) {
+				t.Errorf("round %d, renewal %d: until %v, %v; want renewed", round, i, r.LockedUntil, r.Err)
+			}
+		}
+	}
+	res := b.store.Settle(b.ctx, main, []store.SettleRequest{
+		{Op: store.Complete, Token: m1.LockToken}, {Op: store.Complete, Token: m1.LockToken}, {Op: store.Complete, Token: m1.LockToken}})
+	for i, want := range []error{nil, store.ErrLockLost, store.ErrLockLost} {
+		if !errors.Is(res[i].Err, want) {
+			t.Errorf("complete %d: %v; want %v", i, res[i].Err, want)
+		}
+	}
+}
+
 func TestLockExpiryRedelivers(t *testing.T) {
 	b := setup(t)
 	q := b.queue(t, "q", func(p *store.Properties) { p.LockDuration = 30 * time.Second })

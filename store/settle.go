@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -277,7 +278,7 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 		// other statement of this kind lock them in, so that they wait for each other rather
 		// than deadlock.
 		items := byOp[op]
-		slices.SortFunc(items, func(x, y settleItem) int {
+		slices.SortStableFunc(items, func(x, y settleItem) int {
 			return cmp.Or(cmp.Compare(x.t.Entity.ID, y.t.Entity.ID), cmp.Compare(lockTokenSeq(x.req.Token), lockTokenSeq(y.req.Token)))
 		})
 		a := &settleArgs{}
@@ -374,12 +375,54 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 	if err != nil {
 		return nil, interpretError(err)
 	}
+	sameLockOnce(op, a.items, found)
 	for i, it := range a.items {
 		if !found[i] {
 			it.res.Err = s.lockLost(it.t, it.req)
 		}
 	}
 	return woken, nil
+}
+
+// sameLockOnce gives the requests of one statement that name the same lock (a batch settlement
+// may name it twice) the answers they would have had one after another. They meet one row,
+// which PostgreSQL reports for one of them, whichever: a renewal renews it for each of them;
+// any other settlement is made by the first of them, and the lock is gone for the others. items
+// are sorted by entity and sequence number, the client's order kept among equal ones.
+func sameLockOnce(op Settlement, items []settleItem, found []bool) {
+	type lock struct {
+		entity int64
+		token  uuid.UUID
+		id     string
+	}
+	key := func(it settleItem) lock { return lock{it.t.Entity.ID, it.req.Token, it.req.ID} }
+	twice := false
+	for i := 1; i < len(items) && !twice; i++ {
+		twice = key(items[i]) == key(items[i-1])
+	}
+	if !twice {
+		return
+	}
+	made := make(map[lock]SettleResult)
+	for i, it := range items {
+		if found[i] {
+			made[key(it)] = *it.res
+		}
+	}
+	seen := make(map[lock]bool)
+	for i, it := range items {
+		res, ok := made[key(it)]
+		if !ok {
+			continue
+		}
+		found[i] = op == RenewLock || !seen[key(it)]
+		seen[key(it)] = true
+		if found[i] {
+			*it.res = res
+		} else {
+			*it.res = SettleResult{}
+		}
+	}
 }
 
 // lockLost is the error of a settlement whose lock is not held.
