@@ -126,7 +126,7 @@ func checkReceivable(t Target) error {
 	case t.Session == nil && e.Props.RequiresSession && t.SubQueue == SubQueueMain:
 		return BadRequest("The entity '%s' requires sessions: accept a session and receive from it (POST %s/sessions/$accept); Service Bus REST cannot receive from session entities.", e.Path, e.Path)
 	}
-	return nil
+	return checkSessionLockID(e, t.Session)
 }
 
 // announce wakes the receivers waiting for what changed, here and on other gateways.

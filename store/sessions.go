@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,7 +39,19 @@ const MaxSessionStateSize = 256 * 1024
 // errSessionLockLost is what every operation under a session lock answers once the lock is gone.
 func errSessionLockLost(e *Entity, sessionID string) error {
 	return &Error{Code: CodeLockLost, Message: fmt.Sprintf(
-		"The session lock has expired on the session '%s' of '%s', or it is held under another token. Accept the session again.", Clip(sessionID), e.Path)}
+		"The session lock has expired on the session '%s' of '%s', or it is held under another token. Accept the session again.",
+		Clip(strings.ToValidUTF8(strings.ReplaceAll(sessionID, "\x00", "\uFFFD"), "\uFFFD")), e.Path)}
+}
+
+// checkSessionLockID answers a session lock whose SessionId no session can have (not UTF-8
+// text without NUL, which sends and accepts refuse, and which PostgreSQL's text cannot hold) as
+// not held, without asking the database: there the id would fail the statement, and with it
+// every settlement coalesced into it.
+func checkSessionLockID(e *Entity, sl *SessionLock) error {
+	if sl != nil && !validText(sl.SessionID) {
+		return errSessionLockLost(e, sl.SessionID)
+	}
+	return nil
 }
 
 func checkSessionful(e *Entity) error {
@@ -247,6 +260,9 @@ func (s *Postgres) checkSessionLock(ctx context.Context, db querier, e *Entity, 
 // RenewSessionLock extends a session lock by the entity's LockDuration and returns its new end.
 // Errors: ErrLockLost.
 func (s *Postgres) RenewSessionLock(ctx context.Context, e *Entity, sl SessionLock) (time.Time, error) {
+	if err := checkSessionLockID(e, &sl); err != nil {
+		return time.Time{}, err
+	}
 	var until time.Time
 	err := s.pool.QueryRow(ctx, `UPDATE sessions SET locked_until = $4::timestamptz + $5::interval, available_at = $4::timestamptz + $5::interval, updated_at = $4
 		WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4 RETURNING locked_until`,
@@ -264,6 +280,9 @@ func (s *Postgres) RenewSessionLock(ctx context.Context, e *Entity, sl SessionLo
 // ReleaseSession gives a session up: it can be accepted again at once if it holds messages.
 // Messages still locked under it become receivable by the next holder. Errors: ErrLockLost.
 func (s *Postgres) ReleaseSession(ctx context.Context, e *Entity, sl SessionLock) error {
+	if err := checkSessionLockID(e, &sl); err != nil {
+		return err
+	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.now()
 		var held bool
@@ -294,6 +313,9 @@ func (s *Postgres) ReleaseSession(ctx context.Context, e *Entity, sl SessionLock
 
 // SessionState returns a session's state (nil when it has none). Errors: ErrLockLost.
 func (s *Postgres) SessionState(ctx context.Context, e *Entity, sl SessionLock) ([]byte, error) {
+	if err := checkSessionLockID(e, &sl); err != nil {
+		return nil, err
+	}
 	var state []byte
 	err := s.pool.QueryRow(ctx, `SELECT state FROM sessions WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
 		e.ID, sl.SessionID, sl.Token, s.now()).Scan(&state)
@@ -309,6 +331,9 @@ func (s *Postgres) SessionState(ctx context.Context, e *Entity, sl SessionLock) 
 // SetSessionState replaces a session's state; nil or empty clears it. Errors: ErrLockLost,
 // ErrTooLarge.
 func (s *Postgres) SetSessionState(ctx context.Context, e *Entity, sl SessionLock, state []byte) error {
+	if err := checkSessionLockID(e, &sl); err != nil {
+		return err
+	}
 	if len(state) > MaxSessionStateSize {
 		return &Error{Code: CodeTooLarge, Message: fmt.Sprintf("A session state may be at most %d bytes.", MaxSessionStateSize)}
 	}

@@ -315,3 +315,38 @@ func TestManySessionsManyReceivers(t *testing.T) {
 		t.Errorf("left over: %+v", c)
 	}
 }
+
+// A session lock naming a SessionId no session can have (not UTF-8, or with a NUL) is not held:
+// every operation under it answers lock lost, and a settlement under it does not fail those it
+// would have shared a statement with.
+func TestSessionLockWithUnstorableID(t *testing.T) {
+	b := setup(t, manual)
+	q := b.sessionQueue(t, "q", nil)
+	b.send(t, q, store.Message{Body: []byte("a0"), SessionID: "a"})
+	s := b.accept(t, q, "a")
+	m := b.receiveIn(t, q, s, 1)[0]
+	for _, id := range []string{"\xff", "a\x00"} {
+		bad := store.SessionLock{SessionID: id, Token: lockOf(s).Token}
+		check := func(what string, err error) {
+			t.Helper()
+			if !errors.Is(err, store.ErrLockLost) {
+				t.Errorf("%s in session %q: err = %v; want ErrLockLost", what, id, err)
+			}
+		}
+		res := b.store.Settle(b.ctx, inSession(q, bad), []store.SettleRequest{{Op: store.Complete, Token: m.LockToken}})
+		check("complete", res[0].Err)
+		_, err := receive1(b.ctx, b.store, inSession(q, bad), store.PeekLock, 0)
+		check("receive", err)
+		_, err = b.store.ReceiveDeferred(b.ctx, inSession(q, bad), m.SequenceNumber, store.PeekLock)
+		check("receive deferred", err)
+		_, err = b.store.RenewSessionLock(b.ctx, q, bad)
+		check("renew", err)
+		_, err = b.store.SessionState(b.ctx, q, bad)
+		check("get state", err)
+		check("set state", b.store.SetSessionState(b.ctx, q, bad, []byte("x")))
+		check("release", b.store.ReleaseSession(b.ctx, q, bad))
+	}
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Complete, "", m.LockToken); err != nil {
+		t.Errorf("complete under the real lock: %v", err)
+	}
+}

@@ -95,7 +95,7 @@ func checkSettleTarget(t Target) error {
 	case t.Session != nil && (!e.Props.RequiresSession || t.SubQueue != SubQueueMain):
 		return BadRequest("'%s' has no sessions to settle messages in.", t)
 	}
-	return nil
+	return checkSessionLockID(e, t.Session)
 }
 
 // checkSettleRequest refuses a request that cannot be right whatever the lock's state.
