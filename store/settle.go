@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -274,9 +275,11 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 		}
 	}
 	for _, op := range ops {
-		// Each statement locks its rows in primary-key order, the order a purge and every
-		// other statement of this kind lock them in, so that they wait for each other rather
-		// than deadlock.
+		// Each statement locks its rows in primary-key order (its plans join the sorted input
+		// first), the order every other settlement locks them in and a purge of a large queue
+		// deletes them in, so that they wait for each other rather than deadlock. The order is
+		// the planner's, not a guarantee (a purge of a few rows scans the table), so a
+		// deadlock is still retried (settleOp).
 		items := byOp[op]
 		slices.SortStableFunc(items, func(x, y settleItem) int {
 			return cmp.Or(cmp.Compare(x.t.Entity.ID, y.t.Entity.ID), cmp.Compare(lockTokenSeq(x.req.Token), lockTokenSeq(y.req.Token)))
@@ -307,10 +310,6 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) ([]wakeTarget, error) {
 	var woken []wakeTarget
 	found := make([]bool, len(a.items))
-	sql, values, err := positional(settleStatements[op], a.named(s.now()))
-	if err != nil {
-		return nil, err
-	}
 	// What an attempt ended in a conflict had recorded of its rows is forgotten.
 	reset := func() {
 		woken = woken[:0]
@@ -320,6 +319,11 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 		}
 	}
 	run := func(q querier) error {
+		// Each attempt looks at its own time: a retry comes a deadlock_timeout later.
+		sql, values, err := positional(settleStatements[op], a.named(s.now()))
+		if err != nil {
+			return err
+		}
 		rows, err := q.Query(ctx, sql, values...)
 		if err != nil {
 			return err
@@ -353,15 +357,16 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 		}
 		return rows.Err()
 	}
-	err = s.retryConflicts(ctx, reset, func() error {
+	err := s.retryConflicts(ctx, reset, func() error {
 		if (op == Abandon || op == DeadLetter) && len(a.forwards) > 0 {
 			// Dead letters of an entity that forwards them move on in the same transaction.
 			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 				if err := run(tx); err != nil {
 					return err
 				}
-				for _, e := range a.forwards {
-					targets, err := s.transferDeadLetters(ctx, tx, e)
+				// In one order, so that two of these transactions do not deadlock.
+				for _, id := range slices.Sorted(maps.Keys(a.forwards)) {
+					targets, err := s.transferDeadLetters(ctx, tx, a.forwards[id])
 					if err != nil {
 						return err
 					}
