@@ -133,6 +133,8 @@ func (rep *Report) Label(r Result) string {
 		return fmt.Sprintf("inflight (%s locked)", thousands(float64(rep.Inflight)))
 	case OpManyQueues:
 		return fmt.Sprintf("many-queues (%d queues)", rep.Queues)
+	case OpHTTPFloor:
+		return "http-floor (GET /healthz)"
 	}
 	if r.Variant != "" {
 		return r.Operation + ", " + r.Variant
@@ -222,6 +224,9 @@ func ratioText(r Result) string {
 		parts = append(parts, "latency: from the sending transaction's commit to a long-polling receiver having the message")
 	} else if r.Latency {
 		parts = append(parts, "latency: from the send's 201 to a woken receiver having the message")
+	}
+	if r.Operation == OpHTTPFloor {
+		parts = append(parts, "requests/s with no database: the ceiling of a request a message")
 	}
 	if r.Drained {
 		parts = append(parts, "(queue drained before the end)")

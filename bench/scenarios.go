@@ -38,10 +38,15 @@ const (
 	// receiver having the message. With two or more gateways it also runs with the receivers
 	// on another gateway than the sender.
 	OpWake = "wake"
+	// OpHTTPFloor asks GET /healthz, which the gateway answers without its database, through
+	// the same middleware (routing, metrics) and the same HTTP client as every other phase: the
+	// most requests a second the machine serves when the broker does nothing, so the ceiling
+	// of any operation that takes a request a message (half of it for peek-lock + complete).
+	OpHTTPFloor = "http-floor"
 )
 
 // Scenarios are the operations outside the default run.
-var Scenarios = []string{OpTopicSend, OpSession, OpBacklog, OpInflight, OpManyQueues, OpWake, OpSQLSend}
+var Scenarios = []string{OpHTTPFloor, OpTopicSend, OpSession, OpBacklog, OpInflight, OpManyQueues, OpWake, OpSQLSend}
 
 const (
 	activeSessions = 100
@@ -94,6 +99,8 @@ func (r *runner) setUpScenario(ctx context.Context, op string) error {
 func (r *runner) scenario(ctx context.Context, res Result) (Result, error) {
 	clients := res.Clients
 	switch res.Operation {
+	case OpHTTPFloor:
+		return r.measure(ctx, res, func(w int) (iteration, error) { return r.healthzWorker(r.gw(w)) })
 	case OpTopicSend:
 		res, err := r.measure(ctx, res, func(w int) (iteration, error) { return r.topicSendWorker(r.gw(w)) })
 		if err != nil {
@@ -439,4 +446,22 @@ func (r *runner) renewInflight(ctx context.Context) error {
 	}
 	st.lockedAt = time.Now()
 	return nil
+}
+
+// healthzWorker asks GET /healthz, one request an iteration, counted as one.
+func (r *runner) healthzWorker(g *gateway) (iteration, error) {
+	t, err := g.template(client.NewHealthzRequest(g.server))
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (int, error) {
+		resp, err := g.do(ctx, t)
+		if err != nil {
+			return 0, err
+		}
+		if err := expect(resp, http.StatusOK); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}, nil
 }
