@@ -107,23 +107,31 @@ func batchBody(body []byte, n int) []byte {
 	return b
 }
 
+// expectWorker sends a copy of the template t, one request an iteration, which must answer
+// status; then done says how many messages the iteration counts.
+func expectWorker(g *gateway, t *http.Request, status int, done func() int) iteration {
+	return func(ctx context.Context) (int, error) {
+		resp, err := g.do(ctx, t)
+		if err != nil {
+			return 0, err
+		}
+		if err := expect(resp, status); err != nil {
+			return 0, err
+		}
+		return done(), nil
+	}
+}
+
 // sendWorker sends body (n messages) to q, one request an iteration.
 func (r *runner) sendWorker(g *gateway, q *queue, contentType string, body []byte, n int) (iteration, error) {
 	t, err := g.template(client.NewSendMessageRequestWithBody(g.server, q.name, nil, contentType, bytes.NewReader(body)))
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) (int, error) {
-		resp, err := g.do(ctx, t)
-		if err != nil {
-			return 0, err
-		}
-		if err := expect(resp, http.StatusCreated); err != nil {
-			return 0, err
-		}
+	return expectWorker(g, t, http.StatusCreated, func() int {
 		q.left.Add(int64(n))
-		return n, nil
-	}, nil
+		return n
+	}), nil
 }
 
 // peekLockWorker peek-locks one message of q (timeout 0) and completes it at its Location.

@@ -454,14 +454,5 @@ func (r *runner) healthzWorker(g *gateway) (iteration, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) (int, error) {
-		resp, err := g.do(ctx, t)
-		if err != nil {
-			return 0, err
-		}
-		if err := expect(resp, http.StatusOK); err != nil {
-			return 0, err
-		}
-		return 1, nil
-	}, nil
+	return expectWorker(g, t, http.StatusOK, func() int { return 1 }), nil
 }

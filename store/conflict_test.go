@@ -93,13 +93,42 @@ func lockedPair(t *testing.T, b *bundle) (*store.Entity, *store.Message, *store.
 	return q, m1, m2
 }
 
-func completeAll(b *bundle, q *store.Entity, msgs ...*store.Message) <-chan []store.SettleResult {
+// completeAroundLocks completes msgs while another transaction holds the row lock of message
+// first, and, once the completion waits for a lock, takes the row lock of message then too
+// (failing instead of waiting with nowait), then ends. Every complete must succeed.
+func completeAroundLocks(t *testing.T, b *bundle, q *store.Entity, first, then int64, nowait bool, msgs ...*store.Message) {
+	t.Helper()
 	var reqs []store.SettleRequest
 	for _, m := range msgs {
 		reqs = append(reqs, store.SettleRequest{Op: store.Complete, Token: m.LockToken})
 	}
+	other := newRowLocker(t, b)
+	other.lock(q, first, false)
 	done := make(chan []store.SettleResult, 1)
 	go func() { done <- b.store.Settle(b.ctx, store.Target{Entity: q, SubQueue: store.SubQueueMain}, reqs) }()
+	other.awaitLockWaiter()
+	other.lock(q, then, nowait)
+	other.release()
+	for i, res := range <-done {
+		if res.Err != nil {
+			t.Errorf("complete %d: %v", i, res.Err)
+		}
+	}
+}
+
+// purged is what a purge returned.
+type purged struct {
+	n   int64
+	err error
+}
+
+// purgeAsync purges q's messages in the background.
+func purgeAsync(b *bundle, q *store.Entity) <-chan purged {
+	done := make(chan purged, 1)
+	go func() {
+		n, err := b.store.Purge(b.ctx, q, store.SubQueueMain)
+		done <- purged{n, err}
+	}()
 	return done
 }
 
@@ -108,19 +137,9 @@ func completeAll(b *bundle, q *store.Entity, msgs ...*store.Message) <-chan []st
 func TestSettlementDeadlockIsRetried(t *testing.T) {
 	b := setup(t)
 	q, m1, m2 := lockedPair(t, b)
-	other := newRowLocker(t, b)
-	other.lock(q, m2.SequenceNumber, false)
-	done := completeAll(b, q, m1, m2)
 	// The settlement deletes the first message and waits for the second; taking the first
-	// now closes the cycle, which PostgreSQL breaks by ending the settlement's statement.
-	other.awaitLockWaiter()
-	other.lock(q, m1.SequenceNumber, false)
-	other.release()
-	for i, res := range <-done {
-		if res.Err != nil {
-			t.Errorf("complete %d: %v", i, res.Err)
-		}
-	}
+	// then closes the cycle, which PostgreSQL breaks by ending the settlement's statement.
+	completeAroundLocks(t, b, q, m2.SequenceNumber, m1.SequenceNumber, false, m1, m2)
 	if n := b.store.ConflictRetries(); n == 0 {
 		t.Error("no statement was retried: the deadlock did not happen")
 	}
@@ -134,19 +153,9 @@ func TestSettlementDeadlockIsRetried(t *testing.T) {
 func TestSettlementLocksInKeyOrder(t *testing.T) {
 	b := setup(t)
 	q, m1, m2 := lockedPair(t, b)
-	other := newRowLocker(t, b)
-	other.lock(q, m1.SequenceNumber, false)
-	done := completeAll(b, q, m2, m1)
-	other.awaitLockWaiter()
 	// Settled in the order asked, the second message would be deleted already (held by the
-	// settlement until it ends): no waiting here.
-	other.lock(q, m2.SequenceNumber, true)
-	other.release()
-	for i, res := range <-done {
-		if res.Err != nil {
-			t.Errorf("complete %d: %v", i, res.Err)
-		}
-	}
+	// settlement until it ends) when the other transaction asks for it without waiting.
+	completeAroundLocks(t, b, q, m1.SequenceNumber, m2.SequenceNumber, true, m2, m1)
 	if n := b.store.ConflictRetries(); n != 0 {
 		t.Errorf("%d statements retried after a conflict; want none", n)
 	}
@@ -163,15 +172,7 @@ func TestPurgeDeadlockIsRetried(t *testing.T) {
 	}
 	other := newRowLocker(t, b)
 	other.lock(q, msgs[2].SequenceNumber, false)
-	type result struct {
-		n   int64
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		n, err := b.store.Purge(b.ctx, q, store.SubQueueMain)
-		done <- result{n, err}
-	}()
+	done := purgeAsync(b, q)
 	other.awaitLockWaiter()
 	other.lock(q, msgs[0].SequenceNumber, false)
 	other.release()

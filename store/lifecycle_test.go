@@ -399,15 +399,7 @@ func TestPurgeTakesRowsUpdatedWhileItRuns(t *testing.T) {
 		WHERE entity_id = $1 AND seq = (SELECT max(seq) FROM messages WHERE entity_id = $1)`, q.ID); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		n   int64
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		n, err := b.store.Purge(b.ctx, q, store.SubQueueMain)
-		done <- result{n, err}
-	}()
+	done := purgeAsync(b, q)
 	// The purge waits for the updating transaction's row lock.
 	waitFor(t, 10*time.Second, func() bool {
 		var waiting bool
