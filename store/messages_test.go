@@ -226,8 +226,24 @@ func TestSettleSameLockTwice(t *testing.T) {
 			}
 		}
 	}
+	// A stale token of the same message (its lock before an abandon) between the two does not
+	// hide the pair.
+	if _, err := settle1(b.ctx, b.store, main, store.Abandon, "", m1.LockToken); err != nil {
+		t.Fatal(err)
+	}
+	again := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if again == nil || again.SequenceNumber != m1.SequenceNumber {
+		t.Fatalf("received %+v after the abandon; want message %d again", again, m1.SequenceNumber)
+	}
 	res := b.store.Settle(b.ctx, main, []store.SettleRequest{
-		{Op: store.Complete, Token: m1.LockToken}, {Op: store.Complete, Token: m1.LockToken}, {Op: store.Complete, Token: m1.LockToken}})
+		{Op: store.RenewLock, Token: again.LockToken}, {Op: store.RenewLock, Token: m1.LockToken}, {Op: store.RenewLock, Token: again.LockToken}})
+	for i, want := range []error{nil, store.ErrLockLost, nil} {
+		if !errors.Is(res[i].Err, want) {
+			t.Errorf("renewal %d with a stale token between: %v; want %v", i, res[i].Err, want)
+		}
+	}
+	res = b.store.Settle(b.ctx, main, []store.SettleRequest{
+		{Op: store.Complete, Token: again.LockToken}, {Op: store.Complete, Token: again.LockToken}, {Op: store.Complete, Token: again.LockToken}})
 	for i, want := range []error{nil, store.ErrLockLost, store.ErrLockLost} {
 		if !errors.Is(res[i].Err, want) {
 			t.Errorf("complete %d: %v; want %v", i, res[i].Err, want)

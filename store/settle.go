@@ -392,20 +392,32 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 // sameLockOnce gives the requests of one statement that name the same lock (a batch settlement
 // may name it twice) the answers they would have had one after another. They meet one row,
 // which PostgreSQL reports for one of them, whichever: a renewal renews it for each of them;
-// any other settlement is made by the first of them, and the lock is gone for the others. items
-// are sorted by entity and sequence number, the client's order kept among equal ones.
+// any other settlement is made by the first of them, and the lock is gone for the others.
+// Requests name the same lock when everything the statement matches on is the same (entity,
+// subqueue, session lock, lock token, MessageId); two that name one message's lock with its
+// MessageId and with its sequence number count as two locks here, so one of them gets lock lost.
+// items are sorted by entity and sequence number, the client's order kept among equal ones.
 func sameLockOnce(op Settlement, items []settleItem, found []bool) {
 	type lock struct {
-		entity int64
-		token  uuid.UUID
-		id     string
+		entity  int64
+		state   State
+		session SessionLock
+		token   uuid.UUID
+		id      string
 	}
-	key := func(it settleItem) lock { return lock{it.t.Entity.ID, it.req.Token, it.req.ID} }
-	twice := false
-	for i := 1; i < len(items) && !twice; i++ {
-		twice = key(items[i]) == key(items[i-1])
+	key := func(it settleItem) lock {
+		k := lock{entity: it.t.Entity.ID, state: it.t.SubQueue.state(), token: it.req.Token, id: it.req.ID}
+		if it.t.Session != nil {
+			k.session = *it.t.Session
+		}
+		return k
 	}
-	if !twice {
+	// Only a statement where two requests share a sort key can have such a pair.
+	shared := false
+	for i := 1; i < len(items) && !shared; i++ {
+		shared = items[i].t.Entity.ID == items[i-1].t.Entity.ID && lockTokenSeq(items[i].req.Token) == lockTokenSeq(items[i-1].req.Token)
+	}
+	if !shared {
 		return
 	}
 	made := make(map[lock]SettleResult)
