@@ -102,7 +102,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 	if hasSession && sid != "" && op != "com.microsoft:peek-message" && !scheduling {
 		lock, ok := r.cs.sessionLock(e.Path, sid)
 		if !ok {
-			return nil, &amqp.Error{Condition: condSessionLockLost, Description: "This connection holds no lock on session '" + sid + "'."}
+			return nil, &amqp.Error{Condition: condSessionLockLost, Description: "This connection holds no lock on session '" + store.Clip(sid) + "'."}
 		}
 		t.Session = &lock
 	}

@@ -18,6 +18,10 @@ func TestClip(t *testing.T) {
 	if got, want := store.Clip(strings.Repeat("x", 1000)), strings.Repeat("x", 64)+"..."; got != want {
 		t.Errorf("Clip(1000 x) = %q, want %q", got, want)
 	}
+	// A quoted value is text every answer can carry: no invalid UTF-8, no NUL.
+	if got, want := store.Clip("a\xffb\x00c"), "a\uFFFDb\uFFFDc"; got != want {
+		t.Errorf("Clip(invalid) = %q, want %q", got, want)
+	}
 	for pad := 0; pad < 4; pad++ {
 		s := strings.Repeat("a", pad) + strings.Repeat("€", 100) // 3 bytes a rune
 		got := store.Clip(s)

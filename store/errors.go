@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -77,8 +78,11 @@ func BadRequest(format string, args ...any) error {
 const clipLimit = 64
 
 // Clip shortens a client-supplied value quoted in an error message or log line, so that a
-// hostile request cannot make the answer as large as itself.
-func Clip(s string) string { return ClipTo(s, clipLimit) }
+// hostile request cannot make the answer as large as itself, and makes it text every format of
+// an answer can carry (XML, JSON, AMQP strings): invalid UTF-8 and NUL become U+FFFD.
+func Clip(s string) string {
+	return ClipTo(strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD"), clipLimit)
+}
 
 // ClipTo keeps at most limit bytes of s and marks a cut with "...". It never cuts a UTF-8
 // sequence: the cut moves back to the start of the rune it would split. It is the one clipper;

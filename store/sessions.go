@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,7 +39,7 @@ const MaxSessionStateSize = 256 * 1024
 func errSessionLockLost(e *Entity, sessionID string) error {
 	return &Error{Code: CodeLockLost, Message: fmt.Sprintf(
 		"The session lock has expired on the session '%s' of '%s', or it is held under another token. Accept the session again.",
-		Clip(strings.ToValidUTF8(strings.ReplaceAll(sessionID, "\x00", "\uFFFD"), "\uFFFD")), e.Path)}
+		Clip(sessionID), e.Path)}
 }
 
 // checkSessionLockID answers a session lock whose SessionId no session can have (not UTF-8
