@@ -38,8 +38,7 @@ const MaxSessionStateSize = 256 * 1024
 // errSessionLockLost is what every operation under a session lock answers once the lock is gone.
 func errSessionLockLost(e *Entity, sessionID string) error {
 	return &Error{Code: CodeLockLost, Message: fmt.Sprintf(
-		"The session lock has expired on the session '%s' of '%s', or it is held under another token. Accept the session again.",
-		Clip(sessionID), e.Path)}
+		"The session lock has expired on the session '%s' of '%s', or it is held under another token. Accept the session again.", Clip(sessionID), e.Path)}
 }
 
 // checkSessionLockID answers a session lock whose SessionId no session can have (not UTF-8
