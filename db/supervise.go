@@ -41,6 +41,14 @@ func (e *Embedded) supervise() {
 			e.finish(StatusFailed)
 			return
 		}
+		// Not running from the moment the postmaster is gone, before its log is read to the end:
+		// orphaned backends keep the log open (up to awaitLog's bound) and may still answer a
+		// ping meanwhile, which a readiness probe must not take for a running server.
+		if e.policy.Disabled {
+			e.status.Store(int32(StatusFailed))
+		} else {
+			e.status.Store(int32(StatusRestarting))
+		}
 		crashed := time.Now()
 		up := crashed.Sub(readyAt)
 		if up >= e.policy.StableAfter {
@@ -54,7 +62,6 @@ func (e *Embedded) supervise() {
 			e.finish(StatusFailed)
 			return
 		}
-		e.status.Store(int32(StatusRestarting))
 		for {
 			failures++
 			if failures > e.policy.MaxAttempts {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sbgate/sbgate/db"
 )
 
@@ -223,4 +225,50 @@ func TestStatusString(t *testing.T) {
 			t.Errorf("Status(%d).String() = %q; want %q", s, got, want)
 		}
 	}
+}
+
+// TestEmbeddedNotRunningOnceThePostmasterIsGone: the status leaves running as soon as the
+// postmaster exits, not once the crash is logged. A backend busy in a query outlives its
+// postmaster's SIGKILL and keeps the log open, so the log is read to its end only after
+// awaitLog's bound; meanwhile that backend may answer a readiness probe's ping, and /readyz said
+// 200 for a server that was not there (seen as a failure of TestEmbeddedPostgresSupervised in CI).
+func TestEmbeddedNotRunningOnceThePostmasterIsGone(t *testing.T) {
+	t.Parallel()
+	logs, logger := newLogBuffer(t)
+	dir := newDataDir(t)
+	e := startEmbeddedWith(t, db.EmbeddedConfig{DataDir: dir, Logger: logger, Restart: db.RestartPolicy{FirstDelay: time.Hour}})
+	conn, err := pgx.Connect(t.Context(), e.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(context.Background(), `SELECT count(*) FROM generate_series(1, 100000000000)`)
+		busy <- err
+	}()
+	waitFor(t, 30*time.Second, "the busy query to run", func() bool {
+		var n int
+		c, err := pgx.Connect(t.Context(), e.URL())
+		if err != nil {
+			return false
+		}
+		defer c.Close(context.Background())
+		_ = c.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%generate_series%' AND pid <> pg_backend_pid()`).Scan(&n)
+		return n > 0
+	})
+	if err := syscall.Kill(e.PIDForTest(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the status to leave running", func() bool { return e.Status() != db.StatusRunning })
+	if strings.Contains(logs.String(), "exited unexpectedly") {
+		t.Error("the status left running only once the crash was logged, after the orphaned backend's log was waited for")
+	}
+	// The orphan would count to the end.
+	if err := syscall.Kill(int(conn.PgConn().PID()), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Stop(t.Context()); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	<-busy
 }

@@ -48,6 +48,10 @@ func TestEmbeddedPostgresSupervised(t *testing.T) {
 
 	killPostmaster(t, dir)
 	waitStatus(t, endpoint+"readyz", http.StatusServiceUnavailable)
+	// Only once the supervisor is on it does a 200 from /readyz mean the server is back.
+	waitFor(t, "the supervisor to restart the server", func() bool {
+		return strings.Contains(out.String(), `msg="restarting embedded postgres"`)
+	})
 	if st := status(t, endpoint+"healthz"); st != http.StatusOK {
 		t.Errorf("/healthz while restarting = %d; want 200", st)
 	}
