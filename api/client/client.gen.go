@@ -970,7 +970,9 @@ type ClientInterface interface {
 	// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
 	// fails that element only (its `Status` is 404), never the others. The answer lists one
 	// result per element, in the order given. A lock token alone names its message, so no
-	// sequence number is needed.
+	// sequence number is needed. A lock named more than once is answered as if its
+	// settlements were made one after the other, in the order given: every renewal renews
+	// it; of other settlements the first is made and the rest find the lock gone (404).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -983,7 +985,9 @@ type ClientInterface interface {
 	// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
 	// fails that element only (its `Status` is 404), never the others. The answer lists one
 	// result per element, in the order given. A lock token alone names its message, so no
-	// sequence number is needed.
+	// sequence number is needed. A lock named more than once is answered as if its
+	// settlements were made one after the other, in the order given: every renewal renews
+	// it; of other settlements the first is made and the rest find the lock gone (404).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1665,7 +1669,9 @@ func (c *Client) CancelScheduled(ctx context.Context, entityPath EntityPath, seq
 // client that took a batch with `$batch`. Each element is settled on its own: a lost lock
 // fails that element only (its `Status` is 404), never the others. The answer lists one
 // result per element, in the order given. A lock token alone names its message, so no
-// sequence number is needed.
+// sequence number is needed. A lock named more than once is answered as if its
+// settlements were made one after the other, in the order given: every renewal renews
+// it; of other settlements the first is made and the rest find the lock gone (404).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1688,7 +1694,9 @@ func (c *Client) SettleMessagesWithBody(ctx context.Context, entityPath EntityPa
 // client that took a batch with `$batch`. Each element is settled on its own: a lost lock
 // fails that element only (its `Status` is 404), never the others. The answer lists one
 // result per element, in the order given. A lock token alone names its message, so no
-// sequence number is needed.
+// sequence number is needed. A lock named more than once is answered as if its
+// settlements were made one after the other, in the order given: every renewal renews
+// it; of other settlements the first is made and the rest find the lock gone (404).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6693,7 +6701,9 @@ type ClientWithResponsesInterface interface {
 	// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
 	// fails that element only (its `Status` is 404), never the others. The answer lists one
 	// result per element, in the order given. A lock token alone names its message, so no
-	// sequence number is needed.
+	// sequence number is needed. A lock named more than once is answered as if its
+	// settlements were made one after the other, in the order given: every renewal renews
+	// it; of other settlements the first is made and the rest find the lock gone (404).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6706,7 +6716,9 @@ type ClientWithResponsesInterface interface {
 	// client that took a batch with `$batch`. Each element is settled on its own: a lost lock
 	// fails that element only (its `Status` is 404), never the others. The answer lists one
 	// result per element, in the order given. A lock token alone names its message, so no
-	// sequence number is needed.
+	// sequence number is needed. A lock named more than once is answered as if its
+	// settlements were made one after the other, in the order given: every renewal renews
+	// it; of other settlements the first is made and the rest find the lock gone (404).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11284,7 +11296,9 @@ func (c *ClientWithResponses) CancelScheduledWithResponse(ctx context.Context, e
 // client that took a batch with `$batch`. Each element is settled on its own: a lost lock
 // fails that element only (its `Status` is 404), never the others. The answer lists one
 // result per element, in the order given. A lock token alone names its message, so no
-// sequence number is needed.
+// sequence number is needed. A lock named more than once is answered as if its
+// settlements were made one after the other, in the order given: every renewal renews
+// it; of other settlements the first is made and the rest find the lock gone (404).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11303,7 +11317,9 @@ func (c *ClientWithResponses) SettleMessagesWithBodyWithResponse(ctx context.Con
 // client that took a batch with `$batch`. Each element is settled on its own: a lost lock
 // fails that element only (its `Status` is 404), never the others. The answer lists one
 // result per element, in the order given. A lock token alone names its message, so no
-// sequence number is needed.
+// sequence number is needed. A lock named more than once is answered as if its
+// settlements were made one after the other, in the order given: every renewal renews
+// it; of other settlements the first is made and the rest find the lock gone (404).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
