@@ -83,7 +83,7 @@ type RestartPolicy struct {
 	MaxDelay    time.Duration // [10s]
 	MaxAttempts int           // [10]
 	StableAfter time.Duration // [1m]
-	Disabled    bool          // leave a crashed server down (Done closes at once)
+	Disabled    bool          // leave a crashed server down (Status is failed at once, Done closes once its log is read, within 2s)
 }
 
 func (p RestartPolicy) withDefaults() RestartPolicy {

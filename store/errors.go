@@ -81,6 +81,9 @@ const clipLimit = 64
 // hostile request cannot make the answer as large as itself, and makes it text every format of
 // an answer can carry (XML, JSON, AMQP strings): invalid UTF-8 and NUL become U+FFFD.
 func Clip(s string) string {
+	if len(s) > 2*clipLimit {
+		s = s[:2*clipLimit] // what is cut anyway; a rune split here is invalid, and replaced
+	}
 	return ClipTo(strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD"), clipLimit)
 }
 

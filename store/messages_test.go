@@ -242,6 +242,19 @@ func TestSettleSameLockTwice(t *testing.T) {
 			t.Errorf("renewal %d with a stale token between: %v; want %v", i, res[i].Err, want)
 		}
 	}
+	// Two dead-letterings of the lock with different reasons: the one whose reason the message
+	// carries is the one answered as made.
+	res = b.store.Settle(b.ctx, main, []store.SettleRequest{
+		{Op: store.DeadLetter, Token: again.LockToken, Reason: "first"}, {Op: store.DeadLetter, Token: again.LockToken, Reason: "second"}})
+	if (res[0].Err == nil) == (res[1].Err == nil) {
+		t.Fatalf("two dead-letterings of one lock: %v, %v; want one made, one lock lost", res[0].Err, res[1].Err)
+	}
+	dead := b.receive(t, q, store.SubQueueDeadLetter, store.PeekLock)
+	if made := map[bool]string{true: "first", false: "second"}[res[0].Err == nil]; dead == nil || dead.DeadLetterReason != made {
+		t.Fatalf("dead letter %+v; want the reason %q of the settlement answered as made", dead, made)
+	}
+	again = dead
+	main = store.Target{Entity: q, SubQueue: store.SubQueueDeadLetter}
 	res = b.store.Settle(b.ctx, main, []store.SettleRequest{
 		{Op: store.Complete, Token: again.LockToken}, {Op: store.Complete, Token: again.LockToken}, {Op: store.Complete, Token: again.LockToken}})
 	for i, want := range []error{nil, store.ErrLockLost, store.ErrLockLost} {

@@ -404,9 +404,13 @@ func sameLockOnce(op Settlement, items []settleItem, found []bool) {
 		session SessionLock
 		token   uuid.UUID
 		id      string
+		// A dead-lettering's reason and description are written: the request whose values
+		// PostgreSQL wrote is the one that made it.
+		reason, description string
 	}
 	key := func(it settleItem) lock {
-		k := lock{entity: it.t.Entity.ID, state: it.t.SubQueue.state(), token: it.req.Token, id: it.req.ID}
+		k := lock{entity: it.t.Entity.ID, state: it.t.SubQueue.state(), token: it.req.Token, id: it.req.ID,
+			reason: it.req.Reason, description: it.req.Description}
 		if it.t.Session != nil {
 			k.session = *it.t.Session
 		}
