@@ -68,7 +68,8 @@ type EmbeddedConfig struct {
 	Logger   *slog.Logger      // server log lines are written here at Debug level, startup/shutdown at Info
 	Restart  RestartPolicy     // what happens when the server exits on its own; the zero value restarts it
 	// OnRestart, when set, is called (from the supervisor's goroutine) each time the server has
-	// come back after a crash, for example to drop pooled connections to the dead server.
+	// come back after a crash, before Status reports it running, for example to drop pooled
+	// connections to the dead server.
 	OnRestart func()
 }
 

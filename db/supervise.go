@@ -91,12 +91,14 @@ func (e *Embedded) supervise() {
 			e.log.Warn("embedded postgres restart failed", slog.Int("attempt", failures), slog.Any("err", err))
 		}
 		readyAt = time.Now()
-		e.status.Store(int32(StatusRunning))
-		e.log.Info("embedded postgres restarted", slog.Int("pid", e.current().pid), slog.Int("attempt", failures),
-			slog.Duration("down_for", readyAt.Sub(crashed).Round(time.Millisecond)))
+		// The callback (which drops the pools' dead connections) runs before the server is
+		// reported running, so that whoever sees it running gets live connections.
 		if e.onRestart != nil {
 			e.onRestart()
 		}
+		e.status.Store(int32(StatusRunning))
+		e.log.Info("embedded postgres restarted", slog.Int("pid", e.current().pid), slog.Int("attempt", failures),
+			slog.Duration("down_for", readyAt.Sub(crashed).Round(time.Millisecond)))
 	}
 }
 

@@ -58,9 +58,14 @@ func TestEmbeddedSupervisorRestartsKilledServer(t *testing.T) {
 	t.Parallel()
 	logs, logger := newLogBuffer(t)
 	var restarts atomic.Int32
-	e := startEmbeddedWith(t, db.EmbeddedConfig{
+	var e *db.Embedded
+	var statusAtRestart atomic.Int32 // what Status said while OnRestart ran
+	e = startEmbeddedWith(t, db.EmbeddedConfig{
 		DataDir: newDataDir(t), Settings: durableSettings, Logger: logger,
-		OnRestart: func() { restarts.Add(1) },
+		OnRestart: func() {
+			restarts.Add(1)
+			statusAtRestart.Store(int32(e.Status()))
+		},
 	})
 	execSQL(t, e.URL(), `CREATE TABLE acked (v text PRIMARY KEY)`)
 	pool, err := db.Open(t.Context(), e.URL())
@@ -116,6 +121,10 @@ func TestEmbeddedSupervisorRestartsKilledServer(t *testing.T) {
 	}
 	if n := restarts.Load(); n != 1 {
 		t.Errorf("OnRestart called %d times; want 1", n)
+	}
+	// The pools are reset before anyone is told the server runs again.
+	if s := db.Status(statusAtRestart.Load()); s != db.StatusRestarting {
+		t.Errorf("Status while OnRestart ran = %v; want restarting", s)
 	}
 	for _, want := range []string{`msg="embedded postgres exited unexpectedly" component=postgres pid=` + fmt.Sprint(old), `msg="restarting embedded postgres" component=postgres attempt=1`, `msg="embedded postgres restarted"`} {
 		if !strings.Contains(logs.String(), want) {

@@ -11,3 +11,12 @@ func (s *Postgres) SharedClaims() int64 { return s.sharedClaims.Load() }
 
 // ConflictRetries is how many statements were run again after a deadlock.
 func (s *Postgres) ConflictRetries() int64 { return s.conflictRetries.Load() }
+
+// Conns is how many connections the store's pool and its generic-plan pool hold.
+func (s *Postgres) Conns() (pool, hot int32) {
+	pool = s.pool.Stat().TotalConns()
+	if h := s.hot.Load(); h != nil {
+		hot = h.Stat().TotalConns()
+	}
+	return pool, hot
+}

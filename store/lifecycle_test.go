@@ -595,3 +595,25 @@ func keys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// ResetConnections drops the connections of both pools (after a restart of the database each
+// would fail its next statement), and the store goes on with new ones.
+func TestResetConnections(t *testing.T) {
+	b := setup(t)
+	q := b.queue(t, "q", nil)
+	b.send(t, q, body("1"), body("2"))
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if pool, hot := b.store.Conns(); pool == 0 || hot == 0 {
+		t.Fatalf("connections before the reset: pool %d, generic-plan pool %d; want some in each", pool, hot)
+	}
+	b.store.ResetConnections()
+	if pool, hot := b.store.Conns(); pool != 0 || hot != 0 {
+		t.Errorf("connections after the reset: pool %d, generic-plan pool %d; want none", pool, hot)
+	}
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, "", m.LockToken); err != nil {
+		t.Errorf("complete after the reset: %v", err)
+	}
+	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m == nil {
+		t.Error("receive after the reset: nothing")
+	}
+}

@@ -339,6 +339,16 @@ func (s *Postgres) Stop() {
 	}
 }
 
+// ResetConnections drops every connection the store holds (its pool's and, while it runs, the
+// generic-plan pool's), for after the database restarted: each would fail its next statement.
+// Connections in use are dropped when they are released.
+func (s *Postgres) ResetConnections() {
+	s.pool.Reset()
+	if hot := s.hot.Load(); hot != nil {
+		hot.Reset()
+	}
+}
+
 // hotPool is the pool for claims and settlements: the generic-plan pool while the store runs,
 // else pool.
 func (s *Postgres) hotPool() *pgxpool.Pool {

@@ -100,10 +100,14 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
 	// After a crash of the embedded server every pooled connection is dead; dropping them at
-	// once spares the next requests a failed first attempt each.
+	// once spares the next requests a failed first attempt each: the pool's, and once the
+	// store runs, its generic-plan pool's too (claims and settlements).
 	var openPool atomic.Pointer[pgxpool.Pool]
+	var openStore atomic.Pointer[store.Postgres]
 	url, pg, stopDB, err := database(ctx, cfg, log, func() {
-		if p := openPool.Load(); p != nil {
+		if st := openStore.Load(); st != nil {
+			st.ResetConnections()
+		} else if p := openPool.Load(); p != nil {
 			p.Reset()
 		}
 	})
@@ -130,6 +134,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, Recheck: cfg.Recheck})
 	st.Start(ctx)
 	defer st.Stop()
+	openStore.Store(st)
 	// Messages applications send with sbgate.send in their own transactions (README).
 	relay := store.NewRelay(st, store.RelayOptions{})
 	relay.Start(ctx)
