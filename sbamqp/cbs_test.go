@@ -176,7 +176,7 @@ func TestSASLPlain(t *testing.T) {
 // amqp:unauthorized-access; a refreshed token authorizes a new link.
 func TestTokenExpiryOnALink(t *testing.T) {
 	tokClock := &clock{t: time.Now()}
-	b := newBrokerWith(t, tokClock.Now)
+	b := newBrokerWith(t, tokClock.Now, nil)
 	b.createQueue(t, "q", nil)
 	aud := "amqp://" + b.amqpAddr + "/q"
 	c := dialCBS(t, b, goamqp.SASLTypeAnonymous())

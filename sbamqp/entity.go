@@ -271,6 +271,9 @@ type entityReceiver struct {
 	waitActive bool
 	// held are messages received but not yet sent: the peer lowered its credit meanwhile.
 	held []*store.Message
+	// deleted is how many of the first held messages a receive-and-delete link has completed
+	// already (deleteSendable): those, and only those, it may send.
+	deleted int
 }
 
 func (r *entityReceiver) Flow(l *amqp.SenderLink, credit uint32, drain bool) {
@@ -305,9 +308,9 @@ func (r *entityReceiver) target(ctx context.Context) (store.Target, *amqp.Error)
 }
 
 // pump receives for the link while it has credit. Every claim is a peek-lock, also for a
-// receive-and-delete link: its messages are completed once they are handed to the connection,
-// and a message that could not be sent is released, so a link that goes while a claim is
-// answered loses nothing.
+// receive-and-delete link: its messages are completed just before they are handed to the
+// connection, as many as the credit takes, and a message that could not be sent is released, so
+// a link that goes while a claim is answered loses nothing it was not sent.
 func (r *entityReceiver) pump(l *amqp.SenderLink) {
 	defer r.giveBack()
 	for r.ctx.Err() == nil {
@@ -324,7 +327,9 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 			return
 		}
 		if len(r.held) > 0 {
-			r.send(l)
+			if !r.send(l) {
+				return
+			}
 			continue
 		}
 		t, aerr := r.target(r.ctx)
@@ -349,8 +354,8 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 		r.mu.Unlock()
 		stop()
 		r.held = append(r.held, msgs...)
-		if len(r.held) > 0 {
-			r.send(l)
+		if len(r.held) > 0 && !r.send(l) {
+			return
 		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			aerr := amqpError(err)
@@ -366,11 +371,14 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 	}
 }
 
-// send sends the held messages while the link has credit; in receive-and-delete mode it then
-// completes those sent. Messages that could not be sent are released (their delivery uncounted).
-func (r *entityReceiver) send(l *amqp.SenderLink) {
-	var sent, failed []uuid.UUID
-	for len(r.held) > 0 {
+// send sends the held messages while the link has credit. Messages that could not be sent are
+// released (their delivery uncounted). It reports false when it detached the link.
+func (r *entityReceiver) send(l *amqp.SenderLink) bool {
+	if r.mode == store.ReceiveAndDelete && !r.deleteSendable(l) {
+		return false
+	}
+	var failed []uuid.UUID
+	for len(r.held) > 0 && (r.mode == store.PeekLock || r.deleted > 0) {
 		m := r.held[0]
 		var err error
 		if r.mode == store.PeekLock {
@@ -384,25 +392,63 @@ func (r *entityReceiver) send(l *amqp.SenderLink) {
 			break
 		}
 		r.held = r.held[1:]
-		if err != nil {
-			failed = append(failed, m.LockToken)
-			continue
-		}
 		if r.mode == store.ReceiveAndDelete {
-			sent = append(sent, m.LockToken)
+			r.deleted--
+		} else if err != nil {
+			failed = append(failed, m.LockToken)
 		}
 	}
-	r.settleAll(sent, store.Complete)
 	r.settleAll(failed, store.Release)
+	return true
 }
 
-// giveBack releases what the link received but could not send before it went.
-func (r *entityReceiver) giveBack() {
-	toks := make([]uuid.UUID, len(r.held))
-	for i, m := range r.held {
-		toks[i] = m.LockToken
+// deleteSendable completes, on a receive-and-delete link, the held messages the link's credit
+// lets it send now, before they are sent: Service Bus deletes a message when it hands it out in
+// this mode, so a peer that has it must not find it in the entity still (a peek right after the
+// receive did). One whose transfer then fails is lost, which is what the mode means; those the
+// credit does not reach stay locked, and are released if the link goes first. A message whose
+// lock was lost meanwhile is not sent (another receiver may have it). It reports false, having
+// detached the link, when the deletion could not be made (the database is away): sending
+// without it could hand the message out twice.
+func (r *entityReceiver) deleteSendable(l *amqp.SenderLink) bool {
+	from := r.deleted
+	n := min(len(r.held), from+int(l.Credit())) - from
+	if n <= 0 {
+		return true
 	}
-	r.held = nil
+	t, aerr := r.target(r.ctx)
+	if aerr != nil {
+		_ = l.Detach(aerr)
+		return false
+	}
+	reqs := make([]store.SettleRequest, n)
+	for i, m := range r.held[from : from+n] {
+		reqs[i] = store.SettleRequest{Op: store.Complete, Token: m.LockToken}
+	}
+	kept := append(make([]*store.Message, 0, len(r.held)), r.held[:from]...)
+	for i, res := range r.cs.h.cfg.Store.Settle(context.WithoutCancel(r.ctx), t, reqs) {
+		switch {
+		case res.Err == nil:
+			kept = append(kept, r.held[from+i])
+		case errors.Is(res.Err, store.ErrLockLost):
+		default:
+			_ = l.Detach(amqpError(res.Err))
+			return false
+		}
+	}
+	r.deleted = len(kept)
+	r.held = append(kept, r.held[from+n:]...)
+	return true
+}
+
+// giveBack releases what the link received but could not send before it went (not what a
+// receive-and-delete link deleted already: that is gone).
+func (r *entityReceiver) giveBack() {
+	var toks []uuid.UUID
+	for _, m := range r.held[r.deleted:] {
+		toks = append(toks, m.LockToken)
+	}
+	r.held, r.deleted = nil, 0
 	r.settleAll(toks, store.Release)
 }
 

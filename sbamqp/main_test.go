@@ -37,11 +37,12 @@ type broker struct {
 	httpURL  string
 }
 
-func newBroker(t *testing.T) *broker { return newBrokerWith(t, nil) }
+func newBroker(t *testing.T) *broker { return newBrokerWith(t, nil, nil) }
 
 // newBrokerWith starts a broker whose AMQP layer checks token expiry against tokenNow (nil: the
-// real clock, which the SDKs sign with).
-func newBrokerWith(t *testing.T, tokenNow func() time.Time) *broker {
+// real clock, which the SDKs sign with) and, with wrap, reaches the store through what wrap
+// makes of it.
+func newBrokerWith(t *testing.T, tokenNow func() time.Time, wrap func(store.Store) store.Store) *broker {
 	t.Helper()
 	t.Parallel()
 	clk := &clock{t: time.Now()}
@@ -49,8 +50,12 @@ func newBrokerWith(t *testing.T, tokenNow func() time.Time) *broker {
 	st.Start(context.Background())
 	t.Cleanup(st.Stop)
 
+	var amqpStore store.Store = st
+	if wrap != nil {
+		amqpStore = wrap(st)
+	}
 	h := sbamqp.New(sbamqp.Config{
-		Store: st,
+		Store: amqpStore,
 		Keys:  func(context.Context) []sas.Key { return testKeys },
 		// Store receives wait this long before a link asks again, so a receive notices a move
 		// of the test clock (the store's timers run on the real one).

@@ -202,3 +202,68 @@ func TestSDKBatchAndPeekLockSettlements(t *testing.T) {
 	}
 	_ = store.KindQueue
 }
+
+// gatedCompletes holds every completion back until release is closed, telling pending first.
+type gatedCompletes struct {
+	store.Store
+	pending chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedCompletes) Settle(ctx context.Context, t store.Target, reqs []store.SettleRequest) []store.SettleResult {
+	if len(reqs) > 0 && reqs[0].Op == store.Complete {
+		select {
+		case g.pending <- struct{}{}:
+		default:
+		}
+		<-g.release
+	}
+	return g.Store.Settle(ctx, t, reqs)
+}
+
+// A receive-and-delete link deletes a message before it sends it: a peer that has the message
+// does not find it in the queue any more (a peek right after the receive found it while the
+// deletion that followed the transfer was still under way; seen in the JS client's test).
+func TestReceiveAndDeleteDeletesBeforeItSends(t *testing.T) {
+	gate := &gatedCompletes{pending: make(chan struct{}, 1), release: make(chan struct{})}
+	b := newBrokerWith(t, nil, func(s store.Store) store.Store { gate.Store = s; return gate })
+	b.createQueue(t, "q", nil)
+	c := b.client(t, "root")
+	ctx := ctxT(t)
+	s, err := c.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("once")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	got := make(chan []*azservicebus.ReceivedMessage, 1)
+	go func() {
+		msgs, _ := r.ReceiveMessages(ctx, 1, nil)
+		got <- msgs
+	}()
+	<-gate.pending
+	// The deletion is held back: the message must not have been sent yet.
+	select {
+	case msgs := <-got:
+		t.Fatalf("the peer had %d message(s) before their deletion was made", len(msgs))
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(gate.release)
+	if msgs := <-got; len(msgs) != 1 || string(msgs[0].Body) != "once" {
+		t.Fatalf("received %v; want the message", msgs)
+	}
+	e, err := b.store.GetEntity(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, err := b.store.Browse(ctx, e, store.SubQueueMain, 0, 10); err != nil || len(left) != 0 {
+		t.Fatalf("the queue still holds %d message(s) after the receive (%v)", len(left), err)
+	}
+}
