@@ -22,11 +22,7 @@ func TestCrossProtocol(t *testing.T) {
 	c := b.client(t, "root")
 	ctx := ctxT(t)
 
-	s, err := c.NewSender("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s := newSender(t, c, "q")
 	if err := s.SendMessage(ctx, &azservicebus.Message{
 		Body: []byte("from amqp"), MessageID: to.Ptr("a1"), Subject: to.Ptr("lbl"), ContentType: to.Ptr("text/plain"),
 		ApplicationProperties: map[string]any{"color": "red", "n": int64(5), "ok": true},
@@ -85,11 +81,7 @@ func TestSDKDeferRenewPeek(t *testing.T) {
 	b.createQueue(t, "q", nil)
 	c := b.client(t, "root")
 	ctx := ctxT(t)
-	s, err := c.NewSender("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s := newSender(t, c, "q")
 	for _, body := range []string{"one", "two"} {
 		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
 			t.Fatal(err)
@@ -195,11 +187,7 @@ func TestSDKSubscriptionWithSQLFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := b.client(t, "root")
-	s, err := c.NewSender("t", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s := newSender(t, c, "t")
 	for _, color := range []string{"blue", "red"} {
 		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(color), ApplicationProperties: map[string]any{"color": color}}, nil); err != nil {
 			t.Fatal(err)
@@ -233,11 +221,7 @@ func TestSDKScheduledEnqueueTime(t *testing.T) {
 	b.createQueue(t, "q", nil)
 	c := b.client(t, "root")
 	ctx := ctxT(t)
-	s, err := c.NewSender("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s := newSender(t, c, "q")
 	at := b.clock.Now().Add(time.Hour).Truncate(time.Millisecond)
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("later"), ScheduledEnqueueTime: &at}, nil); err != nil {
 		t.Fatal(err)
@@ -276,11 +260,7 @@ func TestSDKScheduleAndCancel(t *testing.T) {
 	}
 	c := b.client(t, "root")
 	ctx := ctxT(t)
-	s, err := c.NewSender("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s := newSender(t, c, "q")
 	at := b.clock.Now().Add(time.Hour).Truncate(time.Millisecond)
 	seqs, err := s.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("one")}, {Body: []byte("two")}, {Body: []byte("three")}}, at, nil)
 	if err != nil {

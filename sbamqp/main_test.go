@@ -159,3 +159,14 @@ func ctxT(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// newSender is a sender of c to entity, closed when the test ends.
+func newSender(t *testing.T, c *azservicebus.Client, entity string) *azservicebus.Sender {
+	t.Helper()
+	s, err := c.NewSender(entity, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}

@@ -20,13 +20,9 @@ func TestSDKSendReceiveAndDelete(t *testing.T) {
 	c := b.client(t, "root")
 	ctx := ctxT(t)
 
-	s, err := c.NewSender("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s := newSender(t, c, "q")
 	enq := time.Date(2030, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
-	err = s.SendMessage(ctx, &azservicebus.Message{
+	err := s.SendMessage(ctx, &azservicebus.Message{
 		Body:          []byte("hello"),
 		MessageID:     to.Ptr("m1"),
 		CorrelationID: to.Ptr("c1"),
@@ -111,11 +107,7 @@ func TestSDKBatchAndPeekLockSettlements(t *testing.T) {
 	c := b.client(t, "root")
 	ctx := ctxT(t)
 
-	s, err := c.NewSender("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s := newSender(t, c, "q")
 	batch, err := s.NewMessageBatch(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -230,11 +222,7 @@ func TestReceiveAndDeleteDeletesBeforeItSends(t *testing.T) {
 	b.createQueue(t, "q", nil)
 	c := b.client(t, "root")
 	ctx := ctxT(t)
-	s, err := c.NewSender("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s := newSender(t, c, "q")
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("once")}, nil); err != nil {
 		t.Fatal(err)
 	}

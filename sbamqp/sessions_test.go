@@ -17,11 +17,7 @@ func TestSDKSessions(t *testing.T) {
 	b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
 	c := b.client(t, "root")
 	ctx := ctxT(t)
-	s, err := c.NewSender("sq", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s := newSender(t, c, "sq")
 	for _, m := range []struct{ sid, body string }{{"a", "a1"}, {"b", "b1"}, {"a", "a2"}} {
 		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(m.body), SessionID: to.Ptr(m.sid)}, nil); err != nil {
 			t.Fatal(err)
