@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -309,8 +310,8 @@ func (r *entityReceiver) target(ctx context.Context) (store.Target, *amqp.Error)
 
 // pump receives for the link while it has credit. Every claim is a peek-lock, also for a
 // receive-and-delete link: its messages are completed just before they are handed to the
-// connection, as many as the credit takes, and a message that could not be sent is released, so
-// a link that goes while a claim is answered loses nothing it was not sent.
+// connection, as many as the credit takes; the others stay locked and are released if the link
+// goes (deleteSendable).
 func (r *entityReceiver) pump(l *amqp.SenderLink) {
 	defer r.giveBack()
 	for r.ctx.Err() == nil {
@@ -374,8 +375,9 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 // send sends the held messages while the link has credit. Messages that could not be sent are
 // released (their delivery uncounted). It reports false when it detached the link.
 func (r *entityReceiver) send(l *amqp.SenderLink) bool {
-	if r.mode == store.ReceiveAndDelete && !r.deleteSendable(l) {
-		return false
+	var detach *amqp.Error
+	if r.mode == store.ReceiveAndDelete {
+		detach = r.deleteSendable(l)
 	}
 	var failed []uuid.UUID
 	for len(r.held) > 0 && (r.mode == store.PeekLock || r.deleted > 0) {
@@ -394,51 +396,62 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 		r.held = r.held[1:]
 		if r.mode == store.ReceiveAndDelete {
 			r.deleted--
+			if err != nil {
+				// Deleted already: the mode's one way to lose a message.
+				r.cs.h.log.Warn("amqp receive-and-delete: a deleted message could not be sent", "entity", r.path,
+					"sequence_number", m.SequenceNumber, "err", err)
+			}
 		} else if err != nil {
 			failed = append(failed, m.LockToken)
 		}
 	}
 	r.settleAll(failed, store.Release)
+	if detach != nil {
+		_ = l.Detach(detach)
+		return false
+	}
 	return true
 }
 
 // deleteSendable completes, on a receive-and-delete link, the held messages the link's credit
 // lets it send now, before they are sent: Service Bus deletes a message when it hands it out in
 // this mode, so a peer that has it must not find it in the entity still (a peek right after the
-// receive did). One whose transfer then fails is lost, which is what the mode means; those the
-// credit does not reach stay locked, and are released if the link goes first. A message whose
-// lock was lost meanwhile is not sent (another receiver may have it). It reports false, having
-// detached the link, when the deletion could not be made (the database is away): sending
-// without it could hand the message out twice.
-func (r *entityReceiver) deleteSendable(l *amqp.SenderLink) bool {
-	from := r.deleted
-	n := min(len(r.held), from+int(l.Credit())) - from
-	if n <= 0 {
-		return true
+// receive did). One whose transfer then fails is lost, which is what the mode means (and is
+// logged); those the credit does not reach stay locked, and are released if the link goes
+// first. A message whose lock was lost meanwhile is not sent (another receiver may have it).
+// When a completion fails otherwise (the database is away) it returns the error the link is to
+// be detached with, once the messages deleted so far are sent: sending one without its
+// deletion could hand it out twice.
+func (r *entityReceiver) deleteSendable(l *amqp.SenderLink) *amqp.Error {
+	from := r.deleted // deleted already, not sent yet: the credit goes to them first
+	n := min(len(r.held), int(l.Credit())) - from
+	if n <= 0 || r.ctx.Err() != nil {
+		return nil
 	}
 	t, aerr := r.target(r.ctx)
 	if aerr != nil {
-		_ = l.Detach(aerr)
-		return false
+		return aerr
 	}
 	reqs := make([]store.SettleRequest, n)
 	for i, m := range r.held[from : from+n] {
 		reqs[i] = store.SettleRequest{Op: store.Complete, Token: m.LockToken}
 	}
 	kept := append(make([]*store.Message, 0, len(r.held)), r.held[:from]...)
+	var locked []*store.Message // not deleted: they stay held, and go back when the link does
+	var failed *amqp.Error
 	for i, res := range r.cs.h.cfg.Store.Settle(context.WithoutCancel(r.ctx), t, reqs) {
 		switch {
 		case res.Err == nil:
 			kept = append(kept, r.held[from+i])
 		case errors.Is(res.Err, store.ErrLockLost):
 		default:
-			_ = l.Detach(amqpError(res.Err))
-			return false
+			locked = append(locked, r.held[from+i])
+			failed = amqpError(res.Err)
 		}
 	}
 	r.deleted = len(kept)
-	r.held = append(kept, r.held[from+n:]...)
-	return true
+	r.held = slices.Concat(kept, locked, r.held[from+n:])
+	return failed
 }
 
 // giveBack releases what the link received but could not send before it went (not what a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,6 +219,8 @@ func (g *gatedCompletes) Settle(ctx context.Context, t store.Target, reqs []stor
 // deletion that followed the transfer was still under way; seen in the JS client's test).
 func TestReceiveAndDeleteDeletesBeforeItSends(t *testing.T) {
 	gate := &gatedCompletes{pending: make(chan struct{}, 1), release: make(chan struct{})}
+	release := sync.OnceFunc(func() { close(gate.release) })
+	t.Cleanup(release) // a failed test leaves no completion waiting
 	b := newBrokerWith(t, nil, func(s store.Store) store.Store { gate.Store = s; return gate })
 	b.createQueue(t, "q", nil)
 	c := b.client(t, "root")
@@ -231,21 +234,29 @@ func TestReceiveAndDeleteDeletesBeforeItSends(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(ctx)
-	got := make(chan []*azservicebus.ReceivedMessage, 1)
+	type received struct {
+		msgs []*azservicebus.ReceivedMessage
+		err  error
+	}
+	got := make(chan received, 1)
 	go func() {
-		msgs, _ := r.ReceiveMessages(ctx, 1, nil)
-		got <- msgs
+		msgs, err := r.ReceiveMessages(ctx, 1, nil)
+		got <- received{msgs, err}
 	}()
-	<-gate.pending
+	select {
+	case <-gate.pending:
+	case <-ctx.Done():
+		t.Fatal("the link never completed the message")
+	}
 	// The deletion is held back: the message must not have been sent yet.
 	select {
-	case msgs := <-got:
-		t.Fatalf("the peer had %d message(s) before their deletion was made", len(msgs))
+	case res := <-got:
+		t.Fatalf("the peer had %d message(s) (%v) before their deletion was made", len(res.msgs), res.err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	close(gate.release)
-	if msgs := <-got; len(msgs) != 1 || string(msgs[0].Body) != "once" {
-		t.Fatalf("received %v; want the message", msgs)
+	release()
+	if res := <-got; res.err != nil || len(res.msgs) != 1 || string(res.msgs[0].Body) != "once" {
+		t.Fatalf("received %v, %v; want the message", res.msgs, res.err)
 	}
 	e, err := b.store.GetEntity(ctx, "q")
 	if err != nil {

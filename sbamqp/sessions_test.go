@@ -3,6 +3,7 @@ package sbamqp_test
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +127,70 @@ func TestSDKSessions(t *testing.T) {
 	}
 	if err == nil {
 		t.Error("receiving from a session queue without a session succeeded")
+	}
+}
+
+// Receive-and-delete in a session and from a dead-letter subqueue go the same way as on a queue:
+// each message once, in order, and nothing left behind.
+func TestSDKReceiveAndDeleteInASessionAndDeadLetters(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	c := b.client(t, "root")
+	ctx := ctxT(t)
+	s := newSender(t, c, "sq")
+	for _, body := range []string{"a1", "a2", "a3"} {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body), SessionID: to.Ptr("a")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rad := &azservicebus.SessionReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete}
+	r, err := c.AcceptSessionForQueue(ctx, "sq", "a", rad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 3 {
+		msgs, err := r.ReceiveMessages(ctx, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			got = append(got, string(m.Body))
+		}
+	}
+	_ = r.Close(ctx)
+	if strings.Join(got, ",") != "a1,a2,a3" {
+		t.Errorf("received %v; want a1, a2, a3 once each", got)
+	}
+	if e, err := b.store.GetEntity(ctx, "sq"); err != nil || e.Counts.Total() != 0 {
+		t.Fatalf("after receive-and-delete in the session: %+v, %v; want nothing left", e, err)
+	}
+
+	// A dead letter, received and deleted from the dead-letter subqueue.
+	b.createQueue(t, "q", nil)
+	q := newSender(t, c, "q")
+	if err := q.SendMessage(ctx, &azservicebus.Message{Body: []byte("d")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	pl, err := c.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := pl.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("peek-lock: %v %v", msgs, err)
+	}
+	if err := pl.DeadLetterMessage(ctx, msgs[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	dl, err := c.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter, ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs, err := dl.ReceiveMessages(ctx, 1, nil); err != nil || len(msgs) != 1 || string(msgs[0].Body) != "d" {
+		t.Fatalf("dead-letter receive-and-delete: %v %v", msgs, err)
+	}
+	if e, err := b.store.GetEntity(ctx, "q"); err != nil || e.Counts.Total() != 0 {
+		t.Fatalf("after receive-and-delete of the dead letter: %+v, %v; want nothing left", e, err)
 	}
 }
