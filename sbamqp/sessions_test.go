@@ -2,6 +2,7 @@ package sbamqp_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -14,11 +15,7 @@ import (
 )
 
 func TestSDKSessions(t *testing.T) {
-	b := newBroker(t)
-	b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
-	c := b.client(t, "root")
-	ctx := ctxT(t)
-	s := newSender(t, c, "sq")
+	b, c, ctx, s := sessionQueue(t)
 	for _, m := range []struct{ sid, body string }{{"a", "a1"}, {"b", "b1"}, {"a", "a2"}} {
 		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(m.body), SessionID: to.Ptr(m.sid)}, nil); err != nil {
 			t.Fatal(err)
@@ -43,19 +40,13 @@ func TestSDKSessions(t *testing.T) {
 		t.Error("accepting a locked session succeeded")
 	}
 	var got []string
-	for len(got) < 2 {
-		msgs, err := ra.ReceiveMessages(ctx, 2, nil)
-		if err != nil {
-			t.Fatal(err)
+	for _, m := range receiveAll(t, ctx, ra, 2) {
+		if *m.SessionID != "a" {
+			t.Errorf("session a got a message of session %q", *m.SessionID)
 		}
-		for _, m := range msgs {
-			if *m.SessionID != "a" {
-				t.Errorf("session a got a message of session %q", *m.SessionID)
-			}
-			got = append(got, string(m.Body))
-			if err := ra.CompleteMessage(ctx, m, nil); err != nil {
-				t.Fatal(err)
-			}
+		got = append(got, string(m.Body))
+		if err := ra.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if got[0] != "a1" || got[1] != "a2" {
@@ -133,11 +124,7 @@ func TestSDKSessions(t *testing.T) {
 // Receive-and-delete in a session and from a dead-letter subqueue go the same way as on a queue:
 // each message once, in order, and nothing left behind.
 func TestSDKReceiveAndDeleteInASessionAndDeadLetters(t *testing.T) {
-	b := newBroker(t)
-	b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
-	c := b.client(t, "root")
-	ctx := ctxT(t)
-	s := newSender(t, c, "sq")
+	b, c, ctx, s := sessionQueue(t)
 	for _, body := range []string{"a1", "a2", "a3"} {
 		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body), SessionID: to.Ptr("a")}, nil); err != nil {
 			t.Fatal(err)
@@ -149,14 +136,8 @@ func TestSDKReceiveAndDeleteInASessionAndDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for len(got) < 3 {
-		msgs, err := r.ReceiveMessages(ctx, 2, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range msgs {
-			got = append(got, string(m.Body))
-		}
+	for _, m := range receiveAll(t, ctx, r, 3) {
+		got = append(got, string(m.Body))
 	}
 	_ = r.Close(ctx)
 	if strings.Join(got, ",") != "a1,a2,a3" {
@@ -193,4 +174,30 @@ func TestSDKReceiveAndDeleteInASessionAndDeadLetters(t *testing.T) {
 	if e, err := b.store.GetEntity(ctx, "q"); err != nil || e.Counts.Total() != 0 {
 		t.Fatalf("after receive-and-delete of the dead letter: %+v, %v; want nothing left", e, err)
 	}
+}
+
+// receiveAll receives from r, two at a time, until it has n messages.
+func receiveAll(t *testing.T, ctx context.Context, r interface {
+	ReceiveMessages(context.Context, int, *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
+}, n int) []*azservicebus.ReceivedMessage {
+	t.Helper()
+	var got []*azservicebus.ReceivedMessage
+	for len(got) < n {
+		msgs, err := r.ReceiveMessages(ctx, min(2, n-len(got)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, msgs...)
+	}
+	return got
+}
+
+// sessionQueue starts a broker with a session queue sq, and gives a client with the root key,
+// the test's context and a sender to sq.
+func sessionQueue(t *testing.T) (*broker, *azservicebus.Client, context.Context, *azservicebus.Sender) {
+	t.Helper()
+	b := newBroker(t)
+	b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	c := b.client(t, "root")
+	return b, c, ctxT(t), newSender(t, c, "sq")
 }
