@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -275,33 +276,58 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 		}
 	}
 	for _, op := range ops {
-		// Each statement locks its rows in primary-key order (its plans join the sorted input
-		// first), the order every other settlement locks them in and a purge of a large queue
-		// deletes them in, so that they wait for each other rather than deadlock. The order is
-		// the planner's, not a guarantee (a purge of a few rows scans the table), so a
-		// deadlock is still retried (settleOp).
-		items := byOp[op]
-		slices.SortStableFunc(items, func(x, y settleItem) int {
-			return cmp.Or(cmp.Compare(x.t.Entity.ID, y.t.Entity.ID), cmp.Compare(lockTokenSeq(x.req.Token), lockTokenSeq(y.req.Token)))
-		})
-		a := &settleArgs{}
-		for _, it := range items {
-			a.add(it)
-		}
-		woken, err := s.settleOp(ctx, op, a)
-		if err != nil {
-			for _, it := range a.items {
-				it.res.Err = fmt.Errorf("%s message %d on %s: %w", op, lockTokenSeq(it.req.Token), it.t, err)
-			}
+		err := s.settleItems(ctx, op, byOp[op])
+		if err == nil || len(jobs) == 1 || errors.Is(err, ErrUnavailable) {
 			continue
 		}
-		// Receivers waiting for what the settlements made available are woken before the
-		// settlers hear that they are done.
-		s.announce(woken...)
+		// One request's settlements failed the shared statement (as sends do, writeSends): each
+		// request's are made alone, so that the others' are not failed with them.
+		for _, j := range jobs {
+			var mine []settleItem
+			for _, it := range j.req.items {
+				if it.req.Op == op {
+					mine = append(mine, it)
+				}
+			}
+			if len(mine) > 0 {
+				_ = s.settleItems(ctx, op, mine)
+			}
+		}
 	}
 	for _, j := range jobs {
 		j.finish(nil)
 	}
+}
+
+// settleItems makes the settlements items of kind op in one statement and fills their results;
+// it returns the statement's error, which is each item's too.
+func (s *Postgres) settleItems(ctx context.Context, op Settlement, items []settleItem) error {
+	for _, it := range items {
+		*it.res = SettleResult{} // a request's earlier round may have failed
+	}
+	// Each statement locks its rows in primary-key order (its plans join the sorted input
+	// first), the order every other settlement locks them in and a purge of a large queue
+	// deletes them in, so that they wait for each other rather than deadlock. The order is the
+	// planner's, not a guarantee (a purge of a few rows scans the table), so a deadlock is still
+	// retried (settleOp).
+	slices.SortStableFunc(items, func(x, y settleItem) int {
+		return cmp.Or(cmp.Compare(x.t.Entity.ID, y.t.Entity.ID), cmp.Compare(lockTokenSeq(x.req.Token), lockTokenSeq(y.req.Token)))
+	})
+	a := &settleArgs{}
+	for _, it := range items {
+		a.add(it)
+	}
+	woken, err := s.settleOp(ctx, op, a)
+	if err != nil {
+		for _, it := range a.items {
+			it.res.Err = fmt.Errorf("%s message %d on %s: %w", op, lockTokenSeq(it.req.Token), it.t, err)
+		}
+		return err
+	}
+	// Receivers waiting for what the settlements made available are woken before the settlers
+	// hear that they are done.
+	s.announce(woken...)
+	return nil
 }
 
 // settleOp runs the statement of op for the requests in a, filling their results. It returns

@@ -1,0 +1,34 @@
+package store
+
+import (
+	"errors"
+	"testing"
+)
+
+// A request whose settlement fails the statement it shares with others (a value PostgreSQL
+// refuses; Settle keeps such ids out, writeSettles does not rely on it) fails alone: each
+// request's settlements are then made in a statement of their own.
+func TestSharedSettlementFailureFailsOneRequest(t *testing.T) {
+	t.Parallel()
+	s, q := startedQueue(t, Options{}, "a", "b")
+	msgs, err := s.Receive(t.Context(), ReceiveRequest{Target: Target{Entity: q}, Mode: PeekLock, Max: 2})
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("receive: %d, %v", len(msgs), err)
+	}
+	jobOf := func(m *Message, id string) *job[*settleJob] {
+		sj := &settleJob{results: make([]SettleResult, 1)}
+		sj.items = []settleItem{{t: Target{Entity: q}, req: SettleRequest{Op: Complete, Token: m.LockToken, ID: id}, res: &sj.results[0]}}
+		return &job[*settleJob]{req: sj, done: make(chan error, 1)}
+	}
+	good, bad := jobOf(msgs[0], ""), jobOf(msgs[1], "a\x00b")
+	s.writeSettles([]*job[*settleJob]{bad, good})
+	if err := good.req.results[0].Err; err != nil {
+		t.Errorf("the other request's complete: %v; want made", err)
+	}
+	if err := bad.req.results[0].Err; err == nil || errors.Is(err, ErrLockLost) {
+		t.Errorf("the refused request's complete: %v; want the statement's error", err)
+	}
+	if m, err := s.Receive(t.Context(), ReceiveRequest{Target: Target{Entity: q}, Mode: PeekLock, Max: 2}); err != nil || len(m) != 0 {
+		t.Errorf("after the settlements: %d messages receivable (%v); want none (one completed, one still locked)", len(m), err)
+	}
+}
