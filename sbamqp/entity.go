@@ -271,7 +271,7 @@ type entityReceiver struct {
 	stopWait   context.CancelFunc // ends the store receive under way, for a drain
 	waitActive bool
 	// held are messages received but not yet sent: the peer lowered its credit meanwhile.
-	held []*store.Message
+	held []outgoing
 	// deleted is how many of the first held messages a receive-and-delete link has completed
 	// already (deleteSendable): those, and only those, it may send.
 	deleted int
@@ -354,7 +354,7 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 		r.waitActive = false
 		r.mu.Unlock()
 		stop()
-		r.held = append(r.held, msgs...)
+		r.held = append(r.held, r.encode(l, msgs)...)
 		if len(r.held) > 0 && !r.send(l) {
 			return
 		}
@@ -372,23 +372,63 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 	}
 }
 
+// outgoing is a message the link received and has not sent yet, encoded as the link sends it.
+type outgoing struct {
+	m       *store.Message
+	payload []byte
+	// unsendable says why the message cannot go on this link: larger than the peer's
+	// max-message-size, or not encodable.
+	unsendable *amqp.Error
+}
+
+// encode prepares received messages for the link: a receive-and-delete delivery carries no lock.
+// A message the link cannot carry is marked, not sent: send gives it back and detaches.
+func (r *entityReceiver) encode(l *amqp.SenderLink, msgs []*store.Message) []outgoing {
+	out := make([]outgoing, len(msgs))
+	for i, m := range msgs {
+		am := m
+		if r.mode == store.ReceiveAndDelete {
+			plain := *m
+			plain.LockToken, plain.LockedUntil = uuid.Nil, time.Time{}
+			am = &plain
+		}
+		b, err := amqp.Marshal(fromStore(am, time.Time{}))
+		out[i] = outgoing{m: m, payload: b}
+		switch limit := l.MaxMessageSize(); {
+		case err != nil:
+			r.cs.h.log.Error("amqp: a stored message could not be encoded", "entity", r.path,
+				"sequence_number", m.SequenceNumber, "err", err)
+			out[i].unsendable = amqp.Errorf(amqp.ErrCondInternalError,
+				"The message with sequence number %d could not be encoded; it was abandoned.", m.SequenceNumber)
+		case limit > 0 && uint64(len(b)) > limit:
+			out[i].unsendable = amqp.Errorf(amqp.ErrCondMessageSizeExceeded,
+				"The message with sequence number %d is %d bytes, over the link's max-message-size of %d; it was abandoned (the delivery counts toward MaxDeliveryCount).",
+				m.SequenceNumber, len(b), limit)
+		}
+	}
+	return out
+}
+
 // send sends the held messages while the link has credit. Messages that could not be sent are
-// released (their delivery uncounted). It reports false when it detached the link.
+// released (their delivery uncounted). A message the link cannot carry (encode) is abandoned,
+// its delivery counted, once those before it are sent, and the link is detached with the
+// reason: released, it would come straight back to the head of the entity and to this link,
+// and a receive-and-delete link must not delete what it cannot hand out. Counted, a receiver
+// that keeps asking with the same limit sees it dead-lettered at MaxDeliveryCount instead of
+// blocking the entity. send reports false when it detached the link.
 func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 	var detach *amqp.Error
 	if r.mode == store.ReceiveAndDelete {
 		detach = r.deleteSendable(l)
 	}
 	var failed []uuid.UUID
-	for len(r.held) > 0 && (r.mode == store.PeekLock || r.deleted > 0) {
-		m := r.held[0]
+	for len(r.held) > 0 && (r.mode == store.PeekLock || r.deleted > 0) && r.held[0].unsendable == nil {
+		o := r.held[0]
 		var err error
 		if r.mode == store.PeekLock {
-			_, err = l.SendMessage(r.ctx, lockTag(m.LockToken), fromStore(m, time.Time{}), nil)
+			_, err = l.Send(r.ctx, lockTag(o.m.LockToken), o.payload, nil)
 		} else {
-			plain := *m
-			plain.LockToken, plain.LockedUntil = uuid.Nil, time.Time{}
-			_, err = l.SendMessage(r.ctx, seqTag(m.SequenceNumber), fromStore(&plain, time.Time{}), &amqp.SendOptions{Settled: true})
+			_, err = l.Send(r.ctx, seqTag(o.m.SequenceNumber), o.payload, &amqp.SendOptions{Settled: true})
 		}
 		if errors.Is(err, amqp.ErrNoCredit) {
 			break
@@ -399,14 +439,21 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 			if err != nil {
 				// Deleted already: the mode's one way to lose a message.
 				r.cs.h.log.Warn("amqp receive-and-delete: a deleted message could not be sent", "entity", r.path,
-					"sequence_number", m.SequenceNumber, "err", err)
+					"sequence_number", o.m.SequenceNumber, "err", err)
 			}
 		} else if err != nil {
-			failed = append(failed, m.LockToken)
+			failed = append(failed, o.m.LockToken)
 		}
 	}
 	r.settleAll(failed, store.Release)
+	if detach == nil && r.deleted == 0 && len(r.held) > 0 && r.held[0].unsendable != nil {
+		o := r.held[0]
+		r.held = r.held[1:]
+		r.settleAll([]uuid.UUID{o.m.LockToken}, store.Abandon)
+		detach = o.unsendable
+	}
 	if detach != nil {
+		r.giveBack() // first: a peer that sees the detach finds the others receivable
 		_ = l.Detach(detach)
 		return false
 	}
@@ -425,6 +472,12 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 func (r *entityReceiver) deleteSendable(l *amqp.SenderLink) *amqp.Error {
 	from := r.deleted // deleted already, not sent yet: the credit goes to them first
 	n := min(len(r.held), int(l.Credit())) - from
+	for i := range max(n, 0) {
+		if r.held[from+i].unsendable != nil { // it stays locked: send abandons it
+			n = i
+			break
+		}
+	}
 	if n <= 0 || r.ctx.Err() != nil {
 		return nil
 	}
@@ -433,11 +486,11 @@ func (r *entityReceiver) deleteSendable(l *amqp.SenderLink) *amqp.Error {
 		return aerr
 	}
 	reqs := make([]store.SettleRequest, n)
-	for i, m := range r.held[from : from+n] {
-		reqs[i] = store.SettleRequest{Op: store.Complete, Token: m.LockToken}
+	for i, o := range r.held[from : from+n] {
+		reqs[i] = store.SettleRequest{Op: store.Complete, Token: o.m.LockToken}
 	}
-	kept := append(make([]*store.Message, 0, len(r.held)), r.held[:from]...)
-	var locked []*store.Message // not deleted: they stay held, and go back when the link does
+	kept := append(make([]outgoing, 0, len(r.held)), r.held[:from]...)
+	var locked []outgoing // not deleted: they stay held, and go back when the link does
 	var failed *amqp.Error
 	for i, res := range r.cs.h.cfg.Store.Settle(context.WithoutCancel(r.ctx), t, reqs) {
 		switch {
@@ -458,8 +511,8 @@ func (r *entityReceiver) deleteSendable(l *amqp.SenderLink) *amqp.Error {
 // receive-and-delete link deleted already: that is gone).
 func (r *entityReceiver) giveBack() {
 	var toks []uuid.UUID
-	for _, m := range r.held[r.deleted:] {
-		toks = append(toks, m.LockToken)
+	for _, o := range r.held[r.deleted:] {
+		toks = append(toks, o.m.LockToken)
 	}
 	r.held, r.deleted = nil, 0
 	r.settleAll(toks, store.Release)
