@@ -226,6 +226,20 @@ func TestSettleSameLockTwice(t *testing.T) {
 			}
 		}
 	}
+	// The same lock named by its MessageId, by its sequence number and by neither are one lock;
+	// a request naming it with another message's id names no lock.
+	seq := strconv.FormatInt(m1.SequenceNumber, 10)
+	for round := range 3 {
+		b.clock.Advance(time.Second)
+		res := b.store.Settle(b.ctx, main, []store.SettleRequest{
+			{Op: store.RenewLock, Token: m1.LockToken, ID: m1.MessageID}, {Op: store.RenewLock, Token: m1.LockToken, ID: "another"},
+			{Op: store.RenewLock, Token: m1.LockToken, ID: seq}, {Op: store.RenewLock, Token: m1.LockToken}})
+		for i, want := range []error{nil, store.ErrLockLost, nil, nil} {
+			if !errors.Is(res[i].Err, want) || want == nil && !res[i].LockedUntil.Equal(b.clock.Now().Add(q.Props.LockDuration)) {
+				t.Errorf("round %d, renewal %d by id: until %v, %v; want %v", round, i, res[i].LockedUntil, res[i].Err, want)
+			}
+		}
+	}
 	// A stale token of the same message (its lock before an abandon) between the two does not
 	// hide the pair.
 	if _, err := settle1(b.ctx, b.store, main, store.Abandon, "", m1.LockToken); err != nil {
@@ -256,7 +270,8 @@ func TestSettleSameLockTwice(t *testing.T) {
 	again = dead
 	main = store.Target{Entity: q, SubQueue: store.SubQueueDeadLetter}
 	res = b.store.Settle(b.ctx, main, []store.SettleRequest{
-		{Op: store.Complete, Token: again.LockToken}, {Op: store.Complete, Token: again.LockToken}, {Op: store.Complete, Token: again.LockToken}})
+		{Op: store.Complete, Token: again.LockToken, ID: seq}, {Op: store.Complete, Token: again.LockToken, ID: again.MessageID},
+		{Op: store.Complete, Token: again.LockToken}})
 	for i, want := range []error{nil, store.ErrLockLost, store.ErrLockLost} {
 		if !errors.Is(res[i].Err, want) {
 			t.Errorf("complete %d: %v; want %v", i, res[i].Err, want)

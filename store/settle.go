@@ -139,17 +139,18 @@ WITH r AS (
 )
 
 // settleStatements are the statements by settlement. Each returns, for every request it
-// satisfied, its ord (1-based), the message's entity, session, state after and lock end.
+// satisfied, its ord (1-based), the message's entity, session, state after, MessageId and lock
+// end.
 var settleStatements = map[Settlement]string{
 	Complete: settleInputSQL + `, done AS (
 	DELETE FROM messages m USING r WHERE ` + settleMatchSQL + `
-	RETURNING r.ord, m.entity_id, m.session_id, m.state, m.size, NULL::timestamptz AS until
+	RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, m.size, NULL::timestamptz AS until
 ), counted AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
 	SELECT entity_id, -count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `), -count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), -sum(size)
 	FROM done GROUP BY entity_id
 )
-SELECT ord, entity_id, session_id, state, until, false AS expired FROM done`,
+SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FROM done`,
 
 	// An abandon releases the lock; the message is receivable again at once, at the front (due
 	// now: claims look at the due range from where they last looked, not at the ready range
@@ -164,13 +165,13 @@ SELECT ord, entity_id, session_id, state, until, false AS expired FROM done`,
 		dead_letter_description = CASE WHEN ` + abandonedLastSQL + `
 			THEN 'Message could not be consumed after ' || r.max_delivery || ' delivery attempts.' ELSE m.dead_letter_description END
 	FROM r WHERE ` + settleMatchSQL + `
-	RETURNING r.ord, m.entity_id, m.session_id, m.state, r.state AS was, NULL::timestamptz AS until
+	RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, r.state AS was, NULL::timestamptz AS until
 ), moved AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
 	SELECT entity_id, -count(*), count(*), 0 FROM done WHERE state = ` + sqlDeadLetter + ` AND was <> ` + sqlDeadLetter + `
 	GROUP BY entity_id
 )
-SELECT ord, entity_id, session_id, state, until, false AS expired FROM done`,
+SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FROM done`,
 
 	// A message whose time to live ended while it was locked stays with its receiver until the
 	// lock ends (the expiry document: expiration does not affect a locked message, and takes
@@ -180,32 +181,32 @@ SELECT ord, entity_id, session_id, state, until, false AS expired FROM done`,
 UPDATE messages m SET visible_at = CASE WHEN ` + expiredSQL + ` THEN m.visible_at
 	ELSE @now::timestamptz + r.lock_us * interval '1 microsecond' END
 FROM r WHERE ` + settleMatchSQL + `
-RETURNING r.ord, m.entity_id, m.session_id, m.state, m.visible_at AS until, ` + expiredSQL + ` AS expired`,
+RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, m.visible_at AS until, ` + expiredSQL + ` AS expired`,
 
 	// A deferred message leaves the head of the queue; it is received again only by its
 	// sequence number.
 	Defer: settleInputSQL + `
 UPDATE messages m SET state = ` + sqlDeferred + `, lock_token = NULL, visible_at = NULL
 FROM r WHERE ` + settleMatchSQL + ` AND m.state <> ` + sqlDeadLetter + `
-RETURNING r.ord, m.entity_id, m.session_id, m.state, NULL::timestamptz AS until, false AS expired`,
+RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timestamptz AS until, false AS expired`,
 
 	// A release undoes the delivery: the lock ends, the message is receivable again at once,
 	// and the delivery the claim counted is taken back, so it never dead-letters a message.
 	Release: settleInputSQL + `
 UPDATE messages m SET lock_token = NULL, visible_at = @now::timestamptz, delivery_count = greatest(m.delivery_count - 1, 0)
 FROM r WHERE ` + settleMatchSQL + `
-RETURNING r.ord, m.entity_id, m.session_id, m.state, NULL::timestamptz AS until, false AS expired`,
+RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timestamptz AS until, false AS expired`,
 
 	DeadLetter: settleInputSQL + `, done AS (
 	UPDATE messages m SET state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
 		dead_letter_reason = r.reason, dead_letter_description = r.description
 	FROM r WHERE ` + settleMatchSQL + ` AND m.state <> ` + sqlDeadLetter + `
-	RETURNING r.ord, m.entity_id, m.session_id, m.state, NULL::timestamptz AS until
+	RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timestamptz AS until
 ), moved AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
 	SELECT entity_id, -count(*), count(*), 0 FROM done GROUP BY entity_id
 )
-SELECT ord, entity_id, session_id, state, until, false AS expired FROM done`,
+SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FROM done`,
 }
 
 // expiredSQL: m's time to live has ended (dead letters never expire).
@@ -336,6 +337,7 @@ func (s *Postgres) settleItems(ctx context.Context, op Settlement, items []settl
 func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) ([]wakeTarget, error) {
 	var woken []wakeTarget
 	found := make([]bool, len(a.items))
+	ids := make([]string, len(a.items)) // the MessageId of the message each found request settled
 	// What an attempt ended in a conflict had recorded of its rows is forgotten.
 	reset := func() {
 		woken = woken[:0]
@@ -359,13 +361,14 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 			var ord, entity int64
 			var session pgtype.Text
 			var state State
+			var messageID string
 			var until pgtype.Timestamptz
 			var expired bool
-			if err := rows.Scan(&ord, &entity, &session, &state, &until, &expired); err != nil {
+			if err := rows.Scan(&ord, &entity, &session, &state, &messageID, &until, &expired); err != nil {
 				return err
 			}
 			i := int(ord - 1)
-			found[i] = true
+			found[i], ids[i] = true, messageID
 			a.items[i].res.LockedUntil = timeOrZero(until)
 			if expired {
 				it := a.items[i]
@@ -406,7 +409,7 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	sameLockOnce(op, a.items, found)
+	sameLockOnce(op, a.items, found, ids)
 	for i, it := range a.items {
 		if !found[i] {
 			it.res.Err = s.lockLost(it.t, it.req)
@@ -419,23 +422,24 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 // may name it twice) the answers they would have had one after another. They meet one row,
 // which PostgreSQL reports for one of them, whichever: a renewal renews it for each of them;
 // any other settlement is made by the first of them, and the lock is gone for the others.
-// Requests name the same lock when everything the statement matches on is the same (entity,
-// subqueue, session lock, lock token, MessageId); two that name one message's lock with its
-// MessageId and with its sequence number count as two locks here, so one of them gets lock lost.
-// items are sorted by entity and sequence number, the client's order kept among equal ones.
-func sameLockOnce(op Settlement, items []settleItem, found []bool) {
+// Requests name the same lock when everything the statement matches on or writes is the same
+// (entity, subqueue, session lock, lock token, a dead-lettering's reason and description) and
+// each one's id, if it has one, is the message's: its sequence number or its MessageId (ids,
+// what the statement returned for the request it reported). A request with another id names no
+// lock and keeps its lock lost. items are sorted by entity and sequence number, the client's
+// order kept among equal ones.
+func sameLockOnce(op Settlement, items []settleItem, found []bool, ids []string) {
 	type lock struct {
 		entity  int64
 		state   State
 		session SessionLock
 		token   uuid.UUID
-		id      string
 		// A dead-lettering's reason and description are written: the request whose values
 		// PostgreSQL wrote is the one that made it.
 		reason, description string
 	}
 	key := func(it settleItem) lock {
-		k := lock{entity: it.t.Entity.ID, state: it.t.SubQueue.state(), token: it.req.Token, id: it.req.ID,
+		k := lock{entity: it.t.Entity.ID, state: it.t.SubQueue.state(), token: it.req.Token,
 			reason: it.req.Reason, description: it.req.Description}
 		if it.t.Session != nil {
 			k.session = *it.t.Session
@@ -450,22 +454,27 @@ func sameLockOnce(op Settlement, items []settleItem, found []bool) {
 	if !shared {
 		return
 	}
-	made := make(map[lock]SettleResult)
+	type made struct {
+		res       SettleResult
+		messageID string
+	}
+	settled := make(map[lock]made)
 	for i, it := range items {
 		if found[i] {
-			made[key(it)] = *it.res
+			settled[key(it)] = made{*it.res, ids[i]}
 		}
 	}
 	seen := make(map[lock]bool)
 	for i, it := range items {
-		res, ok := made[key(it)]
-		if !ok {
+		m, ok := settled[key(it)]
+		id := it.req.ID
+		if !ok || id != "" && id != m.messageID && id != strconv.FormatInt(lockTokenSeq(it.req.Token), 10) {
 			continue
 		}
 		found[i] = op == RenewLock || !seen[key(it)]
 		seen[key(it)] = true
 		if found[i] {
-			*it.res = res
+			*it.res = m.res
 		} else {
 			*it.res = SettleResult{}
 		}
