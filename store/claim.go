@@ -546,8 +546,8 @@ func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 		}
 	}
 	b := &pgx.Batch{}
-	errs := make([]error, len(parts))
-	for i, p := range parts {
+	queued := parts[:0]
+	for _, p := range parts {
 		var sql string
 		var values []any
 		var err error
@@ -557,23 +557,29 @@ func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 		} else {
 			sql, values, err = p.jobs[0].req.statement()
 		}
-		if err != nil {
-			errs[i] = err
-			sql, values = "SELECT", nil // keeps the pipeline's order; the claims fail with err
+		if err != nil { // a statement that cannot be built fails its claims and stays out of the round
+			for _, j := range p.jobs {
+				j.finish(err)
+			}
+			continue
 		}
+		queued = append(queued, p)
 		b.Queue(sql, values...)
 	}
+	if len(queued) == 0 {
+		return
+	}
+	parts = queued
+	errs := make([]error, len(parts))
 	br := s.hotPool().SendBatch(ctx, b)
 	for i, p := range parts {
 		r, err := br.Query()
 		switch {
-		case err != nil || errs[i] != nil:
+		case err != nil:
 			if r != nil {
 				r.Close()
 			}
-			if errs[i] == nil {
-				errs[i] = err
-			}
+			errs[i] = err
 		case !p.shared:
 			p.jobs[0].req.rows, errs[i] = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
 		default:
