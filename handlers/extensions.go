@@ -171,11 +171,12 @@ func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, t targe
 		s.writeError(w, r, err)
 		return
 	}
-	m, err := s.store.ReceiveDeferred(r.Context(), st, seq, mode)
+	msgs, err := s.store.ReceiveDeferred(r.Context(), st, []int64{seq}, mode)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	m := msgs[0]
 	status := http.StatusOK
 	if mode == store.PeekLock {
 		status = http.StatusCreated

@@ -3,6 +3,7 @@ package sbamqp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -324,5 +325,71 @@ func TestSDKScheduleAndCancel(t *testing.T) {
 	defer ts.Close(ctx)
 	if _, err := ts.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("x")}}, at, nil); err == nil || !strings.Contains(err.Error(), "not supported") {
 		t.Errorf("scheduling on a topic: %v; want refused", err)
+	}
+}
+
+// ReceiveDeferredMessages is all or nothing: when one of the sequence numbers asked for is not an
+// available deferred message, a receive-and-delete request fails with not-found and deletes
+// none of them (before, the messages ahead of the missing one were deleted and never sent);
+// when all are, they come back in the order asked. An empty list answers an empty list, as the
+// .NET SDK answers it without asking; more than store.MaxReceiveBatch is a bad request.
+func TestSDKReceiveDeferredMessagesAllOrNothing(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	c := b.client(t, "root")
+	ctx := ctxT(t)
+	s := newSender(t, c, "q")
+	for _, body := range []string{"a", "b"} {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := c.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	msgs := receiveAll(t, ctx, r, 2)
+	seqs := make([]int64, len(msgs))
+	for i, m := range msgs {
+		if err := r.DeferMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+		seqs[i] = *m.SequenceNumber
+	}
+	rd, err := c.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close(ctx)
+	missing := seqs[1] + 100
+	_, err = rd.ReceiveDeferredMessages(ctx, []int64{seqs[0], missing}, nil)
+	var sbErr *azservicebus.Error
+	if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeNotFound || !strings.Contains(err.Error(), fmt.Sprint(missing)) {
+		t.Fatalf("receive-and-delete of a deferred and a missing message: err = %v; want not found naming %d", err, missing)
+	}
+	peeked, err := r.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &seqs[0]})
+	if err != nil || len(peeked) != 2 || peeked[0].State != azservicebus.MessageStateDeferred {
+		t.Fatalf("after the failed request, peek = %v, %v; want both messages still deferred", peeked, err)
+	}
+
+	// Both there, asked in reverse order (and one twice): each comes once, in the order asked.
+	got, err := rd.ReceiveDeferredMessages(ctx, []int64{seqs[1], seqs[0], seqs[1]}, nil)
+	if err != nil || len(got) != 2 || string(got[0].Body) != "b" || string(got[1].Body) != "a" {
+		t.Fatalf("receive-and-delete of both = %v, %v; want b then a", got, err)
+	}
+	if left, err := r.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &seqs[0]}); err != nil || len(left) != 0 {
+		t.Errorf("after receive-and-delete, peek = %v, %v; want nothing", left, err)
+	}
+
+	if none, err := rd.ReceiveDeferredMessages(ctx, []int64{}, nil); err != nil || len(none) != 0 {
+		t.Errorf("receive deferred of no sequence numbers = %v, %v; want none", none, err)
+	}
+	tooMany := make([]int64, store.MaxReceiveBatch+1)
+	for i := range tooMany {
+		tooMany[i] = int64(i + 1)
+	}
+	if _, err := rd.ReceiveDeferredMessages(ctx, tooMany, nil); err == nil || !strings.Contains(err.Error(), fmt.Sprint(store.MaxReceiveBatch)) {
+		t.Errorf("receive deferred of %d sequence numbers: err = %v; want a bad request naming the limit", len(tooMany), err)
 	}
 }

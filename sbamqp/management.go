@@ -201,12 +201,14 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		if v, _ := body.Get("receiver-settle-mode"); v == uint32(0) {
 			mode = store.ReceiveAndDelete
 		}
-		list := make(amqp.List, 0, len(seqs))
-		for _, seq := range seqs {
-			sm, err := st.ReceiveDeferred(ctx, t, seq, mode)
-			if err != nil {
-				return nil, err
-			}
+		// All or nothing in one store call: taking them one by one deleted (or locked) those
+		// before a missing one, and the client, answered not-found, never got them.
+		msgs, err := st.ReceiveDeferred(ctx, t, seqs, mode)
+		if err != nil {
+			return nil, err
+		}
+		list := make(amqp.List, 0, len(msgs))
+		for _, sm := range msgs {
 			am := fromStore(sm, time.Time{})
 			entry := amqp.Map{}
 			if mode == store.PeekLock {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 
 	"github.com/sbgate/sbgate/store"
 )
@@ -227,14 +228,14 @@ func TestDeferral(t *testing.T) {
 	if c := b.counts(t, "q"); c.Active != 2 {
 		t.Errorf("counts = %+v; deferred messages count as active", c)
 	}
-	d, err := b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, m.SequenceNumber, store.PeekLock)
+	d, err := receiveDeferred1(b.ctx, b.store, store.Target{Entity: q}, m.SequenceNumber, store.PeekLock)
 	if err != nil {
 		t.Fatalf("receive deferred: %v", err)
 	}
 	if d.DeliveryCount != 2 || d.LockToken == m.LockToken {
 		t.Errorf("deferred message delivered with count %d, token %v", d.DeliveryCount, d.LockToken)
 	}
-	if _, err := b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, m.SequenceNumber, store.PeekLock); !errors.Is(err, store.ErrNotFound) {
+	if _, err := receiveDeferred1(b.ctx, b.store, store.Target{Entity: q}, m.SequenceNumber, store.PeekLock); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("second receive of a locked deferred message: err = %v; want ErrNotFound", err)
 	}
 	// Abandon keeps it deferred; complete removes it.
@@ -244,12 +245,195 @@ func TestDeferral(t *testing.T) {
 	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m != nil {
 		t.Errorf("abandoned deferred message came back to the head: %q", m.Body)
 	}
-	d, err = b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, m.SequenceNumber, store.ReceiveAndDelete)
+	d, err = receiveDeferred1(b.ctx, b.store, store.Target{Entity: q}, m.SequenceNumber, store.ReceiveAndDelete)
 	if err != nil || string(d.Body) != "later" {
 		t.Fatalf("receive-and-delete deferred = %v, %v", d, err)
 	}
-	if _, err := b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, m.SequenceNumber, store.ReceiveAndDelete); !errors.Is(err, store.ErrNotFound) {
+	if _, err := receiveDeferred1(b.ctx, b.store, store.Target{Entity: q}, m.SequenceNumber, store.ReceiveAndDelete); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deferred message received twice: err = %v", err)
+	}
+}
+
+// deferAll sends a message with each body to q and defers it; it returns them, in order, as
+// received before deferring (delivery count 1).
+func (b *bundle) deferAll(t *testing.T, q *store.Entity, bodies ...string) []*store.Message {
+	t.Helper()
+	for _, s := range bodies {
+		b.send(t, q, store.Message{Body: []byte(s), MessageID: s})
+	}
+	msgs, err := receiveN(b.ctx, b.store, store.Target{Entity: q}, store.PeekLock, len(bodies), 0)
+	if err != nil || len(msgs) != len(bodies) {
+		t.Fatalf("receive %d to defer: %d, %v", len(bodies), len(msgs), err)
+	}
+	for _, m := range msgs {
+		if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Defer, m.MessageID, m.LockToken); err != nil {
+			t.Fatalf("defer %s: %v", m.MessageID, err)
+		}
+	}
+	return msgs
+}
+
+// browseOne is the message of e's main subqueue with sequence number seq, as browsing shows it.
+func (b *bundle) browseOne(t *testing.T, e *store.Entity, seq int64) *store.Message {
+	t.Helper()
+	msgs, err := b.store.Browse(b.ctx, e, store.SubQueueMain, seq, 1)
+	if err != nil || len(msgs) != 1 || msgs[0].SequenceNumber != seq {
+		t.Fatalf("browse %d = %v, %v", seq, msgs, err)
+	}
+	return msgs[0]
+}
+
+// A request for several deferred messages is all or nothing: one missing, and none of the others
+// is removed (receive-and-delete) or locked (peek-lock); all there, and they come back in the
+// order asked, each once.
+func TestReceiveDeferredAllOrNothing(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	d := b.deferAll(t, q, "a", "b", "c")
+	sa, sb, sc := d[0].SequenceNumber, d[1].SequenceNumber, d[2].SequenceNumber
+	missing := sc + 100
+	target := store.Target{Entity: q}
+	before := b.counts(t, "q")
+	if before.Active != 3 {
+		t.Fatalf("counts = %+v; want the 3 deferred messages active", before)
+	}
+	notFound := func(what string, err error, seq int64) {
+		t.Helper()
+		if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", seq)) {
+			t.Errorf("%s: err = %v; want ErrNotFound naming %d", what, err, seq)
+		}
+	}
+
+	for _, mode := range []store.ReceiveMode{store.ReceiveAndDelete, store.PeekLock} {
+		msgs, err := b.store.ReceiveDeferred(b.ctx, target, []int64{sa, missing, sb}, mode)
+		notFound(fmt.Sprintf("mode %v: [a, missing, b]", mode), err, missing)
+		if msgs != nil {
+			t.Errorf("mode %v: failed request returned %q", mode, bodies(msgs))
+		}
+		for _, m := range d[:2] {
+			got := b.browseOne(t, q, m.SequenceNumber)
+			if got.State != store.StateDeferred || got.DeliveryCount != 1 {
+				t.Errorf("mode %v: after the failed request %s is %v, delivery count %d; want deferred, 1 (and not locked: see below)",
+					mode, got.MessageID, got.State, got.DeliveryCount)
+			}
+		}
+		if c := b.counts(t, "q"); c != before {
+			t.Errorf("mode %v: counts after the failed request = %+v; want %+v", mode, c, before)
+		}
+	}
+	// A message locked by another receiver counts as missing too.
+	locked, err := receiveDeferred1(b.ctx, b.store, target, sc, store.PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{sa, sc}, store.ReceiveAndDelete)
+	notFound("[a, c locked]", err, sc)
+
+	// All there (so not locked by the failed requests): in the order asked, a repeat once.
+	msgs, err := b.store.ReceiveDeferred(b.ctx, target, []int64{sb, sa, sb}, store.PeekLock)
+	if err != nil || len(msgs) != 2 || msgs[0].MessageID != "b" || msgs[1].MessageID != "a" {
+		t.Fatalf("peek-lock [b, a, b] = %q, %v; want b, a", bodies(msgs), err)
+	}
+	for _, m := range msgs {
+		if m.DeliveryCount != 2 || m.LockToken == (uuid.UUID{}) || m.LockToken == d[0].LockToken || m.LockToken == d[1].LockToken {
+			t.Errorf("%s: delivery count %d, lock %v; want 2 and a new lock", m.MessageID, m.DeliveryCount, m.LockToken)
+		}
+		if _, err := settle1(b.ctx, b.store, target, store.RenewLock, m.MessageID, m.LockToken); err != nil {
+			t.Errorf("renew the lock of %s: %v", m.MessageID, err)
+		}
+	}
+	if msgs[0].LockToken == msgs[1].LockToken {
+		t.Error("two messages got one lock token")
+	}
+	if c := b.counts(t, "q"); c != before {
+		t.Errorf("counts after peek-lock = %+v; want %+v", c, before)
+	}
+	// Abandoned, they are deferred again, and a receive-and-delete takes all three.
+	for _, m := range append(msgs, locked) {
+		if _, err := settle1(b.ctx, b.store, target, store.Abandon, m.MessageID, m.LockToken); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs, err = b.store.ReceiveDeferred(b.ctx, target, []int64{sc, sa, sb}, store.ReceiveAndDelete)
+	if err != nil || len(msgs) != 3 || msgs[0].MessageID != "c" || msgs[1].MessageID != "a" || msgs[2].MessageID != "b" {
+		t.Fatalf("receive-and-delete [c, a, b] = %q, %v; want c, a, b", bodies(msgs), err)
+	}
+	for _, m := range msgs {
+		if m.DeliveryCount != 3 {
+			t.Errorf("%s received with delivery count %d; want 3", m.MessageID, m.DeliveryCount)
+		}
+	}
+	if c := b.counts(t, "q"); c.Active != 0 || c.SizeInBytes != 0 || c.DeadLetter != 0 {
+		t.Errorf("counts after receive-and-delete of all = %+v; want none", c)
+	}
+	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{sa}, store.ReceiveAndDelete)
+	notFound("a again", err, sa)
+
+	if none, err := b.store.ReceiveDeferred(b.ctx, target, nil, store.PeekLock); err != nil || len(none) != 0 {
+		t.Errorf("no sequence numbers = %v, %v; want none", none, err)
+	}
+	if _, err := b.store.ReceiveDeferred(b.ctx, target, make([]int64, store.MaxReceiveBatch+1), store.PeekLock); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("%d sequence numbers: err = %v; want ErrBadRequest", store.MaxReceiveBatch+1, err)
+	}
+}
+
+// A deferred message delivered MaxDeliveryCount times is dead-lettered by a peek-lock request
+// for it, and stays so though the request fails: otherwise it could never leave the deferred
+// state. The other messages of that request are neither locked nor counted as delivered.
+func TestReceiveDeferredPastMaxDeliveryCount(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 2 })
+	target := store.Target{Entity: q}
+	d := b.deferAll(t, q, "worn", "fresh", "other")
+	worn, fresh, other := d[0].SequenceNumber, d[1].SequenceNumber, d[2].SequenceNumber
+	// Its second delivery's lock runs out (an abandon would dead-letter it at once): it is
+	// deferred again, delivered as often as the queue allows.
+	m, err := receiveDeferred1(b.ctx, b.store, target, worn, store.PeekLock)
+	if err != nil || m.DeliveryCount != 2 {
+		t.Fatalf("second delivery of worn = %v, %v", m, err)
+	}
+	b.clock.Advance(q.Props.LockDuration + time.Second)
+	if got := b.browseOne(t, q, worn); got.State != store.StateDeferred {
+		t.Fatalf("worn after its lock ran out: %v; want deferred", got.State)
+	}
+	sizeBefore := b.counts(t, "q").SizeInBytes
+
+	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{fresh, worn}, store.PeekLock)
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", worn)) {
+		t.Fatalf("peek-lock [fresh, worn]: err = %v; want ErrNotFound naming worn (%d)", err, worn)
+	}
+	if got := b.browseOne(t, q, fresh); got.State != store.StateDeferred || got.DeliveryCount != 1 {
+		t.Errorf("fresh after the request: %v, delivery count %d; want deferred, 1 (and not locked: see below)", got.State, got.DeliveryCount)
+	}
+	if c := b.counts(t, "q"); c.Active != 2 || c.DeadLetter != 1 || c.SizeInBytes != sizeBefore {
+		t.Errorf("counts = %+v; want 2 active, 1 dead letter, %d bytes", c, sizeBefore)
+	}
+	dl := b.drain(t, q, store.SubQueueDeadLetter)
+	if len(dl) != 1 || dl[0].MessageID != "worn" || dl[0].DeadLetterReason != store.ReasonMaxDeliveryCount {
+		t.Fatalf("dead letters = %+v; want worn, dead-lettered for its deliveries", dl)
+	}
+
+	// A missing message named first is the one the error names; a worn one behind it is
+	// dead-lettered all the same.
+	if _, err = receiveDeferred1(b.ctx, b.store, target, other, store.PeekLock); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(q.Props.LockDuration + time.Second)
+	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{worn, other, fresh}, store.PeekLock)
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", worn)) {
+		t.Errorf("peek-lock [worn (gone), other (worn), fresh]: err = %v; want ErrNotFound naming %d", err, worn)
+	}
+	if dl := b.drain(t, q, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != "other" {
+		t.Errorf("dead letters = %q; want other", bodies(dl))
+	}
+
+	// The one left was not locked and is received as usual.
+	msgs, err := b.store.ReceiveDeferred(b.ctx, target, []int64{fresh}, store.PeekLock)
+	if err != nil || len(msgs) != 1 || msgs[0].DeliveryCount != 2 {
+		t.Fatalf("peek-lock [fresh] = %v, %v; want it with delivery count 2", msgs, err)
+	}
+	if c := b.counts(t, "q"); c.Active != 1 || c.DeadLetter != 0 {
+		t.Errorf("counts = %+v; want 1 active", c)
 	}
 }
 

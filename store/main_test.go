@@ -142,6 +142,15 @@ func receiveN(ctx context.Context, st store.Store, t store.Target, mode store.Re
 	return st.Receive(ctx, store.ReceiveRequest{Target: t, Mode: mode, Max: n, Wait: wait})
 }
 
+// receiveDeferred1 takes the one deferred message of t with sequence number seq.
+func receiveDeferred1(ctx context.Context, st store.Store, t store.Target, seq int64, mode store.ReceiveMode) (*store.Message, error) {
+	msgs, err := st.ReceiveDeferred(ctx, t, []int64{seq}, mode)
+	if err != nil {
+		return nil, err
+	}
+	return msgs[0], nil
+}
+
 // settle1 settles one lock of t: the message with sequence number or MessageId id.
 func settle1(ctx context.Context, st store.Store, t store.Target, op store.Settlement, id string, token uuid.UUID) (time.Time, error) {
 	res := st.Settle(ctx, t, []store.SettleRequest{{Op: op, Token: token, ID: id}})[0]

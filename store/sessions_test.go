@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -199,7 +200,7 @@ func TestSessionLifecycleFeatures(t *testing.T) {
 	if dl := b.drain(t, q, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != "p" {
 		t.Errorf("dead letters = %q; want the poison message", bodies(dl))
 	}
-	d, err := b.store.ReceiveDeferred(b.ctx, inSession(q, lockOf(s)), msgs[0].SequenceNumber, store.ReceiveAndDelete)
+	d, err := receiveDeferred1(b.ctx, b.store, inSession(q, lockOf(s)), msgs[0].SequenceNumber, store.ReceiveAndDelete)
 	if err != nil || string(d.Body) != "defer-me" {
 		t.Fatalf("deferred receive = %v, %v", d, err)
 	}
@@ -337,7 +338,7 @@ func TestSessionLockWithUnstorableID(t *testing.T) {
 		check("complete", res[0].Err)
 		_, err := receive1(b.ctx, b.store, inSession(q, bad), store.PeekLock, 0)
 		check("receive", err)
-		_, err = b.store.ReceiveDeferred(b.ctx, inSession(q, bad), m.SequenceNumber, store.PeekLock)
+		_, err = receiveDeferred1(b.ctx, b.store, inSession(q, bad), m.SequenceNumber, store.PeekLock)
 		check("receive deferred", err)
 		_, err = b.store.RenewSessionLock(b.ctx, q, bad)
 		check("renew", err)
@@ -348,5 +349,42 @@ func TestSessionLockWithUnstorableID(t *testing.T) {
 	}
 	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Complete, "", m.LockToken); err != nil {
 		t.Errorf("complete under the real lock: %v", err)
+	}
+}
+
+// In a session, a request for deferred messages takes the session's only: one of another
+// session's in it fails the request as a missing one would, and the session's stay deferred.
+func TestReceiveDeferredInSessionAllOrNothing(t *testing.T) {
+	b := setup(t, manual)
+	q := b.sessionQueue(t, "q", nil)
+	b.send(t, q, store.Message{Body: []byte("a0"), SessionID: "a", MessageID: "a0"},
+		store.Message{Body: []byte("a1"), SessionID: "a", MessageID: "a1"},
+		store.Message{Body: []byte("b0"), SessionID: "b", MessageID: "b0"})
+	var seqs []int64
+	sessions := map[string]*store.Session{}
+	for _, id := range []string{"a", "b"} {
+		s := b.accept(t, q, id)
+		sessions[id] = s
+		for _, m := range b.receiveIn(t, q, s, 10) {
+			if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Defer, m.MessageID, m.LockToken); err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, m.SequenceNumber)
+		}
+	}
+	if len(seqs) != 3 {
+		t.Fatalf("deferred %d messages; want 3", len(seqs))
+	}
+	inA := inSession(q, lockOf(sessions["a"]))
+	_, err := b.store.ReceiveDeferred(b.ctx, inA, []int64{seqs[0], seqs[1], seqs[2]}, store.ReceiveAndDelete)
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", seqs[2])) {
+		t.Fatalf("receive-and-delete in session a of a0, a1, b0: err = %v; want ErrNotFound naming b0 (%d)", err, seqs[2])
+	}
+	msgs, err := b.store.ReceiveDeferred(b.ctx, inA, []int64{seqs[1], seqs[0]}, store.ReceiveAndDelete)
+	if err != nil || len(msgs) != 2 || msgs[0].MessageID != "a1" || msgs[1].MessageID != "a0" {
+		t.Fatalf("receive-and-delete in session a of a1, a0 = %q, %v", bodies(msgs), err)
+	}
+	if c := b.counts(t, "q"); c.Active != 1 {
+		t.Errorf("counts = %+v; want b0 left", c)
 	}
 }

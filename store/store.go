@@ -71,9 +71,12 @@ type Store interface {
 	// the lock is not held (expired, settled, another message's, or outside t), ErrBadRequest for
 	// a request t cannot take.
 	Settle(ctx context.Context, t Target, reqs []SettleRequest) []SettleResult
-	// ReceiveDeferred takes a deferred message of t by sequence number. Errors: ErrNotFound,
-	// ErrLockLost (the session lock is gone).
-	ReceiveDeferred(ctx context.Context, t Target, seq int64, mode ReceiveMode) (*Message, error)
+	// ReceiveDeferred takes the deferred messages of t with sequence numbers seqs, all or none,
+	// and returns them in the order asked (a repeated one once, at its first place). When one
+	// is not available nothing is taken (but a message past MaxDeliveryCount is still
+	// dead-lettered). Errors: ErrNotFound naming the first missing one, ErrBadRequest (more than
+	// MaxReceiveBatch), ErrLockLost (the session lock is gone).
+	ReceiveDeferred(ctx context.Context, t Target, seqs []int64, mode ReceiveMode) ([]*Message, error)
 	// Browse lists up to n messages of a subqueue from sequence number from on, without locks.
 	Browse(ctx context.Context, e *Entity, sq SubQueue, from int64, n int) ([]*Message, error)
 	// CancelScheduled removes a message still waiting for its scheduled time. Errors: ErrNotFound.
