@@ -447,31 +447,36 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, 
 	}
 	taken := make(map[int64]*Message, len(want))
 	var exhausted []int64 // delivered MaxDeliveryCount times: dead-lettered by the attempt
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if t.Session != nil {
-			if err := s.checkSessionLock(ctx, tx, e, *t.Session, now); err != nil {
+	reset := func() { clear(taken); exhausted = nil }
+	// A writer that locks some of these rows in another order can deadlock with this one;
+	// PostgreSQL then rolls one of them back, and this one runs again.
+	err := s.retryConflicts(ctx, reset, func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if t.Session != nil {
+				if err := s.checkSessionLock(ctx, tx, e, *t.Session, now); err != nil {
+					return err
+				}
+			}
+			rows, err := tx.Query(ctx, sql, args)
+			if err != nil {
 				return err
 			}
-		}
-		rows, err := tx.Query(ctx, sql, args)
-		if err != nil {
-			return err
-		}
-		msgs, err := collectMessages(rows)
-		if err != nil {
-			return err
-		}
-		for _, m := range msgs {
-			if m.State == StateDeferred {
-				taken[m.SequenceNumber] = m
-			} else {
-				exhausted = append(exhausted, m.SequenceNumber)
+			msgs, err := collectMessages(rows)
+			if err != nil {
+				return err
 			}
-		}
-		if len(taken) < len(want) {
-			return errNotAllDeferred // rolls back what the statement locked, removed or moved
-		}
-		return nil
+			for _, m := range msgs {
+				if m.State == StateDeferred {
+					taken[m.SequenceNumber] = m
+				} else {
+					exhausted = append(exhausted, m.SequenceNumber)
+				}
+			}
+			if len(taken) < len(want) {
+				return errNotAllDeferred // rolls back what the statement locked, removed or moved
+			}
+			return nil
+		})
 	})
 	if errors.Is(err, errNotAllDeferred) {
 		if len(exhausted) > 0 {

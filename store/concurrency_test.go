@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -264,4 +266,70 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestConcurrentReceiveDeferred: receivers ask at once for overlapping sets of deferred messages,
+// in random orders, receive-and-delete. Each request gets all it asked for or fails with
+// ErrNotFound; every message is received exactly once, and none is lost.
+func TestConcurrentReceiveDeferred(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	const total, receivers, requests = 40, 8, 25
+	names := make([]string, total)
+	for i := range names {
+		names[i] = fmt.Sprint(i)
+	}
+	d := b.deferAll(t, q, names...)
+	var mu sync.Mutex
+	got := make(map[int64]int)
+	var wg sync.WaitGroup
+	for range receivers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range requests {
+				ask := make([]int64, 1+rand.IntN(6))
+				for i := range ask {
+					ask[i] = d[rand.IntN(total)].SequenceNumber
+				}
+				msgs, err := b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, ask, store.ReceiveAndDelete)
+				if err != nil {
+					if !errors.Is(err, store.ErrNotFound) {
+						t.Errorf("receive deferred %v: %v", ask, err)
+					}
+					continue
+				}
+				mu.Lock()
+				for _, m := range msgs {
+					got[m.SequenceNumber]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	var left []int64
+	for _, m := range d {
+		if got[m.SequenceNumber] == 0 {
+			left = append(left, m.SequenceNumber)
+		}
+	}
+	if len(left) > 0 {
+		msgs, err := b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, left, store.ReceiveAndDelete)
+		if err != nil {
+			t.Fatalf("receive the %d left: %v", len(left), err)
+		}
+		for _, m := range msgs {
+			got[m.SequenceNumber]++
+		}
+	}
+	for _, m := range d {
+		if n := got[m.SequenceNumber]; n != 1 {
+			t.Errorf("message %s received %d times; want once", m.MessageID, n)
+		}
+	}
+	if c := b.counts(t, "q"); c.Active != 0 || c.SizeInBytes != 0 {
+		t.Errorf("counts = %+v; want none left", c)
+	}
+	t.Logf("%d of %d received by the concurrent requests", total-len(left), total)
 }
