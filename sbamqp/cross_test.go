@@ -331,8 +331,9 @@ func TestSDKScheduleAndCancel(t *testing.T) {
 // ReceiveDeferredMessages is all or nothing: when one of the sequence numbers asked for is not an
 // available deferred message, a receive-and-delete request fails with not-found and deletes
 // none of them (before, the messages ahead of the missing one were deleted and never sent);
-// when all are, they come back in the order asked. An empty list answers an empty list, as the
-// .NET SDK answers it without asking; more than store.MaxReceiveBatch is a bad request.
+// when all are, they come back in the order asked. Peek-lock likewise locks none or all. An
+// empty list answers an empty list, as the .NET SDK answers it without asking; more than
+// store.MaxReceiveBatch is a bad request.
 func TestSDKReceiveDeferredMessagesAllOrNothing(t *testing.T) {
 	b := newBroker(t)
 	b.createQueue(t, "q", nil)
@@ -380,6 +381,36 @@ func TestSDKReceiveDeferredMessagesAllOrNothing(t *testing.T) {
 	}
 	if left, err := r.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &seqs[0]}); err != nil || len(left) != 0 {
 		t.Errorf("after receive-and-delete, peek = %v, %v; want nothing", left, err)
+	}
+
+	// Peek-lock: the failed request locks nothing; then both come back locked, each under a
+	// lock token that settles it.
+	for _, body := range []string{"c", "d"} {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs = receiveAll(t, ctx, r, 2)
+	for i, m := range msgs {
+		if err := r.DeferMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+		seqs[i] = *m.SequenceNumber
+	}
+	if _, err := r.ReceiveDeferredMessages(ctx, []int64{seqs[0], missing + 100}, nil); !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeNotFound {
+		t.Fatalf("peek-lock of a deferred and a missing message: err = %v; want not found", err)
+	}
+	locked, err := r.ReceiveDeferredMessages(ctx, []int64{seqs[1], seqs[0]}, nil)
+	if err != nil || len(locked) != 2 || string(locked[0].Body) != "d" || string(locked[1].Body) != "c" {
+		t.Fatalf("peek-lock of both = %v, %v; want d then c", locked, err)
+	}
+	for _, m := range locked {
+		if m.DeliveryCount != 2 {
+			t.Errorf("%s delivered %d times; want 2 (the failed request did not count)", m.Body, m.DeliveryCount)
+		}
+		if err := r.CompleteMessage(ctx, m, nil); err != nil {
+			t.Errorf("complete %s: %v", m.Body, err)
+		}
 	}
 
 	if none, err := rd.ReceiveDeferredMessages(ctx, []int64{}, nil); err != nil || len(none) != 0 {
