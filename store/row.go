@@ -196,15 +196,6 @@ func collectMessages(rows pgx.Rows) ([]*Message, error) {
 	})
 }
 
-// collectMessage reads the one row of rows as a message; pgx.ErrNoRows when there is none.
-func collectMessage(rows pgx.Rows) (*Message, error) {
-	rec, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[messageRecord])
-	if err != nil {
-		return nil, err
-	}
-	return rec.message()
-}
-
 // message turns a row into a Message.
 func (r *messageRecord) message() (*Message, error) {
 	m := &Message{
