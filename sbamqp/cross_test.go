@@ -18,12 +18,7 @@ import (
 
 // A message sent over AMQP is received over HTTP with its properties, and the other way round.
 func TestCrossProtocol(t *testing.T) {
-	b := newBroker(t)
-	b.createQueue(t, "q", nil)
-	c := b.client(t, "root")
-	ctx := ctxT(t)
-
-	s := newSender(t, c, "q")
+	b, c, ctx, s := sdkQueue(t, "q", nil)
 	if err := s.SendMessage(ctx, &azservicebus.Message{
 		Body: []byte("from amqp"), MessageID: to.Ptr("a1"), Subject: to.Ptr("lbl"), ContentType: to.Ptr("text/plain"),
 		ApplicationProperties: map[string]any{"color": "red", "n": int64(5), "ok": true},
@@ -58,11 +53,7 @@ func TestCrossProtocol(t *testing.T) {
 	if resp.StatusCode != 201 {
 		t.Fatalf("HTTP send: %s", resp.Status)
 	}
-	r, err := c.NewReceiverForQueue("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := newReceiver(t, c, "q", nil)
 	msgs, err := r.ReceiveMessages(ctx, 1, nil)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("AMQP receive: %v %v", msgs, err)
@@ -78,21 +69,9 @@ func TestCrossProtocol(t *testing.T) {
 }
 
 func TestSDKDeferRenewPeek(t *testing.T) {
-	b := newBroker(t)
-	b.createQueue(t, "q", nil)
-	c := b.client(t, "root")
-	ctx := ctxT(t)
-	s := newSender(t, c, "q")
-	for _, body := range []string{"one", "two"} {
-		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r, err := c.NewReceiverForQueue("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	b, c, ctx, s := sdkQueue(t, "q", nil)
+	sendBodies(t, ctx, s, "one", "two")
+	r := newReceiver(t, c, "q", nil)
 	peeked, err := r.PeekMessages(ctx, 10, nil)
 	if err != nil || len(peeked) != 2 || string(peeked[0].Body) != "one" || string(peeked[1].Body) != "two" {
 		t.Fatalf("peek: %v %v", peeked, err)
@@ -218,20 +197,12 @@ func TestSDKSubscriptionWithSQLFilter(t *testing.T) {
 
 // A message sent with a scheduled enqueue time stays invisible until then.
 func TestSDKScheduledEnqueueTime(t *testing.T) {
-	b := newBroker(t)
-	b.createQueue(t, "q", nil)
-	c := b.client(t, "root")
-	ctx := ctxT(t)
-	s := newSender(t, c, "q")
+	b, c, ctx, s := sdkQueue(t, "q", nil)
 	at := b.clock.Now().Add(time.Hour).Truncate(time.Millisecond)
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("later"), ScheduledEnqueueTime: &at}, nil); err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.NewReceiverForQueue("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := newReceiver(t, c, "q", nil)
 	peeked, err := r.PeekMessages(ctx, 1, nil)
 	if err != nil || len(peeked) != 1 || peeked[0].State != azservicebus.MessageStateScheduled ||
 		peeked[0].ScheduledEnqueueTime == nil || !peeked[0].ScheduledEnqueueTime.Equal(at) {
@@ -267,11 +238,7 @@ func TestSDKScheduleAndCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.NewReceiverForQueue("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := newReceiver(t, c, "q", nil)
 	peeked, err := r.PeekMessages(ctx, 10, nil)
 	if err != nil || len(peeked) != 3 || len(seqs) != 3 {
 		t.Fatalf("scheduled %v; peek %d messages, %v", seqs, len(peeked), err)
@@ -335,21 +302,9 @@ func TestSDKScheduleAndCancel(t *testing.T) {
 // empty list answers an empty list, as the .NET SDK answers it without asking; more than
 // store.MaxReceiveBatch is a bad request.
 func TestSDKReceiveDeferredMessagesAllOrNothing(t *testing.T) {
-	b := newBroker(t)
-	b.createQueue(t, "q", nil)
-	c := b.client(t, "root")
-	ctx := ctxT(t)
-	s := newSender(t, c, "q")
-	for _, body := range []string{"a", "b"} {
-		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r, err := c.NewReceiverForQueue("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	_, c, ctx, s := sdkQueue(t, "q", nil)
+	sendBodies(t, ctx, s, "a", "b")
+	r := newReceiver(t, c, "q", nil)
 	msgs := receiveAll(t, ctx, r, 2)
 	seqs := make([]int64, len(msgs))
 	for i, m := range msgs {
@@ -358,13 +313,9 @@ func TestSDKReceiveDeferredMessagesAllOrNothing(t *testing.T) {
 		}
 		seqs[i] = *m.SequenceNumber
 	}
-	rd, err := c.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close(ctx)
+	rd := newReceiver(t, c, "q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
 	missing := seqs[1] + 100
-	_, err = rd.ReceiveDeferredMessages(ctx, []int64{seqs[0], missing}, nil)
+	_, err := rd.ReceiveDeferredMessages(ctx, []int64{seqs[0], missing}, nil)
 	var sbErr *azservicebus.Error
 	if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeNotFound || !strings.Contains(err.Error(), fmt.Sprint(missing)) {
 		t.Fatalf("receive-and-delete of a deferred and a missing message: err = %v; want not found naming %d", err, missing)
@@ -385,11 +336,7 @@ func TestSDKReceiveDeferredMessagesAllOrNothing(t *testing.T) {
 
 	// Peek-lock: the failed request locks nothing; then both come back locked, each under a
 	// lock token that settles it.
-	for _, body := range []string{"c", "d"} {
-		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sendBodies(t, ctx, s, "c", "d")
 	msgs = receiveAll(t, ctx, r, 2)
 	for i, m := range msgs {
 		if err := r.DeferMessage(ctx, m, nil); err != nil {

@@ -170,3 +170,34 @@ func newSender(t *testing.T, c *azservicebus.Client, entity string) *azservicebu
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s
 }
+
+// newReceiver is a receiver of c for queue (opts may be nil), closed when the test ends.
+func newReceiver(t *testing.T, c *azservicebus.Client, queue string, opts *azservicebus.ReceiverOptions) *azservicebus.Receiver {
+	t.Helper()
+	r, err := c.NewReceiverForQueue(queue, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
+
+// sendBodies sends one message a body through s.
+func sendBodies(t *testing.T, ctx context.Context, s *azservicebus.Sender, bodies ...string) {
+	t.Helper()
+	for _, body := range bodies {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sdkQueue is a broker with the queue name (mut may set its properties), a client with the root
+// key, the test's context and a sender to the queue.
+func sdkQueue(t *testing.T, name string, mut func(*store.Properties)) (*broker, *azservicebus.Client, context.Context, *azservicebus.Sender) {
+	t.Helper()
+	b := newBroker(t)
+	b.createQueue(t, name, mut)
+	c := b.client(t, "root")
+	return b, c, ctxT(t), newSender(t, c, name)
+}

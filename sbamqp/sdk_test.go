@@ -16,12 +16,7 @@ import (
 )
 
 func TestSDKSendReceiveAndDelete(t *testing.T) {
-	b := newBroker(t)
-	b.createQueue(t, "q", nil)
-	c := b.client(t, "root")
-	ctx := ctxT(t)
-
-	s := newSender(t, c, "q")
+	b, c, ctx, s := sdkQueue(t, "q", nil)
 	enq := time.Date(2030, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
 	err := s.SendMessage(ctx, &azservicebus.Message{
 		Body:          []byte("hello"),
@@ -41,11 +36,7 @@ func TestSDKSendReceiveAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r, err := c.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := newReceiver(t, c, "q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
 	msgs, err := r.ReceiveMessages(ctx, 10, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -103,12 +94,7 @@ func waitEmpty(t *testing.T, b *broker, path string) {
 }
 
 func TestSDKBatchAndPeekLockSettlements(t *testing.T) {
-	b := newBroker(t)
-	b.createQueue(t, "q", nil)
-	c := b.client(t, "root")
-	ctx := ctxT(t)
-
-	s := newSender(t, c, "q")
+	b, c, ctx, s := sdkQueue(t, "q", nil)
 	batch, err := s.NewMessageBatch(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -122,11 +108,7 @@ func TestSDKBatchAndPeekLockSettlements(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r, err := c.NewReceiverForQueue("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := newReceiver(t, c, "q", nil)
 	var got []*azservicebus.ReceivedMessage
 	for len(got) < 3 {
 		msgs, err := r.ReceiveMessages(ctx, 3-len(got), nil)
@@ -173,11 +155,7 @@ func TestSDKBatchAndPeekLockSettlements(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dlq, err := c.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dlq.Close(ctx)
+	dlq := newReceiver(t, c, "q", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
 	msgs, err = dlq.ReceiveMessages(ctx, 1, nil)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("dead-letter queue: %v, %v", msgs, err)
@@ -229,11 +207,7 @@ func TestReceiveAndDeleteDeletesBeforeItSends(t *testing.T) {
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("once")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := newReceiver(t, c, "q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
 	type received struct {
 		msgs []*azservicebus.ReceivedMessage
 		err  error

@@ -196,8 +196,5 @@ func receiveAll(t *testing.T, ctx context.Context, r interface {
 // the test's context and a sender to sq.
 func sessionQueue(t *testing.T) (*broker, *azservicebus.Client, context.Context, *azservicebus.Sender) {
 	t.Helper()
-	b := newBroker(t)
-	b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
-	c := b.client(t, "root")
-	return b, c, ctxT(t), newSender(t, c, "sq")
+	return sdkQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
 }
