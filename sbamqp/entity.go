@@ -245,7 +245,7 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 	if err != nil {
 		cancel()
 		if lock != nil {
-			cs.releaseSession(e, *lock)
+			cs.releaseSession(e, *lock, nil)
 		}
 		return
 	}
@@ -275,6 +275,9 @@ type entityReceiver struct {
 	// deleted is how many of the first held messages a receive-and-delete link has completed
 	// already (deleteSendable): those, and only those, it may send.
 	deleted int
+	// settling counts the peer's settlements under way (Disposition), which a session's
+	// release waits for.
+	settling sync.WaitGroup
 }
 
 func (r *entityReceiver) Flow(l *amqp.SenderLink, credit uint32, drain bool) {
@@ -295,7 +298,7 @@ func (r *entityReceiver) SenderDetached(*amqp.SenderLink, error) {
 	r.cancel()
 	if r.session != nil {
 		if t, aerr := r.target(context.WithoutCancel(r.ctx)); aerr == nil {
-			r.cs.releaseSession(t.Entity, *r.session)
+			r.cs.releaseSession(t.Entity, *r.session, &r.settling)
 		}
 	}
 }
@@ -549,7 +552,16 @@ func seqTag(seq int64) []byte {
 
 // Disposition applies the peer's outcome for a peek-locked delivery to its lock.
 func (r *entityReceiver) Disposition(l *amqp.SenderLink, d *amqp.OutgoingDelivery, state amqp.DeliveryState, settled bool) {
+	// The engine calls Disposition and SenderDetached one after the other: one that comes after
+	// the link ended (its context cancelled) has no release waiting for it.
+	tracked := r.ctx.Err() == nil
+	if tracked {
+		r.settling.Add(1)
+	}
 	go func() {
+		if tracked {
+			defer r.settling.Done()
+		}
 		err := r.settle(d.Tag(), state)
 		if settled {
 			return

@@ -3,6 +3,7 @@ package sbamqp
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sbgate/sbgate/amqp"
@@ -113,7 +114,11 @@ func (cs *conn) linkSession(name string) (store.SessionLock, bool) {
 }
 
 // releaseSession gives up a session whose link ended, so that it can be accepted again at once.
-func (cs *conn) releaseSession(e *store.Entity, lock store.SessionLock) {
+// Releasing it frees the locks of its messages, so it waits first for settlements (nil: none)
+// the link's peer sent before the link ended: a complete that came second would find its lock
+// gone and the message would come back, though a peer that settles first has forgotten it.
+// A new accept of the session waits for the release meanwhile (releasing).
+func (cs *conn) releaseSession(e *store.Entity, lock store.SessionLock, settling *sync.WaitGroup) {
 	key := sessionKey(e.Path, lock.SessionID)
 	done := make(chan struct{})
 	cs.mu.Lock()
@@ -141,6 +146,9 @@ func (cs *conn) releaseSession(e *store.Entity, lock store.SessionLock) {
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if settling != nil {
+			settling.Wait()
+		}
 		// A lock already lost needs no release.
 		_ = cs.h.cfg.Store.ReleaseSession(ctx, e, lock)
 	}()

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/sbgate/sbgate/store"
 )
@@ -197,4 +199,40 @@ func receiveAll(t *testing.T, ctx context.Context, r interface {
 func sessionQueue(t *testing.T) (*broker, *azservicebus.Client, context.Context, *azservicebus.Sender) {
 	t.Helper()
 	return sdkQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+}
+
+// A session receiver whose peer settles first (go-amqp's default: it forgets a delivery once
+// it has sent its outcome) accepts a message and closes the link: the session's release must
+// not overtake the completion. It did (the release frees the session's message locks, and the
+// completion ran in a goroutine of its own), and the next receiver of the session got the
+// accepted message again (in most runs of this test).
+func TestSessionAcceptThenCloseKeepsTheCompletion(t *testing.T) {
+	b := newBroker(t)
+	ctx := ctxT(t)
+	q := b.createQueue(t, "q", func(p *store.Properties) { p.RequiresSession = true })
+	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
+	filter := []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x137000000C, "s1")}
+	for round := range 20 {
+		body := fmt.Sprint("m", round)
+		if err := b.store.Send(ctx, q, []store.Message{{Body: []byte(body), SessionID: "s1"}}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{Credit: 1, Filters: filter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := r.Receive(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.GetData()) != body {
+			t.Fatalf("round %d: received %q; want %q (an accepted message came back)", round, m.GetData(), body)
+		}
+		if err := r.AcceptMessage(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
