@@ -239,7 +239,7 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Conn().Context()))
 	r := &entityReceiver{
 		cs: cs, path: e.Path, authPath: authPath, sq: sq, mode: mode, session: lock,
-		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), settled: make(chan struct{}, 1),
 	}
 	l, err := req.AcceptSender(r, opts)
 	if err != nil {
@@ -278,6 +278,10 @@ type entityReceiver struct {
 	// settling counts the peer's settlements under way (Disposition), which a session's
 	// release waits for.
 	settling sync.WaitGroup
+	// unsettled is how many peek-locked deliveries the link sent that have no outcome made
+	// yet (guarded by mu); each outcome made signals settled.
+	unsettled int
+	settled   chan struct{}
 }
 
 func (r *entityReceiver) Flow(l *amqp.SenderLink, credit uint32, drain bool) {
@@ -404,9 +408,13 @@ func (r *entityReceiver) encode(l *amqp.SenderLink, msgs []*store.Message) []out
 			out[i].unsendable = amqp.Errorf(amqp.ErrCondInternalError,
 				"The message with sequence number %d could not be encoded; it was abandoned.", m.SequenceNumber)
 		case limit > 0 && uint64(len(b)) > limit:
+			counted := "the delivery counts toward MaxDeliveryCount"
+			if r.sq == store.SubQueueDeadLetter {
+				counted = "it stays in the dead-letter subqueue: receive it on a link that takes it"
+			}
 			out[i].unsendable = amqp.Errorf(amqp.ErrCondMessageSizeExceeded,
-				"The message with sequence number %d is %d bytes, over the link's max-message-size of %d; it was abandoned (the delivery counts toward MaxDeliveryCount).",
-				m.SequenceNumber, len(b), limit)
+				"The message with sequence number %d is %d bytes, over the link's max-message-size of %d; it was abandoned (%s).",
+				m.SequenceNumber, len(b), limit, counted)
 		}
 	}
 	return out
@@ -414,11 +422,13 @@ func (r *entityReceiver) encode(l *amqp.SenderLink, msgs []*store.Message) []out
 
 // send sends the held messages while the link has credit. Messages that could not be sent are
 // released (their delivery uncounted). A message the link cannot carry (encode) is abandoned,
-// its delivery counted, once those before it are sent, and the link is detached with the
-// reason: released, it would come straight back to the head of the entity and to this link,
+// its delivery counted, once those before it are sent; the others held are released, and once
+// the peer has settled what it got (awaitOutcomes) the link is detached with the reason.
+// Released, the message would come straight back to the head of the entity and to this link,
 // and a receive-and-delete link must not delete what it cannot hand out. Counted, a receiver
 // that keeps asking with the same limit sees it dead-lettered at MaxDeliveryCount instead of
-// blocking the entity. send reports false when it detached the link.
+// blocking the entity (a dead-letter subqueue keeps it). send reports false when it detached
+// the link.
 func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 	var detach *amqp.Error
 	if r.mode == store.ReceiveAndDelete {
@@ -435,6 +445,11 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 		}
 		if errors.Is(err, amqp.ErrNoCredit) {
 			break
+		}
+		if err == nil && r.mode == store.PeekLock {
+			r.mu.Lock()
+			r.unsettled++
+			r.mu.Unlock()
 		}
 		r.held = r.held[1:]
 		if r.mode == store.ReceiveAndDelete {
@@ -453,6 +468,8 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 		o := r.held[0]
 		r.held = r.held[1:]
 		r.settleAll([]uuid.UUID{o.m.LockToken}, store.Abandon)
+		r.giveBack()
+		r.awaitOutcomes()
 		detach = o.unsendable
 	}
 	if detach != nil {
@@ -461,6 +478,35 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 		return false
 	}
 	return true
+}
+
+// awaitOutcomes waits until the peer's outcomes for the peek-locked deliveries the link sent are
+// all made, before the link is detached: an outcome that came after the detach would be
+// dropped, and its message redelivered, counted, when its lock ran out. It waits no longer
+// than the entity's lock duration (the locks have run out by then, unless renewed) nor past
+// the link's end.
+func (r *entityReceiver) awaitOutcomes() {
+	t, aerr := r.target(r.ctx)
+	if aerr != nil {
+		return
+	}
+	bound := time.NewTimer(t.Entity.Props.LockDuration)
+	defer bound.Stop()
+	for {
+		r.mu.Lock()
+		n := r.unsettled
+		r.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-r.settled:
+		case <-r.ctx.Done():
+			return
+		case <-bound.C:
+			return
+		}
+	}
 }
 
 // deleteSendable completes, on a receive-and-delete link, the held messages the link's credit
@@ -563,6 +609,13 @@ func (r *entityReceiver) Disposition(l *amqp.SenderLink, d *amqp.OutgoingDeliver
 			defer r.settling.Done()
 		}
 		err := r.settle(d.Tag(), state)
+		r.mu.Lock()
+		r.unsettled = max(r.unsettled-1, 0)
+		r.mu.Unlock()
+		select {
+		case r.settled <- struct{}{}:
+		default:
+		}
 		if settled {
 			return
 		}
@@ -620,10 +673,12 @@ func (r *entityReceiver) settle(tag []byte, state amqp.DeliveryState) error {
 	default:
 		return unsupported("the delivery state %T is not a settlement", state)
 	}
-	t, aerr := r.target(r.ctx)
+	// The link may be gone by now: its peer's outcome is made all the same.
+	ctx := context.WithoutCancel(r.ctx)
+	t, aerr := r.target(ctx)
 	if aerr != nil {
 		return aerr
 	}
-	res := r.cs.h.cfg.Store.Settle(context.WithoutCancel(r.ctx), t, []store.SettleRequest{req})
+	res := r.cs.h.cfg.Store.Settle(ctx, t, []store.SettleRequest{req})
 	return res[0].Err
 }
