@@ -225,6 +225,7 @@ func TestManagementRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var cond string // the last reply's errorCondition
 	call := func(op string, body map[string]any) (int32, string) {
 		t.Helper()
 		if err := req.Send(ctx, &goamqp.Message{
@@ -244,6 +245,7 @@ func TestManagementRefusals(t *testing.T) {
 		}
 		code, _ := m.ApplicationProperties["statusCode"].(int32)
 		desc, _ := m.ApplicationProperties["statusDescription"].(string)
+		cond, _ = m.ApplicationProperties["errorCondition"].(string)
 		return code, desc
 	}
 	if code, desc := call("com.microsoft:schedule-message", map[string]any{"messages": []any{}}); code != 400 {
@@ -255,8 +257,13 @@ func TestManagementRefusals(t *testing.T) {
 	if code, desc := call("com.microsoft:schedule-message", map[string]any{"messages": []any{map[string]any{"message": []byte{0xff}}}}); code != 400 {
 		t.Errorf("schedule-message of a message that does not decode: %d %s", code, desc)
 	}
-	if code, desc := call("com.microsoft:cancel-scheduled-message", map[string]any{"sequence-numbers": []int64{999}}); code != 404 {
-		t.Errorf("cancel-scheduled-message of no message: %d %s", code, desc)
+	// A missing message is com.microsoft:message-not-found, which the .NET and JS SDKs map to
+	// MessageNotFound; amqp:not-found would read as a missing entity.
+	if code, desc := call("com.microsoft:cancel-scheduled-message", map[string]any{"sequence-numbers": []int64{999}}); code != 404 || cond != "com.microsoft:message-not-found" {
+		t.Errorf("cancel-scheduled-message of no message: %d %s %s", code, cond, desc)
+	}
+	if code, desc := call("com.microsoft:receive-by-sequence-number", map[string]any{"sequence-numbers": []int64{999}, "receiver-settle-mode": uint32(1)}); code != 404 || cond != "com.microsoft:message-not-found" {
+		t.Errorf("receive-by-sequence-number of no message: %d %s %s", code, cond, desc)
 	}
 	if code, desc := call("com.microsoft:renew-lock", map[string]any{}); code != 400 {
 		t.Errorf("renew-lock without lock-tokens: %d %s", code, desc)

@@ -19,6 +19,7 @@ const (
 	condResourceLimit                = amqp.ErrCondResourceLimitExceeded
 	condMessageSize                  = amqp.ErrCondMessageSizeExceeded
 	condLockLost         amqp.Symbol = "com.microsoft:message-lock-lost"
+	condMessageNotFound  amqp.Symbol = "com.microsoft:message-not-found"
 	condSessionLockLost  amqp.Symbol = "com.microsoft:session-lock-lost"
 	condEntityDisabled   amqp.Symbol = "com.microsoft:entity-disabled"
 	condServerBusy       amqp.Symbol = "com.microsoft:server-busy"
@@ -69,7 +70,7 @@ func statusOf(err error) int32 {
 		switch ae.Condition {
 		case condUnauthorized:
 			return 401
-		case condNotFound:
+		case condNotFound, condMessageNotFound:
 			return 404
 		case condNotImplemented:
 			return 501

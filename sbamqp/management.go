@@ -61,6 +61,15 @@ func (r *managementReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 
 func (r *managementReceiver) ReceiverDetached(*amqp.ReceiverLink, error) {}
 
+// messageNotFound gives a missing message the condition the SDKs map to their
+// message-not-found error; amqp:not-found reads as a missing entity.
+func messageNotFound(err error) error {
+	if store.ErrorCode(err) != store.CodeNotFound {
+		return err
+	}
+	return &amqp.Error{Condition: condMessageNotFound, Description: store.ErrorMessage(err)}
+}
+
 func badField(format string, args ...any) error {
 	return &amqp.Error{Condition: condInvalidField, Description: fmt.Sprintf(format, args...)}
 }
@@ -205,7 +214,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		// before a missing one, and the client, answered not-found, never got them.
 		msgs, err := st.ReceiveDeferred(ctx, t, seqs, mode)
 		if err != nil {
-			return nil, err
+			return nil, messageNotFound(err)
 		}
 		list := make(amqp.List, 0, len(msgs))
 		for _, sm := range msgs {
@@ -286,7 +295,7 @@ func schedule(ctx context.Context, st store.Store, e *store.Entity, sq store.Sub
 		}
 		for _, seq := range seqs {
 			if err := st.CancelScheduled(ctx, e, seq); err != nil {
-				return nil, err
+				return nil, messageNotFound(err)
 			}
 		}
 		return amqp.Map{}, nil

@@ -62,6 +62,9 @@ async function main() {
   const [deferred] = await receiver.receiveDeferredMessages([f.sequenceNumber]);
   assert.strictEqual(deferred.body.toString(), 'defer');
   await receiver.completeMessage(deferred);
+  // Gone now: the SDK's MessageNotFound, not a missing entity.
+  await assert.rejects(receiver.receiveDeferredMessages([f.sequenceNumber]),
+    (err) => err.code === 'MessageNotFound' || assert.fail(`receive of a completed deferred message: ${err.code} ${err}`));
   await receiver.close();
 
   const dlq = client.createReceiver(q, { subQueueType: 'deadLetter' });
