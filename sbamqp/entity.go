@@ -239,7 +239,8 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Conn().Context()))
 	r := &entityReceiver{
 		cs: cs, path: e.Path, authPath: authPath, sq: sq, mode: mode, session: lock,
-		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), settled: make(chan struct{}, 1),
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
+		unsettled: map[uuid.UUID]struct{}{}, settled: make(chan struct{}, 1),
 	}
 	l, err := req.AcceptSender(r, opts)
 	if err != nil {
@@ -278,9 +279,9 @@ type entityReceiver struct {
 	// settling counts the peer's settlements under way (Disposition), which a session's
 	// release waits for.
 	settling sync.WaitGroup
-	// unsettled is how many peek-locked deliveries the link sent that have no outcome made
-	// yet (guarded by mu); each outcome made signals settled.
-	unsettled int
+	// unsettled are the lock tokens of the peek-locked deliveries the link sent (or is
+	// sending) whose outcome is not made yet (guarded by mu); each outcome made signals settled.
+	unsettled map[uuid.UUID]struct{}
 	settled   chan struct{}
 }
 
@@ -439,17 +440,16 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 		o := r.held[0]
 		var err error
 		if r.mode == store.PeekLock {
-			_, err = l.Send(r.ctx, lockTag(o.m.LockToken), o.payload, nil)
+			// Marked before it goes: the peer's outcome may be made before Send returns.
+			r.markUnsettled(o.m.LockToken, true)
+			if _, err = l.Send(r.ctx, lockTag(o.m.LockToken), o.payload, nil); err != nil {
+				r.markUnsettled(o.m.LockToken, false)
+			}
 		} else {
 			_, err = l.Send(r.ctx, seqTag(o.m.SequenceNumber), o.payload, &amqp.SendOptions{Settled: true})
 		}
 		if errors.Is(err, amqp.ErrNoCredit) {
 			break
-		}
-		if err == nil && r.mode == store.PeekLock {
-			r.mu.Lock()
-			r.unsettled++
-			r.mu.Unlock()
 		}
 		r.held = r.held[1:]
 		if r.mode == store.ReceiveAndDelete {
@@ -494,7 +494,7 @@ func (r *entityReceiver) awaitOutcomes() {
 	defer bound.Stop()
 	for {
 		r.mu.Lock()
-		n := r.unsettled
+		n := len(r.unsettled)
 		r.mu.Unlock()
 		if n == 0 {
 			return
@@ -596,6 +596,28 @@ func seqTag(seq int64) []byte {
 	return b
 }
 
+// markUnsettled adds a sent delivery's lock token to those waiting for the peer's outcome, or
+// takes it out.
+func (r *entityReceiver) markUnsettled(tok uuid.UUID, waiting bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if waiting {
+		r.unsettled[tok] = struct{}{}
+	} else {
+		delete(r.unsettled, tok)
+	}
+}
+
+// isOutcome reports whether a delivery state is an outcome, not a peer's progress report
+// (received).
+func isOutcome(state amqp.DeliveryState) bool {
+	switch state.(type) {
+	case amqp.Accepted, amqp.Rejected, amqp.Released, amqp.Modified:
+		return true
+	}
+	return false
+}
+
 // Disposition applies the peer's outcome for a peek-locked delivery to its lock.
 func (r *entityReceiver) Disposition(l *amqp.SenderLink, d *amqp.OutgoingDelivery, state amqp.DeliveryState, settled bool) {
 	// The engine calls Disposition and SenderDetached one after the other: one that comes after
@@ -609,12 +631,12 @@ func (r *entityReceiver) Disposition(l *amqp.SenderLink, d *amqp.OutgoingDeliver
 			defer r.settling.Done()
 		}
 		err := r.settle(d.Tag(), state)
-		r.mu.Lock()
-		r.unsettled = max(r.unsettled-1, 0)
-		r.mu.Unlock()
-		select {
-		case r.settled <- struct{}{}:
-		default:
+		if tok, ok := tagLock(d.Tag()); ok && (settled || isOutcome(state)) {
+			r.markUnsettled(tok, false)
+			select {
+			case r.settled <- struct{}{}:
+			default:
+			}
 		}
 		if settled {
 			return

@@ -144,11 +144,12 @@ func (cs *conn) releaseSession(e *store.Entity, lock store.SessionLock, settling
 			cs.mu.Unlock()
 			close(done)
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		if settling != nil {
 			settling.Wait()
 		}
+		// Timed from here: a settlement it waited for may have taken as long itself.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		// A lock already lost needs no release.
 		_ = cs.h.cfg.Store.ReleaseSession(ctx, e, lock)
 	}()
