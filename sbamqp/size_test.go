@@ -2,10 +2,10 @@ package sbamqp_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"slices"
 	"testing"
-	"time"
 
 	goamqp "github.com/Azure/go-amqp"
 
@@ -21,7 +21,8 @@ import (
 func TestReceiveLinkBelowAMessageSize(t *testing.T) {
 	for _, mode := range []string{"peek-lock", "receive-and-delete"} {
 		t.Run(mode, func(t *testing.T) {
-			b := newBroker(t)
+			watch := &releaseWatch{released: make(chan struct{}, 1)}
+			b := newBrokerWith(t, nil, func(s store.Store) store.Store { watch.Store = s; return watch })
 			ctx := ctxT(t)
 			q := b.createQueue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 2 })
 			big := bytes.Repeat([]byte("b"), 2000)
@@ -97,12 +98,13 @@ func TestReceiveLinkBelowAMessageSize(t *testing.T) {
 			if mode == "peek-lock" {
 				held = append([]int32{1, 1}, held...) // "a", locked, then the two given back
 			}
-			gaveBack := time.Now().Add(10 * time.Second)
-			for !slices.Equal(state(), held) {
-				if time.Now().After(gaveBack) {
-					t.Fatalf("the link did not give the messages after \"a\" back: %v", state())
-				}
-				time.Sleep(5 * time.Millisecond)
+			select {
+			case <-watch.released:
+			case <-ctx.Done():
+				t.Fatal("the link did not give the messages after \"a\" back")
+			}
+			if got := state(); !slices.Equal(got, held) {
+				t.Fatalf("given back: (size, delivery count) %v; want %v", got, held)
 			}
 			settle(r, a)
 			tooLarge(r)
@@ -126,4 +128,22 @@ func TestReceiveLinkBelowAMessageSize(t *testing.T) {
 			}
 		})
 	}
+}
+
+// releaseWatch is the store the AMQP layer uses, telling when a release (a link giving messages
+// back) has been made.
+type releaseWatch struct {
+	store.Store
+	released chan struct{}
+}
+
+func (w *releaseWatch) Settle(ctx context.Context, t store.Target, reqs []store.SettleRequest) []store.SettleResult {
+	res := w.Store.Settle(ctx, t, reqs)
+	if len(reqs) > 0 && reqs[0].Op == store.Release {
+		select {
+		case w.released <- struct{}{}:
+		default:
+		}
+	}
+	return res
 }
