@@ -211,3 +211,41 @@ func TestSendDeadlockIsRetried(t *testing.T) {
 		t.Errorf("counts = %+v; want the 2 first sends (the others are duplicates)", c)
 	}
 }
+
+// A deferred receive that PostgreSQL ends in a deadlock is run again: it locks its rows in
+// ascending order, so two of them never deadlock, but another writer can (here a transaction
+// that holds the last row, then asks for the first).
+func TestReceiveDeferredDeadlockIsRetried(t *testing.T) {
+	b := setup(t)
+	q, m1, m2 := lockedPair(t, b)
+	main := store.Target{Entity: q, SubQueue: store.SubQueueMain}
+	for _, m := range []*store.Message{m1, m2} {
+		if _, err := settle1(b.ctx, b.store, main, store.Defer, "", m.LockToken); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := newRowLocker(t, b)
+	other.lock(q, m2.SequenceNumber, false)
+	type received struct {
+		msgs []*store.Message
+		err  error
+	}
+	done := make(chan received, 1)
+	go func() {
+		msgs, err := b.store.ReceiveDeferred(b.ctx, main, []int64{m2.SequenceNumber, m1.SequenceNumber}, store.ReceiveAndDelete)
+		done <- received{msgs, err}
+	}()
+	other.awaitLockWaiter()
+	other.lock(q, m1.SequenceNumber, false)
+	other.release()
+	res := <-done
+	if res.err != nil || len(res.msgs) != 2 || res.msgs[0].SequenceNumber != m2.SequenceNumber {
+		t.Fatalf("receive deferred = %v, %v; want both, in the order asked", res.msgs, res.err)
+	}
+	if n := b.store.ConflictRetries(); n == 0 {
+		t.Error("no statement was retried: the deadlock did not happen")
+	}
+	if c := b.counts(t, "q"); c.Total() != 0 {
+		t.Errorf("counts after the receive = %+v; want none left", c)
+	}
+}
