@@ -533,13 +533,26 @@ func (s *Postgres) deadLetterDeferred(ctx context.Context, t Target, seqs []int6
 		moveArgs[k] = v
 	}
 	askDeferred(moveArgs, t.Entity, seqs)
-	tag, err := s.pool.Exec(ctx, deadLetterDeferredSQL, moveArgs)
+	var woken []wakeTarget
+	// An entity that forwards its dead letters moves them on in the same transaction, as a
+	// claim that dead-letters does.
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, deadLetterDeferredSQL, moveArgs)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		woken = append(woken, wakeTarget{entity: t.Entity.ID}) // the dead-letter subqueue's receivers
+		if t.Entity.Props.ForwardDeadLetteredMessagesTo != "" {
+			moved, err := s.transferDeadLetters(ctx, tx, t.Entity)
+			woken = append(woken, moved...)
+			return err
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("dead-letter deferred messages of %s: %w", t, interpretError(err))
 	}
-	if tag.RowsAffected() > 0 {
-		s.announce(wakeTarget{entity: t.Entity.ID}) // for the dead-letter subqueue's receivers
-	}
+	s.announce(woken...)
 	return nil
 }
 

@@ -801,3 +801,27 @@ func TestResetConnections(t *testing.T) {
 		t.Error("receive after the reset: nothing")
 	}
 }
+
+// A deferred message a deferred receive dead-letters for its deliveries goes on at once to
+// where its entity forwards dead letters, as one a claim dead-letters does (before, it waited
+// in the entity's dead-letter subqueue for the next maintenance run or claim).
+func TestReceiveDeferredPastMaxDeliveryCountForwards(t *testing.T) {
+	b := setup(t, manual)
+	collector := b.queue(t, "collector", nil)
+	q := b.queue(t, "q", func(p *store.Properties) {
+		p.MaxDeliveryCount = 1
+		p.ForwardDeadLetteredMessagesTo = "collector"
+	})
+	target := store.Target{Entity: q}
+	worn := b.deferAll(t, q, "worn")[0].SequenceNumber // its one delivery: the receive that deferred it
+	if _, err := receiveDeferred1(b.ctx, b.store, target, worn, store.PeekLock); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("receive of a worn deferred message: %v; want ErrNotFound", err)
+	}
+	if c := b.counts(t, "q"); c.Total() != 0 {
+		t.Errorf("q counts %+v; want nothing left, not even a dead letter", c)
+	}
+	got := b.drain(t, collector, store.SubQueueMain)
+	if len(got) != 1 || got[0].MessageID != "worn" || got[0].DeadLetterSource != "q" {
+		t.Fatalf("collector holds %+v; want worn, from q", got)
+	}
+}
