@@ -469,7 +469,7 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 		r.held = r.held[1:]
 		r.settleAll([]uuid.UUID{o.m.LockToken}, store.Abandon)
 		r.giveBack()
-		r.awaitOutcomes()
+		r.awaitOutcomes(l)
 		detach = o.unsendable
 	}
 	if detach != nil {
@@ -484,8 +484,8 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 // all made, before the link is detached: an outcome that came after the detach would be
 // dropped, and its message redelivered, counted, when its lock ran out. It waits no longer
 // than the entity's lock duration (the locks have run out by then, unless renewed) nor past
-// the link's end.
-func (r *entityReceiver) awaitOutcomes() {
+// the link's end. A drain asked meanwhile is answered at once: nothing more will be sent.
+func (r *entityReceiver) awaitOutcomes(l *amqp.SenderLink) {
 	t, aerr := r.target(r.ctx)
 	if aerr != nil {
 		return
@@ -501,6 +501,10 @@ func (r *entityReceiver) awaitOutcomes() {
 		}
 		select {
 		case <-r.settled:
+		case <-r.wake:
+			if l.Drain() {
+				l.CompleteDrain()
+			}
 		case <-r.ctx.Done():
 			return
 		case <-bound.C:
