@@ -155,6 +155,21 @@ func (d *delivery) deliver(target *Entity, m *Message, sent *Entity, hops int) e
 	return d.place(target, m, hops)
 }
 
+// forwardDeadLetter delivers a dead letter of from to next, where from forwards its dead
+// letters. One next refuses (a session entity refuses a message without a SessionId) leaves
+// no row anywhere and reports false: it stays in from's dead-letter subqueue, as when the
+// target is gone. Failing instead would undo the transaction that dead-lettered it — a
+// settlement, a claim, the maintenance run of every entity — again at every attempt.
+func (d *delivery) forwardDeadLetter(next *Entity, m *Message, from *Entity) (bool, error) {
+	n := len(d.rows)
+	err := d.deliver(next, m, from, 1)
+	if ErrorCode(err) == CodeBadRequest {
+		d.rows = d.rows[:n]
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // place adds m as a row of entity e, dead-lettered ones going on to e's
 // ForwardDeadLetteredMessagesTo when it has one. hops is how many times m was auto-forwarded to
 // get here: a forwarded message carries the sequence number of its original send as its
@@ -168,7 +183,10 @@ func (d *delivery) place(e *Entity, m *Message, hops int) error {
 		if next, err := d.s.Resolve(d.ctx, e.Props.ForwardDeadLetteredMessagesTo); err == nil {
 			fwd := *m
 			fwd.State, fwd.DeadLetterSource = StateActive, e.Path
-			return d.deliver(next, &fwd, e, 1)
+			if ok, err := d.forwardDeadLetter(next, &fwd, e); ok || err != nil {
+				return err
+			}
+			// Refused there: it stays in e's dead-letter subqueue.
 		}
 	}
 	props, ok := d.encoded[m]
@@ -365,11 +383,13 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 	}
 	var woken []wakeTarget
 	const chunk = 500
+	var after int64 // the chunks go on from here: those the target refused stay behind
 	for {
 		now := s.now()
 		rows, err := tx.Query(ctx, `SELECT `+messageSelectFrom("m")+` FROM messages m
 			WHERE m.entity_id = $1 AND m.state = `+sqlDeadLetter+` AND (m.lock_token IS NULL OR m.visible_at <= $2)
-			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk)
+				AND m.seq > $4
+			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk, after)
 		if err != nil {
 			return woken, err
 		}
@@ -377,12 +397,13 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 		if err != nil || len(msgs) == 0 {
 			return woken, err
 		}
+		after = msgs[len(msgs)-1].SequenceNumber
 		d := s.newDelivery(ctx, now)
-		seqs := make([]int64, len(msgs))
-		for i, m := range msgs {
+		seqs := make([]int64, 0, len(msgs)) // those moved
+		for _, m := range msgs {
 			d.begin(target)
 			d.dedupUntil = time.Time{} // a forwarded dead letter is not a new send to deduplicate
-			seqs[i] = m.SequenceNumber
+			seq := m.SequenceNumber
 			// A new message of the target: enqueued now, its time to live counted from now (an
 			// expired dead letter would otherwise arrive expired), capped by the target's.
 			m.State, m.DeadLetterSource = StateActive, e.Path
@@ -395,8 +416,12 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 				m.TimeToLive = target.Props.DefaultMessageTimeToLive
 			}
 			m.ExpiresAt = addClamped(now, m.TimeToLive)
-			if err := d.deliver(target, m, target, 1); err != nil {
+			moved, err := d.forwardDeadLetter(target, m, e)
+			if err != nil {
 				return woken, err
+			}
+			if moved {
+				seqs = append(seqs, seq)
 			}
 		}
 		if len(d.rows) > 0 {
@@ -404,11 +429,13 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 				return woken, err
 			}
 		}
-		if _, err := tx.Exec(ctx, `WITH removed AS (
-				DELETE FROM messages WHERE entity_id = $1 AND seq = ANY($2) RETURNING size
-			) INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-			SELECT $1, 0, -count(*), -sum(size) FROM removed HAVING count(*) > 0`, e.ID, seqs); err != nil {
-			return woken, err
+		if len(seqs) > 0 {
+			if _, err := tx.Exec(ctx, `WITH removed AS (
+					DELETE FROM messages WHERE entity_id = $1 AND seq = ANY($2) RETURNING size
+				) INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+				SELECT $1, 0, -count(*), -sum(size) FROM removed HAVING count(*) > 0`, e.ID, seqs); err != nil {
+				return woken, err
+			}
 		}
 		woken = append(woken, d.wakeTargets()...)
 		if len(msgs) < chunk {

@@ -649,3 +649,45 @@ func TestRuleValuesStoredWithoutType(t *testing.T) {
 		t.Errorf("legacy parameters (-want +got):\n%s", diff)
 	}
 }
+
+// A dead letter its entity's ForwardDeadLetteredMessagesTo target refuses (a session queue, a
+// message without a SessionId) stays in the entity's dead-letter subqueue, as when the target
+// is gone. Before, the refusal undid the transaction that dead-lettered it: the abandon failed
+// (the message stayed locked), and the maintenance run failed for every entity (an unrelated
+// queue's expired message stayed).
+func TestForwardedDeadLetterRefusedByTheTarget(t *testing.T) {
+	b := setup(t, manual)
+	b.queue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	q := b.queue(t, "q", func(p *store.Properties) {
+		p.MaxDeliveryCount = 1
+		p.ForwardDeadLetteredMessagesTo = "sq"
+	})
+	other := b.queue(t, "other", nil)
+	b.send(t, q, store.Message{Body: []byte("plain"), MessageID: "plain"},
+		store.Message{Body: []byte("sessioned"), MessageID: "sessioned", SessionID: "s"})
+	b.send(t, other, store.Message{Body: []byte("short"), TimeToLive: time.Minute})
+	for range 2 {
+		m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+		// Its last delivery: the abandon dead-letters it, and forwards what sq takes.
+		if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Abandon, "", m.LockToken); err != nil {
+			t.Fatalf("abandon of %s: %v", m.MessageID, err)
+		}
+	}
+	if dl := b.drain(t, q, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != "plain" {
+		t.Errorf("q's dead letters = %q; want plain, which sq refuses", bodies(dl))
+	}
+	b.clock.Advance(2 * time.Minute)
+	b.send(t, q, store.Message{Body: []byte("later"), MessageID: "later"})
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	b.clock.Advance(q.Props.LockDuration + time.Second) // its lock lapses: the sweep dead-letters it
+	b.maintain(t)
+	if c := b.counts(t, "other"); c.Total() != 0 {
+		t.Errorf("other's counts after maintenance = %+v; want its expired message gone", c)
+	}
+	if dl := b.drain(t, q, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != m.MessageID {
+		t.Errorf("q's dead letters after maintenance = %q; want later", bodies(dl))
+	}
+	if c := b.counts(t, "sq"); c.Active != 1 || c.DeadLetter != 0 {
+		t.Errorf("sq's counts = %+v; want the sessioned dead letter, forwarded", c)
+	}
+}
