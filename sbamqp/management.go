@@ -214,7 +214,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		// before a missing one, and the client, answered not-found, never got them.
 		msgs, err := st.ReceiveDeferred(ctx, t, seqs, mode)
 		if err != nil {
-			return nil, messageNotFound(err)
+			return nil, sessionErr(messageNotFound(err)) // lock lost: only a session's can be
 		}
 		list := make(amqp.List, 0, len(msgs))
 		for _, sm := range msgs {

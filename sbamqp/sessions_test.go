@@ -236,3 +236,48 @@ func TestSessionAcceptThenCloseKeepsTheCompletion(t *testing.T) {
 		}
 	}
 }
+
+// A deferred receive by sequence number in a session whose lock has ended answers
+// com.microsoft:session-lock-lost, as the session's other $management operations do (it
+// answered com.microsoft:message-lock-lost).
+func TestReceiveDeferredAfterTheSessionLockEnded(t *testing.T) {
+	b := newBroker(t)
+	ctx := ctxT(t)
+	q := b.createQueue(t, "q", func(p *store.Properties) { p.RequiresSession = true })
+	if err := b.store.Send(ctx, q, []store.Message{{Body: []byte("a"), SessionID: "s1"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
+	r, err := c.sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{Credit: 1,
+		Filters: []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x137000000C, "s1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Receive(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(2 * time.Minute) // past the session's lock
+	req, err := c.sess.NewSender(ctx, "q/$management", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := c.sess.NewReceiver(ctx, "q/$management", &goamqp.ReceiverOptions{TargetAddress: "mgmt-reply", Credit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := req.Send(ctx, &goamqp.Message{
+		Properties:            &goamqp.MessageProperties{MessageID: "1", ReplyTo: ptr("mgmt-reply")},
+		ApplicationProperties: map[string]any{"operation": "com.microsoft:receive-by-sequence-number"},
+		Value:                 map[string]any{"sequence-numbers": []int64{1}, "receiver-settle-mode": uint32(1), "session-id": "s1"},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := reply.Receive(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, cond := m.ApplicationProperties["statusCode"], m.ApplicationProperties["errorCondition"]; code != int32(410) || cond != "com.microsoft:session-lock-lost" {
+		t.Errorf("receive-by-sequence-number after the session lock ended: %v %v %v; want 410 com.microsoft:session-lock-lost",
+			code, cond, m.ApplicationProperties["statusDescription"])
+	}
+}
