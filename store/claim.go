@@ -535,25 +535,32 @@ func (s *Postgres) deadLetterDeferred(ctx context.Context, t Target, seqs []int6
 	askDeferred(moveArgs, t.Entity, seqs)
 	var woken []wakeTarget
 	// An entity that forwards its dead letters moves them on in the same transaction, as a
-	// claim that dead-letters does.
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, deadLetterDeferredSQL, moveArgs)
-		if err != nil || tag.RowsAffected() == 0 {
-			return err
-		}
-		woken = append(woken, wakeTarget{entity: t.Entity.ID}) // the dead-letter subqueue's receivers
-		if t.Entity.Props.ForwardDeadLetteredMessagesTo != "" {
-			moved, err := s.transferDeadLetters(ctx, tx, t.Entity)
-			woken = append(woken, moved...)
-			return err
-		}
-		return nil
+	// claim that dead-letters does; a deadlock runs it again, as the receive it follows.
+	err := s.retryConflicts(ctx, func() { woken = nil }, func() error {
+		return s.deadLetterDeferredTx(ctx, t, moveArgs, &woken)
 	})
 	if err != nil {
 		return fmt.Errorf("dead-letter deferred messages of %s: %w", t, interpretError(err))
 	}
 	s.announce(woken...)
 	return nil
+}
+
+// deadLetterDeferredTx is one attempt of deadLetterDeferred, adding to woken whom it concerns.
+func (s *Postgres) deadLetterDeferredTx(ctx context.Context, t Target, moveArgs pgx.NamedArgs, woken *[]wakeTarget) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, deadLetterDeferredSQL, moveArgs)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		*woken = append(*woken, wakeTarget{entity: t.Entity.ID}) // the dead-letter subqueue's receivers
+		if t.Entity.Props.ForwardDeadLetteredMessagesTo != "" {
+			moved, err := s.transferDeadLetters(ctx, tx, t.Entity)
+			*woken = append(*woken, moved...)
+			return err
+		}
+		return nil
+	})
 }
 
 // askDeferred sets the arguments naming the messages a deferred-message statement looks for:
