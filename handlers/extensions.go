@@ -192,7 +192,7 @@ func (s *Server) CancelScheduled(w http.ResponseWriter, r *http.Request, entityP
 		err = store.BadRequest("Scheduled messages live in the entity, not its dead-letter subqueue.")
 	}
 	if err == nil {
-		err = s.store.CancelScheduled(r.Context(), e, seq)
+		err = s.store.CancelScheduled(r.Context(), e, []int64{seq})
 	}
 	if err != nil {
 		s.writeError(w, r, err)

@@ -248,6 +248,16 @@ func TestSDKScheduleAndCancel(t *testing.T) {
 			t.Errorf("peeked %s seq %d state %v at %v; scheduled as %d at %v", m.Body, *m.SequenceNumber, m.State, m.ScheduledEnqueueTime, seqs[i], at)
 		}
 	}
+	// All or none: with a number that names nothing scheduled, nothing is cancelled (before,
+	// those ahead of it were, and the request failed all the same).
+	err = s.CancelScheduledMessages(ctx, []int64{seqs[0], seqs[2] + 100, seqs[2]}, nil)
+	var sbErr *azservicebus.Error
+	if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeNotFound {
+		t.Fatalf("cancel with a missing number: %v; want not found", err)
+	}
+	if peeked, err := r.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &seqs[0]}); err != nil || len(peeked) != 3 {
+		t.Fatalf("after the refused cancel, peek = %d messages, %v; want all 3 still scheduled", len(peeked), err)
+	}
 	if err := s.CancelScheduledMessages(ctx, []int64{seqs[0], seqs[2]}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -293,10 +293,9 @@ func schedule(ctx context.Context, st store.Store, e *store.Entity, sq store.Sub
 		if err != nil {
 			return nil, err
 		}
-		for _, seq := range seqs {
-			if err := st.CancelScheduled(ctx, e, seq); err != nil {
-				return nil, messageNotFound(err)
-			}
+		// All or none, as Service Bus answers one error naming the numbers missing.
+		if err := st.CancelScheduled(ctx, e, seqs); err != nil {
+			return nil, messageNotFound(err)
 		}
 		return amqp.Map{}, nil
 	}

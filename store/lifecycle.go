@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,31 +46,81 @@ func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int6
 	return msgs, nil
 }
 
-// cancelScheduledSQL removes a message that is still waiting for its scheduled time.
+// cancelScheduledSQL removes the messages @seqs (askDeferred) that are still waiting for their
+// scheduled time, and returns their sequence numbers.
 const cancelScheduledSQL = `
 WITH removed AS (
-	DELETE FROM messages
-	WHERE entity_id = $1 AND seq = $2 AND state = ` + sqlActive + ` AND lock_token IS NULL AND visible_at > $3
-	RETURNING entity_id, size
+	DELETE FROM messages m USING` + deferredAskedSQL + `
+	WHERE m.entity_id = w.entity AND m.seq = w.seq AND m.state = ` + sqlActive + `
+		AND m.lock_token IS NULL AND m.visible_at > @now
+	RETURNING m.seq, m.size
 ), counted AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-	SELECT entity_id, -count(*), 0, -sum(size) FROM removed GROUP BY entity_id
+	SELECT @entity, -count(*), 0, -sum(size) FROM removed HAVING count(*) > 0
 )
-SELECT count(*) FROM removed`
+SELECT seq FROM removed`
 
-// CancelScheduled removes the scheduled message with sequence number seq before it becomes
-// visible. Errors: ErrNotFound when there is no such message or its time has come.
-func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seq int64) error {
-	var n int
-	if err := s.pool.QueryRow(ctx, cancelScheduledSQL, e.ID, seq, s.now()).Scan(&n); err != nil {
-		return fmt.Errorf("cancel scheduled message %d in %s: %w", seq, e.Path, interpretError(err))
+// CancelScheduled removes the scheduled messages with sequence numbers seqs before they become
+// visible, all or none: when one of them is not waiting for its time (there is no such message,
+// or its time has come), none is removed and the error is ErrNotFound naming those missing.
+// Repeated numbers count once; more than MaxReceiveBatch is a bad request.
+func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seqs []int64) error {
+	if len(seqs) > MaxReceiveBatch {
+		return BadRequest("A request may cancel at most %d scheduled messages; this one names %d sequence numbers.", MaxReceiveBatch, len(seqs))
 	}
-	if n == 0 {
-		return notFound("No scheduled message with sequence number %d is waiting in '%s'.", seq, e.Path)
+	want := distinctSeqs(seqs)
+	if len(want) == 0 {
+		return nil
+	}
+	args := pgx.NamedArgs{"entity": e.ID, "now": s.now()}
+	askDeferred(args, e, want)
+	removed := make(map[int64]bool, len(want))
+	err := s.retryConflicts(ctx, func() { clear(removed) }, func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, cancelScheduledSQL, args)
+			if err != nil {
+				return err
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return err
+			}
+			for _, seq := range got {
+				removed[seq] = true
+			}
+			if len(removed) < len(want) {
+				return errNotAllScheduled // rolls back those it removed
+			}
+			return nil
+		})
+	})
+	if errors.Is(err, errNotAllScheduled) {
+		var missing []string
+		for _, seq := range want {
+			if !removed[seq] {
+				missing = append(missing, strconv.FormatInt(seq, 10))
+			}
+		}
+		if len(want) == 1 {
+			return notFound("No scheduled message with sequence number %s is waiting in '%s'.", missing[0], e.Path)
+		}
+		if len(missing) == 1 {
+			return notFound("No scheduled message with sequence number %s is waiting in '%s'; none was cancelled.", missing[0], e.Path)
+		}
+		if len(missing) > 10 {
+			missing = append(missing[:10], "…")
+		}
+		return notFound("No scheduled messages with sequence numbers %s are waiting in '%s'; none was cancelled.", strings.Join(missing, ", "), e.Path)
+	}
+	if err != nil {
+		return fmt.Errorf("cancel scheduled messages in %s: %w", e.Path, interpretError(err))
 	}
 	s.touch(e)
 	return nil
 }
+
+// errNotAllScheduled rolls back a CancelScheduled that did not find every message asked for.
+var errNotAllScheduled = errors.New("not every message asked for is a scheduled message")
 
 // purgeChunk bounds one purge transaction, so purging millions of messages neither holds one
 // huge transaction nor blocks senders for long.

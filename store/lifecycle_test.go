@@ -111,14 +111,26 @@ func TestScheduledCountsAndCancel(t *testing.T) {
 	if err != nil || len(msgs) != 2 {
 		t.Fatalf("Browse = %d messages, %v", len(msgs), err)
 	}
-	if err := b.store.CancelScheduled(b.ctx, q, msgs[1].SequenceNumber); err != nil {
+	// All or none: with a number that names nothing scheduled, nothing is cancelled.
+	missing := msgs[1].SequenceNumber + 100
+	err = b.store.CancelScheduled(b.ctx, q, []int64{msgs[1].SequenceNumber, missing})
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprint(missing)) {
+		t.Errorf("cancel [s2, missing]: err = %v; want ErrNotFound naming %d", err, missing)
+	}
+	if c := b.counts(t, "q"); c.Scheduled != 2 {
+		t.Errorf("counts after the refused cancel = %+v; want 2 scheduled still", c)
+	}
+	if err := b.store.CancelScheduled(b.ctx, q, make([]int64, store.MaxReceiveBatch+1)); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("cancel of %d numbers: err = %v; want ErrBadRequest", store.MaxReceiveBatch+1, err)
+	}
+	if err := b.store.CancelScheduled(b.ctx, q, []int64{msgs[1].SequenceNumber, msgs[1].SequenceNumber}); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
-	if err := b.store.CancelScheduled(b.ctx, q, msgs[1].SequenceNumber); !errors.Is(err, store.ErrNotFound) {
+	if err := b.store.CancelScheduled(b.ctx, q, []int64{msgs[1].SequenceNumber}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("second cancel: err = %v; want ErrNotFound", err)
 	}
 	b.clock.Advance(2 * time.Minute)
-	if err := b.store.CancelScheduled(b.ctx, q, msgs[0].SequenceNumber); !errors.Is(err, store.ErrNotFound) {
+	if err := b.store.CancelScheduled(b.ctx, q, []int64{msgs[0].SequenceNumber}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("cancel after the schedule passed: err = %v; want ErrNotFound", err)
 	}
 	if c := b.counts(t, "q"); c.Scheduled != 0 || c.Active != 1 {

@@ -79,8 +79,9 @@ type Store interface {
 	ReceiveDeferred(ctx context.Context, t Target, seqs []int64, mode ReceiveMode) ([]*Message, error)
 	// Browse lists up to n messages of a subqueue from sequence number from on, without locks.
 	Browse(ctx context.Context, e *Entity, sq SubQueue, from int64, n int) ([]*Message, error)
-	// CancelScheduled removes a message still waiting for its scheduled time. Errors: ErrNotFound.
-	CancelScheduled(ctx context.Context, e *Entity, seq int64) error
+	// CancelScheduled removes messages still waiting for their scheduled time, all or none.
+	// Errors: ErrNotFound naming those not waiting, ErrBadRequest (more than MaxReceiveBatch).
+	CancelScheduled(ctx context.Context, e *Entity, seqs []int64) error
 	// Purge deletes every message of a subqueue and returns how many.
 	Purge(ctx context.Context, e *Entity, sq SubQueue) (int64, error)
 	// Resubmit moves dead-lettered messages back into the entity as new messages: the one with
