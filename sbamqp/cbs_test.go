@@ -215,37 +215,12 @@ func TestTokenExpiryOnALink(t *testing.T) {
 func TestManagementRefusals(t *testing.T) {
 	b := newBroker(t)
 	b.createQueue(t, "q", nil)
-	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
-	ctx := ctxT(t)
-	req, err := c.sess.NewSender(ctx, "q/$management", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reply, err := c.sess.NewReceiver(ctx, "q/$management", &goamqp.ReceiverOptions{TargetAddress: "mgmt-reply", Credit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgmt := dialCBS(t, b, goamqp.SASLTypePlain("root", "key")).management(t, "q")
 	var cond string // the last reply's errorCondition
 	call := func(op string, body map[string]any) (int32, string) {
 		t.Helper()
-		if err := req.Send(ctx, &goamqp.Message{
-			Properties:            &goamqp.MessageProperties{MessageID: op, ReplyTo: ptr("mgmt-reply")},
-			ApplicationProperties: map[string]any{"operation": op},
-			Value:                 body,
-		}, nil); err != nil {
-			t.Fatal(err)
-		}
-		m, err := reply.Receive(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = reply.AcceptMessage(ctx, m)
-		if m.Properties == nil || m.Properties.CorrelationID != op {
-			t.Errorf("%s: reply correlates to %v", op, m.Properties)
-		}
-		code, _ := m.ApplicationProperties["statusCode"].(int32)
-		desc, _ := m.ApplicationProperties["statusDescription"].(string)
-		cond, _ = m.ApplicationProperties["errorCondition"].(string)
+		code, c, desc := mgmt(op, body)
+		cond = c
 		return code, desc
 	}
 	if code, desc := call("com.microsoft:schedule-message", map[string]any{"messages": []any{}}); code != 400 {
@@ -342,5 +317,43 @@ func TestUnsupportedMessagesAreRejected(t *testing.T) {
 	}
 	if e, err := b.store.GetEntity(ctx, "q"); err != nil || e.Counts.Active != 1 {
 		t.Errorf("q holds %+v, %v; want the one supported message", e.Counts, err)
+	}
+}
+
+// management opens request and reply links to entity's $management on c's session, and returns
+// a call that sends operation op with body and returns the reply's statusCode, errorCondition
+// and statusDescription.
+func (c *cbsClient) management(t *testing.T, entity string) func(op string, body map[string]any) (int32, string, string) {
+	t.Helper()
+	ctx := ctxT(t)
+	req, err := c.sess.NewSender(ctx, entity+"/$management", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := c.sess.NewReceiver(ctx, entity+"/$management", &goamqp.ReceiverOptions{TargetAddress: "mgmt-reply", Credit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(op string, body map[string]any) (int32, string, string) {
+		t.Helper()
+		if err := req.Send(ctx, &goamqp.Message{
+			Properties:            &goamqp.MessageProperties{MessageID: op, ReplyTo: ptr("mgmt-reply")},
+			ApplicationProperties: map[string]any{"operation": op},
+			Value:                 body,
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		m, err := reply.Receive(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = reply.AcceptMessage(ctx, m)
+		if m.Properties == nil || m.Properties.CorrelationID != op {
+			t.Errorf("%s: reply correlates to %v", op, m.Properties)
+		}
+		code, _ := m.ApplicationProperties["statusCode"].(int32)
+		cond, _ := m.ApplicationProperties["errorCondition"].(string)
+		desc, _ := m.ApplicationProperties["statusDescription"].(string)
+		return code, cond, desc
 	}
 }

@@ -257,27 +257,9 @@ func TestReceiveDeferredAfterTheSessionLockEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.clock.Advance(2 * time.Minute) // past the session's lock
-	req, err := c.sess.NewSender(ctx, "q/$management", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reply, err := c.sess.NewReceiver(ctx, "q/$management", &goamqp.ReceiverOptions{TargetAddress: "mgmt-reply", Credit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := req.Send(ctx, &goamqp.Message{
-		Properties:            &goamqp.MessageProperties{MessageID: "1", ReplyTo: ptr("mgmt-reply")},
-		ApplicationProperties: map[string]any{"operation": "com.microsoft:receive-by-sequence-number"},
-		Value:                 map[string]any{"sequence-numbers": []int64{1}, "receiver-settle-mode": uint32(1), "session-id": "s1"},
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	m, err := reply.Receive(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, cond := m.ApplicationProperties["statusCode"], m.ApplicationProperties["errorCondition"]; code != int32(410) || cond != "com.microsoft:session-lock-lost" {
-		t.Errorf("receive-by-sequence-number after the session lock ended: %v %v %v; want 410 com.microsoft:session-lock-lost",
-			code, cond, m.ApplicationProperties["statusDescription"])
+	code, cond, desc := c.management(t, "q")("com.microsoft:receive-by-sequence-number",
+		map[string]any{"sequence-numbers": []int64{1}, "receiver-settle-mode": uint32(1), "session-id": "s1"})
+	if code != 410 || cond != "com.microsoft:session-lock-lost" {
+		t.Errorf("receive-by-sequence-number after the session lock ended: %d %s %s; want 410 com.microsoft:session-lock-lost", code, cond, desc)
 	}
 }
