@@ -47,12 +47,14 @@ func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int6
 }
 
 // cancelScheduledSQL removes the messages @seqs (askDeferred) that are still waiting for their
-// scheduled time, and returns their sequence numbers.
+// scheduled time, and returns their sequence numbers. The time condition is written so that no
+// index can serve it: the index of scheduled messages can (visible_at > now is its key), and
+// read every entity's scheduled messages to find the few asked for (TestCancelScheduledPlan).
 const cancelScheduledSQL = `
 WITH removed AS (
 	DELETE FROM messages m USING` + deferredAskedSQL + `
 	WHERE m.entity_id = w.entity AND m.seq = w.seq AND m.state = ` + sqlActive + `
-		AND m.lock_token IS NULL AND m.visible_at > @now
+		AND m.lock_token IS NULL AND (m.visible_at > @now) IS TRUE
 	RETURNING m.seq, m.size
 ), counted AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
@@ -63,10 +65,10 @@ SELECT seq FROM removed`
 // CancelScheduled removes the scheduled messages with sequence numbers seqs before they become
 // visible, all or none: when one of them is not waiting for its time (there is no such message,
 // or its time has come), none is removed and the error is ErrNotFound naming those missing.
-// Repeated numbers count once; more than MaxReceiveBatch is a bad request.
+// Repeated numbers count once; more than MaxCancelBatch is a bad request.
 func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seqs []int64) error {
-	if len(seqs) > MaxReceiveBatch {
-		return BadRequest("A request may cancel at most %d scheduled messages; this one names %d sequence numbers.", MaxReceiveBatch, len(seqs))
+	if len(seqs) > MaxCancelBatch {
+		return BadRequest("A request may cancel at most %d scheduled messages; this one names %d sequence numbers.", MaxCancelBatch, len(seqs))
 	}
 	want := distinctSeqs(seqs)
 	if len(want) == 0 {
@@ -118,6 +120,11 @@ func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seqs []int64)
 	s.touch(e)
 	return nil
 }
+
+// MaxCancelBatch bounds the sequence numbers one cancel names: one transaction deletes them. It
+// is far above what one schedule request of small messages returns (a few thousand in the
+// size an SDK sends), so what one request scheduled one request can cancel.
+const MaxCancelBatch = 100000
 
 // errNotAllScheduled rolls back a CancelScheduled that did not find every message asked for.
 var errNotAllScheduled = errors.New("not every message asked for is a scheduled message")

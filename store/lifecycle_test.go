@@ -120,8 +120,8 @@ func TestScheduledCountsAndCancel(t *testing.T) {
 	if c := b.counts(t, "q"); c.Scheduled != 2 {
 		t.Errorf("counts after the refused cancel = %+v; want 2 scheduled still", c)
 	}
-	if err := b.store.CancelScheduled(b.ctx, q, make([]int64, store.MaxReceiveBatch+1)); !errors.Is(err, store.ErrBadRequest) {
-		t.Errorf("cancel of %d numbers: err = %v; want ErrBadRequest", store.MaxReceiveBatch+1, err)
+	if err := b.store.CancelScheduled(b.ctx, q, make([]int64, store.MaxCancelBatch+1)); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("cancel of %d numbers: err = %v; want ErrBadRequest", store.MaxCancelBatch+1, err)
 	}
 	if err := b.store.CancelScheduled(b.ctx, q, []int64{msgs[1].SequenceNumber, msgs[1].SequenceNumber}); err != nil {
 		t.Fatalf("cancel: %v", err)

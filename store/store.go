@@ -80,7 +80,7 @@ type Store interface {
 	// Browse lists up to n messages of a subqueue from sequence number from on, without locks.
 	Browse(ctx context.Context, e *Entity, sq SubQueue, from int64, n int) ([]*Message, error)
 	// CancelScheduled removes messages still waiting for their scheduled time, all or none.
-	// Errors: ErrNotFound naming those not waiting, ErrBadRequest (more than MaxReceiveBatch).
+	// Errors: ErrNotFound naming those not waiting, ErrBadRequest (more than MaxCancelBatch).
 	CancelScheduled(ctx context.Context, e *Entity, seqs []int64) error
 	// Purge deletes every message of a subqueue and returns how many.
 	Purge(ctx context.Context, e *Entity, sq SubQueue) (int64, error)
