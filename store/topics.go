@@ -384,12 +384,16 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 	var woken []wakeTarget
 	const chunk = 500
 	var after int64 // the chunks go on from here: those the target refused stay behind
+	// A session queue refuses a message without a SessionId: those are not even read, so the
+	// dead letters it refused cost nothing to every later dead-lettering of e. (A topic's
+	// session subscriptions refuse them too; those are read, tried and left each time.)
+	sessionsOnly := target.Kind == KindQueue && target.Props.ForwardTo == "" && target.Props.RequiresSession
 	for {
 		now := s.now()
 		rows, err := tx.Query(ctx, `SELECT `+messageSelectFrom("m")+` FROM messages m
 			WHERE m.entity_id = $1 AND m.state = `+sqlDeadLetter+` AND (m.lock_token IS NULL OR m.visible_at <= $2)
-				AND m.seq > $4
-			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk, after)
+				AND m.seq > $4 AND (NOT $5 OR coalesce(m.session_id, '') <> '')
+			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk, after, sessionsOnly)
 		if err != nil {
 			return woken, err
 		}

@@ -691,3 +691,27 @@ func TestForwardedDeadLetterRefusedByTheTarget(t *testing.T) {
 		t.Errorf("sq's counts = %+v; want the sessioned dead letter, forwarded", c)
 	}
 }
+
+// Dead letters a topic's session subscription refuses are read and left at each forwarding;
+// the forwarding pages past them, so more than a page of them (500) does not keep it reading
+// the same page forever (it did without the paging: maintenance ran until its deadline).
+func TestRefusedDeadLettersPastAPage(t *testing.T) {
+	b := setup(t, manual)
+	b.topic(t, "t", nil)
+	b.sub(t, "t", "s", nil, func(p *store.Properties) { p.RequiresSession = true })
+	q := b.queue(t, "q", func(p *store.Properties) {
+		p.ForwardDeadLetteredMessagesTo = "t"
+		p.DeadLetteringOnMessageExpiration = true
+	})
+	msgs := make([]store.Message, 600)
+	for i := range msgs {
+		msgs[i] = store.Message{Body: []byte("x"), TimeToLive: time.Minute}
+	}
+	b.send(t, q, msgs...)
+	b.clock.Advance(2 * time.Minute)
+	b.maintain(t) // expires them into q's dead-letter subqueue, where they stay
+	b.maintain(t) // and forwards again, past the first page
+	if c := b.counts(t, "q"); c.DeadLetter != 600 || c.Active != 0 {
+		t.Errorf("q's counts = %+v; want the 600 dead letters the subscription refuses", c)
+	}
+}
