@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -436,7 +435,7 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, 
 	s.touch(e)
 	now := s.now()
 	args := pgx.NamedArgs{"entity": e.ID, "now": now, "session": nil}
-	askDeferred(args, e, want)
+	askSeqs(args, e, want)
 	if t.Session != nil {
 		args["session"] = t.Session.SessionID
 	}
@@ -447,55 +446,46 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, 
 	}
 	taken := make(map[int64]*Message, len(want))
 	var exhausted []int64 // delivered MaxDeliveryCount times: dead-lettered by the attempt
-	reset := func() { clear(taken); exhausted = nil }
-	// A writer that locks some of these rows in another order can deadlock with this one;
-	// PostgreSQL then rolls one of them back, and this one runs again.
-	err := s.retryConflicts(ctx, reset, func() error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if t.Session != nil {
-				if err := s.checkSessionLock(ctx, tx, e, *t.Session, now); err != nil {
-					return err
-				}
-			}
-			rows, err := tx.Query(ctx, sql, args)
-			if err != nil {
+	missing, err := s.allOrNone(ctx, want, func(tx pgx.Tx, found map[int64]bool) error {
+		clear(taken)
+		exhausted = exhausted[:0]
+		if t.Session != nil {
+			if err := s.checkSessionLock(ctx, tx, e, *t.Session, now); err != nil {
 				return err
 			}
-			msgs, err := collectMessages(rows)
-			if err != nil {
-				return err
+		}
+		rows, err := tx.Query(ctx, sql, args)
+		if err != nil {
+			return err
+		}
+		msgs, err := collectMessages(rows)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if m.State == StateDeferred {
+				taken[m.SequenceNumber], found[m.SequenceNumber] = m, true
+			} else {
+				exhausted = append(exhausted, m.SequenceNumber)
 			}
-			for _, m := range msgs {
-				if m.State == StateDeferred {
-					taken[m.SequenceNumber] = m
-				} else {
-					exhausted = append(exhausted, m.SequenceNumber)
-				}
-			}
-			if len(taken) < len(want) {
-				return errNotAllDeferred // rolls back what the statement locked, removed or moved
-			}
-			return nil
-		})
+		}
+		return nil
 	})
-	if errors.Is(err, errNotAllDeferred) {
-		if len(exhausted) > 0 {
-			if err := s.deadLetterDeferred(ctx, t, exhausted, args); err != nil {
-				return nil, err
-			}
-		}
-		for _, seq := range want {
-			if taken[seq] == nil {
-				return nil, notFound("No deferred message with sequence number %d is available in '%s'.", seq, e.Path)
-			}
-		}
-	}
 	var de *Error
 	if errors.As(err, &de) {
 		return nil, err // as it is: the session lock is gone
 	}
 	if err != nil {
 		return nil, fmt.Errorf("receive deferred messages from %s: %w", t, interpretError(err))
+	}
+	if len(missing) > 0 {
+		// Rolled back, the moves to the dead-letter subqueue too: they are made again alone.
+		if len(exhausted) > 0 {
+			if err := s.deadLetterDeferred(ctx, t, exhausted, args); err != nil {
+				return nil, err
+			}
+		}
+		return nil, notFound("No deferred message with sequence number %d is available in '%s'.", missing[0], e.Path)
 	}
 	out := make([]*Message, len(want))
 	for i, seq := range want {
@@ -507,22 +497,6 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, 
 	return out, nil
 }
 
-// errNotAllDeferred rolls back a ReceiveDeferred that did not find every message asked for.
-var errNotAllDeferred = errors.New("not every message asked for is an available deferred message")
-
-// distinctSeqs is seqs with each sequence number once, at its first place.
-func distinctSeqs(seqs []int64) []int64 {
-	seen := make(map[int64]bool, len(seqs))
-	out := make([]int64, 0, len(seqs))
-	for _, seq := range seqs {
-		if !seen[seq] {
-			seen[seq] = true
-			out = append(out, seq)
-		}
-	}
-	return out
-}
-
 // deadLetterDeferred moves the deferred messages seqs of t that have been delivered
 // MaxDeliveryCount times to the dead-letter subqueue: what a ReceiveDeferred that failed found
 // so and rolled back. The statement checks each again, so one another request took meanwhile
@@ -532,7 +506,7 @@ func (s *Postgres) deadLetterDeferred(ctx context.Context, t Target, seqs []int6
 	for k, v := range args {
 		moveArgs[k] = v
 	}
-	askDeferred(moveArgs, t.Entity, seqs)
+	askSeqs(moveArgs, t.Entity, seqs)
 	var woken []wakeTarget
 	// An entity that forwards its dead letters moves them on in the same transaction, as a
 	// claim that dead-letters does; a deadlock runs it again, as the receive it follows.
@@ -563,30 +537,6 @@ func (s *Postgres) deadLetterDeferredTx(ctx context.Context, t Target, moveArgs 
 	})
 }
 
-// askDeferred sets the arguments naming the messages a deferred-message statement looks for:
-// @seqs, in ascending order, each with its entity in @entities.
-//
-// The statements join the pairs to messages, one primary-key lookup each. With the entity as a
-// constant instead (entity_id = @entity AND seq = ANY(@seqs), or a join on seq alone) the
-// planner, whenever the statistics predate the entity's backlog, read all of the entity's rows
-// to pick out those asked for (14,673 pages instead of 4,000 for 1,000 sequence numbers among
-// 100,000 messages: TestClaimPlanWithStaleStatistics). The plan, a nested loop from the pairs,
-// looks them up in the order given, so ascending order makes two requests for overlapping
-// messages lock them in one order, never each waiting for the other.
-func askDeferred(args pgx.NamedArgs, e *Entity, seqs []int64) {
-	sorted := slices.Clone(seqs)
-	slices.Sort(sorted)
-	entities := make([]int64, len(sorted))
-	for i := range entities {
-		entities[i] = e.ID
-	}
-	args["seqs"], args["entities"] = sorted, entities
-}
-
-// deferredAskedSQL is the messages asked for (askDeferred), for the FROM of an UPDATE or the
-// USING of a DELETE.
-const deferredAskedSQL = ` unnest(@entities::bigint[], @seqs::bigint[]) w(entity, seq)`
-
 // availableDeferredSQL picks, of the messages asked for, the deferred ones (in session @session
 // when not NULL) that are not locked and have not expired.
 const availableDeferredSQL = `
@@ -599,7 +549,7 @@ const availableDeferredSQL = `
 var receiveDeferredSQL = `
 WITH locked AS (
 	UPDATE messages m SET ` + lockOrDeadLetterSQL + `
-	FROM` + deferredAskedSQL + availableDeferredSQL + `
+	FROM` + askedSeqsSQL + availableDeferredSQL + `
 	RETURNING m.*
 ), moved AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
@@ -612,7 +562,7 @@ SELECT ` + messageSelect + ` FROM locked`
 var deadLetterDeferredSQL = `
 WITH moved AS (
 	UPDATE messages m SET ` + lockOrDeadLetterSQL + `
-	FROM` + deferredAskedSQL + availableDeferredSQL + `
+	FROM` + askedSeqsSQL + availableDeferredSQL + `
 		AND m.delivery_count >= @max_delivery
 	RETURNING 1
 )
@@ -622,7 +572,7 @@ SELECT @entity, -count(*), count(*), 0 FROM moved HAVING count(*) > 0`
 // deleteDeferredSQL removes the available deferred messages @seqs and counts the removal.
 var deleteDeferredSQL = `
 WITH removed AS (
-	DELETE FROM messages m USING` + deferredAskedSQL + availableDeferredSQL + `
+	DELETE FROM messages m USING` + askedSeqsSQL + availableDeferredSQL + `
 	RETURNING m.*
 ), counted AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)

@@ -102,7 +102,7 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 	}
 	deferredArgs := pgx.NamedArgs{"entity": q.ID, "now": s.now(), "session": nil,
 		"lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}
-	askDeferred(deferredArgs, q, seqs)
+	askSeqs(deferredArgs, q, seqs)
 	for _, tc := range []struct{ name, sql string }{
 		{"receive deferred", receiveDeferredSQL},
 		{"dead-letter deferred", deadLetterDeferredSQL},
@@ -566,7 +566,7 @@ func TestCancelScheduledPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := pgx.NamedArgs{"entity": q.ID, "now": s.now()}
-	askDeferred(args, q, []int64{seq})
+	askSeqs(args, q, []int64{seq})
 	for _, generic := range []bool{false, true} {
 		pages, nodes := explainPages(t, ctx, s, cancelScheduledSQL, args, generic)
 		t.Logf("cancel of one scheduled message (generic plan %v): %d pages", generic, pages)

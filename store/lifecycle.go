@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,13 +45,13 @@ func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int6
 	return msgs, nil
 }
 
-// cancelScheduledSQL removes the messages @seqs (askDeferred) that are still waiting for their
+// cancelScheduledSQL removes the messages @seqs (askSeqs) that are still waiting for their
 // scheduled time, and returns their sequence numbers. The time condition is written so that no
 // index can serve it: the index of scheduled messages can (visible_at > now is its key), and
 // read every entity's scheduled messages to find the few asked for (TestCancelScheduledPlan).
 const cancelScheduledSQL = `
 WITH removed AS (
-	DELETE FROM messages m USING` + deferredAskedSQL + `
+	DELETE FROM messages m USING` + askedSeqsSQL + `
 	WHERE m.entity_id = w.entity AND m.seq = w.seq AND m.state = ` + sqlActive + `
 		AND m.lock_token IS NULL AND (m.visible_at > @now) IS TRUE
 	RETURNING m.seq, m.size
@@ -75,47 +74,35 @@ func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seqs []int64)
 		return nil
 	}
 	args := pgx.NamedArgs{"entity": e.ID, "now": s.now()}
-	askDeferred(args, e, want)
-	removed := make(map[int64]bool, len(want))
-	err := s.retryConflicts(ctx, func() { clear(removed) }, func() error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, cancelScheduledSQL, args)
-			if err != nil {
-				return err
-			}
-			got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				return err
-			}
-			for _, seq := range got {
-				removed[seq] = true
-			}
-			if len(removed) < len(want) {
-				return errNotAllScheduled // rolls back those it removed
-			}
-			return nil
-		})
+	askSeqs(args, e, want)
+	missing, err := s.allOrNone(ctx, want, func(tx pgx.Tx, found map[int64]bool) error {
+		rows, err := tx.Query(ctx, cancelScheduledSQL, args)
+		if err != nil {
+			return err
+		}
+		removed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		for _, seq := range removed {
+			found[seq] = true
+		}
+		return err
 	})
-	if errors.Is(err, errNotAllScheduled) {
-		var missing []string
-		for _, seq := range want {
-			if !removed[seq] {
-				missing = append(missing, strconv.FormatInt(seq, 10))
-			}
-		}
-		if len(want) == 1 {
-			return notFound("No scheduled message with sequence number %s is waiting in '%s'.", missing[0], e.Path)
-		}
-		if len(missing) == 1 {
-			return notFound("No scheduled message with sequence number %s is waiting in '%s'; none was cancelled.", missing[0], e.Path)
-		}
-		if len(missing) > 10 {
-			missing = append(missing[:10], "…")
-		}
-		return notFound("No scheduled messages with sequence numbers %s are waiting in '%s'; none was cancelled.", strings.Join(missing, ", "), e.Path)
-	}
 	if err != nil {
 		return fmt.Errorf("cancel scheduled messages in %s: %w", e.Path, interpretError(err))
+	}
+	if len(missing) > 0 {
+		names := make([]string, 0, min(len(missing), 11))
+		for _, seq := range missing[:min(len(missing), 10)] {
+			names = append(names, strconv.FormatInt(seq, 10))
+		}
+		switch {
+		case len(want) == 1:
+			return notFound("No scheduled message with sequence number %s is waiting in '%s'.", names[0], e.Path)
+		case len(missing) == 1:
+			return notFound("No scheduled message with sequence number %s is waiting in '%s'; none was cancelled.", names[0], e.Path)
+		case len(missing) > 10:
+			names = append(names, "…")
+		}
+		return notFound("No scheduled messages with sequence numbers %s are waiting in '%s'; none was cancelled.", strings.Join(names, ", "), e.Path)
 	}
 	s.touch(e)
 	return nil
@@ -125,9 +112,6 @@ func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seqs []int64)
 // is far above what one schedule request of small messages returns (a few thousand in the
 // size an SDK sends), so what one request scheduled one request can cancel.
 const MaxCancelBatch = 100000
-
-// errNotAllScheduled rolls back a CancelScheduled that did not find every message asked for.
-var errNotAllScheduled = errors.New("not every message asked for is a scheduled message")
 
 // purgeChunk bounds one purge transaction, so purging millions of messages neither holds one
 // huge transaction nor blocks senders for long.

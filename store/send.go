@@ -525,20 +525,22 @@ func (s *Postgres) writeSends(jobs []*job[*sendRequest]) {
 	for _, j := range jobs {
 		rows = append(rows, j.req.rows...)
 	}
-	var seqs []int64
-	err := s.retryConflicts(ctx, nil, func() (err error) {
-		seqs, err = s.insertRows(ctx, s.pool, rows)
-		return err
-	})
-	err = interpretError(err)
+	// insert writes rows in one statement, again after a deadlock (the duplicate-detection
+	// entries are locked in one order, but other writers lock them too).
+	insert := func(rows []messageRow) (seqs []int64, err error) {
+		err = s.retryConflicts(ctx, nil, func() (err error) {
+			seqs, err = s.insertRows(ctx, s.pool, rows)
+			return err
+		})
+		return seqs, interpretError(err)
+	}
+	seqs, err := insert(rows)
 	if err != nil && len(jobs) > 1 && !errors.Is(err, ErrUnavailable) {
 		// One request's rows failed the shared statement; write each alone so the others commit.
 		for _, j := range jobs {
-			err := s.retryConflicts(ctx, nil, func() (err error) {
-				j.req.seqs, err = s.insertRows(ctx, s.pool, j.req.rows)
-				return err
-			})
-			s.finishSend(j, interpretError(err))
+			var err error
+			j.req.seqs, err = insert(j.req.rows)
+			s.finishSend(j, err)
 		}
 		return
 	}
