@@ -164,22 +164,24 @@ func ctxT(t *testing.T) context.Context {
 func newSender(t *testing.T, c *azservicebus.Client, entity string) *azservicebus.Sender {
 	t.Helper()
 	s, err := c.NewSender(entity, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
-	return s
+	return closedAtEnd(t, s, err)
 }
 
 // newReceiver is a receiver of c for queue (opts may be nil), closed when the test ends.
 func newReceiver(t *testing.T, c *azservicebus.Client, queue string, opts *azservicebus.ReceiverOptions) *azservicebus.Receiver {
 	t.Helper()
 	r, err := c.NewReceiverForQueue(queue, opts)
+	return closedAtEnd(t, r, err)
+}
+
+// closedAtEnd is v, opened (or failed to open, with err), closed when the test ends.
+func closedAtEnd[T interface{ Close(context.Context) error }](t *testing.T, v T, err error) T {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	return r
+	t.Cleanup(func() { _ = v.Close(context.Background()) })
+	return v
 }
 
 // sendBodies sends one message a body through s.
