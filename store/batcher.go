@@ -21,6 +21,7 @@ type batcher[T any] struct {
 	mu      sync.Mutex
 	started bool
 	quit    chan struct{}
+	stopped chan struct{} // closed once stop has drained the queue: nothing queued is written after
 	wg      sync.WaitGroup
 }
 
@@ -34,7 +35,7 @@ func (j *job[T]) finish(err error) { j.done <- err }
 
 func newBatcher[T any](writers, maxSize int, size func(T) int, write func([]*job[T])) *batcher[T] {
 	return &batcher[T]{writers: writers, maxSize: maxSize, size: size, write: write,
-		reqs: make(chan *job[T], 4096), quit: make(chan struct{})}
+		reqs: make(chan *job[T], 4096), quit: make(chan struct{}), stopped: make(chan struct{})}
 }
 
 func (b *batcher[T]) start() {
@@ -83,6 +84,7 @@ func (b *batcher[T]) stop() {
 	}
 	close(b.quit)
 	b.wg.Wait()
+	defer close(b.stopped)
 	for {
 		select {
 		case j := <-b.reqs:
@@ -111,6 +113,16 @@ func (b *batcher[T]) submit(ctx context.Context, req T) error {
 	case <-ctx.Done():
 		// The write may still commit; the client that gave up cannot be told either way.
 		return ctx.Err()
+	case <-b.stopped:
+		// A job queued as stop began (select picks among ready cases at random, so the queue
+		// can win over quit) after stop had drained the queue is never written: the writers
+		// are gone. One written or drained before is answered already.
+		select {
+		case err := <-j.done:
+			return err
+		default:
+			return errShuttingDown
+		}
 	}
 }
 

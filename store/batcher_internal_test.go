@@ -1,0 +1,38 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// A request submitted as the batcher stops, or after, is answered: written, or refused with
+// errShuttingDown. One could be queued after stop had drained the queue (the send to the queue
+// and the quit channel were both ready, and select picks at random) and then wait forever: a
+// settlement an AMQP link made as its gateway stopped did, and the test's goroutine-leak check
+// failed.
+func TestBatcherAnswersSubmitsAfterStop(t *testing.T) {
+	b := newBatcher(1, 10, func(int) int { return 1 }, func(jobs []*job[int]) {
+		for _, j := range jobs {
+			j.finish(nil)
+		}
+	})
+	b.start()
+	if err := b.submit(context.Background(), 1); err != nil {
+		t.Fatalf("submit while running: %v", err)
+	}
+	b.stop()
+	for i := range 200 {
+		done := make(chan error, 1)
+		go func() { done <- b.submit(context.Background(), i) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, errShuttingDown) {
+				t.Fatalf("submit %d after stop: %v; want errShuttingDown", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("submit %d after stop is still waiting", i)
+		}
+	}
+}
