@@ -1,5 +1,11 @@
 package store
 
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
 // CountsSQL lets tests look at the plan of the count query.
 const CountsSQL = countsSQL
 
@@ -12,11 +18,20 @@ func (s *Postgres) SharedClaims() int64 { return s.sharedClaims.Load() }
 // ConflictRetries is how many statements were run again after a deadlock.
 func (s *Postgres) ConflictRetries() int64 { return s.conflictRetries.Load() }
 
-// Conns is how many connections the store's pool and its generic-plan pool hold.
-func (s *Postgres) Conns() (pool, hot int32) {
-	pool = s.pool.Stat().TotalConns()
+// IdlePIDs are the backend process ids of the idle connections of the store's pool and of its
+// generic-plan pool.
+func (s *Postgres) IdlePIDs(ctx context.Context) (pool, hot []uint32) {
+	pids := func(p *pgxpool.Pool) []uint32 {
+		var out []uint32
+		for _, c := range p.AcquireAllIdle(ctx) {
+			out = append(out, c.Conn().PgConn().PID())
+			c.Release()
+		}
+		return out
+	}
+	pool = pids(s.pool)
 	if h := s.hot.Load(); h != nil {
-		hot = h.Stat().TotalConns()
+		hot = pids(h)
 	}
 	return pool, hot
 }
