@@ -12,6 +12,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -349,10 +350,16 @@ func (c *Conn) readHeader() ([8]byte, error) {
 	return h, nil
 }
 
+// saslMechanisms are the mechanisms the server offers, in its order of preference. MSSBCBS is
+// Service Bus's name for "anonymous now, claims-based security (a token put on $cbs) later": the
+// .NET client (Microsoft.Azure.Amqp) and uAMQP ask for it and close the connection when it is not
+// offered, and the service offers it first. The engine treats it as ANONYMOUS.
+var saslMechanisms = []Symbol{"MSSBCBS", "ANONYMOUS", "PLAIN"}
+
 // sasl runs the SASL exchange after the client's SASL header.
 func (c *Conn) sasl() error {
 	b := append([]byte(nil), headerSASL[:]...)
-	b, _ = AppendFrame(b, FrameTypeSASL, 0, &SASLMechanisms{Mechanisms: []Symbol{"ANONYMOUS", "PLAIN"}})
+	b, _ = AppendFrame(b, FrameTypeSASL, 0, &SASLMechanisms{Mechanisms: saslMechanisms})
 	if _, err := c.nc.Write(b); err != nil {
 		return fmt.Errorf("amqp: write sasl-mechanisms: %w", err)
 	}
@@ -379,7 +386,7 @@ func (c *Conn) sasl() error {
 	}
 	cred := SASLCredentials{Mechanism: string(init.Mechanism), Hostname: init.Hostname}
 	switch init.Mechanism {
-	case "ANONYMOUS":
+	case "ANONYMOUS", "MSSBCBS":
 		cred.Identity = string(init.InitialResponse)
 	case "PLAIN":
 		parts := bytes.SplitN(init.InitialResponse, []byte{0}, 3)
@@ -943,15 +950,39 @@ func (c *Conn) ReceiverLinks() []*ReceiverLink {
 	return out
 }
 
-// ReplyLink finds the link a reply addressed to replyTo goes on, for request/response nodes
-// such as $cbs and $management: the attached sender link whose target address is replyTo,
-// else the one whose name is replyTo (the Node SDK's $cbs reply link has no address). It
-// returns nil when there is none. Clients grant the reply link's credit only after its
-// attach completes, so a request may arrive before the reply can be sent: a reply that
-// meets ErrNoCredit waits for the link's SenderHandler.Flow.
-func (c *Conn) ReplyLink(replyTo string) *SenderLink {
+// ReplyLink finds the link the reply to a request that arrived on the link from goes on, for
+// request/response nodes such as $cbs and $management. With a reply-to address it is the
+// attached link on which the server sends whose target address is replyTo, else the one whose
+// name is replyTo (the Node SDK's $cbs reply link has no address). Without one (uAMQP and the
+// pure-Python client send none) it is the link on which the server sends in from's session whose
+// source is the node from's target names — the client's receiving half of the pair — preferring
+// one whose target names the node too (both Python clients attach source = target = node). It
+// returns nil when there is none. Clients grant the reply link's credit only after its attach
+// completes, so a request may arrive before the reply can be sent: a reply that meets
+// ErrNoCredit waits for the link's SenderHandler.Flow.
+func (c *Conn) ReplyLink(replyTo string, from *ReceiverLink) *SenderLink {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if replyTo == "" {
+		if from == nil {
+			return nil
+		}
+		node := from.targetAddress()
+		var bySource *SenderLink
+		for _, e := range from.sess.links {
+			l, ok := e.(*SenderLink)
+			if !ok || l.state != linkAttached || !strings.EqualFold(l.sourceAddress(), node) {
+				continue
+			}
+			if strings.EqualFold(l.targetAddress(), node) {
+				return l
+			}
+			if bySource == nil || l.handle < bySource.handle {
+				bySource = l
+			}
+		}
+		return bySource
+	}
 	var byName *SenderLink
 	for _, s := range c.sessions {
 		for _, e := range s.links {

@@ -20,7 +20,7 @@ type Options struct {
 	ContainerID string
 	// Properties are the properties of the server's open.
 	Properties Map
-	// Authenticate decides SASL exchanges (ANONYMOUS and PLAIN are offered); nil accepts
+	// Authenticate decides SASL exchanges (MSSBCBS, ANONYMOUS and PLAIN are offered); nil accepts
 	// every exchange, with the identity as principal.
 	Authenticate Authenticator
 	// AllowNoSASL accepts a client that skips SASL and opens AMQP directly (its principal
@@ -28,7 +28,9 @@ type Options struct {
 	// disconnected, as the specification says.
 	AllowNoSASL bool
 	// MaxFrameSize is the largest frame the server accepts (its open's max-frame-size);
-	// default 256 KiB, at least 512.
+	// default 64 KiB — what Service Bus announces, and what uAMQP (which refuses a frame over its
+	// own 64 KiB whatever the peer announced) and .NET expect —, at least 512. The server's own
+	// frames are split by the peer's max-frame-size.
 	MaxFrameSize uint32
 	// ChannelMax is the highest session channel the server accepts; default 1023.
 	ChannelMax uint16
@@ -76,7 +78,7 @@ func (o Options) withDefaults() Options {
 		o.ContainerID = "sbgate-" + hex.EncodeToString(b[:])
 	}
 	if o.MaxFrameSize == 0 {
-		o.MaxFrameSize = 256 << 10
+		o.MaxFrameSize = 64 << 10
 	}
 	o.MaxFrameSize = max(o.MaxFrameSize, minMaxFrameSize)
 	if o.ChannelMax == 0 {
