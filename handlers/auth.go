@@ -110,7 +110,8 @@ const (
 //   - a supplementary token in the header that goes with the property, signed by a namespace
 //     key or a key of the target, unexpired, with Send, and scoped to cover the target. Clients
 //     sign it differently (protocol.md §4.13): JS just the host (read as namespace-wide when it
-//     is the request's Host), Go the raw target, Python the sb:// URI of the target.
+//     is the request's Host: sas.Token.CoversAt), Go the raw target, Python the sb:// URI of the
+//     target.
 //
 // Every refusal reads the same whether the target exists or not, so the check cannot be used
 // to discover entities; only a caller that passed it sees the store's "doesn't exist" answer,
@@ -146,7 +147,7 @@ func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
 		if err != nil {
 			return unauthorized(f.header + ": " + tokenErrorText(err))
 		}
-		if !supplementaryCovers(tok, target, r.Host) {
+		if !tok.CoversAt(r.Host, target) {
 			return unauthorized(f.header + ": InvalidAudience: The token's resource does not cover '" + store.Clip(target) + "'.")
 		}
 		if !key.Rights.Has(sas.Send) {
@@ -154,24 +155,6 @@ func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
 		}
 	}
 	return nil
-}
-
-// supplementaryCovers reports whether a supplementary token's scope covers target, as
-// [sas.Token.Covers] does, except that an sr without a scheme whose first segment is the
-// request's Host is read as host[/path]: the JS client signs just the host, the Go client the
-// raw target name, and both come without a scheme.
-func supplementaryCovers(tok sas.Token, target, host string) bool {
-	sr, err := url.QueryUnescape(tok.Resource)
-	if err != nil {
-		return false
-	}
-	if !strings.Contains(sr, "://") {
-		first, rest, _ := strings.Cut(strings.Trim(sr, "/"), "/")
-		if host != "" && strings.EqualFold(first, host) {
-			tok.Resource = url.QueryEscape("sb://" + first + "/" + rest)
-		}
-	}
-	return tok.Covers(target)
 }
 
 // forwardTargetPath is the entity path of a forwarding target given as a path or sb://host/path.
