@@ -49,7 +49,7 @@ func (cs *conn) resolve(ctx context.Context, path string) (*store.Entity, *amqp.
 // its own goroutine: resolving the entity may read the database.
 func (cs *conn) attachEntitySender(req *amqp.AttachRequest) {
 	path, sq := entityAddress(req.TargetAddress())
-	if aerr := cs.authorize(path, sas.Send); aerr != nil {
+	if aerr := cs.authorize(sas.Send, path); aerr != nil {
 		_ = req.Refuse(aerr)
 		return
 	}
@@ -63,8 +63,13 @@ func (cs *conn) attachEntitySender(req *amqp.AttachRequest) {
 		return
 	}
 	s := &entitySender{cs: cs, path: e.Path}
+	size := int64(e.Props.MaxMessageSizeInKilobytes) * 1024
 	_, err := req.AcceptReceiver(s, amqp.ReceiverOptions{
-		MaxMessageSize: uint64(e.Props.MaxMessageSizeInKilobytes) * 1024,
+		RcvSettleMode:  &rcvFirst,
+		MaxMessageSize: uint64(size),
+		// The SDKs size their batches by it (Go prefers it to max-message-size; .NET falls back
+		// to 1 MiB without it). A batch is one message on the wire, so the limits are equal.
+		Properties: amqp.Map{{Key: propMaxMessageBatchSize, Value: size}},
 	})
 	if err != nil {
 		cs.h.log.Debug("amqp attach not accepted", "err", err)
@@ -115,7 +120,7 @@ func (s *entitySender) run(l *amqp.ReceiverLink) {
 // together in one store.Send when they all decode; when that fails, one by one, so each gets
 // its own outcome.
 func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []*amqp.Delivery) {
-	if aerr := s.cs.authorize(s.path, sas.Send); aerr != nil {
+	if aerr := s.cs.authorize(sas.Send, s.path); aerr != nil {
 		for _, d := range batch {
 			_ = d.Reject(aerr)
 		}
@@ -201,7 +206,7 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 	if sq == store.SubQueueDeadLetter {
 		authPath = path + "/$DeadLetterQueue"
 	}
-	if aerr := cs.authorize(authPath, sas.Listen); aerr != nil {
+	if aerr := cs.authorize(sas.Listen, authPath); aerr != nil {
 		_ = req.Refuse(aerr)
 		return
 	}
@@ -253,7 +258,10 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 	go r.pump(l)
 }
 
-const sessionFilter amqp.Symbol = "com.microsoft:session-filter"
+const (
+	sessionFilter           amqp.Symbol = "com.microsoft:session-filter"
+	propMaxMessageBatchSize amqp.Symbol = "com.microsoft:max-message-batch-size"
+)
 
 // entityReceiver feeds one receive link from the store: while the peer grants credit, one
 // store receive for up to that many messages waits at a time.
@@ -331,7 +339,7 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 			}
 			continue
 		}
-		if aerr := r.cs.authorize(r.authPath, sas.Listen); aerr != nil {
+		if aerr := r.cs.authorize(sas.Listen, r.authPath); aerr != nil {
 			_ = l.Detach(aerr)
 			return
 		}

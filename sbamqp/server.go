@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,7 +105,7 @@ func (h *Handler) Authenticate(ctx context.Context, cred amqp.SASLCredentials) (
 
 // Connect implements amqp.Handler.
 func (h *Handler) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
-	cs := &conn{h: h, c: c, pending: map[*amqp.SenderLink][]*amqp.Message{}}
+	cs := &conn{h: h, c: c, pending: map[*amqp.SenderLink][]*amqp.Message{}, inflight: make(chan struct{}, maxInFlight)}
 	if p, ok := c.Principal().(plainPrincipal); ok {
 		cs.plain = &p.key
 	}
@@ -115,6 +116,31 @@ func (h *Handler) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
 type grant struct {
 	tok    sas.Token
 	rights sas.Rights
+	// entity is the queue or topic whose own key signed the token ("" for a namespace key): such
+	// a grant covers that entity (its subscriptions and subqueues) and nothing else, whatever the
+	// token's scope says.
+	entity string
+}
+
+// covers reports whether the grant authorizes path, addressed at host.
+func (g grant) covers(host, path string) bool {
+	if !g.tok.CoversAt(host, path) {
+		return false
+	}
+	if g.entity == "" {
+		return true
+	}
+	want := strings.Split(g.entity, "/")
+	have := strings.Split(path, "/")
+	if len(have) < len(want) {
+		return false
+	}
+	for i := range want {
+		if !strings.EqualFold(want[i], have[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // conn is the state of one connection. The amqp.ConnHandler methods run one at a time on the
@@ -134,27 +160,34 @@ type conn struct {
 	releasing map[string]chan struct{}
 	// pending holds replies of request/response nodes that met a reply link without credit.
 	pending map[*amqp.SenderLink][]*amqp.Message
+	// inflight holds a token for each request of the connection being run (request).
+	inflight chan struct{}
 }
 
-// authorize checks that the connection may use entityPath with right need: a PLAIN key with
-// the right, or an unexpired put-token grant covering the path with it.
-func (cs *conn) authorize(entityPath string, need sas.Rights) *amqp.Error {
+// authorize checks that the connection may use an entity with right need: a PLAIN key with the
+// right, or an unexpired put-token grant with it covering one of paths — the entity's path, and
+// for its management operations also "<entity>/$management", the audience the SDKs authorize
+// their management links with.
+func (cs *conn) authorize(need sas.Rights, paths ...string) *amqp.Error {
+	entityPath := paths[0]
 	if cs.plain != nil {
 		if cs.plain.Rights.Has(need) {
 			return nil
 		}
-		return amqp.Errorf(condUnauthorized, "Unauthorized access. '%s' claim(s) are required to perform this operation on '%s'.", need.ClaimText(), entityPath)
+		return amqp.Errorf(condUnauthorized, "Unauthorized access. '%s' claim(s) are required to perform this operation. Resource: '%s'.", need.ClaimText(), store.Clip(entityPath))
 	}
 	now := cs.h.cfg.Now()
+	host := cs.c.Hostname()
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	expired, lacking := false, false
+	var expired *sas.Token
+	lacking := false
 	for _, g := range cs.grants {
-		if !g.tok.Covers(entityPath) {
+		if !slices.ContainsFunc(paths, func(p string) bool { return g.covers(host, p) }) {
 			continue
 		}
 		if now.After(time.Unix(g.tok.Expiry, 0).Add(cs.h.cfg.ClockSkew)) {
-			expired = true
+			expired = &g.tok
 			continue
 		}
 		if !g.rights.Has(need) {
@@ -165,22 +198,31 @@ func (cs *conn) authorize(entityPath string, need sas.Rights) *amqp.Error {
 	}
 	switch {
 	case lacking:
-		return amqp.Errorf(condUnauthorized, "Unauthorized access. '%s' claim(s) are required to perform this operation on '%s'.", need.ClaimText(), entityPath)
-	case expired:
-		return amqp.Errorf(condUnauthorized, "The token for '%s' has expired; put a new one on $cbs.", entityPath)
+		return amqp.Errorf(condUnauthorized, "Unauthorized access. '%s' claim(s) are required to perform this operation. Resource: '%s'.", need.ClaimText(), store.Clip(entityPath))
+	case expired != nil:
+		return amqp.Errorf(condUnauthorized, "%s", tokenErrorText(sas.ErrExpiredToken, *expired))
 	}
-	return amqp.Errorf(condUnauthorized, "No token authorizes '%s': put a SAS token for it on $cbs first.", entityPath)
+	return amqp.Errorf(condUnauthorized, "Unauthorized access: no token authorizes '%s'; put a token for it on $cbs first.", store.Clip(entityPath))
 }
 
-// Attach routes a link by its address: $cbs, an entity's $management node, or an entity.
+// rcvFirst is the receiver settle mode of every link on which sbgate receives (entity senders,
+// $cbs, $management): it settles each delivery at once with a settled disposition, as the
+// service does. uAMQP and the pure-Python client complete a send only on a settled disposition,
+// and go-amqp asks for first and checks the echo.
+var rcvFirst = amqp.ReceiverSettleModeFirst
+
+// Attach routes a link by its address: $cbs, an entity's $management node, or an entity. A
+// transaction coordinator is refused at once: transactions are not supported yet.
 func (cs *conn) Attach(req *amqp.AttachRequest) {
 	if req.PeerRole() == amqp.RoleSender {
 		addr := req.TargetAddress()
 		switch {
+		case req.Attach().Coordinator != nil:
+			_ = req.Refuse(amqp.Errorf(condNotImplemented, "Transactions are not supported by this broker yet: the transaction coordinator cannot be attached."))
 		case addr == cbsNode:
-			_, _ = req.AcceptReceiver(&cbsReceiver{cs: cs}, amqp.ReceiverOptions{})
+			_, _ = req.AcceptReceiver(&cbsReceiver{cs: cs}, amqp.ReceiverOptions{RcvSettleMode: &rcvFirst, Credit: requestCredit})
 		case isManagement(addr):
-			_, _ = req.AcceptReceiver(&managementReceiver{cs: cs, path: managementEntity(addr)}, amqp.ReceiverOptions{})
+			_, _ = req.AcceptReceiver(&managementReceiver{cs: cs, path: managementEntity(addr)}, amqp.ReceiverOptions{RcvSettleMode: &rcvFirst, Credit: requestCredit})
 		default:
 			go cs.attachEntitySender(req)
 		}
@@ -214,15 +256,67 @@ func (cs *conn) SessionEnded(*amqp.Session, error) {}
 // Closed implements amqp.ConnHandler.
 func (cs *conn) Closed(error) {}
 
-// reply sends m on the reply link for replyTo, or keeps it until the link has credit.
-func (cs *conn) reply(replyTo string, m *amqp.Message) {
-	l := cs.c.ReplyLink(replyTo)
+// Limits of the request/response nodes ($cbs, $management) of one connection: requestCredit
+// is the credit of each request link (requests taken and not yet settled), maxInFlight the
+// requests the connection runs at once (a request waits for a slot before it is taken), and
+// maxPendingReplies the replies one reply link may hold that wait for its credit; a reply link
+// that lets more pile up is detached with amqp:resource-limit-exceeded.
+const (
+	requestCredit     = 64
+	maxInFlight       = 32
+	maxPendingReplies = 256
+)
+
+// request runs one request of a request/response node: it settles the delivery, runs do on a
+// goroutine (at most maxInFlight per connection: the dispatcher waits for a slot, which slows a
+// peer that floods requests rather than spawning goroutines for it) and sends the reply do
+// returns with the request's message-id as its correlation-id, of the same AMQP type (the SDKs
+// compare them by value and type: a ulong counter, an int, a string, a uuid), on the reply link
+// (see amqp.Conn.ReplyLink). what names the request in the rejection of one that does not decode.
+func (cs *conn) request(l *amqp.ReceiverLink, d *amqp.Delivery, what string, do func(ctx context.Context, m *amqp.Message) *amqp.Message) {
+	m, err := d.Message()
+	if err != nil {
+		_ = d.Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError, Description: what + " is not a valid message."})
+		return
+	}
+	_ = d.Accept()
+	var replyTo string
+	var id any
+	if m.Properties != nil {
+		replyTo, id = m.Properties.ReplyTo, m.Properties.MessageID
+	}
+	ctx := l.Conn().Context()
+	select {
+	case cs.inflight <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	go func() {
+		defer func() { <-cs.inflight }()
+		reply := do(ctx, m)
+		if reply.Properties == nil {
+			reply.Properties = &amqp.Properties{}
+		}
+		reply.Properties.CorrelationID = id
+		cs.reply(replyTo, l, reply)
+	}()
+}
+
+// reply sends m on the reply link of a request that came on link from, or keeps it until the
+// link has credit.
+func (cs *conn) reply(replyTo string, from *amqp.ReceiverLink, m *amqp.Message) {
+	l := cs.c.ReplyLink(replyTo, from)
 	if l == nil {
-		cs.h.log.Debug("amqp reply dropped: no reply link", "reply_to", replyTo)
+		cs.h.log.Debug("amqp reply dropped: no reply link", "reply_to", store.Clip(replyTo), "request_link", store.Clip(from.Name()))
 		return
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	if len(cs.pending[l]) >= maxPendingReplies {
+		delete(cs.pending, l)
+		_ = l.Detach(amqp.Errorf(condResourceLimit, "More than %d replies wait for credit on this link.", maxPendingReplies))
+		return
+	}
 	cs.pending[l] = append(cs.pending[l], m)
 	cs.flushLocked(l)
 }
@@ -235,8 +329,9 @@ func (cs *conn) flushLocked(l *amqp.SenderLink) {
 			break
 		}
 		if err != nil {
-			cs.h.log.Debug("amqp reply not sent", "link", l.Name(), "err", err)
+			cs.h.log.Debug("amqp reply not sent", "link", store.Clip(l.Name()), "err", err)
 		}
+		q[0] = nil
 		q = q[1:]
 	}
 	if len(q) == 0 {
