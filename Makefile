@@ -11,7 +11,7 @@ APT_GET := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 run: postgres
 	$(GO) run ./cmd/sbgate
 
-test: postgres gcc compat-clients chromium
+test: postgres gcc compat-clients chromium java-clients
 	$(GO) test -race -timeout 12m ./...
 	@$(MAKE) --no-print-directory fuzz
 
@@ -70,7 +70,7 @@ check:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-deps: postgres gcc compat-clients chromium
+deps: postgres gcc compat-clients chromium java-clients
 
 # chromium is the headless browser the console tests (TestConsole*) drive; they fail without it.
 chromium:
@@ -120,6 +120,28 @@ compat-clients: node
 		[ -f $$d/package-lock.json ] || continue; \
 		[ -d $$d/node_modules ] || npm ci --prefix $$d --no-audit --no-fund --loglevel=error || exit 1; \
 	done
+
+# java-clients installs a JDK and Maven when missing and resolves the Java client's pinned Maven
+# dependencies (compat/java/pom.xml) into ~/.m2, which persists between runs, writing
+# compat/java/target/classpath.txt; compat/java_test.go compiles and runs its scenarios with that
+# class path, with no Maven and no download. It resolves again only when pom.xml changed or a jar
+# the class path names is gone.
+JAVA_CLASSPATH := $(CURDIR)/compat/java/target/classpath.txt
+java-clients:
+	@if command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing Java 17 and Maven for the Java client tests (apt-get install openjdk-17-jdk-headless maven)..."; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq openjdk-17-jdk-headless maven >/dev/null; \
+	else \
+		echo "javac or mvn not found: the Java client tests (compat/java) need a JDK 17 and Maven." >&2; exit 1; \
+	fi
+	@cp=$(JAVA_CLASSPATH); \
+	if [ -s $$cp ] && [ $$cp -nt compat/java/pom.xml ] && tr ':' '\n' < $$cp | xargs ls >/dev/null 2>&1; then :; \
+	else \
+		echo "Resolving the Java client's Maven dependencies (compat/java/pom.xml)..."; \
+		mvn -B -q -f compat/java/pom.xml dependency:build-classpath -Dmdep.includeScope=runtime \
+			-Dmdep.outputFile=$$cp || exit 1; \
+	fi
 
 clean:
 	rm -rf bin compat/*/node_modules
