@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/api"
 	"github.com/sbgate/sbgate/console"
 	"github.com/sbgate/sbgate/sas"
@@ -49,6 +50,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, serves GET /metrics (no token needed, like the health checks).
 	Metrics http.Handler
+	// AMQPWebSocket, when set, serves AMQP over WebSockets at /$servicebus/websocket (no token
+	// for the upgrade: the tunnel's AMQP connection authorizes itself); 404 otherwise.
+	AMQPWebSocket *amqpws.Handler
 	// Observe, when set, is told the operation, status and duration of every request.
 	Observe func(operation string, status int, d time.Duration)
 	// Drain, when set, ends when the server begins to shut down: receivers and session accepts
