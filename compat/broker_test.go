@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/handlers"
 	"github.com/sbgate/sbgate/sas"
@@ -25,10 +26,12 @@ import (
 	"github.com/sbgate/sbgate/store"
 )
 
-// broker is sbgate served in-process for a client stack: the REST API over http and https, and
-// the AMQP listener plain and over TLS, on one store with the four test keys (root with Manage,
-// SendListen, SendOnly, ListenOnly). Every address is on loopback; the TLS certificate is the
-// httptest one (127.0.0.1, example.com), written to CAFile for clients that take a file.
+// broker is sbgate served in-process for a client stack: the REST API over http and https, the
+// AMQP listener plain and over TLS, and the same AMQP server over WebSockets at
+// /$servicebus/websocket of the http and https servers, on one store with the four test keys
+// (root with Manage, SendListen, SendOnly, ListenOnly). Every address is on loopback; the TLS
+// certificate is the httptest one (127.0.0.1, example.com), written to CAFile for clients that
+// take a file.
 type broker struct {
 	Store  store.Store
 	HTTP   string // http://127.0.0.1:port
@@ -66,7 +69,12 @@ func startBroker(t *testing.T, opts *brokerOptions) *broker {
 	t.Cleanup(st.Stop)
 	keys := func(context.Context) []sas.Key { return testKeys }
 
-	h := handlers.NewServer(st, handlers.Config{Keys: testKeys})
+	// One AMQP server behind the AMQP listeners and the WebSocket endpoint of the http and https
+	// servers, as sbgate serve runs it.
+	ah := sbamqp.New(sbamqp.Config{Store: st, Keys: keys})
+	srv := amqp.NewServer(ah, amqp.Options{Authenticate: ah.Authenticate})
+	tunnels := amqpws.New(srv, amqpws.Options{})
+	h := handlers.NewServer(st, handlers.Config{Keys: testKeys, AMQPWebSocket: tunnels})
 	plain := httptest.NewServer(h)
 	t.Cleanup(plain.Close)
 	secure := httptest.NewTLSServer(h)
@@ -79,8 +87,6 @@ func startBroker(t *testing.T, opts *brokerOptions) *broker {
 		t.Fatal(err)
 	}
 
-	ah := sbamqp.New(sbamqp.Config{Store: st, Keys: keys})
-	srv := amqp.NewServer(ah, amqp.Options{Authenticate: ah.Authenticate})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +112,7 @@ func startBroker(t *testing.T, opts *brokerOptions) *broker {
 		_ = srv.Close()
 		<-done
 		<-done
+		_ = tunnels.Close() // their AMQP connections are closed: this waits for them to end
 	})
 	return b
 }
