@@ -1,6 +1,7 @@
 package compat_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -12,6 +13,10 @@ import (
 // https port, where no AMQP listener is, so nothing but the tunnel can serve it.
 func TestJSServiceBusClientWebSockets(t *testing.T) {
 	t.Parallel()
+	if _, err := os.Stat("js-admin/node_modules/ws"); err != nil {
+		// make test runs npm ci only where node_modules is missing altogether.
+		t.Fatalf("the ws package is not installed in compat/js-admin (run npm ci --prefix compat/js-admin): %v", err)
+	}
 	b := startBroker(t, nil)
 	b.createQueue(t, "ws-q", nil)
 	conn := connString(strings.TrimPrefix(b.HTTPS, "https://"), "RootManageSharedAccessKey", false)
