@@ -787,7 +787,7 @@ type ClientInterface interface {
 	// like a connection to the AMQP listener: SASL, then `$cbs` put-token with a shared access
 	// signature authorizes each link, as over TCP. No token is needed for the upgrade itself.
 	// A text message or a message over 128 MiB ends the tunnel (close codes 1003, 1009). The
-	// server pings an idle tunnel every 30 s.
+	// server pings every tunnel every 30 s, for the proxies in between.
 	//
 	// Corresponds with GET /$servicebus/websocket (the `AmqpWebSocket` operationId).
 	AmqpWebSocket(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1252,7 +1252,7 @@ func (c *Client) GetNamespaceInfo(ctx context.Context, params *GetNamespaceInfoP
 // like a connection to the AMQP listener: SASL, then `$cbs` put-token with a shared access
 // signature authorizes each link, as over TCP. No token is needed for the upgrade itself.
 // A text message or a message over 128 MiB ends the tunnel (close codes 1003, 1009). The
-// server pings an idle tunnel every 30 s.
+// server pings every tunnel every 30 s, for the proxies in between.
 //
 // Corresponds with GET /$servicebus/websocket (the `AmqpWebSocket` operationId).
 func (c *Client) AmqpWebSocket(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6547,7 +6547,7 @@ type ClientWithResponsesInterface interface {
 	// like a connection to the AMQP listener: SASL, then `$cbs` put-token with a shared access
 	// signature authorizes each link, as over TCP. No token is needed for the upgrade itself.
 	// A text message or a message over 128 MiB ends the tunnel (close codes 1003, 1009). The
-	// server pings an idle tunnel every 30 s.
+	// server pings every tunnel every 30 s, for the proxies in between.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11081,7 +11081,7 @@ func (c *ClientWithResponses) GetNamespaceInfoWithResponse(ctx context.Context, 
 // like a connection to the AMQP listener: SASL, then `$cbs` put-token with a shared access
 // signature authorizes each link, as over TCP. No token is needed for the upgrade itself.
 // A text message or a message over 128 MiB ends the tunnel (close codes 1003, 1009). The
-// server pings an idle tunnel every 30 s.
+// server pings every tunnel every 30 s, for the proxies in between.
 //
 // Returns a wrapper object for the known response body format(s).
 //
