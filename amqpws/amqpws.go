@@ -21,6 +21,7 @@ package amqpws
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -160,7 +161,9 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 		CompressionMode: websocket.CompressionDisabled,
 	})
 	if err != nil {
-		// Accept answered already (the checks above leave it only a hijack failure).
+		// Accept answered already: the checks above leave it only a failed hijack (a
+		// ResponseWriter that cannot, as over HTTP/2 — which check refuses — or a broken
+		// connection).
 		h.log.DebugContext(ctx, "amqpws: upgrade failed", slog.Any("err", err))
 		return nil
 	}
@@ -206,6 +209,9 @@ func check(w http.ResponseWriter, r *http.Request) (string, *RefusedError) {
 		return refuse(fmt.Sprintf("The WebSocket version %q is not supported.", r.Header.Get("Sec-WebSocket-Version")))
 	case len(r.Header.Values("Sec-WebSocket-Key")) != 1:
 		return refuse("The request needs exactly one Sec-WebSocket-Key.")
+	}
+	if key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(r.Header.Get("Sec-WebSocket-Key"))); err != nil || len(key) != 16 {
+		return refuse("The Sec-WebSocket-Key is not 16 bytes in base64.")
 	}
 	offered := tokens(r.Header, "Sec-WebSocket-Protocol")
 	// The client's order is its preference; both name the same binding.

@@ -49,6 +49,7 @@ func TestRefusals(t *testing.T) {
 		{"other subprotocols", "GET", amqpws.Path + "/", with("Sec-WebSocket-Protocol", "mqtt, wamp"), 400, `The request offers the subprotocols "mqtt, wamp", none of them AMQP.`},
 		{"old version", "GET", amqpws.Path, with("Sec-WebSocket-Protocol", "amqp", "Sec-WebSocket-Version", "8"), 400, `The WebSocket version "8" is not supported.`},
 		{"no key", "GET", amqpws.Path, with("Sec-WebSocket-Protocol", "amqp", "Sec-WebSocket-Key", ""), 400, "exactly one Sec-WebSocket-Key"},
+		{"bad key", "GET", amqpws.Path, with("Sec-WebSocket-Protocol", "amqp", "Sec-WebSocket-Key", "c2hvcnQ="), 400, "The Sec-WebSocket-Key is not 16 bytes in base64."},
 		// Other methods on the path are no operation; nor is it an entity's path.
 		{"POST", "POST", amqpws.Path, with("Sec-WebSocket-Protocol", "amqp"), 404, "No service is hosted at the specified address."},
 		{"PUT", "PUT", amqpws.Path, nil, 404, "No service is hosted at the specified address."},
