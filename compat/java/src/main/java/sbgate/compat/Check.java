@@ -50,6 +50,38 @@ final class Check {
         throw new AssertionError(what + ": succeeded, want " + type.getName());
     }
 
+    /**
+     * Checks that do not stop the scenario: each mismatch is noted and verify() fails with all of
+     * them, so one run shows every difference rather than the first.
+     */
+    static final class Soft {
+        private final java.util.List<String> problems = new java.util.ArrayList<>();
+
+        void that(boolean ok, String what) {
+            if (!ok) {
+                problems.add(what);
+            }
+        }
+
+        void equal(String what, Object want, Object got) {
+            if (!Objects.equals(want, got)) {
+                problems.add(what + ": got " + show(got) + ", want " + show(want));
+            }
+        }
+
+        void sameTyped(String what, Object want, Object got) {
+            if (got == null || want.getClass() != got.getClass() || !Objects.equals(want, got)) {
+                problems.add(what + ": got " + show(got) + ", want " + show(want));
+            }
+        }
+
+        void verify() {
+            if (!problems.isEmpty()) {
+                throw new AssertionError(String.join("; ", problems));
+            }
+        }
+    }
+
     @FunctionalInterface
     interface ThrowingRunnable {
         void run() throws Exception;

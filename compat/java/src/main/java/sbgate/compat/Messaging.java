@@ -152,26 +152,44 @@ final class Messaging {
                 bodies.put(m.getMessageId(), m.getRawAmqpMessage().getBody());
                 r.complete(m);
             }
+            Check.Soft soft = new Check.Soft();
             AmqpMessageBody d = bodies.get("body-data");
-            Check.that(d != null, "body-data not received");
-            Check.equal("body-data kind", AmqpMessageBodyType.DATA, d.getBodyType());
-            Check.that(Arrays.equals(data, d.getFirstData()), "body-data bytes: got " + Check.show(d.getFirstData()));
-
+            if (d == null) {
+                soft.that(false, "body-data not received");
+            } else {
+                soft.equal("body-data kind", AmqpMessageBodyType.DATA, d.getBodyType());
+                if (d.getBodyType() == AmqpMessageBodyType.DATA) {
+                    soft.that(Arrays.equals(data, d.getFirstData()), "body-data bytes: got " + Check.show(d.getFirstData()));
+                }
+            }
             AmqpMessageBody vs = bodies.get("body-value-string");
-            Check.that(vs != null, "body-value-string not received");
-            Check.equal("body-value-string kind", AmqpMessageBodyType.VALUE, vs.getBodyType());
-            Check.sameTyped("body-value-string value", "a string value", vs.getValue());
-
+            if (vs == null) {
+                soft.that(false, "body-value-string not received");
+            } else {
+                soft.equal("body-value-string kind", AmqpMessageBodyType.VALUE, vs.getBodyType());
+                if (vs.getBodyType() == AmqpMessageBodyType.VALUE) {
+                    soft.sameTyped("body-value-string value", "a string value", vs.getValue());
+                }
+            }
             AmqpMessageBody vm = bodies.get("body-value-map");
-            Check.that(vm != null, "body-value-map not received");
-            Check.equal("body-value-map kind", AmqpMessageBodyType.VALUE, vm.getBodyType());
-            Check.that(vm.getValue() instanceof Map, "body-value-map value: got " + Check.show(vm.getValue()));
-            Check.equal("body-value-map value", map, vm.getValue());
-
+            if (vm == null) {
+                soft.that(false, "body-value-map not received");
+            } else {
+                soft.equal("body-value-map kind", AmqpMessageBodyType.VALUE, vm.getBodyType());
+                if (vm.getBodyType() == AmqpMessageBodyType.VALUE) {
+                    soft.equal("body-value-map value", map, vm.getValue());
+                }
+            }
             AmqpMessageBody sq = bodies.get("body-sequence");
-            Check.that(sq != null, "body-sequence not received");
-            Check.equal("body-sequence kind", AmqpMessageBodyType.SEQUENCE, sq.getBodyType());
-            Check.equal("body-sequence items", sequence, sq.getSequence());
+            if (sq == null) {
+                soft.that(false, "body-sequence not received");
+            } else {
+                soft.equal("body-sequence kind", AmqpMessageBodyType.SEQUENCE, sq.getBodyType());
+                if (sq.getBodyType() == AmqpMessageBodyType.SEQUENCE) {
+                    soft.equal("body-sequence items", sequence, sq.getSequence());
+                }
+            }
+            soft.verify();
         }
     }
 
@@ -207,26 +225,28 @@ final class Messaging {
             s.sendMessage(m);
 
             ServiceBusReceivedMessage got = Env.receiveOne(r, Env.RECEIVE_WAIT, "complete-1");
-            Check.equal("message id", "complete-1", got.getMessageId());
-            Check.equal("body", "complete me", got.getBody().toString());
-            Check.equal("subject", "the-subject", got.getSubject());
-            Check.equal("content type", "text/plain", got.getContentType());
-            Check.equal("correlation id", "corr-1", got.getCorrelationId());
-            Check.equal("to", "to-address", got.getTo());
-            Check.equal("reply to", "reply-address", got.getReplyTo());
-            Check.equal("time to live", Duration.ofHours(1), got.getTimeToLive());
-            Check.equal("delivery count of a first delivery", 0L, got.getDeliveryCount());
-            Check.that(got.getSequenceNumber() > 0, "sequence number " + got.getSequenceNumber());
-            Check.equal("state", ServiceBusMessageState.ACTIVE, got.getState());
-            Check.that(got.getEnqueuedTime() != null && got.getEnqueuedTime().toInstant().isAfter(before),
+            Check.Soft soft = new Check.Soft();
+            soft.equal("message id", "complete-1", got.getMessageId());
+            soft.equal("body", "complete me", got.getBody().toString());
+            soft.equal("subject", "the-subject", got.getSubject());
+            soft.equal("content type", "text/plain", got.getContentType());
+            soft.equal("correlation id", "corr-1", got.getCorrelationId());
+            soft.equal("to", "to-address", got.getTo());
+            soft.equal("reply to", "reply-address", got.getReplyTo());
+            soft.equal("time to live", Duration.ofHours(1), got.getTimeToLive());
+            soft.equal("delivery count of a first delivery", 0L, got.getDeliveryCount());
+            soft.that(got.getSequenceNumber() > 0, "sequence number " + got.getSequenceNumber());
+            soft.equal("state", ServiceBusMessageState.ACTIVE, got.getState());
+            soft.that(got.getEnqueuedTime() != null && got.getEnqueuedTime().toInstant().isAfter(before),
                 "enqueued time " + got.getEnqueuedTime());
+            soft.that(got.getLockedUntil() != null && got.getLockedUntil().toInstant().isAfter(Instant.now()),
+                "locked until " + got.getLockedUntil() + " is not in the future");
             Check.that(got.getLockToken() != null, "no lock token");
             UUID.fromString(got.getLockToken());
-            Check.that(got.getLockedUntil() != null && got.getLockedUntil().toInstant().isAfter(Instant.now()),
-                "locked until " + got.getLockedUntil() + " is not in the future");
             r.complete(got);
             expectNoMessage(r, "a completed message came again");
             Check.equal("peek after complete", null, r.peekMessage());
+            soft.verify();
         }
     }
 
@@ -266,22 +286,30 @@ final class Messaging {
             r.defer(m);
             expectNoMessage(r, "a deferred message was delivered by an ordinary receive");
 
+            Check.Soft soft = new Check.Soft();
             ServiceBusReceivedMessage peeked = r.peekMessage(seq);
             Check.that(peeked != null, "peek of the deferred message " + seq + " found nothing");
-            Check.equal("peeked state", ServiceBusMessageState.DEFERRED, peeked.getState());
+            soft.equal("peeked state", ServiceBusMessageState.DEFERRED, peeked.getState());
 
             ServiceBusReceivedMessage d = r.receiveDeferredMessage(seq);
             Check.that(d != null, "receiveDeferredMessage(" + seq + ") returned nothing");
             Check.equal("deferred message id", "defer-1", d.getMessageId());
             Check.equal("deferred sequence number", seq, d.getSequenceNumber());
-            Check.equal("deferred state", ServiceBusMessageState.DEFERRED, d.getState());
-            Check.equal("deferred body", "defer me", d.getBody().toString());
+            soft.equal("deferred state", ServiceBusMessageState.DEFERRED, d.getState());
+            soft.equal("deferred body", "defer me", d.getBody().toString());
             Check.that(d.getLockToken() != null, "deferred message has no lock token");
             r.complete(d);
 
+            // The service answers 404 com.microsoft:message-not-found; this SDK's ManagementChannel
+            // takes that reply as "no messages", so receiveDeferredMessage's Flux.last() fails with
+            // NoSuchElementException, wrapped as a GENERAL_ERROR ServiceBusException. Any other
+            // refusal (another condition, a timeout) is an error of its own kind.
             ServiceBusException e = Check.throwsA(ServiceBusException.class, "receiveDeferredMessage after complete",
                 () -> r.receiveDeferredMessage(seq));
-            Check.equal("reason for a completed deferred message", ServiceBusFailureReason.MESSAGE_NOT_FOUND, e.getReason());
+            Check.that(e.getReason() == ServiceBusFailureReason.MESSAGE_NOT_FOUND
+                    || e.getCause() instanceof java.util.NoSuchElementException,
+                "receiveDeferredMessage of a completed message did not fail as not found: " + Scenarios.describe(e));
+            soft.verify();
         }
     }
 
@@ -411,11 +439,12 @@ final class Messaging {
             "sequence numbers of the scheduled messages: " + cancelled + ", " + kept);
         s.cancelScheduledMessage(cancelled);
 
+        Check.Soft soft = new Check.Soft();
         ServiceBusReceivedMessage peeked = r.peekMessage(kept);
         Check.that(peeked != null, "peek of scheduled message " + kept + " found nothing");
         Check.equal("peeked scheduled message id", prefix + "-keep", peeked.getMessageId());
-        Check.equal("peeked scheduled state", ServiceBusMessageState.SCHEDULED, peeked.getState());
-        Check.equal("peeked scheduled enqueue time", at.toInstant(),
+        soft.equal("peeked scheduled state", ServiceBusMessageState.SCHEDULED, peeked.getState());
+        soft.equal("peeked scheduled enqueue time", at.toInstant(),
             peeked.getScheduledEnqueueTime() == null ? null : peeked.getScheduledEnqueueTime().toInstant());
         ServiceBusReceivedMessage gone = r.peekMessage(cancelled);
         Check.that(gone == null || gone.getSequenceNumber() != cancelled,
@@ -425,10 +454,11 @@ final class Messaging {
         Check.equal("received scheduled message", prefix + "-keep", m.getMessageId());
         Check.that(!Instant.now().isBefore(at.toInstant()),
             "the scheduled message came before its time " + at);
-        Check.equal("received scheduled enqueue time", at.toInstant(),
+        soft.equal("received scheduled enqueue time", at.toInstant(),
             m.getScheduledEnqueueTime() == null ? null : m.getScheduledEnqueueTime().toInstant());
         r.complete(m);
         expectNoMessage(r, "the cancelled scheduled message was delivered");
+        soft.verify();
     }
 
     static void batch(Env env) throws Exception {
@@ -453,15 +483,18 @@ final class Messaging {
             for (ServiceBusReceivedMessage m : got) {
                 byId.put(m.getMessageId(), m);
             }
+            Check.Soft soft = new Check.Soft();
             for (int i = 0; i < n; i++) {
                 ServiceBusReceivedMessage m = byId.get("batch-" + i);
                 Check.that(m != null, "batch-" + i + " not received (got " + byId.keySet() + ")");
-                Check.equal("batch-" + i + " body", "batch body " + i, m.getBody().toString());
-                Check.sameTyped("batch-" + i + " index", i, m.getApplicationProperties().get("index"));
+                soft.equal("batch-" + i + " body", "batch body " + i, m.getBody().toString());
+                soft.sameTyped("batch-" + i + " index", i, m.getApplicationProperties().get("index"));
             }
             for (ServiceBusReceivedMessage m : got) {
                 r.complete(m);
             }
+            expectNoMessage(r, "a batch message came twice");
+            soft.verify();
         }
     }
 

@@ -59,8 +59,12 @@ final class Sessions {
                 // The session holds only its own messages: s-2's message does not come here.
                 Messaging.expectNoMessage(r, "a message of another session came to session s-1");
             }
-            // The state outlives the receiver: a new lock on the session reads it back.
-            try (ServiceBusReceiverClient r = sessions.acceptSession("s-1")) {
+            // The state outlives the receiver and its connection: a new lock on the session, from
+            // another connection, reads it back. (Not this connection: the SDK names a session's
+            // link after the session id and may hand back the link it is still closing, whose
+            // lock is gone, instead of attaching a new one.)
+            try (ServiceBusSessionReceiverClient again = sessionReceiver(env.client(), q);
+                 ServiceBusReceiverClient r = acceptWhenReleased(again, "s-1")) {
                 byte[] got = r.getSessionState();
                 Check.that(Arrays.equals(state, got), "session state after reopening: " + Check.show(got));
                 r.setSessionState(null);
@@ -73,6 +77,36 @@ final class Sessions {
                 r.complete(m);
             }
         }
+    }
+
+    /**
+     * Accepts a session that a receiver of this program just closed. ServiceBusReceiverClient.close()
+     * sends the detach and returns without waiting for the broker's answer, so the lock may still
+     * be held for a moment: the broker refuses with com.microsoft:session-cannot-be-locked, and an
+     * application tries again. Any other error, or the lock still held after 10 s, fails.
+     */
+    static ServiceBusReceiverClient acceptWhenReleased(ServiceBusSessionReceiverClient sessions, String id)
+        throws InterruptedException {
+        Instant deadline = Instant.now().plusSeconds(10);
+        while (true) {
+            try {
+                return sessions.acceptSession(id);
+            } catch (RuntimeException e) {
+                if (!sessionLocked(e) || Instant.now().isAfter(deadline)) {
+                    throw e;
+                }
+                Thread.sleep(100);
+            }
+        }
+    }
+
+    static boolean sessionLocked(Throwable e) {
+        if (e instanceof com.azure.messaging.servicebus.ServiceBusException sbe
+            && sbe.getReason() == com.azure.messaging.servicebus.ServiceBusFailureReason.SESSION_CANNOT_BE_LOCKED) {
+            return true;
+        }
+        return e instanceof com.azure.core.amqp.exception.AmqpException ae
+            && ae.getErrorCondition() == com.azure.core.amqp.exception.AmqpErrorCondition.SESSION_CANNOT_BE_LOCKED;
     }
 
     /**
