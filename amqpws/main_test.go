@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/coder/websocket"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/db/dbtest"
@@ -47,7 +48,7 @@ func newBroker(t *testing.T, opts amqpws.Options) *broker {
 	st := store.New(dbtest.NewPool(t), store.Options{})
 	st.Start(context.Background())
 	t.Cleanup(st.Stop)
-	ah := sbamqp.New(sbamqp.Config{Store: st, Keys: func(context.Context) []sas.Key { return testKeys }})
+	ah := sbamqp.New(sbamqp.Config{Store: st, Access: access.New(access.Config{Keys: testKeys, Source: st})})
 	srv := amqp.NewServer(ah, amqp.Options{Authenticate: ah.Authenticate})
 	ws := amqpws.New(srv, opts)
 	h := handlers.NewServer(st, handlers.Config{Keys: testKeys, AMQPWebSocket: ws})

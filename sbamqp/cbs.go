@@ -2,12 +2,10 @@ package sbamqp
 
 import (
 	"context"
-	"errors"
 	"strings"
-	"time"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
-	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -70,24 +68,15 @@ func (cs *conn) putToken(ctx context.Context, m *amqp.Message) (int32, string) {
 	if text == "" && len(m.Data) == 1 {
 		text = string(m.Data[0])
 	}
-	tok, err := sas.ParseToken(text)
-	if err != nil {
-		return 401, tokenErrorText(err, tok)
-	}
 	path := audiencePath(audience, false)
-	key, err := tok.Verify(cs.h.cfg.Keys(ctx), cs.h.cfg.Now(), cs.h.cfg.ClockSkew)
-	var keyEntity string
-	if errors.Is(err, sas.ErrUnknownKey) {
-		keyEntity, key, err = cs.verifyEntityKey(ctx, path, tok)
-	}
+	g, err := cs.h.access.Verify(ctx, text, path)
 	if err != nil {
-		return 401, tokenErrorText(err, tok)
+		return 401, err.Error()
 	}
-	full := audiencePath(audience, true)
-	if !tok.CoversAt(cs.c.Hostname(), full) {
-		return 401, "InvalidAudience: The authorization header contains a token with a wrong audience."
+	if !g.Covers(cs.c.Hostname(), audiencePath(audience, true)) {
+		return 401, access.AudienceText
 	}
-	if entity, _ := splitSubQueue(path); entity != "" {
+	if entity, _ := access.SplitSubQueue(path); entity != "" {
 		if _, err := cs.h.cfg.Store.Resolve(ctx, entity); err != nil {
 			if store.ErrorCode(err) == store.CodeNotFound {
 				return 404, "The messaging entity '" + store.Clip(entity) + "' could not be found."
@@ -97,9 +86,9 @@ func (cs *conn) putToken(ctx context.Context, m *amqp.Message) (int32, string) {
 	}
 	cs.mu.Lock()
 	if cs.grants == nil {
-		cs.grants = map[string]grant{}
+		cs.grants = map[string]access.Grant{}
 	}
-	cs.grants[strings.ToLower(audience)] = grant{tok: tok, rights: key.Rights, entity: keyEntity}
+	cs.grants[strings.ToLower(audience)] = g
 	cs.mu.Unlock()
 	return 202, "Accepted"
 }
@@ -121,63 +110,4 @@ func audiencePath(audience string, keepNode bool) string {
 		p = p[:i]
 	}
 	return p
-}
-
-// verifyEntityKey checks tok against the keys of the queue or topic at path (a subscription's
-// are its topic's), as the HTTP handlers do, and returns that entity's path with the key.
-func (cs *conn) verifyEntityKey(ctx context.Context, path string, tok sas.Token) (string, sas.Key, error) {
-	entity, _ := splitSubQueue(path)
-	if topic, _, ok := store.SplitSubscriptionPath(entity); ok {
-		entity = topic
-	}
-	if entity == "" {
-		return "", sas.Key{}, sas.ErrUnknownKey
-	}
-	e, err := cs.h.cfg.Store.Resolve(ctx, entity)
-	if err != nil {
-		return "", sas.Key{}, sas.ErrUnknownKey
-	}
-	keys := make([]sas.Key, 0, len(e.Props.AuthorizationRules))
-	for _, rule := range e.Props.AuthorizationRules {
-		rights, err := sas.ParseRights(rule.Rights)
-		if err != nil {
-			continue
-		}
-		keys = append(keys, sas.Key{Name: rule.KeyName, Primary: rule.PrimaryKey, Secondary: rule.SecondaryKey, Rights: rights})
-	}
-	if len(keys) == 0 {
-		return "", sas.Key{}, sas.ErrUnknownKey
-	}
-	key, err := tok.Verify(keys, cs.h.cfg.Now(), cs.h.cfg.ClockSkew)
-	return e.Path, key, err
-}
-
-// tokenErrorText is the status description of a token error, in the service's words: the sas
-// sentinels carry them; an unknown key name reads as a bad signature (the reply never tells
-// whether a key of that name exists), an expired token gives its expiry as the service does, and
-// a malformed token a fixed text that never echoes the token.
-func tokenErrorText(err error, tok sas.Token) string {
-	switch {
-	case errors.Is(err, sas.ErrUnknownKey):
-		return sas.ErrInvalidSignature.Error()
-	case errors.Is(err, sas.ErrExpiredToken):
-		return strings.TrimSuffix(sas.ErrExpiredToken.Error(), ".") + ". Expiration time: '" +
-			time.Unix(tok.Expiry, 0).UTC().Format("2006-01-02 15:04:05Z") + "'"
-	}
-	for _, sentinel := range []error{sas.ErrMissingToken, sas.ErrUnsupportedScheme, sas.ErrInvalidSignature} {
-		if errors.Is(err, sentinel) {
-			return sentinel.Error()
-		}
-	}
-	return err.Error()
-}
-
-const deadLetterSuffix = "/$deadletterqueue"
-
-// splitSubQueue splits a "…/$DeadLetterQueue" address into its entity and subqueue.
-func splitSubQueue(path string) (string, store.SubQueue) {
-	if len(path) > len(deadLetterSuffix) && strings.EqualFold(path[len(path)-len(deadLetterSuffix):], deadLetterSuffix) {
-		return path[:len(path)-len(deadLetterSuffix)], store.SubQueueDeadLetter
-	}
-	return path, store.SubQueueMain
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
@@ -27,7 +28,7 @@ func entityAddress(addr string) (string, store.SubQueue) {
 			p = ""
 		}
 	}
-	return splitSubQueue(strings.Trim(p, "/"))
+	return access.SplitSubQueue(strings.Trim(p, "/"))
 }
 
 // resolve finds the entity of a link, mapping a missing one to amqp:not-found.
@@ -64,7 +65,10 @@ func (cs *conn) attachEntitySender(req *amqp.AttachRequest) {
 	}
 	s := &entitySender{cs: cs, path: e.Path}
 	size := int64(e.Props.MaxMessageSizeInKilobytes) * 1024
-	_, err := req.AcceptReceiver(s, amqp.ReceiverOptions{
+	// Tracked before it is accepted, so a detach that comes at once finds it to untrack.
+	var detach lateDetach
+	cs.track(s, e.Path, sas.Send, detach.call)
+	l, err := req.AcceptReceiver(s, amqp.ReceiverOptions{
 		RcvSettleMode:  &rcvFirst,
 		MaxMessageSize: uint64(size),
 		// The SDKs size their batches by it (Go prefers it to max-message-size; .NET falls back
@@ -72,8 +76,34 @@ func (cs *conn) attachEntitySender(req *amqp.AttachRequest) {
 		Properties: amqp.Map{{Key: propMaxMessageBatchSize, Value: size}},
 	})
 	if err != nil {
+		cs.untrack(s)
 		cs.h.log.Debug("amqp attach not accepted", "err", err)
+		return
 	}
+	detach.set(l.Detach)
+}
+
+// lateDetach detaches a link tracked before it was accepted (see conn.track): until set, there
+// is nothing to detach.
+type lateDetach struct {
+	mu     sync.Mutex
+	detach func(*amqp.Error) error
+}
+
+func (d *lateDetach) set(f func(*amqp.Error) error) {
+	d.mu.Lock()
+	d.detach = f
+	d.mu.Unlock()
+}
+
+func (d *lateDetach) call(err *amqp.Error) error {
+	d.mu.Lock()
+	f := d.detach
+	d.mu.Unlock()
+	if f == nil {
+		return amqp.ErrLinkDetached
+	}
+	return f(err)
 }
 
 // entitySender stores what the peer sends on one link. Deliveries are stored in arrival
@@ -98,7 +128,7 @@ func (s *entitySender) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 	}
 }
 
-func (s *entitySender) ReceiverDetached(*amqp.ReceiverLink, error) {}
+func (s *entitySender) ReceiverDetached(*amqp.ReceiverLink, error) { s.cs.untrack(s) }
 
 func (s *entitySender) run(l *amqp.ReceiverLink) {
 	ctx := l.Conn().Context()
@@ -247,14 +277,18 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 		unsettled: map[uuid.UUID]struct{}{}, settled: make(chan struct{}, 1),
 	}
+	var detach lateDetach
+	cs.track(r, authPath, sas.Listen, detach.call)
 	l, err := req.AcceptSender(r, opts)
 	if err != nil {
+		cs.untrack(r)
 		cancel()
 		if lock != nil {
 			cs.releaseSession(e, *lock, nil)
 		}
 		return
 	}
+	detach.set(l.Detach)
 	go r.pump(l)
 }
 
@@ -308,6 +342,7 @@ func (r *entityReceiver) Flow(l *amqp.SenderLink, credit uint32, drain bool) {
 }
 
 func (r *entityReceiver) SenderDetached(*amqp.SenderLink, error) {
+	r.cs.untrack(r)
 	r.cancel()
 	if r.session != nil {
 		if t, aerr := r.target(context.WithoutCancel(r.ctx)); aerr == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
@@ -115,7 +116,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 	if aerr := r.cs.authorize(op.need, r.path, r.path+"/$management"); aerr != nil {
 		return nil, aerr
 	}
-	path, sq := splitSubQueue(r.path)
+	path, sq := access.SplitSubQueue(r.path)
 	e, aerr := r.cs.resolve(ctx, path)
 	if aerr != nil {
 		return nil, aerr
@@ -245,7 +246,7 @@ func peekMessages(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 		return nil, nil
 	}
 	list := make(amqp.List, 0, len(msgs))
-	now := q.cs.h.cfg.Now()
+	now := q.cs.h.access.Now()
 	for _, sm := range msgs {
 		b, err := amqp.Marshal(fromStore(sm, now))
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
 )
@@ -277,5 +278,85 @@ func TestEntityKeyGrantStaysOnItsEntity(t *testing.T) {
 	}
 	if cond := c.attachSend(t, "other"); cond != goamqp.ErrCondUnauthorizedAccess {
 		t.Errorf("send to another queue with q's key: %q", cond)
+	}
+}
+
+// A revoked or rotated key's links are detached within the key refresh (the access layer's
+// cache bound), and a SASL PLAIN connection on such a key is closed: open connections do not
+// keep a key alive until their token expires.
+func TestRevocationReachesOpenLinks(t *testing.T) {
+	b := newBrokerAccess(t, nil, func(c *access.Config) {
+		c.StoredKeys, c.Refresh = true, 50*time.Millisecond
+	})
+	b.createQueue(t, "q", nil)
+	ctx := ctxT(t)
+	app, err := b.store.CreateNamespaceKey(ctx, "app", []string{"Send", "Listen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialCBS(t, b, goamqp.SASLTypeAnonymous())
+	aud := "sb://" + b.amqpAddr + "/q"
+	if code, desc := c.putToken(t, aud, sas.Sign(aud, "app", app.PrimaryKey, time.Now().Add(time.Hour))); code != 202 {
+		t.Fatalf("put-token: %d %s", code, desc)
+	}
+	snd, err := c.sess.NewSender(ctx, "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := c.sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{Credit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snd.Send(ctx, &goamqp.Message{Data: [][]byte{[]byte("before")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := goamqp.Dial(ctx, "amqp://"+b.amqpAddr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain("app", app.PrimaryKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	plainSess, err := plain.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := b.store.RotateNamespaceKey(ctx, "app", false); err != nil {
+		t.Fatal(err)
+	}
+	unauthorized := func(err error) bool {
+		var ae *goamqp.Error
+		return errors.As(err, &ae) && ae.Condition == goamqp.ErrCondUnauthorizedAccess
+	}
+	// The receiver waits for a message (there is one: it gets it first, then the detach).
+	for {
+		m, err := rcv.Receive(ctx, nil)
+		if err != nil {
+			if !unauthorized(err) {
+				t.Fatalf("receiver after the rotation: %v", err)
+			}
+			break
+		}
+		_ = rcv.AcceptMessage(ctx, m)
+	}
+	if err := snd.Send(ctx, &goamqp.Message{Data: [][]byte{[]byte("after")}}, nil); !unauthorized(err) {
+		t.Errorf("send after the rotation: %v", err)
+	}
+	if _, err := plainSess.NewSender(ctx, "q", nil); err == nil {
+		t.Error("the PLAIN connection of a rotated key attached a link")
+	}
+}
+
+// A $management node on a path no entity can have is refused at once, whatever its length: no
+// grant could cover it, and its refusals would quote it.
+func TestManagementNodeOnAnImpossiblePath(t *testing.T) {
+	b := newBroker(t)
+	c := dialCBS(t, b, goamqp.SASLTypeAnonymous())
+	ctx := ctxT(t)
+	for _, path := range []string{"not a path", strings.Repeat("q", 60_000), "a//b"} {
+		_, err := c.sess.NewSender(ctx, path+"/$management", nil)
+		var ae *goamqp.Error
+		if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondNotFound || len(ae.Description) > 1100 {
+			t.Errorf("management node on %.20q…: %v", path, err)
+		}
 	}
 }

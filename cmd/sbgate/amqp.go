@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"time"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/sas"
@@ -18,9 +18,8 @@ import (
 // newAMQPServer is the AMQP server (the Service Bus profile of package sbamqp) behind every AMQP
 // door: the AMQP listeners, and WebSocket tunnels on the HTTP(S) listener (package amqpws), so
 // all share one set of limits, keys and connections to shut down.
-func newAMQPServer(cfg serveConfig, st store.Store, log *slog.Logger, key sas.Key) *amqp.Server {
-	keys := &amqpKeys{st: st, configured: configuredKeys(cfg, key), log: log}
-	h := sbamqp.New(sbamqp.Config{Store: st, Keys: keys.get, MaxReceiveWait: cfg.MaxReceiveWait, Logger: log})
+func newAMQPServer(cfg serveConfig, st store.Store, log *slog.Logger, acc *access.Layer) *amqp.Server {
+	h := sbamqp.New(sbamqp.Config{Store: st, Access: acc, MaxReceiveWait: cfg.MaxReceiveWait, Logger: log})
 	return amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate, Logger: log})
 }
 
@@ -82,44 +81,4 @@ func serveAMQP(ctx context.Context, cfg serveConfig, srv *amqp.Server, ws *amqpw
 		wg.Wait()
 		_ = ws.Close()
 	}, plainAddr, nil
-}
-
-// amqpKeys gives the AMQP layer the namespace keys, as the HTTP handlers read them: the
-// configured key and the database's, read at most every 10 seconds, the last ones read staying
-// in force while the database cannot be read.
-type amqpKeys struct {
-	st         store.Store
-	configured []sas.Key
-	log        *slog.Logger
-
-	mu   sync.Mutex
-	keys []sas.Key
-	read time.Time
-	ok   bool
-}
-
-func (k *amqpKeys) get(ctx context.Context) []sas.Key {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.ok && time.Since(k.read) < 10*time.Second {
-		return k.keys
-	}
-	stored, err := k.st.NamespaceKeys(ctx)
-	if err != nil {
-		k.log.WarnContext(ctx, "read namespace keys", slog.Any("err", err))
-		if k.ok {
-			return k.keys
-		}
-		return k.configured
-	}
-	keys := append([]sas.Key(nil), k.configured...)
-	for _, s := range stored {
-		rights, err := sas.ParseRights(s.Rights)
-		if err != nil {
-			continue
-		}
-		keys = append(keys, sas.Key{Name: s.Name, Primary: s.PrimaryKey, Secondary: s.SecondaryKey, Rights: rights})
-	}
-	k.keys, k.read, k.ok = keys, time.Now(), true
-	return keys
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/handlers"
@@ -150,8 +151,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return err
 	}
 	m := metrics.New(pool, log)
+	// One access layer for both doors: the same keys, cache and refusals over HTTP and AMQP.
+	acc := access.New(access.Config{Keys: configuredKeys(cfg, key), Source: st, StoredKeys: true, Logger: log})
 	// One AMQP server for the AMQP listeners and for WebSocket tunnels through the HTTP one.
-	amqpSrv := newAMQPServer(cfg, st, log, key)
+	amqpSrv := newAMQPServer(cfg, st, log, acc)
 	tunnels := amqpws.New(amqpSrv, amqpws.Options{Logger: log})
 	// Shutdown closes the listener, then waits for connections to go idle: draining first
 	// answers every waiting receiver (204), so only sends and settlements still under way are
@@ -161,8 +164,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	srv := &http.Server{
 		Handler: handlers.NewServer(st, handlers.Config{
 			Namespace:      cfg.Namespace,
-			Keys:           configuredKeys(cfg, key),
-			StoreKeys:      true,
+			Access:         acc,
 			MaxReceiveWait: cfg.MaxReceiveWait,
 			BodyTimeout:    cfg.BodyTimeout,
 			WriteTimeout:   cfg.WriteTimeout,
