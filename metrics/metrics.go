@@ -137,3 +137,39 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(vacuums, prometheus.CounterValue, float64(st.Vacs), st.Table)
 	}
 }
+
+// AMQPStats are the counters of the AMQP listener that metrics exports (amqp.Server.Stats,
+// without importing the engine here).
+type AMQPStats struct {
+	Connections, Handshaking              int
+	RefusedConnections, EvictedHandshakes uint64
+}
+
+var (
+	amqpConns     = prometheus.NewDesc("sbgate_amqp_connections", "AMQP connections served (TCP, TLS and WebSocket).", nil, nil)
+	amqpHandshake = prometheus.NewDesc("sbgate_amqp_handshaking_connections", "AMQP connections that have not completed their handshake (SASL and open).", nil, nil)
+	amqpRefused   = prometheus.NewDesc("sbgate_amqp_refused_connections_total", "AMQP connections closed at once because the listener served its maximum.", nil, nil)
+	amqpEvicted   = prometheus.NewDesc("sbgate_amqp_evicted_handshakes_total", "AMQP connections closed in their handshake to make room for new ones.", nil, nil)
+)
+
+// AMQP exports the AMQP listener's counters, read from stats at scrape time.
+func (m *Metrics) AMQP(stats func() AMQPStats) {
+	m.registry.MustRegister(amqpCollector(stats))
+}
+
+type amqpCollector func() AMQPStats
+
+func (c amqpCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- amqpConns
+	ch <- amqpHandshake
+	ch <- amqpRefused
+	ch <- amqpEvicted
+}
+
+func (c amqpCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c()
+	ch <- prometheus.MustNewConstMetric(amqpConns, prometheus.GaugeValue, float64(s.Connections))
+	ch <- prometheus.MustNewConstMetric(amqpHandshake, prometheus.GaugeValue, float64(s.Handshaking))
+	ch <- prometheus.MustNewConstMetric(amqpRefused, prometheus.CounterValue, float64(s.RefusedConnections))
+	ch <- prometheus.MustNewConstMetric(amqpEvicted, prometheus.CounterValue, float64(s.EvictedHandshakes))
+}

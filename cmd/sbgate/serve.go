@@ -155,6 +155,11 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	acc := access.New(access.Config{Keys: configuredKeys(cfg, key), Source: st, StoredKeys: true, Logger: log})
 	// One AMQP server for the AMQP listeners and for WebSocket tunnels through the HTTP one.
 	amqpSrv := newAMQPServer(cfg, st, log, acc)
+	m.AMQP(func() metrics.AMQPStats {
+		s := amqpSrv.Stats()
+		return metrics.AMQPStats{Connections: s.Connections, Handshaking: s.Handshaking,
+			RefusedConnections: s.RefusedConnections, EvictedHandshakes: s.EvictedHandshakes}
+	})
 	tunnels := amqpws.New(amqpSrv, amqpws.Options{Logger: log})
 	// Shutdown closes the listener, then waits for connections to go idle: draining first
 	// answers every waiting receiver (204), so only sends and settlements still under way are
