@@ -54,7 +54,9 @@ func TestTableStatisticsErrorIsLogged(t *testing.T) {
 // The AMQP listener's counters are exported as read at scrape time.
 func TestAMQPStats(t *testing.T) {
 	m := New(dbtest.NewPool(t), slog.New(slog.DiscardHandler))
-	m.AMQP(func() AMQPStats { return AMQPStats{Connections: 3, Handshaking: 1, RefusedConnections: 7, EvictedHandshakes: 2} })
+	m.AMQP(func() AMQPStats {
+		return AMQPStats{Connections: 3, Handshaking: 1, RefusedConnections: 7, EvictedHandshakes: 2}
+	})
 	out := scrape(t, m)
 	for _, want := range []string{"sbgate_amqp_connections 3", "sbgate_amqp_handshaking_connections 1",
 		"sbgate_amqp_refused_connections_total 7", "sbgate_amqp_evicted_handshakes_total 2"} {
