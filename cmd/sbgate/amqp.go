@@ -20,7 +20,8 @@ import (
 // all share one set of limits, keys and connections to shut down.
 func newAMQPServer(cfg serveConfig, st store.Store, log *slog.Logger, acc *access.Layer) *amqp.Server {
 	h := sbamqp.New(sbamqp.Config{Store: st, Access: acc, MaxReceiveWait: cfg.MaxReceiveWait, Logger: log})
-	return amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate, Logger: log})
+	return amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate, Logger: log,
+		MaxConnections: cfg.AMQPMaxConnections, MaxHandshakes: cfg.AMQPMaxHandshakes})
 }
 
 // serveAMQP runs srv's listeners: plain AMQP on cfg.AMQPListen, and AMQP over TLS on

@@ -33,12 +33,16 @@ type serveConfig struct {
 	LogFormat      string
 	MaxReceiveWait time.Duration
 	SendWriters    int
-	Recheck        time.Duration
-	ShutdownGrace  time.Duration
-	BodyTimeout    time.Duration
-	WriteTimeout   time.Duration
-	PprofListen    string
-	ReadyFile      string
+	// AMQPMaxConnections and AMQPMaxHandshakes bound the AMQP connections served and those not
+	// yet past their handshake (amqp.Options).
+	AMQPMaxConnections int
+	AMQPMaxHandshakes  int
+	Recheck            time.Duration
+	ShutdownGrace      time.Duration
+	BodyTimeout        time.Duration
+	WriteTimeout       time.Duration
+	PprofListen        string
+	ReadyFile          string
 	// TrustedProxies are the reverse proxies whose Forwarded / X-Forwarded-* headers are believed.
 	TrustedProxies []netip.Prefix
 	// GCPercent is the Go collector's target, applied at start unless the operator set GOGC
@@ -69,6 +73,8 @@ var serveFlags = []envFlag{
 	{"log-format", "SBGATE_LOG_FORMAT", "text", "text or json"},
 	{"max-receive-wait", "SBGATE_MAX_RECEIVE_WAIT", seconds(handlers.DefaultMaxReceiveWait), "longest a receive may wait for a message (its timeout is capped to this)"},
 	{"send-writers", "SBGATE_SEND_WRITERS", strconv.Itoa(store.DefaultSendWriters), "group-commit writers running at once"},
+	{"amqp-max-connections", "SBGATE_AMQP_MAX_CONNECTIONS", "10000", "AMQP connections served at once (TCP, TLS and WebSocket together); at the limit a new one takes the place of one still in its handshake, or is refused"},
+	{"amqp-max-handshakes", "SBGATE_AMQP_MAX_HANDSHAKES", "4096", "AMQP connections that have not completed SASL and open; past it the oldest of them is closed for the new one"},
 	{"recheck-interval", "SBGATE_RECHECK_INTERVAL", seconds(store.DefaultRecheck), "longest receivers waiting on an entity with nothing for them go without looking again (a backstop: sends, abandons and timers for scheduled messages and lock ends wake them)"},
 	{"shutdown-grace", "SBGATE_SHUTDOWN_GRACE", "30s", "how long shutdown waits for requests in flight"},
 	{"body-timeout", "SBGATE_BODY_TIMEOUT", seconds(handlers.DefaultBodyTimeout), "how long a request's body may take to arrive (raise it for very large messages over slow links)"},
@@ -145,6 +151,13 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		errs = append(errs, fmt.Errorf("-send-writers: want a positive number, got %q", get("send-writers")))
 	}
 	cfg.SendWriters = n
+	for name, dst := range map[string]*int{"amqp-max-connections": &cfg.AMQPMaxConnections, "amqp-max-handshakes": &cfg.AMQPMaxHandshakes} {
+		n, err := strconv.Atoi(get(name))
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("-%s: want a positive number, got %q", name, get(name)))
+		}
+		*dst = n
+	}
 	proxies, err := parsePrefixes(get("trusted-proxies"))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("-trusted-proxies: %w", err))

@@ -28,6 +28,12 @@ func TestServeDefaults(t *testing.T) {
 	if cfg.SendWriters != 2 {
 		t.Errorf("-send-writers defaults to %d, want 2", cfg.SendWriters)
 	}
+	if cfg.AMQPMaxConnections != 10000 || cfg.AMQPMaxHandshakes != 4096 {
+		t.Errorf("AMQP limits default to %d connections, %d handshakes; want 10000, 4096", cfg.AMQPMaxConnections, cfg.AMQPMaxHandshakes)
+	}
+	if _, err := parseServeConfig([]string{"-amqp-max-handshakes", "0"}, env(), io.Discard); err == nil {
+		t.Error("-amqp-max-handshakes 0 was accepted")
+	}
 }
 
 // With neither -data-dir nor a database URL the data directory is the per-user default, worked
