@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -100,28 +101,15 @@ func TestServeAMQPOverWebSockets(t *testing.T) {
 			}
 
 			if !secure {
-				// A tunnel is one request of the AmqpWebSocket operation, answered 101, counted
-				// when it ends.
+				// The open tunnel is an AMQP connection like the listeners' (they are off here:
+				// it is the only one); once it ends it is one request of the AmqpWebSocket
+				// operation, answered 101.
+				waitMetric(t, httpClient, endpoint, "sbgate_amqp_connections 1")
 				if err := c.Close(ctx); err != nil {
 					t.Fatal(err)
 				}
-				metric := `sbgate_http_requests_total{code="101",operation="AmqpWebSocket"} 1`
-				deadline := time.Now().Add(20 * time.Second)
-				for {
-					resp, err := httpClient.Get(endpoint + "metrics")
-					if err != nil {
-						t.Fatal(err)
-					}
-					body, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if strings.Contains(string(body), metric) {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("no %s in the metrics:\n%s", metric, body)
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				waitMetric(t, httpClient, endpoint, `sbgate_http_requests_total{code="101",operation="AmqpWebSocket"} 1`)
+				waitMetric(t, httpClient, endpoint, "sbgate_amqp_connections 0")
 				if err := stop(); err != nil {
 					t.Fatal(err)
 				}
@@ -179,4 +167,25 @@ func (w *endWatch) Read(p []byte) (int, error) {
 func (w *endWatch) Close() error {
 	w.once.Do(func() { close(w.ended) })
 	return w.Conn.Close()
+}
+
+// waitMetric polls sbgate's /metrics until a line is metric.
+func waitMetric(t *testing.T, client *http.Client, endpoint, metric string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := client.Get(endpoint + "metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if slices.Contains(strings.Split(string(body), "\n"), metric) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in the metrics:\n%s", metric, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
