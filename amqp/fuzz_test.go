@@ -176,6 +176,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		"FuzzDecodeValue": valueSeeds(t),
 		"FuzzParseFrame":  frameSeeds(t),
 		"FuzzUnmarshal":   messageSeeds(t),
+		"FuzzConnection":  connectionSeeds(t),
 	} {
 		dir := filepath.Join("testdata", "fuzz", name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
