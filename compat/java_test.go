@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,9 @@ func TestJavaClients(t *testing.T) {
 		"SB_CONN_ADMIN="+connString(https.Host, "RootManageSharedAccessKey", false),
 		"SB_HTTPS_PORT="+https.Port(),
 		"SB_CA_FILE="+b.CAFile,
+		// The program reports what has not ended by then and exits, before the context below
+		// ends it without a report.
+		"SB_RUN_SECONDS="+strconv.Itoa(int((scenarioTimeout-30*time.Second)/time.Second)),
 	)
 
 	ctx, cancel := context.WithTimeout(t.Context(), scenarioTimeout)
