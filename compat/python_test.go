@@ -1,0 +1,263 @@
+package compat_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+// The two Python stacks compat/python/scenarios.py runs on. `make python-clients` installs both:
+// Debian's python3-azure (azure-servicebus 7.8.2 over uAMQP 1.5.3, for Debian's own
+// /usr/bin/python3) and a virtualenv with the PyPI azure-servicebus pinned in
+// compat/python/requirements.txt (over its pure-Python _pyamqp).
+const (
+	debianPython      = "/usr/bin/python3"
+	debianSDKVersion  = "7.8.2"
+	pypiPython        = "python/.venv/bin/python"
+	pypiSDKVersion    = "7.15.0"
+	pythonScenarios   = "python/scenarios.py"
+	uamqpAMQPSAddress = "127.0.0.2:5671" // 7.8.2 always dials TLS on 5671: a loopback address of its own
+)
+
+// TestPythonUAMQP runs the common scenarios with Debian's azure-servicebus 7.8.2 over uAMQP.
+// That version ignores UseDevelopmentEmulator and always dials AMQP over TLS on port 5671, so
+// its connection string names 127.0.0.2, a loopback address of its own, without a port, and the
+// client trusts the test certificates through connection_verify.
+//
+// uAMQP checks that the certificate names the host it dialled, and the harness's certificate
+// (httptest's) names 127.0.0.1, ::1 and example.com only. So 127.0.0.2:5671 is served by
+// amqpsRelay under a certificate minted for 127.0.0.2, which relays every connection over TLS
+// to the broker's own AMQPS listener: what the broker serves is exactly startBroker's.
+func TestPythonUAMQP(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	host, _, _ := strings.Cut(uamqpAMQPSAddress, ":")
+	ca := amqpsRelay(t, b, uamqpAMQPSAddress)
+	runPythonScenarios(t, b, ca, debianPython, debianSDKVersion, func(key string) string {
+		return connString(host, key, false)
+	}, map[string]string{
+		"abandon-with-properties": "azure-servicebus has no properties to modify on abandon_message",
+		"list-sessions":           "azure-servicebus 7.8.2 has no API to list sessions (list_queue_sessions came later)",
+	})
+}
+
+// amqpsRelay listens with TLS on addr under a self-signed certificate for addr's host, relays
+// each connection over TLS to b's AMQPS listener, and returns a PEM file with both that
+// certificate and b's (one bundle for clients that take one CA file).
+func amqpsRelay(t *testing.T, b *broker, addr string) string {
+	t.Helper()
+	host, _, _ := strings.Cut(addr, ":")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: host},
+		IPAddresses:           []net.IP{net.ParseIP(host)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokerPEM, err := os.ReadFile(b.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(brokerPEM) {
+		t.Fatalf("no certificate in %s", b.CAFile)
+	}
+	bundle := filepath.Join(t.TempDir(), "ca-bundle.pem")
+	ownPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(bundle, append(ownPEM, brokerPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ln, err := tls.Listen("tcp", addr, &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		MinVersion:   tls.VersionTLS12,
+	})
+	if err != nil {
+		t.Fatalf("AMQPS relay on %s: %v", addr, err)
+	}
+	upstream := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	open := map[net.Conn]struct{}{}
+	track := func(c net.Conn, add bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if add {
+			open[c] = struct{}{}
+		} else {
+			delete(open, c)
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer down.Close()
+				up, err := tls.Dial("tcp", b.AMQPS, upstream)
+				if err != nil {
+					t.Logf("AMQPS relay: dial %s: %v", b.AMQPS, err)
+					return
+				}
+				defer up.Close()
+				track(down, true)
+				track(up, true)
+				defer track(down, false)
+				defer track(up, false)
+				done := make(chan struct{}, 2)
+				relay := func(dst, src net.Conn) {
+					_, _ = io.Copy(dst, src)
+					done <- struct{}{}
+				}
+				go relay(up, down)
+				go relay(down, up)
+				<-done // either side ended: end both
+				down.Close()
+				up.Close()
+				<-done
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return bundle
+}
+
+// TestPythonPyAMQP runs the common scenarios with the PyPI azure-servicebus (7.15.0) over its
+// pure-Python AMQP, which honours UseDevelopmentEmulator=true: plain AMQP on the Endpoint's port.
+func TestPythonPyAMQP(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	runPythonScenarios(t, b, b.CAFile, pypiPython, pypiSDKVersion, func(key string) string {
+		return connString(b.AMQP, key, true)
+	}, map[string]string{
+		"abandon-with-properties": "azure-servicebus has no properties to modify on abandon_message",
+	})
+}
+
+// pythonEntities are the entities each scenario uses, by role ("queue", "topic",
+// "subscription"), created here so one scenario's failure cannot spill into another's.
+// Roles the test does not create are names the script creates or expects to be missing.
+func pythonEntities(t *testing.T, b *broker) map[string]map[string]string {
+	t.Helper()
+	entities := map[string]map[string]string{}
+	for _, s := range commonScenarios {
+		entities[s] = map[string]string{}
+	}
+	queue := func(scenario string, mut func(*store.Properties)) {
+		name := "py-" + scenario
+		b.createQueue(t, name, mut)
+		entities[scenario]["queue"] = name
+	}
+	for _, s := range []string{"send-property-types", "send-body-kinds", "receive-and-delete",
+		"peek-lock-complete", "abandon-with-properties", "defer-receive-deferred",
+		"dead-letter-reason", "peek", "schedule-cancel-queue", "batch", "large-message",
+		"websockets", "wrong-key", "missing-right"} {
+		queue(s, nil)
+	}
+	// renew-lock holds its message past a short lock by renewing it.
+	queue("renew-lock", func(p *store.Properties) { p.LockDuration = store.MinLockDuration })
+	for _, s := range []string{"session-state", "session-empty-id", "list-sessions"} {
+		queue(s, func(p *store.Properties) { p.RequiresSession = true })
+	}
+	b.createTopic(t, "py-schedule-cancel-topic", "sub")
+	entities["schedule-cancel-topic"]["topic"] = "py-schedule-cancel-topic"
+	entities["schedule-cancel-topic"]["subscription"] = "sub"
+	// rules: the script's administration client creates the subscription and its rules.
+	b.createTopic(t, "py-rules")
+	entities["rules"]["topic"] = "py-rules"
+	entities["rules"]["subscription"] = "filtered"
+	entities["missing-entity"]["queue"] = "py-no-such-queue"
+	return entities
+}
+
+// runPythonScenarios runs scenarios.py with python against b and checks its report: every
+// common scenario reported, each PASS except those in skips, which must be SKIP. conn makes the
+// data-plane connection string for a key name; ca is the PEM file of the certificates the
+// client must trust.
+func runPythonScenarios(t *testing.T, b *broker, ca, python, sdkVersion string, conn func(key string) string, skips map[string]string) {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s: %v (run `make python-clients`, which `make test` runs, to install the Python clients)", python, err)
+	}
+	entities, err := json.Marshal(pythonEntities(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpsHost := strings.TrimPrefix(b.HTTPS, "https://")
+	ctx, cancel := context.WithTimeout(t.Context(), scenarioTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, pythonScenarios)
+	cmd.WaitDelay = 10 * time.Second
+	cmd.Env = append(os.Environ(),
+		"PYTHONDONTWRITEBYTECODE=1",
+		"PYTHONUNBUFFERED=1",
+		"SB_SDK_VERSION="+sdkVersion,
+		"SB_CONN="+conn("SendListen"),
+		"SB_CONN_WRONG_KEY="+strings.Replace(conn("RootManageSharedAccessKey"), key, "d3Jvbmcta2V5LWZvci1zYmdhdGUtY29tcGF0LXRlc3Q=", 1),
+		"SB_CONN_LISTEN_ONLY="+conn("ListenOnly"),
+		// The administration client speaks https only (the REST door); the data plane's
+		// WebSockets ride the same https listener at /$servicebus/websocket.
+		"SB_ADMIN_CONN="+connString(httpsHost, "RootManageSharedAccessKey", false),
+		"SB_WS_CONN="+connString(httpsHost, "SendListen", false),
+		"SB_WS_ENDPOINT=sb://"+httpsHost,
+		"SB_CA_FILE="+ca,
+		// ServiceBusAdministrationClient 7.8.2 drops the transport options it is built with
+		// (its _build_pipeline() gets no kwargs), so its https trusts the certificate through
+		// requests' own variable.
+		"REQUESTS_CA_BUNDLE="+ca,
+		"SB_ENTITIES="+string(entities),
+		"SB_SCENARIOS="+os.Getenv("SB_SCENARIOS"), // a comma-separated subset while debugging
+		"SB_DEBUG="+os.Getenv("SB_DEBUG"),         // 1: the SDK's frame logging on stderr
+	)
+	want := commonScenarios
+	if only := os.Getenv("SB_SCENARIOS"); only != "" {
+		want = strings.Split(only, ",")
+	}
+	start := time.Now()
+	scenarioResults(t, cmd, want, skips)
+	t.Logf("%s scenarios with azure-servicebus %s ran in %v", filepath.Base(python), sdkVersion, time.Since(start).Round(time.Second))
+}
