@@ -65,7 +65,7 @@ func TestPythonUAMQP(t *testing.T) {
 func amqpsRelay(t *testing.T, b *broker, addr string) string {
 	t.Helper()
 	host, _, _ := strings.Cut(addr, ":")
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func amqpsRelay(t *testing.T, b *broker, addr string) string {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func amqpsRelay(t *testing.T, b *broker, addr string) string {
 	}
 
 	ln, err := tls.Listen("tcp", addr, &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: priv}},
 		MinVersion:   tls.VersionTLS12,
 	})
 	if err != nil {
