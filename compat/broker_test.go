@@ -3,9 +3,15 @@ package compat_test
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +27,7 @@ import (
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/portmux"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/sbamqp"
 	"github.com/sbgate/sbgate/store"
@@ -40,6 +47,11 @@ type broker struct {
 	AMQPS  string // 127.0.0.1:port, AMQP over TLS
 	CAFile string // PEM of the certificate the https and AMQPS listeners present
 	TLS    *tls.Config
+	// OnePort is 127.0.0.1:port serving AMQP, AMQPS, http and https on one listener (package
+	// portmux), when brokerOptions.OnePort asked for it; "" otherwise. Its TLS certificate,
+	// in OnePortCAFile, is its own: see serveOnePort.
+	OnePort       string
+	OnePortCAFile string
 }
 
 // brokerOptions changes what startBroker serves.
@@ -47,6 +59,9 @@ type brokerOptions struct {
 	// AMQPSAddr is where the AMQPS listener binds (default 127.0.0.1:0). Clients that always
 	// dial 5671 get an address of their own, such as 127.0.0.7:5671.
 	AMQPSAddr string
+	// OnePort also serves every protocol on one more port (broker.OnePort), for clients that
+	// derive both their AMQP and their https endpoint from one host:port, as the Go SDK does.
+	OnePort bool
 }
 
 // The keys every broker knows, with their rights.
@@ -114,7 +129,80 @@ func startBroker(t *testing.T, opts *brokerOptions) *broker {
 		<-done
 		_ = tunnels.Close() // their AMQP connections are closed: this waits for them to end
 	})
+	if opts.OnePort {
+		b.OnePort, b.OnePortCAFile = serveOnePort(t, h, srv)
+	}
 	return b
+}
+
+// serveOnePort serves the REST handler h and the AMQP server srv, plain and over TLS, on one
+// loopback port through a portmux.Mux, stopped when the test ends. It returns the port's
+// host:port and the file of its certificate.
+//
+// The certificate names 127.0.0.1 (IP), example.com and, as a DNS name, "127.0.0.1:port": the
+// Go SDK's AMQP client (go-amqp) takes the namespace's host:port as the TLS server name, so it
+// verifies the certificate against "127.0.0.1:port", which Go matches exactly against a DNS
+// name when it is not a valid host name. Against Azure the namespace has no port.
+func serveOnePort(t *testing.T, h http.Handler, srv *amqp.Server) (string, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("one-port listener: %v", err)
+	}
+	addr := ln.Addr().String()
+	cert, der := selfSignedCert(t, addr)
+	caFile := filepath.Join(t.TempDir(), "one-port-ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	tlsConfig := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	mux := portmux.New(ln, portmux.Options{TLS: tlsConfig, AMQP: srv})
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	portmux.ConfigureServer(hs)
+	done := make(chan struct{}, 2)
+	go func() {
+		_ = hs.Serve(mux.HTTPListener())
+		done <- struct{}{}
+	}()
+	go func() {
+		_ = mux.Serve(context.Background())
+		done <- struct{}{}
+	}()
+	t.Cleanup(func() {
+		_ = mux.Close()
+		_ = hs.Close()
+		<-done
+		<-done
+	})
+	return addr, caFile
+}
+
+// selfSignedCert is a self-signed certificate for 127.0.0.1, example.com and the DNS name
+// hostPort, with its DER.
+func selfSignedCert(t *testing.T, hostPort string) (tls.Certificate, []byte) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{Organization: []string{"sbgate compat tests"}},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"example.com", hostPort},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}, der
 }
 
 // keyOf returns the key text of a test key name.

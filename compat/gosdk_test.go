@@ -1,0 +1,285 @@
+package compat_test
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/store"
+)
+
+// goSDKPackage is the Azure SDK for Go's Service Bus package; its own tests run against sbgate
+// in TestGoSDKSuite.
+const goSDKPackage = "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+// goSDKSkipped are the tests of goSDKPackage that need what no local broker can give, each with
+// the reason (the README lists them). A name with a slash is a subtest: its test runs without
+// it. Every other test of the package must pass.
+var goSDKSkipped = map[string]string{
+	"TestReceiveWithDelay": "runs Microsoft's AMQP fault injector (AMQP_FAULT_INJECTOR_PATH), a binary that is not published",
+	"TestReceiveWithDifferentWaitTime": "assumes a remote service's latency: it sends 1000 messages and requires a receive of 1000 " +
+		"with the default 20 ms wait after the first message to get fewer than one that waits 20 s; a local broker " +
+		"delivers all 1000 within the 20 ms",
+	"TestClientUnauthorizedCreds/invalid_identity_creds": "tests Entra ID, not the broker: a ClientSecretCredential with a " +
+		"bogus secret must fail at login.microsoftonline.com before anything reaches Service Bus (offline it passes " +
+		"only after ~27 s of retries)",
+	"TestReceiverUnauthorizedCreds/invalid_identity_creds": "as TestClientUnauthorizedCreds/invalid_identity_creds",
+}
+
+// goSDKWorkers is how many test processes run at once. The suite's tests do not call
+// t.Parallel, and many of them mostly wait (on receive timeouts, lock expiries, sleeps): each
+// runs in its own process, several at a time, against one broker, as they would against one
+// namespace.
+const goSDKWorkers = 6
+
+// TestGoSDKSuite runs the tests of the Go SDK's Service Bus package (azservicebus v1.11.0, the
+// data plane: senders, receivers, sessions, settlement, batches, scheduling; and its admin
+// helpers), unmodified and live, against sbgate, and requires every test not in goSDKSkipped to
+// pass.
+//
+// The suite derives both endpoints from SERVICEBUS_ENDPOINT (host:port): its data clients dial
+// amqps://host:port and its admin clients https://host:port/, so sbgate serves every protocol on
+// one port (package portmux). Clients built from a connection string get the test keys; clients
+// built with a TokenCredential get DefaultAzureCredential, limited by AZURE_TOKEN_CREDENTIALS to
+// the Azure CLI, whose stand-in on PATH answers with a SAS token for the namespace: the admin
+// client sends it as its Authorization, the data client as a CBS put-token of type "jwt".
+// SSL_CERT_FILE makes Go trust the test certificate. The queues testQueue and
+// testQueueWithSessions, which the suite's test-resources.bicep creates, are created as it
+// describes them.
+func TestGoSDKSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the Go SDK's tests")
+	}
+	t.Parallel()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go not found: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "azservicebus.test")
+	pkgDir, err := exec.CommandContext(ctx, goBin, "list", "-f", "{{.Dir}}", goSDKPackage).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", goSDKPackage, err)
+	}
+	// One build of the suite, in this module so go.mod's versions apply; each test then runs
+	// in a process of its own.
+	if out, err := exec.CommandContext(ctx, goBin, "test", "-c", "-o", bin, goSDKPackage).CombinedOutput(); err != nil {
+		t.Fatalf("go test -c %s: %v\n%s", goSDKPackage, err, out)
+	}
+	list, err := exec.CommandContext(ctx, bin, "-test.list", "^Test").Output()
+	if err != nil {
+		t.Fatalf("%s -test.list: %v", bin, err)
+	}
+	// SBGATE_GOSDK_TESTS, a regular expression, runs only the tests it matches and logs their
+	// whole output, for working on one failure.
+	only, err := regexp.Compile(os.Getenv("SBGATE_GOSDK_TESTS"))
+	if err != nil {
+		t.Fatalf("SBGATE_GOSDK_TESTS: %v", err)
+	}
+	var tests []string
+	for _, name := range strings.Fields(string(list)) {
+		if _, skip := goSDKSkipped[name]; !skip && only.MatchString(name) {
+			tests = append(tests, name)
+		}
+	}
+	if len(tests) < 100 && only.String() == "" {
+		t.Fatalf("the suite lists %d tests: %s", len(tests), list)
+	}
+
+	b := startBroker(t, &brokerOptions{OnePort: true})
+	host := b.OnePort
+	// The queues of the suite's test-resources.bicep.
+	for _, q := range []struct {
+		name     string
+		sessions bool
+	}{{"testQueue", false}, {"testQueueWithSessions", true}} {
+		b.createQueue(t, q.name, func(p *store.Properties) {
+			p.LockDuration = 5 * time.Minute
+			p.MaxSizeInMegabytes = 1024
+			p.RequiresSession = q.sessions
+			p.DuplicateDetectionHistoryTimeWindow = 10 * time.Minute
+			p.MaxDeliveryCount = 10
+		})
+	}
+	expires := time.Now().Add(2 * time.Hour)
+	token := sas.Sign("sb://"+host+"/", "RootManageSharedAccessKey", key, expires)
+	az := fmt.Sprintf("#!/bin/sh\ncat <<'END'\n{\"accessToken\": %q, \"expiresOn\": %q, \"expires_on\": %d, \"tokenType\": \"Bearer\"}\nEND\n",
+		token, expires.Format("2006-01-02 15:04:05.000000"), expires.Unix())
+	if err := os.WriteFile(filepath.Join(dir, "az"), []byte(az), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	conn := func(name string) string { return connString(host, name, false) }
+	env := append(os.Environ(),
+		"PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"AZURE_RECORD_MODE=live",
+		"AZURE_TOKEN_CREDENTIALS=AzureCLICredential",
+		"SSL_CERT_FILE="+b.OnePortCAFile,
+		"SERVICEBUS_ENDPOINT="+host,
+		"SERVICEBUS_ENDPOINT_PREMIUM="+host,
+		"SERVICEBUS_CONNECTION_STRING="+conn("RootManageSharedAccessKey"),
+		"SERVICEBUS_CONNECTION_STRING_PREMIUM="+conn("RootManageSharedAccessKey"),
+		"SERVICEBUS_CONNECTION_STRING_NO_MANAGE="+conn("SendListen"),
+		"SERVICEBUS_CONNECTION_STRING_SEND_ONLY="+conn("SendOnly"),
+		"SERVICEBUS_CONNECTION_STRING_LISTEN_ONLY="+conn("ListenOnly"),
+	)
+
+	started := time.Now()
+	results := runGoSDKTests(ctx, t, tests, func(ctx context.Context, name string) *exec.Cmd {
+		args := []string{"tool", "test2json", "-t", "-p", goSDKPackage, bin,
+			"-test.v=test2json", "-test.count=1", "-test.timeout=5m", "-test.run=^" + name + "$"}
+		if skip := goSDKSubtestSkips(name); skip != "" {
+			args = append(args, "-test.skip="+skip)
+		}
+		cmd := exec.CommandContext(ctx, goBin, args...)
+		cmd.Dir = strings.TrimSpace(string(pkgDir)) // its testdata, as go test runs it
+		cmd.Env = env
+		return cmd
+	})
+	elapsed := time.Since(started)
+
+	var passed []string
+	for _, name := range tests {
+		r := results[name]
+		switch r.action {
+		case "pass":
+			passed = append(passed, name)
+			if only.String() != "" {
+				t.Logf("%s passed (%.1fs):\n%s", name, r.elapsed, r.output.String())
+			}
+		case "fail":
+			t.Errorf("%s failed against sbgate (%.1fs):\n%s", name, r.elapsed, tail(r.output.String(), 12000))
+		case "skip":
+			t.Errorf("%s skipped itself: %s", name, tail(r.output.String(), 2000))
+		default:
+			t.Errorf("%s did not finish:\n%s", name, tail(r.output.String(), 12000))
+		}
+	}
+	var report strings.Builder
+	for _, name := range tests {
+		r := results[name]
+		fmt.Fprintf(&report, "  %-4s %6.1fs %s\n", strings.ToUpper(cmp.Or(r.action, "none")), r.elapsed, name)
+	}
+	skipped := slices.Sorted(maps.Keys(goSDKSkipped))
+	t.Logf("%d of %d tests of %s passed in %s (%d left out: %s):\n%s", len(passed), len(tests), goSDKPackage,
+		elapsed.Round(time.Second), len(skipped), strings.Join(skipped, ", "), report.String())
+}
+
+// goSDKSubtestSkips is the -test.skip pattern for the skipped subtests of test name, or "".
+func goSDKSubtestSkips(name string) string {
+	var subs []string
+	for s := range goSDKSkipped {
+		if top, sub, ok := strings.Cut(s, "/"); ok && top == name {
+			subs = append(subs, regexp.QuoteMeta(sub))
+		}
+	}
+	if len(subs) == 0 {
+		return ""
+	}
+	sort.Strings(subs)
+	return "^" + regexp.QuoteMeta(name) + "$/^(" + strings.Join(subs, "|") + ")$"
+}
+
+// goSDKResult is what test2json said of one top-level test.
+type goSDKResult struct {
+	action  string // pass, fail, skip; "" when it never ended
+	elapsed float64
+	output  strings.Builder
+}
+
+// runGoSDKTests runs each test in a process of its own (cmd returns it), goSDKWorkers at a
+// time, and reads their test2json events.
+func runGoSDKTests(ctx context.Context, t *testing.T, tests []string, cmd func(context.Context, string) *exec.Cmd) map[string]*goSDKResult {
+	results := make(map[string]*goSDKResult, len(tests))
+	for _, name := range tests {
+		results[name] = &goSDKResult{}
+	}
+	var mu sync.Mutex
+	next := make(chan string)
+	var wg sync.WaitGroup
+	for range goSDKWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range next {
+				c := cmd(ctx, name)
+				out, err := c.StdoutPipe()
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+					continue
+				}
+				var stderr strings.Builder
+				c.Stderr = &stderr
+				if err := c.Start(); err != nil {
+					t.Errorf("%s: %v", name, err)
+					continue
+				}
+				sc := bufio.NewScanner(out)
+				sc.Buffer(make([]byte, 1<<20), 16<<20)
+				for sc.Scan() {
+					var ev struct {
+						Action, Test, Output string
+						Elapsed              float64
+					}
+					if json.Unmarshal(sc.Bytes(), &ev) != nil {
+						continue
+					}
+					top, _, sub := strings.Cut(ev.Test, "/")
+					mu.Lock()
+					r := results[top]
+					if r == nil {
+						r = results[name] // package-level output (a panic, a timeout)
+					}
+					switch {
+					case ev.Action == "output":
+						r.output.WriteString(ev.Output)
+					case ev.Test == name && !sub && (ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip"):
+						r.action, r.elapsed = ev.Action, ev.Elapsed
+					}
+					mu.Unlock()
+				}
+				err = c.Wait()
+				mu.Lock()
+				if r := results[name]; r.action == "" || (err != nil && r.action == "pass") {
+					fmt.Fprintf(&r.output, "\n(process: %v; stderr: %s)\n", err, stderr.String())
+					if r.action == "pass" {
+						r.action = "fail"
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, name := range tests {
+		select {
+		case next <- name:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	return results
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
