@@ -16,6 +16,11 @@ type tlsStateKey struct{}
 // only for a *tls.Conn, and only then builds https URLs or answers r.TLS checks right). Call it
 // once, before srv.Serve; it keeps srv's own ConnContext and Handler (nil: DefaultServeMux),
 // wrapping them.
+//
+// For HTTP/2 over TLS, offer "h2" in the NextProtos of the Mux's TLS configuration and set
+// srv.TLSConfig to that same configuration: net/http enables HTTP/2 in Serve only when
+// srv.TLSConfig offers "h2" (with a TLS configuration that offers no ALPN protocol, as sbgate's
+// -tls-cert gives today, clients use HTTP/1.1).
 func ConfigureServer(srv *http.Server) {
 	connContext := srv.ConnContext
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {

@@ -23,6 +23,7 @@
 package portmux
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -54,6 +55,10 @@ type Options struct {
 	// SniffTimeout bounds everything before a connection is handed over: the TLS handshake
 	// and the first bytes; default 10 seconds.
 	SniffTimeout time.Duration
+	// MaxSniffing bounds the connections not yet handed over: when a new one would exceed it,
+	// the oldest of them is closed, so sockets that never say what they speak cannot keep a
+	// real client out (as amqp.Options.MaxHandshakes does for AMQP handshakes). Default 4,096.
+	MaxSniffing int
 	// Logger receives why connections were closed before being handed over; nil discards.
 	Logger *slog.Logger
 }
@@ -65,12 +70,14 @@ type Mux struct {
 	log  *slog.Logger
 	http *httpListener
 
-	mu      sync.Mutex
-	conns   map[*trackedConn]struct{}
-	closed  bool
-	done    chan struct{} // closed by Close
-	wg      sync.WaitGroup
-	serving bool
+	mu       sync.Mutex
+	conns    map[*trackedConn]struct{}
+	sniffing *list.List // of *trackedConn not yet handed over, oldest first
+	evicted  uint64
+	closed   bool
+	done     chan struct{} // closed by Close
+	wg       sync.WaitGroup
+	serving  bool
 }
 
 // New returns a Mux that will accept on ln once Serve is called.
@@ -78,15 +85,19 @@ func New(ln net.Listener, opts Options) *Mux {
 	if opts.SniffTimeout <= 0 {
 		opts.SniffTimeout = 10 * time.Second
 	}
+	if opts.MaxSniffing <= 0 {
+		opts.MaxSniffing = 4096
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	m := &Mux{
-		ln:    ln,
-		opts:  opts,
-		log:   opts.Logger,
-		conns: make(map[*trackedConn]struct{}),
-		done:  make(chan struct{}),
+		ln:       ln,
+		opts:     opts,
+		log:      opts.Logger,
+		conns:    make(map[*trackedConn]struct{}),
+		sniffing: list.New(),
+		done:     make(chan struct{}),
 	}
 	m.http = &httpListener{m: m, ch: make(chan net.Conn), done: make(chan struct{})}
 	return m
@@ -188,25 +199,62 @@ func (m *Mux) Close() error {
 	return err
 }
 
-// track registers an accepted connection (and one goroutine for it), or closes it when the Mux
-// is closed.
+// track registers an accepted connection (and one goroutine for it) as sniffing, or closes it
+// when the Mux is closed. It closes the oldest sniffing connection when there are
+// Options.MaxSniffing already.
 func (m *Mux) track(nc net.Conn) (*trackedConn, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
+		m.mu.Unlock()
 		_ = nc.Close()
 		return nil, false
 	}
+	var evict *trackedConn
+	if m.sniffing.Len() >= m.opts.MaxSniffing {
+		evict = m.sniffing.Remove(m.sniffing.Front()).(*trackedConn)
+		evict.sniff = nil
+		m.evicted++
+	}
 	c := &trackedConn{Conn: nc, m: m}
+	c.sniff = m.sniffing.PushBack(c)
 	m.conns[c] = struct{}{}
 	m.wg.Add(1)
+	m.mu.Unlock()
+	if evict != nil {
+		if m.evicted%1000 == 1 {
+			m.log.Warn("portmux: closed the oldest connection that had not said what it speaks, to make room",
+				slog.Int("max_sniffing", m.opts.MaxSniffing), slog.String("remote", evict.RemoteAddr().String()))
+		}
+		_ = evict.Close()
+	}
 	return c, true
+}
+
+// sniffed takes c off the sniffing connections.
+func (m *Mux) sniffed(c *trackedConn) {
+	m.mu.Lock()
+	if c.sniff != nil {
+		m.sniffing.Remove(c.sniff)
+		c.sniff = nil
+	}
+	m.mu.Unlock()
 }
 
 func (m *Mux) untrack(c *trackedConn) {
 	m.mu.Lock()
 	delete(m.conns, c)
+	if c.sniff != nil {
+		m.sniffing.Remove(c.sniff)
+		c.sniff = nil
+	}
 	m.mu.Unlock()
+}
+
+// Evicted is how many connections were closed to keep under Options.MaxSniffing.
+func (m *Mux) Evicted() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.evicted
 }
 
 // protocol is what a connection's first bytes say it speaks.
@@ -307,6 +355,7 @@ func (m *Mux) dispatch(ctx context.Context, c *trackedConn) {
 		switch tc.ConnectionState().NegotiatedProtocol {
 		case "h2", "http/1.1":
 			// The client said by ALPN that it speaks HTTP: net/http gets the *tls.Conn.
+			m.sniffed(c)
 			_ = c.SetDeadline(time.Time{})
 			m.handHTTP(ctx, tc)
 			return
@@ -319,6 +368,7 @@ func (m *Mux) dispatch(ctx context.Context, c *trackedConn) {
 		}
 		conn = &tlsReplayConn{replayConn: replayConn{Conn: tc, prefix: prefix}, tc: tc}
 	}
+	m.sniffed(c)
 	if err := c.SetDeadline(time.Time{}); err != nil {
 		_ = c.Close()
 		return
@@ -382,9 +432,10 @@ func (l *httpListener) Addr() net.Addr { return l.m.ln.Addr() }
 // trackedConn is an accepted connection the Mux closes when it closes.
 type trackedConn struct {
 	net.Conn
-	m    *Mux
-	once sync.Once
-	err  error
+	m     *Mux
+	sniff *list.Element // in m.sniffing while not handed over; guarded by m.mu
+	once  sync.Once
+	err   error
 }
 
 func (c *trackedConn) Close() error {

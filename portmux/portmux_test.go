@@ -534,3 +534,48 @@ func TestManyConnections(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestMaxSniffing: past Options.MaxSniffing, silent connections make room by closing the
+// oldest of them, long before the sniff deadline, and a real client is served.
+func TestMaxSniffing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder(len(amqpHeader))
+	m := portmux.New(ln, portmux.Options{AMQP: rec, MaxSniffing: 2, SniffTimeout: 10 * time.Minute})
+	served := make(chan error, 1)
+	go func() { served <- m.Serve(context.Background()) }()
+	defer func() {
+		_ = m.Close()
+		<-served
+	}()
+	f := &fixture{addr: ln.Addr().String()}
+	silent := []net.Conn{f.dial(t, false), f.dial(t, false)}
+	// Not silent in fact: each sends a byte short of a decision. The Mux accepts in the
+	// order the clients connected, so both are sniffing when the third arrives.
+	for _, c := range silent {
+		if _, err := c.Write([]byte("A")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := f.dial(t, false)
+	if _, err := client.Write(amqpHeader); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rec.got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the AMQP client was not served")
+	}
+	waitClosed(t, silent[0], 30*time.Second, nil)
+	if got := m.Evicted(); got != 1 {
+		t.Errorf("Evicted() = %d; want 1", got)
+	}
+	// The second silent connection is still open: a read waits.
+	_ = silent[1].SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	var ne net.Error
+	if _, err := silent[1].Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("the newer silent connection: read = %v; want it still open", err)
+	}
+}
