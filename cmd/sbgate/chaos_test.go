@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -15,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	goamqp "github.com/Azure/go-amqp"
 )
 
 // chaosRounds is how many times the chaos test kills something. Each round waits for the load
@@ -27,7 +31,15 @@ const chaosRounds = 6
 // the queue and asserts the two promises: every message whose send got 201 is received (none
 // lost), and no message whose complete got 200 is received by a receive that began after that
 // answer (none redelivered once settled).
-func TestChaos(t *testing.T) {
+func TestChaos(t *testing.T) { runChaos(t, false) }
+
+// TestChaosAMQP is TestChaos with the load over AMQP: senders whose message was accepted (a
+// settled disposition) and peek-lock receivers (receiver-settle-mode second) whose complete the
+// gateway confirmed with its settled disposition. The drain is over REST, as any client may read
+// what another sent.
+func TestChaosAMQP(t *testing.T) { runChaos(t, true) }
+
+func runChaos(t *testing.T, overAMQP bool) {
 	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -53,6 +65,11 @@ func TestChaos(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 4 {
+		if overAMQP {
+			wg.Go(func() { c.amqpSender(w, stop) })
+			wg.Go(func() { c.amqpReceiver(stop) })
+			continue
+		}
 		wg.Go(func() { c.sender(w, stop) })
 		wg.Go(func() { c.receiver(stop) })
 	}
@@ -117,9 +134,10 @@ type chaos struct {
 	readyFile string
 	out       *syncBuffer // every gateway's log
 
-	ep      atomic.Pointer[string]
-	gateway *os.Process
-	exited  <-chan error
+	ep       atomic.Pointer[string]
+	amqpAddr atomic.Pointer[string] // host:port of the gateway's plain AMQP listener
+	gateway  *os.Process
+	exited   <-chan error
 
 	mu        sync.Mutex
 	acked     map[string]bool      // sends answered 201
@@ -155,6 +173,9 @@ func (c *chaos) startGateway() {
 			c.t.Fatalf("ready file %s: %v", b, err)
 		}
 		c.ep.Store(&ri.Endpoint)
+		addr, _, _ := strings.Cut(strings.TrimPrefix(ri.AMQPConnectionString, "Endpoint=sb://"), ";")
+		addr = strings.TrimSuffix(addr, "/")
+		c.amqpAddr.Store(&addr)
 		return true
 	})
 }
@@ -266,14 +287,7 @@ func (c *chaos) receiveOnce(method, query string) (string, bool) {
 		c.t.Errorf("received message without an id: BrokerProperties %q", resp.Header.Get("BrokerProperties"))
 		return "", false
 	}
-	c.mu.Lock()
-	at, settled := c.settled[bp.MessageId]
-	c.mu.Unlock()
-	if settled && at.Before(began) {
-		if c.redelivered.Add(1) == 1 {
-			c.firstRedelivered.Store(bp.MessageId)
-		}
-	}
+	c.checkRedelivery(bp.MessageId, began)
 	if method == http.MethodDelete {
 		return bp.MessageId, true
 	}
@@ -299,6 +313,140 @@ func (c *chaos) receiveOnce(method, query string) (string, bool) {
 		resp.Body.Close()
 	}
 	return bp.MessageId, true
+}
+
+// amqpLink opens a connection to the current gateway's AMQP listener (SASL PLAIN with the
+// namespace key) and a link made by open on a session of it.
+func amqpLink[L any](c *chaos, open func(context.Context, *goamqp.Session) (L, error)) (*goamqp.Conn, L, error) {
+	var zero L
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := goamqp.Dial(ctx, "amqp://"+*c.amqpAddr.Load(), &goamqp.ConnOptions{
+		SASLType: goamqp.SASLTypePlain("RootManageSharedAccessKey", testKey)})
+	if err != nil {
+		return nil, zero, err
+	}
+	sess, err := conn.NewSession(ctx, nil)
+	if err == nil {
+		var l L
+		if l, err = open(ctx, sess); err == nil {
+			return conn, l, nil
+		}
+	}
+	_ = conn.Close()
+	return nil, zero, err
+}
+
+// amqpSender sends messages with unique ids over AMQP until stop is closed; a send is
+// acknowledged when the gateway accepted it.
+func (c *chaos) amqpSender(w int, stop <-chan struct{}) {
+	var conn *goamqp.Conn
+	var snd *goamqp.Sender
+	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if snd == nil {
+			var err error
+			if conn, snd, err = amqpLink(c, func(ctx context.Context, s *goamqp.Session) (*goamqp.Sender, error) {
+				return s.NewSender(ctx, "chaos", nil)
+			}); err != nil {
+				time.Sleep(10 * time.Millisecond) // the gateway is being replaced
+				continue
+			}
+		}
+		id := fmt.Sprintf("a-%d-%d", w, i)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := snd.Send(ctx, &goamqp.Message{Properties: &goamqp.MessageProperties{MessageID: id}, Data: [][]byte{[]byte(id)}}, nil)
+		cancel()
+		if err != nil {
+			_ = conn.Close()
+			conn, snd = nil, nil
+			continue
+		}
+		c.mu.Lock()
+		c.acked[id] = true
+		c.mu.Unlock()
+		c.sent.Add(1)
+	}
+}
+
+// amqpReceiver peek-locks and completes over AMQP until stop is closed: a complete is
+// acknowledged when the gateway's settled disposition confirms it.
+func (c *chaos) amqpReceiver(stop <-chan struct{}) {
+	var conn *goamqp.Conn
+	var rcv *goamqp.Receiver
+	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}()
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if rcv == nil {
+			var err error
+			if conn, rcv, err = amqpLink(c, func(ctx context.Context, s *goamqp.Session) (*goamqp.Receiver, error) {
+				return s.NewReceiver(ctx, "chaos", &goamqp.ReceiverOptions{Credit: 1,
+					SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr()})
+			}); err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+		}
+		began := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		m, err := rcv.Receive(ctx, nil)
+		cancel()
+		if err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) { // not a quiet second: the link or connection went
+				_ = conn.Close()
+				conn, rcv = nil, nil
+			}
+			continue
+		}
+		id, _ := m.Properties.MessageID.(string)
+		c.checkRedelivery(id, began)
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		err = rcv.AcceptMessage(ctx, m)
+		cancel()
+		c.mu.Lock()
+		if err != nil {
+			c.uncertain[id] = true
+		} else {
+			c.settled[id] = time.Now()
+		}
+		c.mu.Unlock()
+		if err != nil {
+			_ = conn.Close()
+			conn, rcv = nil, nil
+			continue
+		}
+		c.completes.Add(1)
+	}
+}
+
+// checkRedelivery counts a message received by a receive that began after its complete was
+// acknowledged.
+func (c *chaos) checkRedelivery(id string, began time.Time) {
+	c.mu.Lock()
+	at, settled := c.settled[id]
+	c.mu.Unlock()
+	if settled && at.Before(began) {
+		if c.redelivered.Add(1) == 1 {
+			c.firstRedelivered.Store(id)
+		}
+	}
 }
 
 // waitUntil polls cond until it holds or timeout passes.
