@@ -1,10 +1,10 @@
 package handlers
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/sbgate/sbgate/api"
 	"github.com/sbgate/sbgate/store"
@@ -71,15 +71,20 @@ func (s *Server) AcceptNextSession(w http.ResponseWriter, r *http.Request, entit
 		s.writeError(w, r, err)
 		return
 	}
-	s.accept(w, r, entityPath, "", wait)
+	s.accept(w, r, entityPath, func(ctx context.Context, e *store.Entity) (*store.Session, error) {
+		return s.store.AcceptNextSession(ctx, e, wait)
+	})
 }
 
 // AcceptSession locks a named session.
 func (s *Server) AcceptSession(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, params api.AcceptSessionParams) {
-	s.accept(w, r, entityPath, sessionID, 0)
+	s.accept(w, r, entityPath, func(ctx context.Context, e *store.Entity) (*store.Session, error) {
+		return s.store.AcceptSession(ctx, e, sessionID)
+	})
 }
 
-func (s *Server) accept(w http.ResponseWriter, r *http.Request, entityPath, sessionID string, wait time.Duration) {
+// accept answers a session accept that take makes.
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, entityPath string, take func(context.Context, *store.Entity) (*store.Session, error)) {
 	e, err := s.sessionEntity(r, entityPath)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -87,7 +92,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, entityPath, sess
 	}
 	wctx, end := s.waitContext(r.Context())
 	defer end()
-	sess, err := s.store.AcceptSession(wctx, e, sessionID, wait)
+	sess, err := take(wctx, e)
 	if sess == nil && drained(r.Context(), wctx, err) {
 		err = nil
 	}

@@ -41,7 +41,10 @@ func (v filterView) System(name string) (any, bool) {
 	case "correlationid":
 		return optional(m.CorrelationID), true
 	case "sessionid":
-		return optional(m.SessionID), true
+		if m.InSession() {
+			return m.SessionID, true // "" is a session
+		}
+		return nil, true
 	case "replytosessionid":
 		return optional(m.ReplyToSessionID), true
 	case "label", "subject":
@@ -132,6 +135,9 @@ func (v filterView) SetSystem(name string, val any) error {
 		*p = x
 	default:
 		*p = fmt.Sprint(x)
+	}
+	if p == &v.m.SessionID {
+		v.m.HasSessionID = val != nil // SET sys.SessionId = '' names the session "", REMOVE none
 	}
 	return nil
 }
