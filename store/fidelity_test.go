@@ -295,3 +295,229 @@ func TestAMQPBodySizeCounts(t *testing.T) {
 		t.Errorf("SizeInBytes %d; want at least the body's %d bytes", c.SizeInBytes, len(amqpBody))
 	}
 }
+
+// The session "" is a session like any other: a session queue takes its messages (and still
+// refuses messages without a session), it is accepted by its name, holds state, and its locks,
+// settlements and release work as for any other; the next-session accept finds it too.
+func TestEmptySessionID(t *testing.T) {
+	b := setup(t, manual)
+	q := b.sessionQueue(t, "q", nil)
+	if err := b.store.Send(b.ctx, q, []store.Message{body("no session")}); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("a message without a session: %v; want ErrBadRequest", err)
+	}
+	if err := b.store.Send(b.ctx, q, []store.Message{{Body: []byte("x"), HasSessionID: true, PartitionKey: "p"}}); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("session \"\" with PartitionKey p: %v; want ErrBadRequest (they must be equal)", err)
+	}
+	b.send(t, q, store.Message{Body: []byte("e1"), HasSessionID: true}, store.Message{Body: []byte("other"), SessionID: "x"},
+		store.Message{Body: []byte("e2"), HasSessionID: true})
+
+	s := b.accept(t, q, "")
+	if s.ID != "" {
+		t.Fatalf("accepted session %q; want \"\"", s.ID)
+	}
+	if _, err := b.store.AcceptSession(b.ctx, q, ""); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("accepting \"\" while it is held: %v; want ErrConflict", err)
+	}
+	got := b.receiveIn(t, q, s, 10)
+	if diff := cmp.Diff([]string{"e1", "e2"}, bodies(got)); diff != "" {
+		t.Fatalf("session \"\" gave (-want +got):\n%s", diff)
+	}
+	for _, m := range got {
+		if m.SessionID != "" || !m.HasSessionID || m.PartitionKey != "" {
+			t.Errorf("%s: session %q (present %v), partition key %q; want \"\", present, \"\"", m.Body, m.SessionID, m.HasSessionID, m.PartitionKey)
+		}
+	}
+	// The lock of another session, or none, does not settle them.
+	x := b.accept(t, q, "x")
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(x)), store.Complete, "", got[0].LockToken); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("complete under session x's lock: %v; want ErrLockLost", err)
+	}
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Complete, "", got[0].LockToken); err != nil {
+		t.Errorf("complete in session \"\": %v", err)
+	}
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Abandon, "", got[1].LockToken); err != nil {
+		t.Errorf("abandon in session \"\": %v", err)
+	}
+	if err := b.store.SetSessionState(b.ctx, q, lockOf(s), []byte("st")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b.store.SessionState(b.ctx, q, lockOf(s)); err != nil || string(st) != "st" {
+		t.Errorf("state of \"\" = %q, %v", st, err)
+	}
+	if _, err := b.store.RenewSessionLock(b.ctx, q, lockOf(s)); err != nil {
+		t.Errorf("renew the lock of \"\": %v", err)
+	}
+	list, err := b.store.ListSessions(b.ctx, q, 0, 10)
+	if err != nil || len(list) != 2 || list[0].ID != "" || !list[0].HasState || !list[0].HasMessages {
+		t.Errorf("ListSessions = %+v, %v; want \"\" (with state and a message) first", list, err)
+	}
+	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s)); err != nil {
+		t.Fatal(err)
+	}
+	// Released, with its abandoned message back: the next-session accept finds it.
+	next := b.acceptNext(t, q)
+	if next == nil || next.ID != "" {
+		t.Fatalf("next session = %+v; want \"\"", next)
+	}
+	if again := b.receiveIn(t, q, next, 10); len(again) != 1 || string(again[0].Body) != "e2" || again[0].DeliveryCount != 2 {
+		t.Errorf("session \"\" after its release gave %v", bodies(again))
+	}
+
+	// A topic's session subscription takes the session "" too, and a rule action can name it
+	// or remove it.
+	topic := b.topic(t, "t", nil)
+	sub := b.sub(t, "t", "s", nil, func(p *store.Properties) { p.RequiresSession = true })
+	plain := b.sub(t, "t", "plain", sqlRule("r", "sys.SessionId = ''"), nil)
+	removed := b.sub(t, "t", "removed", &store.Rule{Name: "r", Filter: store.RuleFilter{Kind: store.FilterTrue, SQLExpression: "1=1"},
+		Action: &store.RuleAction{SQLExpression: "REMOVE sys.SessionId"}}, nil)
+	b.send(t, topic, store.Message{Body: []byte("to all"), HasSessionID: true})
+	if s := b.accept(t, sub, ""); len(b.receiveIn(t, sub, s, 10)) != 1 {
+		t.Error("the session subscription's session \"\" holds no message")
+	}
+	if got := b.drain(t, plain, store.SubQueueMain); len(got) != 1 || !got[0].HasSessionID {
+		t.Errorf("sys.SessionId = '' matched %d messages: %+v", len(got), got)
+	}
+	if got := b.drain(t, removed, store.SubQueueMain); len(got) != 1 || got[0].InSession() {
+		t.Errorf("REMOVE sys.SessionId left %+v", got)
+	}
+}
+
+// TestSettleWithPropertiesToModify: an abandon, a defer and a dead-lettering set the properties
+// they carry over the message's, by name, keeping the others and their types; settlements
+// without modifications in the same call are made as they were.
+func TestSettleWithPropertiesToModify(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	target := store.Target{Entity: q}
+	props := store.UserProperties{{Name: "change", Value: "old"}, {Name: "keep", Value: int32(7)}}
+	for _, id := range []string{"abandon", "defer", "dead", "plain"} {
+		b.send(t, q, store.Message{Body: []byte(id), MessageID: id, UserProperties: props})
+	}
+	locked := b.drainLocked(t, q)
+	tok := map[string]uuid.UUID{}
+	for _, m := range locked {
+		tok[m.MessageID] = m.LockToken
+	}
+	mods := store.UserProperties{{Name: "change", Value: uint64(math.MaxUint64)}, {Name: "added", Value: store.Char('é')}}
+	res := b.store.Settle(b.ctx, target, []store.SettleRequest{
+		{Op: store.Abandon, Token: tok["abandon"], PropertiesToModify: mods},
+		{Op: store.Defer, Token: tok["defer"], PropertiesToModify: mods},
+		{Op: store.DeadLetter, Token: tok["dead"], Reason: "r", Description: "d", PropertiesToModify: mods},
+		{Op: store.Abandon, Token: tok["plain"]},
+	})
+	for i, r := range res {
+		if r.Err != nil {
+			t.Errorf("request %d: %v", i, r.Err)
+		}
+	}
+	want := store.UserProperties{{Name: "added", Value: store.Char('é')}, {Name: "change", Value: uint64(math.MaxUint64)}, {Name: "keep", Value: int32(7)}}
+	all := append(b.drainKeep(t, q, store.SubQueueMain), b.drainKeep(t, q, store.SubQueueDeadLetter)...)
+	if len(all) != 4 {
+		t.Fatalf("%d messages", len(all))
+	}
+	for _, m := range all {
+		w := want
+		if m.MessageID == "plain" {
+			w = props
+		}
+		if diff := cmp.Diff(w, m.UserProperties); diff != "" {
+			t.Errorf("%s: properties differ (-want +got):\n%s", m.MessageID, diff)
+		}
+	}
+	checkSize(t, b, "q")
+}
+
+// checkSize fails unless the entity's SizeInBytes is the sum of its messages' sizes.
+func checkSize(t *testing.T, b *bundle, path string) {
+	t.Helper()
+	var sum int64
+	if err := b.pool.QueryRow(b.ctx, `SELECT coalesce(sum(size), 0) FROM messages m JOIN entities e ON e.id = m.entity_id
+		WHERE e.path = $1`, path).Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if c := b.counts(t, path); c.SizeInBytes != sum {
+		t.Errorf("%s: SizeInBytes %d; its messages hold %d", path, c.SizeInBytes, sum)
+	}
+}
+
+// Properties to modify are checked as a send's: a request that breaks a rule fails alone with
+// ErrBadRequest and changes nothing, its lock held still; settlements that cannot modify
+// properties refuse them.
+func TestSettleWithPropertiesToModifyRefused(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", func(p *store.Properties) { p.MaxMessageSizeInKilobytes = 40 })
+	big := strings.Repeat("x", 30000)
+	b.send(t, q, store.Message{Body: []byte("full"), MessageID: "full", UserProperties: store.UserProperties{{Name: "a", Value: big}}},
+		store.Message{Body: []byte("other"), MessageID: "other"})
+	locked := b.drainLocked(t, q)
+	full, other := locked[0], locked[1]
+	target := store.Target{Entity: q}
+	sizeBefore := b.counts(t, "q").SizeInBytes
+	for name, req := range map[string]store.SettleRequest{
+		"complete":                      {Op: store.Complete, PropertiesToModify: store.UserProperties{{Name: "x", Value: "y"}}},
+		"renew":                         {Op: store.RenewLock, PropertiesToModify: store.UserProperties{{Name: "x", Value: "y"}}},
+		"release":                       {Op: store.Release, PropertiesToModify: store.UserProperties{{Name: "x", Value: "y"}}},
+		"bad type":                      {Op: store.Abandon, PropertiesToModify: store.UserProperties{{Name: "x", Value: struct{}{}}}},
+		"twice the name":                {Op: store.Abandon, PropertiesToModify: store.UserProperties{{Name: "x", Value: "1"}, {Name: "x", Value: "2"}}},
+		"over 64 KiB":                   {Op: store.Abandon, PropertiesToModify: store.UserProperties{{Name: "b", Value: big}, {Name: "c", Value: big}}},
+		"over the queue's message size": {Op: store.Defer, PropertiesToModify: store.UserProperties{{Name: "b", Value: big}}},
+	} {
+		req.Token = full.LockToken
+		res := b.store.Settle(b.ctx, target, []store.SettleRequest{req, {Op: store.RenewLock, Token: other.LockToken}})
+		if !errors.Is(res[0].Err, store.ErrBadRequest) {
+			t.Errorf("%s: %v; want ErrBadRequest", name, res[0].Err)
+		}
+		if res[1].Err != nil {
+			t.Errorf("%s: the other request of the call failed too: %v", name, res[1].Err)
+		}
+	}
+	// Nothing changed, and the lock is still held: a plain abandon takes it.
+	got := b.drainKeep(t, q, store.SubQueueMain)
+	if len(got[0].UserProperties) != 1 || got[0].State != store.StateActive {
+		t.Errorf("after the refusals: %d properties, state %v; want one property, active", len(got[0].UserProperties), got[0].State)
+	}
+	if c := b.counts(t, "q").SizeInBytes; c != sizeBefore {
+		t.Errorf("SizeInBytes %d; want %d as before", c, sizeBefore)
+	}
+	if _, err := settle1(b.ctx, b.store, target, store.Abandon, "", full.LockToken); err != nil {
+		t.Errorf("abandon after the refusals: %v", err)
+	}
+	// A lost lock is lost, modifications or not.
+	res := b.store.Settle(b.ctx, target, []store.SettleRequest{{Op: store.Abandon, Token: full.LockToken,
+		PropertiesToModify: store.UserProperties{{Name: "x", Value: "y"}}}})
+	if !errors.Is(res[0].Err, store.ErrLockLost) {
+		t.Errorf("modifying abandon of a released lock: %v; want ErrLockLost", res[0].Err)
+	}
+	checkSize(t, b, "q")
+}
+
+// In a session, and for an entity that forwards its dead letters, a modifying settlement works
+// as a plain one: the session lock is checked, the dead letter moves on with its properties.
+func TestSettleWithPropertiesToModifyInASessionAndForwarded(t *testing.T) {
+	b := setup(t, manual)
+	b.queue(t, "collector", nil)
+	q := b.sessionQueue(t, "q", func(p *store.Properties) { p.ForwardDeadLetteredMessagesTo = "collector" })
+	b.send(t, q, store.Message{Body: []byte("m"), HasSessionID: true, UserProperties: store.UserProperties{{Name: "k", Value: int8(1)}}})
+	s := b.accept(t, q, "")
+	m := b.receiveIn(t, q, s, 1)[0]
+	mods := store.UserProperties{{Name: "k", Value: store.TimeSpan(5)}}
+	other := store.SessionLock{SessionID: "", Token: uuid.New()}
+	res := b.store.Settle(b.ctx, inSession(q, other), []store.SettleRequest{{Op: store.DeadLetter, Token: m.LockToken, PropertiesToModify: mods}})
+	if !errors.Is(res[0].Err, store.ErrLockLost) {
+		t.Errorf("dead-letter under a wrong session lock: %v; want ErrLockLost", res[0].Err)
+	}
+	res = b.store.Settle(b.ctx, inSession(q, lockOf(s)), []store.SettleRequest{{Op: store.DeadLetter, Token: m.LockToken, PropertiesToModify: mods}})
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	collector, _ := b.store.Resolve(b.ctx, "collector")
+	got := b.drain(t, collector, store.SubQueueMain)
+	if len(got) != 1 || !got[0].HasSessionID || got[0].DeadLetterSource != "q" {
+		t.Fatalf("collector got %+v", got)
+	}
+	if diff := cmp.Diff(mods, got[0].UserProperties); diff != "" {
+		t.Errorf("forwarded dead letter's properties (-want +got):\n%s", diff)
+	}
+	checkSize(t, b, "q")
+	checkSize(t, b, "collector")
+}
