@@ -95,8 +95,11 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		return nil, aerr
 	}
 	t := store.Target{Entity: e, SubQueue: sq}
-	sid, hasSession := mapString(body, "session-id")
-	if !hasSession || sid == "" {
+	// A session-id string names a session, "" included (as in a session filter); null or none
+	// names none.
+	v, _ := body.Get("session-id")
+	sid, hasSession := v.(string)
+	if !hasSession {
 		// The Go SDK names the session receiver's link instead of the session on some
 		// requests (peek, update-disposition).
 		if v, ok := m.ApplicationProperties.Get("associated-link-name"); ok {
@@ -108,7 +111,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		}
 	}
 	scheduling := op == "com.microsoft:schedule-message" || op == "com.microsoft:cancel-scheduled-message"
-	if hasSession && sid != "" && op != "com.microsoft:peek-message" && !scheduling {
+	if hasSession && op != "com.microsoft:peek-message" && !scheduling {
 		lock, ok := r.cs.sessionLock(e.Path, sid)
 		if !ok {
 			return nil, &amqp.Error{Condition: condSessionLockLost, Description: "This connection holds no lock on session '" + store.Clip(sid) + "'."}
@@ -184,7 +187,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		if n < 1 {
 			return nil, badField("message-count must be at least 1")
 		}
-		msgs, err := peek(ctx, st, e, sq, sid, from, int(min(n, store.MaxBrowse)))
+		msgs, err := peek(ctx, st, e, sq, sid, hasSession, from, int(min(n, store.MaxBrowse)))
 		if err != nil {
 			return nil, err
 		}
@@ -333,11 +336,10 @@ func schedule(ctx context.Context, st store.Store, e *store.Entity, sq store.Sub
 	return amqp.Map{{Key: "sequence-numbers", Value: amqp.Array{Type: amqp.TypeLong, Elems: out}}}, nil
 }
 
-// peek browses up to n messages from sequence number from on; with a session id, only that
-// session's, paging through the entity's messages (the store browses by sequence number only,
+// peek browses up to n messages from sequence number from on; inSession, only session sid's, paging through the entity's messages (the store browses by sequence number only,
 // so a session peek reads the messages of the other sessions in between).
-func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueue, sid string, from int64, n int) ([]*store.Message, error) {
-	if sid == "" {
+func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueue, sid string, inSession bool, from int64, n int) ([]*store.Message, error) {
+	if !inSession {
 		return st.Browse(ctx, e, sq, from, n)
 	}
 	var out []*store.Message
@@ -347,7 +349,7 @@ func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueu
 			return nil, err
 		}
 		for _, m := range page {
-			if m.SessionID == sid && len(out) < n {
+			if m.InSession() && m.SessionID == sid && len(out) < n {
 				out = append(out, m)
 			}
 		}
