@@ -197,3 +197,25 @@ func TestRESTEmptySessionID(t *testing.T) {
 		t.Errorf("BrokerProperties %s of a message without a session name one", r.header.Get("BrokerProperties"))
 	}
 }
+
+// The sessions extension addresses the session "" as any other: its URL segment is empty.
+func TestRESTSessionExtensionEmptySession(t *testing.T) {
+	b := setup(t)
+	b.createQueue(t, "sq", "<RequiresSession>true</RequiresSession>")
+	b.send(t, "sq", "in the session", map[string]string{"BrokerProperties": `{"SessionId":""}`})
+	r := b.do(t, call{method: http.MethodPost, path: "/sq/sessions/$accept?timeout=0"}).want(t, "accept next", http.StatusCreated)
+	loc := settlePath(t, r.header.Get("Location"))
+	if !strings.Contains(loc, "/sessions//") {
+		t.Errorf("Location %s; want the empty session's empty segment", loc)
+	}
+	m := b.do(t, call{method: http.MethodPost, path: loc + "/messages/head?timeout=0"}).want(t, "peek-lock in session \"\"", http.StatusCreated)
+	if m.body != "in the session" {
+		t.Errorf("body %q", m.body)
+	}
+	b.do(t, call{method: http.MethodDelete, path: settlePath(t, m.header.Get("Location"))}).want(t, "complete in session \"\"", http.StatusOK)
+	b.do(t, call{method: http.MethodPut, path: loc + "/state", body: "st"}).want(t, "set state of \"\"", http.StatusOK)
+	if st := b.do(t, call{method: http.MethodGet, path: loc + "/state"}).want(t, "get state", http.StatusOK); st.body != "st" {
+		t.Errorf("state %q", st.body)
+	}
+	b.do(t, call{method: http.MethodPost, path: "/sq/sessions//$accept"}).want(t, "accept \"\" by name while held", http.StatusConflict)
+}
