@@ -11,7 +11,7 @@ APT_GET := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 run: postgres
 	$(GO) run ./cmd/sbgate
 
-test: postgres gcc compat-clients chromium
+test: postgres gcc compat-clients chromium java-clients python-clients
 	$(GO) test -race -timeout 12m ./...
 	@$(MAKE) --no-print-directory fuzz
 
@@ -70,7 +70,7 @@ check:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-deps: postgres gcc compat-clients chromium
+deps: postgres gcc compat-clients chromium java-clients python-clients
 
 # chromium is the headless browser the console tests (TestConsole*) drive; they fail without it.
 chromium:
@@ -120,6 +120,54 @@ compat-clients: node
 		[ -f $$d/package-lock.json ] || continue; \
 		[ -d $$d/node_modules ] || npm ci --prefix $$d --no-audit --no-fund --loglevel=error || exit 1; \
 	done
+
+# java-clients installs a JDK and Maven when missing and resolves the Java client's pinned Maven
+# dependencies (compat/java/pom.xml) into ~/.m2, which persists between runs, writing
+# compat/java/target/classpath.txt; compat/java_test.go compiles and runs its scenarios with that
+# class path, with no Maven and no download. It resolves again only when pom.xml changed or a jar
+# the class path names is gone.
+JAVA_CLASSPATH := $(CURDIR)/compat/java/target/classpath.txt
+java-clients:
+	@if command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing Java 17 and Maven for the Java client tests (apt-get install openjdk-17-jdk-headless maven)..."; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq openjdk-17-jdk-headless maven >/dev/null; \
+	else \
+		echo "javac or mvn not found: the Java client tests (compat/java) need a JDK 17 and Maven." >&2; exit 1; \
+	fi
+	@cp=$(JAVA_CLASSPATH); \
+	if [ -s $$cp ] && [ $$cp -nt compat/java/pom.xml ] && tr ':' '\n' < $$cp | xargs ls >/dev/null 2>&1; then :; \
+	else \
+		echo "Resolving the Java client's Maven dependencies (compat/java/pom.xml)..."; \
+		mvn -B -q -f compat/java/pom.xml dependency:build-classpath -Dmdep.includeScope=runtime \
+			-Dmdep.outputFile=$$cp || exit 1; \
+	fi
+
+# python-clients installs the two Python stacks compat/python_test.go runs against sbgate:
+# Debian's azure-servicebus 7.8.2 over uAMQP 1.5.3 (python3-azure, python3-uamqp) for Debian's
+# /usr/bin/python3, and the virtualenv compat/python/.venv (python3-venv) with the PyPI
+# azure-servicebus over its pure-Python AMQP, pinned with hashes in compat/python/requirements.txt.
+# The virtualenv is made again only when requirements.txt changes (it keeps a copy); pip's cache
+# keeps what was downloaded once.
+PY_VENV := compat/python/.venv
+.PHONY: python-clients
+python-clients:
+	@missing=; \
+	/usr/bin/python3 -c 'import azure.servicebus, uamqp' 2>/dev/null || missing="$$missing python3-azure python3-uamqp"; \
+	/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
+	if [ -z "$$missing" ]; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing the Python clients for the compatibility tests (apt-get install$$missing)..."; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq $$missing >/dev/null || exit 1; \
+	else \
+		echo "Debian's$$missing not found: the Python compatibility tests (compat/python_test.go) need them." >&2; exit 1; \
+	fi
+	@if ! cmp -s compat/python/requirements.txt $(PY_VENV)/requirements.txt; then \
+		echo "Creating $(PY_VENV) from compat/python/requirements.txt..."; \
+		rm -rf $(PY_VENV) && /usr/bin/python3 -m venv $(PY_VENV) && \
+		$(PY_VENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r compat/python/requirements.txt && \
+		cp compat/python/requirements.txt $(PY_VENV)/requirements.txt || { rm -rf $(PY_VENV); exit 1; }; \
+	fi
 
 clean:
 	rm -rf bin compat/*/node_modules

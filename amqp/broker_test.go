@@ -239,7 +239,7 @@ func (b *testBroker) answer(l *ReceiverLink, d *Delivery) {
 		b.t.Errorf("request without properties")
 		return
 	}
-	reply := l.Conn().ReplyLink(m.Properties.ReplyTo)
+	reply := l.Conn().ReplyLink(m.Properties.ReplyTo, l)
 	if reply == nil {
 		b.t.Errorf("no reply link for %q", m.Properties.ReplyTo)
 		return

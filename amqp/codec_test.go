@@ -2,8 +2,10 @@ package amqp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"runtime"
@@ -298,6 +300,9 @@ func TestDecodeMalformed(t *testing.T) {
 		{"described without value", hx("00 53 01")},
 		{"nested too deep", deep},
 		{"nested lists too deep", nestedLists(70)},
+		{"string not UTF-8", hx("a1 02 c328")},
+		{"symbol not ASCII", hx("a3 02 c3a9")},
+		{"map entry of string not UTF-8", hx("c1 05 02 a1 01 ff 40")},
 	} {
 		_, _, err := DecodeValue(tc.in)
 		if !errors.Is(err, ErrMalformed) {
@@ -335,6 +340,35 @@ func TestDecodeBounded(t *testing.T) {
 	ok := hx("e0 02 ff 43")
 	if v, _, err := DecodeValue(ok); err != nil || len(v.(Array).Elems) != 255 {
 		t.Errorf("DecodeValue(% x) = %v, %v; want 255 zero uints", ok, v, err)
+	}
+}
+
+// A frame of nulls costs its decoded values no more than a few times its size: a 240 KB map of
+// null→null entries (32 bytes each in Go, 2 on the wire) is refused, not turned into 3.8 MB; the
+// same map at 4 KB, and a map of realistic entries at 240 KB, decode.
+func TestDecodeMemoryBudget(t *testing.T) {
+	nullMap := func(entries int) []byte {
+		b := hx("d1 00000000 00000000")
+		binary.BigEndian.PutUint32(b[1:], uint32(4+2*entries))
+		binary.BigEndian.PutUint32(b[5:], uint32(2*entries))
+		return append(b, rep(0x40, 2*entries)...)
+	}
+	if _, _, err := DecodeValue(nullMap(120_000)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a 240 KB map of nulls decoded: %v", err)
+	}
+	if _, _, err := DecodeValue(nullMap(2_000)); err != nil {
+		t.Errorf("a 4 KB map of nulls: %v", err)
+	}
+	props := Map{}
+	for i := range 10_000 {
+		props = append(props, MapEntry{Key: fmt.Sprintf("property-%05d", i), Value: int64(i)})
+	}
+	b, err := AppendValue(nil, props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := DecodeValue(b); err != nil {
+		t.Errorf("a %d-byte map of 10,000 properties: %v", len(b), err)
 	}
 }
 

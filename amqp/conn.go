@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,6 +22,16 @@ import (
 // reader stops reading until the handler catches up, so a slow handler slows its peer
 // instead of filling memory.
 const maxPendingEvents = 4096
+
+// Before the peer's open has been accepted a connection has paid nothing: it reads through a
+// small buffer and takes frames of at most preOpenMaxFrame bytes (what SASL and an open need;
+// the specification's minimum max-frame-size is 512), so a socket that announces a large frame
+// and sends nothing costs little. Once open, the buffer grows to openReadBuffer.
+const (
+	preOpenReadBuffer = 512
+	preOpenMaxFrame   = 4096
+	openReadBuffer    = 64 << 10
+)
 
 // emptyFrame is a heartbeat: an AMQP frame with no body.
 var emptyFrame = []byte{0, 0, 0, 8, 2, FrameTypeAMQP, 0, 0}
@@ -55,6 +67,9 @@ type Conn struct {
 	mu            sync.Mutex
 	sessions      map[uint16]*Session
 	links         int // links of all sessions, for Options.MaxLinks
+	refused       int // refused links the peer has not detached (Session.refused)
+	attachBytes   int // encoded size of the attaches of the links held, for maxAttachBytes
+	frameLen      int // size of the frame being handled
 	windowLow     []*Session
 	closing       bool  // a close was sent (or the connection is going): nothing more is sent
 	closeErr      error // what the close sent said, or why the connection went
@@ -88,7 +103,7 @@ func newConn(ctx context.Context, s *Server, nc net.Conn) *Conn {
 		srv:          s,
 		opts:         &s.opts,
 		nc:           nc,
-		br:           bufio.NewReaderSize(nc, 64<<10),
+		br:           bufio.NewReaderSize(nc, preOpenReadBuffer),
 		log:          s.log.With(slog.String("remote", nc.RemoteAddr().String())),
 		sessions:     make(map[uint16]*Session),
 		wake:         make(chan struct{}, 1),
@@ -224,7 +239,7 @@ func (c *Conn) handshake() (ConnHandler, error) {
 		return nil, fmt.Errorf("amqp: write protocol header: %w", err)
 	}
 
-	typ, _, body, err := c.readFrame(c.opts.MaxFrameSize)
+	typ, _, body, err := c.readFrame(preOpenMaxFrame)
 	if err != nil {
 		return nil, fmt.Errorf("amqp: read open: %w", err)
 	}
@@ -281,6 +296,8 @@ func (c *Conn) handshake() (ConnHandler, error) {
 	if h == nil {
 		return refuse(&Error{Condition: ErrCondInternalError})
 	}
+	c.srv.opened(c)
+	c.br = bufio.NewReaderSize(&prefixReader{prefix: c.buffered(), r: c.nc}, openReadBuffer)
 	_ = c.nc.SetDeadline(time.Time{})
 	c.mu.Lock()
 	err = c.sendLocked(0, c.localOpen())
@@ -349,14 +366,20 @@ func (c *Conn) readHeader() ([8]byte, error) {
 	return h, nil
 }
 
+// saslMechanisms are the mechanisms the server offers, in its order of preference. MSSBCBS is
+// Service Bus's name for "anonymous now, claims-based security (a token put on $cbs) later": the
+// .NET client (Microsoft.Azure.Amqp) and uAMQP ask for it and close the connection when it is not
+// offered, and the service offers it first. The engine treats it as ANONYMOUS.
+var saslMechanisms = []Symbol{"MSSBCBS", "ANONYMOUS", "PLAIN"}
+
 // sasl runs the SASL exchange after the client's SASL header.
 func (c *Conn) sasl() error {
 	b := append([]byte(nil), headerSASL[:]...)
-	b, _ = AppendFrame(b, FrameTypeSASL, 0, &SASLMechanisms{Mechanisms: []Symbol{"ANONYMOUS", "PLAIN"}})
+	b, _ = AppendFrame(b, FrameTypeSASL, 0, &SASLMechanisms{Mechanisms: saslMechanisms})
 	if _, err := c.nc.Write(b); err != nil {
 		return fmt.Errorf("amqp: write sasl-mechanisms: %w", err)
 	}
-	typ, _, body, err := c.readFrame(c.opts.MaxFrameSize)
+	typ, _, body, err := c.readFrame(preOpenMaxFrame)
 	if err != nil {
 		return fmt.Errorf("amqp: read sasl-init: %w", err)
 	}
@@ -379,7 +402,7 @@ func (c *Conn) sasl() error {
 	}
 	cred := SASLCredentials{Mechanism: string(init.Mechanism), Hostname: init.Hostname}
 	switch init.Mechanism {
-	case "ANONYMOUS":
+	case "ANONYMOUS", "MSSBCBS":
 		cred.Identity = string(init.InitialResponse)
 	case "PLAIN":
 		parts := bytes.SplitN(init.InitialResponse, []byte{0}, 3)
@@ -410,7 +433,9 @@ func (c *Conn) sasl() error {
 	return nil
 }
 
-// readFrame reads one frame into the reader's buffer. body is valid until the next call.
+// readFrame reads one frame into the reader's buffer. body is valid until the next call. The
+// buffer grows with the bytes that arrive, not with the size a header announces: a peer that
+// announces a large frame and sends nothing more holds no more memory than it sent.
 func (c *Conn) readFrame(maxSize uint32) (typ uint8, channel uint16, body []byte, err error) {
 	h := &c.scratch.hdr
 	if _, err := io.ReadFull(c.br, h[:]); err != nil {
@@ -421,14 +446,42 @@ func (c *Conn) readFrame(maxSize uint32) (typ uint8, channel uint16, body []byte
 		return 0, 0, nil, err
 	}
 	n := int(size) - frameHeaderSize
-	if cap(c.rbuf) < n {
-		c.rbuf = make([]byte, n)
+	buf := c.rbuf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(n, max(2*cap(buf), 4096))-len(buf))
+		}
+		chunk := buf[len(buf):min(n, cap(buf))]
+		if _, err := io.ReadFull(c.br, chunk); err != nil {
+			c.rbuf = buf[:0]
+			return 0, 0, nil, err
+		}
+		buf = buf[:len(buf)+len(chunk)]
 	}
-	buf := c.rbuf[:n]
-	if _, err := io.ReadFull(c.br, buf); err != nil {
-		return 0, 0, nil, err
-	}
+	c.rbuf = buf[:0]
 	return h[5], binary.BigEndian.Uint16(h[6:]), buf[doff-frameHeaderSize:], nil
+}
+
+// buffered returns the bytes the reader holds that have not been read yet.
+func (c *Conn) buffered() []byte {
+	b, _ := c.br.Peek(c.br.Buffered())
+	return append([]byte(nil), b...)
+}
+
+// prefixReader reads prefix, then r: the bytes a small handshake reader had buffered, then the
+// socket, for the larger reader an open connection gets.
+type prefixReader struct {
+	prefix []byte
+	r      io.Reader
+}
+
+func (p *prefixReader) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.r.Read(b)
 }
 
 // readLoop reads and handles frames until the connection ends, and returns why: nil for a
@@ -537,6 +590,7 @@ func (c *Conn) handleFrame(typ uint8, ch uint16, body []byte) error {
 	}
 	d := &c.scratch.dec
 	*d = newDecoder(body)
+	c.frameLen = len(body)
 	p, err := decodePerformative(d, true, &c.scratch)
 	if err != nil {
 		return err
@@ -943,15 +997,39 @@ func (c *Conn) ReceiverLinks() []*ReceiverLink {
 	return out
 }
 
-// ReplyLink finds the link a reply addressed to replyTo goes on, for request/response nodes
-// such as $cbs and $management: the attached sender link whose target address is replyTo,
-// else the one whose name is replyTo (the Node SDK's $cbs reply link has no address). It
-// returns nil when there is none. Clients grant the reply link's credit only after its
-// attach completes, so a request may arrive before the reply can be sent: a reply that
-// meets ErrNoCredit waits for the link's SenderHandler.Flow.
-func (c *Conn) ReplyLink(replyTo string) *SenderLink {
+// ReplyLink finds the link the reply to a request that arrived on the link from goes on, for
+// request/response nodes such as $cbs and $management. With a reply-to address it is the
+// attached link on which the server sends whose target address is replyTo, else the one whose
+// name is replyTo (the Node SDK's $cbs reply link has no address). Without one (uAMQP and the
+// pure-Python client send none) it is the link on which the server sends in from's session whose
+// source is the node from's target names — the client's receiving half of the pair — preferring
+// one whose target names the node too (both Python clients attach source = target = node). It
+// returns nil when there is none. Clients grant the reply link's credit only after its attach
+// completes, so a request may arrive before the reply can be sent: a reply that meets
+// ErrNoCredit waits for the link's SenderHandler.Flow.
+func (c *Conn) ReplyLink(replyTo string, from *ReceiverLink) *SenderLink {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if replyTo == "" {
+		if from == nil {
+			return nil
+		}
+		node := from.targetAddress()
+		var bySource *SenderLink
+		for _, e := range from.sess.links {
+			l, ok := e.(*SenderLink)
+			if !ok || l.state != linkAttached || !strings.EqualFold(l.sourceAddress(), node) {
+				continue
+			}
+			if strings.EqualFold(l.targetAddress(), node) {
+				return l
+			}
+			if bySource == nil || l.handle < bySource.handle {
+				bySource = l
+			}
+		}
+		return bySource
+	}
 	var byName *SenderLink
 	for _, s := range c.sessions {
 		for _, e := range s.links {

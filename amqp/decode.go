@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // ErrMalformed is wrapped by every decoding error: a length beyond the input, an unknown
@@ -27,6 +28,11 @@ type decoder struct {
 	// zeroWidth bounds the elements of arrays whose constructor has no width (null, true,
 	// false, uint0, ulong0, list0): they are the only values that take no input bytes.
 	zeroWidth int
+	// budget is what the decoded values may still take in memory, in bytes: each list, map or
+	// array element is a Go interface value (16 bytes; a map entry 32) that may carry as little
+	// as one encoded byte (a null), so without a bound a frame of nulls would cost 16 to 32 times
+	// its size. See decodeBudget.
+	budget int
 	// u32s and bools back the optional (pointer) fields of one performative, so decoding
 	// one does not allocate them; they live as long as the decoder.
 	u32s  [6]uint32
@@ -61,9 +67,29 @@ func (d *decoder) newBool(v bool) *bool {
 	return p
 }
 
+// decodeBudget is the memory the values decoded from n bytes may take: 8 times the input, and
+// at least 64 KiB, so small frames are never refused while a large one of nulls is.
+// Performatives and real messages stay well under it (a performative's nulls are a few dozen).
+func decodeBudget(n int) int { return max(8*n, 64<<10) }
+
 func newDecoder(b []byte) decoder {
-	return decoder{b: b, zeroWidth: len(b) + 256}
+	return decoder{b: b, zeroWidth: len(b) + 256, budget: decodeBudget(len(b))}
 }
+
+// charge takes n bytes of the decoding budget for values about to be allocated.
+func (d *decoder) charge(n int) error {
+	if n < 0 || n > d.budget {
+		return d.errorf("the values would take more memory than %d bytes of input may (%d bytes)", len(d.b), n)
+	}
+	d.budget -= n
+	return nil
+}
+
+// Go sizes of what the decoder allocates per element, for charge.
+const (
+	sizeInterface = 16
+	sizeMapEntry  = 32
+)
 
 // DecodeValue decodes one AMQP value from the start of b and returns it with the number of
 // bytes it took. Errors wrap ErrMalformed.
@@ -163,6 +189,9 @@ func (d *decoder) value() (any, error) {
 
 func (d *decoder) described() (Described, error) {
 	if err := d.enter(); err != nil {
+		return Described{}, err
+	}
+	if err := d.charge(sizeMapEntry); err != nil {
 		return Described{}, err
 	}
 	defer d.leave()
@@ -270,11 +299,9 @@ func (d *decoder) valueOf(code byte) (any, error) {
 		}
 		return append(make([]byte, 0, len(b)), b...), nil
 	case codeStr8, codeStr32:
-		b, err := d.variable(code == codeStr32)
-		return string(b), err
+		return d.stringBody(code == codeStr32)
 	case codeSym8, codeSym32:
-		b, err := d.variable(code == codeSym32)
-		return Symbol(b), err
+		return d.symbolBody(code == codeSym32)
 	case codeList0, codeList8, codeList32:
 		return d.list(code)
 	case codeMap8, codeMap32:
@@ -297,6 +324,33 @@ func (d *decoder) boolByte() (bool, error) {
 		return true, nil
 	}
 	return false, d.errorf("boolean byte %#02x", v)
+}
+
+// stringBody reads a string, which must be UTF-8 (the specification's encoding): text that is
+// not would be echoed back in refusals that strict clients then fail to decode.
+func (d *decoder) stringBody(wide bool) (string, error) {
+	b, err := d.variable(wide)
+	if err != nil {
+		return "", err
+	}
+	if !utf8.Valid(b) {
+		return "", d.errorf("a string is not valid UTF-8")
+	}
+	return string(b), nil
+}
+
+// symbolBody reads a symbol, which must be ASCII (the specification's encoding).
+func (d *decoder) symbolBody(wide bool) (Symbol, error) {
+	b, err := d.variable(wide)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return "", d.errorf("a symbol is not ASCII")
+		}
+	}
+	return Symbol(b), nil
 }
 
 // variable reads the length-prefixed bytes of a binary, string or symbol body.
@@ -381,6 +435,9 @@ func (d *decoder) list(code byte) (List, error) {
 	if count > end-d.off {
 		return nil, d.errorf("list of %d elements in %d bytes", count, end-d.off)
 	}
+	if err := d.charge(count * sizeInterface); err != nil {
+		return nil, err
+	}
 	l := make(List, count)
 	err = d.within(end, "list", func() error {
 		for i := range l {
@@ -409,6 +466,9 @@ func (d *decoder) mapBody(code byte) (Map, error) {
 	}
 	if count > end-d.off {
 		return nil, d.errorf("map of %d elements in %d bytes", count, end-d.off)
+	}
+	if err := d.charge(count / 2 * sizeMapEntry); err != nil {
+		return nil, err
 	}
 	m := make(Map, count/2)
 	err = d.within(end, "map", func() error {
@@ -543,6 +603,9 @@ func (d *decoder) array(code byte) (Array, error) {
 			d.zeroWidth -= count
 		case w > 0 && count > d.remaining()/w, w < 0 && count > d.remaining():
 			return d.errorf("array of %d elements in %d bytes", count, d.remaining())
+		}
+		if err := d.charge(count * sizeInterface); err != nil {
+			return err
 		}
 		a.Elems = make([]any, count)
 		for i := range a.Elems {
@@ -684,8 +747,7 @@ func (d *decoder) readString() (string, error) {
 	if code != codeStr8 && code != codeStr32 {
 		return "", d.typeError("string", code)
 	}
-	b, err := d.variable(code == codeStr32)
-	return string(b), err
+	return d.stringBody(code == codeStr32)
 }
 
 func (d *decoder) readSymbol() (Symbol, error) {
@@ -696,8 +758,7 @@ func (d *decoder) readSymbol() (Symbol, error) {
 	if code != codeSym8 && code != codeSym32 {
 		return "", d.typeError("symbol", code)
 	}
-	b, err := d.variable(code == codeSym32)
-	return Symbol(b), err
+	return d.symbolBody(code == codeSym32)
 }
 
 // readSymbols reads a multiple symbol field: one symbol or an array of symbols.

@@ -1,6 +1,6 @@
 // Package amqp is an AMQP 1.0 protocol engine for the server side of a connection: the type
 // system and codec (part 1 of the OASIS specification), frames and performatives (part 2),
-// messages (part 3), SASL ANONYMOUS and PLAIN (part 5) and a Server that runs the
+// messages (part 3), SASL ANONYMOUS, PLAIN and Service Bus's MSSBCBS (part 5) and a Server that runs the
 // connection, session and link state machines and hands links and deliveries to a Handler.
 //
 // It knows nothing of Service Bus. The layer that implements Service Bus on top of it sees
@@ -67,6 +67,7 @@
 //
 // Transactions (part 4: a coordinator target decodes, so the handler can refuse it), link
 // recovery and resumption (unsettled maps are decoded and ignored; deliveries die with their
-// link), link stealing, sessions and links initiated by the server, SASL mechanisms other
-// than ANONYMOUS and PLAIN, and WebSocket transport.
+// link), link stealing, sessions and links initiated by the server, and SASL mechanisms other
+// than MSSBCBS, ANONYMOUS and PLAIN. The engine serves any net.Conn (ServeConn), so a
+// WebSocket tunnel is served like TCP.
 package amqp

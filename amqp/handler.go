@@ -83,10 +83,11 @@ type SenderHandler interface {
 
 // SASLCredentials is what a client presented in its sasl-init.
 type SASLCredentials struct {
-	// Mechanism is "ANONYMOUS" or "PLAIN".
+	// Mechanism is "MSSBCBS", "ANONYMOUS" or "PLAIN". MSSBCBS is anonymous at the SASL layer:
+	// the peer authorizes later, with tokens (Service Bus's claims-based security).
 	Mechanism string
 	// AuthzID, Identity (authcid) and Password come from PLAIN's initial response. For
-	// ANONYMOUS, Identity holds the optional trace information.
+	// ANONYMOUS and MSSBCBS, Identity holds the optional initial response.
 	AuthzID  string
 	Identity string
 	Password string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"unicode/utf8"
 )
 
 type linkState uint8
@@ -37,6 +38,8 @@ type link struct {
 
 	deliveryCount uint32
 	credit        uint32
+	// attachBytes is the encoded size of the peer's attach, counted in Conn.attachBytes.
+	attachBytes int
 }
 
 func (l *link) base() *link { return l }
@@ -390,10 +393,42 @@ func (r *AttachRequest) refuseLocked(err *Error) error {
 		return e
 	}
 	_ = s.conn.sendLocked(s.channel, &Detach{Handle: l.handle, Closed: true, Error: err})
-	l.state, l.req, l.detachErr = linkDetachSent, nil, err
+	l.req, l.detachErr = nil, err
 	r.answered = true
 	r.cancel()
+	// Nothing of a refused link is kept but its handle, until the peer detaches it.
+	s.forgetLinkLocked(e)
+	s.refused[l.peerHandle] = struct{}{}
+	c := s.conn
+	if c.refused++; c.refused > maxRefusedLinks {
+		c.closeLocked(Errorf(ErrCondResourceLimitExceeded, "more than %d refused links were not detached", maxRefusedLinks))
+	}
 	return nil
+}
+
+// maxRefusedLinks bounds the refused links of a connection whose handles the peer has not
+// detached: a client detaches a refused link at once; one that keeps attaching without doing so
+// is closed.
+const maxRefusedLinks = 64
+
+// maxErrorDescription bounds the description of an error the server sends (every *Error is
+// clipped as it is encoded): refusals quote entity paths and operation names taken from the
+// peer, which may be long.
+const maxErrorDescription = 1024
+
+// clipError returns e with its description clipped to maxErrorDescription bytes (at a rune
+// boundary).
+func clipError(e *Error) *Error {
+	if e == nil || len(e.Description) <= maxErrorDescription {
+		return e
+	}
+	c := *e
+	cut := maxErrorDescription
+	for cut > 0 && !utf8.RuneStart(c.Description[cut]) {
+		cut--
+	}
+	c.Description = c.Description[:cut] + "…"
+	return &c
 }
 
 // ReceiverLink is a link on which the peer sends and the server receives. Its methods are

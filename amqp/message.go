@@ -49,8 +49,9 @@ type Header struct {
 }
 
 // Properties is the properties section (section 3.2.4). MessageID and CorrelationID hold a
-// uint64, a UUID, a []byte or a string (or nil when absent); strings are "" and times zero
-// when absent.
+// uint64, a UUID, a []byte or a string as the specification allows, or another scalar some
+// clients send instead (an int64, an int32, a Symbol…: see readMessageID), or nil when absent;
+// strings are "" and times zero when absent.
 type Properties struct {
 	MessageID          any
 	UserID             []byte
@@ -184,12 +185,15 @@ func bodyKinds(m *Message) int {
 	return n
 }
 
+// checkMessageID accepts what readMessageID yields: any scalar, so a reply's correlation-id can
+// be the request's message-id with its type.
 func checkMessageID(id any) error {
 	switch id.(type) {
-	case nil, uint64, UUID, []byte, string:
+	case nil, uint64, UUID, []byte, string, Symbol, uint8, uint16, uint32, int8, int16, int32, int64,
+		float32, float64, bool, Char, time.Time, Decimal32, Decimal64, Decimal128:
 		return nil
 	}
-	return fmt.Errorf("%w: message id of Go type %T (want uint64, UUID, []byte or string)", ErrEncode, id)
+	return fmt.Errorf("%w: message id of Go type %T (want a scalar: uint64, UUID, []byte, string…)", ErrEncode, id)
 }
 
 func appendMapSection(b []byte, descriptor uint64, m Map) ([]byte, error) {
@@ -335,7 +339,11 @@ func (d *decoder) readProperties() (*Properties, error) {
 	return p, f.done()
 }
 
-// readMessageID reads a message-id or correlation-id: ulong, uuid, binary or string.
+// readMessageID reads a message-id or correlation-id. The specification allows ulong, uuid,
+// binary or string; clients send others too (the pure-Python client numbers its requests with a
+// Python int, encoded as a long or an int), and a request/response node must answer with a
+// correlation-id of the very type it got. So any scalar is read as what it is; a compound or
+// described value is refused.
 func (d *decoder) readMessageID() (any, error) {
 	c, err := d.peek()
 	if err != nil {
@@ -344,9 +352,9 @@ func (d *decoder) readMessageID() (any, error) {
 	switch c {
 	case codeUlong0, codeSmallUlong, codeUlong:
 		return d.readUlong()
-	case codeUUID, codeVbin8, codeVbin32, codeStr8, codeStr32:
-		return d.value()
+	case codeDescribed, codeList0, codeList8, codeList32, codeMap8, codeMap32, codeArray8, codeArray32:
+		d.off++
+		return nil, d.typeError("message id (a scalar: ulong, uuid, binary, string or another number)", c)
 	}
-	d.off++
-	return nil, d.typeError("message id (ulong, uuid, binary or string)", c)
+	return d.value()
 }

@@ -174,8 +174,8 @@ func TestMarshalErrors(t *testing.T) {
 		name string
 		m    *Message
 	}{
-		{"int message id", &Message{Properties: &Properties{MessageID: 5}}},
-		{"int32 correlation id", &Message{Properties: &Properties{CorrelationID: int32(5)}}},
+		{"Go int message id", &Message{Properties: &Properties{MessageID: 5}}},
+		{"list correlation id", &Message{Properties: &Properties{CorrelationID: List{int32(5)}}}},
 		{"data and value", &Message{Data: [][]byte{{}}, Value: "x"}},
 		{"data and sequence", &Message{Data: [][]byte{{}}, Sequence: []List{{}}}},
 		{"unencodable property", &Message{ApplicationProperties: Map{{Key: "x", Value: struct{}{}}}}},
@@ -215,8 +215,8 @@ func TestUnmarshalStrict(t *testing.T) {
 		{"data not binary", section(descData, "x")},
 		{"sequence not list", section(descSequence, "x")},
 		{"annotations not a map", section(descMessageAnn, List{})},
-		{"int message id", section(descProperties, List{int32(1)})},
-		{"symbol message id", section(descProperties, List{Symbol("x")})},
+		{"list message id", section(descProperties, List{List{int32(1)}})},
+		{"map correlation id", section(descProperties, List{nil, nil, nil, nil, nil, Map{}})},
 		{"truncated", data[:len(data)-1]},
 		{"garbage after a section", cat(data, hx("ff"))},
 	} {
@@ -303,5 +303,20 @@ func TestMessageGoAMQPInterop(t *testing.T) {
 	}
 	if back.Annotations[uint64(5)] != "numeric key" {
 		t.Errorf("numeric annotation key: %#v", back.Annotations)
+	}
+}
+
+// Clients number their requests with whatever scalar they like (the pure-Python client a long or
+// an int): such a message-id decodes as sent and encodes back unchanged as a correlation-id.
+func TestScalarMessageIDsRoundTrip(t *testing.T) {
+	for _, id := range []any{int64(3), int32(0), Symbol("s"), uint32(9)} {
+		b, err := Marshal(&Message{Properties: &Properties{MessageID: id, CorrelationID: id}})
+		if err != nil {
+			t.Fatalf("Marshal with message id %T: %v", id, err)
+		}
+		m, err := Unmarshal(b)
+		if err != nil || m.Properties.MessageID != id || m.Properties.CorrelationID != id {
+			t.Errorf("message id %#v came back as %#v / %#v (%v)", id, m.Properties.MessageID, m.Properties.CorrelationID, err)
+		}
 	}
 }

@@ -600,7 +600,7 @@ func (p *Close) decode(f *fields) error {
 func (e *Error) appendAMQP(b []byte) ([]byte, error) {
 	w := beginFields(b, descError)
 	w.symbol(e.Condition)
-	w.stringOpt(e.Description)
+	w.stringOpt(clipError(e).Description)
 	w.mapOpt(e.Info)
 	return w.finish()
 }

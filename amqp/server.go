@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,7 +22,7 @@ type Options struct {
 	ContainerID string
 	// Properties are the properties of the server's open.
 	Properties Map
-	// Authenticate decides SASL exchanges (ANONYMOUS and PLAIN are offered); nil accepts
+	// Authenticate decides SASL exchanges (MSSBCBS, ANONYMOUS and PLAIN are offered); nil accepts
 	// every exchange, with the identity as principal.
 	Authenticate Authenticator
 	// AllowNoSASL accepts a client that skips SASL and opens AMQP directly (its principal
@@ -28,7 +30,9 @@ type Options struct {
 	// disconnected, as the specification says.
 	AllowNoSASL bool
 	// MaxFrameSize is the largest frame the server accepts (its open's max-frame-size);
-	// default 256 KiB, at least 512.
+	// default 64 KiB — what Service Bus announces, and what uAMQP (which refuses a frame over its
+	// own 64 KiB whatever the peer announced) and .NET expect —, at least 512. The server's own
+	// frames are split by the peer's max-frame-size.
 	MaxFrameSize uint32
 	// ChannelMax is the highest session channel the server accepts; default 1023.
 	ChannelMax uint16
@@ -53,8 +57,16 @@ type Options struct {
 	// handler has not settled, plus one being reassembled, so this and Credit bound what a
 	// peer can make the server hold per link.
 	MaxMessageSize uint64
-	// HandshakeTimeout bounds the protocol headers, SASL and open; default 30 seconds.
+	// HandshakeTimeout bounds the protocol headers, SASL and open; default 10 seconds.
 	HandshakeTimeout time.Duration
+	// MaxConnections bounds the connections served at once. At the limit a new connection takes
+	// the place of the oldest one still in its handshake, or, when every one is open, is closed
+	// at once. Default 10,000.
+	MaxConnections int
+	// MaxHandshakes bounds the connections that have not completed their handshake (protocol
+	// headers, SASL, open): when a new one would exceed it, the oldest of them is closed, so
+	// sockets that never authenticate cannot keep a real client out. Default 4,096.
+	MaxHandshakes int
 	// CloseTimeout bounds the wait for the peer's close after the server sent one, and
 	// the flushing of the last frames; default 5 seconds.
 	CloseTimeout time.Duration
@@ -76,7 +88,7 @@ func (o Options) withDefaults() Options {
 		o.ContainerID = "sbgate-" + hex.EncodeToString(b[:])
 	}
 	if o.MaxFrameSize == 0 {
-		o.MaxFrameSize = 256 << 10
+		o.MaxFrameSize = 64 << 10
 	}
 	o.MaxFrameSize = max(o.MaxFrameSize, minMaxFrameSize)
 	if o.ChannelMax == 0 {
@@ -101,7 +113,13 @@ func (o Options) withDefaults() Options {
 		o.MaxMessageSize = 64 << 20
 	}
 	if o.HandshakeTimeout == 0 {
-		o.HandshakeTimeout = 30 * time.Second
+		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = 10_000
+	}
+	if o.MaxHandshakes == 0 {
+		o.MaxHandshakes = 4096
 	}
 	if o.CloseTimeout == 0 {
 		o.CloseTimeout = 5 * time.Second
@@ -124,8 +142,33 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*Conn]struct{}
-	closed    bool
-	wg        sync.WaitGroup
+	// handshaking holds the connections still in their handshake, oldest first.
+	handshaking []*Conn
+	closed      bool
+	wg          sync.WaitGroup
+
+	refusedConns  atomic.Uint64
+	evictedHandsh atomic.Uint64
+}
+
+// Stats are counters of a Server, for metrics.
+type Stats struct {
+	// Connections is how many connections are served now, Handshaking how many of them have
+	// not completed their handshake.
+	Connections, Handshaking int
+	// RefusedConnections counts connections closed at once for MaxConnections;
+	// EvictedHandshakes those closed to make room under MaxHandshakes.
+	RefusedConnections, EvictedHandshakes uint64
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{
+		Connections: len(s.conns), Handshaking: len(s.handshaking),
+		RefusedConnections: s.refusedConns.Load(), EvictedHandshakes: s.evictedHandsh.Load(),
+	}
 }
 
 // NewServer returns a Server that hands connections to h.
@@ -215,25 +258,67 @@ func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
 	return c.serve()
 }
 
-// track registers a new connection, or closes nc when the server is closed.
+// track registers a new connection, or closes nc when the server is closed or serves
+// MaxConnections already. A new connection past MaxHandshakes closes the oldest one still in
+// its handshake.
 func (s *Server) track(ctx context.Context, nc net.Conn) (*Conn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if !s.closed && len(s.conns) >= s.opts.MaxConnections && len(s.handshaking) > 0 {
+		s.evictLocked() // room for this one: open connections prevail, handshakes take turns
+	}
+	if s.closed || len(s.conns) >= s.opts.MaxConnections {
+		if !s.closed {
+			if s.refusedConns.Add(1)%1000 == 1 {
+				s.log.Warn("amqp: connection refused: the server serves its maximum of connections",
+					slog.Int("max_connections", s.opts.MaxConnections), slog.String("remote", nc.RemoteAddr().String()))
+			}
+		}
 		if nc != nil {
 			_ = nc.Close()
 		}
 		return nil, false
 	}
+	if len(s.handshaking) >= s.opts.MaxHandshakes {
+		s.evictLocked()
+	}
 	c := newConn(ctx, s, nc)
 	s.conns[c] = struct{}{}
+	s.handshaking = append(s.handshaking, c)
 	s.wg.Add(1)
 	return c, true
+}
+
+// evictLocked closes the oldest connection still in its handshake. It stops counting at once:
+// its goroutine may take a moment to end, and the room is for the connection being accepted.
+func (s *Server) evictLocked() {
+	oldest := s.handshaking[0]
+	s.handshaking = slices.Delete(s.handshaking, 0, 1)
+	delete(s.conns, oldest)
+	_ = oldest.nc.Close()
+	if s.evictedHandsh.Add(1)%1000 == 1 {
+		s.log.Warn("amqp: closed a connection still in its handshake to make room for a new one",
+			slog.Int("max_handshakes", s.opts.MaxHandshakes), slog.String("remote", oldest.nc.RemoteAddr().String()))
+	}
+}
+
+// opened records that c completed its handshake.
+func (s *Server) opened(c *Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropHandshakingLocked(c)
+}
+
+func (s *Server) dropHandshakingLocked(c *Conn) {
+	if i := slices.Index(s.handshaking, c); i >= 0 {
+		s.handshaking = slices.Delete(s.handshaking, i, i+1)
+	}
 }
 
 func (s *Server) untrack(c *Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.dropHandshakingLocked(c)
 	s.mu.Unlock()
 }
 

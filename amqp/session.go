@@ -5,6 +5,11 @@ import (
 	"sort"
 )
 
+// maxAttachBytes bounds the encoded size of the attaches a connection's links hold (each link
+// keeps its peer's attach): an attach is typically a few hundred bytes, so this is thousands of
+// links; a peer that attaches with huge properties is refused beyond it.
+const maxAttachBytes = 4 << 20
+
 // outgoingWindow is the outgoing-window the server announces: it never limits its own
 // sending by it (a peer limits it by its incoming-window).
 const outgoingWindow = math.MaxInt32
@@ -37,8 +42,12 @@ type Session struct {
 	remoteIncomingWindow uint32
 	nextDeliveryID       uint32
 
-	links        map[uint32]linkEndpoint // by the peer's handle
-	handles      map[uint32]linkEndpoint // by our handle
+	links   map[uint32]linkEndpoint // by the peer's handle
+	handles map[uint32]linkEndpoint // by our handle
+	// refused are the peer's handles of links the server refused, until the peer's detach
+	// frees them: the link itself is forgotten at once (a peer that never detaches must not
+	// make the server keep its attach), and the frames that still name the handle are ignored.
+	refused      map[uint32]struct{}
 	unsettledOut map[uint32]*OutgoingDelivery
 	unsettledIn  map[uint32]*Delivery
 
@@ -64,6 +73,7 @@ func newSession(c *Conn, ch uint16, b *Begin) *Session {
 		remoteIncomingWindow: b.IncomingWindow,
 		links:                make(map[uint32]linkEndpoint),
 		handles:              make(map[uint32]linkEndpoint),
+		refused:              make(map[uint32]struct{}),
 		unsettledOut:         make(map[uint32]*OutgoingDelivery),
 		unsettledIn:          make(map[uint32]*Delivery),
 	}
@@ -155,6 +165,11 @@ func (s *Session) finishLocked(reason error) {
 		}
 	}
 	s.conn.links -= len(s.links)
+	for _, e := range s.links {
+		s.conn.attachBytes -= e.base().attachBytes
+	}
+	s.conn.refused -= len(s.refused)
+	clear(s.refused)
 	clear(s.links)
 	clear(s.handles)
 	clear(s.unsettledIn)
@@ -205,6 +220,10 @@ func (s *Session) onAttach(a *Attach) error {
 		s.endLocked(Errorf(ErrCondHandleInUse, "handle %d is in use", a.Handle))
 		return nil
 	}
+	if _, used := s.refused[a.Handle]; used {
+		s.endLocked(Errorf(ErrCondHandleInUse, "handle %d is in use: the link refused on it was not detached", a.Handle))
+		return nil
+	}
 	// The attach is decoded into a fresh value (only transfer, flow and disposition use
 	// scratch space), so the request may keep it.
 	req := &AttachRequest{sess: s, attach: a}
@@ -222,16 +241,25 @@ func (s *Session) onAttach(a *Attach) error {
 	req.ctx, req.cancel = contextWithCancel(s.conn.ctx)
 	s.links[a.Handle] = e
 	s.conn.links++
+	e.base().attachBytes = s.conn.frameLen
+	s.conn.attachBytes += s.conn.frameLen
 	if s.conn.links > s.conn.opts.MaxLinks {
 		return req.refuseLocked(Errorf(ErrCondResourceLimitExceeded, "more than %d links on the connection", s.conn.opts.MaxLinks))
+	}
+	if s.conn.attachBytes > maxAttachBytes {
+		return req.refuseLocked(Errorf(ErrCondResourceLimitExceeded, "the attaches of the connection's links take more than %d bytes", maxAttachBytes))
 	}
 	s.conn.emitLocked(event{kind: evAttach, req: req})
 	return nil
 }
 
-// linkLocked finds the link a frame's handle names; an unknown handle ends the session.
+// linkLocked finds the link a frame's handle names; an unknown handle ends the session. A
+// handle of a refused link finds nothing and ends nothing.
 func (s *Session) linkLocked(h uint32, what string) (linkEndpoint, bool) {
 	e, ok := s.links[h]
+	if _, refused := s.refused[h]; !ok && refused {
+		return nil, false
+	}
 	if !ok {
 		s.endLocked(Errorf(ErrCondUnattachedHandle, "%s for handle %d, which is not attached", what, h))
 	}
@@ -239,6 +267,12 @@ func (s *Session) linkLocked(h uint32, what string) (linkEndpoint, bool) {
 }
 
 func (s *Session) onDetach(dt *Detach) error {
+	if _, ok := s.refused[dt.Handle]; ok {
+		// The peer's answer to a refusal: the handle is free again.
+		delete(s.refused, dt.Handle)
+		s.conn.refused--
+		return nil
+	}
 	e, ok := s.linkLocked(dt.Handle, "detach")
 	if !ok {
 		return nil
@@ -292,6 +326,7 @@ func (s *Session) forgetLinkLocked(e linkEndpoint) {
 	l.state = linkGone
 	if _, ok := s.links[l.peerHandle]; ok {
 		s.conn.links--
+		s.conn.attachBytes -= l.attachBytes
 	}
 	delete(s.links, l.peerHandle)
 	if l.hasHandle {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/bench"
 	"github.com/sbgate/sbgate/db"
@@ -72,7 +73,7 @@ func gatewaysWrapped(t *testing.T, n int, wrap func(int, http.Handler) http.Hand
 		t.Cleanup(srv.Close)
 		conns = append(conns, "Endpoint="+srv.URL+"/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey="+testKey)
 
-		h := sbamqp.New(sbamqp.Config{Store: st, Keys: func(context.Context) []sas.Key { return keys }})
+		h := sbamqp.New(sbamqp.Config{Store: st, Access: access.New(access.Config{Keys: keys, Source: st})})
 		asrv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

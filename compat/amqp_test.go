@@ -5,6 +5,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/sas"
@@ -29,9 +30,8 @@ func TestJSServiceBusClientAMQP(t *testing.T) {
 	if _, err := st.CreateEntity(ctx, store.KindQueue, "js-sq", sp); err != nil {
 		t.Fatal(err)
 	}
-	h := sbamqp.New(sbamqp.Config{Store: st, Keys: func(context.Context) []sas.Key {
-		return []sas.Key{{Name: "RootManageSharedAccessKey", Primary: key, Rights: sas.Manage}}
-	}})
+	h := sbamqp.New(sbamqp.Config{Store: st, Access: access.New(access.Config{
+		Keys: []sas.Key{{Name: "RootManageSharedAccessKey", Primary: key, Rights: sas.Manage}}, Source: st})})
 	srv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
 )
@@ -360,10 +361,9 @@ func decodeSegments(raw []string) ([]string, bool) {
 	return segs, true
 }
 
-// splitSubQueue splits "x/$DeadLetterQueue" (any casing) into "x" and the dead-letter subqueue.
+// splitSubQueue splits "x/$DeadLetterQueue" (any casing) into "x" and the dead-letter subqueue,
+// as every door does (access.SplitSubQueue), and says whether it had the suffix.
 func splitSubQueue(entity string) (string, store.SubQueue, bool) {
-	if len(entity) > len(deadLetterSuffix) && strings.EqualFold(entity[len(entity)-len(deadLetterSuffix):], deadLetterSuffix) {
-		return entity[:len(entity)-len(deadLetterSuffix)], store.SubQueueDeadLetter, true
-	}
-	return entity, store.SubQueueMain, false
+	path, sq := access.SplitSubQueue(entity)
+	return path, sq, sq == store.SubQueueDeadLetter
 }

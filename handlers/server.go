@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sbgate/sbgate/access"
+	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/api"
 	"github.com/sbgate/sbgate/console"
 	"github.com/sbgate/sbgate/sas"
@@ -23,6 +25,9 @@ import (
 type Config struct {
 	// Namespace names this broker in Atom entries and error trackers.
 	Namespace string
+	// Access decides who may do what; sbgate serve gives the HTTP and AMQP doors the same one.
+	// When nil, one is made of Keys, StoreKeys, KeyRefresh, ClockSkew and Now.
+	Access *access.Layer
 	// Keys are namespace-level shared access keys given in the configuration.
 	Keys []sas.Key
 	// StoreKeys adds the namespace-level keys kept in the database (sbgate key create/rotate/
@@ -49,6 +54,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, serves GET /metrics (no token needed, like the health checks).
 	Metrics http.Handler
+	// AMQPWebSocket, when set, serves AMQP over WebSockets at /$servicebus/websocket (no token
+	// for the upgrade: the tunnel's AMQP connection authorizes itself); 404 otherwise.
+	AMQPWebSocket *amqpws.Handler
 	// Observe, when set, is told the operation, status and duration of every request.
 	Observe func(operation string, status int, d time.Duration)
 	// Drain, when set, ends when the server begins to shut down: receivers and session accepts
@@ -115,7 +123,7 @@ type Server struct {
 	store  store.Store
 	cfg    Config
 	log    *slog.Logger
-	keys   keyCache
+	access *access.Layer
 	routes *routes
 }
 
@@ -124,7 +132,11 @@ var _ api.ServerInterface = (*Server)(nil)
 // NewServer returns the HTTP handler of the whole API.
 func NewServer(st store.Store, cfg Config) http.Handler {
 	cfg.setDefaults()
-	s := &Server{store: st, cfg: cfg, log: cfg.Logger}
+	s := &Server{store: st, cfg: cfg, log: cfg.Logger, access: cfg.Access}
+	if s.access == nil {
+		s.access = access.New(access.Config{Keys: cfg.Keys, Source: st, StoredKeys: cfg.StoreKeys,
+			Refresh: cfg.KeyRefresh, Now: cfg.Now, ClockSkew: cfg.ClockSkew, Logger: cfg.Logger})
+	}
 	mux := chi.NewRouter()
 	router := api.HandlerWithOptions(s, api.ChiServerOptions{
 		BaseRouter: mux,

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -218,10 +219,17 @@ func (t Token) Verify(keys []Key, now time.Time, skew time.Duration) (Key, error
 // sign with whatever host and port they dialled, which a proxy may rewrite). An empty path
 // is namespace-wide and covers everything; otherwise its segments must equal the first
 // segments of entityPath, case-insensitively, so "q" covers "q" and "q/messages" but not
-// "q2". An sr without a scheme is read as host[/path]; one that does not decode covers
-// nothing.
-func (t Token) Covers(entityPath string) bool {
-	scope, ok := scopePath(t.Resource)
+// "q2". An sr without a scheme is read as a path, failing closed ("127.0.0.1:8090" covers
+// nothing); CoversAt, which knows the host the client addressed, reads one that begins with that
+// host as host[/path]. One that does not decode covers nothing.
+func (t Token) Covers(entityPath string) bool { return t.CoversAt("", entityPath) }
+
+// CoversAt is Covers for a client that addressed host (the HTTP Host, the AMQP open's hostname;
+// a port is ignored): an sr without a scheme whose first segment is that host is read as
+// host[/path] too, so a token signed for the bare namespace ("myns.servicebus.windows.net", as
+// the SDKs sign a connection string's SharedAccessSignature) is namespace-wide.
+func (t Token) CoversAt(host, entityPath string) bool {
+	scope, ok := scopePath(t.Resource, host)
 	if !ok {
 		return false
 	}
@@ -241,8 +249,9 @@ func (t Token) Covers(entityPath string) bool {
 	return true
 }
 
-// scopePath returns the path part of a raw sr, without surrounding slashes.
-func scopePath(sr string) (string, bool) {
+// scopePath returns the path part of a raw sr, without surrounding slashes; host is the host
+// the client addressed ("" when unknown).
+func scopePath(sr, host string) (string, bool) {
 	s, err := url.QueryUnescape(sr)
 	if err != nil {
 		return "", false
@@ -253,13 +262,16 @@ func scopePath(sr string) (string, bool) {
 	}
 	// With a scheme, the host (and port) that follows is dropped: clients sign with whatever
 	// address they used. Without one the text is taken as a path, failing closed: "q2" covers
-	// only q2, never the whole namespace.
+	// only q2, never the whole namespace — unless its first segment is the host the client
+	// addressed.
 	if scheme, rest, ok := strings.Cut(s, "://"); ok && isScheme(scheme) {
 		if _, path, ok := strings.Cut(rest, "/"); ok {
 			s = path
 		} else {
 			s = "" // host only: namespace-wide
 		}
+	} else if first, path, _ := strings.Cut(strings.TrimLeft(s, "/"), "/"); isHost(first, host) {
+		s = path
 	}
 	s = strings.Trim(s, "/")
 	// A client that signs an already-escaped request URL (e.g. "%24resources") leaves escapes
@@ -271,6 +283,23 @@ func scopePath(sr string) (string, bool) {
 		}
 	}
 	return s, true
+}
+
+// isHost reports whether the first segment of a scheme-less sr names the host the client
+// addressed (ports aside) rather than an entity.
+func isHost(seg, addressed string) bool {
+	if seg == "" || addressed == "" {
+		return false
+	}
+	return strings.EqualFold(hostOnly(seg), hostOnly(addressed))
+}
+
+// hostOnly is hostport without its port.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return strings.Trim(hostport, "[]")
 }
 
 // isScheme reports whether s is a URI scheme (RFC 3986 §3.1), so that "sb", "https" and

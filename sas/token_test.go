@@ -434,3 +434,29 @@ func TestCovers(t *testing.T) {
 		}
 	}
 }
+
+// CoversAt reads a scheme-less sr that begins with the host the client addressed (with or
+// without a port) as that host and a path: the SDKs sign a connection string's
+// SharedAccessSignature over the bare namespace. Any other scheme-less sr stays a path.
+func TestCoversAt(t *testing.T) {
+	for _, tc := range []struct {
+		sr, host, path string
+		want           bool
+	}{
+		{"127.0.0.1%3a5671", "127.0.0.1:5671", "q", true},
+		{"127.0.0.1%3a5671", "127.0.0.1", "q", true},
+		{"myns.servicebus.windows.net", "myns.servicebus.windows.net:5671", "q/messages", true},
+		{"myns.servicebus.windows.net%2Fq", "myns.servicebus.windows.net", "q", true},
+		{"myns.servicebus.windows.net%2Fq", "myns.servicebus.windows.net", "q2", false},
+		{"127.0.0.1%3a5671", "localhost", "q", false},
+		{"127.0.0.1%3a5671", "", "q", false},
+		{"localhost", "localhost", "q", true}, // the emulator's Endpoint=sb://localhost
+		{"q", "localhost", "q", true},
+		{"q", "localhost", "other", false},
+	} {
+		tok := Token{Resource: tc.sr}
+		if got := tok.CoversAt(tc.host, tc.path); got != tc.want {
+			t.Errorf("Token{Resource: %q}.CoversAt(%q, %q) = %v; want %v", tc.sr, tc.host, tc.path, got, tc.want)
+		}
+	}
+}

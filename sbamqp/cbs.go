@@ -2,58 +2,60 @@ package sbamqp
 
 import (
 	"context"
-	"errors"
 	"strings"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
-	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
 )
 
 const cbsNode = "$cbs"
 
+// Token types of put-token: a SAS token, or a "JSON web token" — what the SDKs send for a token
+// credential (Go's and .NET's TokenCredential, Java's and Python's credential objects). sbgate
+// checks both as SAS tokens: the Entra ID tokens a service would take in the second are not
+// supported, and a SAS token handed out by a token credential is sent as jwt.
+const (
+	tokenTypeSAS = "servicebus.windows.net:sastoken"
+	tokenTypeJWT = "jwt"
+)
+
 // cbsReceiver takes put-token requests on the $cbs node (docs/amqp.md §2).
 type cbsReceiver struct{ cs *conn }
 
 func (r *cbsReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
-	m, err := d.Message()
-	if err != nil {
-		_ = d.Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError, Description: "The put-token request is not a valid message."})
-		return
-	}
-	_ = d.Accept()
-	var replyTo string
-	var id any
-	if m.Properties != nil {
-		replyTo, id = m.Properties.ReplyTo, m.Properties.MessageID
-	}
-	go func() {
-		status, desc := r.cs.putToken(l.Conn().Context(), m)
-		r.cs.reply(replyTo, &amqp.Message{
-			Properties: &amqp.Properties{CorrelationID: id},
-			ApplicationProperties: amqp.Map{
-				{Key: "status-code", Value: status},
-				{Key: "status-description", Value: desc},
-			},
-		})
-	}()
+	r.cs.request(l, d, "The put-token request", func(ctx context.Context, m *amqp.Message) *amqp.Message {
+		status, desc := r.cs.putToken(ctx, m)
+		return &amqp.Message{ApplicationProperties: amqp.Map{
+			{Key: "status-code", Value: status},
+			{Key: "status-description", Value: desc},
+		}}
+	})
 }
 
 func (r *cbsReceiver) ReceiverDetached(*amqp.ReceiverLink, error) {}
 
 // putToken checks a put-token request and records its grant. It returns the reply's status
-// code (an AMQP int, as the SDKs want) and description.
+// code (an AMQP int, as every SDK reads it) and description: 202 for an accepted token, 400 for
+// a request that is not a put-token of a known type, 401 for a token that does not verify or does
+// not cover its audience, 404 for an audience naming an entity that does not exist (how the SDKs
+// learn of a missing entity at connect time).
 func (cs *conn) putToken(ctx context.Context, m *amqp.Message) (int32, string) {
 	str := func(k string) string {
 		v, _ := m.ApplicationProperties.Get(k)
-		s, _ := v.(string)
-		return s
+		switch v := v.(type) {
+		case string:
+			return v
+		case amqp.Symbol:
+			return string(v)
+		}
+		return ""
 	}
 	if op := str("operation"); op != "put-token" {
-		return 400, "The $cbs operation '" + op + "' is not supported; use put-token."
+		return 400, "The $cbs operation '" + store.Clip(op) + "' is not supported; use put-token."
 	}
-	if typ := str("type"); typ != "servicebus.windows.net:sastoken" {
-		return 400, "The token type '" + typ + "' is not supported; use servicebus.windows.net:sastoken."
+	if typ := str("type"); typ != tokenTypeSAS && typ != tokenTypeJWT {
+		return 400, "The token type '" + store.Clip(typ) + "' is not supported; use " + tokenTypeSAS + "."
 	}
 	audience := str("name")
 	var text string
@@ -66,26 +68,27 @@ func (cs *conn) putToken(ctx context.Context, m *amqp.Message) (int32, string) {
 	if text == "" && len(m.Data) == 1 {
 		text = string(m.Data[0])
 	}
-	tok, err := sas.ParseToken(text)
-	if err != nil {
-		return 401, tokenErrorText(err)
-	}
 	path := audiencePath(audience, false)
-	key, err := tok.Verify(cs.h.cfg.Keys(ctx), cs.h.cfg.Now(), cs.h.cfg.ClockSkew)
-	if errors.Is(err, sas.ErrUnknownKey) {
-		key, err = cs.verifyEntityKey(ctx, path, tok)
-	}
+	g, err := cs.h.access.Verify(ctx, text, path)
 	if err != nil {
-		return 401, tokenErrorText(err)
+		return 401, err.Error()
 	}
-	if full := audiencePath(audience, true); !tok.Covers(full) {
-		return 401, "InvalidAudience: The token's resource does not cover '" + full + "'."
+	if !g.Covers(cs.c.Hostname(), audiencePath(audience, true)) {
+		return 401, access.AudienceText
+	}
+	if entity, _ := access.SplitSubQueue(path); entity != "" {
+		if _, err := cs.h.cfg.Store.Resolve(ctx, entity); err != nil {
+			if store.ErrorCode(err) == store.CodeNotFound {
+				return 404, "The messaging entity '" + store.Clip(entity) + "' could not be found."
+			}
+			return statusOf(err), amqpError(err).Description
+		}
 	}
 	cs.mu.Lock()
 	if cs.grants == nil {
-		cs.grants = map[string]grant{}
+		cs.grants = map[string]access.Grant{}
 	}
-	cs.grants[strings.ToLower(audience)] = grant{tok: tok, rights: key.Rights}
+	cs.grants[strings.ToLower(audience)] = g
 	cs.mu.Unlock()
 	return 202, "Accepted"
 }
@@ -107,54 +110,4 @@ func audiencePath(audience string, keepNode bool) string {
 		p = p[:i]
 	}
 	return p
-}
-
-// verifyEntityKey checks tok against the keys of the queue or topic at path (a subscription's
-// are its topic's), as the HTTP handlers do.
-func (cs *conn) verifyEntityKey(ctx context.Context, path string, tok sas.Token) (sas.Key, error) {
-	entity, _ := splitSubQueue(path)
-	if topic, _, ok := store.SplitSubscriptionPath(entity); ok {
-		entity = topic
-	}
-	if entity == "" {
-		return sas.Key{}, sas.ErrUnknownKey
-	}
-	e, err := cs.h.cfg.Store.Resolve(ctx, entity)
-	if err != nil {
-		return sas.Key{}, sas.ErrUnknownKey
-	}
-	keys := make([]sas.Key, 0, len(e.Props.AuthorizationRules))
-	for _, rule := range e.Props.AuthorizationRules {
-		rights, err := sas.ParseRights(rule.Rights)
-		if err != nil {
-			continue
-		}
-		keys = append(keys, sas.Key{Name: rule.KeyName, Primary: rule.PrimaryKey, Secondary: rule.SecondaryKey, Rights: rights})
-	}
-	if len(keys) == 0 {
-		return sas.Key{}, sas.ErrUnknownKey
-	}
-	return tok.Verify(keys, cs.h.cfg.Now(), cs.h.cfg.ClockSkew)
-}
-
-// tokenErrorText is the description of a token error: the sas sentinels carry the service's
-// texts; malformed tokens a fixed text that never echoes the token.
-func tokenErrorText(err error) string {
-	for _, sentinel := range []error{sas.ErrMissingToken, sas.ErrUnsupportedScheme, sas.ErrUnknownKey,
-		sas.ErrInvalidSignature, sas.ErrExpiredToken} {
-		if errors.Is(err, sentinel) {
-			return sentinel.Error()
-		}
-	}
-	return err.Error()
-}
-
-const deadLetterSuffix = "/$deadletterqueue"
-
-// splitSubQueue splits a "…/$DeadLetterQueue" address into its entity and subqueue.
-func splitSubQueue(path string) (string, store.SubQueue) {
-	if len(path) > len(deadLetterSuffix) && strings.EqualFold(path[len(path)-len(deadLetterSuffix):], deadLetterSuffix) {
-		return path[:len(path)-len(deadLetterSuffix)], store.SubQueueDeadLetter
-	}
-	return path, store.SubQueueMain
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
@@ -27,7 +28,7 @@ func entityAddress(addr string) (string, store.SubQueue) {
 			p = ""
 		}
 	}
-	return splitSubQueue(strings.Trim(p, "/"))
+	return access.SplitSubQueue(strings.Trim(p, "/"))
 }
 
 // resolve finds the entity of a link, mapping a missing one to amqp:not-found.
@@ -49,7 +50,7 @@ func (cs *conn) resolve(ctx context.Context, path string) (*store.Entity, *amqp.
 // its own goroutine: resolving the entity may read the database.
 func (cs *conn) attachEntitySender(req *amqp.AttachRequest) {
 	path, sq := entityAddress(req.TargetAddress())
-	if aerr := cs.authorize(path, sas.Send); aerr != nil {
+	if aerr := cs.authorize(sas.Send, path); aerr != nil {
 		_ = req.Refuse(aerr)
 		return
 	}
@@ -63,12 +64,46 @@ func (cs *conn) attachEntitySender(req *amqp.AttachRequest) {
 		return
 	}
 	s := &entitySender{cs: cs, path: e.Path}
-	_, err := req.AcceptReceiver(s, amqp.ReceiverOptions{
-		MaxMessageSize: uint64(e.Props.MaxMessageSizeInKilobytes) * 1024,
+	size := int64(e.Props.MaxMessageSizeInKilobytes) * 1024
+	// Tracked before it is accepted, so a detach that comes at once finds it to untrack.
+	var detach lateDetach
+	cs.track(s, e.Path, sas.Send, detach.call)
+	l, err := req.AcceptReceiver(s, amqp.ReceiverOptions{
+		RcvSettleMode:  &rcvFirst,
+		MaxMessageSize: uint64(size),
+		// The SDKs size their batches by it (Go prefers it to max-message-size; .NET falls back
+		// to 1 MiB without it). A batch is one message on the wire, so the limits are equal.
+		Properties: amqp.Map{{Key: propMaxMessageBatchSize, Value: size}},
 	})
 	if err != nil {
+		cs.untrack(s)
 		cs.h.log.Debug("amqp attach not accepted", "err", err)
+		return
 	}
+	detach.set(l.Detach)
+}
+
+// lateDetach detaches a link tracked before it was accepted (see conn.track): until set, there
+// is nothing to detach.
+type lateDetach struct {
+	mu     sync.Mutex
+	detach func(*amqp.Error) error
+}
+
+func (d *lateDetach) set(f func(*amqp.Error) error) {
+	d.mu.Lock()
+	d.detach = f
+	d.mu.Unlock()
+}
+
+func (d *lateDetach) call(err *amqp.Error) error {
+	d.mu.Lock()
+	f := d.detach
+	d.mu.Unlock()
+	if f == nil {
+		return amqp.ErrLinkDetached
+	}
+	return f(err)
 }
 
 // entitySender stores what the peer sends on one link. Deliveries are stored in arrival
@@ -93,7 +128,7 @@ func (s *entitySender) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 	}
 }
 
-func (s *entitySender) ReceiverDetached(*amqp.ReceiverLink, error) {}
+func (s *entitySender) ReceiverDetached(*amqp.ReceiverLink, error) { s.cs.untrack(s) }
 
 func (s *entitySender) run(l *amqp.ReceiverLink) {
 	ctx := l.Conn().Context()
@@ -115,7 +150,7 @@ func (s *entitySender) run(l *amqp.ReceiverLink) {
 // together in one store.Send when they all decode; when that fails, one by one, so each gets
 // its own outcome.
 func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []*amqp.Delivery) {
-	if aerr := s.cs.authorize(s.path, sas.Send); aerr != nil {
+	if aerr := s.cs.authorize(sas.Send, s.path); aerr != nil {
 		for _, d := range batch {
 			_ = d.Reject(aerr)
 		}
@@ -201,7 +236,7 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 	if sq == store.SubQueueDeadLetter {
 		authPath = path + "/$DeadLetterQueue"
 	}
-	if aerr := cs.authorize(authPath, sas.Listen); aerr != nil {
+	if aerr := cs.authorize(sas.Listen, authPath); aerr != nil {
 		_ = req.Refuse(aerr)
 		return
 	}
@@ -242,18 +277,25 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 		unsettled: map[uuid.UUID]struct{}{}, settled: make(chan struct{}, 1),
 	}
+	var detach lateDetach
+	cs.track(r, authPath, sas.Listen, detach.call)
 	l, err := req.AcceptSender(r, opts)
 	if err != nil {
+		cs.untrack(r)
 		cancel()
 		if lock != nil {
 			cs.releaseSession(e, *lock, nil)
 		}
 		return
 	}
+	detach.set(l.Detach)
 	go r.pump(l)
 }
 
-const sessionFilter amqp.Symbol = "com.microsoft:session-filter"
+const (
+	sessionFilter           amqp.Symbol = "com.microsoft:session-filter"
+	propMaxMessageBatchSize amqp.Symbol = "com.microsoft:max-message-batch-size"
+)
 
 // entityReceiver feeds one receive link from the store: while the peer grants credit, one
 // store receive for up to that many messages waits at a time.
@@ -300,6 +342,7 @@ func (r *entityReceiver) Flow(l *amqp.SenderLink, credit uint32, drain bool) {
 }
 
 func (r *entityReceiver) SenderDetached(*amqp.SenderLink, error) {
+	r.cs.untrack(r)
 	r.cancel()
 	if r.session != nil {
 		if t, aerr := r.target(context.WithoutCancel(r.ctx)); aerr == nil {
@@ -331,7 +374,7 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 			}
 			continue
 		}
-		if aerr := r.cs.authorize(r.authPath, sas.Listen); aerr != nil {
+		if aerr := r.cs.authorize(sas.Listen, r.authPath); aerr != nil {
 			_ = l.Detach(aerr)
 			return
 		}

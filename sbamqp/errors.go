@@ -25,6 +25,8 @@ const (
 	condServerBusy       amqp.Symbol = "com.microsoft:server-busy"
 	condSessionCannotBeL amqp.Symbol = "com.microsoft:session-cannot-be-locked"
 	condTimeout          amqp.Symbol = "com.microsoft:timeout"
+	// condEntityAlreadyExists answers an add-rule of a name the subscription has.
+	condEntityAlreadyExists amqp.Symbol = "com.microsoft:entity-already-exists"
 )
 
 // amqpError maps a store error to the AMQP error the SDKs understand. Internal errors never
@@ -76,6 +78,18 @@ func statusOf(err error) int32 {
 			return 501
 		case condLockLost, condSessionLockLost:
 			return 410 // what the SDKs read as a lost lock
+		case condEntityAlreadyExists:
+			return 409
+		case condMessageSize:
+			return 413
+		case condEntityDisabled, condResourceLimit:
+			return 403
+		case condServerBusy:
+			return 503
+		case condTimeout:
+			return 408
+		case condInternal:
+			return 500
 		}
 		return 400
 	}

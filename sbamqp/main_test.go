@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/handlers"
@@ -44,6 +45,12 @@ func newBroker(t *testing.T) *broker { return newBrokerWith(t, nil, nil) }
 // makes of it.
 func newBrokerWith(t *testing.T, tokenNow func() time.Time, wrap func(store.Store) store.Store) *broker {
 	t.Helper()
+	return newBrokerAccess(t, wrap, func(c *access.Config) { c.Now = tokenNow })
+}
+
+// newBrokerAccess starts a broker whose access layer is the test keys' changed by mod.
+func newBrokerAccess(t *testing.T, wrap func(store.Store) store.Store, mod func(*access.Config)) *broker {
+	t.Helper()
 	t.Parallel()
 	clk := &clock{t: time.Now()}
 	st := store.New(dbtest.NewPool(t), store.Options{Now: clk.Now})
@@ -54,13 +61,16 @@ func newBrokerWith(t *testing.T, tokenNow func() time.Time, wrap func(store.Stor
 	if wrap != nil {
 		amqpStore = wrap(st)
 	}
+	ac := access.Config{Keys: testKeys, Source: st}
+	if mod != nil {
+		mod(&ac)
+	}
 	h := sbamqp.New(sbamqp.Config{
-		Store: amqpStore,
-		Keys:  func(context.Context) []sas.Key { return testKeys },
+		Store:  amqpStore,
+		Access: access.New(ac),
 		// Store receives wait this long before a link asks again, so a receive notices a move
 		// of the test clock (the store's timers run on the real one).
 		MaxReceiveWait: 200 * time.Millisecond,
-		Now:            tokenNow,
 	})
 	srv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

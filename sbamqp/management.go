@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
@@ -21,19 +22,8 @@ type managementReceiver struct {
 }
 
 func (r *managementReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
-	m, err := d.Message()
-	if err != nil {
-		_ = d.Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError, Description: "The management request is not a valid message."})
-		return
-	}
-	_ = d.Accept()
-	var replyTo string
-	var id any
-	if m.Properties != nil {
-		replyTo, id = m.Properties.ReplyTo, m.Properties.MessageID
-	}
-	go func() {
-		body, err := r.handle(l.Conn().Context(), m)
+	r.cs.request(l, d, "The management request", func(ctx context.Context, m *amqp.Message) *amqp.Message {
+		body, err := r.handle(ctx, m)
 		status, desc := int32(200), "OK"
 		props := amqp.Map{}
 		switch {
@@ -46,17 +36,14 @@ func (r *managementReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 			status, desc = 204, "No Content"
 		}
 		props = append(amqp.Map{{Key: "statusCode", Value: status}, {Key: "statusDescription", Value: desc}}, props...)
-		reply := &amqp.Message{
-			Properties:            &amqp.Properties{CorrelationID: id},
-			ApplicationProperties: props,
-		}
+		reply := &amqp.Message{ApplicationProperties: props}
 		if body != nil {
 			reply.Value = body
 		} else {
 			reply.Value, reply.HasValue = amqp.Map{}, true
 		}
-		r.cs.reply(replyTo, reply)
-	}()
+		return reply
+	})
 }
 
 func (r *managementReceiver) ReceiverDetached(*amqp.ReceiverLink, error) {}
@@ -74,208 +61,281 @@ func badField(format string, args ...any) error {
 	return &amqp.Error{Condition: condInvalidField, Description: fmt.Sprintf(format, args...)}
 }
 
+// mgmtRequest is one $management request being served: its body, the entity and subqueue of the
+// node, and the session it names (by session-id, or by the session receiver link it names).
+type mgmtRequest struct {
+	cs   *conn
+	m    *amqp.Message
+	body amqp.Map
+	e    *store.Entity
+	sq   store.SubQueue
+	t    store.Target // with the session's lock when the operation runs under one
+	sid  string
+	// hasSession says a session was named (sid may be "", a session like any other).
+	hasSession bool
+}
+
+// mgmtOp is one operation of the $management node: the right it needs, whether it acts inside
+// the session the request names (under the lock this connection holds on it), and what it does.
+// do returns the reply's body, or nil for an empty success (204).
+type mgmtOp struct {
+	need      sas.Rights
+	inSession bool
+	do        func(ctx context.Context, q *mgmtRequest) (amqp.Map, error)
+}
+
+// managementOps are the operations of the $management node, by the name the SDKs send in the
+// "operation" application property (docs/amqp.md §4, amqp-sdks.md "$management").
+var managementOps = map[string]mgmtOp{
+	"com.microsoft:renew-lock":                 {sas.Listen, true, renewLocks},
+	"com.microsoft:peek-message":               {sas.Listen, false, peekMessages},
+	"com.microsoft:receive-by-sequence-number": {sas.Listen, true, receiveBySequenceNumber},
+	"com.microsoft:update-disposition":         {sas.Listen, true, updateDisposition},
+	"com.microsoft:renew-session-lock":         {sas.Listen, true, renewSessionLock},
+	"com.microsoft:get-session-state":          {sas.Listen, true, getSessionState},
+	"com.microsoft:set-session-state":          {sas.Listen, true, setSessionState},
+	"com.microsoft:get-message-sessions":       {sas.Listen, false, getMessageSessions},
+	"com.microsoft:schedule-message":           {sas.Send, false, scheduleMessages},
+	"com.microsoft:cancel-scheduled-message":   {sas.Send, false, cancelScheduled},
+	"com.microsoft:add-rule":                   {sas.Listen, false, addRule},
+	"com.microsoft:remove-rule":                {sas.Listen, false, removeRule},
+	"com.microsoft:enumerate-rules":            {sas.Listen, false, enumerateRules},
+}
+
 // handle runs one operation and returns its reply body, or nil for an empty success (204).
 func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.Map, error) {
 	opv, _ := m.ApplicationProperties.Get("operation")
-	op, _ := opv.(string)
+	name, _ := opv.(string)
 	if s, ok := opv.(amqp.Symbol); ok {
-		op = string(s)
+		name = string(s)
 	}
-	body, _ := m.Value.(amqp.Map)
-	need := sas.Listen
-	if op == "com.microsoft:schedule-message" || op == "com.microsoft:cancel-scheduled-message" {
-		need = sas.Send
+	op, ok := managementOps[name]
+	if !ok {
+		return nil, unsupported("The management operation '%s' is not supported.", store.Clip(name))
 	}
-	if aerr := r.cs.authorize(r.path, need); aerr != nil {
+	if aerr := r.cs.authorize(op.need, r.path, r.path+"/$management"); aerr != nil {
 		return nil, aerr
 	}
-	path, sq := splitSubQueue(r.path)
+	path, sq := access.SplitSubQueue(r.path)
 	e, aerr := r.cs.resolve(ctx, path)
 	if aerr != nil {
 		return nil, aerr
 	}
-	t := store.Target{Entity: e, SubQueue: sq}
-	// A session-id string names a session, "" included (as in a session filter); null or none
-	// names none.
-	v, _ := body.Get("session-id")
-	sid, hasSession := v.(string)
-	if !hasSession {
-		// The Go SDK names the session receiver's link instead of the session on some
-		// requests (peek, update-disposition).
+	body, _ := m.Value.(amqp.Map)
+	q := &mgmtRequest{cs: r.cs, m: m, body: body, e: e, sq: sq, t: store.Target{Entity: e, SubQueue: sq}}
+	q.sid, q.hasSession = mapString(body, "session-id")
+	if !q.hasSession {
+		// The SDKs name the session receiver's link instead of the session on some requests
+		// (peek, update-disposition, renew-lock).
 		if v, ok := m.ApplicationProperties.Get("associated-link-name"); ok {
 			if name, _ := v.(string); name != "" {
 				if lock, ok := r.cs.linkSession(name); ok {
-					sid, hasSession = lock.SessionID, true
+					q.sid, q.hasSession = lock.SessionID, true
 				}
 			}
 		}
 	}
-	scheduling := op == "com.microsoft:schedule-message" || op == "com.microsoft:cancel-scheduled-message"
-	if hasSession && op != "com.microsoft:peek-message" && !scheduling {
-		lock, ok := r.cs.sessionLock(e.Path, sid)
+	if q.hasSession && op.inSession {
+		lock, ok := r.cs.sessionLock(e.Path, q.sid)
 		if !ok {
-			return nil, &amqp.Error{Condition: condSessionLockLost, Description: "This connection holds no lock on session '" + store.Clip(sid) + "'."}
+			return nil, &amqp.Error{Condition: condSessionLockLost, Description: "This connection holds no lock on session '" + store.Clip(q.sid) + "'."}
 		}
-		t.Session = &lock
+		q.t.Session = &lock
 	}
-	st := r.cs.h.cfg.Store
-	if scheduling {
-		return schedule(ctx, st, e, sq, op, body)
+	return op.do(ctx, q)
+}
+
+// store is the store the request runs against.
+func (q *mgmtRequest) store() store.Store { return q.cs.h.cfg.Store }
+
+// session is the session lock of an operation that needs one.
+func (q *mgmtRequest) session() (store.SessionLock, error) {
+	if q.t.Session == nil {
+		return store.SessionLock{}, badField("the request has no 'session-id'")
 	}
-	switch op {
-	case "com.microsoft:renew-session-lock", "com.microsoft:get-session-state", "com.microsoft:set-session-state":
-		if t.Session == nil {
-			return nil, badField("the request has no 'session-id'")
-		}
-		switch op {
-		case "com.microsoft:renew-session-lock":
-			until, err := st.RenewSessionLock(ctx, e, *t.Session)
-			if err != nil {
-				return nil, sessionErr(err)
-			}
-			return amqp.Map{{Key: "expiration", Value: until}}, nil
-		case "com.microsoft:get-session-state":
-			state, err := st.SessionState(ctx, e, *t.Session)
-			if err != nil {
-				return nil, sessionErr(err)
-			}
-			var v any
-			if state != nil {
-				v = state
-			}
-			return amqp.Map{{Key: "session-state", Value: v}}, nil
-		default:
-			v, _ := body.Get("session-state")
-			state, ok := v.([]byte)
-			if !ok && v != nil {
-				return nil, badField("'session-state' must be binary or null")
-			}
-			if err := st.SetSessionState(ctx, e, *t.Session, state); err != nil {
-				return nil, sessionErr(err)
-			}
-			return amqp.Map{}, nil
-		}
+	return *q.t.Session, nil
+}
 
-	case "com.microsoft:renew-lock":
-		toks, err := uuids(body, "lock-tokens")
-		if err != nil {
-			return nil, err
-		}
-		reqs := make([]store.SettleRequest, len(toks))
-		for i, tok := range toks {
-			reqs[i] = store.SettleRequest{Op: store.RenewLock, Token: tok}
-		}
-		res := st.Settle(ctx, t, reqs)
-		exp := make([]any, len(res))
-		for i, rr := range res {
-			if rr.Err != nil {
-				return nil, rr.Err
-			}
-			exp[i] = rr.LockedUntil
-		}
-		return amqp.Map{{Key: "expirations", Value: amqp.Array{Type: amqp.TypeTimestamp, Elems: exp}}}, nil
-
-	case "com.microsoft:peek-message":
-		from, err := integer(body, "from-sequence-number")
-		if err != nil {
-			return nil, err
-		}
-		n, err := integer(body, "message-count")
-		if err != nil {
-			return nil, err
-		}
-		if n < 1 {
-			return nil, badField("message-count must be at least 1")
-		}
-		msgs, err := peek(ctx, st, e, sq, sid, hasSession, from, int(min(n, store.MaxBrowse)))
-		if err != nil {
-			return nil, err
-		}
-		if len(msgs) == 0 {
-			return nil, nil
-		}
-		list := make(amqp.List, 0, len(msgs))
-		for _, sm := range msgs {
-			b, err := amqp.Marshal(fromStore(sm, r.cs.h.cfg.Now()))
-			if err != nil {
-				return nil, err
-			}
-			list = append(list, amqp.Map{{Key: "message", Value: b}})
-		}
-		return amqp.Map{{Key: "messages", Value: list}}, nil
-
-	case "com.microsoft:receive-by-sequence-number":
-		seqs, err := longs(body, "sequence-numbers")
-		if err != nil {
-			return nil, err
-		}
-		mode := store.PeekLock
-		if v, _ := body.Get("receiver-settle-mode"); v == uint32(0) {
-			mode = store.ReceiveAndDelete
-		}
-		// All or nothing in one store call: taking them one by one deleted (or locked) those
-		// before a missing one, and the client, answered not-found, never got them.
-		msgs, err := st.ReceiveDeferred(ctx, t, seqs, mode)
-		if err != nil {
-			return nil, sessionErr(messageNotFound(err)) // lock lost: only a session's can be
-		}
-		list := make(amqp.List, 0, len(msgs))
-		for _, sm := range msgs {
-			am := fromStore(sm, time.Time{})
-			entry := amqp.Map{}
-			if mode == store.PeekLock {
-				am.DeliveryAnnotations = amqp.Map{{Key: annLockToken, Value: amqp.UUID(sm.LockToken)}}
-				entry = append(entry, amqp.MapEntry{Key: "lock-token", Value: amqp.UUID(sm.LockToken)})
-			}
-			b, err := amqp.Marshal(am)
-			if err != nil {
-				return nil, err
-			}
-			entry = append(amqp.Map{{Key: "message", Value: b}}, entry...)
-			list = append(list, entry)
-		}
-		return amqp.Map{{Key: "messages", Value: list}}, nil
-
-	case "com.microsoft:update-disposition":
-		toks, err := uuids(body, "lock-tokens")
-		if err != nil {
-			return nil, err
-		}
-		if v, ok := body.Get("properties-to-modify"); ok && v != nil {
-			if pm, _ := v.(amqp.Map); len(pm) > 0 {
-				return nil, unsupported("modifying message properties on settlement is not supported")
-			}
-		}
-		statusV, _ := body.Get("disposition-status")
-		status, _ := statusV.(string)
-		var req store.SettleRequest
-		switch strings.ToLower(status) {
-		case "completed":
-			req.Op = store.Complete
-		case "abandoned":
-			req.Op = store.Abandon
-		case "suspended":
-			req.Op = store.DeadLetter
-			req.Reason, _ = mapString(body, "deadletter-reason")
-			req.Description, _ = mapString(body, "deadletter-description")
-		case "defered", "deferred":
-			req.Op = store.Defer
-		default:
-			return nil, badField("disposition-status '%s' is not completed, abandoned, suspended or defered", status)
-		}
-		reqs := make([]store.SettleRequest, len(toks))
-		for i, tok := range toks {
-			reqs[i] = req
-			reqs[i].Token = tok
-		}
-		for _, rr := range st.Settle(ctx, t, reqs) {
-			if rr.Err != nil {
-				return nil, rr.Err
-			}
-		}
-		return amqp.Map{}, nil
+func renewSessionLock(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
+	sl, err := q.session()
+	if err != nil {
+		return nil, err
 	}
-	return nil, unsupported("the management operation '%s' is not supported over AMQP yet", op)
+	until, err := q.store().RenewSessionLock(ctx, q.e, sl)
+	if err != nil {
+		return nil, sessionErr(err)
+	}
+	return amqp.Map{{Key: "expiration", Value: until}}, nil
+}
+
+func getSessionState(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
+	sl, err := q.session()
+	if err != nil {
+		return nil, err
+	}
+	state, err := q.store().SessionState(ctx, q.e, sl)
+	if err != nil {
+		return nil, sessionErr(err)
+	}
+	var v any
+	if state != nil {
+		v = state
+	}
+	return amqp.Map{{Key: "session-state", Value: v}}, nil
+}
+
+func setSessionState(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
+	sl, err := q.session()
+	if err != nil {
+		return nil, err
+	}
+	v, _ := q.body.Get("session-state")
+	state, ok := v.([]byte)
+	if !ok && v != nil {
+		return nil, badField("'session-state' must be binary or null")
+	}
+	if err := q.store().SetSessionState(ctx, q.e, sl, state); err != nil {
+		return nil, sessionErr(err)
+	}
+	return amqp.Map{}, nil
+}
+
+// renewLocks renews every lock token of the request, all or none: the reply's expirations are
+// in the order of the tokens; a lock that is gone fails the request with lock-lost.
+func renewLocks(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
+	toks, err := uuids(q.body, "lock-tokens")
+	if err != nil {
+		return nil, err
+	}
+	reqs := make([]store.SettleRequest, len(toks))
+	for i, tok := range toks {
+		reqs[i] = store.SettleRequest{Op: store.RenewLock, Token: tok}
+	}
+	res := q.store().Settle(ctx, q.t, reqs)
+	exp := make([]any, len(res))
+	for i, rr := range res {
+		if rr.Err != nil {
+			return nil, sessionErr(rr.Err)
+		}
+		exp[i] = rr.LockedUntil
+	}
+	return amqp.Map{{Key: "expirations", Value: amqp.Array{Type: amqp.TypeTimestamp, Elems: exp}}}, nil
+}
+
+func peekMessages(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
+	from, err := integer(q.body, "from-sequence-number")
+	if err != nil {
+		return nil, err
+	}
+	n, err := integer(q.body, "message-count")
+	if err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, badField("message-count must be at least 1")
+	}
+	sid := ""
+	if q.hasSession {
+		sid = q.sid
+	}
+	msgs, err := peek(ctx, q.store(), q.e, q.sq, q.hasSession, sid, from, int(min(n, store.MaxBrowse)))
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	list := make(amqp.List, 0, len(msgs))
+	now := q.cs.h.access.Now()
+	for _, sm := range msgs {
+		b, err := amqp.Marshal(fromStore(sm, now))
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, amqp.Map{{Key: "message", Value: b}})
+	}
+	return amqp.Map{{Key: "messages", Value: list}}, nil
+}
+
+func receiveBySequenceNumber(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
+	seqs, err := longs(q.body, "sequence-numbers")
+	if err != nil {
+		return nil, err
+	}
+	mode := store.PeekLock
+	if v, _ := q.body.Get("receiver-settle-mode"); v == uint32(0) {
+		mode = store.ReceiveAndDelete
+	}
+	// All or nothing in one store call: taking them one by one deleted (or locked) those
+	// before a missing one, and the client, answered not-found, never got them.
+	msgs, err := q.store().ReceiveDeferred(ctx, q.t, seqs, mode)
+	if err != nil {
+		return nil, sessionErr(messageNotFound(err)) // lock lost: only a session's can be
+	}
+	list := make(amqp.List, 0, len(msgs))
+	for _, sm := range msgs {
+		am := fromStore(sm, time.Time{})
+		entry := amqp.Map{}
+		if mode == store.PeekLock {
+			am.DeliveryAnnotations = amqp.Map{{Key: annLockToken, Value: amqp.UUID(sm.LockToken)}}
+			entry = append(entry, amqp.MapEntry{Key: "lock-token", Value: amqp.UUID(sm.LockToken)})
+		}
+		b, err := amqp.Marshal(am)
+		if err != nil {
+			return nil, err
+		}
+		entry = append(amqp.Map{{Key: "message", Value: b}}, entry...)
+		list = append(list, entry)
+	}
+	return amqp.Map{{Key: "messages", Value: list}}, nil
+}
+
+func updateDisposition(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
+	toks, err := uuids(q.body, "lock-tokens")
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := q.body.Get("properties-to-modify"); ok && v != nil {
+		if pm, _ := v.(amqp.Map); len(pm) > 0 {
+			return nil, unsupported("modifying message properties on settlement is not supported")
+		}
+	}
+	statusV, _ := q.body.Get("disposition-status")
+	status, _ := statusV.(string)
+	var req store.SettleRequest
+	switch strings.ToLower(status) {
+	case "completed":
+		req.Op = store.Complete
+	case "abandoned":
+		req.Op = store.Abandon
+	case "suspended":
+		req.Op = store.DeadLetter
+		req.Reason, _ = mapString(q.body, "deadletter-reason")
+		req.Description, _ = mapString(q.body, "deadletter-description")
+	case "defered", "deferred":
+		req.Op = store.Defer
+	default:
+		return nil, badField("disposition-status '%s' is not completed, abandoned, suspended or defered", store.Clip(status))
+	}
+	reqs := make([]store.SettleRequest, len(toks))
+	for i, tok := range toks {
+		reqs[i] = req
+		reqs[i].Token = tok
+	}
+	for _, rr := range q.store().Settle(ctx, q.t, reqs) {
+		if rr.Err != nil {
+			return nil, sessionErr(rr.Err)
+		}
+	}
+	return amqp.Map{}, nil
+}
+
+func scheduleMessages(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
+	return schedule(ctx, q.store(), q.e, q.sq, "com.microsoft:schedule-message", q.body)
+}
+
+func cancelScheduled(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
+	return schedule(ctx, q.store(), q.e, q.sq, "com.microsoft:cancel-scheduled-message", q.body)
 }
 
 // schedule runs schedule-message and cancel-scheduled-message on e. A scheduled message is
@@ -336,10 +396,11 @@ func schedule(ctx context.Context, st store.Store, e *store.Entity, sq store.Sub
 	return amqp.Map{{Key: "sequence-numbers", Value: amqp.Array{Type: amqp.TypeLong, Elems: out}}}, nil
 }
 
-// peek browses up to n messages from sequence number from on; inSession, only session sid's, paging through the entity's messages (the store browses by sequence number only,
-// so a session peek reads the messages of the other sessions in between).
-func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueue, sid string, inSession bool, from int64, n int) ([]*store.Message, error) {
-	if !inSession {
+// peek browses up to n messages from sequence number from on; with a session (hasSession, sid
+// possibly ""), only that session's, paging through the entity's messages (the store browses by
+// sequence number only, so a session peek reads the messages of the other sessions in between).
+func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueue, hasSession bool, sid string, from int64, n int) ([]*store.Message, error) {
+	if !hasSession {
 		return st.Browse(ctx, e, sq, from, n)
 	}
 	var out []*store.Message
@@ -349,7 +410,7 @@ func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueu
 			return nil, err
 		}
 		for _, m := range page {
-			if m.InSession() && m.SessionID == sid && len(out) < n {
+			if m.SessionID == sid && len(out) < n {
 				out = append(out, m)
 			}
 		}
@@ -369,9 +430,10 @@ func sessionErr(err error) error {
 	return err
 }
 
+// mapString is the string under k, and whether there is one (absent and null are not).
 func mapString(m amqp.Map, k string) (string, bool) {
-	v, ok := m.Get(k)
-	s, _ := v.(string)
+	v, _ := m.Get(k)
+	s, ok := v.(string)
 	return s, ok
 }
 

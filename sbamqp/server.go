@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
@@ -39,14 +40,9 @@ import (
 type Config struct {
 	// Store is the broker's store.
 	Store store.Store
-	// Keys returns the namespace-level keys tokens may be signed with (as over HTTP: the
-	// configured key and those kept in the database).
-	Keys func(ctx context.Context) []sas.Key
-	// Now is the clock tokens are checked against (default time.Now).
-	Now func() time.Time
-	// ClockSkew is the tolerated difference between a client's clock and ours for token
-	// expiry (default 5 minutes, as over HTTP).
-	ClockSkew time.Duration
+	// Access decides who may do what (the same layer as the REST handlers'): the keys, token
+	// checks, refusal texts. Required.
+	Access *access.Layer
 	// MaxReceiveWait is the longest one store receive waits before a receive link asks again
 	// (default 1 minute); the link keeps waiting for as long as the peer grants credit.
 	MaxReceiveWait time.Duration
@@ -56,65 +52,52 @@ type Config struct {
 
 // Handler implements amqp.Handler with the Service Bus profile.
 type Handler struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	access *access.Layer
 }
 
 // New returns a Handler for cfg.
 func New(cfg Config) *Handler {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.ClockSkew == 0 {
-		cfg.ClockSkew = 5 * time.Minute
-	}
 	if cfg.MaxReceiveWait <= 0 {
 		cfg.MaxReceiveWait = time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Keys == nil {
-		cfg.Keys = func(context.Context) []sas.Key { return nil }
+	if cfg.Access == nil {
+		cfg.Access = access.New(access.Config{Source: cfg.Store}) // no namespace key: entity keys only
 	}
-	return &Handler{cfg: cfg, log: cfg.Logger}
+	return &Handler{cfg: cfg, log: cfg.Logger, access: cfg.Access}
 }
 
-// plainPrincipal is the principal of a connection that authenticated with SASL PLAIN: the key
-// it named, with that key's rights over the whole namespace.
-type plainPrincipal struct{ key sas.Key }
-
-// Authenticate decides SASL exchanges (amqp.Options.Authenticate): ANONYMOUS is accepted and
-// must then authorize with $cbs; PLAIN must name a namespace key and give its primary or
-// secondary key.
+// Authenticate decides SASL exchanges (amqp.Options.Authenticate): MSSBCBS and ANONYMOUS are
+// accepted and must then authorize with $cbs; PLAIN must name a namespace key and give its
+// primary or secondary key, and authorizes the whole namespace with that key's rights.
 func (h *Handler) Authenticate(ctx context.Context, cred amqp.SASLCredentials) (any, error) {
 	if cred.Mechanism != "PLAIN" {
 		return nil, nil
 	}
-	for _, k := range h.cfg.Keys(ctx) {
-		if k.Name != cred.Identity {
-			continue
-		}
-		if (k.Primary != "" && k.Primary == cred.Password) || (k.Secondary != "" && k.Secondary == cred.Password) {
-			return plainPrincipal{key: k}, nil
-		}
+	g, err := h.access.VerifyPlain(ctx, cred.Identity, cred.Password)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errors.New("unknown key name or wrong key")
+	return plainPrincipal{g}, nil
 }
 
-// Connect implements amqp.Handler.
+// plainPrincipal is the principal of a connection that authenticated with SASL PLAIN.
+type plainPrincipal struct{ grant access.Grant }
+
+// Connect implements amqp.Handler. Each connection checks its grants again every key refresh
+// (watch): a revoked or rotated key's links are detached, a PLAIN connection's closed.
 func (h *Handler) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
-	cs := &conn{h: h, c: c, pending: map[*amqp.SenderLink][]*amqp.Message{}}
+	cs := &conn{h: h, c: c, pending: map[*amqp.SenderLink][]*amqp.Message{}, inflight: make(chan struct{}, maxInFlight),
+		links: map[any]linkAuth{}}
 	if p, ok := c.Principal().(plainPrincipal); ok {
-		cs.plain = &p.key
+		cs.plain = &p.grant
 	}
+	go cs.watch()
 	return cs, nil
-}
-
-// grant is what one put-token established: the token (for its scope) and the key's rights.
-type grant struct {
-	tok    sas.Token
-	rights sas.Rights
 }
 
 // conn is the state of one connection. The amqp.ConnHandler methods run one at a time on the
@@ -122,10 +105,13 @@ type grant struct {
 type conn struct {
 	h     *Handler
 	c     *amqp.Conn
-	plain *sas.Key
+	plain *access.Grant
 
 	mu     sync.Mutex
-	grants map[string]grant // by audience, lower-cased
+	grants map[string]access.Grant // by audience, lower-cased
+	// links are the entity links the connection holds, with what authorizes each, so a key's
+	// revocation detaches them (watch).
+	links map[any]linkAuth
 	// sessions are the session locks held by the connection's links, by entity and session id.
 	sessions map[string]store.SessionLock
 	// linkSessions are the same locks by the name of the link that holds each.
@@ -134,53 +120,133 @@ type conn struct {
 	releasing map[string]chan struct{}
 	// pending holds replies of request/response nodes that met a reply link without credit.
 	pending map[*amqp.SenderLink][]*amqp.Message
+	// inflight holds a token for each request of the connection being run (request).
+	inflight chan struct{}
 }
 
-// authorize checks that the connection may use entityPath with right need: a PLAIN key with
-// the right, or an unexpired put-token grant covering the path with it.
-func (cs *conn) authorize(entityPath string, need sas.Rights) *amqp.Error {
-	if cs.plain != nil {
-		if cs.plain.Rights.Has(need) {
-			return nil
-		}
-		return amqp.Errorf(condUnauthorized, "Unauthorized access. '%s' claim(s) are required to perform this operation on '%s'.", need.ClaimText(), entityPath)
-	}
-	now := cs.h.cfg.Now()
+// linkAuth is what an entity link needs to stay authorized: the right on the path, and how to
+// detach it when that ends.
+type linkAuth struct {
+	path   string
+	need   sas.Rights
+	detach func(*amqp.Error) error
+}
+
+// track registers an entity link (key: the link) for watch; untrack forgets it.
+func (cs *conn) track(key any, path string, need sas.Rights, detach func(*amqp.Error) error) {
 	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	expired, lacking := false, false
-	for _, g := range cs.grants {
-		if !g.tok.Covers(entityPath) {
-			continue
+	cs.links[key] = linkAuth{path: path, need: need, detach: detach}
+	cs.mu.Unlock()
+}
+
+func (cs *conn) untrack(key any) {
+	cs.mu.Lock()
+	delete(cs.links, key)
+	cs.mu.Unlock()
+}
+
+// watch checks the connection's grants every key refresh until the connection ends: a grant
+// whose key was revoked, rotated or lost the rights is dropped, and every link it authorized
+// alone is detached with amqp:unauthorized-access; a PLAIN connection whose key went is closed.
+func (cs *conn) watch() {
+	ctx := cs.c.Context()
+	t := time.NewTicker(cs.h.access.Refresh())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-		if now.After(time.Unix(g.tok.Expiry, 0).Add(cs.h.cfg.ClockSkew)) {
-			expired = true
-			continue
+		cs.recheck(ctx)
+	}
+}
+
+// recheck is one round of watch.
+func (cs *conn) recheck(ctx context.Context) {
+	a := cs.h.access
+	if cs.plain != nil {
+		if !a.Valid(ctx, *cs.plain) {
+			_ = cs.c.Close(amqp.Errorf(condUnauthorized, "The key '%s' the connection authenticated with was revoked or rotated.", store.Clip(cs.plain.KeyName)))
 		}
-		if !g.rights.Has(need) {
-			lacking = true
-			continue
+		return
+	}
+	cs.mu.Lock()
+	var revoked []string
+	for aud, g := range cs.grants {
+		if !a.Valid(ctx, g) {
+			delete(cs.grants, aud)
+			revoked = append(revoked, g.KeyName)
+		}
+	}
+	links := make([]linkAuth, 0, len(cs.links))
+	for _, l := range cs.links {
+		links = append(links, l)
+	}
+	cs.mu.Unlock()
+	if len(revoked) == 0 {
+		return
+	}
+	for _, l := range links {
+		if aerr := cs.authorize(l.need, l.path); aerr != nil {
+			_ = l.detach(amqp.Errorf(condUnauthorized, "The key that authorized this link was revoked or rotated: %s", aerr.Description))
+		}
+	}
+}
+
+// authorize checks that the connection may use an entity with right need: a PLAIN key with the
+// right, or an unexpired put-token grant with it covering one of paths — the entity's path, and
+// for its management operations also "<entity>/$management", the audience the SDKs authorize
+// their management links with.
+func (cs *conn) authorize(need sas.Rights, paths ...string) *amqp.Error {
+	a := cs.h.access
+	if cs.plain != nil {
+		if err := a.Allows(*cs.plain, "", paths[0], need, paths[0]); err != nil {
+			return amqp.Errorf(condUnauthorized, "%s", err.Error())
 		}
 		return nil
 	}
-	switch {
-	case lacking:
-		return amqp.Errorf(condUnauthorized, "Unauthorized access. '%s' claim(s) are required to perform this operation on '%s'.", need.ClaimText(), entityPath)
-	case expired:
-		return amqp.Errorf(condUnauthorized, "The token for '%s' has expired; put a new one on $cbs.", entityPath)
+	host := cs.c.Hostname()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	var refusal error
+	for _, g := range cs.grants {
+		for _, p := range paths {
+			err := a.Allows(g, host, p, need, paths[0])
+			if err == nil {
+				return nil
+			}
+			if g.Covers(host, p) {
+				refusal = err // expired, or without the right: says more than "no token"
+			}
+		}
 	}
-	return amqp.Errorf(condUnauthorized, "No token authorizes '%s': put a SAS token for it on $cbs first.", entityPath)
+	if refusal != nil {
+		return amqp.Errorf(condUnauthorized, "%s", refusal.Error())
+	}
+	return amqp.Errorf(condUnauthorized, "Unauthorized access: no token authorizes '%s'; put a token for it on $cbs first.", store.Clip(paths[0]))
 }
 
-// Attach routes a link by its address: $cbs, an entity's $management node, or an entity.
+// rcvFirst is the receiver settle mode of every link on which sbgate receives (entity senders,
+// $cbs, $management): it settles each delivery at once with a settled disposition, as the
+// service does. uAMQP and the pure-Python client complete a send only on a settled disposition,
+// and go-amqp asks for first and checks the echo.
+var rcvFirst = amqp.ReceiverSettleModeFirst
+
+// Attach routes a link by its address: $cbs, an entity's $management node, or an entity. A
+// transaction coordinator is refused at once: transactions are not supported yet.
 func (cs *conn) Attach(req *amqp.AttachRequest) {
 	if req.PeerRole() == amqp.RoleSender {
 		addr := req.TargetAddress()
 		switch {
+		case req.Attach().Coordinator != nil:
+			_ = req.Refuse(amqp.Errorf(condNotImplemented, "Transactions are not supported by this broker yet: the transaction coordinator cannot be attached."))
 		case addr == cbsNode:
-			_, _ = req.AcceptReceiver(&cbsReceiver{cs: cs}, amqp.ReceiverOptions{})
+			_, _ = req.AcceptReceiver(&cbsReceiver{cs: cs}, amqp.ReceiverOptions{RcvSettleMode: &rcvFirst, Credit: requestCredit})
+		case isManagement(addr) && !access.ValidPath(managementEntity(addr)):
+			_ = req.Refuse(amqp.Errorf(condNotFound, "The messaging entity '%s' could not be found.", store.Clip(managementEntity(addr))))
 		case isManagement(addr):
-			_, _ = req.AcceptReceiver(&managementReceiver{cs: cs, path: managementEntity(addr)}, amqp.ReceiverOptions{})
+			_, _ = req.AcceptReceiver(&managementReceiver{cs: cs, path: managementEntity(addr)}, amqp.ReceiverOptions{RcvSettleMode: &rcvFirst, Credit: requestCredit})
 		default:
 			go cs.attachEntitySender(req)
 		}
@@ -188,6 +254,8 @@ func (cs *conn) Attach(req *amqp.AttachRequest) {
 	}
 	addr := req.SourceAddress()
 	switch {
+	case isManagement(addr) && !access.ValidPath(managementEntity(addr)):
+		_ = req.Refuse(amqp.Errorf(condNotFound, "The messaging entity '%s' could not be found.", store.Clip(managementEntity(addr))))
 	case addr == cbsNode, isManagement(addr):
 		_, _ = req.AcceptSender(&replySender{cs: cs}, amqp.SenderOptions{})
 	default:
@@ -214,15 +282,67 @@ func (cs *conn) SessionEnded(*amqp.Session, error) {}
 // Closed implements amqp.ConnHandler.
 func (cs *conn) Closed(error) {}
 
-// reply sends m on the reply link for replyTo, or keeps it until the link has credit.
-func (cs *conn) reply(replyTo string, m *amqp.Message) {
-	l := cs.c.ReplyLink(replyTo)
+// Limits of the request/response nodes ($cbs, $management) of one connection: requestCredit
+// is the credit of each request link (requests taken and not yet settled), maxInFlight the
+// requests the connection runs at once (a request waits for a slot before it is taken), and
+// maxPendingReplies the replies one reply link may hold that wait for its credit; a reply link
+// that lets more pile up is detached with amqp:resource-limit-exceeded.
+const (
+	requestCredit     = 64
+	maxInFlight       = 32
+	maxPendingReplies = 256
+)
+
+// request runs one request of a request/response node: it settles the delivery, runs do on a
+// goroutine (at most maxInFlight per connection: the dispatcher waits for a slot, which slows a
+// peer that floods requests rather than spawning goroutines for it) and sends the reply do
+// returns with the request's message-id as its correlation-id, of the same AMQP type (the SDKs
+// compare them by value and type: a ulong counter, an int, a string, a uuid), on the reply link
+// (see amqp.Conn.ReplyLink). what names the request in the rejection of one that does not decode.
+func (cs *conn) request(l *amqp.ReceiverLink, d *amqp.Delivery, what string, do func(ctx context.Context, m *amqp.Message) *amqp.Message) {
+	m, err := d.Message()
+	if err != nil {
+		_ = d.Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError, Description: what + " is not a valid message."})
+		return
+	}
+	_ = d.Accept()
+	var replyTo string
+	var id any
+	if m.Properties != nil {
+		replyTo, id = m.Properties.ReplyTo, m.Properties.MessageID
+	}
+	ctx := l.Conn().Context()
+	select {
+	case cs.inflight <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	go func() {
+		defer func() { <-cs.inflight }()
+		reply := do(ctx, m)
+		if reply.Properties == nil {
+			reply.Properties = &amqp.Properties{}
+		}
+		reply.Properties.CorrelationID = id
+		cs.reply(replyTo, l, reply)
+	}()
+}
+
+// reply sends m on the reply link of a request that came on link from, or keeps it until the
+// link has credit.
+func (cs *conn) reply(replyTo string, from *amqp.ReceiverLink, m *amqp.Message) {
+	l := cs.c.ReplyLink(replyTo, from)
 	if l == nil {
-		cs.h.log.Debug("amqp reply dropped: no reply link", "reply_to", replyTo)
+		cs.h.log.Debug("amqp reply dropped: no reply link", "reply_to", store.Clip(replyTo), "request_link", store.Clip(from.Name()))
 		return
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	if len(cs.pending[l]) >= maxPendingReplies {
+		delete(cs.pending, l)
+		_ = l.Detach(amqp.Errorf(condResourceLimit, "More than %d replies wait for credit on this link.", maxPendingReplies))
+		return
+	}
 	cs.pending[l] = append(cs.pending[l], m)
 	cs.flushLocked(l)
 }
@@ -235,8 +355,9 @@ func (cs *conn) flushLocked(l *amqp.SenderLink) {
 			break
 		}
 		if err != nil {
-			cs.h.log.Debug("amqp reply not sent", "link", l.Name(), "err", err)
+			cs.h.log.Debug("amqp reply not sent", "link", store.Clip(l.Name()), "err", err)
 		}
+		q[0] = nil
 		q = q[1:]
 	}
 	if len(q) == 0 {

@@ -776,6 +776,22 @@ type ClientInterface interface {
 	// Corresponds with GET /$namespaceinfo (the `GetNamespaceInfo` operationId).
 	GetNamespaceInfo(ctx context.Context, params *GetNamespaceInfoParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AmqpWebSocket AMQP 1.0 over WebSockets, the Service Bus SDKs' WebSocket transport.
+	//
+	// A WebSocket upgrade (RFC 6455: `Connection: Upgrade`, `Upgrade: websocket`,
+	// `Sec-WebSocket-Version: 13`, `Sec-WebSocket-Key`) offering the subprotocol `AMQPWSB10`
+	// (JavaScript, Java, Python SDKs) or `amqp` (.NET; it also adds a trailing `/` to the path,
+	// which is the same path). The answer is `101 Switching Protocols` with the first of those
+	// the client offered, then the connection carries AMQP 1.0 in binary WebSocket messages
+	// as one byte stream (a frame may span messages, a message may hold several frames), served
+	// like a connection to the AMQP listener: SASL, then `$cbs` put-token with a shared access
+	// signature authorizes each link, as over TCP. No token is needed for the upgrade itself.
+	// A text message or a message over 128 MiB ends the tunnel (close codes 1003, 1009). The
+	// server pings every tunnel every 30 s, for the proxies in between.
+	//
+	// Corresponds with GET /$servicebus/websocket (the `AmqpWebSocket` operationId).
+	AmqpWebSocket(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Healthz Liveness: the process serves HTTP and can recover by itself.
 	//
 	// 503 when it cannot: its embedded PostgreSQL crashed and could not be restarted (the supervisor gave up). Restart sbgate then. An external database being unreachable is not a liveness failure (see /readyz).
@@ -1215,6 +1231,32 @@ func (c *Client) ListTopics(ctx context.Context, params *ListTopicsParams, reqEd
 // Corresponds with GET /$namespaceinfo (the `GetNamespaceInfo` operationId).
 func (c *Client) GetNamespaceInfo(ctx context.Context, params *GetNamespaceInfoParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetNamespaceInfoRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AmqpWebSocket AMQP 1.0 over WebSockets, the Service Bus SDKs' WebSocket transport.
+//
+// A WebSocket upgrade (RFC 6455: `Connection: Upgrade`, `Upgrade: websocket`,
+// `Sec-WebSocket-Version: 13`, `Sec-WebSocket-Key`) offering the subprotocol `AMQPWSB10`
+// (JavaScript, Java, Python SDKs) or `amqp` (.NET; it also adds a trailing `/` to the path,
+// which is the same path). The answer is `101 Switching Protocols` with the first of those
+// the client offered, then the connection carries AMQP 1.0 in binary WebSocket messages
+// as one byte stream (a frame may span messages, a message may hold several frames), served
+// like a connection to the AMQP listener: SASL, then `$cbs` put-token with a shared access
+// signature authorizes each link, as over TCP. No token is needed for the upgrade itself.
+// A text message or a message over 128 MiB ends the tunnel (close codes 1003, 1009). The
+// server pings every tunnel every 30 s, for the proxies in between.
+//
+// Corresponds with GET /$servicebus/websocket (the `AmqpWebSocket` operationId).
+func (c *Client) AmqpWebSocket(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAmqpWebSocketRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2385,6 +2427,33 @@ func NewGetNamespaceInfoRequest(server string, params *GetNamespaceInfoParams) (
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAmqpWebSocketRequest constructs an http.Request for the AmqpWebSocket method
+func NewAmqpWebSocketRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/$servicebus/websocket")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -6467,6 +6536,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /$namespaceinfo (the `GetNamespaceInfo` operationId).
 	GetNamespaceInfoWithResponse(ctx context.Context, params *GetNamespaceInfoParams, reqEditors ...RequestEditorFn) (*GetNamespaceInfoResponse, error)
 
+	// AmqpWebSocketWithResponse AMQP 1.0 over WebSockets, the Service Bus SDKs' WebSocket transport.
+	//
+	// A WebSocket upgrade (RFC 6455: `Connection: Upgrade`, `Upgrade: websocket`,
+	// `Sec-WebSocket-Version: 13`, `Sec-WebSocket-Key`) offering the subprotocol `AMQPWSB10`
+	// (JavaScript, Java, Python SDKs) or `amqp` (.NET; it also adds a trailing `/` to the path,
+	// which is the same path). The answer is `101 Switching Protocols` with the first of those
+	// the client offered, then the connection carries AMQP 1.0 in binary WebSocket messages
+	// as one byte stream (a frame may span messages, a message may hold several frames), served
+	// like a connection to the AMQP listener: SASL, then `$cbs` put-token with a shared access
+	// signature authorizes each link, as over TCP. No token is needed for the upgrade itself.
+	// A text message or a message over 128 MiB ends the tunnel (close codes 1003, 1009). The
+	// server pings every tunnel every 30 s, for the proxies in between.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /$servicebus/websocket (the `AmqpWebSocket` operationId).
+	AmqpWebSocketWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AmqpWebSocketResponse, error)
+
 	// HealthzWithResponse Liveness: the process serves HTTP and can recover by itself.
 	//
 	// 503 when it cannot: its embedded PostgreSQL crashed and could not be restarted (the supervisor gave up). Restart sbgate then. An external database being unreachable is not a liveness failure (see /readyz).
@@ -7111,6 +7198,77 @@ func (r GetNamespaceInfoResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetNamespaceInfoResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AmqpWebSocketResponse101Headers the declared response headers of an HTTP 101 response for AmqpWebSocket
+type AmqpWebSocketResponse101Headers struct {
+	SecWebSocketAccept   *string
+	SecWebSocketProtocol *string
+	Upgrade              *string
+}
+
+// AmqpWebSocketResponse503Headers the declared response headers of an HTTP 503 response for AmqpWebSocket
+type AmqpWebSocketResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AmqpWebSocketResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML400 the response for an HTTP 400 `application/xml` response
+	XML400 *Error
+	// XML404 the response for an HTTP 404 `application/xml` response
+	XML404 *Error
+	// XML503 the response for an HTTP 503 `application/xml` response
+	XML503 *Error
+	// Headers101 the parsed response headers for an HTTP 101 response
+	Headers101 *AmqpWebSocketResponse101Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AmqpWebSocketResponse503Headers
+}
+
+// GetXML400 returns the response for an HTTP 400 `application/xml` response
+func (r AmqpWebSocketResponse) GetXML400() *Error {
+	return r.XML400
+}
+
+// GetXML404 returns the response for an HTTP 404 `application/xml` response
+func (r AmqpWebSocketResponse) GetXML404() *Error {
+	return r.XML404
+}
+
+// GetXML503 returns the response for an HTTP 503 `application/xml` response
+func (r AmqpWebSocketResponse) GetXML503() *Error {
+	return r.XML503
+}
+
+// GetBody returns the raw response body bytes
+func (r AmqpWebSocketResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AmqpWebSocketResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AmqpWebSocketResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AmqpWebSocketResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10912,6 +11070,30 @@ func (c *ClientWithResponses) GetNamespaceInfoWithResponse(ctx context.Context, 
 	return ParseGetNamespaceInfoResponse(rsp)
 }
 
+// AmqpWebSocketWithResponse AMQP 1.0 over WebSockets, the Service Bus SDKs' WebSocket transport.
+//
+// A WebSocket upgrade (RFC 6455: `Connection: Upgrade`, `Upgrade: websocket`,
+// `Sec-WebSocket-Version: 13`, `Sec-WebSocket-Key`) offering the subprotocol `AMQPWSB10`
+// (JavaScript, Java, Python SDKs) or `amqp` (.NET; it also adds a trailing `/` to the path,
+// which is the same path). The answer is `101 Switching Protocols` with the first of those
+// the client offered, then the connection carries AMQP 1.0 in binary WebSocket messages
+// as one byte stream (a frame may span messages, a message may hold several frames), served
+// like a connection to the AMQP listener: SASL, then `$cbs` put-token with a shared access
+// signature authorizes each link, as over TCP. No token is needed for the upgrade itself.
+// A text message or a message over 128 MiB ends the tunnel (close codes 1003, 1009). The
+// server pings every tunnel every 30 s, for the proxies in between.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /$servicebus/websocket (the `AmqpWebSocket` operationId).
+func (c *ClientWithResponses) AmqpWebSocketWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AmqpWebSocketResponse, error) {
+	rsp, err := c.AmqpWebSocket(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAmqpWebSocketResponse(rsp)
+}
+
 // HealthzWithResponse Liveness: the process serves HTTP and can recover by itself.
 //
 // 503 when it cannot: its embedded PostgreSQL crashed and could not be restarted (the supervisor gave up). Restart sbgate then. An external database being unreachable is not a liveness failure (see /readyz).
@@ -11859,6 +12041,86 @@ func ParseGetNamespaceInfoResponse(rsp *http.Response) (*GetNamespaceInfoRespons
 		}
 		response.XML401 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseAmqpWebSocketResponse parses an HTTP response from a AmqpWebSocketWithResponse call
+func ParseAmqpWebSocketResponse(rsp *http.Response) (*AmqpWebSocketResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AmqpWebSocketResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 400:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 404:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 503:
+		var dest Error
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		var headers AmqpWebSocketResponse101Headers
+		if values := rsp.Header.Values("Sec-WebSocket-Accept"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Sec-WebSocket-Accept", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SecWebSocketAccept = &value
+		}
+		if values := rsp.Header.Values("Sec-WebSocket-Protocol"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Sec-WebSocket-Protocol", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SecWebSocketProtocol = &value
+		}
+		if values := rsp.Header.Values("Upgrade"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Upgrade", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Upgrade = &value
+		}
+		response.Headers101 = &headers
+	case rsp.StatusCode == 503:
+		var headers AmqpWebSocketResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

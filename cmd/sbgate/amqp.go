@@ -6,19 +6,29 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"time"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/sbamqp"
 	"github.com/sbgate/sbgate/store"
 )
 
-// serveAMQP runs the AMQP listeners (the Service Bus profile of package sbamqp): plain AMQP on
-// cfg.AMQPListen, and AMQP over TLS on cfg.AMQPSListen when tlsConfig is set (sbgate serves
-// https). It returns the function that stops them and the plain AMQP listener's address ("" when
-// off).
-func serveAMQP(ctx context.Context, cfg serveConfig, st store.Store, log *slog.Logger, key sas.Key, tlsConfig *tls.Config) (func(), string, error) {
+// newAMQPServer is the AMQP server (the Service Bus profile of package sbamqp) behind every AMQP
+// door: the AMQP listeners, and WebSocket tunnels on the HTTP(S) listener (package amqpws), so
+// all share one set of limits, keys and connections to shut down.
+func newAMQPServer(cfg serveConfig, st store.Store, log *slog.Logger, acc *access.Layer) *amqp.Server {
+	h := sbamqp.New(sbamqp.Config{Store: st, Access: acc, MaxReceiveWait: cfg.MaxReceiveWait, Logger: log})
+	return amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate, Logger: log})
+}
+
+// serveAMQP runs srv's listeners: plain AMQP on cfg.AMQPListen, and AMQP over TLS on
+// cfg.AMQPSListen when tlsConfig is set (sbgate serves https). It returns the function that
+// stops srv — its listeners and every connection, the WebSocket tunnels included, which end
+// with their AMQP connections (ws is then closed, to wait for them) — and the plain AMQP
+// listener's address ("" when off).
+func serveAMQP(ctx context.Context, cfg serveConfig, srv *amqp.Server, ws *amqpws.Handler, log *slog.Logger, key sas.Key, tlsConfig *tls.Config) (func(), string, error) {
 	var lns []net.Listener
 	var plainAddr string
 	closeAll := func() {
@@ -42,12 +52,6 @@ func serveAMQP(ctx context.Context, cfg serveConfig, st store.Store, log *slog.L
 		}
 		lns = append(lns, tls.NewListener(ln, tlsConfig))
 	}
-	if len(lns) == 0 {
-		return func() {}, "", nil
-	}
-	keys := &amqpKeys{st: st, configured: configuredKeys(cfg, key), log: log}
-	h := sbamqp.New(sbamqp.Config{Store: st, Keys: keys.get, MaxReceiveWait: cfg.MaxReceiveWait, Logger: log})
-	srv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate, Logger: log})
 	var wg sync.WaitGroup
 	for i, ln := range lns {
 		wg.Add(1)
@@ -75,45 +79,6 @@ func serveAMQP(ctx context.Context, cfg serveConfig, st store.Store, log *slog.L
 		_ = srv.Shutdown(sctx)
 		_ = srv.Close()
 		wg.Wait()
+		_ = ws.Close()
 	}, plainAddr, nil
-}
-
-// amqpKeys gives the AMQP layer the namespace keys, as the HTTP handlers read them: the
-// configured key and the database's, read at most every 10 seconds, the last ones read staying
-// in force while the database cannot be read.
-type amqpKeys struct {
-	st         store.Store
-	configured []sas.Key
-	log        *slog.Logger
-
-	mu   sync.Mutex
-	keys []sas.Key
-	read time.Time
-	ok   bool
-}
-
-func (k *amqpKeys) get(ctx context.Context) []sas.Key {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.ok && time.Since(k.read) < 10*time.Second {
-		return k.keys
-	}
-	stored, err := k.st.NamespaceKeys(ctx)
-	if err != nil {
-		k.log.WarnContext(ctx, "read namespace keys", slog.Any("err", err))
-		if k.ok {
-			return k.keys
-		}
-		return k.configured
-	}
-	keys := append([]sas.Key(nil), k.configured...)
-	for _, s := range stored {
-		rights, err := sas.ParseRights(s.Rights)
-		if err != nil {
-			continue
-		}
-		keys = append(keys, sas.Key{Name: s.Name, Primary: s.PrimaryKey, Secondary: s.SecondaryKey, Rights: rights})
-	}
-	k.keys, k.read, k.ok = keys, time.Now(), true
-	return keys
 }

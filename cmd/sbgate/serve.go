@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sbgate/sbgate/access"
+	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/handlers"
 	"github.com/sbgate/sbgate/metrics"
@@ -149,6 +151,11 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return err
 	}
 	m := metrics.New(pool, log)
+	// One access layer for both doors: the same keys, cache and refusals over HTTP and AMQP.
+	acc := access.New(access.Config{Keys: configuredKeys(cfg, key), Source: st, StoredKeys: true, Logger: log})
+	// One AMQP server for the AMQP listeners and for WebSocket tunnels through the HTTP one.
+	amqpSrv := newAMQPServer(cfg, st, log, acc)
+	tunnels := amqpws.New(amqpSrv, amqpws.Options{Logger: log})
 	// Shutdown closes the listener, then waits for connections to go idle: draining first
 	// answers every waiting receiver (204), so only sends and settlements still under way are
 	// waited for, and the process exits in moments rather than at the end of long polls.
@@ -157,13 +164,13 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	srv := &http.Server{
 		Handler: handlers.NewServer(st, handlers.Config{
 			Namespace:      cfg.Namespace,
-			Keys:           configuredKeys(cfg, key),
-			StoreKeys:      true,
+			Access:         acc,
 			MaxReceiveWait: cfg.MaxReceiveWait,
 			BodyTimeout:    cfg.BodyTimeout,
 			WriteTimeout:   cfg.WriteTimeout,
 			Logger:         log,
 			Metrics:        m.Handler(),
+			AMQPWebSocket:  tunnels,
 			Observe:        m.Observe,
 			Drain:          drain,
 			Waiting:        m.Waiting,
@@ -193,7 +200,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		scheme = "https"
 	}
 	announce(log, scheme, ln.Addr().String(), key, generated)
-	stopAMQP, amqpAddr, err := serveAMQP(ctx, cfg, st, log, key, srv.TLSConfig)
+	log.Info("sbgate serving AMQP over WebSockets", "endpoint", strings.Replace(scheme, "http", "ws", 1)+"://"+publicHostPort(ln.Addr().String())+amqpws.Path)
+	stopAMQP, amqpAddr, err := serveAMQP(ctx, cfg, amqpSrv, tunnels, log, key, srv.TLSConfig)
 	if err != nil {
 		ln.Close()
 		return err

@@ -1,0 +1,266 @@
+package compat_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/amqpws"
+	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/sas"
+	"github.com/sbgate/sbgate/sbamqp"
+	"github.com/sbgate/sbgate/store"
+)
+
+// broker is sbgate served in-process for a client stack: the REST API over http and https, the
+// AMQP listener plain and over TLS, and the same AMQP server over WebSockets at
+// /$servicebus/websocket of the http and https servers, on one store with the four test keys
+// (root with Manage, SendListen, SendOnly, ListenOnly). Every address is on loopback; the TLS
+// certificate is the httptest one (127.0.0.1, example.com), written to CAFile for clients that
+// take a file.
+type broker struct {
+	Store  store.Store
+	HTTP   string // http://127.0.0.1:port
+	HTTPS  string // https://127.0.0.1:port
+	AMQP   string // 127.0.0.1:port, plain AMQP
+	AMQPS  string // 127.0.0.1:port, AMQP over TLS
+	CAFile string // PEM of the certificate the https and AMQPS listeners present
+	TLS    *tls.Config
+}
+
+// brokerOptions changes what startBroker serves.
+type brokerOptions struct {
+	// AMQPSAddr is where the AMQPS listener binds (default 127.0.0.1:0). Clients that always
+	// dial 5671 get an address of their own, such as 127.0.0.7:5671.
+	AMQPSAddr string
+}
+
+// The keys every broker knows, with their rights.
+var testKeys = []sas.Key{
+	{Name: "RootManageSharedAccessKey", Primary: key, Rights: sas.Manage},
+	{Name: "SendListen", Primary: sendListenKey, Rights: sas.Send | sas.Listen},
+	{Name: "SendOnly", Primary: sendOnlyKey, Rights: sas.Send},
+	{Name: "ListenOnly", Primary: listenOnlyKey, Rights: sas.Listen},
+}
+
+// startBroker serves sbgate for one test on its own database; everything stops when the test
+// ends.
+func startBroker(t *testing.T, opts *brokerOptions) *broker {
+	t.Helper()
+	if opts == nil {
+		opts = &brokerOptions{}
+	}
+	st := store.New(dbtest.NewPool(t), store.Options{})
+	st.Start(context.Background())
+	t.Cleanup(st.Stop)
+	keys := func(context.Context) []sas.Key { return testKeys }
+
+	// One AMQP server behind the AMQP listeners and the WebSocket endpoint of the http and https
+	// servers, as sbgate serve runs it.
+	ah := sbamqp.New(sbamqp.Config{Store: st, Keys: keys})
+	srv := amqp.NewServer(ah, amqp.Options{Authenticate: ah.Authenticate})
+	tunnels := amqpws.New(srv, amqpws.Options{})
+	h := handlers.NewServer(st, handlers.Config{Keys: testKeys, AMQPWebSocket: tunnels})
+	plain := httptest.NewServer(h)
+	t.Cleanup(plain.Close)
+	secure := httptest.NewTLSServer(h)
+	t.Cleanup(secure.Close)
+
+	b := &broker{Store: st, HTTP: plain.URL, HTTPS: secure.URL, TLS: secure.TLS}
+	b.CAFile = filepath.Join(t.TempDir(), "ca.pem")
+	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: secure.Certificate().Raw})
+	if err := os.WriteFile(b.CAFile, cert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := opts.AMQPSAddr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	tln, err := net.Listen("tcp", addr)
+	if err != nil {
+		ln.Close()
+		t.Fatalf("AMQPS listener on %s: %v", addr, err)
+	}
+	b.AMQP, b.AMQPS = ln.Addr().String(), tln.Addr().String()
+	done := make(chan struct{}, 2)
+	for _, l := range []net.Listener{ln, tls.NewListener(tln, secure.TLS)} {
+		go func() {
+			_ = srv.Serve(context.Background(), l)
+			done <- struct{}{}
+		}()
+	}
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-done
+		<-done
+		_ = tunnels.Close() // their AMQP connections are closed: this waits for them to end
+	})
+	return b
+}
+
+// keyOf returns the key text of a test key name.
+func keyOf(name string) string {
+	for _, k := range testKeys {
+		if k.Name == name {
+			return k.Primary
+		}
+	}
+	return "wrong-" + name
+}
+
+// connString is a connection string for the named key (see testKeys) whose Endpoint is
+// sb://hostPort; emulator adds UseDevelopmentEmulator=true, with which the SDKs dial plain AMQP.
+func connString(hostPort, keyName string, emulator bool) string {
+	cs := "Endpoint=sb://" + hostPort + "/;SharedAccessKeyName=" + keyName + ";SharedAccessKey=" + keyOf(keyName)
+	if emulator {
+		cs += ";UseDevelopmentEmulator=true"
+	}
+	return cs
+}
+
+// createQueue creates a queue with default properties changed by mut (nil: none).
+func (b *broker) createQueue(t *testing.T, name string, mut func(*store.Properties)) {
+	t.Helper()
+	p := store.DefaultProperties(store.KindQueue)
+	if mut != nil {
+		mut(&p)
+	}
+	if _, err := b.Store.CreateEntity(t.Context(), store.KindQueue, name, p); err != nil {
+		t.Fatalf("create queue %s: %v", name, err)
+	}
+}
+
+// createTopic creates a topic with subscriptions of default properties (each with the $Default
+// rule).
+func (b *broker) createTopic(t *testing.T, name string, subs ...string) {
+	t.Helper()
+	if _, err := b.Store.CreateEntity(t.Context(), store.KindTopic, name, store.DefaultProperties(store.KindTopic)); err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+	for _, s := range subs {
+		if _, err := b.Store.CreateSubscription(t.Context(), name+"/Subscriptions/"+s, store.DefaultProperties(store.KindSubscription), nil); err != nil {
+			t.Fatalf("create subscription %s/%s: %v", name, s, err)
+		}
+	}
+}
+
+// commonScenarios are the scenarios every client stack runs, by the names its script reports
+// (the same list for each stack, so their results compare):
+//
+//   - send-property-types: a message with an application property of every type the SDK can
+//     send (byte…ulong, float, double, decimal, char, uuid, binary, timestamp, string, bool, and
+//     the described uri, datetime-offset and timespan where the SDK has them) comes back with
+//     each value and type unchanged
+//   - send-body-kinds: bodies of one data section, several, amqp-value and amqp-sequence (those
+//     the SDK can send) come back unchanged
+//   - receive-and-delete, peek-lock-complete, renew-lock, peek
+//   - abandon-with-properties: abandon with properties to modify; the redelivery carries them
+//   - defer-receive-deferred, dead-letter-reason (reason and description read back from the
+//     dead-letter subqueue)
+//   - schedule-cancel-queue, schedule-cancel-topic: schedule two, cancel one, receive the other
+//   - session-state (accept a session, set and get its state), session-empty-id (the session ""
+//     is a session like any other), list-sessions
+//   - rules: add, list and remove rules through the SDK's rule manager
+//   - batch: a batch of messages sent in one call, all received
+//   - large-message: a 200 KB message sent and received
+//   - websockets: send and receive over AMQP over WebSockets
+//   - wrong-key, missing-right (a Listen-only key cannot send), missing-entity: each refused
+//     with the SDK's own error for it
+var commonScenarios = []string{
+	"send-property-types", "send-body-kinds", "receive-and-delete", "peek-lock-complete",
+	"abandon-with-properties", "defer-receive-deferred", "dead-letter-reason", "renew-lock", "peek",
+	"schedule-cancel-queue", "schedule-cancel-topic", "session-state", "session-empty-id",
+	"list-sessions", "rules", "batch", "large-message", "websockets", "wrong-key",
+	"missing-right", "missing-entity",
+}
+
+// scenarioResults runs a client stack's scenario script and reads its report: one line per
+// scenario, "SCENARIO <name> PASS", "SCENARIO <name> FAIL <why>" or "SCENARIO <name> SKIP
+// <why>"; anything else the script prints is kept for the failure message. skips names the
+// scenarios the stack cannot run (its SDK lacks the feature) with the reason: such a scenario
+// must be reported SKIP, and no other may be. It fails the test for every failed scenario,
+// every scenario of want not reported, and when the script itself failed, and returns the
+// verdicts by scenario name.
+func scenarioResults(t *testing.T, cmd *exec.Cmd, want []string, skips map[string]string) map[string]string {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	results := map[string]string{}
+	var order []string
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "SCENARIO ")
+		if !ok {
+			continue
+		}
+		name, verdict, _ := strings.Cut(rest, " ")
+		if _, seen := results[name]; !seen {
+			order = append(order, name)
+		}
+		results[name] = verdict
+	}
+	for _, name := range order {
+		v := results[name]
+		_, mayskip := skips[name]
+		switch {
+		case strings.HasPrefix(v, "PASS") && !mayskip:
+		case strings.HasPrefix(v, "SKIP") && mayskip:
+		case mayskip:
+			t.Errorf("scenario %s: %s (expected SKIP: %s)", name, v, skips[name])
+		default:
+			t.Errorf("scenario %s: %s", name, v)
+		}
+	}
+	var missing []string
+	for _, name := range want {
+		if _, ok := results[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("scenarios not reported: %s", strings.Join(missing, ", "))
+	}
+	if err != nil || t.Failed() {
+		t.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	return results
+}
+
+// scenarioTimeout bounds one client stack's whole scenario run.
+const scenarioTimeout = 5 * time.Minute
+
+// httpGet is a GET of the broker's REST API signed with the root key, for scenarios that check
+// over HTTP what a client did over AMQP.
+func (b *broker) httpGet(t *testing.T, path string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, b.HTTP+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", sas.Sign(b.HTTP+path, "RootManageSharedAccessKey", key, time.Now().Add(time.Hour)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	return resp, nil
+}
