@@ -712,6 +712,18 @@ func (d *decoder) readTimestamp() (time.Time, error) {
 	return time.UnixMilli(int64(v)).UTC(), err
 }
 
+// peekBinary reads a binary value and returns its bytes without copying them: they are d's.
+func (d *decoder) peekBinary() ([]byte, error) {
+	code, err := d.u8()
+	if err != nil {
+		return nil, err
+	}
+	if code != codeVbin8 && code != codeVbin32 {
+		return nil, d.typeError("binary", code)
+	}
+	return d.variable(code == codeVbin32)
+}
+
 func (d *decoder) readBinary() ([]byte, error) {
 	code, err := d.u8()
 	if err != nil {

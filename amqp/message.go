@@ -27,7 +27,16 @@ type Message struct {
 	// HasValue marks an amqp-value section; Unmarshal sets it for every amqp-value, null or
 	// not.
 	HasValue bool
-	Footer   Map
+	// RawBody is the body sections as encoded: Unmarshal sets it, beside their decoded form in
+	// Data, Sequence or Value, to the bytes of every body section exactly as the peer sent
+	// them (nil when the message has no body). When it is not nil, Marshal writes it as the
+	// body in place of Data, Sequence and Value, so a body can travel on without being
+	// decoded and encoded again, which could change its bytes (a long that fits a byte is
+	// re-encoded as smalllong, a map8 may have come as map32). It must hold body sections only
+	// (data, amqp-sequence or amqp-value, of one kind), as Unmarshal gives them; Marshal does
+	// not check. Unmarshal's Data share its memory.
+	RawBody []byte
+	Footer  Map
 }
 
 // Header is the header section (section 3.2.1). Decoding fills Priority's default, 4.
@@ -55,8 +64,13 @@ type Properties struct {
 	AbsoluteExpiryTime time.Time
 	CreationTime       time.Time
 	GroupID            string
-	GroupSequence      *uint32
-	ReplyToGroupID     string
+	// HasGroupID marks a group-id that is present even when GroupID is "": an empty group-id
+	// is a group (a Service Bus session) of its own, not the absence of one. Unmarshal sets it
+	// for every group-id it reads; Marshal writes GroupID when it is not "" or HasGroupID is
+	// set.
+	HasGroupID     bool
+	GroupSequence  *uint32
+	ReplyToGroupID string
 }
 
 // Marshal encodes m. It returns an error wrapping ErrEncode when a value in m has no AMQP
@@ -112,7 +126,11 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		w.symbolOpt(p.ContentEncoding)
 		w.timestamp(p.AbsoluteExpiryTime)
 		w.timestamp(p.CreationTime)
-		w.stringOpt(p.GroupID)
+		if p.HasGroupID && p.GroupID == "" {
+			w.value("")
+		} else {
+			w.stringOpt(p.GroupID)
+		}
 		w.uintPtr(p.GroupSequence)
 		w.stringOpt(p.ReplyToGroupID)
 		if b, err = w.finish(); err != nil {
@@ -122,29 +140,33 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 	if b, err = appendMapSection(b, descAppProperties, m.ApplicationProperties); err != nil {
 		return dst, err
 	}
-	for _, data := range m.Data {
-		b = appendUlong(append(b, codeDescribed), descData)
-		if b, err = appendBinary(b, data); err != nil {
-			return dst, err
+	if m.RawBody != nil {
+		b = append(b, m.RawBody...)
+	} else {
+		if n := bodyKinds(m); n > 1 {
+			return dst, fmt.Errorf("%w: a message body is data, amqp-sequence or amqp-value sections, not a mix", ErrEncode)
 		}
-	}
-	for _, seq := range m.Sequence {
-		b = appendUlong(append(b, codeDescribed), descSequence)
-		if b, err = appendList(b, seq, 0); err != nil {
-			return dst, err
+		for _, data := range m.Data {
+			b = appendUlong(append(b, codeDescribed), descData)
+			if b, err = appendBinary(b, data); err != nil {
+				return dst, err
+			}
 		}
-	}
-	if m.Value != nil || m.HasValue {
-		b = appendUlong(append(b, codeDescribed), descValue)
-		if b, err = appendValue(b, m.Value, 0); err != nil {
-			return dst, err
+		for _, seq := range m.Sequence {
+			b = appendUlong(append(b, codeDescribed), descSequence)
+			if b, err = appendList(b, seq, 0); err != nil {
+				return dst, err
+			}
+		}
+		if m.Value != nil || m.HasValue {
+			b = appendUlong(append(b, codeDescribed), descValue)
+			if b, err = appendValue(b, m.Value, 0); err != nil {
+				return dst, err
+			}
 		}
 	}
 	if b, err = appendMapSection(b, descFooter, m.Footer); err != nil {
 		return dst, err
-	}
-	if n := bodyKinds(m); n > 1 {
-		return dst, fmt.Errorf("%w: a message body is data, amqp-sequence or amqp-value sections, not a mix", ErrEncode)
 	}
 	return b, nil
 }
@@ -184,12 +206,17 @@ func appendMapSection(b []byte, descriptor uint64, m Map) ([]byte, error) {
 
 // Unmarshal decodes an encoded message: a sequence of sections in the order the
 // specification sets, each at most once except data and amqp-sequence sections. Errors wrap
-// ErrMalformed. The message shares no memory with data.
+// ErrMalformed. The message shares no memory with data; its RawBody holds the body sections as
+// they were encoded, and its Data are slices of RawBody.
 func Unmarshal(data []byte) (*Message, error) {
 	d := newDecoder(data)
 	m := new(Message)
 	last := uint64(0)
+	// Where the body sections begin and end in data, and where each data section's bytes are.
+	bodyStart, bodyEnd := -1, -1
+	var dataAt [][2]int
 	for d.remaining() > 0 {
+		start := d.off
 		code, name, err := d.describedHeader()
 		if err != nil {
 			return nil, err
@@ -221,8 +248,9 @@ func Unmarshal(data []byte) (*Message, error) {
 			m.ApplicationProperties, err = d.readMapSection()
 		case descData:
 			var b []byte
-			if b, err = d.readBinary(); err == nil {
-				m.Data = append(m.Data, b)
+			if b, err = d.peekBinary(); err == nil {
+				end := d.off
+				dataAt = append(dataAt, [2]int{end - len(b), end})
 			}
 		case descSequence:
 			var v any
@@ -242,6 +270,19 @@ func Unmarshal(data []byte) (*Message, error) {
 		d.leave()
 		if err != nil {
 			return nil, err
+		}
+		if code >= descData && code <= descValue {
+			if bodyStart < 0 {
+				bodyStart = start
+			}
+			bodyEnd = d.off
+		}
+	}
+	if bodyStart >= 0 {
+		m.RawBody = append(make([]byte, 0, bodyEnd-bodyStart), data[bodyStart:bodyEnd]...)
+		for _, at := range dataAt {
+			s, e := at[0]-bodyStart, at[1]-bodyStart
+			m.Data = append(m.Data, m.RawBody[s:e:e])
 		}
 	}
 	return m, nil
@@ -292,7 +333,7 @@ func (d *decoder) readProperties() (*Properties, error) {
 	f.symbol(&p.ContentEncoding)
 	f.timestamp(&p.AbsoluteExpiryTime)
 	f.timestamp(&p.CreationTime)
-	f.string(&p.GroupID)
+	p.HasGroupID = f.string(&p.GroupID)
 	f.uintPtr(&p.GroupSequence)
 	f.string(&p.ReplyToGroupID)
 	return p, f.done()

@@ -24,7 +24,7 @@ func sampleMessage() *Message {
 		Properties: &Properties{
 			MessageID: "m-1", UserID: []byte("user"), To: "queue", Subject: "label", ReplyTo: "reply",
 			CorrelationID: uuid1, ContentType: "application/json", ContentEncoding: "gzip",
-			AbsoluteExpiryTime: enq.Add(time.Hour), CreationTime: enq, GroupID: "session-1",
+			AbsoluteExpiryTime: enq.Add(time.Hour), CreationTime: enq, GroupID: "session-1", HasGroupID: true,
 			GroupSequence: ptr(uint32(3)), ReplyToGroupID: "rs",
 		},
 		ApplicationProperties: Map{
@@ -63,6 +63,10 @@ func TestMessageRoundTrip(t *testing.T) {
 			t.Errorf("%s: Unmarshal error %v", tc.name, err)
 			continue
 		}
+		// The raw body is the encoding of the body sections: the message without a body,
+		// with its raw body, encodes as the whole message did.
+		raw := got.RawBody
+		got.RawBody = nil
 		if !reflect.DeepEqual(got, tc.m) {
 			t.Errorf("%s: Unmarshal(Marshal(m)) = %#v; want %#v", tc.name, got, tc.m)
 		}
@@ -70,6 +74,98 @@ func TestMessageRoundTrip(t *testing.T) {
 		if err != nil || !bytes.Equal(b, b2) {
 			t.Errorf("%s: re-encoding differs (error %v)", tc.name, err)
 		}
+		bare := *tc.m
+		bare.Data, bare.Sequence, bare.Value, bare.HasValue, bare.RawBody = nil, nil, nil, false, raw
+		if b3, err := Marshal(&bare); err != nil || !bytes.Equal(b, b3) {
+			t.Errorf("%s: the message rebuilt from its raw body = % x (error %v); want % x", tc.name, b3, err, b)
+		}
+	}
+}
+
+// A body travels on byte for byte: Unmarshal keeps the sections as the peer encoded them, in
+// forms Marshal would not choose itself, and Marshal writes them back so.
+func TestRawBodyKeptExactly(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string // body sections, hex
+	}{
+		// amqp-value: a long 1 in its 8-byte form, in a map32.
+		{"value", "00 53 77 d1 00000010 00000002 a1 01 6b 81 0000000000000001"},
+		// amqp-value with the symbolic descriptor, holding a str32.
+		{"symbolic value", "00 a3 11 616d71703a616d71702d76616c75653a2a b1 00000002 6869"},
+		// Two amqp-sequence sections, the first a list32 of one smalluint 0 written as uint.
+		{"sequences", "00 53 76 d0 00000009 00000001 70 00000000 00 53 76 45"},
+		// Three data sections, one a vbin32.
+		{"data", "00 53 75 a0 01 61 00 53 75 b0 00000001 62 00 53 75 a0 00"},
+	} {
+		props := hx("00 53 73 45")
+		in := cat(props, hx(tc.body), hx("00 53 78 c1 01 00"))
+		m, err := Unmarshal(in)
+		if err != nil {
+			t.Errorf("%s: Unmarshal: %v", tc.name, err)
+			continue
+		}
+		if want := hx(tc.body); !bytes.Equal(m.RawBody, want) {
+			t.Errorf("%s: RawBody = % x; want % x", tc.name, m.RawBody, want)
+		}
+		out, err := Marshal(m)
+		if err != nil || !bytes.Equal(out, in) {
+			t.Errorf("%s: Marshal(Unmarshal(b)) = % x (error %v); want % x", tc.name, out, err, in)
+		}
+		// Without its raw body, the message is encoded from its decoded sections: the same
+		// values, in the encoder's own forms.
+		m.RawBody = nil
+		again, err := Marshal(m)
+		if err != nil {
+			t.Fatalf("%s: Marshal of the decoded body: %v", tc.name, err)
+		}
+		m2, err := Unmarshal(again)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		m.RawBody, m2.RawBody = nil, nil
+		if !reflect.DeepEqual(m, m2) {
+			t.Errorf("%s: re-encoded body decodes as %#v; want %#v", tc.name, m2, m)
+		}
+	}
+	// The data sections of a decoded message are its raw body's, so they change with it only
+	// through their own slices (capacity ends each at its section's end).
+	m, err := Unmarshal(hx("00 53 75 a0 01 61 00 53 75 a0 01 62"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Data[0] = append(m.Data[0], 'x')
+	if string(m.Data[1]) != "b" {
+		t.Errorf("appending to one data section changed the next: %q", m.Data[1])
+	}
+}
+
+// An empty group-id is a group: it survives a round trip, and go-amqp reads it as present.
+func TestEmptyGroupID(t *testing.T) {
+	b, err := Marshal(&Message{Properties: &Properties{HasGroupID: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Unmarshal(b)
+	if err != nil || !m.Properties.HasGroupID || m.Properties.GroupID != "" {
+		t.Fatalf("Unmarshal(empty group-id) = %#v, %v", m.Properties, err)
+	}
+	var gm goamqp.Message
+	if err := gm.UnmarshalBinary(b); err != nil || gm.Properties == nil || gm.Properties.GroupID == nil || *gm.Properties.GroupID != "" {
+		t.Errorf("go-amqp reads the empty group-id as %#v (%v)", gm.Properties, err)
+	}
+	empty := ""
+	gb, err := (&goamqp.Message{Properties: &goamqp.MessageProperties{GroupID: &empty}}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := Unmarshal(gb); err != nil || !m.Properties.HasGroupID {
+		t.Errorf("go-amqp's empty group-id read as %#v (%v)", m.Properties, err)
+	}
+	// Absent, it stays absent.
+	b, _ = Marshal(&Message{Properties: &Properties{Subject: "s"}})
+	if m, err := Unmarshal(b); err != nil || m.Properties.HasGroupID {
+		t.Errorf("no group-id read as %#v (%v)", m.Properties, err)
 	}
 }
 

@@ -24,9 +24,9 @@ func (s *enteringStore) Receive(ctx context.Context, r store.ReceiveRequest) ([]
 	return s.Store.Receive(ctx, r)
 }
 
-func (s *enteringStore) AcceptSession(ctx context.Context, e *store.Entity, id string, wait time.Duration) (*store.Session, error) {
+func (s *enteringStore) AcceptNextSession(ctx context.Context, e *store.Entity, wait time.Duration) (*store.Session, error) {
 	s.waits.Add(1)
-	return s.Store.AcceptSession(ctx, e, id, wait)
+	return s.Store.AcceptNextSession(ctx, e, wait)
 }
 
 // TestDrainAnswersWaitingReceivers: when the server starts shutting down, every receive and

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -30,11 +29,11 @@ func (s *Server) toJSON(r *http.Request, t target, m *store.Message) api.Message
 	if m.ContentType != "" {
 		jm.ContentType = &m.ContentType
 	}
-	if utf8.Valid(m.Body) {
-		b := string(m.Body)
+	if body := restBody(m); utf8.Valid(body) {
+		b := string(body)
 		jm.Body = &b
 	} else {
-		jm.BodyBase64 = &m.Body
+		jm.BodyBase64 = &body
 	}
 	if m.DeadLetterReason != "" || m.DeadLetterDescription != "" {
 		var bp map[string]json.RawMessage
@@ -51,16 +50,7 @@ func (s *Server) toJSON(r *http.Request, t target, m *store.Message) api.Message
 	if len(m.UserProperties) > 0 {
 		up := make(map[string]any, len(m.UserProperties))
 		for _, p := range m.UserProperties {
-			switch v := p.Value.(type) {
-			case time.Time:
-				up[p.Name] = v.UTC().Format(rfc1123)
-			case time.Duration:
-				up[p.Name] = v.String()
-			case float64:
-				up[p.Name] = json.Number(formatPropertyValue(v))
-			default:
-				up[p.Name] = v
-			}
+			up[p.Name] = jsonPropertyOf(p.Value)
 		}
 		jm.UserProperties = &up
 	}
@@ -69,6 +59,23 @@ func (s *Server) toJSON(r *http.Request, t target, m *store.Message) api.Message
 		jm.Location = &loc
 	}
 	return jm
+}
+
+// jsonPropertyOf is a user property as the extensions' JSON shows it: what its header value
+// (formatPropertyValue) says, as a JSON value. Strings, booleans and whole numbers are
+// themselves; a double or decimal is its header text as a JSON number (a double keeps a
+// fraction, so it reads back as one); every quoted header value (a date, a Guid, a time span,
+// binary's base64, a char, a Uri) is a JSON string of its text.
+func jsonPropertyOf(v any) any {
+	switch x := v.(type) {
+	case string, bool, int64, int32, int16, int8, uint64, uint32, uint16, uint8:
+		return x
+	}
+	text := formatPropertyValue(v)
+	if len(text) >= 2 && text[0] == '"' {
+		return unescapeQuoted(text[1 : len(text)-1])
+	}
+	return json.Number(text)
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {

@@ -198,9 +198,12 @@ func FuzzParseBatch(f *testing.F) {
 					user[p.Name] = json.Number(s)
 				}
 			}
-			bp := map[string]any{"MessageId": m.MessageID, "CorrelationId": m.CorrelationID, "SessionId": m.SessionID,
+			bp := map[string]any{"MessageId": m.MessageID, "CorrelationId": m.CorrelationID,
 				"ReplyToSessionId": m.ReplyToSessionID, "Label": m.Label, "To": m.To, "ReplyTo": m.ReplyTo,
 				"PartitionKey": m.PartitionKey, "ContentType": m.ContentType}
+			if m.InSession() {
+				bp["SessionId"] = m.SessionID
+			}
 			if m.TimeToLive != 0 {
 				bp["TimeToLive"] = ttlNumber(m.TimeToLive)
 			}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/base64"
 	"math"
 	"strings"
 	"time"
@@ -115,10 +116,21 @@ func propertyValueBound(v any) int {
 	switch x := v.(type) {
 	case string:
 		return 2 + 2*len(x) // quoted, each byte escaped at worst
+	case store.URI:
+		return 2 + 2*len(x)
+	case store.Symbol:
+		return 2 + 2*len(x)
 	case float64:
 		return 330 // 'f' format, shortest exact: up to 309 integer digits, or 5e-324's 326 characters
+	case float32:
+		return 60 // 'f' format: up to 39 integer digits, or 1e-45's 47 characters
+	case []byte:
+		return 2 + base64.StdEncoding.EncodedLen(len(x))
+	case store.Decimal128:
+		return 90 // 34 digits, 40 zeros after the point at most, a sign, a point, or an exponent
 	}
-	return 64 // an int64, a bool, a quoted RFC 1123 time or a duration
+	// An integer, a bool, a char, a Guid, a quoted RFC 1123 time, a time span, a smaller decimal.
+	return 64
 }
 
 // headerLineBytes is the size of "name: value\r\n".

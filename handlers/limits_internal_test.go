@@ -31,6 +31,21 @@ func TestPropertyHeaderBoundIsNeverBelowTheCount(t *testing.T) {
 			{Name: "bool", Value: false},
 			{Name: "time", Value: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("x", -11*3600))},
 			{Name: "duration", Value: time.Duration(math.MinInt64)},
+			{Name: "ulong", Value: uint64(math.MaxUint64)},
+			{Name: "sbyte", Value: int8(math.MinInt8)},
+			{Name: "float", Value: float32(-math.MaxFloat32)},
+			{Name: "tinyfloat", Value: float32(math.SmallestNonzeroFloat32)},
+			{Name: "binary", Value: []byte(worst)},
+			{Name: "uri", Value: store.URI(worst)},
+			{Name: "symbol", Value: store.Symbol(worst)},
+			{Name: "char", Value: store.Char('😀')},
+			{Name: "uuid", Value: uuid.Max},
+			{Name: "timespan", Value: store.TimeSpan(math.MinInt64)},
+			{Name: "dto", Value: store.DateTimeOffset(math.MaxInt64)},
+			// The longest decimal texts: 34 digits with 28 zeros, and 40 places after the point.
+			{Name: "decimal-zeros", Value: store.Decimal128{0xb0, 0x79, 0xed, 0x09, 0xbe, 0xad, 0x87, 0xc0, 0x37, 0x8d, 0x8e, 0x63, 0xff, 0xff, 0xff, 0xff}},
+			{Name: "decimal-places", Value: store.Decimal128{0xaf, 0xf0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}},
+			{Name: "decimal64", Value: store.Decimal64{0xb5, 0x5f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
 		}},
 	}
 	for i, m := range msgs {

@@ -519,7 +519,7 @@ func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Messag
 	}
 	h["Transfer-Encoding"] = []string{"chunked"}
 	w.WriteHeader(status)
-	_, _ = w.Write(m.Body)
+	_, _ = w.Write(restBody(m))
 }
 
 // CompleteMessage deletes a locked message.

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 
 	"github.com/sbgate/sbgate/store"
 )
@@ -77,6 +80,10 @@ func parseBrokerProperties(raw []byte, m *store.Message, allowContentType bool) 
 				return store.BadRequest("BrokerProperties.%s must be a string.", key)
 			}
 			*f(m) = s
+			if k == "sessionid" {
+				// "SessionId":"" names the session "" (null names none).
+				m.HasSessionID = string(bytes.TrimSpace(val)) != "null"
+			}
 			continue
 		}
 		switch k {
@@ -253,7 +260,9 @@ func formatBrokerProperties(m *store.Message, now time.Time) []byte {
 		b = appendStringField(b, "ScheduledEnqueueTimeUtc", m.ScheduledEnqueueTime.UTC().Format(rfc1123))
 	}
 	b = appendRawField(b, "SequenceNumber", strconv.AppendInt(nil, m.SequenceNumber, 10))
-	b = appendStringField(b, "SessionId", m.SessionID)
+	if m.InSession() {
+		b = appendRawField(b, "SessionId", appendJSONString(nil, m.SessionID)) // "" included: it is a session
+	}
 	b = appendRawField(b, "State", appendJSONString(nil, stateName(m, now)))
 	b = appendRawField(b, "TimeToLive", []byte(ttlNumber(m.TimeToLive)))
 	b = appendStringField(b, "To", m.To)
@@ -500,27 +509,84 @@ func unescapeQuoted(s string) string {
 var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 // formatPropertyValue writes a user property as a header value, the inverse of
-// parsePropertyValue.
+// parsePropertyValue for the types a REST send makes (string, int64, float64, bool, time.Time).
+// The other types a message can carry (sent over AMQP) are written as a Service Bus REST client
+// reads the nearest type it knows: integers and decimals as numbers; a char, Guid, Uri or
+// symbol as a quoted string; a DateTimeOffset as a quoted RFC 1123 date (UTC: AMQP carries no
+// offset); a TimeSpan as a quoted .NET TimeSpan ("[-][d.]hh:mm:ss[.fffffff]"); binary as quoted
+// base64. A REST send of the header again gives the nearest REST type, not the original one;
+// the stored property keeps its type whatever REST shows (README, "What REST shows").
 func formatPropertyValue(v any) string {
+	quoted := func(s string) string { return `"` + quoteEscaper.Replace(s) + `"` }
 	switch x := v.(type) {
 	case string:
-		return `"` + quoteEscaper.Replace(x) + `"`
+		return quoted(x)
 	case time.Time:
 		return `"` + x.UTC().Format(rfc1123) + `"`
 	case bool:
 		return strconv.FormatBool(x)
 	case int64:
 		return strconv.FormatInt(x, 10)
+	case int32:
+		return strconv.FormatInt(int64(x), 10)
+	case int16:
+		return strconv.FormatInt(int64(x), 10)
+	case int8:
+		return strconv.FormatInt(int64(x), 10)
+	case uint64:
+		return strconv.FormatUint(x, 10)
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint16:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint8:
+		return strconv.FormatUint(uint64(x), 10)
 	case time.Duration: // only a rule action can produce one
-		return `"` + x.String() + `"`
+		return `"` + store.TimeSpanOf(x).String() + `"`
 	case float64:
-		s := strconv.FormatFloat(x, 'f', -1, 64)
-		if !strings.ContainsAny(s, ".eE") {
-			s += ".0" // stays a double on the way back
-		}
-		return s
+		return doubleText(strconv.FormatFloat(x, 'f', -1, 64))
+	case float32:
+		return doubleText(strconv.FormatFloat(float64(x), 'f', -1, 32))
+	case store.Decimal32:
+		return decimalText(x.Text())
+	case store.Decimal64:
+		return decimalText(x.Text())
+	case store.Decimal128:
+		return decimalText(x.Text())
+	case store.Char:
+		return quoted(string(rune(x)))
+	case uuid.UUID:
+		return `"` + x.String() + `"`
+	case store.URI:
+		return quoted(string(x))
+	case store.Symbol:
+		return quoted(string(x))
+	case store.DateTimeOffset:
+		return `"` + x.Time().Format(rfc1123) + `"`
+	case store.TimeSpan:
+		return `"` + x.String() + `"`
+	case []byte:
+		return `"` + base64.StdEncoding.EncodeToString(x) + `"`
 	}
 	return `""`
+}
+
+// doubleText is a floating-point number's text with a fraction, so that it stays a double on
+// the way back.
+func doubleText(s string) string {
+	if !strings.ContainsAny(s, ".eE") {
+		s += ".0"
+	}
+	return s
+}
+
+// decimalText is a decimal's exact text as a number; a NaN or an infinity, which JSON and the
+// REST clients' number parsers do not read, is quoted.
+func decimalText(s string) string {
+	if strings.ContainsAny(s, "NI") {
+		return `"` + s + `"`
+	}
+	return s
 }
 
 // headerSafe reports whether s can be written as an HTTP header value unchanged: no control

@@ -194,7 +194,10 @@ func TestParseBrokerProperties(t *testing.T) {
 		{`{}`, false, store.Message{}, ""},
 		{`null`, false, store.Message{}, ""},
 		{`{"MessageId":"m","CorrelationId":"c","SessionId":"s","ReplyToSessionId":"r","Label":"l","To":"t","ReplyTo":"rt","PartitionKey":"s"}`, false,
-			store.Message{MessageID: "m", CorrelationID: "c", SessionID: "s", ReplyToSessionID: "r", Label: "l", To: "t", ReplyTo: "rt", PartitionKey: "s"}, ""},
+			store.Message{MessageID: "m", CorrelationID: "c", SessionID: "s", HasSessionID: true, ReplyToSessionID: "r", Label: "l", To: "t", ReplyTo: "rt", PartitionKey: "s"}, ""},
+		// "SessionId":"" names the session ""; null names none.
+		{`{"SessionId":""}`, false, store.Message{HasSessionID: true}, ""},
+		{`{"SessionId":null}`, false, store.Message{}, ""},
 		{`{"messageid":"m","LABEL":"l"}`, false, store.Message{MessageID: "m", Label: "l"}, ""},
 		{`{"Label":null}`, false, store.Message{}, ""},
 		{`{"Label":5}`, false, store.Message{Label: "5"}, ""},
@@ -458,16 +461,20 @@ func TestFormatBrokerPropertiesMatchesJSONEncoding(t *testing.T) {
 		LockedUntil: now.Add(time.Minute), ScheduledEnqueueTime: now.Add(time.Hour), DeadLetterSource: "src",
 		State: store.StateDeferred,
 	}
-	for _, m := range []store.Message{{MessageID: "plain", EnqueuedTime: now, TimeToLive: store.Infinite}, full} {
+	emptySession := store.Message{MessageID: "in the session \"\"", EnqueuedTime: now, HasSessionID: true}
+	for _, m := range []store.Message{{MessageID: "plain", EnqueuedTime: now, TimeToLive: store.Infinite}, full, emptySession} {
 		want := map[string]any{
 			"DeliveryCount": m.DeliveryCount, "EnqueuedSequenceNumber": 0, "EnqueuedTimeUtc": m.EnqueuedTime.Format(rfc1123),
 			"MessageId": m.MessageID, "SequenceNumber": m.SequenceNumber, "State": stateName(&m, now), "TimeToLive": ttlNumber(m.TimeToLive),
 		}
-		for k, v := range map[string]string{"CorrelationId": m.CorrelationID, "SessionId": m.SessionID, "ReplyToSessionId": m.ReplyToSessionID,
+		for k, v := range map[string]string{"CorrelationId": m.CorrelationID, "ReplyToSessionId": m.ReplyToSessionID,
 			"Label": m.Label, "To": m.To, "ReplyTo": m.ReplyTo, "PartitionKey": m.PartitionKey, "DeadLetterSource": m.DeadLetterSource} {
 			if v != "" {
 				want[k] = v
 			}
+		}
+		if m.InSession() {
+			want["SessionId"] = m.SessionID // "" too: it is a session
 		}
 		if !m.ScheduledEnqueueTime.IsZero() {
 			want["ScheduledEnqueueTimeUtc"] = m.ScheduledEnqueueTime.Format(rfc1123)

@@ -3,6 +3,7 @@ package handlers
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -113,7 +114,7 @@ func newRoutes(spec *openapi3.T, mux *chi.Mux) (*routes, error) {
 // route finds the operation of a request from its method and escaped path. ok is false when
 // none matches.
 func (rs *routes) route(method, escapedPath string) (route, bool) {
-	rt, folded, orig, ok := rs.canonicalise(escapedPath)
+	rt, folded, orig, ok := rs.canonicalise(markEmptySession(escapedPath))
 	if !ok {
 		return rt, false
 	}
@@ -180,6 +181,33 @@ func (rs *routes) match(method string, folded, orig []string) (*operation, strin
 	return op, b.String(), true
 }
 
+// emptySessionSegment stands, while a path is routed, for the empty segment of the session ""
+// ("q/sessions//{lock token}/…"): routing drops empty segments (a trailing slash), and a
+// router parameter cannot be empty. It decodes to NUL, which no session id holds (the store
+// refuses it), so the handlers read it back as "" (sessionIDParam) and the token scope as "".
+const emptySessionSegment = "%00"
+
+// markEmptySession puts emptySessionSegment in the empty segment after the "sessions" marker
+// of an escaped path, if it has one. The marker is the first "sessions" segment: no entity
+// name has one.
+func markEmptySession(escapedPath string) string {
+	const marker = "/" + segSessions + "//"
+	i := strings.Index(strings.ToLower(escapedPath), marker)
+	if i < 0 {
+		return escapedPath
+	}
+	j := i + len(marker) - 1
+	return escapedPath[:j] + emptySessionSegment + escapedPath[j:]
+}
+
+// sessionIDParam is the session id a routed path names: emptySessionSegment's NUL is "".
+func sessionIDParam(id string) string {
+	if id == "\x00" {
+		return ""
+	}
+	return id
+}
+
 // Marker segments: the first "messages" or "sessions" ends the entity path of a data-plane
 // request, failing those the first "subscriptions" ends a topic's path.
 const (
@@ -223,7 +251,11 @@ func (rs *routes) canonicalise(escapedPath string) (rt route, folded, orig []str
 				rest = append(rest, seg)
 			}
 			rt, folded, orig := rs.markerPath(marker, strings.Join(entity, "/"), rest)
-			rt.scope = strings.ToLower(strings.Join(append(append(entity, marker), rest...), "/"))
+			scoped := slices.Clone(rest)
+			if marker == segSessions && len(scoped) > 0 {
+				scoped[0] = sessionIDParam(scoped[0]) // the path the client signed has it empty
+			}
+			rt.scope = strings.ToLower(strings.Join(append(append(entity, marker), scoped...), "/"))
 			return rt, folded, orig, true
 		}
 	}

@@ -61,6 +61,9 @@ func TestClassify(t *testing.T) {
 		{"PUT", "/q/sessions/s1/" + tok + "/State", true, "SetSessionState", "q", "/q/sessions/s1/" + tok + "/state", "q/sessions/s1/" + tok + "/state"},
 		{"POST", "/t/Subscriptions/s/sessions/s1/" + tok + "/messages/head", true, "SessionPeekLock", "t/Subscriptions/s", "/t%2FSubscriptions%2Fs/sessions/s1/" + tok + "/messages/head", "t/subscriptions/s/sessions/s1/" + tok + "/messages/head"},
 		{"DELETE", "/q/sessions/s1/" + tok + "/messages/7/" + tok, true, "SessionComplete", "q", "/q/sessions/s1/" + tok + "/messages/7/" + tok, "q/sessions/s1/" + tok + "/messages/7/" + tok},
+		// The session "" has an empty segment, which routing keeps; the scope has it empty too.
+		{"POST", "/q/Sessions//" + tok + "/messages/head", true, "SessionPeekLock", "q", "/q/sessions/%00/" + tok + "/messages/head", "q/sessions//" + tok + "/messages/head"},
+		{"POST", "/q/sessions//$accept", true, "AcceptSession", "q", "/q/sessions/%00/$accept", "q/sessions//$accept"},
 		{"GET", "/q/sessions", true, "ListSessions", "q", "/q/sessions", "q/sessions"},
 		{"POST", "/q", false, "unknown", "q", "/q", "q"},
 		{"PATCH", "/q", false, "unknown", "q", "/q", "q"},

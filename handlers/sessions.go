@@ -1,10 +1,10 @@
 package handlers
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/sbgate/sbgate/api"
 	"github.com/sbgate/sbgate/store"
@@ -17,7 +17,7 @@ import (
 
 // sessionTarget is the target of an operation inside an accepted session.
 func sessionTarget(entityPath, sessionID string, token api.SessionLockToken) target {
-	return target{path: entityPath, session: &store.SessionLock{SessionID: sessionID, Token: token}}
+	return target{path: entityPath, session: &store.SessionLock{SessionID: sessionIDParam(sessionID), Token: token}}
 }
 
 // sessionEntity resolves the entity of a session operation: a queue or subscription (its
@@ -71,15 +71,21 @@ func (s *Server) AcceptNextSession(w http.ResponseWriter, r *http.Request, entit
 		s.writeError(w, r, err)
 		return
 	}
-	s.accept(w, r, entityPath, "", wait)
+	s.accept(w, r, entityPath, func(ctx context.Context, e *store.Entity) (*store.Session, error) {
+		return s.store.AcceptNextSession(ctx, e, wait)
+	})
 }
 
 // AcceptSession locks a named session.
 func (s *Server) AcceptSession(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, params api.AcceptSessionParams) {
-	s.accept(w, r, entityPath, sessionID, 0)
+	sessionID = sessionIDParam(sessionID)
+	s.accept(w, r, entityPath, func(ctx context.Context, e *store.Entity) (*store.Session, error) {
+		return s.store.AcceptSession(ctx, e, sessionID)
+	})
 }
 
-func (s *Server) accept(w http.ResponseWriter, r *http.Request, entityPath, sessionID string, wait time.Duration) {
+// accept answers a session accept that take makes.
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, entityPath string, take func(context.Context, *store.Entity) (*store.Session, error)) {
 	e, err := s.sessionEntity(r, entityPath)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -87,7 +93,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, entityPath, sess
 	}
 	wctx, end := s.waitContext(r.Context())
 	defer end()
-	sess, err := s.store.AcceptSession(wctx, e, sessionID, wait)
+	sess, err := take(wctx, e)
 	if sess == nil && drained(r.Context(), wctx, err) {
 		err = nil
 	}
@@ -105,6 +111,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, entityPath, sess
 
 // RenewSessionLock extends a session lock.
 func (s *Server) RenewSessionLock(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, params api.RenewSessionLockParams) {
+	sessionID = sessionIDParam(sessionID)
 	e, err := s.sessionEntity(r, entityPath)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -120,6 +127,7 @@ func (s *Server) RenewSessionLock(w http.ResponseWriter, r *http.Request, entity
 
 // ReleaseSession gives a session up.
 func (s *Server) ReleaseSession(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, params api.ReleaseSessionParams) {
+	sessionID = sessionIDParam(sessionID)
 	e, err := s.sessionEntity(r, entityPath)
 	if err == nil {
 		err = s.store.ReleaseSession(r.Context(), e, store.SessionLock{SessionID: sessionID, Token: token})
@@ -133,6 +141,7 @@ func (s *Server) ReleaseSession(w http.ResponseWriter, r *http.Request, entityPa
 
 // GetSessionState returns the session's state.
 func (s *Server) GetSessionState(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, params api.GetSessionStateParams) {
+	sessionID = sessionIDParam(sessionID)
 	e, err := s.sessionEntity(r, entityPath)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -154,6 +163,7 @@ func (s *Server) GetSessionState(w http.ResponseWriter, r *http.Request, entityP
 
 // SetSessionState replaces the session's state; an empty body clears it.
 func (s *Server) SetSessionState(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, params api.SetSessionStateParams) {
+	sessionID = sessionIDParam(sessionID)
 	e, err := s.sessionEntity(r, entityPath)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -3,7 +3,6 @@ package sbamqp
 import (
 	"encoding/hex"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -30,6 +29,14 @@ const (
 	propDeadLetterDescription = "DeadLetterErrorDescription"
 )
 
+// The described types the .NET SDK maps Uri, DateTimeOffset and TimeSpan properties to
+// (amqp-sdks.md, "App-property types").
+const (
+	describedURI            amqp.Symbol = "com.microsoft:uri"             // a string: Uri.AbsoluteUri
+	describedDateTimeOffset amqp.Symbol = "com.microsoft:datetime-offset" // a long: UtcTicks
+	describedTimeSpan       amqp.Symbol = "com.microsoft:timespan"        // a long: Ticks
+)
+
 // errUnsupported marks a message the store cannot keep as sent; the delivery is rejected with
 // amqp:not-implemented rather than stored with something dropped.
 type errUnsupported struct{ msg string }
@@ -41,21 +48,29 @@ func unsupported(format string, args ...any) error {
 }
 
 // toStore converts a message an SDK sent into the store's form: the same broker and user
-// properties an HTTP send sets (docs/amqp.md §3). What the store cannot keep — a body other
-// than one data section, an application property of a type it has no column for — is
-// refused, never dropped.
+// properties an HTTP send sets (docs/amqp.md §3), the body and every application property as
+// sent. A body of one data section is kept as its bytes, which REST shows as they are; any
+// other body (several data sections, an amqp-value, amqp-sequence sections) as the bytes of
+// its sections, exactly as the peer encoded them. What the store cannot keep (an application
+// property with a key that is not a string, or a null, list, map, array or unknown described
+// value) is refused, never dropped.
 func toStore(m *amqp.Message) (store.Message, error) {
 	var sm store.Message
+	oneData := len(m.Data) == 1 && len(m.Sequence) == 0 && m.Value == nil && !m.HasValue
 	switch {
-	case len(m.Sequence) > 0 || m.Value != nil || m.HasValue:
-		return sm, unsupported("only a body of data sections is supported, not amqp-value or amqp-sequence")
-	case len(m.Data) == 1:
+	case oneData:
 		sm.Body = m.Data[0]
-	case len(m.Data) > 1:
-		return sm, unsupported("a body of %d data sections is not supported; send one", len(m.Data))
-	}
-	if sm.Body == nil {
-		sm.Body = []byte{}
+	case m.RawBody != nil:
+		sm.Body, sm.BodyType = m.RawBody, store.BodyAMQP
+	case len(m.Data) == 0 && len(m.Sequence) == 0 && m.Value == nil && !m.HasValue:
+		sm.Body = []byte{} // no body section: received as an empty data section
+	default:
+		// Not decoded from the wire, so without its sections' bytes: they are encoded.
+		raw, err := amqp.Marshal(&amqp.Message{Data: m.Data, Sequence: m.Sequence, Value: m.Value, HasValue: m.HasValue})
+		if err != nil {
+			return sm, unsupported("the message body cannot be encoded: %v", err)
+		}
+		sm.Body, sm.BodyType = raw, store.BodyAMQP
 	}
 	if h := m.Header; h != nil {
 		sm.TimeToLive = h.TTL
@@ -70,7 +85,7 @@ func toStore(m *amqp.Message) (store.Message, error) {
 		}
 		sm.To, sm.Label, sm.ReplyTo = p.To, p.Subject, p.ReplyTo
 		sm.ContentType = string(p.ContentType)
-		sm.SessionID, sm.ReplyToSessionID = p.GroupID, p.ReplyToGroupID
+		sm.SessionID, sm.HasSessionID, sm.ReplyToSessionID = p.GroupID, p.HasGroupID, p.ReplyToGroupID
 	}
 	for _, e := range m.MessageAnnotations {
 		k, ok := annotationKey(e.Key)
@@ -140,40 +155,80 @@ func idString(id any) (string, error) {
 	return "", unsupported("message id of type %T", id)
 }
 
-// userValue converts an application property to a user property type of the store: string,
-// int64, float64, bool or time.Time. Narrower AMQP integers and floats widen; a symbol is its
-// string, a uuid its text. Null, binary and compound values are refused.
+// userValue converts an application property to the store's type for it, which keeps it
+// exactly: the AMQP primitive types as their Go types (a uuid as a uuid.UUID, a char, decimal or
+// symbol as the store's type of that name), and the three described types of the .NET SDK as
+// store.URI, store.DateTimeOffset and store.TimeSpan. Null, compound values (list, map, array)
+// and other described values are refused.
 func userValue(name string, v any) (any, error) {
 	switch v := v.(type) {
-	case string, int64, float64, bool:
+	case string, bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, []byte:
 		return v, nil
 	case time.Time:
 		return v.UTC(), nil
-	case amqp.Symbol:
-		return string(v), nil
 	case amqp.UUID:
-		return uuid.UUID(v).String(), nil
-	case int32:
-		return int64(v), nil
-	case int16:
-		return int64(v), nil
-	case int8:
-		return int64(v), nil
-	case uint32:
-		return int64(v), nil
-	case uint16:
-		return int64(v), nil
-	case uint8:
-		return int64(v), nil
-	case uint64:
-		if v > math.MaxInt64 {
-			return nil, unsupported("application property %q: %d is beyond a long", name, v)
+		return uuid.UUID(v), nil
+	case amqp.Char:
+		return store.Char(v), nil
+	case amqp.Symbol:
+		return store.Symbol(v), nil
+	case amqp.Decimal32:
+		return store.Decimal32(v), nil
+	case amqp.Decimal64:
+		return store.Decimal64(v), nil
+	case amqp.Decimal128:
+		return store.Decimal128(v), nil
+	case amqp.Described:
+		d, _ := v.Descriptor.(amqp.Symbol)
+		switch x := v.Value.(type) {
+		case string:
+			if d == describedURI {
+				return store.URI(x), nil
+			}
+		case int64:
+			switch d {
+			case describedDateTimeOffset:
+				return store.DateTimeOffset(x), nil
+			case describedTimeSpan:
+				return store.TimeSpan(x), nil
+			}
 		}
-		return int64(v), nil
-	case float32:
-		return float64(v), nil
+		return nil, unsupported("application property %q is a described value (%v, %T) the broker cannot keep; "+
+			"of described types it keeps com.microsoft:uri (a string), com.microsoft:datetime-offset and com.microsoft:timespan (longs)",
+			name, v.Descriptor, v.Value)
+	case nil:
+		return nil, unsupported("application property %q is null, which the broker cannot keep", name)
 	}
-	return nil, unsupported("application property %q of type %T is not supported (use string, integer, double, boolean, timestamp or uuid)", name, v)
+	return nil, unsupported("application property %q of type %T is not supported: application properties are "+
+		"of simple types (the AMQP primitive types but list, map and array)", name, v)
+}
+
+// amqpValue is the AMQP value of a user property: userValue's inverse. A time.Duration, which
+// only a rule action can give a property, is a TimeSpan.
+func amqpValue(v any) any {
+	switch v := v.(type) {
+	case uuid.UUID:
+		return amqp.UUID(v)
+	case store.Char:
+		return amqp.Char(v)
+	case store.Symbol:
+		return amqp.Symbol(v)
+	case store.Decimal32:
+		return amqp.Decimal32(v)
+	case store.Decimal64:
+		return amqp.Decimal64(v)
+	case store.Decimal128:
+		return amqp.Decimal128(v)
+	case store.URI:
+		return amqp.Described{Descriptor: describedURI, Value: string(v)}
+	case store.DateTimeOffset:
+		return amqp.Described{Descriptor: describedDateTimeOffset, Value: int64(v)}
+	case store.TimeSpan:
+		return amqp.Described{Descriptor: describedTimeSpan, Value: int64(v)}
+	case time.Duration:
+		return amqp.Described{Descriptor: describedTimeSpan, Value: int64(store.TimeSpanOf(v))}
+	}
+	return v
 }
 
 // fromStore converts a stored message into what the SDKs expect on receive (docs/amqp.md §3).
@@ -188,10 +243,15 @@ func fromStore(m *store.Message, now time.Time) *amqp.Message {
 			ReplyTo:        m.ReplyTo,
 			ContentType:    amqp.Symbol(m.ContentType),
 			GroupID:        m.SessionID,
+			HasGroupID:     m.InSession(),
 			ReplyToGroupID: m.ReplyToSessionID,
 			CreationTime:   m.EnqueuedTime,
 		},
-		Data: [][]byte{m.Body},
+	}
+	if m.BodyType == store.BodyAMQP {
+		am.RawBody = m.Body // the sections as the sender encoded them
+	} else {
+		am.Data = [][]byte{m.Body}
 	}
 	if m.DeliveryCount > 1 {
 		am.Header.DeliveryCount = uint32(m.DeliveryCount - 1)
@@ -237,11 +297,7 @@ func fromStore(m *store.Message, now time.Time) *amqp.Message {
 	if len(m.UserProperties) > 0 || m.State == store.StateDeadLetter {
 		props := make(amqp.Map, 0, len(m.UserProperties)+2)
 		for _, p := range m.UserProperties {
-			v := p.Value
-			if d, ok := v.(time.Duration); ok { // rule parameters only; never on a message, but keep it typed
-				v = int64(d / time.Millisecond)
-			}
-			props = append(props, amqp.MapEntry{Key: p.Name, Value: v})
+			props = append(props, amqp.MapEntry{Key: p.Name, Value: amqpValue(p.Value)})
 		}
 		if m.State == store.StateDeadLetter {
 			if m.DeadLetterReason != "" {

@@ -52,7 +52,7 @@ func TestSDKSendReceiveAndDelete(t *testing.T) {
 	if *m.SequenceNumber < 1 || m.EnqueuedTime == nil || m.DeliveryCount != 1 {
 		t.Errorf("broker properties: seq %v enqueued %v count %d", m.SequenceNumber, m.EnqueuedTime, m.DeliveryCount)
 	}
-	want := map[string]any{"s": "str", "i": int64(42), "i32": int64(7), "f": 1.5, "b": true, "t": enq}
+	want := map[string]any{"s": "str", "i": int64(42), "i32": int32(7), "f": 1.5, "b": true, "t": enq} // each in its own type
 	for k, v := range want {
 		got := m.ApplicationProperties[k]
 		if tv, ok := v.(time.Time); ok {

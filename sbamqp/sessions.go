@@ -18,9 +18,9 @@ const (
 	defaultAcceptWait = time.Minute
 )
 
-// acceptSession locks the session a receive link's session filter asks for (a session id, or
-// null for the next available) and returns the lock and the attach reply that tells the peer
-// which session it got and until when (docs/amqp.md §5).
+// acceptSession locks the session a receive link's session filter asks for (a session id, ""
+// included, or null for the next available) and returns the lock and the attach reply that
+// tells the peer which session it got and until when (docs/amqp.md §5).
 func (cs *conn) acceptSession(req *amqp.AttachRequest, e *store.Entity, filter any) (*store.SessionLock, amqp.SenderOptions, *amqp.Error) {
 	var opts amqp.SenderOptions
 	desc, ok := filter.(amqp.Described)
@@ -29,13 +29,11 @@ func (cs *conn) acceptSession(req *amqp.AttachRequest, e *store.Entity, filter a
 		value = desc.Value
 	}
 	var sid string
+	named := false
 	switch v := value.(type) {
 	case nil:
 	case string:
-		sid = v
-		if sid == "" {
-			return nil, opts, amqp.Errorf(condInvalidField, "The session filter names an empty session id.")
-		}
+		sid, named = v, true // "" is a session id: the SDKs send null for the next session
 	default:
 		return nil, opts, amqp.Errorf(condInvalidField, "The session filter must be a session id or null, not %T.", v)
 	}
@@ -46,7 +44,7 @@ func (cs *conn) acceptSession(req *amqp.AttachRequest, e *store.Entity, filter a
 		}
 	}
 	wait = min(wait, cs.h.cfg.MaxReceiveWait)
-	if sid != "" {
+	if named {
 		// A link of this connection that just closed may still be releasing the session: the
 		// peer, having seen the detach, expects to accept it again at once.
 		cs.mu.Lock()
@@ -59,7 +57,13 @@ func (cs *conn) acceptSession(req *amqp.AttachRequest, e *store.Entity, filter a
 			}
 		}
 	}
-	s, err := cs.h.cfg.Store.AcceptSession(req.Context(), e, sid, wait)
+	var s *store.Session
+	var err error
+	if named {
+		s, err = cs.h.cfg.Store.AcceptSession(req.Context(), e, sid)
+	} else {
+		s, err = cs.h.cfg.Store.AcceptNextSession(req.Context(), e, wait)
+	}
 	switch {
 	case err != nil && store.ErrorCode(err) == store.CodeConflict:
 		return nil, opts, amqp.Errorf(condSessionCannotBeL, "The session '%s' is locked by another receiver.", sid)

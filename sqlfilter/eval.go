@@ -245,7 +245,7 @@ func (n *cmpNode) test(bg *Budget) (tri, error) {
 	if err != nil {
 		return triUnknown, err
 	}
-	if a.k == kString && b.k == kString {
+	if (a.k == kString || a.k == kBinary) && a.k == b.k {
 		if err := bg.charge(int64(min(len(a.s), len(b.s))), 1); err != nil {
 			return triUnknown, err
 		}

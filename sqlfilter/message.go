@@ -16,7 +16,8 @@ import (
 // so a switch on the exact name is a fast path and EqualFold only a fallback.
 //
 // Values are nil, string, int64, float64, bool or time.Time; other integer and float
-// types and time.Duration are accepted too. ok=false means the property is absent.
+// types, time.Duration, uuid.UUID (read as its text), []byte (binary: equal to the same
+// bytes only) and Valuer are accepted too. ok=false means the property is absent.
 //
 // For System, "absent" must mean "not a system property at all": Service Bus raises an
 // error for those, but a known property the sender did not set (CorrelationId on a

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // kind is the dynamic type of a value during evaluation.
@@ -17,6 +19,7 @@ const (
 	kString
 	kTime
 	kDuration
+	kBinary // bytes, held in s: equal or not, never ordered or computed with
 )
 
 func (k kind) String() string {
@@ -35,6 +38,8 @@ func (k kind) String() string {
 		return "datetime"
 	case kDuration:
 		return "timespan"
+	case kBinary:
+		return "binary"
 	}
 	return "?"
 }
@@ -46,7 +51,7 @@ type value struct {
 	ns int32   // kTime: nanoseconds within the second
 	i  int64   // kBool: 0 or 1; kInt; kDuration: nanoseconds; kTime: Unix seconds
 	f  float64 // kFloat
-	s  string  // kString
+	s  string  // kString; kBinary: the bytes
 }
 
 var (
@@ -80,8 +85,19 @@ func (v value) float() float64 {
 	return v.f
 }
 
+// Valuer is implemented by property values of types of the caller's own, which filters read as
+// the value FilterValue returns (a string, number, bool, time.Time or time.Duration, or any
+// other type valueOf takes): a character or URI type as a string, a decimal as a float64, a
+// date-time with an offset as a time.Time.
+type Valuer interface {
+	FilterValue() any
+}
+
 // valueOf converts a property or parameter value. ok is false for Go types the filter
-// language has no counterpart for.
+// language has no counterpart for. Besides the basic types, the narrower integers and
+// float32 are numbers, a uuid.UUID is its text (how Service Bus compares a Guid property
+// with a string), []byte is binary (equal to the same bytes, and to nothing else), and a
+// Valuer is what it says it is.
 func valueOf(x any) (value, bool) {
 	switch x := x.(type) {
 	case nil:
@@ -124,14 +140,26 @@ func valueOf(x any) (value, bool) {
 		return intValue(int64(x)), true
 	case float32:
 		return floatValue(float64(x)), true
+	case uuid.UUID:
+		return stringValue(x.String()), true
+	case []byte:
+		return value{k: kBinary, s: string(x)}, true
+	case Valuer:
+		v := x.FilterValue()
+		if _, again := v.(Valuer); again {
+			return nullValue, false // one step only: a Valuer of Valuers could go round forever
+		}
+		return valueOf(v)
 	}
 	return nullValue, false
 }
 
-// toAny converts back for SET: nil, bool, int64, float64, string, time.Time (UTC) or
-// time.Duration.
+// toAny converts back for SET: nil, bool, int64, float64, string, time.Time (UTC),
+// time.Duration or []byte.
 func (v value) toAny() any {
 	switch v.k {
+	case kBinary:
+		return []byte(v.s)
 	case kBool:
 		return v.i != 0
 	case kInt:
@@ -244,6 +272,11 @@ func compare(o op, a, b *value) tri {
 			return triFalse // booleans are unordered, as in C#
 		}
 		c = cmp3(a.i, b.i)
+	case a.k == kBinary:
+		if o != opEq && o != opNe {
+			return triFalse // byte arrays are unordered
+		}
+		c = strings.Compare(a.s, b.s)
 	case a.k == kTime:
 		c = cmp3(a.i, b.i)
 		if c == 0 {

@@ -41,7 +41,10 @@ func (v filterView) System(name string) (any, bool) {
 	case "correlationid":
 		return optional(m.CorrelationID), true
 	case "sessionid":
-		return optional(m.SessionID), true
+		if m.InSession() {
+			return m.SessionID, true // "" is a session
+		}
+		return nil, true
 	case "replytosessionid":
 		return optional(m.ReplyToSessionID), true
 	case "label", "subject":
@@ -133,6 +136,9 @@ func (v filterView) SetSystem(name string, val any) error {
 	default:
 		*p = fmt.Sprint(x)
 	}
+	if p == &v.m.SessionID {
+		v.m.HasSessionID = val != nil // SET sys.SessionId = '' names the session "", REMOVE none
+	}
 	return nil
 }
 
@@ -169,13 +175,21 @@ func (v filterView) RemoveUser(name string) {
 	v.m.UserProperties = props
 }
 
-// userPropertiesSize approximates what application properties add to a message's size.
+// userPropertiesSize approximates what application properties add to a message's size: a name
+// and 8 bytes each, and the bytes of a value of variable length.
 func userPropertiesSize(props UserProperties) int {
 	n := 0
 	for _, p := range props {
 		n += len(p.Name) + 8
-		if s, ok := p.Value.(string); ok {
-			n += len(s)
+		switch v := p.Value.(type) {
+		case string:
+			n += len(v)
+		case []byte:
+			n += len(v)
+		case URI:
+			n += len(v)
+		case Symbol:
+			n += len(v)
 		}
 	}
 	return n

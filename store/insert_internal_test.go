@@ -119,10 +119,12 @@ func TestInsertRowKeepsEveryColumn(t *testing.T) {
 	}
 	m := Message{
 		Body:                   []byte("body\x00\xff"),
+		BodyType:               BodyAMQP,
 		ContentType:            "content-type",
 		MessageID:              "message-id",
 		CorrelationID:          "correlation-id",
 		SessionID:              "session-id",
+		HasSessionID:           true,
 		ReplyToSessionID:       "reply-to-session-id",
 		Label:                  "label",
 		To:                     "to",

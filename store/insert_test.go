@@ -44,7 +44,8 @@ func fullMessages(tag string) []store.Message {
 	}
 	a, b := msg(1), msg(2)
 	a.PartitionKey = "partition-key-" + tag
-	b.SessionID = "session-id-" + tag
+	a.BodyType = store.BodyAMQP // the store keeps the bytes as they are; it does not read them
+	b.SessionID, b.HasSessionID = "session-id-"+tag, true
 	return []store.Message{a, b}
 }
 
@@ -76,6 +77,8 @@ func TestEveryInsertPathKeepsEveryProperty(t *testing.T) {
 		write func(t *testing.T, b *bundle, msgs []store.Message) []*store.Entity
 		// forwarded: the messages carry the sequence number of their original send.
 		forwarded bool
+		// data: the way has bodies of bytes only (SQL sends).
+		data bool
 	}{
 		{name: "send", write: func(t *testing.T, b *bundle, msgs []store.Message) []*store.Entity {
 			q := b.queue(t, "q", nil)
@@ -112,7 +115,7 @@ func TestEveryInsertPathKeepsEveryProperty(t *testing.T) {
 				t.Fatalf("relayed %d messages; want %d", n, len(msgs))
 			}
 			return []*store.Entity{q}
-		}},
+		}, data: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := setup(t)
@@ -130,6 +133,9 @@ func TestEveryInsertPathKeepsEveryProperty(t *testing.T) {
 					want := sent[i]
 					if want.PartitionKey == "" {
 						want.PartitionKey = want.SessionID // its default
+					}
+					if c.data {
+						want.BodyType = store.BodyData
 					}
 					want.SequenceNumber = g.SequenceNumber
 					want.EnqueuedTime = now

@@ -33,17 +33,38 @@ func (s SubQueue) state() State {
 	return StateActive
 }
 
+// BodyType says what a message's Body holds.
+type BodyType int16
+
+// Body types; the numbers are stored in messages.body_type.
+const (
+	// BodyData: Body is the bytes of the message, as REST sends them and as most AMQP
+	// messages carry them (one AMQP data section, whose bytes Body is).
+	BodyData BodyType = 0
+	// BodyAMQP: Body is the AMQP encoding of the message's body sections, exactly as the sender
+	// encoded them: several data sections, one amqp-value, or one or more amqp-sequence sections.
+	BodyAMQP BodyType = 1
+)
+
 // Message is one message with its broker and user properties.
 //
 // On send, the sender-settable fields are read and the broker-set ones ignored. Messages returned
 // by a receive have every field filled.
 type Message struct {
+	// Body is the message's body, as BodyType says; its length is what the message's body
+	// counts for against size limits either way.
 	Body        []byte
+	BodyType    BodyType
 	ContentType string
 
-	MessageID        string
-	CorrelationID    string
+	MessageID     string
+	CorrelationID string
+	// SessionID is the message's session. "" is a session id too (AMQP's group-id "", REST's
+	// "SessionId":""), when HasSessionID says so: a message is in a session when SessionID is
+	// not "" or HasSessionID is set (InSession). Received messages have HasSessionID set
+	// whenever they are in a session.
 	SessionID        string
+	HasSessionID     bool
 	ReplyToSessionID string
 	Label            string
 	To               string
@@ -58,8 +79,9 @@ type Message struct {
 	// one is delivered at once and still returned as sent.
 	ScheduledEnqueueTime time.Time
 
-	// UserProperties keeps each application property with its type: string, int64, float64,
-	// bool or time.Time.
+	// UserProperties keeps each application property with its type: any of those listed in
+	// propvalue.go (string, the integer and floating-point types, bool, time.Time, []byte,
+	// uuid.UUID, Char, the decimals, URI, DateTimeOffset, TimeSpan, Symbol).
 	UserProperties UserProperties
 
 	// Set by the broker.
@@ -78,10 +100,17 @@ type Message struct {
 	DeadLetterSource       string
 }
 
+// InSession reports whether m is in a session: its SessionID is not "", or HasSessionID says
+// that "" is its session.
+func (m *Message) InSession() bool { return m.SessionID != "" || m.HasSessionID }
+
 // Property is one user property, or one parameter or correlation property of a rule.
 type Property struct {
-	Name  string
-	Value any // string, int64, float64, bool, time.Time, or (rule parameters) time.Duration
+	Name string
+	// Value is of one of the types propvalue.go lists; rule parameters may also be a
+	// time.Duration. Rule parameters and correlation properties that come from Atom are
+	// string, int64, float64, bool, time.Time or time.Duration.
+	Value any
 
 	// Type is the type a rule value was declared with (an XML Schema type by its local name,
 	// such as "long", or TypeSerDuration, TypeSerGUID), so that a rule is read back in the type

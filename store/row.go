@@ -33,7 +33,7 @@ type messageRecord struct {
 	ScheduledAt           pgtype.Timestamptz `db:"scheduled_at"`
 	MessageID             string             `db:"message_id"`
 	CorrelationID         pgtype.Text        `db:"correlation_id"`
-	SessionID             pgtype.Text        `db:"session_id"`
+	SessionID             presentText        `db:"session_id"`
 	ReplyToSessionID      pgtype.Text        `db:"reply_to_session_id"`
 	Label                 pgtype.Text        `db:"label"`
 	To                    pgtype.Text        `db:"to_addr"`
@@ -42,6 +42,7 @@ type messageRecord struct {
 	ContentType           pgtype.Text        `db:"content_type"`
 	UserProps             []byte             `db:"user_props" sqltype:"jsonb"`
 	Body                  []byte             `db:"body"`
+	BodyType              BodyType           `db:"body_type"`
 	Size                  int32              `db:"size"`
 	DeadLetterReason      pgtype.Text        `db:"dead_letter_reason"`
 	DeadLetterDescription pgtype.Text        `db:"dead_letter_description"`
@@ -49,6 +50,10 @@ type messageRecord struct {
 	ViaPartitionKey       pgtype.Text        `db:"via_partition_key"`
 	EnqueuedSeq           pgtype.Int8        `db:"enqueued_seq"`
 }
+
+// presentText is a nullable text column in which "" is a value, not NULL: a session id.
+// Embedding pgtype.Text gives it pgtype.Text's scanning and encoding.
+type presentText struct{ pgtype.Text }
 
 // messageFields lists the columns of messageRecord, in field order.
 var messageFields = dbColumns[messageRecord]()
@@ -82,7 +87,8 @@ type insertColumn struct {
 // insertTypes gives, for each Go type of a messageColumns field, how the insert takes it. The
 // arrays are what pgx encodes without reflection and with the fewest allocations per value:
 // nullable text and bigint go as plain values, "" and 0 standing for NULL (an empty text
-// property of a Message is an unset one, and no sequence number is 0); State goes as int16.
+// property of a Message is an unset one, and no sequence number is 0), but for a session id,
+// where "" is a session (presentText); State and BodyType go as int16.
 var insertTypes = map[reflect.Type]struct {
 	sqlType, value string
 	array          func(off uintptr) func([]messageRow) any
@@ -95,8 +101,10 @@ var insertTypes = map[reflect.Type]struct {
 	reflect.TypeFor[pgtype.Interval]():    {"interval", "%s", fieldArray[pgtype.Interval]},
 	reflect.TypeFor[time.Time]():          {"timestamptz", "%s", timeArray},
 	reflect.TypeFor[pgtype.Text]():        {"text", "NULLIF(%s, '')", textArray},
+	reflect.TypeFor[presentText]():        {"text", "%s", presentTextArray},
 	reflect.TypeFor[pgtype.Int8]():        {"bigint", "NULLIF(%s, 0)", int8Array},
 	reflect.TypeFor[State]():              {"smallint", "%s", stateArray},
+	reflect.TypeFor[BodyType]():           {"smallint", "%s", bodyTypeArray},
 }
 
 // field is the T field at offset off of row i's messageColumns. The send path builds the
@@ -132,6 +140,26 @@ func textArray(off uintptr) func([]messageRow) any {
 		a := make(pgtype.FlatArray[string], len(rows))
 		for i := range rows {
 			a[i] = field[pgtype.Text](rows, i, off).String
+		}
+		return a
+	}
+}
+
+func presentTextArray(off uintptr) func([]messageRow) any {
+	return func(rows []messageRow) any {
+		a := make(pgtype.FlatArray[pgtype.Text], len(rows))
+		for i := range rows {
+			a[i] = field[presentText](rows, i, off).Text
+		}
+		return a
+	}
+}
+
+func bodyTypeArray(off uintptr) func([]messageRow) any {
+	return func(rows []messageRow) any {
+		a := make(pgtype.FlatArray[int16], len(rows))
+		for i := range rows {
+			a[i] = int16(field[BodyType](rows, i, off))
 		}
 		return a
 	}
@@ -200,10 +228,12 @@ func collectMessages(rows pgx.Rows) ([]*Message, error) {
 func (r *messageRecord) message() (*Message, error) {
 	m := &Message{
 		Body:                   r.Body,
+		BodyType:               r.BodyType,
 		ContentType:            r.ContentType.String,
 		MessageID:              r.MessageID,
 		CorrelationID:          r.CorrelationID.String,
 		SessionID:              r.SessionID.String,
+		HasSessionID:           r.SessionID.Valid,
 		ReplyToSessionID:       r.ReplyToSessionID.String,
 		Label:                  r.Label.String,
 		To:                     r.To.String,

@@ -132,11 +132,15 @@ func prepareMessage(e *Entity, m *Message, now time.Time) error {
 		return BadRequest("The MessageId is longer than %d characters.", MaxMessageIDLength)
 	case len(m.SessionID) > MaxSessionIDLength:
 		return BadRequest("The SessionId is longer than %d characters.", MaxSessionIDLength)
-	case m.PartitionKey != "" && m.SessionID != "" && m.PartitionKey != m.SessionID:
+	case m.PartitionKey != "" && m.InSession() && m.PartitionKey != m.SessionID:
 		return BadRequest("The PartitionKey '%s' must be equal to the SessionId '%s'.", Clip(m.PartitionKey), Clip(m.SessionID))
 	case m.TimeToLive < 0:
 		return BadRequest("The TimeToLive must be positive.")
-	case e.Props.RequiresSession && m.SessionID == "":
+	case m.BodyType != BodyData && m.BodyType != BodyAMQP:
+		return BadRequest("Unknown body type %d.", m.BodyType)
+	case m.BodyType == BodyAMQP && len(m.Body) == 0:
+		return BadRequest("An AMQP body holds at least one body section.")
+	case e.Props.RequiresSession && !m.InSession():
 		return BadRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s'. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.", e.Path)
 	}
 	for _, f := range []struct{ name, v string }{
@@ -233,7 +237,7 @@ func (r *messageRow) set(entityID int64, m *Message, props []byte, encode bool) 
 	r.ScheduledAt = timestamptz(m.ScheduledEnqueueTime)
 	r.MessageID = m.MessageID
 	r.CorrelationID = text(m.CorrelationID)
-	r.SessionID = text(m.SessionID)
+	r.SessionID = presentText{pgtype.Text{String: m.SessionID, Valid: m.InSession()}}
 	r.ReplyToSessionID = text(m.ReplyToSessionID)
 	r.Label = text(m.Label)
 	r.To = text(m.To)
@@ -242,6 +246,7 @@ func (r *messageRow) set(entityID int64, m *Message, props []byte, encode bool) 
 	r.ContentType = text(m.ContentType)
 	r.UserProps = props
 	r.Body = body
+	r.BodyType = m.BodyType
 	r.Size = int32(messageSize(m, len(props)))
 	r.DeadLetterReason = text(m.DeadLetterReason)
 	r.DeadLetterDescription = text(m.DeadLetterDescription)

@@ -82,20 +82,28 @@ END`
 const releaseMessageLocksSQL = `UPDATE messages SET lock_token = NULL, visible_at = NULL
 WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NOT NULL AND lock_token IS NOT NULL AND state <> ` + sqlDeadLetter
 
-// AcceptSession locks a session of e for the entity's LockDuration: the named one (sessionID not
-// empty; it need not have messages), or the session whose messages have waited longest, waiting
-// up to wait for one. It returns nil, nil when no session became available. Messages the session
-// held under an earlier lock become receivable again. Errors: ErrBadRequest (not a session
-// entity), ErrConflict (the named session is locked by another receiver).
-func (s *Postgres) AcceptSession(ctx context.Context, e *Entity, sessionID string, wait time.Duration) (*Session, error) {
+// AcceptSession locks the session of e named sessionID for the entity's LockDuration; "" is a
+// session id like any other. The session need not have messages. Messages it held under an
+// earlier lock become receivable again. Errors: ErrBadRequest (not a session entity, an id
+// longer than MaxSessionIDLength or not text), ErrConflict (the session is locked by another
+// receiver).
+func (s *Postgres) AcceptSession(ctx context.Context, e *Entity, sessionID string) (*Session, error) {
 	if err := checkSessionful(e); err != nil {
 		return nil, err
 	}
-	if sessionID != "" {
-		if len(sessionID) > MaxSessionIDLength || !validText(sessionID) {
-			return nil, BadRequest("The SessionId is not valid UTF-8 text of at most %d characters.", MaxSessionIDLength)
-		}
-		return s.acceptNamed(ctx, e, sessionID)
+	if len(sessionID) > MaxSessionIDLength || !validText(sessionID) {
+		return nil, BadRequest("The SessionId is not valid UTF-8 text of at most %d characters.", MaxSessionIDLength)
+	}
+	return s.acceptNamed(ctx, e, sessionID)
+}
+
+// AcceptNextSession locks, for the entity's LockDuration, the session of e whose messages have
+// waited longest, waiting up to wait for one. It returns nil, nil when no session became
+// available. Messages the session held under an earlier lock become receivable again. Errors:
+// ErrBadRequest (not a session entity).
+func (s *Postgres) AcceptNextSession(ctx context.Context, e *Entity, wait time.Duration) (*Session, error) {
+	if err := checkSessionful(e); err != nil {
+		return nil, err
 	}
 	s.touch(e)
 	key := waitKey{entity: e.ID, accept: true}

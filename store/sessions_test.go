@@ -25,9 +25,19 @@ func (b *bundle) sessionQueue(t *testing.T, path string, edit func(p *store.Prop
 
 func (b *bundle) accept(t *testing.T, e *store.Entity, id string) *store.Session {
 	t.Helper()
-	s, err := b.store.AcceptSession(b.ctx, e, id, 0)
+	s, err := b.store.AcceptSession(b.ctx, e, id)
 	if err != nil {
 		t.Fatalf("AcceptSession(%q): %v", id, err)
+	}
+	return s
+}
+
+// acceptNext accepts the next available session of e without waiting; nil when there is none.
+func (b *bundle) acceptNext(t *testing.T, e *store.Entity) *store.Session {
+	t.Helper()
+	s, err := b.store.AcceptNextSession(b.ctx, e, 0)
+	if err != nil {
+		t.Fatalf("AcceptNextSession: %v", err)
 	}
 	return s
 }
@@ -54,18 +64,18 @@ func TestSessionsAreExclusiveAndOrdered(t *testing.T) {
 		}
 	}
 	// The session whose messages waited longest comes first.
-	s1 := b.accept(t, q, "")
+	s1 := b.acceptNext(t, q)
 	if s1 == nil || s1.ID != "a" || !s1.LockedUntil.Equal(b.clock.Now().Add(time.Minute)) {
 		t.Fatalf("first accept = %+v; want session a locked for a minute", s1)
 	}
-	s2 := b.accept(t, q, "")
+	s2 := b.acceptNext(t, q)
 	if s2 == nil || s2.ID != "b" {
 		t.Fatalf("second accept = %+v; want session b", s2)
 	}
-	if s3 := b.accept(t, q, ""); s3 != nil {
+	if s3 := b.acceptNext(t, q); s3 != nil {
 		t.Fatalf("third accept = %+v; want none while both are held", s3)
 	}
-	if _, err := b.store.AcceptSession(b.ctx, q, "a", 0); !errors.Is(err, store.ErrConflict) {
+	if _, err := b.store.AcceptSession(b.ctx, q, "a"); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("accepting a held session by name: err = %v; want ErrConflict", err)
 	}
 	got := b.receiveIn(t, q, s1, 10)
@@ -94,7 +104,7 @@ func TestSessionsAreExclusiveAndOrdered(t *testing.T) {
 	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s1)); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("second release: err = %v; want ErrLockLost", err)
 	}
-	if s := b.accept(t, q, ""); s != nil {
+	if s := b.acceptNext(t, q); s != nil {
 		t.Errorf("accept after a was emptied = %+v; want none (b is held)", s)
 	}
 }
@@ -105,7 +115,7 @@ func TestSessionLockExpiryHandsOver(t *testing.T) {
 	for i := range 4 {
 		b.send(t, q, store.Message{Body: []byte(fmt.Sprint(i)), SessionID: "s"})
 	}
-	first := b.accept(t, q, "")
+	first := b.acceptNext(t, q)
 	msgs := b.receiveIn(t, q, first, 2)
 	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(first)), store.Complete, msgs[0].MessageID, msgs[0].LockToken); err != nil {
 		t.Fatal(err)
@@ -119,7 +129,7 @@ func TestSessionLockExpiryHandsOver(t *testing.T) {
 	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(first)), store.Complete, msgs[1].MessageID, msgs[1].LockToken); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("settle after the session lock expired: err = %v; want ErrLockLost", err)
 	}
-	second := b.accept(t, q, "")
+	second := b.acceptNext(t, q)
 	if second == nil || second.ID != "s" || second.LockToken == first.LockToken {
 		t.Fatalf("second accept = %+v; want s under a new lock", second)
 	}
@@ -182,7 +192,7 @@ func TestSessionLifecycleFeatures(t *testing.T) {
 		store.Message{Body: []byte("defer-me"), SessionID: "s", MessageID: "d"},
 		store.Message{Body: []byte("poison"), SessionID: "s", MessageID: "p"})
 	b.clock.Advance(2 * time.Second) // "short" expires
-	s := b.accept(t, q, "")
+	s := b.acceptNext(t, q)
 	msgs := b.receiveIn(t, q, s, 10)
 	if diff := cmp.Diff([]string{"defer-me", "poison"}, bodies(msgs)); diff != "" {
 		t.Fatalf("session receive (-want +got):\n%s", diff)
@@ -211,11 +221,11 @@ func TestSessionLifecycleFeatures(t *testing.T) {
 	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s)); err != nil {
 		t.Fatal(err)
 	}
-	if s := b.accept(t, q, ""); s != nil {
+	if s := b.acceptNext(t, q); s != nil {
 		t.Fatalf("accept before the schedule = %+v; want none", s)
 	}
 	b.clock.Advance(time.Hour)
-	s = b.accept(t, q, "")
+	s = b.acceptNext(t, q)
 	if s == nil {
 		t.Fatal("session not offered when its scheduled message became due")
 	}
@@ -259,7 +269,7 @@ func TestManySessionsManyReceivers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				s, err := b.store.AcceptSession(b.ctx, q, "", 0)
+				s, err := b.store.AcceptNextSession(b.ctx, q, 0)
 				if err != nil {
 					t.Errorf("accept: %v", err)
 					return

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -102,6 +103,16 @@ func checkSettleTarget(t Target) error {
 
 // checkSettleRequest refuses a request that cannot be right whatever the lock's state.
 func checkSettleRequest(t Target, r SettleRequest) error {
+	if len(r.PropertiesToModify) > 0 {
+		switch r.Op {
+		case Abandon, Defer, DeadLetter:
+			if _, err := encodeUserProperties(r.PropertiesToModify); err != nil {
+				return BadRequest("The properties to modify: %s", ErrorMessage(err))
+			}
+		default:
+			return BadRequest("Properties are modified by an abandon, a defer or a dead-lettering, not by a %s.", r.Op.noun())
+		}
+	}
 	switch r.Op {
 	case Complete, Abandon, RenewLock, Defer, Release:
 		// A dead letter cannot be deferred: its lock simply is not one that can be, which the
@@ -120,28 +131,36 @@ func checkSettleRequest(t Target, r SettleRequest) error {
 }
 
 // The settlement statements take one array per field of the requests (unnest keeps them in
-// step); settleInput names them and settleMatchSQL is the lock check every one of them makes:
+// step); settleInputSQL names them and settleMatchSQL is the lock check every one of them makes:
 // the message its token names, still locked under that token, in the right subqueue, with the
 // sequence number or MessageId the client gave (if any), and in the session whose lock the
-// client holds (if any).
+// client holds (if any; in_session tells the session "" from none).
+//
+// Requests that modify properties (SettleRequest.PropertiesToModify) run statements of their
+// own, written from the same text ({{…}} marks what they add): they take two arrays more, the
+// message's user properties as modified and its size after, write both, and match only the
+// requests whose modification passed its checks (props not NULL). The statements of the other
+// requests, the hot path, are the text with the marks removed.
 const (
 	settleInputSQL = `
 WITH r AS (
 	SELECT * FROM unnest(@entity::bigint[], @seq::bigint[], @token::uuid[], @state::smallint[], @id::text[],
-		@session::text[], @session_token::uuid[], @max_delivery::int[], @lock_us::bigint[], @reason::text[], @description::text[])
-		WITH ORDINALITY AS r(entity, seq, token, state, id, session, session_token, max_delivery, lock_us, reason, description, ord)
+		@session::text[], @in_session::boolean[], @session_token::uuid[], @max_delivery::int[], @lock_us::bigint[],
+		@reason::text[], @description::text[]{{inputs}})
+		WITH ORDINALITY AS r(entity, seq, token, state, id, session, in_session, session_token, max_delivery, lock_us,
+			reason, description{{columns}}, ord)
 )`
 	settleMatchSQL = `m.entity_id = r.entity AND m.seq = r.seq AND m.lock_token = r.token AND m.visible_at > @now
 		AND (m.state = ` + sqlDeadLetter + `) = (r.state = ` + sqlDeadLetter + `)
 		AND (r.id = '' OR m.message_id = r.id OR m.seq::text = r.id)
-		AND (r.session = '' OR m.session_id = r.session AND EXISTS (SELECT 1 FROM sessions s
+		AND (NOT r.in_session OR m.session_id = r.session AND EXISTS (SELECT 1 FROM sessions s
 			WHERE s.entity_id = r.entity AND s.session_id = r.session AND s.lock_token = r.session_token AND s.locked_until > @now))`
 )
 
-// settleStatements are the statements by settlement. Each returns, for every request it
-// satisfied, its ord (1-based), the message's entity, session, state after, MessageId and lock
-// end.
-var settleStatements = map[Settlement]string{
+// settleStatementTemplates are the statements by settlement, with the marks of the modifying
+// variants. Each returns, for every request it satisfied, its ord (1-based), the message's
+// entity, session, state after, MessageId and lock end.
+var settleStatementTemplates = map[Settlement]string{
 	Complete: settleInputSQL + `, done AS (
 	DELETE FROM messages m USING r WHERE ` + settleMatchSQL + `
 	RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, m.size, NULL::timestamptz AS until
@@ -158,13 +177,13 @@ SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FR
 	// goes to the dead-letter subqueue now, not at the next receive (which may never come). A
 	// deferred message stays deferred.
 	Abandon: settleInputSQL + `, done AS (
-	UPDATE messages m SET lock_token = NULL,
+	UPDATE messages m SET {{set}}lock_token = NULL,
 		visible_at = CASE WHEN ` + abandonedLastSQL + ` THEN NULL ELSE @now::timestamptz END,
 		state = CASE WHEN ` + abandonedLastSQL + ` THEN ` + sqlDeadLetter + ` ELSE m.state END,
 		dead_letter_reason = CASE WHEN ` + abandonedLastSQL + ` THEN '` + ReasonMaxDeliveryCount + `' ELSE m.dead_letter_reason END,
 		dead_letter_description = CASE WHEN ` + abandonedLastSQL + `
 			THEN 'Message could not be consumed after ' || r.max_delivery || ' delivery attempts.' ELSE m.dead_letter_description END
-	FROM r WHERE ` + settleMatchSQL + `
+	FROM r WHERE ` + settleMatchSQL + `{{match}}
 	RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, r.state AS was, NULL::timestamptz AS until
 ), moved AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
@@ -186,8 +205,8 @@ RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, m.visible_at 
 	// A deferred message leaves the head of the queue; it is received again only by its
 	// sequence number.
 	Defer: settleInputSQL + `
-UPDATE messages m SET state = ` + sqlDeferred + `, lock_token = NULL, visible_at = NULL
-FROM r WHERE ` + settleMatchSQL + ` AND m.state <> ` + sqlDeadLetter + `
+UPDATE messages m SET {{set}}state = ` + sqlDeferred + `, lock_token = NULL, visible_at = NULL
+FROM r WHERE ` + settleMatchSQL + ` AND m.state <> ` + sqlDeadLetter + `{{match}}
 RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timestamptz AS until, false AS expired`,
 
 	// A release undoes the delivery: the lock ends, the message is receivable again at once,
@@ -198,9 +217,9 @@ FROM r WHERE ` + settleMatchSQL + `
 RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timestamptz AS until, false AS expired`,
 
 	DeadLetter: settleInputSQL + `, done AS (
-	UPDATE messages m SET state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
+	UPDATE messages m SET {{set}}state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
 		dead_letter_reason = r.reason, dead_letter_description = r.description
-	FROM r WHERE ` + settleMatchSQL + ` AND m.state <> ` + sqlDeadLetter + `
+	FROM r WHERE ` + settleMatchSQL + ` AND m.state <> ` + sqlDeadLetter + `{{match}}
 	RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timestamptz AS until
 ), moved AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
@@ -209,6 +228,30 @@ RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timesta
 SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FROM done`,
 }
 
+// settleStatements are the statements of requests without modifications; modifyStatements those
+// of the settlements that can modify properties.
+var settleStatements, modifyStatements = func() (plain, modify map[Settlement]string) {
+	plain, modify = map[Settlement]string{}, map[Settlement]string{}
+	bare := strings.NewReplacer("{{inputs}}", "", "{{columns}}", "", "{{set}}", "", "{{match}}", "")
+	marked := strings.NewReplacer("{{inputs}}", ", @props::jsonb[], @size::int[]", "{{columns}}", ", props, size",
+		"{{set}}", "user_props = r.props, size = r.size, ", "{{match}}", " AND r.props IS NOT NULL")
+	for op, t := range settleStatementTemplates {
+		plain[op] = bare.Replace(t)
+		if strings.Contains(t, "{{set}}") {
+			modify[op] = marked.Replace(t)
+		}
+	}
+	return plain, modify
+}()
+
+// lockedForModifySQL reads, and locks until the transaction ends, the messages whose properties
+// requests are to modify: those their locks name, as the settlement statements match them.
+var lockedForModifySQL = strings.NewReplacer("{{inputs}}", "", "{{columns}}", "").Replace(settleInputSQL) + `
+SELECT r.ord, ` + messageSelectFrom("m") + `
+FROM r JOIN messages m ON ` + settleMatchSQL + `
+ORDER BY m.entity_id, m.seq
+FOR UPDATE OF m`
+
 // expiredSQL: m's time to live has ended (dead letters never expire).
 const expiredSQL = `coalesce(m.state <> ` + sqlDeadLetter + ` AND m.expires_at <= @now, false)`
 
@@ -216,16 +259,22 @@ const expiredSQL = `coalesce(m.state <> ` + sqlDeadLetter + ` AND m.expires_at <
 const abandonedLastSQL = `(m.state <> ` + sqlDeadLetter + ` AND m.delivery_count >= r.max_delivery)`
 
 // settleArgs are the arrays of one settlement statement, in types pgx encodes without
-// reflection: "" is no session, a lock duration is in microseconds.
+// reflection: a lock duration is in microseconds. props and size are those of a modifying
+// statement, filled by modifyProperties.
 type settleArgs struct {
 	entity, seq, lockMicros []int64
 	token, sessionToken     [][16]byte
 	state                   []int16
 	id, session             []string
+	inSession               []bool
 	reason, description     []string
 	maxDelivery             []int32
+	props                   [][]byte
+	size                    []int32
 	items                   []settleItem
 	forwards                map[int64]*Entity // entities that forward their dead letters
+	// modify: the requests modify properties, and run modifyStatements.
+	modify bool
 }
 
 func (a *settleArgs) add(it settleItem) {
@@ -242,6 +291,7 @@ func (a *settleArgs) add(it settleItem) {
 		session, sessionToken = it.t.Session.SessionID, it.t.Session.Token
 	}
 	a.session = append(a.session, session)
+	a.inSession = append(a.inSession, it.t.Session != nil)
 	a.sessionToken = append(a.sessionToken, sessionToken)
 	a.maxDelivery = append(a.maxDelivery, e.Props.MaxDeliveryCount)
 	a.lockMicros = append(a.lockMicros, e.Props.LockDuration.Microseconds())
@@ -256,9 +306,13 @@ func (a *settleArgs) add(it settleItem) {
 }
 
 func (a *settleArgs) named(now time.Time) pgx.NamedArgs {
-	return pgx.NamedArgs{"entity": a.entity, "seq": a.seq, "token": a.token, "state": a.state, "id": a.id,
-		"session": a.session, "session_token": a.sessionToken, "max_delivery": a.maxDelivery, "lock_us": a.lockMicros,
-		"reason": a.reason, "description": a.description, "now": now}
+	args := pgx.NamedArgs{"entity": a.entity, "seq": a.seq, "token": a.token, "state": a.state, "id": a.id,
+		"session": a.session, "in_session": a.inSession, "session_token": a.sessionToken, "max_delivery": a.maxDelivery,
+		"lock_us": a.lockMicros, "reason": a.reason, "description": a.description, "now": now}
+	if a.modify {
+		args["props"], args["size"] = a.props, a.size
+	}
+	return args
 }
 
 // writeSettles runs one statement per kind of settlement for every job waiting, and answers
@@ -266,18 +320,25 @@ func (a *settleArgs) named(now time.Time) pgx.NamedArgs {
 func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	byOp := make(map[Settlement][]settleItem)
-	var ops []Settlement // in the order first seen
+	// One statement per kind, and for the settlements that modify properties one of their own.
+	type kind struct {
+		op     Settlement
+		modify bool
+	}
+	kindOf := func(it settleItem) kind { return kind{it.req.Op, len(it.req.PropertiesToModify) > 0} }
+	byKind := make(map[kind][]settleItem)
+	var kinds []kind // in the order first seen
 	for _, j := range jobs {
 		for _, it := range j.req.items {
-			if byOp[it.req.Op] == nil {
-				ops = append(ops, it.req.Op)
+			k := kindOf(it)
+			if byKind[k] == nil {
+				kinds = append(kinds, k)
 			}
-			byOp[it.req.Op] = append(byOp[it.req.Op], it)
+			byKind[k] = append(byKind[k], it)
 		}
 	}
-	for _, op := range ops {
-		err := s.settleItems(ctx, op, byOp[op])
+	for _, k := range kinds {
+		err := s.settleItems(ctx, k.op, k.modify, byKind[k])
 		if err == nil || len(jobs) == 1 || errors.Is(err, ErrUnavailable) {
 			continue
 		}
@@ -286,12 +347,12 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 		for _, j := range jobs {
 			var mine []settleItem
 			for _, it := range j.req.items {
-				if it.req.Op == op {
+				if kindOf(it) == k {
 					mine = append(mine, it)
 				}
 			}
 			if len(mine) > 0 {
-				_ = s.settleItems(ctx, op, mine)
+				_ = s.settleItems(ctx, k.op, k.modify, mine)
 			}
 		}
 	}
@@ -300,9 +361,10 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 	}
 }
 
-// settleItems makes the settlements items of kind op in one statement and fills their results;
-// it returns the statement's error, which is each item's too.
-func (s *Postgres) settleItems(ctx context.Context, op Settlement, items []settleItem) error {
+// settleItems makes the settlements items of kind op in one statement (with modify, the one that
+// also modifies their properties) and fills their results; it returns the statement's error,
+// which is each item's too.
+func (s *Postgres) settleItems(ctx context.Context, op Settlement, modify bool, items []settleItem) error {
 	for _, it := range items {
 		*it.res = SettleResult{} // a request's earlier round may have failed
 	}
@@ -314,7 +376,7 @@ func (s *Postgres) settleItems(ctx context.Context, op Settlement, items []settl
 	slices.SortStableFunc(items, func(x, y settleItem) int {
 		return cmp.Or(cmp.Compare(x.t.Entity.ID, y.t.Entity.ID), cmp.Compare(lockTokenSeq(x.req.Token), lockTokenSeq(y.req.Token)))
 	})
-	a := &settleArgs{}
+	a := &settleArgs{modify: modify}
 	for _, it := range items {
 		a.add(it)
 	}
@@ -337,18 +399,22 @@ func (s *Postgres) settleItems(ctx context.Context, op Settlement, items []settl
 func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) ([]wakeTarget, error) {
 	var woken []wakeTarget
 	found := make([]bool, len(a.items))
-	ids := make([]string, len(a.items)) // the MessageId of the message each found request settled
+	ids := make([]string, len(a.items))   // the MessageId of the message each found request settled
+	refused := make([]bool, len(a.items)) // modifications that failed their checks
 	// What an attempt ended in a conflict had recorded of its rows is forgotten.
 	reset := func() {
 		woken = woken[:0]
 		for i, it := range a.items {
-			found[i] = false
+			found[i], refused[i] = false, false
 			*it.res = SettleResult{}
 		}
 	}
-	run := func(q querier) error {
-		// Each attempt looks at its own time: a retry comes a deadlock_timeout later.
-		sql, values, err := positional(settleStatements[op], a.named(s.now()))
+	statement := settleStatements[op]
+	if a.modify {
+		statement = modifyStatements[op]
+	}
+	run := func(q querier, now time.Time) error {
+		sql, values, err := positional(statement, a.named(now))
 		if err != nil {
 			return err
 		}
@@ -387,11 +453,28 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 		return rows.Err()
 	}
 	err := s.retryConflicts(ctx, reset, func() error {
-		if (op == Abandon || op == DeadLetter) && len(a.forwards) > 0 {
-			// Dead letters of an entity that forwards them move on in the same transaction.
+		// Each attempt looks at its own time: a retry comes a deadlock_timeout later.
+		now := s.now()
+		if a.modify || (op == Abandon || op == DeadLetter) && len(a.forwards) > 0 {
+			// Properties are modified from the messages as they are, read and locked in the
+			// transaction that settles them; dead letters of an entity that forwards them move
+			// on in it.
 			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-				if err := run(tx); err != nil {
+				var grown map[int64]int64
+				if a.modify {
+					var err error
+					if grown, err = s.modifyProperties(ctx, tx, a, now, refused); err != nil {
+						return err
+					}
+				}
+				if err := run(tx, now); err != nil {
 					return err
+				}
+				if err := s.countGrowth(ctx, tx, a, found, grown); err != nil {
+					return err
+				}
+				if op != Abandon && op != DeadLetter {
+					return nil
 				}
 				// In one order, so that two of these transactions do not deadlock.
 				for _, id := range slices.Sorted(maps.Keys(a.forwards)) {
@@ -404,18 +487,107 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 				return nil
 			})
 		}
-		return run(s.hotPool())
+		return run(s.hotPool(), now)
 	})
 	if err != nil {
 		return nil, interpretError(err)
 	}
 	sameLockOnce(op, a.items, found, ids)
 	for i, it := range a.items {
-		if !found[i] {
+		if !found[i] && !refused[i] {
 			it.res.Err = s.lockLost(it.t, it.req)
 		}
 	}
 	return woken, nil
+}
+
+// modifyProperties reads and locks the messages of the requests in a (all of which modify
+// properties), and fills a.props and a.size with each message's user properties as modified and
+// its size after. A request whose modified message would not pass the checks of a send is
+// refused: its result is ErrBadRequest, refused[i] is set, and its props stay NULL, which the
+// statement does not match. It returns, by sequence number, how many bytes each modified
+// message grew by (countGrowth counts those the statement settled).
+func (s *Postgres) modifyProperties(ctx context.Context, tx pgx.Tx, a *settleArgs, now time.Time, refused []bool) (map[int64]int64, error) {
+	a.props, a.size = make([][]byte, len(a.items)), make([]int32, len(a.items))
+	sql, values, err := positional(lockedForModifySQL, a.named(now))
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, sql, values...)
+	if err != nil {
+		return nil, err
+	}
+	type lockedRecord struct {
+		Ord int64 `db:"ord"`
+		messageRecord
+	}
+	locked, err := pgx.CollectRows(rows, pgx.RowToStructByName[lockedRecord])
+	if err != nil {
+		return nil, err
+	}
+	grown := make(map[int64]int64, len(locked))
+	for _, rec := range locked {
+		i := int(rec.Ord - 1)
+		it := a.items[i]
+		m, err := rec.message()
+		if err != nil {
+			return nil, err
+		}
+		props, size, err := modified(it.t.Entity, m, it.req.PropertiesToModify)
+		if err != nil {
+			refused[i] = true
+			it.res.Err = err
+			continue
+		}
+		a.props[i], a.size[i] = props, int32(size)
+		grown[rec.Seq] = int64(size) - int64(rec.Size)
+	}
+	return grown, nil
+}
+
+// modified is m's user properties encoded with mods set over them by name, and m's size then.
+// Errors: ErrBadRequest when the result breaks a limit of a send.
+func modified(e *Entity, m *Message, mods UserProperties) ([]byte, int, error) {
+	props := slices.Clone(m.UserProperties)
+	for _, p := range mods {
+		i := slices.IndexFunc(props, func(q Property) bool { return q.Name == p.Name })
+		if i < 0 {
+			props = append(props, Property{Name: p.Name, Value: p.Value})
+		} else {
+			props[i].Value = p.Value
+		}
+	}
+	enc, err := encodeUserProperties(props)
+	if err != nil {
+		return nil, 0, BadRequest("The message's properties as modified: %s", ErrorMessage(err))
+	}
+	m.UserProperties = props
+	size := messageSize(m, len(enc))
+	if limit := e.Props.MaxMessageSizeInKilobytes * 1024; int64(size) > limit {
+		return nil, 0, BadRequest("The message as modified (size %d bytes) would exceed the limit of %d bytes allowed on entity '%s'.",
+			size, limit, e.Path)
+	}
+	return enc, size, nil
+}
+
+// countGrowth records, in tx, how much the messages whose properties the statement modified grew
+// (or shrank) in their entities' sizes.
+func (s *Postgres) countGrowth(ctx context.Context, tx pgx.Tx, a *settleArgs, found []bool, grown map[int64]int64) error {
+	if len(grown) == 0 {
+		return nil
+	}
+	var entities, bytes []int64
+	for i, it := range a.items {
+		if d, ok := grown[lockTokenSeq(it.req.Token)]; ok && found[i] && d != 0 {
+			entities, bytes = append(entities, it.t.Entity.ID), append(bytes, d)
+		}
+	}
+	if len(entities) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+		SELECT e, 0, 0, sum(b) FROM unnest($1::bigint[], $2::bigint[]) AS d(e, b) GROUP BY e`, entities, bytes)
+	return err
 }
 
 // sameLockOnce gives the requests of one statement that name the same lock (a batch settlement
@@ -434,13 +606,17 @@ func sameLockOnce(op Settlement, items []settleItem, found []bool, ids []string)
 		state   State
 		session SessionLock
 		token   uuid.UUID
-		// A dead-lettering's reason and description are written: the request whose values
-		// PostgreSQL wrote is the one that made it.
-		reason, description string
+		// A dead-lettering's reason and description are written, and properties to modify:
+		// the request whose values PostgreSQL wrote is the one that made it.
+		reason, description, props string
 	}
 	key := func(it settleItem) lock {
 		k := lock{entity: it.t.Entity.ID, state: it.t.SubQueue.state(), token: it.req.Token,
 			reason: it.req.Reason, description: it.req.Description}
+		if len(it.req.PropertiesToModify) > 0 {
+			enc, _ := encodeUserProperties(it.req.PropertiesToModify) // checked already
+			k.props = string(enc)
+		}
 		if it.t.Session != nil {
 			k.session = *it.t.Session
 		}
@@ -490,6 +666,19 @@ func (s *Postgres) lockLost(t Target, r SettleRequest) error {
 	return &Error{Code: CodeLockLost, Message: fmt.Sprintf(
 		"The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue. Reference: %s, entity '%s', message '%s'.",
 		r.Token, t.Entity.Path, Clip(id))}
+}
+
+// noun names a settlement as a noun, in errors.
+func (op Settlement) noun() string {
+	switch op {
+	case Complete:
+		return "completion"
+	case RenewLock:
+		return "lock renewal"
+	case Release:
+		return "release"
+	}
+	return op.String()
 }
 
 // String names a settlement in errors.

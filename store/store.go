@@ -88,9 +88,12 @@ type Store interface {
 	// sequence number seq, or (seq 0) every one match accepts. Errors: ErrNotFound for a seq.
 	Resubmit(ctx context.Context, e *Entity, seq int64, match func(*Message) bool) (int64, error)
 
-	// AcceptSession locks a session of a session entity: the named one, or the next with
-	// messages, waiting up to wait (nil, nil when none came). Errors: ErrBadRequest, ErrConflict.
-	AcceptSession(ctx context.Context, e *Entity, sessionID string, wait time.Duration) (*Session, error)
+	// AcceptSession locks the session of a session entity named sessionID, "" included (it need
+	// not hold messages). Errors: ErrBadRequest, ErrConflict (locked by another receiver).
+	AcceptSession(ctx context.Context, e *Entity, sessionID string) (*Session, error)
+	// AcceptNextSession locks the session of a session entity whose messages have waited
+	// longest, waiting up to wait for one (nil, nil when none came). Errors: ErrBadRequest.
+	AcceptNextSession(ctx context.Context, e *Entity, wait time.Duration) (*Session, error)
 	// RenewSessionLock extends a session lock. Errors: ErrLockLost.
 	RenewSessionLock(ctx context.Context, e *Entity, sl SessionLock) (time.Time, error)
 	// ReleaseSession gives a session up. Errors: ErrLockLost.
@@ -172,6 +175,13 @@ type SettleRequest struct {
 	ID string
 	// Reason and Description go with DeadLetter.
 	Reason, Description string
+	// PropertiesToModify, with Abandon, Defer or DeadLetter, are set on the message in the
+	// statement that settles it: each replaces the message's user property of the same name
+	// (names compare exactly, as AMQP's do) or is added. The message's properties as modified
+	// must pass the checks of a send (types, text, count and sizes, the entity's message size
+	// limit); a request that would break them fails alone with ErrBadRequest and changes
+	// nothing. With any other settlement they are a bad request.
+	PropertiesToModify UserProperties
 }
 
 // SettleResult is the outcome of one SettleRequest: the new lock expiry for RenewLock, or the

@@ -175,7 +175,7 @@ func (d *delivery) forwardDeadLetter(next *Entity, m *Message, from *Entity) (bo
 // get here: a forwarded message carries the sequence number of its original send as its
 // EnqueuedSequenceNumber, drawn with its row when it never had a row where it was sent.
 func (d *delivery) place(e *Entity, m *Message, hops int) error {
-	if e.Props.RequiresSession && m.SessionID == "" && m.State != StateDeadLetter {
+	if e.Props.RequiresSession && !m.InSession() && m.State != StateDeadLetter {
 		// A copy no session could ever receive: refuse the send, as for a session queue.
 		return BadRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s', which requires sessions.", e.Path)
 	}
@@ -200,7 +200,7 @@ func (d *delivery) place(e *Entity, m *Message, hops int) error {
 	if hops > 0 && m.EnqueuedSequenceNumber == 0 {
 		r.originOf = int64(d.msgIndex)
 	}
-	r.sessioned = e.Props.RequiresSession && m.SessionID != "" && m.State != StateDeadLetter
+	r.sessioned = e.Props.RequiresSession && m.InSession() && m.State != StateDeadLetter
 	if !d.dedupUntil.IsZero() {
 		r.dedupEntity, r.dedupUntil = d.dedupEntity, timestamptz(d.dedupUntil)
 	}
@@ -392,7 +392,7 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 		now := s.now()
 		rows, err := tx.Query(ctx, `SELECT `+messageSelectFrom("m")+` FROM messages m
 			WHERE m.entity_id = $1 AND m.state = `+sqlDeadLetter+` AND (m.lock_token IS NULL OR m.visible_at <= $2)
-				AND m.seq > $4 AND (NOT $5 OR coalesce(m.session_id, '') <> '')
+				AND m.seq > $4 AND (NOT $5 OR m.session_id IS NOT NULL)
 			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk, after, sessionsOnly)
 		if err != nil {
 			return woken, err

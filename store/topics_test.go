@@ -353,7 +353,7 @@ func TestTopicSendNeedsSessionForSessionSubscriptions(t *testing.T) {
 		t.Errorf("the refused send left %d copies in plain", c.Total())
 	}
 	b.send(t, topic, store.Message{Body: []byte("with session"), SessionID: "s1"})
-	s, err := b.store.AcceptSession(b.ctx, sessioned, "", 0)
+	s, err := b.store.AcceptNextSession(b.ctx, sessioned, 0)
 	if err != nil || s == nil || s.ID != "s1" {
 		t.Fatalf("accept on the session subscription = %+v, %v", s, err)
 	}

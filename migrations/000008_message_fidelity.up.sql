@@ -1,0 +1,11 @@
+-- Messages kept exactly as AMQP senders send them.
+--
+-- body_type says what body holds: 0, the bytes of the message (REST bodies, and AMQP messages
+-- of one data section, which body is the bytes of); 1, the AMQP encoding of the body sections as
+-- the sender wrote them (several data sections, an amqp-value, amqp-sequence sections). Every
+-- existing row is 0. A constant default makes this a change of the catalogue only: no row is
+-- rewritten.
+--
+-- session_id '' is from now on a session of its own (AMQP's group-id "", REST's "SessionId":""),
+-- no longer written as NULL, which stays "no session". No existing row holds ''.
+ALTER TABLE messages ADD COLUMN body_type smallint NOT NULL DEFAULT 0;
