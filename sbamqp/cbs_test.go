@@ -325,6 +325,20 @@ func TestUnsupportedMessagesAreRejected(t *testing.T) {
 // and statusDescription.
 func (c *cbsClient) management(t *testing.T, entity string) func(op string, body map[string]any) (int32, string, string) {
 	t.Helper()
+	call := c.managementReply(t, entity)
+	return func(op string, body map[string]any) (int32, string, string) {
+		t.Helper()
+		m := call(op, body)
+		code, _ := m.ApplicationProperties["statusCode"].(int32)
+		cond, _ := m.ApplicationProperties["errorCondition"].(string)
+		desc, _ := m.ApplicationProperties["statusDescription"].(string)
+		return code, cond, desc
+	}
+}
+
+// managementReply is management returning the whole reply.
+func (c *cbsClient) managementReply(t *testing.T, entity string) func(op string, body map[string]any) *goamqp.Message {
+	t.Helper()
 	ctx := ctxT(t)
 	req, err := c.sess.NewSender(ctx, entity+"/$management", nil)
 	if err != nil {
@@ -334,7 +348,7 @@ func (c *cbsClient) management(t *testing.T, entity string) func(op string, body
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func(op string, body map[string]any) (int32, string, string) {
+	return func(op string, body map[string]any) *goamqp.Message {
 		t.Helper()
 		if err := req.Send(ctx, &goamqp.Message{
 			Properties:            &goamqp.MessageProperties{MessageID: op, ReplyTo: ptr("mgmt-reply")},
@@ -351,9 +365,6 @@ func (c *cbsClient) management(t *testing.T, entity string) func(op string, body
 		if m.Properties == nil || m.Properties.CorrelationID != op {
 			t.Errorf("%s: reply correlates to %v", op, m.Properties)
 		}
-		code, _ := m.ApplicationProperties["statusCode"].(int32)
-		cond, _ := m.ApplicationProperties["errorCondition"].(string)
-		desc, _ := m.ApplicationProperties["statusDescription"].(string)
-		return code, cond, desc
+		return m
 	}
 }

@@ -634,6 +634,50 @@ func (r *entityReceiver) settleAll(toks []uuid.UUID, op store.Settlement) {
 	}
 }
 
+// modifications reads the properties to modify of a settlement: the message annotations of a
+// modified outcome, the info of a rejected one (without the dead-letter reason and description,
+// when deadLetter) or update-disposition's properties-to-modify. Keys are strings (or symbols);
+// values keep their types as on a send. nil when there are none.
+func modifications(m amqp.Map, deadLetter bool) (store.UserProperties, error) {
+	var props store.UserProperties
+	for _, e := range m {
+		name, ok := e.Key.(string)
+		if s, isSym := e.Key.(amqp.Symbol); isSym {
+			name, ok = string(s), true
+		}
+		if !ok {
+			return nil, badField("the names of properties to modify must be strings, not %T", e.Key)
+		}
+		if deadLetter && (name == propDeadLetterReason || name == propDeadLetterDescription) {
+			continue
+		}
+		v, err := userValue(name, e.Value)
+		if err != nil {
+			return nil, err
+		}
+		props = append(props, store.Property{Name: name, Value: v})
+	}
+	return props, nil
+}
+
+// deadLetterFields are the dead-letter reason and description of a rejected outcome's info.
+func deadLetterFields(info amqp.Map) (reason, description string) {
+	for _, e := range info {
+		k, _ := e.Key.(string)
+		if s, ok := e.Key.(amqp.Symbol); ok {
+			k = string(s)
+		}
+		v, _ := e.Value.(string)
+		switch k {
+		case propDeadLetterReason:
+			reason = v
+		case propDeadLetterDescription:
+			description = v
+		}
+	}
+	return reason, description
+}
+
 // seqTag is the delivery tag of a receive-and-delete delivery, which has no lock token.
 func seqTag(seq int64) []byte {
 	b := make([]byte, 8)
@@ -713,31 +757,25 @@ func (r *entityReceiver) settle(tag []byte, state amqp.DeliveryState) error {
 	case amqp.Released:
 		req.Op = store.Release
 	case amqp.Modified:
-		if len(st.MessageAnnotations) > 0 {
-			return unsupported("modifying message properties on abandon or defer is not supported")
-		}
+		// Abandon counts the delivery whatever delivery-failed says: Java leaves it null.
 		req.Op = store.Abandon
 		if st.UndeliverableHere {
 			req.Op = store.Defer
 		}
+		var err error
+		if req.PropertiesToModify, err = modifications(st.MessageAnnotations, false); err != nil {
+			return err
+		}
 	case amqp.Rejected:
 		req.Op = store.DeadLetter
 		if st.Error != nil {
-			for _, e := range st.Error.Info {
-				k, _ := e.Key.(string)
-				if s, ok := e.Key.(amqp.Symbol); ok {
-					k = string(s)
-				}
-				v, _ := e.Value.(string)
-				switch k {
-				case propDeadLetterReason:
-					req.Reason = v
-				case propDeadLetterDescription:
-					req.Description = v
-				default:
-					return unsupported("modifying message properties on dead-letter is not supported")
-				}
+			// .NET puts the properties to modify in the error's info beside the reason and
+			// description (AmqpReceiver.GetRejectedOutcome).
+			var err error
+			if req.PropertiesToModify, err = modifications(st.Error.Info, true); err != nil {
+				return err
 			}
+			req.Reason, req.Description = deadLetterFields(st.Error.Info)
 		}
 	default:
 		return unsupported("the delivery state %T is not a settlement", state)

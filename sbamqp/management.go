@@ -295,9 +295,14 @@ func updateDisposition(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	if err != nil {
 		return nil, err
 	}
+	var modify store.UserProperties
 	if v, ok := q.body.Get("properties-to-modify"); ok && v != nil {
-		if pm, _ := v.(amqp.Map); len(pm) > 0 {
-			return nil, unsupported("modifying message properties on settlement is not supported")
+		pm, ok := v.(amqp.Map)
+		if !ok {
+			return nil, badField("'properties-to-modify' must be a map")
+		}
+		if modify, err = modifications(pm, false); err != nil {
+			return nil, err
 		}
 	}
 	statusV, _ := q.body.Get("disposition-status")
@@ -317,6 +322,10 @@ func updateDisposition(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	default:
 		return nil, badField("disposition-status '%s' is not completed, abandoned, suspended or defered", store.Clip(status))
 	}
+	if len(modify) > 0 && req.Op == store.Complete {
+		return nil, badField("properties cannot be modified on a completion")
+	}
+	req.PropertiesToModify = modify
 	reqs := make([]store.SettleRequest, len(toks))
 	for i, tok := range toks {
 		reqs[i] = req
@@ -410,7 +419,7 @@ func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueu
 			return nil, err
 		}
 		for _, m := range page {
-			if m.SessionID == sid && len(out) < n {
+			if m.InSession() && m.SessionID == sid && len(out) < n {
 				out = append(out, m)
 			}
 		}

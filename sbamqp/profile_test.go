@@ -11,6 +11,7 @@ import (
 	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/sbgate/sbgate/access"
+	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
 )
@@ -252,6 +253,47 @@ func TestRuleOperations(t *testing.T) {
 		r.Filter.Correlation.Label != "L" || len(r.Filter.Correlation.Properties) != 1 {
 		t.Errorf("correlation rule stored as %+v", r)
 	}
+	// enumerate-rules answers the described rule descriptions the rule managers decode: the
+	// filters' descriptor codes are one hex digit shorter than the description's and actions'.
+	reply := dialCBS(t, b, goamqp.SASLTypePlain("root", "key")).managementReply(t, "t/Subscriptions/s")("com.microsoft:enumerate-rules",
+		map[string]any{"skip": int32(0), "top": int32(10)})
+	raw, err := reply.MarshalBinary() // go-amqp keeps described values in an internal type: read them with ours
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := amqp.Unmarshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := decoded.Value.(amqp.Map)
+	rv, _ := body.Get("rules")
+	list, _ := rv.(amqp.List)
+	if len(list) != 3 {
+		t.Fatalf("enumerate-rules: %d rules in %#v", len(list), decoded.Value)
+	}
+	wantFilters := map[string]uint64{"$Default": 0x000001370000007, "big": 0x000001370000006, "corr": 0x000001370000009}
+	for _, e := range list {
+		entry, _ := e.(amqp.Map)
+		v, _ := entry.Get("rule-description")
+		rd, ok := v.(amqp.Described)
+		fields, _ := rd.Value.(amqp.List)
+		if !ok || rd.Descriptor != uint64(0x0000013700000004) || len(fields) != 4 {
+			t.Fatalf("rule-description %#v", v)
+		}
+		name, _ := fields[2].(string)
+		filter, _ := fields[0].(amqp.Described)
+		action, _ := fields[1].(amqp.Described)
+		if filter.Descriptor != wantFilters[name] {
+			t.Errorf("rule %s: filter %#v", name, filter)
+		}
+		wantAction := uint64(0x0000013700000005)
+		if name == "big" {
+			wantAction = 0x0000013700000006
+		}
+		if action.Descriptor != wantAction {
+			t.Errorf("rule %s: action %#v", name, action)
+		}
+	}
 	if code, cond, desc := mgmt("com.microsoft:remove-rule", map[string]any{"rule-name": "$Default"}); code != 200 {
 		t.Errorf("remove-rule: %d %s %s", code, cond, desc)
 	}
@@ -359,4 +401,67 @@ func TestManagementNodeOnAnImpossiblePath(t *testing.T) {
 			t.Errorf("management node on %.20q…: %v", path, err)
 		}
 	}
+}
+
+// Properties to modify on settlement, in every form the SDKs send them: on the link (the Go SDK's
+// abandon and defer are modified outcomes with message annotations, its dead-letter a rejected
+// outcome with them in the error's info, as .NET does) and through $management
+// update-disposition's properties-to-modify (after a deferred receive). Each is applied with the
+// settlement and comes back, typed, on the next delivery.
+func TestSettlementWithPropertiesToModify(t *testing.T) {
+	b, c, ctx, s := sdkQueue(t, "q", nil)
+	sendBodies(t, ctx, s, "m")
+	r := newReceiver(t, c, "q", nil)
+	receiveOne := func() *azservicebus.ReceivedMessage {
+		t.Helper()
+		msgs, err := r.ReceiveMessages(ctx, 1, nil)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("receive: %v, %v", msgs, err)
+		}
+		return msgs[0]
+	}
+	m := receiveOne()
+	if err := r.AbandonMessage(ctx, m, &azservicebus.AbandonMessageOptions{
+		PropertiesToModify: map[string]any{"attempt": int32(1), "why": "busy"},
+	}); err != nil {
+		t.Fatalf("abandon with properties: %v", err)
+	}
+	m = receiveOne()
+	if m.ApplicationProperties["attempt"] != int32(1) || m.ApplicationProperties["why"] != "busy" || m.DeliveryCount != 2 {
+		t.Errorf("after the abandon: properties %v, delivery count %d", m.ApplicationProperties, m.DeliveryCount)
+	}
+	if err := r.DeferMessage(ctx, m, &azservicebus.DeferMessageOptions{PropertiesToModify: map[string]any{"attempt": int32(2)}}); err != nil {
+		t.Fatalf("defer with properties: %v", err)
+	}
+	deferred, err := r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil)
+	if err != nil || len(deferred) != 1 || deferred[0].ApplicationProperties["attempt"] != int32(2) {
+		t.Fatalf("deferred: %v, %v", deferred, err)
+	}
+	// The deferred message is settled through $management: update-disposition.
+	if err := r.DeadLetterMessage(ctx, deferred[0], &azservicebus.DeadLetterOptions{
+		Reason: ptr("Poison"), PropertiesToModify: map[string]any{"attempt": int32(3), "at": "the end"},
+	}); err != nil {
+		t.Fatalf("dead-letter with properties: %v", err)
+	}
+	dlq := newReceiver(t, c, "q", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	msgs, err := dlq.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("dead letter: %v, %v", msgs, err)
+	}
+	dl := msgs[0]
+	if dl.ApplicationProperties["attempt"] != int32(3) || dl.ApplicationProperties["at"] != "the end" || dl.ApplicationProperties["why"] != "busy" ||
+		dl.DeadLetterReason == nil || *dl.DeadLetterReason != "Poison" {
+		t.Errorf("dead letter: properties %v, reason %v", dl.ApplicationProperties, dl.DeadLetterReason)
+	}
+	// On the link: a dead-letter of a peek-locked delivery carries them in the rejected info.
+	sendBodies(t, ctx, s, "n")
+	m = receiveOne()
+	if err := r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{PropertiesToModify: map[string]any{"k": int64(7)}}); err != nil {
+		t.Fatalf("dead-letter on the link: %v", err)
+	}
+	msgs, err = dlq.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(msgs) != 1 || msgs[0].ApplicationProperties["k"] != int64(7) {
+		t.Errorf("dead letter from the link: %v, %v", msgs, err)
+	}
+	_ = b
 }
