@@ -274,9 +274,9 @@ func fromStore(m *store.Message, now time.Time) *amqp.Message {
 	}
 	switch {
 	case m.State == store.StateDeferred:
-		ann = append(ann, amqp.MapEntry{Key: annMessageState, Value: int64(1)})
+		ann = append(ann, amqp.MapEntry{Key: annMessageState, Value: int32(1)}) // an int: Java reads nothing else
 	case !now.IsZero() && m.State == store.StateActive && m.ScheduledEnqueueTime.After(now):
-		ann = append(ann, amqp.MapEntry{Key: annMessageState, Value: int64(2)})
+		ann = append(ann, amqp.MapEntry{Key: annMessageState, Value: int32(2)})
 	}
 	if !m.ScheduledEnqueueTime.IsZero() {
 		ann = append(ann, amqp.MapEntry{Key: annScheduledEnqueueTime, Value: m.ScheduledEnqueueTime})

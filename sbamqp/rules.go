@@ -79,15 +79,19 @@ func page(body amqp.Map) (skip, top int, err error) {
 	return skip, top, nil
 }
 
-// Descriptors of the rule descriptions enumerate-rules answers with (the .NET and Java rule
-// managers decode them; the SQL filter and the SQL action share a code).
+// Descriptors of the rule descriptions enumerate-rules answers with, as the .NET and Java rule
+// managers decode them (AmqpSqlFilterCodec and its siblings; Java's ServiceBusConstants; the
+// request-response page). The filters' codes have one hex digit fewer than the description's and
+// the actions' — 0x1370000006, not 0x13700000006 — so the SQL filter and the SQL action do not
+// share a code.
 const (
 	descRuleDescription   uint64 = 0x0000013700000004
 	descEmptyRuleAction   uint64 = 0x0000013700000005
-	descSQL               uint64 = 0x0000013700000006
-	descTrueFilter        uint64 = 0x0000013700000007
-	descFalseFilter       uint64 = 0x0000013700000008
-	descCorrelationFilter uint64 = 0x0000013700000009
+	descSQLRuleAction     uint64 = 0x0000013700000006
+	descSQLFilter         uint64 = 0x000001370000006
+	descTrueFilter        uint64 = 0x000001370000007
+	descFalseFilter       uint64 = 0x000001370000008
+	descCorrelationFilter uint64 = 0x000001370000009
 	// sqlCompatibilityLevel is the compatibility level the service reports for SQL expressions.
 	sqlCompatibilityLevel int32 = 20
 )
@@ -261,11 +265,11 @@ func ruleDescription(r *store.Rule) amqp.Described {
 			nullable(cf.Label), nullable(cf.SessionID), nullable(cf.ReplyToSessionID), nullable(cf.ContentType), props,
 		}}
 	default:
-		filter = amqp.Described{Descriptor: descSQL, Value: amqp.List{r.Filter.SQLExpression, sqlCompatibilityLevel}}
+		filter = amqp.Described{Descriptor: descSQLFilter, Value: amqp.List{r.Filter.SQLExpression, sqlCompatibilityLevel}}
 	}
 	action := amqp.Described{Descriptor: descEmptyRuleAction, Value: amqp.List{}}
 	if r.Action != nil && r.Action.SQLExpression != "" {
-		action = amqp.Described{Descriptor: descSQL, Value: amqp.List{r.Action.SQLExpression, sqlCompatibilityLevel}}
+		action = amqp.Described{Descriptor: descSQLRuleAction, Value: amqp.List{r.Action.SQLExpression, sqlCompatibilityLevel}}
 	}
 	return amqp.Described{Descriptor: descRuleDescription, Value: amqp.List{filter, action, r.Name, r.CreatedAt}}
 }
