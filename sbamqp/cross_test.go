@@ -294,13 +294,67 @@ func TestSDKScheduleAndCancel(t *testing.T) {
 		t.Errorf("session queue after cancelling: %+v %v", e.Counts, err)
 	}
 
-	ts, err := c.NewSender("t", nil)
-	if err != nil {
+}
+
+// Scheduling on a topic, and on a queue that forwards its messages, returns a number that names
+// every copy (in each subscription, in the forwarding target): cancelling it removes them all;
+// a message not cancelled arrives everywhere at its time.
+func TestSDKScheduleAndCancelOnTopicsAndForwarding(t *testing.T) {
+	b := newBroker(t)
+	bg := context.Background()
+	if _, err := b.store.CreateEntity(bg, store.KindTopic, "t", store.DefaultProperties(store.KindTopic)); err != nil {
 		t.Fatal(err)
 	}
-	defer ts.Close(ctx)
-	if _, err := ts.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("x")}}, at, nil); err == nil || !strings.Contains(err.Error(), "not supported") {
-		t.Errorf("scheduling on a topic: %v; want refused", err)
+	b.createQueue(t, "target", nil)
+	for _, sub := range []string{"a", "b"} {
+		p := store.DefaultProperties(store.KindSubscription)
+		if sub == "b" {
+			p.ForwardTo = "target" // a copy forwarded on: it lives in target
+		}
+		if _, err := b.store.CreateSubscription(bg, "t/Subscriptions/"+sub, p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.createQueue(t, "fwd", func(p *store.Properties) { p.ForwardTo = "target" })
+	c := b.client(t, "root")
+	ctx := ctxT(t)
+	at := b.clock.Now().Add(time.Hour).Truncate(time.Millisecond)
+	for _, entity := range []string{"t", "fwd"} {
+		s := newSender(t, c, entity)
+		seqs, err := s.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("cancelled")}, {Body: []byte("kept")}}, at, nil)
+		if err != nil || len(seqs) != 2 || seqs[0] == 0 || seqs[1] == 0 || seqs[0] == seqs[1] {
+			t.Fatalf("schedule on %s: %v, %v", entity, seqs, err)
+		}
+		if err := s.CancelScheduledMessages(ctx, seqs[:1], nil); err != nil {
+			t.Fatalf("cancel on %s: %v", entity, err)
+		}
+		if err := s.CancelScheduledMessages(ctx, seqs[:1], nil); err == nil {
+			t.Errorf("cancelling on %s again succeeded", entity)
+		}
+	}
+	count := func(path string) int64 {
+		e, err := b.store.GetEntity(bg, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Counts.Scheduled
+	}
+	// Left: the kept one in a, and in target from t's subscription b and from fwd.
+	if a, tg := count("t/Subscriptions/a"), count("target"); a != 1 || tg != 2 {
+		t.Fatalf("scheduled after the cancels: %d in t/a, %d in target; want 1 and 2", a, tg)
+	}
+	b.clock.Advance(time.Hour + time.Second)
+	for path, n := range map[string]int{"t/Subscriptions/a": 1, "target": 2} {
+		r, err := c.NewReceiverForSubscription("t", "a", nil)
+		if path == "target" {
+			r, err = c.NewReceiverForQueue("target", nil)
+		}
+		r = closedAtEnd(t, r, err)
+		for _, m := range receiveAll(t, ctx, r, n) {
+			if string(m.Body) != "kept" {
+				t.Errorf("%s received %q", path, m.Body)
+			}
+		}
 	}
 }
 

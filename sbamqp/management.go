@@ -347,18 +347,12 @@ func cancelScheduled(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	return schedule(ctx, q.store(), q.e, q.sq, "com.microsoft:cancel-scheduled-message", q.body)
 }
 
-// schedule runs schedule-message and cancel-scheduled-message on e. A scheduled message is
-// cancelled by the sequence number it got in e, so entities that keep no row of the message
-// themselves are refused rather than answered with a number nothing can cancel: a topic (its
-// copies are in its subscriptions) and a queue that forwards its messages.
+// schedule runs schedule-message and cancel-scheduled-message on e. On a topic, or an entity
+// that forwards its messages, the number a message gets names all its copies (in the topic's
+// subscriptions, or where it was forwarded to), and cancelling it cancels them all.
 func schedule(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueue, op string, body amqp.Map) (amqp.Map, error) {
-	switch {
-	case sq != store.SubQueueMain:
+	if sq != store.SubQueueMain {
 		return nil, badField("scheduled messages live in the entity, not its dead-letter subqueue")
-	case e.Kind == store.KindTopic:
-		return nil, unsupported("scheduling on a topic through $management is not supported; send the message with a scheduled enqueue time instead (it cannot be cancelled)")
-	case e.Props.ForwardTo != "":
-		return nil, unsupported("scheduling on a queue that forwards its messages is not supported; send the message with a scheduled enqueue time instead (it cannot be cancelled)")
 	}
 	if op == "com.microsoft:cancel-scheduled-message" {
 		seqs, err := longs(body, "sequence-numbers")

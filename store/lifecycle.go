@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,10 +63,71 @@ WITH removed AS (
 )
 SELECT seq FROM removed`
 
+// cancelScheduledCopiesSQL removes the copies, still waiting for their time, of the messages a
+// topic or a forwarding entity numbered @seqs (their EnqueuedSequenceNumber), from the entities
+// @holders that hold them (copyHolders), and returns each number it removed copies of.
+const cancelScheduledCopiesSQL = `
+WITH removed AS (
+	DELETE FROM messages m
+	WHERE m.entity_id = ANY(@holders::bigint[]) AND m.enqueued_seq = ANY(@seqs::bigint[]) AND m.state = ` + sqlActive + `
+		AND m.lock_token IS NULL AND (m.visible_at > @now) IS TRUE
+	RETURNING m.entity_id, m.enqueued_seq, m.size
+), counted AS (
+	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+	SELECT entity_id, -count(*), 0, -sum(size) FROM removed GROUP BY entity_id
+)
+SELECT DISTINCT enqueued_seq FROM removed`
+
+// copyHolders are the entities that hold the copies of what is sent to e when e keeps none: a
+// topic's subscriptions, and where each entity that forwards its messages forwards them to, hop
+// after hop (MaxTransferHops at most).
+func (s *Postgres) copyHolders(ctx context.Context, e *Entity) ([]int64, error) {
+	var holders []int64
+	var visit func(e *Entity, hops int) error
+	visit = func(e *Entity, hops int) error {
+		if hops > MaxTransferHops || slices.Contains(holders, e.ID) {
+			return nil
+		}
+		switch {
+		case e.Kind == KindTopic:
+			routes, err := s.routesOf(ctx, e)
+			if err != nil {
+				return err
+			}
+			for _, rt := range routes {
+				if err := visit(rt.sub, hops); err != nil {
+					return err
+				}
+			}
+			return nil
+		case e.Props.ForwardTo != "":
+			holders = append(holders, e.ID) // a message that could not be forwarded stays
+			next, err := s.Resolve(ctx, e.Props.ForwardTo)
+			if errors.Is(err, ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return visit(next, hops+1)
+		}
+		holders = append(holders, e.ID)
+		return nil
+	}
+	if err := visit(e, 0); err != nil {
+		return nil, err
+	}
+	return holders, nil
+}
+
 // CancelScheduled removes the scheduled messages with sequence numbers seqs before they become
 // visible, all or none: when one of them is not waiting for its time (there is no such message,
 // or its time has come), none is removed and the error is ErrNotFound naming those missing.
 // Repeated numbers count once; more than MaxCancelBatch is a bad request.
+//
+// On a topic, and on an entity that forwards its messages, the numbers are those SendSequenced
+// gave: each names every copy of one message, in the topic's subscriptions or where the messages
+// were forwarded to, and cancelling it removes them all.
 func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seqs []int64) error {
 	if len(seqs) > MaxCancelBatch {
 		return BadRequest("A request may cancel at most %d scheduled messages; this one names %d sequence numbers.", MaxCancelBatch, len(seqs))
@@ -74,9 +137,19 @@ func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seqs []int64)
 		return nil
 	}
 	args := pgx.NamedArgs{"entity": e.ID, "now": s.now()}
-	askSeqs(args, e, want)
+	statement := cancelScheduledSQL
+	if e.Kind == KindTopic || e.Props.ForwardTo != "" {
+		holders, err := s.copyHolders(ctx, e)
+		if err != nil {
+			return fmt.Errorf("cancel scheduled messages in %s: %w", e.Path, err)
+		}
+		args["holders"], args["seqs"] = holders, want
+		statement = cancelScheduledCopiesSQL
+	} else {
+		askSeqs(args, e, want)
+	}
 	missing, err := s.allOrNone(ctx, want, func(tx pgx.Tx, found map[int64]bool) error {
-		rows, err := tx.Query(ctx, cancelScheduledSQL, args)
+		rows, err := tx.Query(ctx, statement, args)
 		if err != nil {
 			return err
 		}

@@ -525,7 +525,16 @@ func TestSendSequenced(t *testing.T) {
 
 	topic := b.topic(t, "t", nil)
 	b.sub(t, "t", "s", nil, nil)
-	if seqs, err := b.store.SendSequenced(b.ctx, topic, []store.Message{body("x")}); err != nil || !slices.Equal(seqs, []int64{0}) {
-		t.Errorf("SendSequenced to a topic = %v, %v; want [0]", seqs, err)
+	// To a topic: the number its copies share as their EnqueuedSequenceNumber (what cancels them).
+	seqs, err = b.store.SendSequenced(b.ctx, topic, []store.Message{body("x")})
+	if err != nil || len(seqs) != 1 || seqs[0] == 0 {
+		t.Fatalf("SendSequenced to a topic = %v, %v; want one number", seqs, err)
+	}
+	sub, err := b.store.Resolve(b.ctx, "t/Subscriptions/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := b.receive(t, sub, store.SubQueueMain, store.ReceiveAndDelete); m == nil || m.EnqueuedSequenceNumber != seqs[0] {
+		t.Errorf("the subscription's copy: %+v; want EnqueuedSequenceNumber %d", m, seqs[0])
 	}
 }

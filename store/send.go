@@ -24,13 +24,20 @@ const (
 
 // Send stores msgs in e, all or none. See Store.
 func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
-	_, err := s.SendSequenced(ctx, e, msgs)
+	_, err := s.send(ctx, e, msgs, false)
 	return err
 }
 
-// SendSequenced is Send that also returns the sequence number each message got in e. See Store.
+// SendSequenced is Send that also returns the number that cancels each message. See Store.
 func (s *Postgres) SendSequenced(ctx context.Context, e *Entity, msgs []Message) ([]int64, error) {
-	d, total, err := s.prepareSend(ctx, e, msgs)
+	return s.send(ctx, e, msgs, true)
+}
+
+// send stores msgs in e; with numbered it returns the numbers SendSequenced promises (a topic's
+// copies, and messages forwarded on, then share one drawn for them), else sequence numbers in e
+// only (0 for those stored elsewhere).
+func (s *Postgres) send(ctx context.Context, e *Entity, msgs []Message, numbered bool) ([]int64, error) {
+	d, total, err := s.prepareSendNumbered(ctx, e, msgs, numbered)
 	if err != nil {
 		return nil, err
 	}
@@ -41,28 +48,73 @@ func (s *Postgres) SendSequenced(ctx context.Context, e *Entity, msgs []Message)
 	s.grew(e.ID, int64(total))
 	s.touch(e)
 	// Message i's rows start at d.starts[i]; its sequence number in e is that of its first row
-	// there (none for a topic, whose copies are in its subscriptions, a message forwarded on, or
-	// a duplicate, which is not stored).
+	// there. A message with no row in e (sent to a topic, whose copies are in its subscriptions,
+	// or forwarded on) has the number its copies share as their EnqueuedSequenceNumber, drawn
+	// with the insert, by which CancelScheduled finds them all; a duplicate, not stored, has 0.
 	seqs := make([]int64, len(msgs))
+	var elsewhere []int // the first row of each message stored only elsewhere
 	for i, start := range d.starts {
 		end := len(d.rows)
 		if i+1 < len(d.starts) {
 			end = d.starts[i+1]
 		}
+		first := -1
 		for k := start; k < end; k++ {
-			if d.rows[k].EntityID == e.ID && req.seqs[k] != 0 {
-				seqs[i] = req.seqs[k]
+			if req.seqs[k] == 0 {
+				continue
+			}
+			if d.rows[k].EntityID == e.ID {
+				seqs[i], first = req.seqs[k], -1
 				break
 			}
+			if first < 0 {
+				first = k
+			}
+		}
+		if first >= 0 {
+			elsewhere = append(elsewhere, i, first)
+		}
+	}
+	if numbered && len(elsewhere) > 0 {
+		if err := s.originNumbers(ctx, d.rows, req.seqs, elsewhere, seqs); err != nil {
+			return nil, err
 		}
 	}
 	return seqs, nil
+}
+
+// originNumbers sets seqs[i] to the EnqueuedSequenceNumber of row k of rows (stored with
+// sequence number stored[k]), for each pair i, k of pairs.
+func (s *Postgres) originNumbers(ctx context.Context, rows []messageRow, stored []int64, pairs []int, seqs []int64) error {
+	entities, nums := make([]int64, 0, len(pairs)/2), make([]int64, 0, len(pairs)/2)
+	for j := 0; j < len(pairs); j += 2 {
+		k := pairs[j+1]
+		entities, nums = append(entities, rows[k].EntityID), append(nums, stored[k])
+	}
+	var found []int64
+	err := s.pool.QueryRow(ctx, `SELECT array_agg(coalesce(m.enqueued_seq, 0) ORDER BY w.ord)
+		FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY w(entity, seq, ord)
+		LEFT JOIN messages m ON m.entity_id = w.entity AND m.seq = w.seq`, entities, nums).Scan(&found)
+	if err != nil {
+		return fmt.Errorf("read the sequence numbers of messages sent on: %w", interpretError(err))
+	}
+	for j := 0; j < len(pairs); j += 2 {
+		seqs[pairs[j]] = found[j/2] // 0 when the copy is gone already (its time had come)
+	}
+	return nil
 }
 
 // prepareSend checks msgs against every rule of e and returns the rows that store them (with
 // topic copies and forwarding resolved) and their total size; the caller writes the rows. The
 // SQL-send relay writes them in its own transaction (relay.go).
 func (s *Postgres) prepareSend(ctx context.Context, e *Entity, msgs []Message) (*delivery, int, error) {
+	return s.prepareSendNumbered(ctx, e, msgs, false)
+}
+
+// prepareSendNumbered is prepareSend; with numbered, a message that has no row in e (a topic's
+// copies, a message forwarded on) gets a number its copies share as their
+// EnqueuedSequenceNumber, so that it can be cancelled by it (SendSequenced, CancelScheduled).
+func (s *Postgres) prepareSendNumbered(ctx context.Context, e *Entity, msgs []Message, numbered bool) (*delivery, int, error) {
 	if len(msgs) == 0 {
 		return nil, 0, BadRequest("The batch contains no messages.")
 	}
@@ -102,6 +154,9 @@ func (s *Postgres) prepareSend(ctx context.Context, e *Entity, msgs []Message) (
 	}
 	d := s.newDelivery(ctx, now)
 	d.encoded = encoded
+	if numbered {
+		d.numberedIn = e.ID
+	}
 	d.starts = make([]int, len(msgs))
 	for i := range msgs {
 		d.begin(e)

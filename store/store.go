@@ -55,9 +55,10 @@ type Store interface {
 	// Send stores msgs in e atomically: all are committed when it returns nil, none otherwise.
 	// Errors: ErrBadRequest, ErrTooLarge, ErrForbidden, ErrNotFound, ErrUnavailable.
 	Send(ctx context.Context, e *Entity, msgs []Message) error
-	// SendSequenced is Send that also returns, for each message, the sequence number it got in e:
-	// 0 when it has no row there (sent to a topic, whose copies are in its subscriptions; moved
-	// on by auto-forwarding; or a duplicate, not stored).
+	// SendSequenced is Send that also returns, for each message, the number that cancels it
+	// (CancelScheduled): its sequence number in e; for a message that has no row in e (sent to
+	// a topic, whose copies are in its subscriptions, or moved on by auto-forwarding) the number
+	// its copies share as their EnqueuedSequenceNumber; 0 for a duplicate, not stored.
 	SendSequenced(ctx context.Context, e *Entity, msgs []Message) ([]int64, error)
 	// Receive takes up to r.Max messages of r's target, waiting up to r.Wait for the first: it
 	// returns every message available then, up to r.Max, in sequence order, or none when none

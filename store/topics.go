@@ -97,6 +97,9 @@ type delivery struct {
 	encoded map[*Message][]byte
 	// starts holds, for each message prepareSend delivered, the index of its first row.
 	starts []int
+	// numberedIn, when not 0, is the entity the messages were sent to, which asked for a number
+	// of their own even where they have no row there (prepareSendNumbered).
+	numberedIn int64
 }
 
 func (s *Postgres) newDelivery(ctx context.Context, now time.Time) *delivery {
@@ -197,7 +200,7 @@ func (d *delivery) place(e *Entity, m *Message, hops int) error {
 		return err
 	}
 	r.msgIndex = d.msgIndex
-	if hops > 0 && m.EnqueuedSequenceNumber == 0 {
+	if m.EnqueuedSequenceNumber == 0 && (hops > 0 || (d.numberedIn != 0 && e.ID != d.numberedIn)) {
 		r.originOf = int64(d.msgIndex)
 	}
 	r.sessioned = e.Props.RequiresSession && m.InSession() && m.State != StateDeadLetter
