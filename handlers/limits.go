@@ -34,10 +34,12 @@ const (
 	maxUserPropertiesHTTP = 64
 )
 
-// checkDeliverable refuses a message that no common client could receive: it computes the header
-// bytes its properties take in a receive response, with every broker-set field at its longest.
-// Errors: a bad request naming the size and the limit.
-func checkDeliverable(m *store.Message) error {
+// CheckDeliverable refuses a message that no common HTTP client could receive: it computes the
+// header bytes its properties take in a receive response, with every broker-set field at its
+// longest. REST sends are checked with it, and sbgate serve has the store check with it the
+// subscription copies that rule actions grow (store.Options.CheckCopy). Errors: a bad request
+// naming the size and the limit.
+func CheckDeliverable(m *store.Message) error {
 	if len(m.UserProperties) > maxUserPropertiesHTTP {
 		return store.BadRequest("A message may carry at most %d user properties (it has %d), so that every HTTP client can read it as headers.",
 			maxUserPropertiesHTTP, len(m.UserProperties))

@@ -11,7 +11,7 @@ import (
 	"github.com/sbgate/sbgate/store"
 )
 
-// TestPropertyHeaderBoundIsNeverBelowTheCount: checkDeliverable skips the exact count when the
+// TestPropertyHeaderBoundIsNeverBelowTheCount: CheckDeliverable skips the exact count when the
 // bound is within the limit, so the bound must never be below the count, whatever the strings
 // escape to and whatever the user properties' types format to.
 func TestPropertyHeaderBoundIsNeverBelowTheCount(t *testing.T) {
@@ -66,7 +66,7 @@ func TestPropertyHeaderBoundIsNeverBelowTheCount(t *testing.T) {
 	}
 }
 
-// TestPropertyHeaderCountCoversAReceive: what checkDeliverable counts at send is never less
+// TestPropertyHeaderCountCoversAReceive: what CheckDeliverable counts at send is never less
 // than what a receive of the message writes, whatever the broker sets by then: an expiry from
 // the entity's default TTL, a lock, the sequence number it was first given where it was sent
 // (forwarded, or copied to a subscription), a dead letter's source.

@@ -115,7 +115,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 		b.now = time.Now
 	}
 	pool := dbtest.NewPool(t)
-	b.store = store.New(pool, store.Options{Now: b.now})
+	b.store = store.New(pool, store.Options{Now: b.now, CheckCopy: handlers.CheckDeliverable}) // as sbgate serve has it
 	b.store.Start(context.Background())
 	t.Cleanup(b.store.Stop)
 	var st store.Store = b.store

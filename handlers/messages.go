@@ -72,7 +72,7 @@ func (s *Server) SendMessage(w http.ResponseWriter, r *http.Request, entityPath 
 		return
 	}
 	for i := range msgs {
-		if err := checkDeliverable(&msgs[i]); err != nil {
+		if err := CheckDeliverable(&msgs[i]); err != nil {
 			if batch {
 				err = store.BadRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
 			}

@@ -1577,3 +1577,32 @@ func TestTopicFilterCounts(t *testing.T) {
 		}
 	}
 }
+
+// A rule action that grows a subscription's copy past what a send may carry (here: past the
+// 10 KiB every HTTP client can read back as headers) dead-letters that copy, as it was before the
+// action, with a reason; the send succeeds and the other subscriptions get their copies.
+func TestRuleActionThatGrowsACopyTooMuch(t *testing.T) {
+	b := setup(t)
+	b.createTopic(t, "t", "")
+	b.createSubscription(t, "t", "grows", "")
+	b.createSubscription(t, "t", "plain", "")
+	b.do(t, call{method: http.MethodDelete, path: "/t/Subscriptions/grows/Rules/$Default"}).want(t, "delete $Default", http.StatusOK)
+	b.putRule(t, "t", "grows", "copy", sqlRule("1=1", "SET q = p; SET r = p"))
+	big := strings.Repeat("x", 4000)
+	b.do(t, call{method: http.MethodPost, path: "/t/messages", body: "m", header: map[string]string{"p": `"` + big + `"`}}).
+		want(t, "send to the topic", http.StatusCreated)
+	if got := b.drain(t, "t/Subscriptions/plain"); len(got) != 1 || got[0].header.Get("p") != `"`+big+`"` {
+		t.Errorf("plain subscription received %d messages", len(got))
+	}
+	if got := b.drain(t, "t/Subscriptions/grows"); len(got) != 0 {
+		t.Errorf("the grown copy was delivered: %d messages", len(got))
+	}
+	dl := b.drain(t, "t/Subscriptions/grows/$DeadLetterQueue")
+	if len(dl) != 1 {
+		t.Fatalf("%d dead letters of the grown copy; want 1", len(dl))
+	}
+	if h := dl[0].header; h.Get("DeadLetterReason") != `"RuleActionResultTooLarge"` || h.Get("q") != "" || h.Get("p") == "" ||
+		!strings.Contains(h.Get("DeadLetterErrorDescription"), "rule copy") {
+		t.Errorf("dead letter: reason %q, description %q, q present %v", h.Get("DeadLetterReason"), h.Get("DeadLetterErrorDescription"), h.Get("q") != "")
+	}
+}

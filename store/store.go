@@ -223,6 +223,12 @@ type Options struct {
 	// folding, duplicate-history pruning, idle-entity deletion. Zero keeps the default; tests
 	// that call Maintain themselves set it long.
 	MaintenanceInterval time.Duration
+	// CheckCopy, when set, checks a subscription's copy that a rule action changed the way the
+	// door a send came through checks a message (sbgate serve gives the REST check that every
+	// HTTP client can read the properties back). A copy it refuses — or that the store's own
+	// property limits refuse — is dead-lettered in its subscription, as it was before the
+	// action, with ReasonActionResult; the send goes on.
+	CheckCopy func(*Message) error
 }
 
 // Defaults of the Options that sbgate serve also offers as flags: its flag defaults are these,

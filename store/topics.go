@@ -23,6 +23,9 @@ const (
 	ReasonTTLExpired           = "TTLExpiredException"
 	ReasonFilterEvaluation     = "FilterEvaluationException"
 	ReasonMaxTransferHopCount  = "MaxTransferHopCountExceeded"
+	// ReasonActionResult dead-letters a subscription's copy that its rule's action made too
+	// large to keep or to receive (Options.CheckCopy).
+	ReasonActionResult = "RuleActionResultTooLarge"
 	descriptionMaxTransferHops = "The message was auto-forwarded more than 4 times."
 )
 
@@ -259,6 +262,13 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 					}
 					continue
 				}
+				if err := d.checkCopy(c); err != nil {
+					// The action grew the copy past what may be kept or received: it is
+					// dead-lettered as it was before the action, and the send goes on.
+					c = copyFor(sub, m, d.now)
+					c.State, c.DeadLetterReason = StateDeadLetter, ReasonActionResult
+					c.DeadLetterDescription = ClipTo(fmt.Sprintf("The action of rule %s: %s", rule.name, ErrorMessage(err)), maxEvaluationDescription)
+				}
 			}
 			if err := d.deliver(sub, c, topic, hops); err != nil {
 				return err
@@ -272,6 +282,18 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// checkCopy checks a copy a rule action changed: the store's property limits, then the door's
+// (Options.CheckCopy).
+func (d *delivery) checkCopy(c *Message) error {
+	if _, err := encodeUserProperties(c.UserProperties); err != nil {
+		return err
+	}
+	if check := d.s.opts.CheckCopy; check != nil {
+		return check(c)
 	}
 	return nil
 }

@@ -133,7 +133,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	openPool.Store(pool)
 	health := embeddedHealth{pg}
 
-	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, Recheck: cfg.Recheck})
+	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, Recheck: cfg.Recheck,
+		CheckCopy: handlers.CheckDeliverable})
 	st.Start(ctx)
 	defer st.Stop()
 	openStore.Store(st)
