@@ -19,13 +19,13 @@ const MaxTransferHops = 4
 
 // Dead-letter reasons the broker sets.
 const (
-	ReasonMaxDeliveryCount     = "MaxDeliveryCountExceeded"
-	ReasonTTLExpired           = "TTLExpiredException"
-	ReasonFilterEvaluation     = "FilterEvaluationException"
-	ReasonMaxTransferHopCount  = "MaxTransferHopCountExceeded"
+	ReasonMaxDeliveryCount    = "MaxDeliveryCountExceeded"
+	ReasonTTLExpired          = "TTLExpiredException"
+	ReasonFilterEvaluation    = "FilterEvaluationException"
+	ReasonMaxTransferHopCount = "MaxTransferHopCountExceeded"
 	// ReasonActionResult dead-letters a subscription's copy that its rule's action made too
 	// large to keep or to receive (Options.CheckCopy).
-	ReasonActionResult = "RuleActionResultTooLarge"
+	ReasonActionResult         = "RuleActionResultTooLarge"
 	descriptionMaxTransferHops = "The message was auto-forwarded more than 4 times."
 )
 
