@@ -730,6 +730,15 @@ func (r *entityReceiver) Disposition(l *amqp.SenderLink, d *amqp.OutgoingDeliver
 			}
 		}
 		if settled {
+			// The peer settled first and awaits no outcome. A settlement that could not be made
+			// because its lock is gone is what the mode accepts (the message comes back); one the
+			// broker refuses (a bad request: properties it cannot keep, a state that is no
+			// outcome) must not vanish, so the link is detached with why.
+			if err != nil && store.ErrorCode(err) != store.CodeLockLost {
+				if aerr := amqpError(err); aerr.Condition != condLockLost {
+					_ = l.Detach(aerr)
+				}
+			}
 			return
 		}
 		if err != nil {

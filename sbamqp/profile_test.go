@@ -474,3 +474,32 @@ func TestSettlementWithPropertiesToModify(t *testing.T) {
 	}
 	_ = b
 }
+
+// A peer that settles first awaits no outcome, but a settlement the broker refuses must not
+// vanish: the link is detached with why (here: a property to modify of a type no message can
+// hold), and the message comes back when its lock ends.
+func TestRefusedFirstSettledDispositionDetaches(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
+	ctx := ctxT(t)
+	if cond := c.attachSend(t, "q"); cond != "" {
+		t.Fatal(cond)
+	}
+	r, err := c.sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{Credit: 1}) // settles first
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.Receive(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ModifyMessage(ctx, m, &goamqp.ModifyMessageOptions{Annotations: goamqp.Annotations{"bad": []any{int64(1)}}}); err != nil {
+		t.Fatalf("modify: %v", err)
+	}
+	_, err = r.Receive(ctx, nil)
+	var ae *goamqp.Error
+	if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondNotImplemented {
+		t.Errorf("after a refused first-settled modify, the link: %v; want detached with amqp:not-implemented", err)
+	}
+}
