@@ -223,6 +223,10 @@ func runPythonScenarios(t *testing.T, b *broker, ca, python, sdkVersion string, 
 	if _, err := os.Stat(python); err != nil {
 		t.Fatalf("%s: %v (run `make python-clients`, which `make test` runs, to install the Python clients)", python, err)
 	}
+	// Stat'ing the script also makes go test's cache notice when it changes.
+	if _, err := os.Stat(pythonScenarios); err != nil {
+		t.Fatal(err)
+	}
 	entities, err := json.Marshal(pythonEntities(t, b))
 	if err != nil {
 		t.Fatal(err)
