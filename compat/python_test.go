@@ -10,8 +10,10 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -29,28 +31,26 @@ import (
 // /usr/bin/python3) and a virtualenv with the PyPI azure-servicebus pinned in
 // compat/python/requirements.txt (over its pure-Python _pyamqp).
 const (
-	debianPython      = "/usr/bin/python3"
-	debianSDKVersion  = "7.8.2"
-	pypiPython        = "python/.venv/bin/python"
-	pypiSDKVersion    = "7.15.0"
-	pythonScenarios   = "python/scenarios.py"
-	uamqpAMQPSAddress = "127.0.0.2:5671" // 7.8.2 always dials TLS on 5671: a loopback address of its own
+	debianPython     = "/usr/bin/python3"
+	debianSDKVersion = "7.8.2"
+	pypiPython       = "python/.venv/bin/python"
+	pypiSDKVersion   = "7.15.0"
+	pythonScenarios  = "python/scenarios.py"
 )
 
 // TestPythonUAMQP runs the common scenarios with Debian's azure-servicebus 7.8.2 over uAMQP.
 // That version ignores UseDevelopmentEmulator and always dials AMQP over TLS on port 5671, so
-// its connection string names 127.0.0.2, a loopback address of its own, without a port, and the
-// client trusts the test certificates through connection_verify.
+// its connection string names a loopback address of its own without a port, and the client
+// trusts the test certificates through connection_verify.
 //
 // uAMQP checks that the certificate names the host it dialled, and the harness's certificate
-// (httptest's) names 127.0.0.1, ::1 and example.com only. So 127.0.0.2:5671 is served by
-// amqpsRelay under a certificate minted for 127.0.0.2, which relays every connection over TLS
-// to the broker's own AMQPS listener: what the broker serves is exactly startBroker's.
+// (httptest's) names 127.0.0.1, ::1 and example.com only. So that address's port 5671 is served
+// by amqpsRelay under a certificate minted for it, which relays every connection over TLS to
+// the broker's own AMQPS listener: what the broker serves is exactly startBroker's.
 func TestPythonUAMQP(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	host, _, _ := strings.Cut(uamqpAMQPSAddress, ":")
-	ca := amqpsRelay(t, b, uamqpAMQPSAddress)
+	host, ca := amqpsRelay(t, b)
 	runPythonScenarios(t, b, ca, debianPython, debianSDKVersion, func(key string) string {
 		return connString(host, key, false)
 	}, map[string]string{
@@ -59,12 +59,28 @@ func TestPythonUAMQP(t *testing.T) {
 	})
 }
 
-// amqpsRelay listens with TLS on addr under a self-signed certificate for addr's host, relays
-// each connection over TLS to b's AMQPS listener, and returns a PEM file with both that
+// amqpsRelay listens with TLS on port 5671 of a loopback address of its own, under a
+// self-signed certificate for that address, and relays each connection over TLS to b's AMQPS
+// listener. It returns the address (without the port) and a PEM file with both that
 // certificate and b's (one bundle for clients that take one CA file).
-func amqpsRelay(t *testing.T, b *broker, addr string) string {
+//
+// The address is drawn from 127.64.0.0/10, not a fixed one such as 127.0.0.2: other tests bind
+// 5671 on addresses of their own, and engineers sharing a machine run this test at once.
+func amqpsRelay(t *testing.T, b *broker) (string, string) {
 	t.Helper()
-	host, _, _ := strings.Cut(addr, ":")
+	var tcp net.Listener
+	var err error
+	for range 20 {
+		addr := fmt.Sprintf("127.%d.%d.%d:5671", 64+mrand.IntN(64), mrand.IntN(256), 1+mrand.IntN(254))
+		if tcp, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("no loopback address with a free port 5671 for the AMQPS relay: %v", err)
+	}
+	t.Cleanup(func() { _ = tcp.Close() }) // also when a Fatal below ends the test early
+	host, _, _ := strings.Cut(tcp.Addr().String(), ":")
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -98,13 +114,10 @@ func amqpsRelay(t *testing.T, b *broker, addr string) string {
 		t.Fatal(err)
 	}
 
-	ln, err := tls.Listen("tcp", addr, &tls.Config{
+	ln := tls.NewListener(tcp, &tls.Config{
 		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: priv}},
 		MinVersion:   tls.VersionTLS12,
 	})
-	if err != nil {
-		t.Fatalf("AMQPS relay on %s: %v", addr, err)
-	}
 	upstream := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -163,7 +176,7 @@ func amqpsRelay(t *testing.T, b *broker, addr string) string {
 		mu.Unlock()
 		wg.Wait()
 	})
-	return bundle
+	return host, bundle
 }
 
 // TestPythonPyAMQP runs the common scenarios with the PyPI azure-servicebus (7.15.0) over its
