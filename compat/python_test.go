@@ -212,7 +212,7 @@ func pythonEntities(t *testing.T, b *broker) map[string]map[string]string {
 		queue(s, nil)
 	}
 	// renew-lock holds its message past a short lock by renewing it.
-	queue("renew-lock", func(p *store.Properties) { p.LockDuration = store.MinLockDuration })
+	queue("renew-lock", func(p *store.Properties) { p.LockDuration = 10 * time.Second })
 	for _, s := range []string{"session-state", "session-empty-id", "list-sessions"} {
 		queue(s, func(p *store.Properties) { p.RequiresSession = true })
 	}

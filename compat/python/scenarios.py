@@ -161,7 +161,7 @@ def as_str(v):
 
 
 def app_props(message):
-    """Application properties with str keys: uAMQP hands keys over as bytes."""
+    """Application properties by str key: both stacks hand received keys over as bytes."""
     return {as_str(k): v for k, v in (message.application_properties or {}).items()}
 
 
@@ -388,8 +388,8 @@ def dead_letter_reason(n):
 
 
 def renew_lock(n):
-    # The queue's lock lasts 5 s: the message is renewed until well past its first lock, then
-    # completed, which only works if the renewals held the lock.
+    # The queue's lock lasts 10 s: the message is renewed every second until well past its
+    # first lock, then completed, which only works if the renewals held the lock.
     q = names(n)["queue"]
     with client() as c:
         with c.get_queue_sender(q) as s:
@@ -440,7 +440,8 @@ def schedule_cancel(sender, receiver_of, same_entity):
     """Schedules two messages, cancels the first and receives the second. same_entity: the
     receiver reads the entity scheduled on (a queue), whose sequence numbers are the ones
     schedule_messages returned; a subscription numbers its copies itself."""
-    at = now() + datetime.timedelta(seconds=4)
+    # Far enough ahead that the peek below still finds the message scheduled on a slow machine.
+    at = now() + datetime.timedelta(seconds=8)
     at = at.replace(microsecond=(at.microsecond // 1000) * 1000)
     with sender as s:
         seqs = s.schedule_messages(
