@@ -30,6 +30,14 @@ const (
 // whose lock ended goes back to the front. SKIP LOCKED makes claims of other gateways take other
 // rows; on one gateway only one claim per target runs at a time (the dispatcher).
 //
+// The due rows are found by time but taken by sequence number: the claim reads the due range
+// up to @now (due_window, without locking), then locks the lowest sequence numbers of what it
+// read. Taking the first @n by time instead handed out a message abandoned a moment ago ahead
+// of an earlier one whose lock had just lapsed (its lock end comes later than the abandon). The
+// read stops dueLookahead rows past @n, so that thousands of messages coming due together (a
+// large schedule, the locks of a gateway that died) cost each claim a bounded read: a message
+// behind that many others due before it waits for them.
+//
 // A row that is locked or removed leaves its index entries behind until vacuum, and in a busy
 // queue those pile up at the head of both ranges faster than vacuum comes (after 32,000 claims a
 // claim read 470 index pages instead of 20). So each dispatcher keeps a cursor: where its last
@@ -48,11 +56,18 @@ const (
 	// dueRangeSQL and readyRangeSQL select a target's rows in each range; a session narrows
 	// them further (inSessionSQL) before they are ordered and limited.
 	dueRangeSQL = `
-	SELECT ctid, seq, visible_at FROM messages
-	WHERE entity_id = @entity AND state = @state AND visible_at >= @due_from AND visible_at <= @now
+	SELECT ctid, seq, visible_at FROM messages WHERE ` + dueWhereSQL
+	dueWhereSQL = `entity_id = @entity AND state = @state AND visible_at >= @due_from AND visible_at <= @now
 		AND (expires_at IS NULL OR expires_at > @now OR state = ` + sqlDeadLetter + `)`
-	dueOrderSQL = `
-	ORDER BY visible_at LIMIT @n FOR UPDATE SKIP LOCKED`
+	// dueWindowOrderSQL bounds the read of the due range by time; dueTakeSQL then locks the
+	// lowest sequence numbers of the rows read (found again by their ctid, and checked again:
+	// a row another claim locked and changed meanwhile is no longer due).
+	dueWindowOrderSQL = `
+	ORDER BY visible_at LIMIT @n + ` + dueLookahead
+	dueTakeSQL = `
+	SELECT ctid, seq, visible_at FROM messages
+	WHERE ctid = ANY(ARRAY(SELECT ctid FROM due_window)) AND ` + dueWhereSQL + `
+	ORDER BY seq LIMIT @n FOR UPDATE SKIP LOCKED`
 	readyRangeSQL = `
 	SELECT ctid, seq FROM messages
 	WHERE entity_id = @entity AND state = @state AND visible_at IS NULL AND seq > @ready_from
@@ -70,17 +85,24 @@ const (
 		AND session_id = @session AND EXISTS (SELECT 1 FROM sessions s WHERE s.entity_id = @entity
 			AND s.session_id = @session AND s.lock_token = @session_token AND s.locked_until > @now)`
 	// claimedSQL returns the claimed rows with what moves the cursors: each row's place in the
-	// due range (NULL for a row from the ready range), and the earliest due row the claim locked
-	// but did not take (the union kept lower sequence numbers), where the due cursor must stop.
+	// due range (NULL for a row from the ready range), and the earliest due row the claim read
+	// but did not take (locked by another claim, or behind lower sequence numbers), where the
+	// due cursor must stop.
 	claimedSQL = `, p.due_at AS claimed_due_at,
-	(SELECT min(d.visible_at) FROM due d WHERE d.ctid <> ALL (ARRAY(SELECT ctid FROM picked))) AS due_left`
+	(SELECT min(w.visible_at) FROM due_window w WHERE w.ctid <> ALL (ARRAY(SELECT ctid FROM picked))) AS due_left`
 )
+
+// dueLookahead is how many due rows past the @n it takes a claim reads to find the lowest
+// sequence numbers among them (see above).
+const dueLookahead = "1000"
 
 // claimPicks are the picking parts of a claim, outside a session and inside one.
 var claimPicks = [2]string{
-	`WITH due AS MATERIALIZED (` + dueRangeSQL + dueOrderSQL + `
+	`WITH due_window AS MATERIALIZED (` + dueRangeSQL + dueWindowOrderSQL + `
+), due AS MATERIALIZED (` + dueTakeSQL + `
 ), ready AS MATERIALIZED (` + readyRangeSQL + readyOrderSQL + claimPickSQL,
-	`WITH due AS MATERIALIZED (` + dueRangeSQL + inSessionSQL + dueOrderSQL + `
+	`WITH due_window AS MATERIALIZED (` + dueRangeSQL + inSessionSQL + dueWindowOrderSQL + `
+), due AS MATERIALIZED (` + dueTakeSQL + `
 ), ready AS MATERIALIZED (` + readyRangeSQL + inSessionSQL + readyOrderSQL + claimPickSQL,
 }
 
@@ -290,7 +312,7 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 	if fromHead && cur != nil {
 		cur.lastHead = time.Now()
 	}
-	cur.move(rows, n, now)
+	cur.move(rows, now)
 	msgs := make([]*Message, 0, len(rows))
 	for _, r := range rows {
 		m, err := r.message()
@@ -306,20 +328,20 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 	return out, len(rows), nil
 }
 
-// move advances the cursor past what a claim of n rows at now took: the ready range past the
-// highest sequence number it took from it, the due range to the earliest due row it locked but
-// left (or past the latest it took), and to just before now when the claim found fewer rows than
-// it asked for, since then it saw everything up to now. The due cursor stays dueMargin behind
-// now, for abandons committed just after the claim looked.
-func (c *claimCursor) move(rows []claimedRecord, n int, now time.Time) {
+// move advances the cursor past what a claim at now took: the ready range past the highest
+// sequence number it took from it, the due range to the earliest due row it read but left (one
+// locked by another claim, or behind lower sequence numbers), else, when it took anything, to
+// just before now: it took every due row up to then. A claim that took nothing leaves the due
+// cursor where it was, since what it read may have been another claim's for a moment (a due
+// row that claim then leaves is still ahead of the cursor). The due cursor stays dueMargin
+// behind now, for abandons committed just after the claim looked.
+func (c *claimCursor) move(rows []claimedRecord, now time.Time) {
 	if c == nil {
 		return
 	}
-	var dueMax, dueLeft time.Time
+	var dueLeft time.Time
 	for _, r := range rows {
-		if r.ClaimedDueAt.Valid {
-			dueMax = maxTime(dueMax, r.ClaimedDueAt.Time)
-		} else {
+		if !r.ClaimedDueAt.Valid {
 			c.readyFrom = max(c.readyFrom, r.Seq)
 		}
 		if r.DueLeft.Valid {
@@ -328,12 +350,10 @@ func (c *claimCursor) move(rows []claimedRecord, n int, now time.Time) {
 	}
 	next := c.dueFrom
 	switch {
-	case len(rows) < n:
-		next = now
 	case !dueLeft.IsZero():
 		next = dueLeft
-	case !dueMax.IsZero():
-		next = dueMax
+	case len(rows) > 0:
+		next = now
 	}
 	if limit := now.Add(-dueMargin); next.After(limit) {
 		next = limit

@@ -35,8 +35,12 @@ var claimManyPickSQL = `WITH t AS MATERIALIZED (
 	SELECT * FROM unnest(@entity::bigint[], @state::smallint[], @n::int[], @ready_from::bigint[],
 		@due_from::timestamptz[], @lock_us::bigint[], @max_delivery::int[])
 		WITH ORDINALITY AS t(entity, state, n, ready_from, due_from, lock_us, max_delivery, k)
+), due_window AS MATERIALIZED (
+	SELECT t.k, w.ctid, w.seq, w.visible_at FROM t CROSS JOIN LATERAL (` + targetwise(dueRangeSQL+dueWindowOrderSQL) + `
+	) w
 ), due AS MATERIALIZED (
-	SELECT t.k, d.ctid, d.seq, d.visible_at FROM t CROSS JOIN LATERAL (` + targetwise(dueRangeSQL+dueOrderSQL) + `
+	SELECT t.k, d.ctid, d.seq, d.visible_at FROM t CROSS JOIN LATERAL (` + targetwise(strings.Replace(dueTakeSQL,
+	"SELECT ctid FROM due_window", "SELECT w.ctid FROM due_window w WHERE w.k = t.k", 1)) + `
 	) d
 ), ready AS MATERIALIZED (
 	SELECT t.k, r.ctid, r.seq FROM t CROSS JOIN LATERAL (` + targetwise(readyRangeSQL+readyOrderSQL) + `
@@ -51,7 +55,7 @@ var claimManyPickSQL = `WITH t AS MATERIALIZED (
 
 // claimedManySQL is claimedSQL by target.
 const claimedManySQL = `, p.k, p.due_at AS claimed_due_at,
-	(SELECT min(d.visible_at) FROM due d WHERE d.k = p.k AND d.ctid <> ALL (ARRAY(SELECT ctid FROM picked))) AS due_left`
+	(SELECT min(w.visible_at) FROM due_window w WHERE w.k = p.k AND w.ctid <> ALL (ARRAY(SELECT ctid FROM picked))) AS due_left`
 
 // peekLockManyTailSQL is peekLockTailSQL with each row's lock duration and delivery limit those
 // of its target.

@@ -10,7 +10,7 @@ import (
 	"github.com/sbgate/sbgate/db/dbtest"
 )
 
-// TestSharedClaimIsEachTargetsOwnClaim: a round of claims of seven subqueues runs as two shared
+// TestSharedClaimIsEachTargetsOwnClaim: a round of claims of eight subqueues runs as two shared
 // statements (one per receive mode), and each claim gets what it would have got alone: its own
 // cursor, size, lock duration and delivery limit, dead-letter subqueues left in place, counts
 // moved for its own entity only.
@@ -49,6 +49,7 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 	qe, seqE := queue("e", nil, 3)
 	qf, seqF := queue("f", nil, 2)
 	qg, seqG := queue("g", nil, 3)
+	qh, seqH := queue("h", nil, 3)
 	s.Stop()
 	// c: delivered once already; d, f: dead letters.
 	if _, err := pool.Exec(ctx, `UPDATE messages SET delivery_count = 1 WHERE entity_id = $1`, qc.ID); err != nil {
@@ -60,6 +61,16 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 	// g: its first message's lock lapsed a second ago (the due range), the others are ready.
 	if _, err := pool.Exec(ctx, `UPDATE messages SET visible_at = $2, delivery_count = 1,
 		lock_token = gen_random_uuid() WHERE seq = $1`, seqG[0], s.now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// h: its first message's lock lapsed a second ago, its second was abandoned three seconds
+	// ago: the first is still the one to take (the due range by sequence number, not by time).
+	if _, err := pool.Exec(ctx, `UPDATE messages SET visible_at = $2, delivery_count = 1,
+		lock_token = gen_random_uuid() WHERE seq = $1`, seqH[0], s.now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE messages SET visible_at = $2, delivery_count = 1 WHERE seq = $1`,
+		seqH[1], s.now().Add(-3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	deltas := func() map[int64][2]int64 {
@@ -93,6 +104,7 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 		{Target{Entity: qe}, ReceiveAndDelete, 2, nil},
 		{Target{Entity: qf, SubQueue: SubQueueDeadLetter}, ReceiveAndDelete, 1, nil},
 		{Target{Entity: qg}, PeekLock, 1, nil}, // the lapsed lock first (lowest sequence number), nothing more
+		{Target{Entity: qh}, PeekLock, 1, nil}, // the lapsed lock, ahead of the later message abandoned before it lapsed
 	}
 	var jobs []*job[*claimJob]
 	for _, sp := range specs {
@@ -123,7 +135,7 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 		return out
 	}
 	same := func(a, b []int64) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
-	for i, want := range [][]int64{seqA[1:3], seqB, nil, seqD[:1], seqE[:2], seqF[:1], seqG[:1]} {
+	for i, want := range [][]int64{seqA[1:3], seqB, nil, seqD[:1], seqE[:2], seqF[:1], seqG[:1], seqH[:1]} {
 		if i == 2 {
 			continue // c: checked below
 		}
@@ -146,10 +158,10 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 		seq   int64
 		lock  time.Duration
 		state int16
-	}{{seqA[1], qa.Props.LockDuration, 0}, {seqA[2], qa.Props.LockDuration, 0}, {seqB[0], 30 * time.Second, 0}, {seqD[0], qd.Props.LockDuration, 2}, {seqG[0], qg.Props.LockDuration, 0}} {
+	}{{seqA[1], qa.Props.LockDuration, 0}, {seqA[2], qa.Props.LockDuration, 0}, {seqB[0], 30 * time.Second, 0}, {seqD[0], qd.Props.LockDuration, 2}, {seqG[0], qg.Props.LockDuration, 0}, {seqH[0], qh.Props.LockDuration, 0}} {
 		until, deliveries, state := lockedUntil(c.seq)
 		want := int32(1)
-		if c.seq == seqG[0] {
+		if c.seq == seqG[0] || c.seq == seqH[0] {
 			want = 2
 		}
 		if d := until.Sub(now.Add(c.lock)); d < -time.Millisecond || d > time.Millisecond || deliveries != want || state != c.state {
@@ -176,7 +188,7 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 	for _, c := range []struct {
 		e    *Entity
 		want [2]int64
-	}{{qa, [2]int64{}}, {qb, [2]int64{}}, {qc, [2]int64{-2, 2}}, {qd, [2]int64{}}, {qe, [2]int64{-2, 0}}, {qf, [2]int64{0, -1}}, {qg, [2]int64{}}} {
+	}{{qa, [2]int64{}}, {qb, [2]int64{}}, {qc, [2]int64{-2, 2}}, {qd, [2]int64{}}, {qe, [2]int64{-2, 0}}, {qf, [2]int64{0, -1}}, {qg, [2]int64{}}, {qh, [2]int64{}}} {
 		if d := [2]int64{after[c.e.ID][0] - before[c.e.ID][0], after[c.e.ID][1] - before[c.e.ID][1]}; d != c.want {
 			t.Errorf("count change of %s = %v (main, dead); want %v", c.e.Path, d, c.want)
 		}
