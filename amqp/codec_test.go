@@ -106,7 +106,7 @@ func TestAppendValue(t *testing.T) {
 		{"array of lists", Array{Type: TypeList, Elems: []any{List{}, List{true}}}, hx("e0 13 02 d0 00000004 00000000 00000005 00000001 41")},
 		{"array of maps", Array{Type: TypeMap, Elems: []any{Map{}}}, hx("e0 0a 01 d1 00000004 00000000")},
 		{"array of arrays", Array{Type: TypeArray, Elems: []any{Array{Type: TypeUbyte, Elems: []any{uint8(1)}}}}, hx("e0 0c 01 f0 00000006 00000001 50 01")},
-		{"error", &Error{Condition: ErrCondNotFound, Description: "x"}, hx("00 53 1d c0 14 02 a3 0e 616d71703a6e6f742d666f756e64 a1 01 78")},
+		{"error", &Error{Condition: ErrCondNotFound, Description: "x"}, hx("00 53 1d c0 15 03 a3 0e 616d71703a6e6f742d666f756e64 a1 01 78 40")},
 		{"accepted", Accepted{}, hx("00 53 24 45")},
 	} {
 		got, err := AppendValue(nil, tc.in)

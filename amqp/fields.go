@@ -107,6 +107,13 @@ func (w *fieldWriter) null() {
 	w.b = append(w.b, codeNull)
 }
 
+// nullKept writes a null that is kept even as the last field: for clients that index the fields
+// of a list they expect whole (the pure-Python client reads an error's info as its third field).
+func (w *fieldWriter) nullKept() {
+	w.b = append(w.b, codeNull)
+	w.present()
+}
+
 func (w *fieldWriter) finish() ([]byte, error) {
 	if w.err != nil {
 		return w.b, w.err

@@ -93,11 +93,9 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		}
 		w.millis(h.TTL)
 		w.boolOpt(h.FirstAcquirer)
-		if h.DeliveryCount == 0 {
-			w.null()
-		} else {
-			w.uint(h.DeliveryCount)
-		}
+		// Written even when 0: the pure-Python client fills absent header fields with None,
+		// not the specification's defaults, and reports a first delivery's count as None.
+		w.uint(h.DeliveryCount)
 		if b, err = w.finish(); err != nil {
 			return dst, err
 		}

@@ -320,3 +320,20 @@ func TestScalarMessageIDsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The header always carries its delivery-count, 0 included: the pure-Python client fills absent
+// fields with None rather than the specification's defaults.
+func TestHeaderKeepsDeliveryCount(t *testing.T) {
+	b, err := Marshal(&Message{Header: &Header{Durable: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := DecodeValue(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields, _ := v.(Described).Value.(List)
+	if len(fields) != 5 || fields[4] != uint32(0) {
+		t.Errorf("header fields %#v; want five, the delivery-count 0", fields)
+	}
+}

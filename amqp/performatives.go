@@ -601,7 +601,13 @@ func (e *Error) appendAMQP(b []byte) ([]byte, error) {
 	w := beginFields(b, descError)
 	w.symbol(e.Condition)
 	w.stringOpt(clipError(e).Description)
-	w.mapOpt(e.Info)
+	if e.Info == nil {
+		// All three fields, info null: the pure-Python client reads info as the third field
+		// of every error and fails (hanging the send that got it) when it is missing.
+		w.nullKept()
+	} else {
+		w.mapOpt(e.Info)
+	}
 	return w.finish()
 }
 
