@@ -1,0 +1,107 @@
+package compat_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+// jsScenarioSkips are the common scenarios @azure/service-bus 7.9.5 cannot express, with the
+// reason (read in its dist/index.js; compat/js-admin/scenarios.js says more).
+var jsScenarioSkips = map[string]string{
+	"list-sessions": "@azure/service-bus 7.9.5 has no public API to list sessions: ManagementClient.listMessageSessions " +
+		"(get-message-sessions) is internal, and no client or receiver exposes it",
+	"session-empty-id": `@azure/service-bus 7.9.5 cannot accept the session "": MessageSession.createRheaLink treats the ` +
+		`session id "" as none and throws its own SessionCannotBeLocked ("No unlocked sessions available")`,
+}
+
+// TestJSScenarios runs compat/js-admin/scenarios.js: the common scenarios with the official
+// @azure/service-bus ServiceBusClient pinned in compat/js-admin/package.json, over plain AMQP
+// (UseDevelopmentEmulator=true) and, for the websockets scenario, over AMQP over WebSockets on
+// the https listener through the `ws` package. SB_SCENARIOS (comma-separated) runs a subset;
+// DEBUG=azure*,rhea* prints the SDK's and rhea's log.
+func TestJSScenarios(t *testing.T) {
+	t.Parallel()
+	for _, pkg := range []string{"@azure/service-bus", "ws"} {
+		if _, err := os.Stat(filepath.Join("js-admin", "node_modules", pkg)); err != nil {
+			t.Fatalf("%s is not installed in compat/js-admin (run `make compat-clients`, part of `make test`): %v", pkg, err)
+		}
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found (run `make test`, which installs it): %v", err)
+	}
+	b := startBroker(t, nil)
+	entities, err := json.Marshal(jsEntities(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpsHost := strings.TrimPrefix(b.HTTPS, "https://")
+	ctx, cancel := context.WithTimeout(t.Context(), scenarioTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "scenarios.js")
+	cmd.Dir = "js-admin"
+	cmd.WaitDelay = 10 * time.Second
+	cmd.Env = append(os.Environ(),
+		"SB_CONN="+connString(b.AMQP, "SendListen", true),
+		"SB_CONN_ROOT="+connString(b.AMQP, "RootManageSharedAccessKey", true),
+		// A key name that exists, with another key's secret.
+		"SB_CONN_WRONG_KEY="+strings.Replace(connString(b.AMQP, "SendListen", true), sendListenKey, sendOnlyKey, 1),
+		"SB_CONN_LISTEN_ONLY="+connString(b.AMQP, "ListenOnly", true),
+		// The https listener, with no AMQP listener on its port: only the WebSocket tunnel at
+		// /$servicebus/websocket serves it.
+		"SB_WS_CONN="+connString(httpsHost, "SendListen", false),
+		"SB_CA_FILE="+b.CAFile,
+		"SB_ENTITIES="+string(entities),
+		"SB_SCENARIOS="+os.Getenv("SB_SCENARIOS"),
+	)
+	want := commonScenarios
+	if only := os.Getenv("SB_SCENARIOS"); only != "" {
+		want = strings.Split(only, ",")
+	}
+	start := time.Now()
+	results := scenarioResults(t, cmd, want, jsScenarioSkips)
+	t.Logf("JS scenarios: %d reported in %s", len(results), time.Since(start).Round(time.Millisecond))
+}
+
+// jsEntities are the entities each scenario uses, by role ("queue", "topic", "subscription"),
+// created here so one scenario's failure cannot spill into another's.
+func jsEntities(t *testing.T, b *broker) map[string]map[string]string {
+	t.Helper()
+	entities := map[string]map[string]string{}
+	for _, s := range commonScenarios {
+		entities[s] = map[string]string{}
+	}
+	queue := func(scenario string, mut func(*store.Properties)) {
+		name := "js-" + scenario
+		b.createQueue(t, name, mut)
+		entities[scenario]["queue"] = name
+	}
+	for _, s := range []string{"send-property-types", "send-body-kinds", "receive-and-delete",
+		"peek-lock-complete", "abandon-with-properties", "defer-receive-deferred",
+		"dead-letter-reason", "peek", "schedule-cancel-queue", "batch", "large-message",
+		"websockets", "wrong-key", "missing-right"} {
+		queue(s, nil)
+	}
+	// renew-lock holds its message past a short lock by renewing it.
+	queue("renew-lock", func(p *store.Properties) { p.LockDuration = 10 * time.Second })
+	for _, s := range []string{"session-state", "session-empty-id", "list-sessions"} {
+		queue(s, func(p *store.Properties) { p.RequiresSession = true })
+	}
+	b.createTopic(t, "js-schedule-cancel-topic", "sub")
+	entities["schedule-cancel-topic"]["topic"] = "js-schedule-cancel-topic"
+	entities["schedule-cancel-topic"]["subscription"] = "sub"
+	// rules: the subscription starts with its $Default rule; the rule manager changes them.
+	b.createTopic(t, "js-rules", "filtered")
+	entities["rules"]["topic"] = "js-rules"
+	entities["rules"]["subscription"] = "filtered"
+	entities["missing-entity"]["queue"] = "js-no-such-queue"
+	return entities
+}
