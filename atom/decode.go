@@ -29,8 +29,10 @@ const (
 // description element. Elements are matched by local name; read-only elements clients echo back
 // (SizeInBytes, CountDetails, CreatedAt, EntityAvailabilityStatus, ...) and unknown ones are
 // ignored, as are empty or xsi:nil typed elements. ForwardTo and ForwardDeadLetteredMessagesTo
-// are stored as entity paths: an sb://, http:// or https:// host prefix is stripped. A
-// subscription's DefaultRuleDescription is skipped; DecodeSubscription reads it.
+// are read as entity paths (an sb://, http:// or https:// host prefix is stripped), and one
+// given as such a URL is kept as written too (ForwardToURL, ForwardDeadLetteredMessagesToURL),
+// for descriptions to echo. A subscription's DefaultRuleDescription is skipped;
+// DecodeSubscription reads it.
 //
 // It returns a *store.Error with Code store.CodeBadRequest (the message names the element and the
 // bad value) for malformed XML, a body over 1 MiB or nested deeper than 32 elements, a root that
@@ -86,12 +88,12 @@ var kindFields = map[store.Kind]map[string]field{
 		"IsAnonymousAccessible":               boolField(func(p *store.Properties) *bool { return &p.IsAnonymousAccessible }),
 		"AuthorizationRules":                  {elem: (*descDecoder).authorizationRules},
 		"Status":                              {text: setStatus},
-		"ForwardTo":                           forwardField(func(p *store.Properties) *string { return &p.ForwardTo }),
+		"ForwardTo":                           forwardField(forwardTo, forwardToURL),
 		"UserMetadata":                        {text: setUserMetadata},
 		"SupportOrdering":                     boolField(func(p *store.Properties) *bool { return &p.SupportOrdering }),
 		"AutoDeleteOnIdle":                    durationField(func(p *store.Properties) *time.Duration { return &p.AutoDeleteOnIdle }),
 		"EnablePartitioning":                  boolField(func(p *store.Properties) *bool { return &p.EnablePartitioning }),
-		"ForwardDeadLetteredMessagesTo":       forwardField(func(p *store.Properties) *string { return &p.ForwardDeadLetteredMessagesTo }),
+		"ForwardDeadLetteredMessagesTo":       forwardField(forwardDeadLetters, forwardDeadLettersURL),
 		"EnableExpress":                       boolField(func(p *store.Properties) *bool { return &p.EnableExpress }),
 		"MaxMessageSizeInKilobytes":           int64Field(func(p *store.Properties) *int64 { return &p.MaxMessageSizeInKilobytes }),
 	},
@@ -123,9 +125,9 @@ var kindFields = map[store.Kind]map[string]field{
 		"MaxDeliveryCount":                          int32Field(func(p *store.Properties) *int32 { return &p.MaxDeliveryCount }),
 		"EnableBatchedOperations":                   boolField(func(p *store.Properties) *bool { return &p.EnableBatchedOperations }),
 		"Status":                                    {text: setStatus},
-		"ForwardTo":                                 forwardField(func(p *store.Properties) *string { return &p.ForwardTo }),
+		"ForwardTo":                                 forwardField(forwardTo, forwardToURL),
 		"UserMetadata":                              {text: setUserMetadata},
-		"ForwardDeadLetteredMessagesTo":             forwardField(func(p *store.Properties) *string { return &p.ForwardDeadLetteredMessagesTo }),
+		"ForwardDeadLetteredMessagesTo":             forwardField(forwardDeadLetters, forwardDeadLettersURL),
 		"AutoDeleteOnIdle":                          durationField(func(p *store.Properties) *time.Duration { return &p.AutoDeleteOnIdle }),
 	},
 }
@@ -400,16 +402,34 @@ func intField(bits int, complaint string, set func(*store.Properties, int64)) fi
 	}}
 }
 
-func forwardField(ptr func(*store.Properties) *string) field {
+// forwardField reads a forwarding target into the entity path ptr gives, and the URL it was
+// written as, if any, into the one url gives (descriptions echo it).
+func forwardField(ptr, url func(*store.Properties) *string) field {
 	return field{text: func(p *store.Properties, v string) error {
 		path, err := entityPath(v)
 		if err != nil {
 			return err
 		}
-		*ptr(p) = path
+		*ptr(p), *url(p) = path, ""
+		if v = strings.TrimSpace(v); path != "" && v != path {
+			if len(v) > maxForwardURL {
+				return fmt.Errorf("the URL is longer than %d bytes", maxForwardURL)
+			}
+			*url(p) = v
+		}
 		return nil
 	}}
 }
+
+// maxForwardURL bounds a forwarding target given as a URL, which is stored as written: an
+// entity path (at most 260 characters) under a host name (at most 253) fits many times over.
+const maxForwardURL = 2048
+
+// The forwarding fields of store.Properties, for forwardField.
+func forwardTo(p *store.Properties) *string             { return &p.ForwardTo }
+func forwardToURL(p *store.Properties) *string          { return &p.ForwardToURL }
+func forwardDeadLetters(p *store.Properties) *string    { return &p.ForwardDeadLetteredMessagesTo }
+func forwardDeadLettersURL(p *store.Properties) *string { return &p.ForwardDeadLetteredMessagesToURL }
 
 // setUserMetadata keeps the text exactly, white space included: it is the owner's free text.
 func setUserMetadata(p *store.Properties, v string) error {

@@ -131,16 +131,16 @@ func TestDecodeClientBodies(t *testing.T) {
 				KeyName: "app", PrimaryKey: "cHJpbWFyeQ==", SecondaryKey: "c2Vjb25kYXJ5", Rights: []string{"Send", "Listen"},
 			}}
 			p.Status = store.StatusSendDisabled
-			p.ForwardTo = "q2"
+			p.ForwardTo, p.ForwardToURL = "q2", "sb://127.0.0.1:8090/q2"
 			p.UserMetadata = "owner: team-a"
 			p.AutoDeleteOnIdle = time.Hour
-			p.ForwardDeadLetteredMessagesTo = "dlq-sink"
+			p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURL = "dlq-sink", "sb://127.0.0.1:8090/dlq-sink"
 		}),
 		"js subscription": defaults(store.KindSubscription, func(p *store.Properties) {
 			p.LockDuration = 30 * time.Second
 			p.RequiresSession = true
 			p.MaxDeliveryCount = 7
-			p.ForwardTo = "orders"
+			p.ForwardTo, p.ForwardToURL = "orders", "sb://localhost/orders"
 		}),
 		"go queue": defaults(store.KindQueue, func(p *store.Properties) {
 			p.LockDuration = 5 * time.Minute
@@ -176,10 +176,10 @@ func TestDecodeClientBodies(t *testing.T) {
 		"python queue": defaults(store.KindQueue, func(p *store.Properties) {
 			p.LockDuration = 13 * time.Second
 			p.MaxSizeInMegabytes = 4096
-			p.ForwardTo = "fwd"
+			p.ForwardTo, p.ForwardToURL = "fwd", "sb://ns.servicebus.windows.net/fwd"
 		}),
 		"python subscription": defaults(store.KindSubscription, func(p *store.Properties) {
-			p.ForwardDeadLetteredMessagesTo = "dlq"
+			p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURL = "dlq", "sb://ns.servicebus.windows.net/dlq"
 		}),
 		"dotnet queue": defaults(store.KindQueue, func(p *store.Properties) {
 			p.IsAnonymousAccessible = true
@@ -189,7 +189,7 @@ func TestDecodeClientBodies(t *testing.T) {
 				ModifiedTime: time.Date(2021, 4, 21, 19, 36, 19, 0, time.UTC),
 			}}
 			p.UserMetadata = "dotnet"
-			p.ForwardTo = "next"
+			p.ForwardTo, p.ForwardToURL = "next", "sb://contoso.servicebus.windows.net/next"
 			p.MaxMessageSizeInKilobytes = 2048
 		}),
 		"dotnet topic": defaults(store.KindTopic, func(p *store.Properties) {
@@ -303,13 +303,16 @@ func TestDecodeVariants(t *testing.T) {
 			q(func(p *store.Properties) { p.UserMetadata = "<json>{\"a\": 1}</json> \r\n\ttab é 😀 " })},
 		{"forward targets", store.KindQueue,
 			wrap(`<ForwardTo>SB://Host:5671/Orders/Sub</ForwardTo><ForwardDeadLetteredMessagesTo>https://host/dlq</ForwardDeadLetteredMessagesTo>`),
-			q(func(p *store.Properties) { p.ForwardTo = "Orders/Sub"; p.ForwardDeadLetteredMessagesTo = "dlq" })},
+			q(func(p *store.Properties) {
+				p.ForwardTo, p.ForwardToURL = "Orders/Sub", "SB://Host:5671/Orders/Sub" // kept as written
+				p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURL = "dlq", "https://host/dlq"
+			})},
 		{"forward target over http, relative with slash", store.KindSubscription,
 			`<SubscriptionDescription><ForwardTo> http://127.0.0.1:8080/t/Subscriptions/s </ForwardTo><ForwardDeadLetteredMessagesTo>a/b</ForwardDeadLetteredMessagesTo></SubscriptionDescription>`,
 			func() store.Properties {
 				p := store.DefaultProperties(store.KindSubscription)
-				p.ForwardTo = "t/Subscriptions/s"
-				p.ForwardDeadLetteredMessagesTo = "a/b"
+				p.ForwardTo, p.ForwardToURL = "t/Subscriptions/s", "http://127.0.0.1:8080/t/Subscriptions/s"
+				p.ForwardDeadLetteredMessagesTo = "a/b" // a name: no URL
 				return p
 			}()},
 		{"rule without type, odd case rights, duplicates", store.KindQueue,
@@ -384,6 +387,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"unknown access right", store.KindQueue, wrap(`<AuthorizationRules><AuthorizationRule><Rights><AccessRights>Admin</AccessRights></Rights></AuthorizationRule></AuthorizationRules>`), []string{"AccessRights", "'Admin'"}},
 		{"bad rule time", store.KindQueue, wrap(`<AuthorizationRules><AuthorizationRule><CreatedTime>yesterday</CreatedTime></AuthorizationRule></AuthorizationRules>`), []string{"CreatedTime", "'yesterday'"}},
 		{"forward target without entity", store.KindQueue, wrap(`<ForwardTo>sb://host</ForwardTo>`), []string{"ForwardTo", "'sb://host'"}},
+		{"forward URL too long to keep", store.KindQueue, wrap(`<ForwardTo>https://host/` + strings.Repeat("q", 2048) + `</ForwardTo>`), []string{"ForwardTo", "longer than 2048 bytes"}},
 		{"forward target root", store.KindQueue, wrap(`<ForwardDeadLetteredMessagesTo>https://host/ </ForwardDeadLetteredMessagesTo>`), []string{"ForwardDeadLetteredMessagesTo"}},
 		{"long value is clipped", store.KindQueue, wrap(`<LockDuration>` + strings.Repeat("x", 1000) + `</LockDuration>`), []string{"LockDuration", strings.Repeat("x", 64) + "..."}},
 	}
@@ -579,7 +583,7 @@ func FuzzDecodeProperties(f *testing.F) {
 			if k != store.KindSubscription {
 				p.MaxSizeInMegabytes = p.TotalMaxSizeInMegabytes()
 			}
-			assertProps(t, back, p)
+			assertProps(t, back, echoed(p, opts.Host))
 		}
 	})
 }

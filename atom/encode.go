@@ -50,8 +50,9 @@ type EncodeOptions struct {
 	// and topics; subscriptions always carry it), CountDetails and a topic's SubscriptionCount.
 	// MessageCount and SizeInBytes are written either way.
 	Runtime bool
-	// Host is "host:port". When set, ForwardTo and ForwardDeadLetteredMessagesTo are written as
-	// sb://Host/path, as the service does; when empty they are written as stored (relative).
+	// Host is "host:port". When set, ForwardTo and ForwardDeadLetteredMessagesTo set by name are
+	// written as sb://Host/path, as the service does; when empty, as stored (relative). Those set
+	// as a URL are written as set either way.
 	Host string
 	// SubscriptionCount is a topic's number of subscriptions, written as <SubscriptionCount>
 	// when Runtime is set (store.Entity does not carry it, so the caller counts). Queues and
@@ -145,8 +146,8 @@ func appendQueue(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
 	dst = appendBoolElem(dst, "EnablePartitioning", p.EnablePartitioning)
 	dst = append(dst, "<EntityAvailabilityStatus>Available</EntityAvailabilityStatus>"...)
 	dst = appendBoolElem(dst, "EnableExpress", p.EnableExpress)
-	dst = appendForward(dst, "ForwardTo", p.ForwardTo, opts.Host)
-	dst = appendForward(dst, "ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo, opts.Host)
+	dst = appendForward(dst, "ForwardTo", p.ForwardTo, p.ForwardToURL, opts.Host)
+	dst = appendForward(dst, "ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURL, opts.Host)
 	dst = appendIntElem(dst, "MaxMessageSizeInKilobytes", p.MaxMessageSizeInKilobytes)
 	return append(dst, "</QueueDescription>"...)
 }
@@ -207,7 +208,7 @@ func appendSubscription(dst []byte, e *store.Entity, opts EncodeOptions) []byte 
 	dst = appendIntElem(dst, "MaxDeliveryCount", int64(p.MaxDeliveryCount))
 	dst = appendBoolElem(dst, "EnableBatchedOperations", p.EnableBatchedOperations)
 	dst = appendTextElem(dst, "Status", string(p.Status))
-	dst = appendForward(dst, "ForwardTo", p.ForwardTo, opts.Host)
+	dst = appendForward(dst, "ForwardTo", p.ForwardTo, p.ForwardToURL, opts.Host)
 	dst = appendOptionalElem(dst, "UserMetadata", p.UserMetadata)
 	dst = appendTimeElem(dst, "CreatedAt", e.CreatedAt)
 	dst = appendTimeElem(dst, "UpdatedAt", e.UpdatedAt)
@@ -215,7 +216,7 @@ func appendSubscription(dst []byte, e *store.Entity, opts EncodeOptions) []byte 
 	if opts.Runtime {
 		dst = appendCountDetails(dst, e.Counts)
 	}
-	dst = appendForward(dst, "ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo, opts.Host)
+	dst = appendForward(dst, "ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURL, opts.Host)
 	dst = appendDurationElem(dst, "AutoDeleteOnIdle", p.AutoDeleteOnIdle)
 	dst = append(dst, "<EntityAvailabilityStatus>Available</EntityAvailabilityStatus>"...)
 	return append(dst, "</SubscriptionDescription>"...)
@@ -262,13 +263,19 @@ func appendAuthorizationRules(dst []byte, rules []store.AuthorizationRule) []byt
 	return append(dst, "</AuthorizationRules>"...)
 }
 
-// appendForward writes a forwarding target as the service does, sb://host/path, so that clients
-// comparing it with their own absolute form see it as set. Empty targets are omitted.
-func appendForward(dst []byte, name, path, host string) []byte {
+// appendForward writes a forwarding target as the service does: in the form the client set it,
+// when that was a URL (the Go SDK's tests compare an https:// target they set with what they
+// read back), else as sb://host/path, the entity's own name under the host the client called.
+// Empty targets are omitted.
+func appendForward(dst []byte, name, path, url, host string) []byte {
 	if path == "" {
 		return dst
 	}
 	dst = appendOpen(dst, name)
+	if url != "" {
+		dst = appendEscaped(dst, url, false)
+		return appendClose(dst, name)
+	}
 	if host != "" {
 		dst = append(dst, "sb://"...)
 		dst = appendEscaped(dst, host, false)

@@ -70,6 +70,37 @@ func TestAppendEntryGolden(t *testing.T) {
 	}
 }
 
+// TestForwardTargetsEchoTheFormSet: a forwarding target set as a URL is written back as that
+// URL, whatever the request's host (the Go SDK sets https://{namespace}/{queue} and compares it
+// with what it reads back); one set by name as sb://{host}/{path}, or relative without a host.
+func TestForwardTargetsEchoTheFormSet(t *testing.T) {
+	for _, k := range []store.Kind{store.KindQueue, store.KindSubscription} {
+		p := store.DefaultProperties(k)
+		p.ForwardTo, p.ForwardToURL = "Orders", "https://ns.example:8443/orders"
+		p.ForwardDeadLetteredMessagesTo = "dead"
+		e := store.Entity{Kind: k, Props: p}
+		for _, tt := range []struct {
+			host      string
+			fwd, dead string
+		}{
+			{"gw:5300", "https://ns.example:8443/orders", "sb://gw:5300/dead"},
+			{"", "https://ns.example:8443/orders", "dead"},
+		} {
+			out := string(AppendEntry(nil, EntryInfo{ID: "https://gw/x", Title: "x"}, &e, EncodeOptions{Host: tt.host}))
+			for _, want := range []string{"<ForwardTo>" + tt.fwd + "</ForwardTo>", "<ForwardDeadLetteredMessagesTo>" + tt.dead + "</ForwardDeadLetteredMessagesTo>"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%v with host %q: want %s in\n%s", k, tt.host, want, out)
+				}
+			}
+		}
+		// A URL without its target (cleared) is not written.
+		e.Props.ForwardTo = ""
+		if out := string(AppendEntry(nil, EntryInfo{ID: "https://gw/x", Title: "x"}, &e, EncodeOptions{Host: "gw"})); strings.Contains(out, "<ForwardTo>") {
+			t.Errorf("%v: a URL without its target was written:\n%s", k, out)
+		}
+	}
+}
+
 func TestAppendEntrySubscriptionGolden(t *testing.T) {
 	p := store.DefaultProperties(store.KindSubscription)
 	p.ForwardTo = "q2"
@@ -545,7 +576,7 @@ func TestRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%v #%d: DecodeProperties: %v\n%s", k, i, err, out)
 				}
-				assertProps(t, got, want)
+				assertProps(t, got, echoed(want, opts.Host))
 				if t.Failed() {
 					t.Fatalf("%v #%d with %+v:\n%s", k, i, opts, out)
 				}
@@ -583,6 +614,8 @@ func project(k store.Kind, p store.Properties) store.Properties {
 		out.MaxDeliveryCount = p.MaxDeliveryCount
 		out.ForwardTo = p.ForwardTo
 		out.ForwardDeadLetteredMessagesTo = p.ForwardDeadLetteredMessagesTo
+		out.ForwardToURL = p.ForwardToURL
+		out.ForwardDeadLetteredMessagesToURL = p.ForwardDeadLetteredMessagesToURL
 	}
 	switch k {
 	case store.KindTopic:
@@ -592,6 +625,33 @@ func project(k store.Kind, p store.Properties) store.Properties {
 		out.DeadLetteringOnFilterEvaluation = p.DeadLetteringOnFilterEvaluation
 	}
 	return out
+}
+
+// echoed is what properties written with host read back as: a forwarding target set by name
+// comes back as the URL sb://host/path (as stored, relative, without a host), one set as a URL
+// as that URL, and a URL without its target not at all.
+func echoed(p store.Properties, host string) store.Properties {
+	for _, f := range []struct {
+		path string
+		url  *string
+	}{{p.ForwardTo, &p.ForwardToURL}, {p.ForwardDeadLetteredMessagesTo, &p.ForwardDeadLetteredMessagesToURL}} {
+		switch {
+		case f.path == "":
+			*f.url = ""
+		case *f.url == "" && host != "":
+			*f.url = "sb://" + host + "/" + f.path
+		}
+	}
+	return p
+}
+
+// randomURL is a URL naming path, as a client may set a forwarding target, or "" (set by name).
+func randomURL(rng *rand.Rand, path string) string {
+	forms := []string{"", "https://ns.example/", "sb://Other.Host:5671/", "http://127.0.0.1:8080/"}
+	if f := forms[rng.IntN(len(forms))]; f != "" && path != "" {
+		return f + path
+	}
+	return ""
 }
 
 func randomProps(rng *rand.Rand) store.Properties {
@@ -621,6 +681,8 @@ func randomProps(rng *rand.Rand) store.Properties {
 		FilteringMessagesBeforePublishing:   b(),
 		EnableSubscriptionPartitioning:      b(),
 	}
+	p.ForwardToURL = randomURL(rng, p.ForwardTo)
+	p.ForwardDeadLetteredMessagesToURL = randomURL(rng, p.ForwardDeadLetteredMessagesTo)
 	rights := []string{"Manage", "Send", "Listen"}
 	for range rng.IntN(4) {
 		r := store.AuthorizationRule{

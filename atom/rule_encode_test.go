@@ -404,7 +404,7 @@ func TestSubscriptionRoundTripWithoutRule(t *testing.T) {
 		if rule != nil {
 			t.Fatalf("#%d: rule = %s; the entry has none", i, fmtRule(*rule))
 		}
-		assertProps(t, got, project(store.KindSubscription, p))
+		assertProps(t, got, echoed(project(store.KindSubscription, p), "gw"))
 		if t.Failed() {
 			t.Fatalf("#%d:\n%s", i, out)
 		}

@@ -39,6 +39,8 @@ type entityRecord struct {
 	Status                            string             `db:"status"`
 	ForwardTo                         string             `db:"forward_to"`
 	ForwardDeadLetteredTo             string             `db:"forward_dead_lettered_to"`
+	ForwardToURL                      string             `db:"forward_to_url"`
+	ForwardDeadLetteredToURL          string             `db:"forward_dead_lettered_to_url"`
 	UserMetadata                      string             `db:"user_metadata"`
 	SupportOrdering                   bool               `db:"support_ordering"`
 	AutoDeleteOnIdle                  pgtype.Interval    `db:"auto_delete_on_idle"`
@@ -92,6 +94,8 @@ func entityRecordOf(e *Entity) (*entityRecord, error) {
 		Status:                            string(p.Status),
 		ForwardTo:                         p.ForwardTo,
 		ForwardDeadLetteredTo:             p.ForwardDeadLetteredMessagesTo,
+		ForwardToURL:                      p.ForwardToURL,
+		ForwardDeadLetteredToURL:          p.ForwardDeadLetteredMessagesToURL,
 		UserMetadata:                      p.UserMetadata,
 		SupportOrdering:                   p.SupportOrdering,
 		AutoDeleteOnIdle:                  interval(p.AutoDeleteOnIdle),
@@ -130,6 +134,8 @@ func (r *entityRecord) entity() (*Entity, error) {
 			Status:                              Status(r.Status),
 			ForwardTo:                           r.ForwardTo,
 			ForwardDeadLetteredMessagesTo:       r.ForwardDeadLetteredTo,
+			ForwardToURL:                        r.ForwardToURL,
+			ForwardDeadLetteredMessagesToURL:    r.ForwardDeadLetteredToURL,
 			UserMetadata:                        r.UserMetadata,
 			SupportOrdering:                     r.SupportOrdering,
 			AutoDeleteOnIdle:                    duration(r.AutoDeleteOnIdle),

@@ -78,6 +78,13 @@ type Properties struct {
 	MaxMessageSizeInKilobytes           int64
 	FilteringMessagesBeforePublishing   bool
 	EnableSubscriptionPartitioning      bool
+
+	// ForwardToURL and ForwardDeadLetteredMessagesToURL are the targets as the client wrote
+	// them when it gave a URL (sb://, http:// or https:// host/path), which descriptions echo as
+	// the service does; ForwardTo and ForwardDeadLetteredMessagesTo hold the entity paths that
+	// forwarding follows, and only those are checked. Empty for a bare name: descriptions then
+	// write sb://{host}/{path}. Without the path a URL means nothing and is not written.
+	ForwardToURL, ForwardDeadLetteredMessagesToURL string
 }
 
 // AuthorizationRule is an entity-level shared access policy.
