@@ -68,6 +68,8 @@ func (s *Server) toJSON(r *http.Request, t target, m *store.Message) api.Message
 // binary's base64, a char, a Uri) is a JSON string of its text.
 func jsonPropertyOf(v any) any {
 	switch x := v.(type) {
+	case nil:
+		return nil // JSON null: an AMQP property present without a value
 	case string, bool, int64, int32, int16, int8, uint64, uint32, uint16, uint8:
 		return x
 	}

@@ -32,6 +32,7 @@ var restTypes = []struct {
 	{"float", float32(0.1), "0.1", json.Number("0.1")},
 	{"float-whole", float32(2), "2.0", json.Number("2.0")},
 	{"int", int32(math.MinInt32), "-2147483648", json.Number("-2147483648")},
+	{"null", nil, "null", nil}, // an AMQP property present without a value
 	{"sbyte", int8(-128), "-128", json.Number("-128")},
 	{"short", int16(-300), "-300", json.Number("-300")},
 	{"symbol", store.Symbol("sym"), `"sym"`, "sym"},

@@ -567,6 +567,8 @@ func formatPropertyValue(v any) string {
 		return `"` + x.String() + `"`
 	case []byte:
 		return `"` + base64.StdEncoding.EncodeToString(x) + `"`
+	case nil: // an AMQP property present without a value
+		return "null"
 	}
 	return `""`
 }

@@ -29,6 +29,7 @@ func sdkTypes() map[string]any {
 		"float": float32(0.1), "double": 1.0000000000000002,
 		"time":   time.Date(2024, 2, 29, 23, 59, 59, 123_000_000, time.UTC),
 		"binary": []byte{0, 0xff}, "uuid": goamqp.UUID{0x0f, 0x8f, 0xad, 0x5b, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+		"null": nil, // present without a value: the .NET SDK's live tests send one
 	}
 }
 
@@ -270,7 +271,6 @@ func TestPropertiesTheBrokerCannotKeepAreRefused(t *testing.T) {
 	for name, props := range map[string]amqp.Map{
 		"a ulong key":            {{Key: uint64(1), Value: "x"}},
 		"a symbol key":           {{Key: amqp.Symbol("k"), Value: "x"}},
-		"a null":                 {{Key: "k", Value: nil}},
 		"a list":                 {{Key: "k", Value: amqp.List{"a"}}},
 		"a map":                  {{Key: "k", Value: amqp.Map{{Key: "a", Value: "b"}}}},
 		"an array":               {{Key: "k", Value: amqp.Array{Type: amqp.TypeInt, Elems: []any{int32(1)}}}},

@@ -158,8 +158,8 @@ func idString(id any) (string, error) {
 // userValue converts an application property to the store's type for it, which keeps it
 // exactly: the AMQP primitive types as their Go types (a uuid as a uuid.UUID, a char, decimal or
 // symbol as the store's type of that name), and the three described types of the .NET SDK as
-// store.URI, store.DateTimeOffset and store.TimeSpan. Null, compound values (list, map, array)
-// and other described values are refused.
+// store.URI, store.DateTimeOffset and store.TimeSpan; null as nil (present, without a value).
+// Compound values (list, map, array) and other described values are refused.
 func userValue(name string, v any) (any, error) {
 	switch v := v.(type) {
 	case string, bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, []byte:
@@ -197,7 +197,7 @@ func userValue(name string, v any) (any, error) {
 			"of described types it keeps com.microsoft:uri (a string), com.microsoft:datetime-offset and com.microsoft:timespan (longs)",
 			name, v.Descriptor, v.Value)
 	case nil:
-		return nil, unsupported("application property %q is null, which the broker cannot keep", name)
+		return nil, nil // present without a value: kept as such (the .NET SDK's live tests send one)
 	}
 	return nil, unsupported("application property %q of type %T is not supported: application properties are "+
 		"of simple types (the AMQP primitive types but list, map and array)", name, v)

@@ -59,6 +59,7 @@ const (
 	tagDecimal32      = "decimal32"  // Decimal32, its bytes in Y
 	tagDecimal64      = "decimal64"  // Decimal64, its bytes in Y
 	tagDecimal128     = "decimal128" // Decimal128, its bytes in Y
+	tagNull           = "null"       // nil: a property present with no value (AMQP null), no field
 )
 
 // encodeUserProperties checks the properties and returns their jsonb text, or nil when there are
@@ -138,6 +139,9 @@ func encodeValue(name string, v any) (typedValue, int, error) {
 		return tv, size, nil
 	}
 	switch v := v.(type) {
+	case nil:
+		tv.K = tagNull
+		return tv, 0, nil
 	case string:
 		return text(v, "")
 	case int64:
@@ -255,6 +259,8 @@ func (tv typedValue) value() (any, error) {
 // tagged is the value of a typedValue with a type tag.
 func (tv typedValue) tagged() (any, error) {
 	switch tv.K {
+	case tagNull:
+		return nil, nil
 	case tagByte, tagShort, tagInt, tagUbyte, tagUshort, tagUint, tagChar, tagDateTimeOffset, tagTimeSpan, tagTimestamp:
 		if tv.I == nil {
 			break
