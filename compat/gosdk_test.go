@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -98,6 +97,11 @@ func TestGoSDKSuite(t *testing.T) {
 			t.Errorf("goSDKSkipped names %s, which the suite does not have", name)
 		}
 	}
+	for _, name := range slices.Concat(goSDKTogether...) {
+		if !slices.Contains(listed, name) {
+			t.Errorf("goSDKTogether names %s, which the suite does not have", name)
+		}
+	}
 	var tests []string
 	for _, name := range listed {
 		if _, skip := goSDKSkipped[name]; !skip && only.MatchString(name) {
@@ -150,10 +154,10 @@ func TestGoSDKSuite(t *testing.T) {
 	)
 
 	started := time.Now()
-	results := runGoSDKTests(ctx, t, tests, func(ctx context.Context, name string) *exec.Cmd {
+	results := runGoSDKTests(ctx, t, goSDKGroups(tests), func(ctx context.Context, run string, names []string) *exec.Cmd {
 		args := []string{"tool", "test2json", "-t", "-p", goSDKPackage, bin,
-			"-test.v=test2json", "-test.count=1", "-test.timeout=5m", "-test.run=^" + name + "$"}
-		if skip := goSDKSubtestSkips(name); skip != "" {
+			"-test.v=test2json", "-test.count=1", "-test.timeout=5m", "-test.run=" + run}
+		if skip := goSDKSubtestSkips(names); skip != "" {
 			args = append(args, "-test.skip="+skip)
 		}
 		cmd := exec.CommandContext(ctx, goBin, args...)
@@ -190,19 +194,58 @@ func TestGoSDKSuite(t *testing.T) {
 		elapsed.Round(time.Second), len(skipped), strings.Join(skipped, ", "), report.String())
 }
 
-// goSDKSubtestSkips is the -test.skip pattern for the skipped subtests of test name, or "".
-func goSDKSubtestSkips(name string) string {
-	var subs []string
+// goSDKSubtestSkips is the -test.skip pattern for the skipped subtests of the tests names, or
+// "".
+func goSDKSubtestSkips(names []string) string {
+	var tops, subs []string
 	for s := range goSDKSkipped {
-		if top, sub, ok := strings.Cut(s, "/"); ok && top == name {
+		if top, sub, ok := strings.Cut(s, "/"); ok && slices.Contains(names, top) {
+			tops = append(tops, regexp.QuoteMeta(top))
 			subs = append(subs, regexp.QuoteMeta(sub))
 		}
 	}
 	if len(subs) == 0 {
 		return ""
 	}
-	sort.Strings(subs)
-	return "^" + regexp.QuoteMeta(name) + "$/^(" + strings.Join(subs, "|") + ")$"
+	if len(tops) > 1 {
+		// One pattern skips the same subtests of each test it names; goSDKGroups keeps
+		// tests with skipped subtests apart, so this does not happen.
+		panic("goSDKSubtestSkips: tests with skipped subtests grouped: " + strings.Join(names, ", "))
+	}
+	return "^" + tops[0] + "$/^(" + strings.Join(subs, "|") + ")$"
+}
+
+// goSDKTogether are tests that must run in one process, one after the other, as the suite runs
+// them: they name their queues with the suite's test.RandomString, seeded with the current
+// second, so two of them starting within one second in different processes create the same
+// queue, and the second fails with 409 Conflict.
+var goSDKTogether = [][]string{
+	{"TestRenewLocks", "TestRenewLocksEarlyCancel"},
+}
+
+// goSDKGroups divides tests into the groups each run in one process: those of goSDKTogether
+// together, every other test alone.
+func goSDKGroups(tests []string) [][]string {
+	var groups [][]string
+	grouped := map[string]bool{}
+	for _, g := range goSDKTogether {
+		var in []string
+		for _, name := range g {
+			if slices.Contains(tests, name) {
+				in = append(in, name)
+				grouped[name] = true
+			}
+		}
+		if len(in) > 0 {
+			groups = append(groups, in)
+		}
+	}
+	for _, name := range tests {
+		if !grouped[name] {
+			groups = append(groups, []string{name})
+		}
+	}
+	return groups
 }
 
 // goSDKResult is what test2json said of one top-level test.
@@ -212,35 +255,42 @@ type goSDKResult struct {
 	output  strings.Builder
 }
 
-// runGoSDKTests runs each test in a process of its own (cmd returns it), goSDKWorkers at a
-// time, and reads their test2json events.
-func runGoSDKTests(ctx context.Context, t *testing.T, tests []string, cmd func(context.Context, string) *exec.Cmd) map[string]*goSDKResult {
-	results := make(map[string]*goSDKResult, len(tests))
-	for _, name := range tests {
-		results[name] = &goSDKResult{}
+// runGoSDKTests runs each group of tests in a process of its own (cmd returns it, for a -run
+// pattern), goSDKWorkers at a time, and reads their test2json events.
+func runGoSDKTests(ctx context.Context, t *testing.T, groups [][]string, cmd func(ctx context.Context, run string, names []string) *exec.Cmd) map[string]*goSDKResult {
+	results := make(map[string]*goSDKResult)
+	for _, g := range groups {
+		for _, name := range g {
+			results[name] = &goSDKResult{}
+		}
 	}
 	var mu sync.Mutex
-	next := make(chan string)
+	next := make(chan []string)
 	var wg sync.WaitGroup
 	for range goSDKWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for name := range next {
-				c := cmd(ctx, name)
+			for g := range next {
+				quoted := make([]string, len(g))
+				for i, name := range g {
+					quoted[i] = regexp.QuoteMeta(name)
+				}
+				c := cmd(ctx, "^("+strings.Join(quoted, "|")+")$", g)
 				out, err := c.StdoutPipe()
 				if err != nil {
-					t.Errorf("%s: %v", name, err)
+					t.Errorf("%s: %v", g, err)
 					continue
 				}
 				var stderr strings.Builder
 				c.Stderr = &stderr
 				if err := c.Start(); err != nil {
-					t.Errorf("%s: %v", name, err)
+					t.Errorf("%s: %v", g, err)
 					continue
 				}
 				sc := bufio.NewScanner(out)
 				sc.Buffer(make([]byte, 1<<20), 16<<20)
+				last := results[g[0]] // where output outside any test goes (a panic, a timeout)
 				for sc.Scan() {
 					var ev struct {
 						Action, Test, Output string
@@ -252,32 +302,39 @@ func runGoSDKTests(ctx context.Context, t *testing.T, tests []string, cmd func(c
 					top, _, sub := strings.Cut(ev.Test, "/")
 					mu.Lock()
 					r := results[top]
-					if r == nil {
-						r = results[name] // package-level output (a panic, a timeout)
+					if r == nil || !slices.Contains(g, top) {
+						r = last
 					}
+					last = r
 					switch {
 					case ev.Action == "output":
 						r.output.WriteString(ev.Output)
-					case ev.Test == name && !sub && (ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip"):
+					case !sub && ev.Test == top && (ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip"):
 						r.action, r.elapsed = ev.Action, ev.Elapsed
 					}
 					mu.Unlock()
 				}
 				err = c.Wait()
 				mu.Lock()
-				if r := results[name]; r.action == "" || (err != nil && r.action == "pass") {
-					fmt.Fprintf(&r.output, "\n(process: %v; stderr: %s)\n", err, stderr.String())
-					if r.action == "pass" {
-						r.action = "fail"
+				anyFailed := slices.ContainsFunc(g, func(name string) bool { return results[name].action == "fail" })
+				for _, name := range g {
+					r := results[name]
+					// A process that failed with every test passed failed outside them (in
+					// TestMain, or a cleanup): that counts against each.
+					if r.action == "" || (err != nil && !anyFailed && r.action == "pass") {
+						fmt.Fprintf(&r.output, "\n(process: %v; stderr: %s)\n", err, stderr.String())
+						if r.action == "pass" {
+							r.action = "fail"
+						}
 					}
 				}
 				mu.Unlock()
 			}
 		}()
 	}
-	for _, name := range tests {
+	for _, g := range groups {
 		select {
-		case next <- name:
+		case next <- g:
 		case <-ctx.Done():
 		}
 	}
