@@ -177,6 +177,14 @@ func compileRule(r Rule) (compiledRule, error) {
 	return c, nil
 }
 
+// ValidateRule checks a rule as PutRule and CreateSubscription would, without a database: its
+// name, and that its filter and action compile. Declarative configuration (package nsconfig)
+// checks every rule before it changes anything. Errors: ErrBadRequest saying what is wrong.
+func ValidateRule(r Rule) error {
+	_, err := compileRule(r)
+	return err
+}
+
 // validateRuleName allows what subscription names allow, plus a leading '$' ("$Default").
 func validateRuleName(name string) error {
 	if name == "" {
