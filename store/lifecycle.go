@@ -16,14 +16,19 @@ import (
 const MaxBrowse = 1000
 
 // browseSQL lists messages of one subqueue from a sequence number on, without locking them.
-// Expired messages the sweep has not removed yet are left out, as a receive would.
+// Expired messages the sweep has not removed yet are left out, as a receive would. With $6 (a
+// subscription) messages still waiting for their scheduled time are left out too: on the service
+// they wait in the topic until then ("Message browsing": scheduled messages are peeked on
+// queues, not on subscriptions), where sbgate keeps each subscription's copy.
 var browseSQL = `SELECT ` + messageSelectFrom("m") + ` FROM messages m
 WHERE m.entity_id = $1 AND (m.state = ` + sqlDeadLetter + `) = ($2::smallint = ` + sqlDeadLetter + `) AND m.seq >= $3
 	AND (m.expires_at IS NULL OR m.expires_at > $4 OR m.state = ` + sqlDeadLetter + `)
+	AND NOT ($6::boolean AND m.state = ` + sqlActive + ` AND m.lock_token IS NULL AND coalesce(m.scheduled_at > $4, false))
 ORDER BY m.seq LIMIT $5`
 
 // Browse returns up to n messages of e's subqueue with sequence numbers from `from` on, in order,
-// including scheduled and deferred ones, without locking them or counting a delivery. Lock tokens
+// including scheduled (but on a subscription, whose scheduled messages the service keeps in the
+// topic until their time) and deferred ones, without locking them or counting a delivery. Lock tokens
 // are not shown: they belong to whoever holds the lock.
 func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int64, n int) ([]*Message, error) {
 	if e.Kind == KindTopic {
@@ -33,7 +38,7 @@ func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int6
 		return nil, BadRequest("A browse may return between 1 and %d messages.", MaxBrowse)
 	}
 	s.touch(e)
-	rows, err := s.pool.Query(ctx, browseSQL, e.ID, sq.state(), from, s.now(), n)
+	rows, err := s.pool.Query(ctx, browseSQL, e.ID, sq.state(), from, s.now(), n, e.Kind == KindSubscription)
 	if err != nil {
 		return nil, fmt.Errorf("browse %s: %w", e.Path, interpretError(err))
 	}

@@ -715,3 +715,31 @@ func TestRefusedDeadLettersPastAPage(t *testing.T) {
 		t.Errorf("q's counts = %+v; want the 600 dead letters the subscription refuses", c)
 	}
 }
+
+// A subscription's browse leaves out the messages still waiting for their scheduled time: on the
+// service they wait in the topic until then ("Message browsing": scheduled messages are peeked
+// on queues, not on subscriptions). A queue's browse shows them.
+func TestSubscriptionBrowseHidesScheduledMessages(t *testing.T) {
+	b := setup(t)
+	topic := b.topic(t, "t", nil)
+	sub := b.sub(t, "t", "s", nil, nil)
+	q := b.queue(t, "q", nil)
+	at := b.clock.Now().Add(time.Hour)
+	b.send(t, topic, store.Message{Body: []byte("later"), ScheduledEnqueueTime: at})
+	b.send(t, q, store.Message{Body: []byte("later"), ScheduledEnqueueTime: at})
+	browse := func(e *store.Entity) int {
+		t.Helper()
+		msgs, err := b.store.Browse(b.ctx, e, store.SubQueueMain, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(msgs)
+	}
+	if n, m := browse(sub), browse(q); n != 0 || m != 1 {
+		t.Errorf("before the time: the subscription shows %d, the queue %d; want 0 and 1", n, m)
+	}
+	b.clock.Advance(time.Hour + time.Second)
+	if n := browse(sub); n != 1 {
+		t.Errorf("after the time: the subscription shows %d; want 1", n)
+	}
+}
