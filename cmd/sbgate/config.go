@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/emulator"
 	"github.com/sbgate/sbgate/handlers"
 	"github.com/sbgate/sbgate/store"
 )
@@ -51,6 +53,22 @@ type serveConfig struct {
 	// EmbeddedRestart is how the embedded PostgreSQL is restarted after a crash: the zero value
 	// is db's default (the documented one). Not a flag; tests shorten it.
 	EmbeddedRestart db.RestartPolicy
+
+	// ConfigFile is an emulator Config.json applied at start ("" for none); ConfigPrune deletes
+	// the entities it does not name.
+	ConfigFile  string
+	ConfigPrune bool
+	// MuxListen serves AMQP, AMQPS, HTTP and HTTPS (and AMQP over WebSockets) on one port
+	// (package portmux), beside the other listeners; "" for none.
+	MuxListen string
+	// Emulator is emulator mode: the emulator's well-known key and its management port.
+	Emulator bool
+	// EmulatorHTTPListen is the emulator's management and health-check port, served in emulator
+	// mode like MuxListen, plus GET /health.
+	EmulatorHTTPListen string
+	// EmulatorIgnored names the emulator container's variables that were set and mean nothing
+	// here (logged at start; never their values).
+	EmulatorIgnored []string
 }
 
 // envFlag describes one setting: its flag, its variable and its default.
@@ -82,8 +100,19 @@ var serveFlags = []envFlag{
 	{"pprof-listen", "SBGATE_PPROF_LISTEN", "", "address to serve Go's /debug/pprof profiles on (off when empty; keep it private)"},
 	{"trusted-proxies", "SBGATE_TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of reverse proxies whose Forwarded / X-Forwarded-Proto / X-Forwarded-Host " +
 		"headers say how clients reached them (for https settlement URLs behind a TLS-terminating proxy); from other peers those headers are user properties"},
+	{"config", "SBGATE_CONFIG", "", "the Service Bus emulator's Config.json: its queues, topics, subscriptions and rules are created at start, and updated to match it at every start (see -config-prune)"},
+	{"mux-listen", "SBGATE_MUX_LISTEN", "", "address to serve AMQP, AMQPS, HTTP and HTTPS (and AMQP over WebSockets) on one port, told apart by their first bytes, so that one Endpoint=sb://host:port serves the SDKs' data and administration clients alike (TLS needs -tls-cert; off when empty)"},
+	{"emulator-http-listen", "SBGATE_EMULATOR_HTTP_LISTEN", "127.0.0.1:" + strconv.Itoa(emulator.HTTPPort), "in emulator mode, the emulator's management and health-check address (GET /health), served like -mux-listen; EMULATOR_HTTP_PORT sets its port, as it does the emulator's"},
 	{"ready-file", "SBGATE_READY_FILE", "", "once the broker listens, write {\"endpoint\", \"connection_string\", \"database_url\"} as JSON to this file " +
 		"(mode 0600, written whole: a temporary file renamed into place; removed at shutdown), for scripts and sbgate bench to find a broker started on port 0"},
+}
+
+// boolFlags are the settings that are on or off: `-emulator` alone turns one on, and its variable
+// takes true/false, 1/0.
+var boolFlags = []envFlag{
+	{"emulator", "SBGATE_EMULATOR", "false", "emulator mode, a drop-in for Microsoft's Service Bus emulator, for development and tests only: the emulator's public key " +
+		emulator.Key + " is accepted as " + emulator.KeyName + ", and its management port serves (see -emulator-http-listen)"},
+	{"config-prune", "SBGATE_CONFIG_PRUNE", "false", "with -config, delete the queues, topics and subscriptions the file does not name (with their messages); without it they are left alone and logged"},
 }
 
 // seconds writes a default duration as the README and -help show it ("120s", not "2m0s").
@@ -99,6 +128,18 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 			def = v
 		}
 		vals[f.name] = fs.String(f.name, def, f.help+" ($"+f.env+")")
+	}
+	var errs []error
+	bools := make(map[string]*bool, len(boolFlags))
+	for _, f := range boolFlags {
+		def := f.def == "true"
+		if v := strings.TrimSpace(getenv(f.env)); v != "" {
+			var err error
+			if def, err = strconv.ParseBool(v); err != nil {
+				errs = append(errs, fmt.Errorf("$%s: want true or false, got %q", f.env, v))
+			}
+		}
+		bools[f.name] = fs.Bool(f.name, def, f.help+" ($"+f.env+")")
 	}
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
@@ -128,7 +169,12 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	if strings.EqualFold(cfg.AMQPSListen, "off") {
 		cfg.AMQPSListen = ""
 	}
-	var errs []error
+	cfg.ConfigFile, cfg.MuxListen = get("config"), get("mux-listen")
+	cfg.Emulator, cfg.ConfigPrune = *bools["emulator"], *bools["config-prune"]
+	if cfg.ConfigPrune && cfg.ConfigFile == "" {
+		errs = append(errs, errors.New("-config-prune needs -config"))
+	}
+	errs = append(errs, cfg.emulatorSettings(fs, getenv, get("emulator-http-listen"))...)
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil {
 		errs = append(errs, fmt.Errorf("-log-level: %w", err))
 	}
@@ -182,6 +228,44 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		errs = append(errs, errors.New("-sas-key-name must not be empty"))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// emulatorSettings reads what emulator mode changes. The management address's port is
+// EMULATOR_HTTP_PORT when set (the emulator container's variable), unless
+// -emulator-http-listen itself was given. The emulator's well-known key is public: outside
+// emulator mode no key may be it, and inside it the key name is the emulator's.
+func (c *serveConfig) emulatorSettings(fs *flag.FlagSet, getenv func(string) string, listen string) []error {
+	var errs []error
+	if c.SASKey == emulator.Key && !c.Emulator {
+		errs = append(errs, fmt.Errorf("-sas-key: %s is the Service Bus emulator's public key (every copy of its connection string has it); "+
+			"it is accepted in emulator mode only (-emulator), for development and tests", emulator.Key))
+	}
+	if !c.Emulator {
+		return errs
+	}
+	if c.SASKey != "" && c.SASKeyName == emulator.KeyName {
+		errs = append(errs, fmt.Errorf("-sas-key: in emulator mode %s is the emulator's key %s; give your own key another -sas-key-name", emulator.KeyName, emulator.Key))
+	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "emulator-http-listen" })
+	if port := strings.TrimSpace(getenv("EMULATOR_HTTP_PORT")); port != "" && !given {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 0 || n > 65535 {
+			errs = append(errs, fmt.Errorf("$EMULATOR_HTTP_PORT: want a port number, got %q", port))
+		}
+		host, _, err := net.SplitHostPort(listen)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-emulator-http-listen: %w", err))
+		}
+		listen = net.JoinHostPort(host, port)
+	}
+	c.EmulatorHTTPListen = listen
+	for _, name := range emulator.IgnoredEnv {
+		if getenv(name) != "" {
+			c.EmulatorIgnored = append(c.EmulatorIgnored, name)
+		}
+	}
+	return errs
 }
 
 // parsePrefixes reads a comma-separated list of CIDRs or single addresses (a /32 or /128).

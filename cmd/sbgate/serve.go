@@ -21,6 +21,7 @@ import (
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/emulator"
 	"github.com/sbgate/sbgate/handlers"
 	"github.com/sbgate/sbgate/metrics"
 	"github.com/sbgate/sbgate/sas"
@@ -101,6 +102,14 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
+	// A wrong configuration file stops the start before anything else does.
+	declared, err := readConfigFile(cfg.ConfigFile)
+	if err != nil {
+		return err
+	}
+	if cfg.Emulator {
+		announceEmulatorMode(log, cfg)
+	}
 	// After a crash of the embedded server every pooled connection is dead; dropping them at
 	// once spares the next requests a failed first attempt each: the pool's, and once the
 	// store runs, its generic-plan pool's too (claims and settlements).
@@ -147,6 +156,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if declared != nil {
+		// Before any listener: clients never see a namespace half way to the file.
+		if err := applyConfigFile(ctx, cfg, st, declared, log); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -167,23 +182,24 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// waited for, and the process exits in moments rather than at the end of long polls.
 	drain, startDraining := context.WithCancel(context.Background())
 	defer startDraining()
+	handler := handlers.NewServer(st, handlers.Config{
+		Namespace:      cfg.Namespace,
+		Access:         acc,
+		MaxReceiveWait: cfg.MaxReceiveWait,
+		BodyTimeout:    cfg.BodyTimeout,
+		WriteTimeout:   cfg.WriteTimeout,
+		Logger:         log,
+		Metrics:        m.Handler(),
+		AMQPWebSocket:  tunnels,
+		Observe:        m.Observe,
+		Drain:          drain,
+		Waiting:        m.Waiting,
+		Live:           health.live,
+		Ready:          health.ready,
+		TrustedProxies: cfg.TrustedProxies,
+	})
 	srv := &http.Server{
-		Handler: handlers.NewServer(st, handlers.Config{
-			Namespace:      cfg.Namespace,
-			Access:         acc,
-			MaxReceiveWait: cfg.MaxReceiveWait,
-			BodyTimeout:    cfg.BodyTimeout,
-			WriteTimeout:   cfg.WriteTimeout,
-			Logger:         log,
-			Metrics:        m.Handler(),
-			AMQPWebSocket:  tunnels,
-			Observe:        m.Observe,
-			Drain:          drain,
-			Waiting:        m.Waiting,
-			Live:           health.live,
-			Ready:          health.ready,
-			TrustedProxies: cfg.TrustedProxies,
-		}),
+		Handler: handler,
 		// The header and idle keep-alive connections are bounded here; the body and the answer
 		// per request by the handlers (ReadTimeout and WriteTimeout would cut long polls).
 		ReadHeaderTimeout: 10 * time.Second,
@@ -213,6 +229,37 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return err
 	}
 	defer stopAMQP()
+	// One port for every protocol: -mux-listen, and the emulator's management port. Registered
+	// after stopAMQP, so they stop before it: their HTTP requests drain, then the AMQP server
+	// ends the AMQP connections they handed it, gracefully.
+	muxes := []struct{ addr, name string }{{cfg.MuxListen, "one port"}}
+	if cfg.Emulator {
+		muxes = append(muxes, struct{ addr, name string }{cfg.EmulatorHTTPListen, "emulator management"})
+	}
+	var emulatorHTTPAddr string
+	for _, m := range muxes {
+		if m.addr == "" {
+			continue
+		}
+		h := handler
+		if m.name == "emulator management" {
+			h = emulator.Health(handler, func(r *http.Request) error {
+				if err := health.ready(); err != nil {
+					return err
+				}
+				return st.Ping(r.Context())
+			})
+		}
+		stopMux, addr, err := serveMux(ctx, cfg, m.addr, m.name, h, srv.TLSConfig, amqpSrv, log, startDraining)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopMux()
+		if m.name == "emulator management" {
+			emulatorHTTPAddr = addr
+		}
+	}
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {
@@ -231,6 +278,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 			return err
 		}
 		defer os.Remove(cfg.ReadyFile)
+	}
+	if cfg.Emulator {
+		announceEmulatorReady(log, amqpAddr, emulatorHTTPAddr)
 	}
 	select {
 	case err := <-served:
@@ -272,6 +322,9 @@ func servePprof(addr string, log *slog.Logger) (func(), error) {
 // namespaceKey is the configured key, or the one kept in the database; generated says it was
 // made by this start (the database had none).
 func namespaceKey(ctx context.Context, cfg serveConfig, st store.Store) (key sas.Key, generated bool, err error) {
+	if cfg.Emulator {
+		return sas.Key{Name: emulator.KeyName, Primary: emulator.Key, Rights: sas.Manage}, false, nil
+	}
 	if cfg.SASKey != "" {
 		return sas.Key{Name: cfg.SASKeyName, Primary: cfg.SASKey, Rights: sas.Manage}, false, nil
 	}
@@ -289,10 +342,17 @@ func namespaceKey(ctx context.Context, cfg serveConfig, st store.Store) (key sas
 // configuredKeys is the key given in the configuration (SBGATE_SAS_KEY), if any: a key kept in
 // the database is read from there on every gateway, so rotating or revoking it takes effect.
 func configuredKeys(cfg serveConfig, key sas.Key) []sas.Key {
-	if cfg.SASKey == "" {
-		return nil
+	var keys []sas.Key
+	if cfg.Emulator {
+		// The emulator's key, then the operator's own, if any (another name: parseServeConfig
+		// made sure). The key of that name kept in the database is not in force meanwhile.
+		keys = append(keys, key)
+		key = sas.Key{Name: cfg.SASKeyName, Primary: cfg.SASKey, Rights: sas.Manage}
 	}
-	return []sas.Key{key}
+	if cfg.SASKey == "" {
+		return keys
+	}
+	return append(keys, key)
 }
 
 // announce logs where the broker listens and how to talk to it. The key, and a token made with
@@ -302,6 +362,11 @@ func configuredKeys(cfg serveConfig, key sas.Key) []sas.Key {
 func announce(log *slog.Logger, scheme, addr string, key sas.Key, generated bool) {
 	hostPort := publicHostPort(addr)
 	endpoint := scheme + "://" + hostPort + "/"
+	if key.Name == emulator.KeyName && key.Primary == emulator.Key {
+		// Emulator mode: the key is public, and printing it is the point.
+		log.Info("sbgate serving", "endpoint", endpoint, "connection_string", connectionString(hostPort, key))
+		return
+	}
 	if !generated {
 		log.Info("sbgate serving", "endpoint", endpoint,
 			"connection_string", connectionString(hostPort, sas.Key{Name: key.Name, Primary: "<key>"}))
