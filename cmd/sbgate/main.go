@@ -8,6 +8,7 @@
 //	sbgate key       create, list, rotate and revoke namespace keys
 //	sbgate queue, topic, subscription, rule   manage entities over the HTTP API
 //	sbgate send, receive, peek, dlq           messages over the HTTP API
+//	sbgate config apply|export                the emulator's Config.json over the HTTP API
 package main
 
 import (
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return browseCommand(ctx, "peek", false, args, getenv, stdout, stderr)
 	case "dlq":
 		return dlqCommand(ctx, args, getenv, stdout, stderr)
+	case "config":
+		return configCommand(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -106,6 +109,7 @@ commands:
   receive       peek-lock and complete (or -delete) up to -n messages
   peek          browse messages without locking them
   dlq           list, resubmit, purge dead letters
+  config        apply an emulator Config.json to the namespace, or export the namespace as one
 
 Run 'sbgate <command> -h' for the flags of a command.
 `
