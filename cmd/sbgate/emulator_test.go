@@ -24,6 +24,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/coder/websocket"
 
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/emulator"
@@ -275,7 +276,7 @@ func portOf(t *testing.T, endpoint string) int {
 
 // TestMuxListen serves every protocol on one port: the Go SDK's administration client (https)
 // and data client (amqps) on one Endpoint=sb://localhost:port, the data client with
-// UseDevelopmentEmulator (plain AMQP) on it too, and plain http.
+// UseDevelopmentEmulator (plain AMQP) and over WebSockets (wss) on it too, and plain http.
 func TestMuxListen(t *testing.T) {
 	t.Parallel()
 	certFile, keyFile, pool := localhostCert(t)
@@ -300,6 +301,23 @@ func TestMuxListen(t *testing.T) {
 	}
 	defer plain.Close(ctx)
 	roundTrip(t, plain, "one-port", "amqp")
+	// AMQP over WebSockets, through the https the one port serves.
+	wss := "wss://localhost:" + port + "/$servicebus/websocket"
+	tlsHTTP := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	overWS, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{
+		NewWebSocketConn: func(ctx context.Context, _ azservicebus.NewWebSocketConnArgs) (net.Conn, error) {
+			ws, _, err := websocket.Dial(ctx, wss, &websocket.DialOptions{Subprotocols: []string{"AMQPWSB10"}, HTTPClient: tlsHTTP})
+			if err != nil {
+				return nil, err
+			}
+			return websocket.NetConn(context.Background(), ws, websocket.MessageBinary), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer overWS.Close(ctx)
+	roundTrip(t, overWS, "one-port", "amqp over wss")
 	resp, err := http.Get("http://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)

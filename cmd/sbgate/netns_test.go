@@ -30,16 +30,18 @@ func onFixedPorts(t *testing.T, ports ...int) bool {
 	if os.Getenv(envNetNS) == t.Name() {
 		return true
 	}
+	const loUp = `ip link set lo up && exec "$0" "$@"`
 	unshare, err := exec.LookPath("unshare")
 	if err == nil {
-		err = exec.Command(unshare, "-n", "true").Run()
+		// The probe is the real thing: a namespace whose loopback comes up (needs root and ip).
+		err = exec.Command(unshare, "-n", "sh", "-c", loUp, "true").Run()
 	}
 	if err != nil {
 		t.Logf("no network namespace (%v): using this machine's ports %v", err, ports)
 		lockFixedPorts(t, ports)
 		return true
 	}
-	args := []string{"-n", "sh", "-c", `ip link set lo up && exec "$0" "$@"`, os.Args[0],
+	args := []string{"-n", "sh", "-c", loUp, os.Args[0],
 		"-test.run", "^" + t.Name() + "$", "-test.count=1", "-test.v"}
 	cmd := exec.Command(unshare, args...)
 	// The inner run uses this run's PostgreSQL for dbtest (its socket is a file, reachable from
