@@ -223,15 +223,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	}
 	announce(log, scheme, ln.Addr().String(), key, generated)
 	log.Info("sbgate serving AMQP over WebSockets", "endpoint", strings.Replace(scheme, "http", "ws", 1)+"://"+publicHostPort(ln.Addr().String())+amqpws.Path)
-	stopAMQP, amqpAddr, err := serveAMQP(ctx, cfg, amqpSrv, tunnels, log, key, srv.TLSConfig)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	defer stopAMQP()
 	// One port for every protocol: -mux-listen, and the emulator's management port. Registered
-	// after stopAMQP, so they stop before it: their HTTP requests drain, then the AMQP server
-	// ends the AMQP connections they handed it, gracefully.
+	// before stopAMQP, so they stop after it: the AMQP server first ends, gracefully, the AMQP
+	// connections they handed it too; then their HTTP requests drain and they close.
 	muxes := []struct{ addr, name string }{{cfg.MuxListen, "one port"}}
 	if cfg.Emulator {
 		muxes = append(muxes, struct{ addr, name string }{cfg.EmulatorHTTPListen, "emulator management"})
@@ -260,6 +254,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 			emulatorHTTPAddr = addr
 		}
 	}
+	stopAMQP, amqpAddr, err := serveAMQP(ctx, cfg, amqpSrv, tunnels, log, key, srv.TLSConfig)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopAMQP()
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {
