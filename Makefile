@@ -6,7 +6,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_GET := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 
-.PHONY: run test fuzz build generate check deps postgres gcc node compat-clients chromium bench clean
+.PHONY: run test fuzz build generate check deps postgres gcc node compat-clients chromium bench clean netns
 
 run: postgres
 	$(GO) run ./cmd/sbgate
@@ -70,7 +70,17 @@ check:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-deps: postgres gcc compat-clients chromium java-clients python-clients
+deps: postgres gcc compat-clients chromium java-clients python-clients netns
+
+# netns makes sure unshare and ip are there: the emulator-mode tests run in a network namespace
+# of their own, where the emulator's fixed ports (5672, 5300) are free whatever the machine runs
+# (without them they use the machine's ports, and fail if those are taken).
+netns:
+	@if command -v unshare >/dev/null 2>&1 && command -v ip >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing unshare and ip for the emulator-mode tests (apt-get install util-linux iproute2)..."; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq util-linux iproute2 >/dev/null; \
+	fi
 
 # chromium is the headless browser the console tests (TestConsole*) drive; they fail without it.
 chromium:
