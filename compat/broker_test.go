@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/db/dbtest"
@@ -82,14 +83,14 @@ func startBroker(t *testing.T, opts *brokerOptions) *broker {
 	st := store.New(dbtest.NewPool(t), store.Options{})
 	st.Start(context.Background())
 	t.Cleanup(st.Stop)
-	keys := func(context.Context) []sas.Key { return testKeys }
+	acc := access.New(access.Config{Keys: testKeys, Source: st})
 
 	// One AMQP server behind the AMQP listeners and the WebSocket endpoint of the http and https
 	// servers, as sbgate serve runs it.
-	ah := sbamqp.New(sbamqp.Config{Store: st, Keys: keys})
+	ah := sbamqp.New(sbamqp.Config{Store: st, Access: acc})
 	srv := amqp.NewServer(ah, amqp.Options{Authenticate: ah.Authenticate})
 	tunnels := amqpws.New(srv, amqpws.Options{})
-	h := handlers.NewServer(st, handlers.Config{Keys: testKeys, AMQPWebSocket: tunnels})
+	h := handlers.NewServer(st, handlers.Config{Access: acc, AMQPWebSocket: tunnels})
 	plain := httptest.NewServer(h)
 	t.Cleanup(plain.Close)
 	secure := httptest.NewTLSServer(h)
