@@ -11,7 +11,7 @@ APT_GET := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 run: postgres
 	$(GO) run ./cmd/sbgate
 
-test: postgres gcc compat-clients chromium java-clients python-clients
+test: postgres gcc compat-clients chromium java-clients python-clients netns
 	$(GO) test -race -timeout 12m ./...
 	@$(MAKE) --no-print-directory fuzz
 

@@ -252,12 +252,12 @@ func Parse(name string, data []byte) (*File, error) {
 	if err != nil {
 		var se *syntaxError
 		if errors.As(err, &se) {
-			p := lineCol(data, se.off)
+			p := lineColIn(lineStarts(data), se.off)
 			return nil, Errors{{File: name, Line: p.line, Column: p.col, Msg: "not valid JSON: " + se.msg}}
 		}
 		return nil, Errors{{File: name, Msg: "not valid JSON: " + err.Error()}}
 	}
-	r := &reader{file: &File{Name: name, pos: map[string]position{}}, data: data}
+	r := &reader{file: &File{Name: name, pos: map[string]position{}}, data: data, lines: lineStarts(data)}
 	r.readRoot(root)
 	if len(r.errs) > 0 {
 		// Members are read from maps: put the problems back in the order of the file.
@@ -277,9 +277,10 @@ var hujsonPlace = regexp.MustCompile(`^hujson: line (\d+), column (\d+): (.*)$`)
 
 // reader turns the JSON tree into a File, collecting every problem.
 type reader struct {
-	file *File
-	data []byte
-	errs Errors
+	file  *File
+	data  []byte
+	lines []int64 // offsets where lines start
+	errs  Errors
 }
 
 func (r *reader) errorf(path string, format string, args ...any) {
@@ -317,12 +318,12 @@ func (r *reader) object(n *node, path string, allowed ...string) map[string]*nod
 		}
 		child := join(path, k)
 		if canon == "" {
-			r.file.pos[child] = lineCol(r.data, n.vals[i].off)
+			r.file.pos[child] = r.lineCol(n.vals[i].off)
 			r.errorf(child, "unknown property %q (allowed here: %s)", k, strings.Join(allowed, ", "))
 			continue
 		}
 		child = join(path, canon)
-		r.file.pos[child] = lineCol(r.data, n.vals[i].off)
+		r.file.pos[child] = r.lineCol(n.vals[i].off)
 		if _, dup := out[canon]; dup {
 			r.errorf(child, "%s is given twice", canon)
 			continue
@@ -342,7 +343,7 @@ func (r *reader) array(n *node, path string) []*node {
 		return nil
 	}
 	for i, it := range n.items {
-		r.file.pos[fmt.Sprintf("%s[%d]", path, i)] = lineCol(r.data, it.off)
+		r.file.pos[fmt.Sprintf("%s[%d]", path, i)] = r.lineCol(it.off)
 	}
 	return n.items
 }
@@ -734,7 +735,7 @@ func (r *reader) readCorrelation(n *node, path string) *store.CorrelationFilter 
 			seen := map[string]bool{}
 			for i, k := range pn.keys {
 				vpath := join(ppath, k)
-				r.file.pos[vpath] = lineCol(r.data, pn.vals[i].off)
+				r.file.pos[vpath] = r.lineCol(pn.vals[i].off)
 				if seen[k] {
 					r.errorf(vpath, "%s is given twice", k)
 					continue
@@ -869,15 +870,28 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// lineCol is the 1-based line and column of byte offset off in data (columns count bytes).
-func lineCol(data []byte, off int64) position {
-	if off > int64(len(data)) {
-		off = int64(len(data))
+// lineStarts lists the offsets where data's lines start.
+func lineStarts(data []byte) []int64 {
+	starts := []int64{0}
+	for i, c := range data {
+		if c == '\n' {
+			starts = append(starts, int64(i)+1)
+		}
 	}
-	before := data[:off]
-	line := bytes.Count(before, []byte{'\n'}) + 1
-	col := int(off) - (bytes.LastIndexByte(before, '\n') + 1) + 1
-	return position{line, col}
+	return starts
+}
+
+// lineCol is the 1-based line and column of byte offset off (columns count bytes).
+func (r *reader) lineCol(off int64) position {
+	return lineColIn(r.lines, off)
+}
+
+func lineColIn(starts []int64, off int64) position {
+	i, found := slices.BinarySearch(starts, off)
+	if !found {
+		i--
+	}
+	return position{i + 1, int(off-starts[i]) + 1}
 }
 
 // node is a JSON value with its members in file order (encoding/json's maps would lose the order

@@ -11,7 +11,7 @@ import (
 	"github.com/sbgate/sbgate/store"
 )
 
-func readSample(t *testing.T) []byte {
+func readSample(t testing.TB) []byte {
 	t.Helper()
 	b, err := os.ReadFile("testdata/emulator/Config.json")
 	if err != nil {
@@ -168,4 +168,28 @@ func TestParseCommentsAndTrailingCommas(t *testing.T) {
 	if err != nil || f.Queues[0].Name != "a-b" {
 		t.Fatalf("Parse = %+v, %v", f, err)
 	}
+}
+
+// FuzzParse: Parse never panics, and what it accepts survives Marshal and Parse unchanged.
+func FuzzParse(f *testing.F) {
+	f.Add(readSample(f))
+	f.Add([]byte(`{"UserConfig":{"Namespaces":[{"Name":"n","Queues":[{"Name":"q","Properties":{"LockDuration":"PT1M30.5S","ForwardTo":"r"}},{"Name":"r"}],"Topics":[]}]}}`))
+	f.Add([]byte(`{"UserConfig":{"Namespaces":[{"Name":"n","Topics":[{"Name":"t","Subscriptions":[{"Name":"s","Rules":[{"Name":"c","Properties":{"FilterType":"Correlation","CorrelationFilter":{"Properties":{"a":1,"b":1.5,"c":"x","d":false}}}}]}]}]}]} // c`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		file, err := nsconfig.Parse("fuzz.json", doc)
+		if err != nil {
+			return
+		}
+		out, err := nsconfig.Marshal(file)
+		if err != nil {
+			t.Fatalf("Marshal of a parsed file: %v", err)
+		}
+		again, err := nsconfig.Parse("again.json", out)
+		if err != nil {
+			t.Fatalf("Parse(Marshal(Parse(doc))) = %v\n%s", err, out)
+		}
+		if out2, _ := nsconfig.Marshal(again); string(out2) != string(out) {
+			t.Fatalf("Marshal is not stable:\n%s\n---\n%s", out, out2)
+		}
+	})
 }
