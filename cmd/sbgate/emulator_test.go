@@ -393,3 +393,45 @@ func TestConfigFileAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEmulatorSettings: emulator mode is off unless asked; EMULATOR_HTTP_PORT sets the
+// management port's port as it does the emulator's, unless -emulator-http-listen is given; the
+// emulator container's variables are noted by name.
+func TestEmulatorSettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseServeConfig(nil, env("EMULATOR_HTTP_PORT", "5400"), io.Discard)
+	if err != nil || cfg.Emulator || cfg.EmulatorHTTPListen != "" || cfg.MuxListen != "" || cfg.ConfigFile != "" {
+		t.Fatalf("defaults: %+v, %v; want emulator mode off and no extra listener", cfg, err)
+	}
+	for _, tc := range []struct {
+		args   []string
+		env    []string
+		listen string
+	}{
+		{[]string{"-emulator"}, nil, "127.0.0.1:5300"},
+		{nil, []string{"SBGATE_EMULATOR", "true", "EMULATOR_HTTP_PORT", "5400"}, "127.0.0.1:5400"},
+		{nil, []string{"SBGATE_EMULATOR", "1", "SBGATE_EMULATOR_HTTP_LISTEN", "0.0.0.0:5300", "EMULATOR_HTTP_PORT", "6000"}, "0.0.0.0:6000"},
+		{[]string{"-emulator-http-listen", "127.0.0.1:7000"}, []string{"SBGATE_EMULATOR", "true", "EMULATOR_HTTP_PORT", "6000"}, "127.0.0.1:7000"},
+	} {
+		cfg, err := parseServeConfig(tc.args, env(append(tc.env, "ACCEPT_EULA", "Y", "SQL_SERVER", "s")...), io.Discard)
+		if err != nil || !cfg.Emulator || cfg.EmulatorHTTPListen != tc.listen {
+			t.Errorf("parseServeConfig(%q, %q) = emulator %v listen %q, %v; want emulator mode on %q", tc.args, tc.env, cfg.Emulator, cfg.EmulatorHTTPListen, err, tc.listen)
+		}
+		if strings.Join(cfg.EmulatorIgnored, ",") != "ACCEPT_EULA,SQL_SERVER" {
+			t.Errorf("ignored variables = %q", cfg.EmulatorIgnored)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{nil, []string{"SBGATE_EMULATOR", "yes please"}, "SBGATE_EMULATOR"},
+		{[]string{"-emulator"}, []string{"EMULATOR_HTTP_PORT", "http"}, "EMULATOR_HTTP_PORT"},
+		{[]string{"-config-prune"}, nil, "-config-prune needs -config"},
+	} {
+		if _, err := parseServeConfig(tc.args, env(tc.env...), io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseServeConfig(%q, %q) = %v; want an error naming %s", tc.args, tc.env, err, tc.want)
+		}
+	}
+}
