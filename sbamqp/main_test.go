@@ -52,6 +52,18 @@ func newBrokerWith(t *testing.T, tokenNow func() time.Time, wrap func(store.Stor
 func newBrokerAccess(t *testing.T, wrap func(store.Store) store.Store, mod func(*access.Config)) *broker {
 	t.Helper()
 	t.Parallel()
+	return startBroker(t, wrap, mod)
+}
+
+// newBrokerAlone starts a broker for a test that measures the process (its heap), so it does
+// not run beside the package's parallel tests: they wait until it ends.
+func newBrokerAlone(t *testing.T) *broker {
+	t.Helper()
+	return startBroker(t, nil, nil)
+}
+
+func startBroker(t *testing.T, wrap func(store.Store) store.Store, mod func(*access.Config)) *broker {
+	t.Helper()
 	clk := &clock{t: time.Now()}
 	st := store.New(dbtest.NewPool(t), store.Options{Now: clk.Now})
 	st.Start(context.Background())

@@ -145,23 +145,6 @@ func TestManagementToken(t *testing.T) {
 	}
 }
 
-// A transaction coordinator is refused at once with amqp:not-implemented, not left waiting or
-// refused as unauthorized.
-func TestCoordinatorRefused(t *testing.T) {
-	b := newBroker(t)
-	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
-	ctx := ctxT(t)
-	_, err := c.sess.NewSender(ctx, "", &goamqp.SenderOptions{TargetCapabilities: []string{"amqp:local-transactions"}, TargetDurability: 0})
-	var ae *goamqp.Error
-	if err == nil {
-		// go-amqp has no coordinator target; the raw .NET test covers the coordinator itself.
-		t.Skip("go-amqp attached a plain sender")
-	}
-	if !errors.As(err, &ae) {
-		t.Fatalf("attach: %v", err)
-	}
-}
-
 // get-message-sessions lists the sessions with messages or state (the Go SDK's session pager),
 // and those changed after a time.
 func TestListSessions(t *testing.T) {

@@ -1,0 +1,82 @@
+package sbamqp_test
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+
+	goamqp "github.com/Azure/go-amqp"
+
+	"github.com/sbgate/sbgate/sbamqp"
+)
+
+// liveHeap is the heap in use after a collection: what the process keeps, not what it made.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// A peer that floods $cbs with requests whose replies cannot go out (its reply link has no
+// credit), each request naming a 150 KB operation, makes the connection keep only clipped
+// replies, at most sbamqp.MaxPendingReplies of them; past that the reply link is detached with
+// amqp:resource-limit-exceeded, and the request link still serves. Before the bound and the
+// clipping, each waiting reply kept the whole echoed name (30 MB for 200 requests here).
+func TestRepliesWaitingForCreditAreBounded(t *testing.T) {
+	b := newBrokerAlone(t)
+	c := dialCBS(t, b, goamqp.SASLTypeAnonymous())
+	ctx := ctxT(t)
+	stuck, err := c.sess.NewReceiver(ctx, "$cbs", &goamqp.ReceiverOptions{TargetAddress: "stuck", Credit: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := strings.Repeat("o", 150<<10)
+	send := func(n int) {
+		t.Helper()
+		for i := range n {
+			if err := c.req.Send(ctx, &goamqp.Message{
+				Properties:            &goamqp.MessageProperties{MessageID: uint64(i), ReplyTo: ptr("stuck")},
+				ApplicationProperties: map[string]any{"operation": op, "type": "servicebus.windows.net:sastoken", "name": "q"},
+				Value:                 "token",
+			}, nil); err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+		}
+	}
+
+	before := liveHeap()
+	const held = 200
+	send(held)
+	grew := int64(liveHeap()) - int64(before)
+	t.Logf("%d replies waiting for credit: heap %+d KB", held, grew>>10)
+	// What may stay: sbamqp.MaxInFlight requests still running (150 KB each) and the clipped replies.
+	if limit := int64(sbamqp.MaxInFlight*(150<<10) + held*(4<<10) + 4<<20); grew > limit {
+		t.Errorf("%d waiting replies grew the heap by %d KB; the bound is %d KB", held, grew>>10, limit>>10)
+	}
+
+	// One reply read to see its text: the operation name is clipped.
+	if err := stuck.IssueCredit(1); err != nil {
+		t.Fatal(err)
+	}
+	m, err := stuck.Receive(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, desc := status(m); code != 400 || len(desc) > 1024 || !strings.Contains(desc, "ooo...") {
+		t.Errorf("reply to an unknown operation: %d, %d bytes: %.200q", code, len(desc), desc)
+	}
+
+	// Past sbamqp.MaxPendingReplies the reply link goes, with why.
+	send(sbamqp.MaxPendingReplies - held + 2)
+	_, err = stuck.Receive(ctx, nil)
+	var le *goamqp.LinkError
+	if !errors.As(err, &le) || le.RemoteErr == nil || le.RemoteErr.Condition != goamqp.ErrCondResourceLimitExceeded {
+		t.Fatalf("reply link after %d unread replies: %v; want a detach with %s", sbamqp.MaxPendingReplies+1, err, goamqp.ErrCondResourceLimitExceeded)
+	}
+	// The connection and its request link still serve a well-behaved reply link.
+	if code, _ := c.putToken(t, "sb://"+b.amqpAddr+"/missing", "token"); code == 0 {
+		t.Error("put-token after the reply link was detached got no answer")
+	}
+}

@@ -1,0 +1,7 @@
+package sbamqp
+
+// The request/response nodes' limits, for the tests that hold the connection to them.
+const (
+	MaxInFlight       = maxInFlight
+	MaxPendingReplies = maxPendingReplies
+)
