@@ -23,9 +23,10 @@ const (
 	// OpAMQPSend sends one message a transfer, unsettled: each waits for the gateway's accepted
 	// disposition, and the gateway's link credit paces the sender.
 	OpAMQPSend = "amqp-send"
-	// OpAMQPPeekLock receives in peek-lock mode on a link that prefetches (Config.AMQPPrefetch
-	// credit) and completes each message with an accepted disposition, settled in receiver
-	// settle mode second as the SDKs do (the completion waits for the gateway's answer).
+	// OpAMQPPeekLock receives in peek-lock mode on a link that prefetches (a phase per credit
+	// of Config.AMQPPrefetch) and completes each message with an accepted disposition, settled
+	// in receiver settle mode second as the SDKs do (the completion waits for the gateway's
+	// answer).
 	OpAMQPPeekLock = "amqp-peek-lock"
 )
 
@@ -119,7 +120,7 @@ func (r *runner) amqpPhase(ctx context.Context, res Result, q *queue) (Result, e
 		if res.Operation == OpAMQPSend {
 			it, err = r.amqpSendWorker(dctx, c, q)
 		} else {
-			it, cleanup, err = r.amqpPeekLockWorker(dctx, c, q)
+			it, cleanup, err = r.amqpPeekLockWorker(dctx, c, q, res.Prefetch)
 		}
 		mu.Lock()
 		cleanups = append(cleanups, func() {
@@ -149,11 +150,11 @@ func (r *runner) amqpSendWorker(ctx context.Context, c *amqpClient, q *queue) (i
 }
 
 // amqpPeekLockWorker receives one message of q a time from a prefetching peek-lock link and
-// completes it. It manages the link's credit itself, as the Go SDK does: Config.AMQPPrefetch at
+// completes it. It manages the link's credit itself, as the Go SDK does: credit at
 // first, topped up each time half of it was taken, so that its cleanup can drain the credit and
 // then release what the link prefetched but the phase did not take; those messages do not stay
 // locked into the next phases.
-func (r *runner) amqpPeekLockWorker(ctx context.Context, c *amqpClient, q *queue) (iteration, func(), error) {
+func (r *runner) amqpPeekLockWorker(ctx context.Context, c *amqpClient, q *queue, credit int) (iteration, func(), error) {
 	rcv, err := c.sess.NewReceiver(ctx, q.name, &amqp.ReceiverOptions{
 		Credit:                    -1, // managed here
 		RequestedSenderSettleMode: amqp.SenderSettleModeUnsettled.Ptr(),
@@ -162,7 +163,7 @@ func (r *runner) amqpPeekLockWorker(ctx context.Context, c *amqpClient, q *queue
 	if err != nil {
 		return nil, nil, fmt.Errorf("attach receiver to %s: %w", q.name, err)
 	}
-	prefetch := uint32(r.cfg.AMQPPrefetch)
+	prefetch := uint32(credit)
 	if err := rcv.IssueCredit(prefetch); err != nil {
 		return nil, nil, err
 	}
@@ -178,12 +179,13 @@ func (r *runner) amqpPeekLockWorker(ctx context.Context, c *amqpClient, q *queue
 		_ = rcv.Close(ctx)
 	}
 	return func(ctx context.Context) (int, error) {
+		waited := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, amqpEmptyWait)
 		m, err := rcv.Receive(wctx, nil)
 		cancel()
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				return 0, errEmpty
+				return 0, emptySince{at: waited}
 			}
 			return 0, err
 		}

@@ -126,6 +126,21 @@ func (r *runner) runBaseline(ctx context.Context, m *Machine) ([]Result, error) 
 	return append(out, claim), err
 }
 
+// localPostmaster is the process of the PostgreSQL server at url when it runs on this machine,
+// else 0 (findPostmaster).
+func localPostmaster(ctx context.Context, url string) int {
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	var backend int
+	if err := c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		return 0
+	}
+	return findPostmaster(backend)
+}
+
 // describeDatabase adds the server's version and durability settings to m.
 func describeDatabase(ctx context.Context, c *pgx.Conn, m *Machine) {
 	var version, fsync, syncCommit string

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,8 +85,9 @@ type Config struct {
 	// (UseDevelopmentEmulator=true for plain AMQP); the AMQP operations need them. Clients are
 	// spread over them round-robin.
 	AMQPConnectionStrings []string
-	// AMQPPrefetch is the link credit of each amqp-peek-lock receiver (default 20).
-	AMQPPrefetch int
+	// AMQPPrefetch lists the link credits of the amqp-peek-lock receivers (default 20): the
+	// operation runs once per credit at each concurrency level.
+	AMQPPrefetch []int
 	// Insecure skips TLS certificate checks (for a self-signed https broker).
 	Insecure bool
 	// Subscriptions is how many subscriptions the topic-send scenario's topic has (default 100).
@@ -113,6 +115,12 @@ type Config struct {
 	GatewayPIDs []int
 	// Setup describes the gateways for the report, e.g. "2 gateways started by sbgate bench".
 	Setup string
+	// ProfileDir, when set, receives profiles of every phase (profile.go): a CPU profile of
+	// each gateway that serves Go's profiles at PprofAddrs (host:port, as sbgate serve
+	// -pprof-listen), and what PostgreSQL spent per statement when the database has
+	// pg_stat_statements loaded.
+	ProfileDir string
+	PprofAddrs []string
 	// Progress receives a line per second while a phase runs; nil for none.
 	Progress io.Writer
 }
@@ -131,14 +139,27 @@ type Result struct {
 	// P50 and P99 are per iteration; for a latency row (wake) they are the measured latency.
 	P50 time.Duration
 	P99 time.Duration
-	// Drained says a receive phase ran out of messages before its time.
-	Drained bool
+	// Requests is how many HTTP requests the phase's iterations made (0 over AMQP, and for the
+	// baseline).
+	Requests int64
+	// Prefetch is the link credit of an amqp-peek-lock row's receivers.
+	Prefetch int
+	// Drained says a receive phase ran out of messages before its time, DrainedAfter when the
+	// first client found its queue empty.
+	Drained      bool
+	DrainedAfter time.Duration
 	// Latency marks a row whose point is its latency, not its rate.
 	Latency bool
 	// CPU is what the phase kept busy, in cores on average.
 	CPU CPUUse
 	// Ratios compare the rate with the baselines; filled in by the report.
 	Ratios []Ratio
+	// ServerCPU compares the CPU the gateways and PostgreSQL spent per message with what
+	// PostgreSQL alone spent per message in the baseline the rate is compared with (its first
+	// ratio); RequestCPU the gateways' CPU per HTTP request with theirs per request in the
+	// http-floor phase. Filled in by the report; zero when they cannot be known.
+	ServerCPU  Ratio
+	RequestCPU Ratio
 }
 
 // Ratio is a rate divided by the rate of a baseline of the same run.
@@ -147,6 +168,29 @@ type Ratio struct {
 	// at 16 clients.
 	Against string
 	Value   float64
+}
+
+// CPUPerMessage is the CPU the gateways and their PostgreSQL spent per message moved, each
+// negative when unknown.
+func (r Result) CPUPerMessage() (gateways, database time.Duration) {
+	return r.perMessage(r.CPU.Gateways), r.perMessage(r.CPU.Database)
+}
+
+// GatewayCPUPerRequest is the CPU the gateways spent per HTTP request; negative when unknown or
+// the phase made none.
+func (r Result) GatewayCPUPerRequest() time.Duration {
+	if r.CPU.Gateways < 0 || r.Requests <= 0 {
+		return -1
+	}
+	return time.Duration(r.CPU.Gateways * r.Elapsed.Seconds() / float64(r.Requests) * float64(time.Second))
+}
+
+// perMessage turns cores kept busy over the phase into CPU time per message.
+func (r Result) perMessage(cores float64) time.Duration {
+	if cores < 0 || r.Messages <= 0 {
+		return -1
+	}
+	return time.Duration(cores * r.Elapsed.Seconds() / float64(r.Messages) * float64(time.Second))
 }
 
 // Rate is messages per second.
@@ -203,8 +247,13 @@ func (c *Config) setDefaults() error {
 	if c.BaselineClients <= 0 {
 		c.BaselineClients = 16
 	}
-	if c.AMQPPrefetch <= 0 {
-		c.AMQPPrefetch = 20
+	if len(c.AMQPPrefetch) == 0 {
+		c.AMQPPrefetch = []int{20}
+	}
+	for _, n := range c.AMQPPrefetch {
+		if n < 1 {
+			return fmt.Errorf("bench: AMQP prefetch must be positive, got %d", n)
+		}
 	}
 	if len(c.Operations) == 0 {
 		c.Operations = AllOperations
@@ -323,6 +372,12 @@ type runner struct {
 	batch, fill []byte
 	fillCount   int
 	transport   *http.Transport
+	// prof takes each phase's profiles (nil: none); label names a result as the report does.
+	prof  *profiler
+	label func(Result) string
+	// postmaster is the gateways' PostgreSQL server process when it runs on this machine (0:
+	// elsewhere, or no database URL), whose CPU the report shows.
+	postmaster int
 
 	sink *queue // what the send phases send to; purged after each
 	work *queue // what the plain receive phases drain; topped up before each
@@ -369,7 +424,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := newReport(cfg)
-	r := &runner{cfg: cfg, rates: map[string]float64{}, isSetUp: map[string]bool{}}
+	r := &runner{cfg: cfg, rates: map[string]float64{}, isSetUp: map[string]bool{}, label: rep.Label}
 	if err := r.connect(); err != nil {
 		return rep, err
 	}
@@ -384,7 +439,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.fillCount = max(1, min(100, 200_000/(cfg.MessageSize+64)))
 	r.fill = batchBody(r.body, r.fillCount)
 
+	if cfg.ProfileDir != "" {
+		prof, err := newProfiler(ctx, cfg, r.logf)
+		if err != nil {
+			return rep.finish(), err
+		}
+		defer prof.close(context.WithoutCancel(ctx))
+		r.prof = prof
+	}
 	if cfg.DatabaseURL != "" {
+		r.postmaster = localPostmaster(ctx, cfg.DatabaseURL)
 		base, err := r.runBaseline(ctx, &rep.Machine)
 		rep.Baseline = base
 		r.baseline = base
@@ -397,7 +461,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep.finish(), err
 	}
 	for _, p := range r.plan() {
-		res, err := r.runPhase(ctx, p.op, p.clients)
+		res, err := r.runPhase(ctx, p)
 		rep.Results = append(rep.Results, res...)
 		if err != nil {
 			return rep.finish(), err
@@ -406,26 +470,34 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep.finish(), nil
 }
 
+// planned is one phase: an operation at a concurrency level (and for amqp-peek-lock, a link
+// credit).
 type planned struct {
-	op      string
-	clients int
+	op       string
+	clients  int
+	prefetch int
 }
 
-// plan is the phases in the order they run: at each level every basic operation, then at each
-// scenario level every scenario.
+// plan is the phases in the order they run: at each level every basic operation (amqp-peek-lock
+// once per prefetch), then at each scenario level every scenario.
 func (r *runner) plan() []planned {
 	var out []planned
 	for _, c := range r.cfg.Clients {
 		for _, op := range r.cfg.Operations {
-			if !slices.Contains(Scenarios, op) {
-				out = append(out, planned{op, c})
+			switch {
+			case op == OpAMQPPeekLock:
+				for _, p := range r.cfg.AMQPPrefetch {
+					out = append(out, planned{op, c, p})
+				}
+			case !slices.Contains(Scenarios, op):
+				out = append(out, planned{op, c, 0})
 			}
 		}
 	}
 	for _, c := range r.cfg.ScenarioClients {
 		for _, op := range r.cfg.Operations {
 			if slices.Contains(Scenarios, op) {
-				out = append(out, planned{op, c})
+				out = append(out, planned{op, c, 0})
 			}
 		}
 	}
@@ -489,6 +561,14 @@ type iteration func(ctx context.Context) (int, error)
 // errEmpty means a receive found its queue empty.
 var errEmpty = errors.New("queue empty")
 
+// emptySince is errEmpty noticed some time after the queue was last seen with a message: a
+// receiver that waits for messages to arrive takes its queue for empty once it waited long
+// enough, and at is when that wait began.
+type emptySince struct{ at time.Time }
+
+func (e emptySince) Error() string        { return errEmpty.Error() }
+func (e emptySince) Is(target error) bool { return target == errEmpty }
+
 // measure runs newWorker(w)'s iterations on clients goroutines for the configured duration.
 // Iterations run under ctx, not under a context that ends with the phase.
 func (r *runner) measure(ctx context.Context, res Result, newWorker func(w int) (iteration, error)) (Result, error) {
@@ -501,10 +581,11 @@ func (r *runner) measure(ctx context.Context, res Result, newWorker func(w int) 
 		workers[w] = it
 	}
 	var messages, iterations, errs atomic.Int64
-	var drained atomic.Bool
+	var drainedAt atomic.Int64 // nanoseconds after start, 0: not drained
 	var firstErr atomic.Pointer[string]
 	latencies := make([][]time.Duration, res.Clients)
 	var wg sync.WaitGroup
+	stopProfile := r.prof.start(ctx, res, r.label(res), r.cfg.Duration)
 	stopCPU := r.cpuMeasure()
 	start := time.Now()
 	deadline := start.Add(r.cfg.Duration)
@@ -526,7 +607,11 @@ func (r *runner) measure(ctx context.Context, res Result, newWorker func(w int) 
 				}
 				if errors.Is(err, errEmpty) {
 					messages.Add(int64(n))
-					drained.Store(true)
+					at := time.Now()
+					if late, ok := err.(emptySince); ok {
+						at = late.at
+					}
+					drainedAt.CompareAndSwap(0, int64(max(at.Sub(start), 1)))
 					return
 				}
 				if err != nil {
@@ -551,13 +636,31 @@ func (r *runner) measure(ctx context.Context, res Result, newWorker func(w int) 
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	res.Messages, res.Iterations, res.Errors, res.Drained = messages.Load(), iterations.Load(), errs.Load(), drained.Load()
+	res.Messages, res.Iterations, res.Errors = messages.Load(), iterations.Load(), errs.Load()
+	res.Requests = res.Iterations * int64(requestsPerIteration(res.Operation))
+	if at := drainedAt.Load(); at > 0 {
+		res.Drained, res.DrainedAfter = true, time.Duration(at)
+	}
 	if p := firstErr.Load(); p != nil {
 		res.FirstError = *p
 	}
 	res.P50, res.P99 = percentiles(slices.Concat(latencies...))
+	stopProfile(res)
 	r.noteRate(res)
 	return res, nil
+}
+
+// requestsPerIteration is how many HTTP requests an iteration of op makes.
+func requestsPerIteration(op string) int {
+	switch op {
+	case OpSend, OpSendBatch, OpReceiveDelete, OpTopicSend, OpHTTPFloor:
+		return 1
+	case OpPeekLock, OpBatchSettle, OpBacklog, OpInflight, OpManyQueues:
+		return 2 // the lock, and the settlement
+	case OpSession:
+		return 3 // accept, receive, release
+	}
+	return 0 // over AMQP, or straight to PostgreSQL
 }
 
 // backOff waits a little after the failures-th failure in a row, up to 100 ms, so that a
@@ -585,17 +688,27 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(len(sorted)-1, int(float64(len(sorted))*p))]
 }
 
-// noteRate remembers the best rate of an operation, to size the fills of its next phases.
+// noteRate remembers the best rate of an operation (with its prefetch), to size the fills of
+// its next phases.
 func (r *runner) noteRate(res Result) {
 	r.ratesMu.Lock()
 	defer r.ratesMu.Unlock()
-	r.rates[res.Operation] = max(r.rates[res.Operation], res.Rate())
+	k := rateKey(res.Operation, res.Prefetch)
+	r.rates[k] = max(r.rates[k], res.Rate())
 }
 
-func (r *runner) rate(op string) float64 {
+// rate is the best rate of op (with prefetch, for amqp-peek-lock) so far, 0 before its first.
+func (r *runner) rate(op string, prefetch int) float64 {
 	r.ratesMu.Lock()
 	defer r.ratesMu.Unlock()
-	return r.rates[op]
+	return r.rates[rateKey(op, prefetch)]
+}
+
+func rateKey(op string, prefetch int) string {
+	if prefetch > 0 {
+		return op + "/" + strconv.Itoa(prefetch)
+	}
+	return op
 }
 
 // progress prints a line a second until the returned function is called.

@@ -103,7 +103,7 @@ func TestEveryOperation(t *testing.T) {
 	rep, err := bench.Run(t.Context(), bench.Config{
 		ConnectionStrings:     conns,
 		AMQPConnectionStrings: amqpConns,
-		AMQPPrefetch:          5,
+		AMQPPrefetch:          []int{5, 10},
 		DatabaseURL:           url,
 		Clients:               []int{1, 2},
 		ScenarioClients:       []int{2},
@@ -127,6 +127,10 @@ func TestEveryOperation(t *testing.T) {
 	var want []string
 	for _, c := range []int{1, 2} {
 		for _, op := range slices.Concat(bench.AllOperations, bench.AMQPOperations) {
+			if op == bench.OpAMQPPeekLock {
+				want = append(want, key(op, "prefetch 5", c), key(op, "prefetch 10", c))
+				continue
+			}
 			want = append(want, key(op, "", c))
 		}
 	}
@@ -143,7 +147,11 @@ func TestEveryOperation(t *testing.T) {
 	}
 	var got []string
 	for _, r := range rep.Results {
-		got = append(got, key(r.Operation, r.Variant, r.Clients))
+		variant := r.Variant
+		if r.Prefetch > 0 {
+			variant = "prefetch " + strconv.Itoa(r.Prefetch)
+		}
+		got = append(got, key(r.Operation, variant, r.Clients))
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("results\n%q\nwant\n%q", got, want)
@@ -202,7 +210,8 @@ func TestEveryOperation(t *testing.T) {
 	}
 	for _, s := range []string{"machine:", "database:  PostgreSQL", "pg-insert (baseline)", "pg-claim-complete (baseline)",
 		"x pg-insert", "x pg-claim-complete", "x send@2", "wake, other gateway", "backlog (300 queued)",
-		"http-floor (GET /healthz)", "the ceiling of a request a message"} {
+		"http-floor (GET /healthz)", "the ceiling of a request a message", "µs/msg gw+db",
+		"amqp-peek-lock + complete (prefetch 5)", "amqp-peek-lock + complete (prefetch 10)"} {
 		if !strings.Contains(table.String(), s) {
 			t.Errorf("summary lacks %q:\n%s", s, table.String())
 		}
@@ -213,10 +222,14 @@ func TestEveryOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	var decoded struct {
-		Baseline []struct{ Operation string } `json:"baseline"`
-		Results  []struct {
+		Baseline []struct {
+			Operation      string  `json:"operation"`
+			DatabaseMicros float64 `json:"database_cpu_us_per_msg"`
+		} `json:"baseline"`
+		Results []struct {
 			Operation     string  `json:"operation"`
 			MsgsPerSecond float64 `json:"msgs_per_s"`
+			Requests      int64   `json:"requests"`
 			Ratios        []struct {
 				Against string  `json:"against"`
 				Value   float64 `json:"value"`
@@ -228,6 +241,14 @@ func TestEveryOperation(t *testing.T) {
 	}
 	if len(decoded.Baseline) != 2 || len(decoded.Results) != len(rep.Results) || len(decoded.Results[0].Ratios) != 1 {
 		t.Errorf("JSON report: %s", out.String())
+	}
+	// The test database runs on this machine, so its CPU per message is known; a send made one
+	// request a message.
+	if b := decoded.Baseline[0]; b.DatabaseMicros <= 0 {
+		t.Errorf("baseline %s: database CPU per message %v; want it measured", b.Operation, b.DatabaseMicros)
+	}
+	if r := decoded.Results[0]; r.Operation != bench.OpSend || r.Requests == 0 {
+		t.Errorf("first result %+v; want a send that counted its requests", r)
 	}
 }
 
@@ -338,7 +359,7 @@ func TestAMQPPeekLockLeavesNoLocks(t *testing.T) {
 	t.Parallel()
 	conns, amqpConns, url := gatewaysWithAMQP(t, 1)
 	rep, err := bench.Run(t.Context(), bench.Config{
-		ConnectionStrings: conns, AMQPConnectionStrings: amqpConns, AMQPPrefetch: 50,
+		ConnectionStrings: conns, AMQPConnectionStrings: amqpConns, AMQPPrefetch: []int{50},
 		Clients: []int{4}, Duration: 200 * time.Millisecond, Operations: []string{bench.OpAMQPPeekLock},
 		Queue: "nolocks", Disposable: true, // keep the queue to look at
 	})

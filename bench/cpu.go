@@ -15,7 +15,8 @@ const clockTicks = 100
 
 // CPUUse is the cores kept busy on average during a phase, each negative when unknown: by the
 // load tool, by the gateways (when it knows their processes: it started them), by their
-// embedded PostgreSQL, and by the whole machine, which includes whatever else runs on it.
+// PostgreSQL (when it runs on this machine), and by the whole machine, which includes whatever
+// else runs on it.
 type CPUUse struct {
 	Tool     float64 `json:"tool"`
 	Gateways float64 `json:"gateways"`
@@ -25,10 +26,10 @@ type CPUUse struct {
 
 // cpuMeasure starts measuring the CPU a phase uses; stop writes it into res.
 func (r *runner) cpuMeasure() (stop func(res *Result)) {
-	s0 := sampleCPU(r.cfg.GatewayPIDs)
+	s0 := sampleCPU(r.cfg.GatewayPIDs, r.postmaster)
 	start := time.Now()
 	return func(res *Result) {
-		s1 := sampleCPU(r.cfg.GatewayPIDs)
+		s1 := sampleCPU(r.cfg.GatewayPIDs, r.postmaster)
 		el := time.Since(start).Seconds()
 		cores := func(t0, t1 time.Duration) float64 {
 			if t0 < 0 || t1 < 0 || el <= 0 {
@@ -44,29 +45,48 @@ func (r *runner) cpuMeasure() (stop func(res *Result)) {
 }
 
 // cpuSample is the CPU time (user + system) used so far by the load tool, the gateways it
-// watches, the PostgreSQL they started (their child processes and all of theirs), and the whole
-// machine. A negative time is one that cannot be known: no gateway pids, or no /proc.
+// watches, their PostgreSQL (its postmaster, the children it has reaped and those alive), and
+// the whole machine. A negative time is one that cannot be known: no gateway pids, a database
+// elsewhere, or no /proc.
 type cpuSample struct {
 	tool, gateways, database, machine time.Duration
 }
 
-// sampleCPU reads the CPU times. The database's is that of the gateways' children (an embedded
-// PostgreSQL's postmaster) with the time of the backends they have reaped, and of their live
-// children (the backends).
-func sampleCPU(gatewayPIDs []int) cpuSample {
+// sampleCPU reads the CPU times. The database's is that of postmaster and its children when
+// postmaster is known (findPostmaster), else that of the gateways' children (an embedded
+// PostgreSQL's postmaster) and theirs.
+func sampleCPU(gatewayPIDs []int, postmaster int) cpuSample {
 	s := cpuSample{gateways: -1, database: -1, machine: machineCPU()}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 		s.tool = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	if len(gatewayPIDs) == 0 {
+	if len(gatewayPIDs) == 0 && postmaster == 0 {
 		return s
 	}
 	procs := readProcs()
 	if procs == nil {
 		return s
 	}
-	s.gateways, s.database = 0, 0
+	if postmaster != 0 {
+		s.database = treeCPU(procs, postmaster)
+	}
+	if len(gatewayPIDs) == 0 {
+		return s
+	}
+	s.gateways = 0
+	if postmaster != 0 {
+		for _, pid := range gatewayPIDs {
+			p, ok := procs[pid]
+			if !ok {
+				s.gateways = -1
+				break
+			}
+			s.gateways += p.own
+		}
+		return s
+	}
+	s.database = 0
 	for _, pid := range gatewayPIDs {
 		p, ok := procs[pid]
 		if !ok {
@@ -89,6 +109,42 @@ func sampleCPU(gatewayPIDs []int) cpuSample {
 		}
 	}
 	return s
+}
+
+// treeCPU is the CPU time of process pid, of the children it has reaped and of those alive; -1
+// when it is gone.
+func treeCPU(procs map[int]proc, pid int) time.Duration {
+	p, ok := procs[pid]
+	if !ok {
+		return -1
+	}
+	t := p.own + p.reaped
+	for _, child := range procs {
+		if child.ppid == pid {
+			t += child.own
+		}
+	}
+	return t
+}
+
+// findPostmaster returns the postmaster of backend, a PostgreSQL backend's process id
+// (pg_backend_pid()), when that server runs on this machine: 0 when there is no such process
+// here, or it is no postgres (a server in a container has pids of its own).
+func findPostmaster(backend int) int {
+	isPostgres := func(pid int) bool {
+		comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		name := string(bytes.TrimSpace(comm))
+		return err == nil && (name == "postgres" || name == "postmaster")
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(backend) + "/stat")
+	if err != nil || !isPostgres(backend) {
+		return 0
+	}
+	p, ok := parseStat(b)
+	if !ok || p.ppid <= 1 || !isPostgres(p.ppid) {
+		return 0
+	}
+	return p.ppid
 }
 
 // proc is one process's CPU time from /proc/<pid>/stat.

@@ -24,10 +24,11 @@ const setupConcurrency = 16
 const queueDescription = `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">` +
 	`<QueueDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"/></content></entry>`
 
-// runPhase runs op at clients: it prepares what the phase needs (fills its queue), measures, and
+// runPhase runs the phase p: it prepares what the phase needs (fills its queue), measures, and
 // cleans up what must not weigh on the next phases (the sends' messages).
-func (r *runner) runPhase(ctx context.Context, op string, clients int) ([]Result, error) {
-	res := Result{Operation: op, Clients: clients}
+func (r *runner) runPhase(ctx context.Context, p planned) ([]Result, error) {
+	op, clients := p.op, p.clients
+	res := Result{Operation: op, Clients: clients, Prefetch: p.prefetch}
 	var err error
 	switch op {
 	case OpSend, OpSendBatch:
@@ -49,7 +50,7 @@ func (r *runner) runPhase(ctx context.Context, op string, clients int) ([]Result
 			err = r.purge(ctx, r.sink.name)
 		}
 	case OpAMQPPeekLock:
-		if err := r.fillQueue(ctx, r.amqpWork, r.fillFor(op, clients, r.cfg.AMQPPrefetch)); err != nil {
+		if err := r.fillQueue(ctx, r.amqpWork, r.fillFor(op, p.prefetch, clients, p.prefetch)); err != nil {
 			return nil, err
 		}
 		res, err = r.amqpPhase(ctx, res, r.amqpWork)
@@ -58,7 +59,7 @@ func (r *runner) runPhase(ctx context.Context, op string, clients int) ([]Result
 		if op == OpBatchSettle {
 			per = r.cfg.SettleBatch
 		}
-		if err := r.fillQueue(ctx, r.work, r.fillFor(op, clients, per)); err != nil {
+		if err := r.fillQueue(ctx, r.work, r.fillFor(op, 0, clients, per)); err != nil {
 			return nil, err
 		}
 		res, err = r.measure(ctx, res, func(w int) (iteration, error) {
@@ -292,33 +293,46 @@ func appendSettlement(dst, token []byte, disposition string) []byte {
 	return append(dst, `"}`...)
 }
 
-// fillFor is how many messages a receive phase of op at clients should find waiting: what it
-// may receive in the phase with room to spare. The rate is the best the run measured for op so
-// far with room to grow, and at least the baseline's naive claim + complete (three times that
-// for batch settlement; receive-and-delete aims at sbgate's own send, AMQP peek-lock at its AMQP
-// send, the inflight, many-queues and session scenarios at its peek-lock), or without a baseline
-// a generous guess.
-func (r *runner) fillFor(op string, clients, perIteration int) int64 {
-	guess := float64(4000 + 200*clients)
-	if b := r.baselineRate(BaselineClaim); b > 0 {
-		guess = b
+// fillFor is how many messages a receive phase of op at clients (with prefetch, for
+// amqp-peek-lock) should find waiting: more than it can take in the phase, so that what it
+// measures is the broker, never a queue run dry. The rate it can reach is bounded generously:
+// half as much again as the best the run measured for op so far, as any receive measured
+// before it, and as PostgreSQL's one-row INSERT per commit in the baseline (a receive of one
+// message at a time has not come near it; three times that for batch settlement), or without a
+// baseline a generous guess. perIteration is what one iteration may hold beyond that (a
+// $batch, or a link's prefetched credit).
+func (r *runner) fillFor(op string, prefetch, clients, perIteration int) int64 {
+	bound := float64(4000 + 200*clients)
+	if b := r.baselineRate(BaselineInsert); b > 0 {
+		bound = 1.5 * b
+	}
+	if op == OpBatchSettle {
+		bound *= 2
+	} else {
+		bound = max(bound, 1.5*r.fastestReceive())
 	}
 	switch op {
-	case OpBatchSettle:
-		guess *= 3
 	case OpReceiveDelete:
-		guess = max(guess, r.doneRate(OpSend, clients))
-	case OpInflight, OpManyQueues, OpSession:
-		// Peek-lock + complete on other queues (in sessions): they may run as fast as it did
-		// (the inflight and session scenarios drained fills sized on the baseline alone).
-		guess = max(guess, 1.5*r.rate(OpPeekLock))
+		bound = max(bound, 1.5*r.doneRate(OpSend, clients))
 	case OpAMQPPeekLock:
-		// Over AMQP, receiving keeps up with sending (it drained fills sized on the baseline).
-		guess = max(guess, 1.5*r.doneRate(OpAMQPSend, clients))
+		bound = max(bound, 1.5*r.doneRate(OpAMQPSend, clients))
 	}
-	rate := max(guess, 1.5*r.rate(op))
+	bound = max(bound, 1.5*r.rate(op, prefetch))
 	seconds := r.cfg.Duration.Seconds()*1.2 + 0.5
-	return int64(rate*seconds) + int64(clients*perIteration)
+	return int64(bound*seconds) + int64(clients*perIteration)
+}
+
+// fastestReceive is the best rate of a receive of one message at a time measured so far.
+func (r *runner) fastestReceive() float64 {
+	r.doneMu.Lock()
+	defer r.doneMu.Unlock()
+	best := 0.0
+	for _, d := range r.done {
+		if slices.Contains(receiveOps, d.Operation) && d.Operation != OpBatchSettle && d.Operation != OpSession {
+			best = max(best, d.Rate())
+		}
+	}
+	return best
 }
 
 // baselineRate is the rate of a baseline phase, 0 when there is none.

@@ -30,8 +30,8 @@ type Report struct {
 	MessageSize int
 	BatchSize   int
 	SettleBatch int
-	// AMQPPrefetch is the amqp-peek-lock receivers' link credit.
-	AMQPPrefetch int
+	// AMQPPrefetch lists the amqp-peek-lock receivers' link credits.
+	AMQPPrefetch []int
 	Backlog      int
 	Inflight     int
 	Queues       int
@@ -70,9 +70,55 @@ func (rep *Report) finish() *Report {
 	rep.Elapsed = time.Since(rep.Started)
 	rep.Machine.LoadEnd = loadAverage()
 	for i := range rep.Results {
-		rep.Results[i].Ratios = rep.ratios(rep.Results[i])
+		r := &rep.Results[i]
+		r.Ratios = rep.ratios(*r)
+		r.ServerCPU = rep.serverCPU(*r)
+		r.RequestCPU = rep.requestCPU(*r)
 	}
 	return rep
+}
+
+// serverCPU compares the CPU res cost the gateways and PostgreSQL per message with the CPU
+// PostgreSQL alone spent per message in the baseline res's rate is compared with.
+func (rep *Report) serverCPU(res Result) Ratio {
+	gw, db := res.CPUPerMessage()
+	if res.Latency || gw < 0 || db < 0 || len(res.Ratios) == 0 {
+		return Ratio{}
+	}
+	for _, b := range rep.Baseline {
+		if b.Operation != res.Ratios[0].Against {
+			continue
+		}
+		if _, base := b.CPUPerMessage(); base > 0 {
+			return Ratio{Against: b.Operation, Value: float64(gw+db) / float64(base)}
+		}
+	}
+	return Ratio{}
+}
+
+// requestCPU compares the gateways' CPU per HTTP request of res with theirs in the http-floor
+// phase at the same client count (or, without one, the first http-floor phase).
+func (rep *Report) requestCPU(res Result) Ratio {
+	per := res.GatewayCPUPerRequest()
+	if res.Operation == OpHTTPFloor || per <= 0 {
+		return Ratio{}
+	}
+	var floor time.Duration
+	for _, f := range rep.Results {
+		if f.Operation != OpHTTPFloor {
+			continue
+		}
+		if p := f.GatewayCPUPerRequest(); p > 0 && (floor == 0 || f.Clients == res.Clients) {
+			floor = p
+			if f.Clients == res.Clients {
+				break
+			}
+		}
+	}
+	if floor <= 0 {
+		return Ratio{}
+	}
+	return Ratio{Against: OpHTTPFloor, Value: float64(per) / float64(floor)}
 }
 
 // sendOps are compared with a one-row INSERT per commit, receiveOps with the naive claim +
@@ -120,7 +166,7 @@ func (rep *Report) Label(r Result) string {
 	case OpPeekLock:
 		return "peek-lock + complete"
 	case OpAMQPPeekLock:
-		return fmt.Sprintf("amqp-peek-lock + complete (prefetch %d)", rep.AMQPPrefetch)
+		return fmt.Sprintf("amqp-peek-lock + complete (prefetch %d)", r.Prefetch)
 	case OpBatchSettle:
 		return fmt.Sprintf("batch-settle (%d a $batch)", rep.SettleBatch)
 	case OpTopicSend:
@@ -164,7 +210,10 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(bw, "phases:    %s each, %d-byte messages; p50 and p99 per iteration (peek-lock + complete is one)\n",
 		rep.Duration, rep.MessageSize)
 	fmt.Fprintln(bw, "cpu:       cores kept busy by the load tool / the gateways / their PostgreSQL / the whole machine, with whatever else runs on it")
-	fmt.Fprintln(bw, "ratio:     msgs/s over the named row's: pg-insert for sends, pg-claim-complete for receives, send@N is sbgate's send at N clients")
+	fmt.Fprintln(bw, "µs/msg:    CPU per message of the gateways + their PostgreSQL (http-floor: per request; the baseline: PostgreSQL alone)")
+	fmt.Fprintln(bw, "ratio:     msgs/s over the named row's: pg-insert for sends, pg-claim-complete for receives, send@N is sbgate's send at N clients;")
+	fmt.Fprintln(bw, "           cpu/msg: gateways' + PostgreSQL's CPU per message over PostgreSQL's alone in that baseline;")
+	fmt.Fprintln(bw, "           gw cpu/req: the gateways' CPU per HTTP request over theirs per request in http-floor")
 	if len(rep.Baseline) == 0 {
 		fmt.Fprintln(bw, "baseline:  none (no database URL given), so no ratios")
 	}
@@ -175,15 +224,15 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	for _, r := range rows {
 		width = max(width, len(rep.Label(r)))
 	}
-	fmt.Fprintf(bw, "%-*s  %7s  %10s  %9s  %9s  %9s  %6s  %19s  %s\n", width, "operation", "clients", "msgs", "msgs/s", "p50", "p99", "errors", "cpu tool/gw/db/all", "ratio")
+	fmt.Fprintf(bw, "%-*s  %7s  %10s  %9s  %9s  %9s  %6s  %19s  %12s  %s\n", width, "operation", "clients", "msgs", "msgs/s", "p50", "p99", "errors", "cpu tool/gw/db/all", "µs/msg gw+db", "ratio")
 	var problems []string
 	for _, r := range rows {
 		rate := thousands(r.Rate())
 		if r.Latency {
 			rate = "-"
 		}
-		fmt.Fprintf(bw, "%-*s  %7d  %10s  %9s  %9s  %9s  %6d  %19s  %s\n", width, rep.Label(r), r.Clients, thousands(float64(r.Messages)),
-			rate, showLatency(r.P50), showLatency(r.P99), r.Errors, cpuText(r), ratioText(r))
+		fmt.Fprintf(bw, "%-*s  %7d  %10s  %9s  %9s  %9s  %6d  %19s  %12s  %s\n", width, rep.Label(r), r.Clients, thousands(float64(r.Messages)),
+			rate, showLatency(r.P50), showLatency(r.P99), r.Errors, cpuText(r), cpuPerMessageText(r), ratioText(r))
 		if r.FirstError != "" {
 			problems = append(problems, fmt.Sprintf("%s at %d clients: %d errors, the first: %s", rep.Label(r), r.Clients, r.Errors, r.FirstError))
 		}
@@ -213,12 +262,35 @@ func cpuText(r Result) string {
 	return b.String()
 }
 
-// ratioText is the ratio column: each ratio with what it is against, and what else the row
-// needs said.
+// cpuPerMessageText is the CPU per message of the gateways and of PostgreSQL, in whole
+// microseconds, "-" for what is unknown.
+func cpuPerMessageText(r Result) string {
+	gw, db := r.CPUPerMessage()
+	if gw < 0 && db < 0 {
+		return "-"
+	}
+	show := func(d time.Duration) string {
+		if d < 0 {
+			return "-"
+		}
+		return strconv.FormatInt(int64(d+time.Microsecond/2)/int64(time.Microsecond), 10)
+	}
+	return show(gw) + "+" + show(db)
+}
+
+// ratioText is the ratio column: each ratio with what it is against, the CPU ratios, and what
+// else the row needs said.
 func ratioText(r Result) string {
 	var parts []string
 	for _, q := range r.Ratios {
-		parts = append(parts, fmt.Sprintf("%.2fx %s", q.Value, q.Against))
+		p := fmt.Sprintf("%.2fx %s", q.Value, q.Against)
+		if r.ServerCPU.Value > 0 && r.ServerCPU.Against == q.Against {
+			p += fmt.Sprintf(" (cpu/msg %.2fx)", r.ServerCPU.Value)
+		}
+		parts = append(parts, p)
+	}
+	if r.RequestCPU.Value > 0 {
+		parts = append(parts, fmt.Sprintf("gw cpu/req %.2fx %s", r.RequestCPU.Value, r.RequestCPU.Against))
 	}
 	if r.Latency && r.Operation == OpSQLSend {
 		parts = append(parts, "latency: from the sending transaction's commit to a long-polling receiver having the message")
@@ -229,7 +301,8 @@ func ratioText(r Result) string {
 		parts = append(parts, "requests/s with no database: the ceiling of a request a message")
 	}
 	if r.Drained {
-		parts = append(parts, "(queue drained before the end)")
+		parts = append(parts, fmt.Sprintf("(queue empty after %s of %s: the rest of the phase had nothing to receive)",
+			r.DrainedAfter.Round(100*time.Millisecond), r.Elapsed.Round(100*time.Millisecond)))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -271,22 +344,46 @@ type jsonResult struct {
 	P50ms         float64 `json:"p50_ms"`
 	P99ms         float64 `json:"p99_ms"`
 	Drained       bool    `json:"drained,omitempty"`
+	DrainedAfter  float64 `json:"drained_after_s,omitempty"`
 	Latency       bool    `json:"latency_row,omitempty"`
+	Requests      int64   `json:"requests,omitempty"`
+	Prefetch      int     `json:"prefetch,omitempty"`
 	CPU           CPUUse  `json:"cpu_cores"` // negative when unknown
-	Ratios        []Ratio `json:"ratios,omitempty"`
+	// CPU per message in microseconds, negative when unknown.
+	GatewayMicros  float64 `json:"gateway_cpu_us_per_msg"`
+	DatabaseMicros float64 `json:"database_cpu_us_per_msg"`
+	Ratios         []Ratio `json:"ratios,omitempty"`
+	ServerCPU      *Ratio  `json:"server_cpu_ratio,omitempty"`
+	RequestCPU     *Ratio  `json:"request_cpu_ratio,omitempty"`
 }
 
 // WriteJSON prints the report as one JSON object.
 func (rep *Report) WriteJSON(w io.Writer) error {
 	conv := func(rs []Result) []jsonResult {
 		out := make([]jsonResult, 0, len(rs))
+		micros := func(d time.Duration) float64 {
+			if d < 0 {
+				return -1
+			}
+			return float64(d) / float64(time.Microsecond)
+		}
+		ratio := func(q Ratio) *Ratio {
+			if q.Value <= 0 {
+				return nil
+			}
+			return &q
+		}
 		for _, r := range rs {
+			gw, db := r.CPUPerMessage()
 			out = append(out, jsonResult{
 				Operation: r.Operation, Variant: r.Variant, Label: rep.Label(r), Clients: r.Clients,
 				Messages: r.Messages, Iterations: r.Iterations, Errors: r.Errors, FirstError: r.FirstError,
 				Seconds: r.Elapsed.Seconds(), MsgsPerSecond: r.Rate(),
 				P50ms: float64(r.P50) / float64(time.Millisecond), P99ms: float64(r.P99) / float64(time.Millisecond),
-				Drained: r.Drained, Latency: r.Latency, CPU: r.CPU, Ratios: r.Ratios,
+				Drained: r.Drained, DrainedAfter: r.DrainedAfter.Seconds(), Latency: r.Latency,
+				Requests: r.Requests, Prefetch: r.Prefetch, CPU: r.CPU,
+				GatewayMicros: micros(gw), DatabaseMicros: micros(db),
+				Ratios: r.Ratios, ServerCPU: ratio(r.ServerCPU), RequestCPU: ratio(r.RequestCPU),
 			})
 		}
 		return out

@@ -112,7 +112,7 @@ func (r *runner) scenario(ctx context.Context, res Result) (Result, error) {
 			return r.purge(ctx, r.topicPath()+"/subscriptions/"+subscriptionName(i))
 		})
 	case OpSession:
-		if err := r.fillSessions(ctx, r.fillFor(OpSession, clients, sessionBatch)); err != nil {
+		if err := r.fillSessions(ctx, r.fillFor(OpSession, 0, clients, sessionBatch)); err != nil {
 			return res, err
 		}
 		return r.measure(ctx, res, func(w int) (iteration, error) { return r.sessionWorker(r.gw(w)) })
@@ -125,13 +125,13 @@ func (r *runner) scenario(ctx context.Context, res Result) (Result, error) {
 		if err := r.renewInflight(ctx); err != nil {
 			return res, err
 		}
-		if err := r.fillQueue(ctx, r.inflight.q, r.fillFor(OpInflight, clients, 1)); err != nil {
+		if err := r.fillQueue(ctx, r.inflight.q, r.fillFor(OpInflight, 0, clients, 1)); err != nil {
 			return res, err
 		}
 		return r.measure(ctx, res, func(w int) (iteration, error) { return r.peekLockWorker(r.gw(w), r.inflight.q) })
 	case OpManyQueues:
 		used := min(len(r.manyQueues), clients)
-		each := r.fillFor(OpManyQueues, clients, 1)/int64(used) + 1
+		each := r.fillFor(OpManyQueues, 0, clients, 1)/int64(used) + 1
 		for _, q := range r.manyQueues[:used] {
 			if err := r.fillQueue(ctx, q, each); err != nil {
 				return res, err

@@ -41,7 +41,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	ops := fs.String("ops", strings.Join(bench.AllOperations, ","), "operations to run: "+strings.Join(bench.AllOperations, ", ")+
 		"; over AMQP (with the AMQP connection strings) "+strings.Join(bench.AMQPOperations, ", ")+
 		"; the scenarios "+strings.Join(bench.Scenarios, ", ")+"; or all (the AMQP operations when the AMQP connection strings are known)")
-	prefetch := fs.Int("amqp-prefetch", 20, "link credit of each amqp-peek-lock receiver")
+	prefetch := fs.String("amqp-prefetch", "20", "link credit of each amqp-peek-lock receiver; a comma-separated list runs the operation once per credit, e.g. 20,100")
 	subs := fs.Int("subscriptions", 100, "subscriptions of the topic-send scenario's topic")
 	idle := fs.Int("idle-sessions", 10000, "idle sessions beside the active ones in the session scenario (negative: none)")
 	backlog := fs.Int("backlog", 1_000_000, "messages the backlog scenario's queue holds")
@@ -53,6 +53,10 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	insecure := fs.Bool("insecure", false, "skip TLS certificate checks")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	output := fs.String("o", "table", "summary format: table, or json for machines")
+	gatewayBinary := fs.String("gateway-binary", "", "the sbgate executable the gateways sbgate bench starts run (default: this one), "+
+		"to compare two builds measured by the same load tool")
+	profile := fs.String("profile", "", "directory for profiles of every phase: with gateways sbgate bench starts, a CPU profile of each "+
+		"(their -pprof-listen) and, from the embedded PostgreSQL it then starts itself with pg_stat_statements, what each statement cost")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,7 +70,6 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		ConnectionStrings:     conns.values,
 		LoadGateways:          *loadGateways,
 		AMQPConnectionStrings: amqpConns.values,
-		AMQPPrefetch:          *prefetch,
 		DatabaseURL:           *databaseURL,
 		Queue:                 *queue,
 		Duration:              *duration,
@@ -82,6 +85,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		Queues:                *queues,
 		WakeReceivers:         *wakeReceivers,
 		BaselineClients:       *baselineClients,
+		ProfileDir:            *profile,
 		Progress:              stderr,
 	}
 	if *quiet {
@@ -94,12 +98,15 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	if cfg.ScenarioClients, err = levels("-scenario-clients", *scenarioClients); err != nil {
 		return err
 	}
+	if cfg.AMQPPrefetch, err = levels("-amqp-prefetch", *prefetch); err != nil {
+		return err
+	}
 
 	if len(cfg.ConnectionStrings) == 0 {
 		if *gateways < 1 {
 			return fmt.Errorf("bench: -gateways: want at least 1, got %d", *gateways)
 		}
-		gws, err := spawnGateways(ctx, *gateways, cfg.DatabaseURL, cfg.Progress)
+		gws, err := spawnGateways(ctx, spawnOptions{n: *gateways, databaseURL: cfg.DatabaseURL, profile: *profile != "", binary: *gatewayBinary}, cfg.Progress)
 		if err != nil {
 			return err
 		}
@@ -109,6 +116,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		for _, c := range gws.procs {
 			cfg.GatewayPIDs = append(cfg.GatewayPIDs, c.cmd.Process.Pid)
 		}
+		cfg.PprofAddrs = gws.pprof
 		where := "a fresh embedded PostgreSQL in a temporary directory"
 		if cfg.DatabaseURL == "" {
 			cfg.DatabaseURL = gws.procs[0].ready.DatabaseURL
@@ -116,7 +124,13 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		} else {
 			where = "the database of -database-url"
 		}
+		if gws.pg != nil {
+			where = "a fresh embedded PostgreSQL with pg_stat_statements, which sbgate bench runs itself, in a temporary directory"
+		}
 		cfg.Setup = fmt.Sprintf("%d started by sbgate bench (sbgate serve, one process each) on %s", len(gws.procs), where)
+		if *gatewayBinary != "" {
+			cfg.Setup += ", running " + *gatewayBinary
+		}
 	}
 
 	rep, runErr := bench.Run(ctx, cfg)

@@ -159,3 +159,46 @@ func checkNothingLeft(t *testing.T, progress string) {
 		}
 	}
 }
+
+// TestBenchProfile: with -profile, sbgate bench runs the embedded PostgreSQL itself with
+// pg_stat_statements and gives its gateways profiling listeners, and writes for each phase a CPU
+// profile of each gateway and what each statement cost; every row has the gateways' and
+// PostgreSQL's CPU per message. Nothing is left behind.
+//
+// Not parallel: the gateways learn from the environment that they are sbgate (t.Setenv).
+func TestBenchProfile(t *testing.T) {
+	t.Setenv("SBGATE_TEST_AS_MAIN", "1")
+	dir := t.TempDir()
+	var out, progress syncBuffer
+	err := run(t.Context(), []string{"bench", "-clients", "2", "-duration", "1s", "-baseline-clients", "2",
+		"-ops", "send", "-profile", dir, "-o", "json"}, env(), &out, &progress)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, progress.String())
+	}
+	var rep struct {
+		Results []struct {
+			Operation string  `json:"operation"`
+			Gateway   float64 `json:"gateway_cpu_us_per_msg"`
+			Database  float64 `json:"database_cpu_us_per_msg"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil || len(rep.Results) != 1 {
+		t.Fatalf("report (%v):\n%s", err, out.String())
+	}
+	if r := rep.Results[0]; r.Gateway <= 0 || r.Database <= 0 {
+		t.Errorf("%s: gateway %v µs, database %v µs a message; want both measured", r.Operation, r.Gateway, r.Database)
+	}
+	prof, err := os.ReadFile(filepath.Join(dir, "03-send-2.gateway-0.pprof"))
+	if err != nil || len(prof) == 0 {
+		t.Errorf("the send phase's gateway profile: %v (%d bytes)", err, len(prof))
+	}
+	stmts, err := os.ReadFile(filepath.Join(dir, "03-send-2.statements.txt"))
+	if err != nil || !strings.Contains(string(stmts), "WITH input AS (") {
+		t.Errorf("the send phase's statements (%v):\n%s", err, stmts)
+	}
+	if errs, _ := filepath.Glob(filepath.Join(dir, "*.error.txt")); len(errs) > 0 {
+		b, _ := os.ReadFile(errs[0])
+		t.Errorf("profiling failed: %s: %s", errs[0], b)
+	}
+	checkNothingLeft(t, progress.String())
+}

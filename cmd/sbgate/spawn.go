@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +45,27 @@ type spawned struct {
 	dir   string
 	procs []*child
 	log   io.Writer
+	// pg is the embedded PostgreSQL sbgate bench started itself for gateways that are profiled
+	// (spawnOptions.profile); nil when the first gateway runs it.
+	pg *db.Embedded
+	// pprof are the gateways' profiling addresses when profiled, in the order of procs.
+	pprof []string
 }
+
+// spawnOptions say what gateways to start.
+type spawnOptions struct {
+	n           int
+	databaseURL string // empty: a fresh embedded PostgreSQL
+	// profile gives each gateway a profiling listener, and the embedded PostgreSQL, which
+	// sbgate bench then runs itself, pg_stat_statements.
+	profile bool
+	// binary is the sbgate executable the gateways run (empty: this one), to measure two
+	// builds with one load tool.
+	binary string
+}
+
+// profiledSettings are what a profiled run's embedded PostgreSQL is started with.
+var profiledSettings = map[string]string{"shared_preload_libraries": "pg_stat_statements"}
 
 // child is one gateway process.
 type child struct {
@@ -56,16 +77,21 @@ type child struct {
 	ready   readyInfo
 }
 
-// spawnGateways starts n gateways, each `sbgate serve` as a child process of this one (the same
-// executable) on a free port, with one random SAS key passed in the environment. The first runs
-// a fresh embedded PostgreSQL in a temporary directory, unless databaseURL names a database; the
-// others use the first one's database. Each tells its endpoint and database through
-// -ready-file. The children run in their own process group, so a Ctrl-C reaches only sbgate
-// bench, which stops them in order (stop); on Linux they also get SIGTERM if it dies.
-func spawnGateways(ctx context.Context, n int, databaseURL string, progress io.Writer) (_ *spawned, err error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("bench: start gateways: %w", err)
+// spawnGateways starts o.n gateways, each `sbgate serve` as a child process of this one (the
+// same executable) on a free port, with one random SAS key passed in the environment. The first
+// runs a fresh embedded PostgreSQL in a temporary directory, unless o.databaseURL names a
+// database; the others use the first one's database. Profiled (o.profile), sbgate bench starts
+// that embedded PostgreSQL itself, with pg_stat_statements, and every gateway uses it. Each tells
+// its endpoint and database through -ready-file. The children run in their own process group,
+// so a Ctrl-C reaches only sbgate bench, which stops them in order (stop); on Linux they also get
+// SIGTERM if it dies.
+func spawnGateways(ctx context.Context, o spawnOptions, progress io.Writer) (_ *spawned, err error) {
+	n, databaseURL := o.n, o.databaseURL
+	exe := o.binary
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("bench: start gateways: %w", err)
+		}
 	}
 	dir, err := os.MkdirTemp("", "sbgate-bench-")
 	if err != nil {
@@ -87,10 +113,25 @@ func spawnGateways(ctx context.Context, n int, databaseURL string, progress io.W
 	if err != nil {
 		return nil, fmt.Errorf("bench: start gateways: %w", err)
 	}
+	if o.profile && databaseURL == "" {
+		if s.pg, err = db.StartEmbedded(ctx, db.EmbeddedConfig{DataDir: filepath.Join(dir, "pg"), Settings: profiledSettings}); err != nil {
+			return nil, fmt.Errorf("bench: start PostgreSQL: %w", err)
+		}
+		databaseURL = s.pg.URL()
+		s.logf("started PostgreSQL with pg_stat_statements in %s", filepath.Join(dir, "pg"))
+	}
 	for i := range n {
 		name := fmt.Sprintf("gateway-%d", i)
 		readyFile := filepath.Join(dir, name+".json")
 		args := []string{"serve", "-listen", "127.0.0.1:0", "-amqp-listen", "127.0.0.1:0", "-amqps-listen", "127.0.0.1:0", "-ready-file", readyFile}
+		if o.profile {
+			addr, err := freeAddress()
+			if err != nil {
+				return nil, fmt.Errorf("bench: start %s: %w", name, err)
+			}
+			args = append(args, "-pprof-listen", addr)
+			s.pprof = append(s.pprof, addr)
+		}
 		env := append(childEnvironment(os.Environ()), "SBGATE_SAS_KEY="+key)
 		switch {
 		case i > 0:
@@ -146,12 +187,31 @@ func (s *spawned) stop() {
 			s.logf("gateway-%d: %v", i, err)
 		}
 	}
+	if s.pg != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), spawnStopTimeout)
+		if err := s.pg.Stop(ctx); err != nil {
+			s.logf("PostgreSQL: %v", err)
+		}
+		cancel()
+		s.pg = nil
+	}
 	if s.dir != "" {
 		if err := os.RemoveAll(s.dir); err != nil {
 			s.logf("remove %s: %v", s.dir, err)
 		}
 		s.dir = ""
 	}
+}
+
+// freeAddress is a loopback address with a port free a moment ago, for a listener whose address
+// must be known before the process that opens it starts.
+func freeAddress() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // childEnvironment is environ without the variables spawned gateways get from sbgate bench.
