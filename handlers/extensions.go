@@ -118,6 +118,12 @@ func (s *Server) BrowseMessages(w http.ResponseWriter, r *http.Request, entityPa
 		s.writeError(w, r, err)
 		return
 	}
+	// A peeked message's DeliveryCount is its failed deliveries, not the one more a received
+	// message shows: what the service's peek gives the .NET SDK (which adds one only on receive)
+	// and the portal.
+	for _, m := range msgs {
+		m.DeliveryCount--
+	}
 	s.writeMessages(w, r, target{path: entityPath}, http.StatusOK, msgs)
 }
 

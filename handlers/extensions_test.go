@@ -184,8 +184,10 @@ func TestBrowseMessages(t *testing.T) {
 		state         client.BrokerPropertiesState
 		deliveryCount int
 	}{
-		{"deferred", client.Deferred, 1},
-		{"locked", client.Active, 1},
+		// A peek shows failed deliveries (as .NET shows a peeked message's): deferring, and
+		// a lock still held, failed none.
+		{"deferred", client.Deferred, 0},
+		{"locked", client.Active, 0},
 		{"text", client.Active, 0},
 		{"binary", client.Active, 0},
 		{"scheduled", client.Scheduled, 0},
@@ -576,7 +578,8 @@ func TestDeferAndReceiveDeferred(t *testing.T) {
 		}
 		return showPtr(r.Headers201.Location), bp
 	}
-	loc, bp := peekDeferred("first deferred receive", "2")
+	// Deferring failed no delivery, and a receive by number counts none: DeliveryCount 1.
+	loc, bp := peekDeferred("first deferred receive", "1")
 	locked, err := api.PeekLockDeferredWithResponse(ctx, "d", seq1, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -599,10 +602,12 @@ func TestDeferAndReceiveDeferred(t *testing.T) {
 	}
 	b.do(t, call{method: http.MethodDelete, path: headLoc}).want(t, "complete d3", http.StatusOK)
 
-	// Deliveries count: the third delivery was the last MaxDeliveryCount allows, so the next
-	// deferred receive dead-letters it.
-	loc, _ = peekDeferred("second deferred receive", "3")
+	// Abandons count: the third failed delivery is the last MaxDeliveryCount allows, so that
+	// abandon dead-letters it, and a deferred receive finds nothing.
+	loc, _ = peekDeferred("second deferred receive", "2")
 	b.do(t, call{method: http.MethodPut, path: settlePath(t, loc)}).want(t, "abandon d1 again", http.StatusOK)
+	loc, _ = peekDeferred("third deferred receive", "3")
+	b.do(t, call{method: http.MethodPut, path: settlePath(t, loc)}).want(t, "abandon d1 a third time", http.StatusOK)
 	b.do(t, call{method: http.MethodPost, path: fmt.Sprintf("/d/messages/$deferred/%d", seq1)}).
 		wantError(t, "deferred receive past MaxDeliveryCount", http.StatusNotFound, "No deferred message with sequence number")
 	b.wantCounts(t, "after d1 was dead-lettered", "d", counted{active: 1, dead: 1})
@@ -619,8 +624,8 @@ func TestDeferAndReceiveDeferred(t *testing.T) {
 	if rd.StatusCode() != http.StatusOK || string(rd.Body) != "second" || rd.Headers200 == nil {
 		t.Fatalf("ReceiveAndDeleteDeferred(%d) = %d %q; want 200 second", seq2, rd.StatusCode(), rd.Body)
 	}
-	if m := brokerProperties(t, showPtr(rd.Headers200.BrokerProperties)); m["MessageId"] != "d2" || fmt.Sprint(m["DeliveryCount"]) != "2" || m["LockToken"] != nil {
-		t.Errorf("ReceiveAndDeleteDeferred: BrokerProperties %s; want d2 on delivery 2 without a lock", showPtr(rd.Headers200.BrokerProperties))
+	if m := brokerProperties(t, showPtr(rd.Headers200.BrokerProperties)); m["MessageId"] != "d2" || fmt.Sprint(m["DeliveryCount"]) != "1" || m["LockToken"] != nil {
+		t.Errorf("ReceiveAndDeleteDeferred: BrokerProperties %s; want d2 with DeliveryCount 1 (no failed delivery) without a lock", showPtr(rd.Headers200.BrokerProperties))
 	}
 	gone, err := api.ReceiveAndDeleteDeferredWithResponse(ctx, "d", seq2, nil)
 	if err != nil {

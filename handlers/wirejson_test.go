@@ -51,7 +51,7 @@ func TestExtensionJSONBytes(t *testing.T) {
 		`"EnqueuedTimeUtc":"Sun, 01 Mar 2026 12:00:00 GMT","MessageId":"m2","SequenceNumber":2,"State":"Active","TimeToLive":922337203685.47754}}]`)
 	r = b.do(t, call{method: http.MethodGet, path: "/q/$DeadLetterQueue/messages/$browse", key: "listener"}).want(t, "browse the dead letters", http.StatusOK)
 	check("browsed dead-lettered m1", r, `[{"Body":"one","ContentType":"text/plain","BrokerProperties":{"DeadLetterErrorDescription":"D","DeadLetterReason":"R",`+
-		`"DeliveryCount":1,"EnqueuedSequenceNumber":0,"EnqueuedTimeUtc":"Sun, 01 Mar 2026 12:00:00 GMT","ExpiresAtUtc":"Sun, 01 Mar 2026 12:01:00 GMT",`+
+		`"DeliveryCount":0,"EnqueuedSequenceNumber":0,"EnqueuedTimeUtc":"Sun, 01 Mar 2026 12:00:00 GMT","ExpiresAtUtc":"Sun, 01 Mar 2026 12:01:00 GMT",`+
 		`"Label":"L","MessageId":"m1","SequenceNumber":1,"State":"Active","TimeToLive":60},"UserProperties":{"b":true,"d":2.0,"i":7,"s":"x"}}]`)
 
 	r = b.do(t, call{method: http.MethodPost, path: "/sq/sessions/$accept?timeout=0", key: "listener"}).want(t, "accept s1", http.StatusCreated)

@@ -120,16 +120,24 @@ var peekLockTailSQL = `, locked AS (
 )
 SELECT ` + messageSelectFrom("locked") + claimedSQL + ` FROM locked JOIN picked p ON p.seq = locked.seq`
 
-// lockOrDeadLetterSQL is the SET list that locks message m from @now for @lock, counting the
-// delivery, or, when it has already been delivered @max_delivery times, moves it to the
-// dead-letter subqueue (MaxDeliveryCountExceeded).
+// failedSQL is the failed deliveries of m (its delivery_count) with a lock that lapsed on it
+// counted: a claim only picks a message whose lock token is still set when that lock ran out.
+// As on the service, a delivery counts when its lock expires or it is abandoned, not when it is
+// made, and nothing counts in the dead-letter subqueue, which has no delivery limit: a message
+// received from a queue, dead-lettered and received from the dead-letter subqueue shows the
+// same DeliveryCount twice, and a deferred message received by its number is not counted again.
+const failedSQL = `(m.delivery_count + CASE WHEN m.lock_token IS NOT NULL AND m.state <> ` + sqlDeadLetter + ` THEN 1 ELSE 0 END)`
+
+// lockOrDeadLetterSQL is the SET list that locks message m from @now for @lock, or, when
+// @max_delivery deliveries of it have failed, moves it to the dead-letter subqueue
+// (MaxDeliveryCountExceeded).
 var lockOrDeadLetterSQL = `
-		state = CASE WHEN m.delivery_count >= @max_delivery THEN ` + sqlDeadLetter + ` ELSE m.state END,
-		lock_token = CASE WHEN m.delivery_count >= @max_delivery THEN NULL ELSE ` + newLockTokenSQL + ` END,
-		visible_at = CASE WHEN m.delivery_count >= @max_delivery THEN NULL ELSE @now::timestamptz + @lock::interval END,
-		delivery_count = CASE WHEN m.delivery_count >= @max_delivery THEN m.delivery_count ELSE m.delivery_count + 1 END,
-		dead_letter_reason = CASE WHEN m.delivery_count >= @max_delivery THEN '` + ReasonMaxDeliveryCount + `' ELSE m.dead_letter_reason END,
-		dead_letter_description = CASE WHEN m.delivery_count >= @max_delivery
+		state = CASE WHEN ` + failedSQL + ` >= @max_delivery THEN ` + sqlDeadLetter + ` ELSE m.state END,
+		lock_token = CASE WHEN ` + failedSQL + ` >= @max_delivery THEN NULL ELSE ` + newLockTokenSQL + ` END,
+		visible_at = CASE WHEN ` + failedSQL + ` >= @max_delivery THEN NULL ELSE @now::timestamptz + @lock::interval END,
+		delivery_count = ` + failedSQL + `,
+		dead_letter_reason = CASE WHEN ` + failedSQL + ` >= @max_delivery THEN '` + ReasonMaxDeliveryCount + `' ELSE m.dead_letter_reason END,
+		dead_letter_description = CASE WHEN ` + failedSQL + ` >= @max_delivery
 			THEN 'Message could not be consumed after ' || @max_delivery::int || ' delivery attempts.' ELSE m.dead_letter_description END`
 
 // receiveAndDeleteTailSQL removes what a claim picked, counts the removal and returns it.
@@ -321,7 +329,7 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 		}
 		msgs = append(msgs, m)
 	}
-	out := delivered(msgs, state, mode)
+	out := delivered(msgs, state)
 	if len(out) < len(msgs) && state != StateDeadLetter {
 		s.announce(wakeTarget{entity: e.ID}) // dead letters arrived for the dead-letter receivers
 	}
@@ -369,15 +377,11 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // delivered keeps, in sequence order, the claimed messages that were handed out rather than
-// dead-lettered for too many deliveries (those left state), counting the delivery a
-// receive-and-delete made by removing them.
-func delivered(msgs []*Message, state State, mode ReceiveMode) []*Message {
+// dead-lettered for too many deliveries (those left state).
+func delivered(msgs []*Message, state State) []*Message {
 	out := msgs[:0]
 	for _, m := range msgs {
 		if m.State == state {
-			if mode == ReceiveAndDelete {
-				m.DeliveryCount++
-			}
 			out = append(out, m)
 		}
 	}
@@ -510,9 +514,6 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, 
 	out := make([]*Message, len(want))
 	for i, seq := range want {
 		out[i] = taken[seq]
-		if mode == ReceiveAndDelete {
-			out[i].DeliveryCount++
-		}
 	}
 	return out, nil
 }
@@ -583,7 +584,7 @@ var deadLetterDeferredSQL = `
 WITH moved AS (
 	UPDATE messages m SET ` + lockOrDeadLetterSQL + `
 	FROM` + askedSeqsSQL + availableDeferredSQL + `
-		AND m.delivery_count >= @max_delivery
+		AND ` + failedSQL + ` >= @max_delivery
 	RETURNING 1
 )
 INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)

@@ -245,7 +245,7 @@ func TestDeferral(t *testing.T) {
 	if err != nil {
 		t.Fatalf("receive deferred: %v", err)
 	}
-	if d.DeliveryCount != 2 || d.LockToken == m.LockToken {
+	if d.DeliveryCount != 1 || d.LockToken == m.LockToken { // deferring did not fail a delivery
 		t.Errorf("deferred message delivered with count %d, token %v", d.DeliveryCount, d.LockToken)
 	}
 	if _, err := receiveDeferred1(b.ctx, b.store, store.Target{Entity: q}, m.SequenceNumber, store.PeekLock); !errors.Is(err, store.ErrNotFound) {
@@ -348,8 +348,9 @@ func TestReceiveDeferredAllOrNothing(t *testing.T) {
 		t.Fatalf("peek-lock [b, a, b] = %q, %v; want b, a", bodies(msgs), err)
 	}
 	for _, m := range msgs {
-		if m.DeliveryCount != 2 || m.LockToken == (uuid.UUID{}) || m.LockToken == d[0].LockToken || m.LockToken == d[1].LockToken {
-			t.Errorf("%s: delivery count %d, lock %v; want 2 and a new lock", m.MessageID, m.DeliveryCount, m.LockToken)
+		// Deferring failed no delivery, and a receive by number counts none: still 1.
+		if m.DeliveryCount != 1 || m.LockToken == (uuid.UUID{}) || m.LockToken == d[0].LockToken || m.LockToken == d[1].LockToken {
+			t.Errorf("%s: delivery count %d, lock %v; want 1 and a new lock", m.MessageID, m.DeliveryCount, m.LockToken)
 		}
 		if _, err := settle1(b.ctx, b.store, target, store.RenewLock, m.MessageID, m.LockToken); err != nil {
 			t.Errorf("renew the lock of %s: %v", m.MessageID, err)
@@ -372,8 +373,8 @@ func TestReceiveDeferredAllOrNothing(t *testing.T) {
 		t.Fatalf("receive-and-delete [c, a, b] = %q, %v; want c, a, b", bodies(msgs), err)
 	}
 	for _, m := range msgs {
-		if m.DeliveryCount != 3 {
-			t.Errorf("%s received with delivery count %d; want 3", m.MessageID, m.DeliveryCount)
+		if m.DeliveryCount != 2 { // the abandon counted
+			t.Errorf("%s received with delivery count %d; want 2", m.MessageID, m.DeliveryCount)
 		}
 	}
 	if c := b.counts(t, "q"); c.Active != 0 || c.SizeInBytes != 0 || c.DeadLetter != 0 {
@@ -390,20 +391,21 @@ func TestReceiveDeferredAllOrNothing(t *testing.T) {
 	}
 }
 
-// A deferred message delivered MaxDeliveryCount times is dead-lettered by a peek-lock request
-// for it, and stays so though the request fails: otherwise it could never leave the deferred
-// state. The other messages of that request are neither locked nor counted as delivered.
+// A deferred message whose last allowed delivery lapsed (MaxDeliveryCount deliveries failed) is
+// dead-lettered by a peek-lock request for it, and stays so though the request fails: otherwise
+// it could never leave the deferred state. The other messages of that request are neither
+// locked nor counted as delivered.
 func TestReceiveDeferredPastMaxDeliveryCount(t *testing.T) {
 	b := setup(t, manual)
-	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 2 })
+	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
 	target := store.Target{Entity: q}
 	d := b.deferAll(t, q, "worn", "fresh", "other")
 	worn, fresh, other := d[0].SequenceNumber, d[1].SequenceNumber, d[2].SequenceNumber
-	// Its second delivery's lock runs out (an abandon would dead-letter it at once): it is
-	// deferred again, delivered as often as the queue allows.
+	// Its delivery by number lapses (an abandon would dead-letter it at once): it is deferred
+	// again, with as many failed deliveries as the queue allows.
 	m, err := receiveDeferred1(b.ctx, b.store, target, worn, store.PeekLock)
-	if err != nil || m.DeliveryCount != 2 {
-		t.Fatalf("second delivery of worn = %v, %v", m, err)
+	if err != nil || m.DeliveryCount != 1 {
+		t.Fatalf("delivery of worn by number = %v, %v", m, err)
 	}
 	b.clock.Advance(q.Props.LockDuration + time.Second)
 	if got := b.browseOne(t, q, worn); got.State != store.StateDeferred {
@@ -442,8 +444,8 @@ func TestReceiveDeferredPastMaxDeliveryCount(t *testing.T) {
 
 	// The one left was not locked and is received as usual.
 	msgs, err := b.store.ReceiveDeferred(b.ctx, target, []int64{fresh}, store.PeekLock)
-	if err != nil || len(msgs) != 1 || msgs[0].DeliveryCount != 2 {
-		t.Fatalf("peek-lock [fresh] = %v, %v; want it with delivery count 2", msgs, err)
+	if err != nil || len(msgs) != 1 || msgs[0].DeliveryCount != 1 {
+		t.Fatalf("peek-lock [fresh] = %v, %v; want it with delivery count 1", msgs, err)
 	}
 	if c := b.counts(t, "q"); c.Active != 1 || c.DeadLetter != 0 {
 		t.Errorf("counts = %+v; want 1 active", c)
@@ -837,7 +839,12 @@ func TestReceiveDeferredPastMaxDeliveryCountForwards(t *testing.T) {
 		p.ForwardDeadLetteredMessagesTo = "collector"
 	})
 	target := store.Target{Entity: q}
-	worn := b.deferAll(t, q, "worn")[0].SequenceNumber // its one delivery: the receive that deferred it
+	worn := b.deferAll(t, q, "worn")[0].SequenceNumber
+	// Its one allowed delivery by number lapses.
+	if _, err := receiveDeferred1(b.ctx, b.store, target, worn, store.PeekLock); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(q.Props.LockDuration + time.Second)
 	if _, err := receiveDeferred1(b.ctx, b.store, target, worn, store.PeekLock); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("receive of a worn deferred message: %v; want ErrNotFound", err)
 	}
@@ -848,4 +855,101 @@ func TestReceiveDeferredPastMaxDeliveryCountForwards(t *testing.T) {
 	if len(got) != 1 || got[0].MessageID != "worn" || got[0].DeadLetterSource != "q" {
 		t.Fatalf("collector holds %+v; want worn, from q", got)
 	}
+}
+
+// DeliveryCount is the service's: deliveries that failed (abandoned, lock expired, lock lost with
+// its session) plus one. Neither dead-lettering nor deferring fails a delivery, a receive from
+// the dead-letter subqueue or of a deferred message by its number adds nothing by itself, and
+// nothing counts in the dead-letter subqueue. What the Go SDK's own live tests check of the
+// service (TestMessageSettlementUsingReceiver, TestDeferredMessages/Abandon).
+func TestDeliveryCountAsTheServiceCountsIt(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 10 })
+	main, dlq := store.Target{Entity: q}, store.Target{Entity: q, SubQueue: store.SubQueueDeadLetter}
+	count := func(what string, m *store.Message, want int32) {
+		t.Helper()
+		if m == nil {
+			t.Fatalf("%s: no message", what)
+		}
+		if m.DeliveryCount != want {
+			t.Errorf("%s: DeliveryCount %d; want %d", what, m.DeliveryCount, want)
+		}
+	}
+	settle := func(tg store.Target, op store.Settlement, m *store.Message) {
+		t.Helper()
+		if _, err := settle1(b.ctx, b.store, tg, op, m.MessageID, m.LockToken); err != nil {
+			t.Fatalf("%v of %s: %v", op, m.MessageID, err)
+		}
+	}
+
+	b.send(t, q, store.Message{Body: []byte("a"), MessageID: "a"})
+	all, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 1)
+	if err != nil || len(all) != 1 {
+		t.Fatalf("browse: %v, %v", all, err)
+	}
+	seq := all[0].SequenceNumber
+	count("peek before any delivery", b.browseOne(t, q, seq), 1)
+	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	count("first delivery", m, 1)
+	count("peek while locked", b.browseOne(t, q, seq), 1)
+	settle(main, store.Abandon, m)
+	count("peek after an abandon", b.browseOne(t, q, seq), 2)
+	m = b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	count("delivery after an abandon", m, 2)
+	settle(main, store.DeadLetter, m)
+	m = b.receive(t, q, store.SubQueueDeadLetter, store.PeekLock)
+	count("first delivery from the dead-letter subqueue", m, 2)
+	settle(dlq, store.Abandon, m)
+	m = b.receive(t, q, store.SubQueueDeadLetter, store.PeekLock)
+	count("dead letter after an abandon there", m, 2)
+	b.clock.Advance(q.Props.LockDuration + time.Second)
+	m = b.receive(t, q, store.SubQueueDeadLetter, store.PeekLock)
+	count("dead letter after its lock lapsed", m, 2)
+	settle(dlq, store.Complete, m)
+
+	// Deferred: received by number, abandoned, peeked.
+	d := b.deferAll(t, q, "d")[0]
+	m, err = receiveDeferred1(b.ctx, b.store, main, d.SequenceNumber, store.PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count("deferred message received by number", m, 1)
+	settle(main, store.Abandon, m)
+	count("peek of the deferred message after an abandon", b.browseOne(t, q, d.SequenceNumber), 2)
+	m, err = receiveDeferred1(b.ctx, b.store, main, d.SequenceNumber, store.PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count("deferred message received again", m, 2)
+	settle(main, store.Complete, m)
+
+	// A lapsed lock counts; a release (a delivery the receiver never saw) does not.
+	b.send(t, q, store.Message{Body: []byte("l"), MessageID: "l"})
+	m = b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	count("first delivery of l", m, 1)
+	b.clock.Advance(q.Props.LockDuration + time.Second)
+	m = b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	count("delivery after a lapsed lock", m, 2)
+	settle(main, store.Release, m)
+	m = b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	count("receive-and-delete after a release", m, 2)
+
+	// A message locked under a session lock that was released counts that delivery.
+	sq := b.sessionQueue(t, "sq", nil)
+	b.send(t, sq, store.Message{Body: []byte("s"), MessageID: "s", SessionID: "one", HasSessionID: true})
+	s := b.accept(t, sq, "one")
+	got := b.receiveIn(t, sq, s, 1)
+	if len(got) != 1 {
+		t.Fatalf("session receive: %d messages", len(got))
+	}
+	count("first delivery in the session", got[0], 1)
+	if err := b.store.ReleaseSession(b.ctx, sq, lockOf(s)); err != nil {
+		t.Fatal(err)
+	}
+	s = b.accept(t, sq, "one")
+	got = b.receiveIn(t, sq, s, 1)
+	if len(got) != 1 {
+		t.Fatalf("session receive after the release: %d messages", len(got))
+	}
+	count("delivery after the session lock was released", got[0], 2)
 }

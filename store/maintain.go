@@ -38,6 +38,7 @@ WITH candidates AS (
 	WHERE e.kind <> ` + sqlTopic + `
 ), dead_lettered AS (
 	UPDATE messages m SET state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
+		delivery_count = m.delivery_count + CASE WHEN m.lock_token IS NOT NULL THEN 1 ELSE 0 END,
 		dead_letter_reason = 'TTLExpiredException',
 		dead_letter_description = 'The message expired and was dead lettered.'
 	FROM candidates c WHERE c.dl AND m.entity_id = c.entity_id AND m.seq = c.seq
@@ -64,13 +65,13 @@ WITH lapsed AS (
 	SELECT x.entity_id, x.seq, e.max_delivery_count AS max_delivery FROM entities e CROSS JOIN LATERAL (
 		SELECT x.entity_id, x.seq FROM messages x
 		WHERE x.entity_id = e.id AND x.state IN (` + sqlActive + `, ` + sqlDeferred + `) AND x.visible_at <= $1
-			AND x.lock_token IS NOT NULL AND x.delivery_count >= e.max_delivery_count
+			AND x.lock_token IS NOT NULL AND x.delivery_count + 1 >= e.max_delivery_count
 		LIMIT $2 FOR UPDATE OF x SKIP LOCKED
 	) x
 	WHERE e.kind <> ` + sqlTopic + `
 ), moved AS (
 	UPDATE messages m SET state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
-		dead_letter_reason = '` + ReasonMaxDeliveryCount + `',
+		delivery_count = m.delivery_count + 1, dead_letter_reason = '` + ReasonMaxDeliveryCount + `',
 		dead_letter_description = 'Message could not be consumed after ' || l.max_delivery || ' delivery attempts.'
 	FROM lapsed l WHERE m.entity_id = l.entity_id AND m.seq = l.seq
 	RETURNING m.entity_id

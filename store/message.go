@@ -91,13 +91,16 @@ type Message struct {
 	EnqueuedSequenceNumber int64
 	EnqueuedTime           time.Time
 	ExpiresAt              time.Time // zero: never
-	DeliveryCount          int32
-	LockToken              uuid.UUID // zero unless peek-locked
-	LockedUntil            time.Time
-	State                  State
-	DeadLetterReason       string
-	DeadLetterDescription  string
-	DeadLetterSource       string
+	// DeliveryCount is the service's: the deliveries that failed (their lock expired, or they
+	// were abandoned) plus one, so 1 on a first delivery. Deliveries from the dead-letter
+	// subqueue, and of a deferred message by its number, do not add to it.
+	DeliveryCount         int32
+	LockToken             uuid.UUID // zero unless peek-locked
+	LockedUntil           time.Time
+	State                 State
+	DeadLetterReason      string
+	DeadLetterDescription string
+	DeadLetterSource      string
 }
 
 // InSession reports whether m is in a session: its SessionID is not "", or HasSessionID says

@@ -246,7 +246,7 @@ func (r *messageRecord) message() (*Message, error) {
 		SequenceNumber:         r.Seq,
 		EnqueuedTime:           r.EnqueuedAt.UTC(),
 		ExpiresAt:              timeOrZero(r.ExpiresAt),
-		DeliveryCount:          r.DeliveryCount,
+		DeliveryCount:          r.DeliveryCount + 1,
 		State:                  r.State,
 		DeadLetterReason:       r.DeadLetterReason.String,
 		DeadLetterDescription:  r.DeadLetterDescription.String,

@@ -78,8 +78,9 @@ const nextAvailableSQL = `SELECT CASE
 END`
 
 // releaseMessageLocksSQL frees the messages of a session that were locked under an earlier
-// session lock: a new holder continues from the first unsettled message.
-const releaseMessageLocksSQL = `UPDATE messages SET lock_token = NULL, visible_at = NULL
+// session lock: a new holder continues from the first unsettled message. Each of those
+// deliveries failed (its lock went with the session's), and counts.
+const releaseMessageLocksSQL = `UPDATE messages SET lock_token = NULL, visible_at = NULL, delivery_count = delivery_count + 1
 WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NOT NULL AND lock_token IS NOT NULL AND state <> ` + sqlDeadLetter
 
 // AcceptSession locks the session of e named sessionID for the entity's LockDuration; "" is a

@@ -178,6 +178,7 @@ SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FR
 	// deferred message stays deferred.
 	Abandon: settleInputSQL + `, done AS (
 	UPDATE messages m SET {{set}}lock_token = NULL,
+		delivery_count = m.delivery_count + CASE WHEN m.state <> ` + sqlDeadLetter + ` THEN 1 ELSE 0 END,
 		visible_at = CASE WHEN ` + abandonedLastSQL + ` THEN NULL ELSE @now::timestamptz END,
 		state = CASE WHEN ` + abandonedLastSQL + ` THEN ` + sqlDeadLetter + ` ELSE m.state END,
 		dead_letter_reason = CASE WHEN ` + abandonedLastSQL + ` THEN '` + ReasonMaxDeliveryCount + `' ELSE m.dead_letter_reason END,
@@ -209,10 +210,10 @@ UPDATE messages m SET {{set}}state = ` + sqlDeferred + `, lock_token = NULL, vis
 FROM r WHERE ` + settleMatchSQL + ` AND m.state <> ` + sqlDeadLetter + `{{match}}
 RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timestamptz AS until, false AS expired`,
 
-	// A release undoes the delivery: the lock ends, the message is receivable again at once,
-	// and the delivery the claim counted is taken back, so it never dead-letters a message.
+	// A release undoes the delivery: the lock ends and the message is receivable again at once,
+	// without counting the delivery, so it never dead-letters a message.
 	Release: settleInputSQL + `
-UPDATE messages m SET lock_token = NULL, visible_at = @now::timestamptz, delivery_count = greatest(m.delivery_count - 1, 0)
+UPDATE messages m SET lock_token = NULL, visible_at = @now::timestamptz
 FROM r WHERE ` + settleMatchSQL + `
 RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timestamptz AS until, false AS expired`,
 
@@ -255,8 +256,9 @@ FOR UPDATE OF m`
 // expiredSQL: m's time to live has ended (dead letters never expire).
 const expiredSQL = `coalesce(m.state <> ` + sqlDeadLetter + ` AND m.expires_at <= @now, false)`
 
-// abandonedLastSQL: the abandoned delivery of m was the last its entity allows.
-const abandonedLastSQL = `(m.state <> ` + sqlDeadLetter + ` AND m.delivery_count >= r.max_delivery)`
+// abandonedLastSQL: the abandoned delivery of m was the last its entity allows (it is counted
+// as it is abandoned).
+const abandonedLastSQL = `(m.state <> ` + sqlDeadLetter + ` AND m.delivery_count + 1 >= r.max_delivery)`
 
 // settleArgs are the arrays of one settlement statement, in types pgx encodes without
 // reflection: a lock duration is in microseconds. props and size are those of a modifying
