@@ -356,14 +356,13 @@ WITH input AS (
 ), opened AS (
 	-- A session entity's session becomes acceptable when its first message can be received; a
 	-- locked session keeps its time (the end of its lock).
-	INSERT INTO sessions (entity_id, session_id, available_at, updated_at)
-	SELECT DISTINCT ON (entity_id, session_id) entity_id, session_id, coalesce(visible_at, @now), @now
+	INSERT INTO sessions (entity_id, session_id, available_at)
+	SELECT DISTINCT ON (entity_id, session_id) entity_id, session_id, coalesce(visible_at, @now)
 	FROM input WHERE sessioned
 	ORDER BY entity_id, session_id, coalesce(visible_at, @now)
 	ON CONFLICT (entity_id, session_id) DO UPDATE SET
 		available_at = CASE WHEN sessions.locked_until > @now THEN sessions.available_at
-			ELSE least(coalesce(sessions.available_at, excluded.available_at), excluded.available_at) END,
-		updated_at = excluded.updated_at
+			ELSE least(coalesce(sessions.available_at, excluded.available_at), excluded.available_at) END
 ), fresh AS (
 	INSERT INTO dedup (entity_id, message_id, expires_at)
 	SELECT DISTINCT dedup_entity, message_id, dedup_until FROM input WHERE dedup_until IS NOT NULL

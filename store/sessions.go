@@ -214,7 +214,7 @@ func (s *Postgres) takeSessionLock(ctx context.Context, tx pgx.Tx, e *Entity, id
 	}
 	sess := &Session{ID: id}
 	err := tx.QueryRow(ctx, `UPDATE sessions SET lock_token = gen_random_uuid(), locked_until = $3::timestamptz + $4::interval,
-			available_at = $3::timestamptz + $4::interval, updated_at = $3
+			available_at = $3::timestamptz + $4::interval
 		WHERE entity_id = $1 AND session_id = $2 RETURNING lock_token, locked_until`,
 		e.ID, id, now, interval(e.Props.LockDuration)).Scan(&sess.LockToken, &sess.LockedUntil)
 	sess.LockedUntil = sess.LockedUntil.UTC()
@@ -227,9 +227,9 @@ func (s *Postgres) acceptNamed(ctx context.Context, e *Entity, id string) (*Sess
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.now()
 		var lockedUntil pgtype.Timestamptz
-		err := tx.QueryRow(ctx, `INSERT INTO sessions (entity_id, session_id, updated_at) VALUES ($1, $2, $3)
-			ON CONFLICT (entity_id, session_id) DO UPDATE SET updated_at = sessions.updated_at
-			RETURNING locked_until`, e.ID, id, now).Scan(&lockedUntil)
+		err := tx.QueryRow(ctx, `INSERT INTO sessions (entity_id, session_id) VALUES ($1, $2)
+			ON CONFLICT (entity_id, session_id) DO UPDATE SET session_id = excluded.session_id
+			RETURNING locked_until`, e.ID, id).Scan(&lockedUntil)
 		if err != nil {
 			return err
 		}
@@ -271,7 +271,7 @@ func (s *Postgres) RenewSessionLock(ctx context.Context, e *Entity, sl SessionLo
 		return time.Time{}, err
 	}
 	var until time.Time
-	err := s.pool.QueryRow(ctx, `UPDATE sessions SET locked_until = $4::timestamptz + $5::interval, available_at = $4::timestamptz + $5::interval, updated_at = $4
+	err := s.pool.QueryRow(ctx, `UPDATE sessions SET locked_until = $4::timestamptz + $5::interval, available_at = $4::timestamptz + $5::interval
 		WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4 RETURNING locked_until`,
 		e.ID, sl.SessionID, sl.Token, s.now(), interval(e.Props.LockDuration)).Scan(&until)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -307,8 +307,8 @@ func (s *Postgres) ReleaseSession(ctx context.Context, e *Entity, sl SessionLock
 		if err := tx.QueryRow(ctx, nextAvailableSQL, e.ID, sl.SessionID, now).Scan(&next); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE sessions SET lock_token = NULL, locked_until = NULL, available_at = $3, updated_at = $4
-			WHERE entity_id = $1 AND session_id = $2`, e.ID, sl.SessionID, next, now)
+		_, err := tx.Exec(ctx, `UPDATE sessions SET lock_token = NULL, locked_until = NULL, available_at = $3
+			WHERE entity_id = $1 AND session_id = $2`, e.ID, sl.SessionID, next)
 		return err
 	})
 	if err != nil {
@@ -347,7 +347,7 @@ func (s *Postgres) SetSessionState(ctx context.Context, e *Entity, sl SessionLoc
 	if len(state) == 0 {
 		state = nil
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET state = $5, updated_at = $4
+	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET state = $5, state_updated_at = $4
 		WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
 		e.ID, sl.SessionID, sl.Token, s.now(), state)
 	if err != nil {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -396,5 +397,50 @@ func TestReceiveDeferredInSessionAllOrNothing(t *testing.T) {
 	}
 	if c := b.counts(t, "q"); c.Active != 1 {
 		t.Errorf("counts = %+v; want b0 left", c)
+	}
+}
+
+// A last-updated-time lists the sessions whose state was set (or cleared) after it, as the
+// service answers get-message-sessions: not those that only got messages, or whose lock was
+// taken, renewed or released since.
+func TestSessionsUpdatedSinceCountStateUpdatesOnly(t *testing.T) {
+	b := setup(t, manual)
+	q := b.sessionQueue(t, "q", nil)
+	since := b.clock.Now()
+	b.clock.Advance(time.Second)
+	for _, id := range []string{"msg-only", "state", "cleared"} {
+		b.send(t, q, store.Message{Body: []byte(id), SessionID: id, HasSessionID: true})
+	}
+	for _, id := range []string{"state", "cleared", "locked-only"} {
+		s := b.accept(t, q, id)
+		var state []byte
+		if id == "state" {
+			state = []byte("x")
+		}
+		if id != "locked-only" {
+			if err := b.store.SetSessionState(b.ctx, q, lockOf(s), state); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := b.store.RenewSessionLock(b.ctx, q, lockOf(s)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.store.ReleaseSession(b.ctx, q, lockOf(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := b.store.ListSessionsUpdatedSince(b.ctx, q, since, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"cleared", "state"}; !slices.Equal(got, want) {
+		t.Errorf("sessions updated since: %q; want %q", got, want)
+	}
+	// A later time lists none; a send after it does not list its session.
+	later := b.clock.Now()
+	b.clock.Advance(time.Second)
+	b.send(t, q, store.Message{Body: []byte("again"), SessionID: "state", HasSessionID: true})
+	if got, err := b.store.ListSessionsUpdatedSince(b.ctx, q, later, 0, 10); err != nil || len(got) != 0 {
+		t.Errorf("sessions updated since after a send: %q, %v; want none", got, err)
 	}
 }

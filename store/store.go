@@ -105,7 +105,7 @@ type Store interface {
 	SetSessionState(ctx context.Context, e *Entity, sl SessionLock, state []byte) error
 	// ListSessions lists sessions holding messages or state, or locked.
 	ListSessions(ctx context.Context, e *Entity, skip, top int) ([]SessionInfo, error)
-	// ListSessionsUpdatedSince lists the ids of the sessions that changed after since.
+	// ListSessionsUpdatedSince lists the ids of the sessions whose state was set after since.
 	ListSessionsUpdatedSince(ctx context.Context, e *Entity, since time.Time, skip, top int) ([]string, error)
 	// NamespaceKey returns the namespace-level key named name, creating it with a random key and
 	// Manage rights when create is true and it does not exist yet.
