@@ -379,6 +379,7 @@ func (s *Postgres) GetEntity(ctx context.Context, path string) (*Entity, error) 
 	if err := s.fillCounts(ctx, []*Entity{e}); err != nil {
 		return nil, err
 	}
+	s.seenTouches([]*Entity{e})
 	return e, nil
 }
 
@@ -439,6 +440,7 @@ func (s *Postgres) ListEntities(ctx context.Context, kind Kind, parent string, s
 	if err := s.fillCounts(ctx, list); err != nil {
 		return nil, err
 	}
+	s.seenTouches(list)
 	return list, nil
 }
 
@@ -460,6 +462,23 @@ CROSS JOIN LATERAL (SELECT count(*) AS n FROM messages m
 CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(sum(m.size), 0) AS bytes FROM messages m
 	WHERE m.entity_id = e.id AND m.expires_at <= $2 AND m.state <> ` + sqlDeadLetter + `
 		AND NOT (m.lock_token IS NOT NULL AND m.visible_at > $2)) exp`
+
+// topicCountsSQL reads, for each topic, its subscriptions, the bytes they hold (each copy
+// counted: the service stores a message once per topic, sbgate once per subscription it reaches)
+// and the messages scheduled on it that have not come due: on the service those wait in the
+// topic, and its runtime properties count them (the Go SDK's live tests check it); here they wait
+// as copies in the subscriptions, counted once per scheduled message — the copies of one
+// scheduled through $management share its number (EnqueuedSequenceNumber).
+const topicCountsSQL = `
+SELECT t.id, count(s.id),
+	coalesce(sum(coalesce(c.bytes, 0) + coalesce(d.bytes, 0)), 0)::bigint,
+	(SELECT count(DISTINCT coalesce(m.enqueued_seq, m.seq)) FROM entities x JOIN messages m ON m.entity_id = x.id
+		WHERE x.parent_id = t.id AND m.lock_token IS NULL AND m.visible_at > $2 AND m.scheduled_at IS NOT NULL)
+FROM unnest($1::bigint[]) AS t(id)
+LEFT JOIN entities s ON s.parent_id = t.id
+LEFT JOIN entity_counts c ON c.entity_id = s.id
+LEFT JOIN LATERAL (SELECT sum(bytes) AS bytes FROM entity_count_deltas x WHERE x.entity_id = s.id) d ON true
+GROUP BY t.id`
 
 func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
 	if len(list) == 0 {
@@ -507,17 +526,18 @@ func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
 	if len(topics) == 0 {
 		return nil
 	}
-	subRows, err := s.pool.Query(ctx, `SELECT parent_id, count(*) FROM entities WHERE parent_id = ANY($1) GROUP BY parent_id`, topics)
+	subRows, err := s.pool.Query(ctx, topicCountsSQL, topics, s.now())
 	if err != nil {
 		return fmt.Errorf("count subscriptions: %w", interpretError(err))
 	}
 	defer subRows.Close()
 	for subRows.Next() {
-		var id, n int64
-		if err := subRows.Scan(&id, &n); err != nil {
+		var id, n, bytes, scheduled int64
+		if err := subRows.Scan(&id, &n, &bytes, &scheduled); err != nil {
 			return fmt.Errorf("count subscriptions: %w", err)
 		}
 		byID[id].SubscriptionCount = n
+		byID[id].Counts.SizeInBytes, byID[id].Counts.Scheduled = bytes, scheduled
 	}
 	if err := subRows.Err(); err != nil {
 		return interpretError(err)

@@ -209,23 +209,38 @@ func (s *Postgres) autoDelete(ctx context.Context, now time.Time) error {
 	return errors.Join(errs...)
 }
 
-// touches records which entities were used since the last flush, for AccessedAt and
-// AutoDeleteOnIdle, without a write on every request.
+// touches records which entities were used since the last flush, and when last, for AccessedAt
+// and AutoDeleteOnIdle, without a write on every request. Reads of an entity's description show
+// what this gateway has not flushed yet (seenTouches), so a client that sends and then asks sees
+// its access at once.
 type touches struct {
 	mu  sync.Mutex
-	ids map[int64]struct{}
+	ids map[int64]time.Time
 }
 
-// touch notes that e (and, for a subscription, its topic) was used.
+// touch notes that e (and, for a subscription, its topic) was used now.
 func (s *Postgres) touch(e *Entity) {
+	now := s.now()
 	s.touched.mu.Lock()
 	defer s.touched.mu.Unlock()
 	if s.touched.ids == nil {
-		s.touched.ids = make(map[int64]struct{})
+		s.touched.ids = make(map[int64]time.Time)
 	}
-	s.touched.ids[e.ID] = struct{}{}
+	s.touched.ids[e.ID] = now
 	if e.ParentID != 0 {
-		s.touched.ids[e.ParentID] = struct{}{}
+		s.touched.ids[e.ParentID] = now
+	}
+}
+
+// seenTouches moves the AccessedAt of each entity of list to the last use this gateway noted
+// and has not flushed, when that is later.
+func (s *Postgres) seenTouches(list []*Entity) {
+	s.touched.mu.Lock()
+	defer s.touched.mu.Unlock()
+	for _, e := range list {
+		if t, ok := s.touched.ids[e.ID]; ok && t.After(e.AccessedAt) {
+			e.AccessedAt = t.UTC()
+		}
 	}
 }
 

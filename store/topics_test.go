@@ -743,3 +743,59 @@ func TestSubscriptionBrowseHidesScheduledMessages(t *testing.T) {
 		t.Errorf("after the time: the subscription shows %d; want 1", n)
 	}
 }
+
+// A topic's runtime properties count the messages scheduled on it that have not come due (once
+// each, however many subscriptions hold a copy) and the bytes its subscriptions hold, as the
+// Go SDK's live test of the service checks (TestAdminClient_TopicAndSubscriptionRuntimeProperties).
+func TestTopicCountsScheduledMessagesAndSize(t *testing.T) {
+	b := setup(t, manual)
+	topic := b.topic(t, "t", nil)
+	b.sub(t, "t", "a", nil, nil)
+	b.sub(t, "t", "b", nil, nil)
+	later := b.clock.Now().Add(2 * time.Hour)
+	if _, err := b.store.SendSequenced(b.ctx, topic, []store.Message{{Body: []byte("later"), ScheduledEnqueueTime: later}}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := b.store.GetEntity(b.ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.SubscriptionCount != 2 || e.Counts.Scheduled != 1 || e.Counts.SizeInBytes <= 0 {
+		t.Errorf("topic: %d subscriptions, counts %+v; want 2, 1 scheduled, some bytes", e.SubscriptionCount, e.Counts)
+	}
+	list, err := b.store.ListEntities(b.ctx, store.KindTopic, "", 0, 10)
+	if err != nil || len(list) != 1 || list[0].Counts != e.Counts {
+		t.Errorf("listed topic: %v, %v; want counts %+v", list, err, e.Counts)
+	}
+	// Come due, it is in each subscription and no longer scheduled.
+	b.clock.Advance(2*time.Hour + time.Second)
+	if e, err = b.store.GetEntity(b.ctx, "t"); err != nil || e.Counts.Scheduled != 0 {
+		t.Errorf("topic once the message came due: %+v, %v; want none scheduled", e, err)
+	}
+	for _, s := range []string{"t/Subscriptions/a", "t/Subscriptions/b"} {
+		if c := b.counts(t, s); c.Active != 1 {
+			t.Errorf("%s: %+v; want the message", s, c)
+		}
+	}
+}
+
+// An entity used through this gateway shows that use in its AccessedAt at once, before the
+// background flush writes it.
+func TestAccessedAtShowsUseAtOnce(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	e, err := b.store.GetEntity(b.ctx, "q")
+	if err != nil || !e.AccessedAt.IsZero() {
+		t.Fatalf("new queue AccessedAt %v, %v; want zero", e.AccessedAt, err)
+	}
+	b.clock.Advance(time.Minute)
+	b.send(t, q, store.Message{Body: []byte("x")})
+	e, err = b.store.GetEntity(b.ctx, "q")
+	if err != nil || !e.AccessedAt.Equal(b.clock.Now()) {
+		t.Errorf("AccessedAt after a send %v, %v; want %v", e.AccessedAt, err, b.clock.Now())
+	}
+	list, err := b.store.ListEntities(b.ctx, store.KindQueue, "", 0, 10)
+	if err != nil || len(list) != 1 || !list[0].AccessedAt.Equal(b.clock.Now()) {
+		t.Errorf("listed AccessedAt %v, %v; want %v", list, err, b.clock.Now())
+	}
+}
