@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -333,4 +335,64 @@ func TestTwoGatewaysCompetingReceivers(t *testing.T) {
 			t.Errorf("message %s handed out %d times", id, n)
 		}
 	}
+}
+
+// Messages a receive-and-delete took but could not hand out go back as they were: same sequence
+// number, enqueue time and delivery count, counted again, and received before later messages.
+func TestRestoreReceiveAndDeleteMessages(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		b.send(t, q, store.Message{Body: []byte(id), MessageID: id, Label: "l-" + id})
+	}
+	before, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := receiveN(b.ctx, b.store, store.Target{Entity: q}, store.ReceiveAndDelete, 3, 0)
+	if err != nil || len(taken) != 3 {
+		t.Fatalf("receive-and-delete: %d, %v", len(taken), err)
+	}
+	if c := b.counts(t, "q"); c.Active != 1 {
+		t.Fatalf("counts after taking 3: %+v", c)
+	}
+	n, err := b.store.Restore(b.ctx, store.Target{Entity: q}, taken[1:])
+	if err != nil || n != 2 {
+		t.Fatalf("Restore = %d, %v; want 2", n, err)
+	}
+	if c := b.counts(t, "q"); c.Active != 3 || c.SizeInBytes != b.sizeOf(t, before[1:]) {
+		t.Errorf("counts after restoring 2: %+v; want 3 active of %d bytes", c, b.sizeOf(t, before[1:]))
+	}
+	after, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before[1:], after); diff != "" {
+		t.Errorf("restored messages differ (-before +after):\n%s", diff)
+	}
+	// A second restore of the same messages puts nothing back twice.
+	if n, err := b.store.Restore(b.ctx, store.Target{Entity: q}, taken[1:]); err != nil || n != 0 {
+		t.Errorf("second Restore = %d, %v; want 0", n, err)
+	}
+	got, err := receiveN(b.ctx, b.store, store.Target{Entity: q}, store.PeekLock, 3, 0)
+	if err != nil || len(got) != 3 || got[0].MessageID != "b" || got[1].MessageID != "c" || got[2].MessageID != "d" {
+		t.Fatalf("receive after the restore: %v, %v; want b, c, d", got, err)
+	}
+	if got[0].DeliveryCount != 1 {
+		t.Errorf("restored b: DeliveryCount %d; want 1", got[0].DeliveryCount)
+	}
+}
+
+// sizeOf is the bytes msgs count for, as SizeInBytes shows them.
+func (b *bundle) sizeOf(t *testing.T, msgs []*store.Message) int64 {
+	t.Helper()
+	var n int64
+	for _, m := range msgs {
+		var size int64
+		if err := b.pool.QueryRow(b.ctx, `SELECT size FROM messages WHERE seq = $1`, m.SequenceNumber).Scan(&size); err != nil {
+			t.Fatal(err)
+		}
+		n += size
+	}
+	return n
 }

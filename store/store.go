@@ -72,6 +72,12 @@ type Store interface {
 	// the lock is not held (expired, settled, another message's, or outside t), ErrBadRequest for
 	// a request t cannot take.
 	Settle(ctx context.Context, t Target, reqs []SettleRequest) []SettleResult
+	// Restore puts back, each as it was (sequence number, enqueue time, expiry, delivery count)
+	// and receivable at once, messages a receive-and-delete removed from t that could not be
+	// handed out: the receiver's link went before they were sent. It returns how many it put
+	// back (one whose sequence number is in use again is not). Nothing a sender was told was
+	// accepted is lost while the gateway lives.
+	Restore(ctx context.Context, t Target, msgs []*Message) (int, error)
 	// ReceiveDeferred takes the deferred messages of t with sequence numbers seqs, all or none,
 	// and returns them in the order asked (a repeated one once, at its first place). When one
 	// is not available nothing is taken (but a message past MaxDeliveryCount is still
