@@ -132,6 +132,8 @@ func TestInsertRowKeepsEveryColumn(t *testing.T) {
 		PartitionKey:           "partition-key", // not the SessionId: only a send insists they agree
 		ViaPartitionKey:        "via-partition-key",
 		TimeToLive:             3 * time.Hour,
+		TimeToLiveFromSender:   true,
+		AMQPSections:           []byte("amqp\x00sections"),
 		ScheduledEnqueueTime:   now.Add(time.Hour),
 		UserProperties:         UserProperties{{Name: "n", Value: int64(5)}, {Name: "s", Value: "v"}},
 		EnqueuedSequenceNumber: 12345,

@@ -35,6 +35,8 @@ func fullMessages(tag string) []store.Message {
 			ReplyTo:              "reply-to-" + s,
 			ViaPartitionKey:      "via-partition-key-" + s,
 			TimeToLive:           time.Duration(90+n) * time.Second,
+			TimeToLiveFromSender: true, // what Send makes of a TimeToLive
+			AMQPSections:         []byte("amqp-sections-" + s),
 			ScheduledEnqueueTime: time.Date(2026, 1, 1, 0, 0, n, 123000, time.UTC), // past: receivable, kept as sent
 			UserProperties: store.UserProperties{
 				{Name: "b", Value: n == 1}, {Name: "f", Value: 2.5 + float64(n)},
@@ -136,6 +138,7 @@ func TestEveryInsertPathKeepsEveryProperty(t *testing.T) {
 					}
 					if c.data {
 						want.BodyType = store.BodyData
+						want.AMQPSections = nil // SQL sends have none
 					}
 					want.SequenceNumber = g.SequenceNumber
 					want.EnqueuedTime = now

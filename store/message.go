@@ -74,7 +74,12 @@ type Message struct {
 	// transfer queue inside a transaction, which has no counterpart here.
 	ViaPartitionKey string
 	// TimeToLive is the sender's TTL; 0 means none was given and the entity default applies.
+	// Received messages have the TTL that applies, the sender's capped by the entity's default.
 	TimeToLive time.Duration
+	// TimeToLiveFromSender says that TimeToLive is the sender's (capped) rather than the
+	// entity's default: an AMQP receiver is told a header ttl only then, as by the service. Send
+	// sets it from TimeToLive; received messages carry it.
+	TimeToLiveFromSender bool
 	// ScheduledEnqueueTime, when in the future, keeps the message invisible until then. A past
 	// one is delivered at once and still returned as sent.
 	ScheduledEnqueueTime time.Time
@@ -83,6 +88,13 @@ type Message struct {
 	// propvalue.go (string, the integer and floating-point types, bool, time.Time, []byte,
 	// uuid.UUID, Char, the decimals, URI, DateTimeOffset, TimeSpan, Symbol).
 	UserProperties UserProperties
+
+	// AMQPSections is what an AMQP sender put in the message beyond the fields above, as the AMQP
+	// encoding of the sections that hold it (package sbamqp writes and reads it: the header's
+	// flags, delivery and message annotations, the properties no field models, the footer). The
+	// store keeps the bytes as they are and never reads them; they count in the message's size
+	// and go with every copy of it. nil when there is nothing (REST sends none).
+	AMQPSections []byte
 
 	// Set by the broker.
 	SequenceNumber int64

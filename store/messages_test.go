@@ -49,6 +49,7 @@ func TestSendReceiveKeepsEveryProperty(t *testing.T) {
 	want := sent
 	want.PartitionKey = "sess" // defaults to the session id
 	want.HasSessionID = true   // set on every message in a session
+	want.TimeToLiveFromSender = true
 	want.SequenceNumber = got.SequenceNumber
 	want.EnqueuedTime = b.clock.Now()
 	want.ExpiresAt = b.clock.Now().Add(90 * time.Second)

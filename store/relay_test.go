@@ -86,7 +86,7 @@ func TestSQLSendCommitDeliversOnce(t *testing.T) {
 	}
 	m := got[0]
 	want := store.Message{Body: []byte("hello"), MessageID: "m1", Label: "new", CorrelationID: "c", To: "t", ReplyTo: "r",
-		ContentType: "text/plain", TimeToLive: 30 * time.Second, // capped by the queue
+		ContentType: "text/plain", TimeToLive: 30 * time.Second, TimeToLiveFromSender: true, // capped by the queue
 		UserProperties: store.UserProperties{{Name: "f", Value: 1.5}, {Name: "n", Value: int64(3)}, {Name: "ok", Value: true}, {Name: "region", Value: "eu"}}}
 	if diff := cmp.Diff(want, *m, cmpopts.IgnoreFields(store.Message{}, "SequenceNumber", "EnqueuedTime", "ExpiresAt", "LockToken", "LockedUntil", "DeliveryCount"),
 		cmpopts.SortSlices(func(a, b store.Property) bool { return a.Name < b.Name })); diff != "" {

@@ -49,6 +49,8 @@ type messageRecord struct {
 	DeadLetterSource      pgtype.Text        `db:"dead_letter_source"`
 	ViaPartitionKey       pgtype.Text        `db:"via_partition_key"`
 	EnqueuedSeq           pgtype.Int8        `db:"enqueued_seq"`
+	AMQPSections          []byte             `db:"amqp_sections"` // NULL: none
+	TTLFromSender         bool               `db:"ttl_from_sender"`
 }
 
 // presentText is a nullable text column in which "" is a value, not NULL: a session id.
@@ -95,6 +97,7 @@ var insertTypes = map[reflect.Type]struct {
 }{
 	reflect.TypeFor[int64]():              {"bigint", "%s", fieldArray[int64]},
 	reflect.TypeFor[int32]():              {"integer", "%s", fieldArray[int32]},
+	reflect.TypeFor[bool]():               {"boolean", "%s", fieldArray[bool]},
 	reflect.TypeFor[string]():             {"text", "%s", fieldArray[string]},
 	reflect.TypeFor[[]byte]():             {"bytea", "%s", fieldArray[[]byte]},
 	reflect.TypeFor[pgtype.Timestamptz](): {"timestamptz", "%s", fieldArray[pgtype.Timestamptz]},
@@ -229,6 +232,8 @@ func (r *messageRecord) message() (*Message, error) {
 	m := &Message{
 		Body:                   r.Body,
 		BodyType:               r.BodyType,
+		AMQPSections:           r.AMQPSections,
+		TimeToLiveFromSender:   r.TTLFromSender,
 		ContentType:            r.ContentType.String,
 		MessageID:              r.MessageID,
 		CorrelationID:          r.CorrelationID.String,

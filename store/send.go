@@ -22,6 +22,10 @@ const (
 	MaxSessionIDLength = 128
 )
 
+// MaxAMQPSectionsSize bounds Message.AMQPSections: with the application properties, they are what
+// the service's 64 KB limit on a message's header covers.
+const MaxAMQPSectionsSize = MaxAllPropertiesSize
+
 // Send stores msgs in e, all or none. See Store.
 func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
 	_, err := s.send(ctx, e, msgs, false)
@@ -195,6 +199,9 @@ func prepareMessage(e *Entity, m *Message, now time.Time) error {
 		return BadRequest("Unknown body type %d.", m.BodyType)
 	case m.BodyType == BodyAMQP && len(m.Body) == 0:
 		return BadRequest("An AMQP body holds at least one body section.")
+	case len(m.AMQPSections) > MaxAMQPSectionsSize:
+		return BadRequest("The message's AMQP header, annotations, properties and footer take %d bytes, more than the %d allowed.",
+			len(m.AMQPSections), MaxAMQPSectionsSize)
 	case e.Props.RequiresSession && !m.InSession():
 		return BadRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s'. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.", e.Path)
 	}
@@ -213,6 +220,7 @@ func prepareMessage(e *Entity, m *Message, now time.Time) error {
 	if m.PartitionKey == "" {
 		m.PartitionKey = m.SessionID
 	}
+	m.TimeToLiveFromSender = m.TimeToLive != 0
 	if m.TimeToLive == 0 || m.TimeToLive > e.Props.DefaultMessageTimeToLive {
 		m.TimeToLive = e.Props.DefaultMessageTimeToLive
 	}
@@ -302,6 +310,10 @@ func (r *messageRow) set(entityID int64, m *Message, props []byte, encode bool) 
 	r.UserProps = props
 	r.Body = body
 	r.BodyType = m.BodyType
+	if len(m.AMQPSections) > 0 {
+		r.AMQPSections = m.AMQPSections // else NULL
+	}
+	r.TTLFromSender = m.TimeToLiveFromSender
 	r.Size = int32(messageSize(m, len(props)))
 	r.DeadLetterReason = text(m.DeadLetterReason)
 	r.DeadLetterDescription = text(m.DeadLetterDescription)
@@ -320,9 +332,10 @@ func text(s string) pgtype.Text {
 }
 
 // messageSize is what counts against the entity's message size limit and SizeInBytes: the body,
-// the application properties and the broker properties, as Service Bus counts them.
+// the application properties, the broker properties and the other AMQP sections the sender
+// gave, as Service Bus counts them (the whole message, headers and body).
 func messageSize(m *Message, userPropsLen int) int {
-	return len(m.Body) + userPropsLen + len(m.MessageID) + len(m.CorrelationID) + len(m.SessionID) +
+	return len(m.Body) + len(m.AMQPSections) + userPropsLen + len(m.MessageID) + len(m.CorrelationID) + len(m.SessionID) +
 		len(m.ReplyToSessionID) + len(m.Label) + len(m.To) + len(m.ReplyTo) + len(m.PartitionKey) + len(m.ViaPartitionKey) + len(m.ContentType)
 }
 
