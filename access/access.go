@@ -57,7 +57,25 @@ type Layer struct {
 	keys []sas.Key // the configured keys, then the database's
 	read time.Time
 	ok   bool // keys holds a successful read
+
+	// proven remembers the tokens Verify accepted, by their text: a client sends the same token
+	// with every request until it renews it, and checking its signature again (an HMAC, and
+	// parsing it) was most of what authorizing a request cost. A remembered grant is used only
+	// while it has not expired and its key stands as it did (stands).
+	provenMu sync.Mutex
+	proven   map[string]provenToken
 }
+
+// provenToken is a token Verify accepted: its grant and, for a grant of an entity's own key,
+// the entity guarding the path it was verified for (AuthEntity), the only one it proves anything
+// for.
+type provenToken struct {
+	grant      Grant
+	authEntity string
+}
+
+// maxProven bounds the tokens remembered; when full, they are all forgotten at once.
+const maxProven = 4096
 
 // New returns a Layer for cfg.
 func New(cfg Config) *Layer {
@@ -177,6 +195,61 @@ func (g Grant) Namespace() bool { return g.Entity == "" }
 // by a key of the entity that guards path; not expired. It does not check the token's scope or rights (see Grant.Covers and
 // Grant.Allows). Errors are *Error with the service's text.
 func (l *Layer) Verify(ctx context.Context, text, path string) (Grant, error) {
+	if g, ok := l.provenGrant(ctx, text, path); ok {
+		return g, nil
+	}
+	g, err := l.verify(ctx, text, path)
+	if err == nil {
+		l.remember(text, path, g)
+	}
+	return g, err
+}
+
+// provenGrant is the grant of a token Verify accepted before, for a path it proved it for,
+// while the token has not expired and its key stands as it did.
+func (l *Layer) provenGrant(ctx context.Context, text, path string) (Grant, bool) {
+	l.provenMu.Lock()
+	p, ok := l.proven[text]
+	l.provenMu.Unlock()
+	if !ok || l.Expired(p.grant) || (p.grant.Entity != "" && !strings.EqualFold(AuthEntity(path), p.authEntity)) {
+		return Grant{}, false
+	}
+	return p.grant, l.stands(ctx, p.grant)
+}
+
+// stands reports whether the key behind g is as it was when g was proven: its secret, and
+// exactly its rights (Valid lets a key gain rights; a grant proven again would carry them).
+func (l *Layer) stands(ctx context.Context, g Grant) bool {
+	var keys []sas.Key
+	if g.Entity == "" {
+		keys = l.NamespaceKeys(ctx)
+	} else {
+		_, keys = l.entityKeys(ctx, g.Entity)
+	}
+	for _, k := range keys {
+		if k.Name == g.KeyName {
+			return k.Rights == g.Rights && (subtle.ConstantTimeCompare([]byte(k.Primary), []byte(g.secret)) == 1 ||
+				(k.Secondary != "" && subtle.ConstantTimeCompare([]byte(k.Secondary), []byte(g.secret)) == 1))
+		}
+	}
+	return false
+}
+
+func (l *Layer) remember(text, path string, g Grant) {
+	p := provenToken{grant: g}
+	if g.Entity != "" {
+		p.authEntity = AuthEntity(path)
+	}
+	l.provenMu.Lock()
+	defer l.provenMu.Unlock()
+	if l.proven == nil || len(l.proven) >= maxProven {
+		l.proven = make(map[string]provenToken)
+	}
+	l.proven[text] = p
+}
+
+// verify is Verify without the tokens proven before.
+func (l *Layer) verify(ctx context.Context, text, path string) (Grant, error) {
 	tok, err := sas.ParseToken(text)
 	if err != nil {
 		return Grant{}, tokenError(err, tok)

@@ -123,3 +123,75 @@ func TestEntityKeysStayOnTheirEntity(t *testing.T) {
 		t.Error("the topic's key verified a token for another entity")
 	}
 }
+
+// A token Verify accepted once is accepted again without its signature checked afresh, but
+// only while its key stands exactly as it did: the same token text is refused once its key is
+// rotated (and the keys read again), carries the rights its key has now, is refused once it has
+// expired, and an entity's key proves nothing for another entity for having been used on its
+// own.
+func TestProvenTokensFollowTheirKeys(t *testing.T) {
+	l, st, clk := newLayer(t)
+	ctx := context.Background()
+	k, err := st.CreateNamespaceKey(ctx, "app", []string{"Send"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := sas.Sign("sb://h/q", "app", k.PrimaryKey, clk.Now().Add(2*time.Minute))
+	for range 2 {
+		if g, err := l.Verify(ctx, text, "q"); err != nil || g.Rights != sas.Send {
+			t.Fatalf("Verify = %+v, %v", g, err)
+		}
+	}
+	if _, err := st.RotateNamespaceKey(ctx, "app", false); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute) // the keys are read again
+	if _, err := l.Verify(ctx, text, "q"); err == nil {
+		t.Error("a token of a rotated key verified again")
+	}
+
+	root := sas.Sign("sb://h/", "root", "root-key", clk.Now().Add(30*time.Second))
+	if _, err := l.Verify(ctx, root, "q"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(31*time.Second + 5*time.Minute) // past the expiry and the clock skew
+	if _, err := l.Verify(ctx, root, "q"); err == nil || !strings.Contains(err.Error(), "Expiration time") {
+		t.Errorf("an expired token verified again: %v", err)
+	}
+
+	p := store.DefaultProperties(store.KindQueue)
+	p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "qk", PrimaryKey: "queue-key", Rights: []string{"Listen"}}}
+	if _, err := st.CreateEntity(ctx, store.KindQueue, "q1", p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateEntity(ctx, store.KindQueue, "q2", store.DefaultProperties(store.KindQueue)); err != nil {
+		t.Fatal(err)
+	}
+	wide := sas.Sign("sb://h/", "qk", "queue-key", clk.Now().Add(time.Hour))
+	if g, err := l.Verify(ctx, wide, "q1"); err != nil || g.Rights != sas.Listen || g.Entity != "q1" {
+		t.Fatalf("Verify with the queue's key = %+v, %v", g, err)
+	}
+	if _, err := l.Verify(ctx, wide, "q2"); err == nil {
+		t.Error("the queue's key verified a token for another queue, having verified it for its own")
+	}
+	p.AuthorizationRules[0].Rights = []string{"Listen", "Send"}
+	if _, err := st.UpdateEntity(ctx, store.KindQueue, "q1", p); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new rights of the queue's key", func() bool {
+		g, err := l.Verify(ctx, wide, "q1/$DeadLetterQueue")
+		return err == nil && g.Rights == sas.Listen|sas.Send
+	})
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
