@@ -41,8 +41,6 @@ func (s *Server) authorize(r *http.Request, rt route) (caller, error) {
 // (an entity's key opens that entity only), its scope, and the rights of its key.
 type caller struct{ grant access.Grant }
 
-type callerCtx struct{}
-
 // Supplementary authorization headers: a token proving Send rights on a forwarding target.
 const (
 	headerSupplementary    = "ServiceBusSupplementaryAuthorization"
@@ -65,7 +63,7 @@ const (
 // to discover entities; only a caller that passed it sees the store's "doesn't exist" answer,
 // and such a caller can send to the target and learn that anyway.
 func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
-	c, _ := r.Context().Value(callerCtx{}).(caller)
+	c := callerFrom(r.Context())
 	for _, f := range []struct{ target, header string }{
 		{p.ForwardTo, headerSupplementary}, {p.ForwardDeadLetteredMessagesTo, headerDlqSupplementary},
 	} {

@@ -517,10 +517,14 @@ func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Messag
 	if m.DeadLetterDescription != "" {
 		h["DeadLetterErrorDescription"] = []string{formatPropertyValue(m.DeadLetterDescription)}
 	}
-	h["Transfer-Encoding"] = []string{"chunked"}
+	h["Transfer-Encoding"] = chunked
 	w.WriteHeader(status)
 	_, _ = w.Write(restBody(m))
 }
+
+// chunked is the Transfer-Encoding of a received message, one slice for all (net/http only reads
+// it).
+var chunked = []string{"chunked"}
 
 // CompleteMessage deletes a locked message.
 func (s *Server) CompleteMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.CompleteMessageParams) {

@@ -232,39 +232,41 @@ func parseDate(s string) (time.Time, bool) {
 }
 
 // formatBrokerProperties writes the BrokerProperties header of a received message. Keys are in
-// ordinal order and present only when set, as the service emits them.
+// ordinal order and present only when set, as the service emits them. It appends to one buffer:
+// a receive writes it for every message.
 func formatBrokerProperties(m *store.Message, now time.Time) []byte {
-	b := make([]byte, 0, 256)
+	b := make([]byte, 0, 512)
 	b = append(b, '{')
 	// In ordinal order of the keys; the optional ones only when set.
 	b = appendStringField(b, "CorrelationId", m.CorrelationID)
 	b = appendStringField(b, "DeadLetterSource", m.DeadLetterSource)
-	b = appendRawField(b, "DeliveryCount", strconv.AppendInt(nil, int64(m.DeliveryCount), 10))
-	b = appendRawField(b, "EnqueuedSequenceNumber", strconv.AppendInt(nil, m.EnqueuedSequenceNumber, 10))
-	b = appendRawField(b, "EnqueuedTimeUtc", appendJSONString(nil, m.EnqueuedTime.UTC().Format(rfc1123)))
+	b = strconv.AppendInt(appendKey(b, "DeliveryCount"), int64(m.DeliveryCount), 10)
+	b = strconv.AppendInt(appendKey(b, "EnqueuedSequenceNumber"), m.EnqueuedSequenceNumber, 10)
+	b = appendDate(appendKey(b, "EnqueuedTimeUtc"), m.EnqueuedTime)
 	if !m.ExpiresAt.IsZero() {
 		// EnqueuedTimeUtc + TimeToLive; absent for a TTL that never ends, as the service's own
 		// responses show for TimeSpan.MaxValue.
-		b = appendStringField(b, "ExpiresAtUtc", m.ExpiresAt.UTC().Format(rfc1123))
+		b = appendDate(appendKey(b, "ExpiresAtUtc"), m.ExpiresAt)
 	}
 	b = appendStringField(b, "Label", m.Label)
 	if !m.LockedUntil.IsZero() {
-		b = appendStringField(b, "LockToken", m.LockToken.String())
-		b = appendStringField(b, "LockedUntilUtc", m.LockedUntil.UTC().Format(rfc1123))
+		b = append(appendKey(b, "LockToken"), '"')
+		b = append(appendUUID(b, m.LockToken), '"')
+		b = appendDate(appendKey(b, "LockedUntilUtc"), m.LockedUntil)
 	}
-	b = appendRawField(b, "MessageId", appendJSONString(nil, m.MessageID))
+	b = appendJSONString(appendKey(b, "MessageId"), m.MessageID)
 	b = appendStringField(b, "PartitionKey", m.PartitionKey)
 	b = appendStringField(b, "ReplyTo", m.ReplyTo)
 	b = appendStringField(b, "ReplyToSessionId", m.ReplyToSessionID)
 	if !m.ScheduledEnqueueTime.IsZero() {
-		b = appendStringField(b, "ScheduledEnqueueTimeUtc", m.ScheduledEnqueueTime.UTC().Format(rfc1123))
+		b = appendDate(appendKey(b, "ScheduledEnqueueTimeUtc"), m.ScheduledEnqueueTime)
 	}
-	b = appendRawField(b, "SequenceNumber", strconv.AppendInt(nil, m.SequenceNumber, 10))
+	b = strconv.AppendInt(appendKey(b, "SequenceNumber"), m.SequenceNumber, 10)
 	if m.InSession() {
-		b = appendRawField(b, "SessionId", appendJSONString(nil, m.SessionID)) // "" included: it is a session
+		b = appendJSONString(appendKey(b, "SessionId"), m.SessionID) // "" included: it is a session
 	}
-	b = appendRawField(b, "State", appendJSONString(nil, stateName(m, now)))
-	b = appendRawField(b, "TimeToLive", []byte(ttlNumber(m.TimeToLive)))
+	b = appendJSONString(appendKey(b, "State"), stateName(m, now))
+	b = append(appendKey(b, "TimeToLive"), ttlNumber(m.TimeToLive)...)
 	b = appendStringField(b, "To", m.To)
 	b = appendStringField(b, "ViaPartitionKey", m.ViaPartitionKey)
 	return append(b, '}')
@@ -275,18 +277,37 @@ func appendStringField(b []byte, key, value string) []byte {
 	if value == "" {
 		return b
 	}
-	return appendRawField(b, key, appendJSONString(nil, value))
+	return appendJSONString(appendKey(b, key), value)
 }
 
-// appendRawField appends "key":value, value being JSON already.
-func appendRawField(b []byte, key string, value []byte) []byte {
+// appendKey appends "key": after a comma unless it is the first field.
+func appendKey(b []byte, key string) []byte {
 	if len(b) > 1 {
 		b = append(b, ',')
 	}
 	b = append(b, '"')
 	b = append(b, key...)
-	b = append(b, '"', ':')
-	return append(b, value...)
+	return append(b, '"', ':')
+}
+
+// appendDate appends t in UTC as an RFC 1123 date, a JSON string: the form has nothing to
+// escape.
+func appendDate(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, rfc1123)
+	return append(b, '"')
+}
+
+// appendUUID appends u in its canonical form (as uuid.UUID.String writes it).
+func appendUUID(b []byte, u uuid.UUID) []byte {
+	const hex = "0123456789abcdef"
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hex[c>>4], hex[c&0xf])
+	}
+	return b
 }
 
 // appendJSONString appends s as a JSON string exactly as encoding/json writes it: control

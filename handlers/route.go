@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
@@ -61,6 +62,13 @@ func (r route) label() string {
 // routes finds the operation of a request: the path canonicalised (canonicalise), matched by
 // the generated router, and the matched pattern looked up in the table read from the spec.
 type routes struct {
+	// known remembers the routes of paths that carry no message's name (sends, receives, the
+	// entity itself: every request of a client to one entity has the same path), which
+	// canonicalising and matching cost most of what routing a request cost. At most
+	// maxKnownRoutes; when full, they are all forgotten at once.
+	knownMu sync.RWMutex
+	known   map[routeKey]route
+
 	mux *chi.Mux
 	// ops by method + " " + pattern.
 	ops map[string]*operation
@@ -111,9 +119,37 @@ func newRoutes(spec *openapi3.T, mux *chi.Mux) (*routes, error) {
 	return rs, nil
 }
 
+// routeKey is what a route is found from: the method and the escaped path.
+type routeKey struct{ method, path string }
+
+// maxKnownRoutes bounds the routes remembered.
+const maxKnownRoutes = 4096
+
 // route finds the operation of a request from its method and escaped path. ok is false when
 // none matches.
 func (rs *routes) route(method, escapedPath string) (route, bool) {
+	k := routeKey{method, escapedPath}
+	rs.knownMu.RLock()
+	rt, ok := rs.known[k]
+	rs.knownMu.RUnlock()
+	if ok {
+		return rt, true
+	}
+	rt, ok = rs.find(method, escapedPath)
+	if ok && strings.Count(rt.op.pattern, "{") <= 1 && len(escapedPath) <= 512 {
+		// No parameter but the entity path: the path of every such request to the entity.
+		rs.knownMu.Lock()
+		if rs.known == nil || len(rs.known) >= maxKnownRoutes {
+			rs.known = make(map[routeKey]route)
+		}
+		rs.known[k] = rt
+		rs.knownMu.Unlock()
+	}
+	return rt, ok
+}
+
+// find is route without the routes remembered.
+func (rs *routes) find(method, escapedPath string) (route, bool) {
 	rt, folded, orig, ok := rs.canonicalise(markEmptySession(escapedPath))
 	if !ok {
 		return rt, false

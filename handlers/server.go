@@ -168,11 +168,30 @@ func NewServer(st store.Store, cfg Config) http.Handler {
 
 func (s *Server) now() time.Time { return s.cfg.Now() }
 
-type routeKey struct{}
+// requestInfo is what front learned of a request: its route and, for an operation that needs a
+// token, who the caller is. One value in the request's context carries both.
+type requestInfo struct {
+	route  route
+	caller caller
+}
+
+type requestInfoKey struct{}
 
 func routeFrom(ctx context.Context) (route, bool) {
-	r, ok := ctx.Value(routeKey{}).(route)
-	return r, ok
+	info, ok := ctx.Value(requestInfoKey{}).(*requestInfo)
+	if !ok {
+		return route{}, false
+	}
+	return info.route, true
+}
+
+// callerFrom is the caller front authorized; the zero caller for an operation that needs no
+// token.
+func callerFrom(ctx context.Context) caller {
+	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		return info.caller
+	}
+	return caller{}
 }
 
 // front finds each request's operation, authorizes it, and hands it to the generated router
@@ -191,16 +210,18 @@ func (s *Server) front(next http.Handler) http.Handler {
 			s.writeError(w, r, &store.Error{Code: store.CodeNotFound, Message: "No service is hosted at the specified address."})
 			return
 		}
-		ctx := context.WithValue(r.Context(), routeKey{}, rt)
+		// The request is copied once, with the route and then the caller in its context, and
+		// its URL replaced in the copy.
+		info := &requestInfo{route: rt}
+		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
 		if rt.op.token {
-			caller, err := s.authorize(r.WithContext(ctx), rt)
+			caller, err := s.authorize(r, rt)
 			if err != nil {
-				s.writeError(w, r.WithContext(ctx), err)
+				s.writeError(w, r, err)
 				return
 			}
-			ctx = context.WithValue(ctx, callerCtx{}, caller)
+			info.caller = caller
 		}
-		r = r.WithContext(ctx)
 		u := *r.URL
 		u.RawPath = rt.canonical
 		if p, err := pathUnescape(rt.canonical); err == nil {
