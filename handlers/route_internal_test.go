@@ -541,3 +541,26 @@ func deref(p *int) any {
 	}
 	return *p
 }
+
+// TestRoutesRemembered: the route of a path naming no message is remembered and found again
+// the same; a settlement's path, unique to its message, is not remembered.
+func TestRoutesRemembered(t *testing.T) {
+	rs := &routes{mux: testRoutes.mux, ops: testRoutes.ops, literals: testRoutes.literals, dollars: testRoutes.dollars}
+	first, ok := rs.route("POST", "/Orders/Messages/head")
+	if !ok {
+		t.Fatal("peek-lock path not routed")
+	}
+	again, ok := rs.route("POST", "/Orders/Messages/head")
+	if !ok || again != first || len(rs.known) != 1 {
+		t.Errorf("routed again: %+v, %v (%d remembered); want %+v, one remembered", again, ok, len(rs.known), first)
+	}
+	if want, _ := rs.find("POST", "/Orders/Messages/head"); first != want {
+		t.Errorf("remembered route %+v; want %+v", first, want)
+	}
+	if _, ok := rs.route("DELETE", "/Orders/messages/12/acccce0e-7596-4e0c-b216-2d18638ac0dd"); !ok || len(rs.known) != 1 {
+		t.Errorf("complete routed %v with %d routes remembered; want routed, still one", ok, len(rs.known))
+	}
+	if _, ok := rs.route("POST", "/Orders/nonsense/x"); ok || len(rs.known) != 1 {
+		t.Errorf("an unknown path routed %v, %d remembered; want not routed, not remembered", ok, len(rs.known))
+	}
+}
