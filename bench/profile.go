@@ -17,16 +17,17 @@ import (
 )
 
 // Profiles of a run (Config.ProfileDir): for each phase, a CPU profile of each gateway that
-// serves Go's profiles (Config.PprofAddrs), taken for the phase's duration, and, when the
-// database has pg_stat_statements, what PostgreSQL spent on each statement during the phase.
+// serves Go's profiles (Config.PprofAddrs), taken for the phase's duration, its allocation
+// profile before and after, and, when the database has pg_stat_statements, what PostgreSQL
+// spent on each statement during the phase (its execution and its planning).
 // They say where a phase's CPU went; the rates and CPU columns of the report say how much.
 
 // statementsSQL reads what pg_stat_statements counted since its reset, leaving out the queries
 // of the profiler itself.
-const statementsSQL = `SELECT calls, rows, total_exec_time, shared_blks_hit + shared_blks_read, wal_bytes, query
+const statementsSQL = `SELECT calls, rows, total_exec_time, plans, total_plan_time, shared_blks_hit + shared_blks_read, wal_bytes, query
 FROM pg_stat_statements
 WHERE query NOT LIKE '%pg_stat_statements%'
-ORDER BY total_exec_time DESC LIMIT 25`
+ORDER BY total_exec_time + total_plan_time DESC LIMIT 25`
 
 // profiler takes a phase's profiles.
 type profiler struct {
@@ -87,11 +88,19 @@ func (p *profiler) start(ctx context.Context, res Result, label string, d time.D
 	seconds := int(math.Ceil(d.Seconds()))
 	var wg sync.WaitGroup
 	for i, addr := range p.addrs {
+		// What the gateway allocated in the phase: its allocation profile (counted since it
+		// started) before and after, to read with go tool pprof -base.
+		gw := filepath.Join(p.dir, fmt.Sprintf("%s.gateway-%d", name, i))
+		if err := p.fetch(ctx, addr, "allocs", gw+".allocs-before.pprof"); err != nil {
+			p.note(name, err)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			path := filepath.Join(p.dir, fmt.Sprintf("%s.gateway-%d.pprof", name, i))
-			if err := p.cpuProfile(ctx, addr, seconds, path); err != nil {
+			if err := p.fetch(ctx, addr, fmt.Sprintf("profile?seconds=%d", seconds), gw+".pprof"); err != nil {
+				p.note(name, err)
+			}
+			if err := p.fetch(ctx, addr, "allocs", gw+".allocs-after.pprof"); err != nil {
 				p.note(name, err)
 			}
 		}()
@@ -106,8 +115,9 @@ func (p *profiler) start(ctx context.Context, res Result, label string, d time.D
 	}
 }
 
-func (p *profiler) cpuProfile(ctx context.Context, addr string, seconds int, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds), nil)
+// fetch writes the gateway at addr's profile (what follows /debug/pprof/) to path.
+func (p *profiler) fetch(ctx context.Context, addr, profile, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/"+profile, nil)
 	if err != nil {
 		return err
 	}
@@ -117,7 +127,7 @@ func (p *profiler) cpuProfile(ctx context.Context, addr string, seconds int, pat
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("CPU profile of %s: status %d", addr, resp.StatusCode)
+		return fmt.Errorf("%s profile of %s: status %d", profile, addr, resp.StatusCode)
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -137,14 +147,14 @@ func (p *profiler) statements(ctx context.Context, path, label string, res Resul
 		return err
 	}
 	type stmt struct {
-		calls, rows, blocks int64
-		total               float64
-		wal                 float64
-		query               string
+		calls, rows, plans, blocks int64
+		total, plan                float64 // milliseconds
+		wal                        float64
+		query                      string
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (stmt, error) {
 		var s stmt
-		err := r.Scan(&s.calls, &s.rows, &s.total, &s.blocks, &s.wal, &s.query)
+		err := r.Scan(&s.calls, &s.rows, &s.total, &s.plans, &s.plan, &s.blocks, &s.wal, &s.query)
 		return s, err
 	})
 	if err != nil {
@@ -157,19 +167,21 @@ func (p *profiler) statements(ctx context.Context, path, label string, res Resul
 	w := bufio.NewWriter(f)
 	msgs := float64(max(res.Messages, 1))
 	var calls int64
-	var total, wal float64
+	var total, plan, wal float64
 	for _, s := range list {
 		calls += s.calls
 		total += s.total
+		plan += s.plan
 		wal += s.wal
 	}
 	fmt.Fprintf(w, "%s at %d clients: %d messages in %s; pg_stat_statements since the phase began\n", label, res.Clients, res.Messages, res.Elapsed.Round(time.Millisecond))
-	fmt.Fprintf(w, "all statements: %.2f calls, %.1f µs execution, %.0f WAL bytes a message\n\n", float64(calls)/msgs, total*1000/msgs, wal/msgs)
-	fmt.Fprintf(w, "%10s %10s %10s %10s %10s %10s %8s  %s\n", "calls", "calls/msg", "rows/call", "µs/call", "µs/msg", "blks/call", "WAL/msg", "statement")
+	fmt.Fprintf(w, "all statements: %.2f calls, %.1f µs execution, %.1f µs planning, %.0f WAL bytes a message\n\n",
+		float64(calls)/msgs, total*1000/msgs, plan*1000/msgs, wal/msgs)
+	fmt.Fprintf(w, "%10s %10s %10s %10s %10s %10s %10s %10s %8s  %s\n", "calls", "calls/msg", "rows/call", "µs/call", "µs/msg", "plans", "plan µs/msg", "blks/call", "WAL/msg", "statement")
 	for _, s := range list {
 		perCall := func(v float64) float64 { return v / float64(max(s.calls, 1)) }
-		fmt.Fprintf(w, "%10d %10.3f %10.1f %10.1f %10.1f %10.1f %8.0f  %s\n", s.calls, float64(s.calls)/msgs, perCall(float64(s.rows)),
-			perCall(s.total*1000), s.total*1000/msgs, perCall(float64(s.blocks)), s.wal/msgs, oneLine(s.query, 400))
+		fmt.Fprintf(w, "%10d %10.3f %10.1f %10.1f %10.1f %10d %10.1f %10.1f %8.0f  %s\n", s.calls, float64(s.calls)/msgs, perCall(float64(s.rows)),
+			perCall(s.total*1000), s.total*1000/msgs, s.plans, s.plan*1000/msgs, perCall(float64(s.blocks)), s.wal/msgs, oneLine(s.query, 400))
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()

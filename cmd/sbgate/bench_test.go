@@ -162,7 +162,7 @@ func checkNothingLeft(t *testing.T, progress string) {
 
 // TestBenchProfile: with -profile, sbgate bench runs the embedded PostgreSQL itself with
 // pg_stat_statements and gives its gateways profiling listeners, and writes for each phase a CPU
-// profile of each gateway and what each statement cost; every row has the gateways' and
+// profile of each gateway, its allocations, and what each statement cost; every row has the gateways' and
 // PostgreSQL's CPU per message. Nothing is left behind.
 //
 // Not parallel: the gateways learn from the environment that they are sbgate (t.Setenv).
@@ -192,8 +192,13 @@ func TestBenchProfile(t *testing.T) {
 	if err != nil || len(prof) == 0 {
 		t.Errorf("the send phase's gateway profile: %v (%d bytes)", err, len(prof))
 	}
+	for _, f := range []string{"03-send-2.gateway-0.allocs-before.pprof", "03-send-2.gateway-0.allocs-after.pprof"} {
+		if b, err := os.ReadFile(filepath.Join(dir, f)); err != nil || len(b) == 0 {
+			t.Errorf("%s: %v (%d bytes)", f, err, len(b))
+		}
+	}
 	stmts, err := os.ReadFile(filepath.Join(dir, "03-send-2.statements.txt"))
-	if err != nil || !strings.Contains(string(stmts), "WITH input AS (") {
+	if err != nil || !strings.Contains(string(stmts), "WITH input AS (") || !strings.Contains(string(stmts), "µs planning") {
 		t.Errorf("the send phase's statements (%v):\n%s", err, stmts)
 	}
 	if errs, _ := filepath.Glob(filepath.Join(dir, "*.error.txt")); len(errs) > 0 {

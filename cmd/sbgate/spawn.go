@@ -65,7 +65,7 @@ type spawnOptions struct {
 }
 
 // profiledSettings are what a profiled run's embedded PostgreSQL is started with.
-var profiledSettings = map[string]string{"shared_preload_libraries": "pg_stat_statements"}
+var profiledSettings = map[string]string{"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track_planning": "on"}
 
 // child is one gateway process.
 type child struct {
