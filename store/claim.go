@@ -288,7 +288,7 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 		}
 		r, err := q.Query(ctx, sql, args...)
 		if err == nil {
-			rows, err = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
+			rows, err = collectRecords[claimedRecord](r)
 		}
 		return err
 	}
@@ -707,10 +707,10 @@ func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 			}
 			errs[i] = err
 		case !p.shared:
-			p.jobs[0].req.rows, errs[i] = pgx.CollectRows(r, pgx.RowToStructByName[claimedRecord])
+			p.jobs[0].req.rows, errs[i] = collectRecords[claimedRecord](r)
 		default:
 			var rows []claimedManyRecord
-			if rows, errs[i] = pgx.CollectRows(r, pgx.RowToStructByName[claimedManyRecord]); errs[i] == nil {
+			if rows, errs[i] = collectRecords[claimedManyRecord](r); errs[i] == nil {
 				for _, row := range rows {
 					j := p.jobs[row.K-1].req
 					j.rows = append(j.rows, row.claimedRecord)
