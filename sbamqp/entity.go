@@ -443,7 +443,7 @@ func (r *entityReceiver) encode(l *amqp.SenderLink, msgs []*store.Message) []out
 			plain.LockToken, plain.LockedUntil = uuid.Nil, time.Time{}
 			am = &plain
 		}
-		b, err := amqp.Marshal(fromStore(am, time.Time{}))
+		b, err := encodeStored(am, time.Time{})
 		out[i] = outgoing{m: m, payload: b}
 		switch limit := l.MaxMessageSize(); {
 		case err != nil:

@@ -248,7 +248,7 @@ func peekMessages(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	list := make(amqp.List, 0, len(msgs))
 	now := q.cs.h.access.Now()
 	for _, sm := range msgs {
-		b, err := amqp.Marshal(fromStore(sm, now))
+		b, err := encodeStored(sm, now)
 		if err != nil {
 			return nil, err
 		}
@@ -274,17 +274,14 @@ func receiveBySequenceNumber(ctx context.Context, q *mgmtRequest) (amqp.Map, err
 	}
 	list := make(amqp.List, 0, len(msgs))
 	for _, sm := range msgs {
-		am := fromStore(sm, time.Time{})
-		entry := amqp.Map{}
-		if mode == store.PeekLock {
-			am.DeliveryAnnotations = amqp.Map{{Key: annLockToken, Value: amqp.UUID(sm.LockToken)}}
-			entry = append(entry, amqp.MapEntry{Key: "lock-token", Value: amqp.UUID(sm.LockToken)})
-		}
-		b, err := amqp.Marshal(am)
+		b, err := encodeStored(sm, time.Time{}) // a locked one's token in x-opt-lock-token too
 		if err != nil {
 			return nil, err
 		}
-		entry = append(amqp.Map{{Key: "message", Value: b}}, entry...)
+		entry := amqp.Map{{Key: "message", Value: b}}
+		if mode == store.PeekLock {
+			entry = append(entry, amqp.MapEntry{Key: "lock-token", Value: amqp.UUID(sm.LockToken)})
+		}
 		list = append(list, entry)
 	}
 	return amqp.Map{{Key: "messages", Value: list}}, nil

@@ -51,9 +51,11 @@ func unsupported(format string, args ...any) error {
 // properties an HTTP send sets (docs/amqp.md §3), the body and every application property as
 // sent. A body of one data section is kept as its bytes, which REST shows as they are; any
 // other body (several data sections, an amqp-value, amqp-sequence sections) as the bytes of
-// its sections, exactly as the peer encoded them. What the store cannot keep (an application
-// property with a key that is not a string, or a null, list, map, array or unknown described
-// value) is refused, never dropped.
+// its sections, exactly as the peer encoded them. Everything else the sender put in the message
+// that no store field holds is kept in AMQPSections (senderSections). What the store cannot keep
+// (an application property with a key that is not a string, or a list, map, array or unknown
+// described value; an annotation whose key is not a symbol, ulong, string or long) is refused,
+// never dropped.
 func toStore(m *amqp.Message) (store.Message, error) {
 	var sm store.Message
 	oneData := len(m.Data) == 1 && len(m.Sequence) == 0 && m.Value == nil && !m.HasValue
@@ -124,7 +126,100 @@ func toStore(m *amqp.Message) (store.Message, error) {
 		}
 		sm.UserProperties = append(sm.UserProperties, store.Property{Name: name, Value: v})
 	}
+	var err error
+	if sm.AMQPSections, err = senderSections(m); err != nil {
+		return sm, err
+	}
 	return sm, nil
+}
+
+// brokerMessageAnnotations are the message annotations the broker owns: it sets them on what it
+// delivers, from its own fields, whatever the sender put under those keys. (It reads three of
+// them on a send: x-opt-partition-key, x-opt-via-partition-key and x-opt-scheduled-enqueue-time,
+// kept in the store's fields.) brokerDeliveryAnnotations are the delivery annotations it owns.
+var (
+	brokerMessageAnnotations = map[amqp.Symbol]bool{
+		annSequenceNumber: true, annEnqueuedTime: true, annLockedUntil: true,
+		annMessageState: true, annDeadLetterSource: true, annEnqueueSequenceNumber: true,
+		annScheduledEnqueueTime: true, annPartitionKey: true, annViaPartitionKey: true,
+	}
+	brokerDeliveryAnnotations = map[amqp.Symbol]bool{annLockToken: true}
+)
+
+// senderSections encodes what the sender put in m beyond what the store's fields hold, for
+// fromStore to give back on every delivery (the service passes these through: the Azure SDK for
+// Go's live test TestSender_SendAMQPMessageWithMultipleByteSlicesInData receives them as sent):
+//
+//   - the header's durable, priority and first-acquirer, when not their defaults (its ttl is
+//     the store's TimeToLive; its delivery-count is the broker's);
+//   - the delivery annotations but the broker's x-opt-lock-token;
+//   - the message annotations but the broker's (brokerMessageAnnotations);
+//   - the properties no store field holds: user-id, content-encoding, absolute-expiry-time,
+//     creation-time, group-sequence;
+//   - the footer.
+//
+// They are encoded as the sections of an AMQP message without a body, which amqp.Unmarshal
+// reads back; nil when there is nothing to keep. The values are kept with their AMQP types (the
+// body alone is kept byte for byte). Annotation keys are symbols or ulongs; a string or a long
+// (go-amqp writes an integer key as a long) is kept too, and given back as sent; any other key is
+// refused.
+func senderSections(m *amqp.Message) ([]byte, error) {
+	var x amqp.Message
+	keep := false
+	if h := m.Header; h != nil && (h.Durable || h.Priority != 4 || h.FirstAcquirer) {
+		x.Header = &amqp.Header{Durable: h.Durable, Priority: h.Priority, FirstAcquirer: h.FirstAcquirer}
+		keep = true
+	}
+	var err error
+	if x.DeliveryAnnotations, err = senderAnnotations("delivery annotation", m.DeliveryAnnotations, brokerDeliveryAnnotations); err != nil {
+		return nil, err
+	}
+	if x.MessageAnnotations, err = senderAnnotations("message annotation", m.MessageAnnotations, brokerMessageAnnotations); err != nil {
+		return nil, err
+	}
+	if x.Footer, err = senderAnnotations("footer", m.Footer, nil); err != nil {
+		return nil, err
+	}
+	keep = keep || x.DeliveryAnnotations != nil || x.MessageAnnotations != nil || x.Footer != nil
+	if p := m.Properties; p != nil && (p.UserID != nil || p.ContentEncoding != "" || !p.AbsoluteExpiryTime.IsZero() ||
+		!p.CreationTime.IsZero() || p.GroupSequence != nil) {
+		x.Properties = &amqp.Properties{UserID: p.UserID, ContentEncoding: p.ContentEncoding,
+			AbsoluteExpiryTime: p.AbsoluteExpiryTime, CreationTime: p.CreationTime, GroupSequence: p.GroupSequence}
+		keep = true
+	}
+	if !keep {
+		return nil, nil
+	}
+	b, err := amqp.Marshal(&x)
+	if err != nil {
+		return nil, unsupported("the message's annotations or footer cannot be kept: %v", err)
+	}
+	return b, nil
+}
+
+// senderAnnotations is the annotations map a (delivery or message annotations, or the footer)
+// without the entries whose keys the broker owns; nil when that leaves none (an empty map is no
+// annotation, and some clients send empty sections with every message).
+func senderAnnotations(what string, a amqp.Map, owned map[amqp.Symbol]bool) (amqp.Map, error) {
+	if len(a) == 0 {
+		return nil, nil
+	}
+	out := make(amqp.Map, 0, len(a))
+	for _, e := range a {
+		switch k := e.Key.(type) {
+		case amqp.Symbol, string, uint64, int64:
+			if s, ok := annotationKey(k); ok && owned[s] {
+				continue
+			}
+		default:
+			return nil, unsupported("a %s key must be a symbol or a ulong, not %T", what, e.Key)
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 func annotationKey(k any) (amqp.Symbol, bool) {
@@ -231,12 +326,40 @@ func amqpValue(v any) any {
 	return v
 }
 
-// fromStore converts a stored message into what the SDKs expect on receive (docs/amqp.md §3).
-// now tells a peeked message still waiting for its scheduled time (zero for a received one,
-// which cannot be).
-func fromStore(m *store.Message, now time.Time) *amqp.Message {
+// fromStore converts a stored message into what the SDKs expect on receive (docs/amqp.md §3):
+// what the sender gave (AMQPSections: senderSections) merged with what the broker sets. now
+// tells a peeked message (not zero; it is also whether one still waits for its scheduled time)
+// from a delivered one (zero): a delivery under a lock carries the lock token in the delivery
+// annotation x-opt-lock-token, as the service's do.
+//
+// The header is always sent, with the delivery-count (the Go SDK counts deliveries from it,
+// Java reads its durable without checking that it is there): durable, priority and
+// first-acquirer as the sender gave them (the defaults when it gave none: the service passes
+// them through, and sets first-acquirer on no delivery), and a ttl only when the sender gave
+// one (the TTL that applies, the sender's capped by the entity's default), as the service does
+// (a message without one is received without a ttl, whatever the entity's default). The
+// properties' creation-time and absolute-expiry-time are the sender's, never the broker's.
+func fromStore(m *store.Message, now time.Time) (*amqp.Message, error) {
+	var x amqp.Message
+	if len(m.AMQPSections) > 0 {
+		sent, err := amqp.Unmarshal(m.AMQPSections)
+		if err != nil {
+			return nil, fmt.Errorf("decode the stored AMQP sections of message %d: %w", m.SequenceNumber, err)
+		}
+		x = *sent
+	}
+	h := &amqp.Header{Priority: 4}
+	if x.Header != nil {
+		h.Durable, h.Priority, h.FirstAcquirer = x.Header.Durable, x.Header.Priority, x.Header.FirstAcquirer
+	}
+	if m.TimeToLiveFromSender && m.TimeToLive > 0 && m.TimeToLive != store.Infinite {
+		h.TTL = m.TimeToLive
+	}
+	if m.DeliveryCount > 1 {
+		h.DeliveryCount = uint32(m.DeliveryCount - 1)
+	}
 	am := &amqp.Message{
-		Header: &amqp.Header{Durable: true, Priority: 4, TTL: m.TimeToLive},
+		Header: h,
 		Properties: &amqp.Properties{
 			To:             m.To,
 			Subject:        m.Label,
@@ -245,16 +368,22 @@ func fromStore(m *store.Message, now time.Time) *amqp.Message {
 			GroupID:        m.SessionID,
 			HasGroupID:     m.InSession(),
 			ReplyToGroupID: m.ReplyToSessionID,
-			CreationTime:   m.EnqueuedTime,
 		},
+		DeliveryAnnotations: x.DeliveryAnnotations,
+		Footer:              x.Footer,
+	}
+	if p := x.Properties; p != nil {
+		am.Properties.UserID, am.Properties.ContentEncoding = p.UserID, p.ContentEncoding
+		am.Properties.AbsoluteExpiryTime, am.Properties.CreationTime = p.AbsoluteExpiryTime, p.CreationTime
+		am.Properties.GroupSequence = p.GroupSequence
+	}
+	if now.IsZero() && m.LockToken != uuid.Nil {
+		am.DeliveryAnnotations = append(am.DeliveryAnnotations, amqp.MapEntry{Key: annLockToken, Value: amqp.UUID(m.LockToken)})
 	}
 	if m.BodyType == store.BodyAMQP {
 		am.RawBody = m.Body // the sections as the sender encoded them
 	} else {
 		am.Data = [][]byte{m.Body}
-	}
-	if m.DeliveryCount > 1 {
-		am.Header.DeliveryCount = uint32(m.DeliveryCount - 1)
 	}
 	if m.MessageID != "" {
 		am.Properties.MessageID = m.MessageID
@@ -262,13 +391,11 @@ func fromStore(m *store.Message, now time.Time) *amqp.Message {
 	if m.CorrelationID != "" {
 		am.Properties.CorrelationID = m.CorrelationID
 	}
-	if !m.ExpiresAt.IsZero() {
-		am.Properties.AbsoluteExpiryTime = m.ExpiresAt
-	}
-	ann := amqp.Map{
-		{Key: annSequenceNumber, Value: m.SequenceNumber},
-		{Key: annEnqueuedTime, Value: m.EnqueuedTime},
-	}
+	ann := make(amqp.Map, 0, 4+len(x.MessageAnnotations))
+	ann = append(ann,
+		amqp.MapEntry{Key: annSequenceNumber, Value: m.SequenceNumber},
+		amqp.MapEntry{Key: annEnqueuedTime, Value: m.EnqueuedTime},
+	)
 	if !m.LockedUntil.IsZero() && m.LockToken != uuid.Nil {
 		ann = append(ann, amqp.MapEntry{Key: annLockedUntil, Value: m.LockedUntil})
 	}
@@ -293,7 +420,7 @@ func fromStore(m *store.Message, now time.Time) *amqp.Message {
 	if m.EnqueuedSequenceNumber != 0 {
 		ann = append(ann, amqp.MapEntry{Key: annEnqueueSequenceNumber, Value: m.EnqueuedSequenceNumber})
 	}
-	am.MessageAnnotations = ann
+	am.MessageAnnotations = append(ann, x.MessageAnnotations...) // the sender's hold none of the broker's
 	if len(m.UserProperties) > 0 || m.State == store.StateDeadLetter {
 		props := make(amqp.Map, 0, len(m.UserProperties)+2)
 		for _, p := range m.UserProperties {
@@ -309,7 +436,17 @@ func fromStore(m *store.Message, now time.Time) *amqp.Message {
 		}
 		am.ApplicationProperties = props
 	}
-	return am
+	return am, nil
+}
+
+// encodeStored is the encoding of fromStore(m, now): a message as a link delivers it, or as
+// $management's peek and receive-by-sequence-number replies carry it.
+func encodeStored(m *store.Message, now time.Time) ([]byte, error) {
+	am, err := fromStore(m, now)
+	if err != nil {
+		return nil, err
+	}
+	return amqp.Marshal(am)
 }
 
 // lockTag encodes a lock token as the SDKs read a delivery tag: the GUID's .NET byte order,
