@@ -1,14 +1,19 @@
 package sbamqp_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/sbgate/sbgate/sbamqp"
+	"github.com/sbgate/sbgate/store"
 )
 
 // liveHeap is the heap in use after a collection: what the process keeps, not what it made.
@@ -78,5 +83,78 @@ func TestRepliesWaitingForCreditAreBounded(t *testing.T) {
 	// The connection and its request link still serve a well-behaved reply link.
 	if code, _ := c.putToken(t, "sb://"+b.amqpAddr+"/missing", "token"); code == 0 {
 		t.Error("put-token after the reply link was detached got no answer")
+	}
+}
+
+// completionGate is the store the AMQP layer uses, holding the first completion (the deletion a
+// receive-and-delete link makes before it sends) until the test opens the gate.
+type completionGate struct {
+	store.Store
+	entered, open, done chan struct{}
+	once, doneOnce      sync.Once
+}
+
+func (g *completionGate) Settle(ctx context.Context, t store.Target, reqs []store.SettleRequest) []store.SettleResult {
+	if len(reqs) > 0 && reqs[0].Op == store.Complete {
+		g.once.Do(func() {
+			close(g.entered)
+			<-g.open
+		})
+	}
+	res := g.Store.Settle(ctx, t, reqs)
+	if len(reqs) > 0 && reqs[0].Op == store.Complete {
+		g.doneOnce.Do(func() { close(g.done) })
+	}
+	return res
+}
+
+// A receive-and-delete link whose peer detaches after the broker deleted a credit's worth to
+// send, and before it sent them, puts them back: none is lost (the Go SDK's
+// TestReceiverReceiveAndDeleteDoesNotLoseMessages closes its receiver so, under load).
+func TestReceiveAndDeleteDetachLosesNothing(t *testing.T) {
+	gate := &completionGate{entered: make(chan struct{}), open: make(chan struct{}), done: make(chan struct{})}
+	b := newBrokerWith(t, nil, func(st store.Store) store.Store { gate.Store = st; return gate })
+	q := b.createQueue(t, "q", nil)
+	const total = 50
+	msgs := make([]store.Message, total)
+	for i := range msgs {
+		msgs[i] = store.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)}
+	}
+	if err := b.store.Send(t.Context(), q, msgs); err != nil {
+		t.Fatal(err)
+	}
+	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
+	ctx := ctxT(t)
+	r, err := c.sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{Credit: total, RequestedSenderSettleMode: ptr(goamqp.SenderSettleModeSettled)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gate.entered:
+	case <-ctx.Done():
+		t.Fatal("the link did not delete what it was to send")
+	}
+	// The peer leaves while the deletion runs (Close returns once the broker answered the
+	// detach); then the deletion commits, and the sends fail.
+	if err := r.Close(ctx); err != nil {
+		t.Logf("close: %v", err)
+	}
+	close(gate.open)
+	<-gate.done
+	got := 0
+	for m := r.Prefetched(); m != nil; m = r.Prefetched() {
+		got++
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		e, err := b.store.GetEntity(t.Context(), "q")
+		if err == nil && e.Counts.Active+int64(got) == total {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d received, %+v in the queue (%v); want all %d", got, e.Counts, err, total)
+		}
+	}
+	if got != 0 {
+		t.Logf("%d of %d reached the peer before its detach", got, total)
 	}
 }

@@ -255,7 +255,8 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 		return
 	}
 	if !hasFilter && e.Props.RequiresSession && sq == store.SubQueueMain {
-		_ = req.Refuse(amqp.Errorf(condNotAllowed, "'%s' requires sessions: accept a session to receive.", e.Path))
+		_ = req.Refuse(amqp.Errorf(condNotAllowed, "It is not possible for an entity that requires sessions to create a non-sessionful message receiver: "+
+			"'%s' requires sessions; accept a session to receive.", e.Path))
 		return
 	}
 	var opts amqp.SenderOptions
@@ -479,6 +480,7 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 		detach = r.deleteSendable(l)
 	}
 	var failed []uuid.UUID
+	var unsent []*store.Message // deleted, and their transfer could not be queued
 	for len(r.held) > 0 && (r.mode == store.PeekLock || r.deleted > 0) && r.held[0].unsendable == nil {
 		o := r.held[0]
 		var err error
@@ -498,14 +500,13 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 		if r.mode == store.ReceiveAndDelete {
 			r.deleted--
 			if err != nil {
-				// Deleted already: the mode's one way to lose a message.
-				r.cs.h.log.Warn("amqp receive-and-delete: a deleted message could not be sent", "entity", r.path,
-					"sequence_number", o.m.SequenceNumber, "err", err)
+				unsent = append(unsent, o.m)
 			}
 		} else if err != nil {
 			failed = append(failed, o.m.LockToken)
 		}
 	}
+	r.restore(unsent)
 	r.settleAll(failed, store.Release)
 	if detach == nil && r.deleted == 0 && len(r.held) > 0 && r.held[0].unsendable != nil {
 		o := r.held[0]
@@ -559,9 +560,9 @@ func (r *entityReceiver) awaitOutcomes(l *amqp.SenderLink) {
 // deleteSendable completes, on a receive-and-delete link, the held messages the link's credit
 // lets it send now, before they are sent: Service Bus deletes a message when it hands it out in
 // this mode, so a peer that has it must not find it in the entity still (a peek right after the
-// receive did). One whose transfer then fails is lost, which is what the mode means (and is
-// logged); those the credit does not reach stay locked, and are released if the link goes
-// first. A message whose lock was lost meanwhile is not sent (another receiver may have it).
+// receive did). One whose transfer then cannot be queued (the peer detached meanwhile) is put
+// back as it was (restore); those the credit does not reach stay locked, and are released if
+// the link goes first. A message whose lock was lost meanwhile is not sent (another receiver may have it).
 // When a completion fails otherwise (the database is away) it returns the error the link is to
 // be detached with, once the messages deleted so far are sent: sending one without its
 // deletion could hand it out twice.
@@ -610,8 +611,36 @@ func (r *entityReceiver) giveBack() {
 	for _, o := range r.held[r.deleted:] {
 		toks = append(toks, o.m.LockToken)
 	}
+	unsent := make([]*store.Message, r.deleted)
+	for i, o := range r.held[:r.deleted] {
+		unsent[i] = o.m
+	}
 	r.held, r.deleted = nil, 0
+	r.restore(unsent)
 	r.settleAll(toks, store.Release)
+}
+
+// restore puts back messages a receive-and-delete link deleted to send and then could not
+// send (the peer detached, the connection went): the peer never had them. Only a crash of
+// the gateway between the deletion and the send loses a message, which is what the mode
+// allows.
+func (r *entityReceiver) restore(msgs []*store.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	ctx := context.WithoutCancel(r.ctx)
+	t, aerr := r.target(ctx)
+	if aerr == nil {
+		var n int
+		var err error
+		if n, err = r.cs.h.cfg.Store.Restore(ctx, t, msgs); err == nil {
+			r.cs.h.log.Debug("amqp receive-and-delete: messages deleted but not sent were put back", "entity", r.path, "count", n)
+			return
+		}
+		aerr = amqpError(err)
+	}
+	r.cs.h.log.Error("amqp receive-and-delete: messages deleted but not sent are lost", "entity", r.path,
+		"count", len(msgs), "first_sequence_number", msgs[0].SequenceNumber, "err", aerr)
 }
 
 func (r *entityReceiver) settleAll(toks []uuid.UUID, op store.Settlement) {
