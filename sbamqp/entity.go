@@ -255,8 +255,8 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 		return
 	}
 	if !hasFilter && e.Props.RequiresSession && sq == store.SubQueueMain {
-		_ = req.Refuse(amqp.Errorf(condNotAllowed, "It is not possible for an entity that requires sessions to create a non-sessionful message receiver: "+
-			"'%s' requires sessions; accept a session to receive.", e.Path))
+		_ = req.Refuse(amqp.Errorf(condNotAllowed, "It is not possible for an entity that requires sessions to create a non-sessionful message receiver. "+
+			"'%s' requires sessions: accept a session to receive.", e.Path))
 		return
 	}
 	var opts amqp.SenderOptions
