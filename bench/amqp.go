@@ -120,7 +120,7 @@ func (r *runner) amqpPhase(ctx context.Context, res Result, q *queue) (Result, e
 		if res.Operation == OpAMQPSend {
 			it, err = r.amqpSendWorker(dctx, c, q)
 		} else {
-			it, cleanup, err = r.amqpPeekLockWorker(dctx, c, q, res.Prefetch)
+			it, cleanup, err = r.amqpPeekLockWorker(dctx, c, q, res.Prefetch, int64(res.Clients*res.Prefetch))
 		}
 		mu.Lock()
 		cleanups = append(cleanups, func() {
@@ -153,8 +153,10 @@ func (r *runner) amqpSendWorker(ctx context.Context, c *amqpClient, q *queue) (i
 // completes it. It manages the link's credit itself, as the Go SDK does: credit at
 // first, topped up each time half of it was taken, so that its cleanup can drain the credit and
 // then release what the link prefetched but the phase did not take; those messages do not stay
-// locked into the next phases.
-func (r *runner) amqpPeekLockWorker(ctx context.Context, c *amqpClient, q *queue, credit int) (iteration, func(), error) {
+// locked into the next phases. held is what the phase's links can hold at once: a link that
+// waited amqpEmptyWait for nothing takes the queue for empty only when no more than that is
+// queued.
+func (r *runner) amqpPeekLockWorker(ctx context.Context, c *amqpClient, q *queue, credit int, held int64) (iteration, func(), error) {
 	rcv, err := c.sess.NewReceiver(ctx, q.name, &amqp.ReceiverOptions{
 		Credit:                    -1, // managed here
 		RequestedSenderSettleMode: amqp.SenderSettleModeUnsettled.Ptr(),
@@ -185,6 +187,9 @@ func (r *runner) amqpPeekLockWorker(ctx context.Context, c *amqpClient, q *queue
 		cancel()
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				if q.left.Load() > held {
+					return 0, errIdle // more are queued than all the links can hold
+				}
 				return 0, emptySince{at: waited}
 			}
 			return 0, err

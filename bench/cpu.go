@@ -26,10 +26,13 @@ type CPUUse struct {
 
 // cpuMeasure starts measuring the CPU a phase uses; stop writes it into res.
 func (r *runner) cpuMeasure() (stop func(res *Result)) {
-	s0 := sampleCPU(r.cfg.GatewayPIDs, r.postmaster)
+	// Without a database URL the processes watched are another broker's (RunRabbitMQ), whose
+	// children are its own, not a PostgreSQL.
+	childDB := r.cfg.DatabaseURL != ""
+	s0 := sampleCPU(r.cfg.GatewayPIDs, r.postmaster, childDB)
 	start := time.Now()
 	return func(res *Result) {
-		s1 := sampleCPU(r.cfg.GatewayPIDs, r.postmaster)
+		s1 := sampleCPU(r.cfg.GatewayPIDs, r.postmaster, childDB)
 		el := time.Since(start).Seconds()
 		cores := func(t0, t1 time.Duration) float64 {
 			if t0 < 0 || t1 < 0 || el <= 0 {
@@ -53,9 +56,10 @@ type cpuSample struct {
 }
 
 // sampleCPU reads the CPU times. The database's is that of postmaster and its children when
-// postmaster is known (findPostmaster), else that of the gateways' children (an embedded
-// PostgreSQL's postmaster) and theirs.
-func sampleCPU(gatewayPIDs []int, postmaster int) cpuSample {
+// postmaster is known (findPostmaster), else, with childDB, that of the gateways' children (an
+// embedded PostgreSQL's postmaster) and theirs; else it is unknown, and the gateways' children
+// count as theirs (another broker's helpers).
+func sampleCPU(gatewayPIDs []int, postmaster int, childDB bool) cpuSample {
 	s := cpuSample{gateways: -1, database: -1, machine: machineCPU()}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
@@ -75,14 +79,17 @@ func sampleCPU(gatewayPIDs []int, postmaster int) cpuSample {
 		return s
 	}
 	s.gateways = 0
-	if postmaster != 0 {
+	if postmaster != 0 || !childDB {
 		for _, pid := range gatewayPIDs {
-			p, ok := procs[pid]
-			if !ok {
+			t := treeCPU(procs, pid)
+			if p, ok := procs[pid]; ok && childDB {
+				t = p.own
+			}
+			if t < 0 {
 				s.gateways = -1
 				break
 			}
-			s.gateways += p.own
+			s.gateways += t
 		}
 		return s
 	}

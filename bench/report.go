@@ -20,6 +20,11 @@ type Report struct {
 	Started time.Time
 	Elapsed time.Duration
 	Machine Machine
+	// Broker names what was measured: "" for sbgate, else another broker (RunRabbitMQ), whose
+	// processes' CPU is in the gateways' column.
+	Broker string
+	// RabbitMQWindow is the publishers' window of unconfirmed messages in a RabbitMQ run.
+	RabbitMQWindow int
 	// Setup describes the gateways (Config.Setup); Gateways is how many there were, and
 	// LoadGateways how many of them the phases' clients went through.
 	Setup        string
@@ -181,6 +186,10 @@ func (rep *Report) Label(r Result) string {
 		return fmt.Sprintf("many-queues (%d queues)", rep.Queues)
 	case OpHTTPFloor:
 		return "http-floor (GET /healthz)"
+	case OpRabbitPublish:
+		return fmt.Sprintf("rabbitmq-publish (window %d)", rep.RabbitMQWindow)
+	case OpRabbitConsume:
+		return fmt.Sprintf("rabbitmq-consume + ack (prefetch %d)", r.Prefetch)
 	}
 	if r.Variant != "" {
 		return r.Operation + ", " + r.Variant
@@ -202,20 +211,29 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if setup == "" {
 		setup = fmt.Sprintf("%d given", rep.Gateways)
 	}
-	if rep.LoadGateways < rep.Gateways {
+	if rep.Broker != "" {
+		fmt.Fprintf(bw, "broker:    %s; the gw CPU columns are its processes'\n", setup)
+	} else if rep.LoadGateways < rep.Gateways {
 		fmt.Fprintf(bw, "gateways:  %s; clients spread round-robin over the first %d, the others serve only the wake scenario's receivers on another gateway\n", setup, rep.LoadGateways)
 	} else {
 		fmt.Fprintf(bw, "gateways:  %s; clients spread over them round-robin\n", setup)
 	}
-	fmt.Fprintf(bw, "phases:    %s each, %d-byte messages; p50 and p99 per iteration (peek-lock + complete is one)\n",
-		rep.Duration, rep.MessageSize)
-	fmt.Fprintln(bw, "cpu:       cores kept busy by the load tool / the gateways / their PostgreSQL / the whole machine, with whatever else runs on it")
-	fmt.Fprintln(bw, "µs/msg:    CPU per message of the gateways + their PostgreSQL (http-floor: per request; the baseline: PostgreSQL alone)")
-	fmt.Fprintln(bw, "ratio:     msgs/s over the named row's: pg-insert for sends, pg-claim-complete for receives, send@N is sbgate's send at N clients;")
-	fmt.Fprintln(bw, "           cpu/msg: gateways' + PostgreSQL's CPU per message over PostgreSQL's alone in that baseline;")
-	fmt.Fprintln(bw, "           gw cpu/req: the gateways' CPU per HTTP request over theirs per request in http-floor")
-	if len(rep.Baseline) == 0 {
-		fmt.Fprintln(bw, "baseline:  none (no database URL given), so no ratios")
+	if rep.Broker != "" {
+		fmt.Fprintf(bw, "phases:    %s each, %d-byte persistent messages on a durable classic queue; p50 and p99 per publish call "+
+			"(it waits only when its window is full) or per delivery taken and acknowledged\n", rep.Duration, rep.MessageSize)
+		fmt.Fprintln(bw, "cpu:       cores kept busy by the load tool / the broker (its processes and their children) / - / the whole machine")
+		fmt.Fprintln(bw, "µs/msg:    the broker's CPU per message")
+	} else {
+		fmt.Fprintf(bw, "phases:    %s each, %d-byte messages; p50 and p99 per iteration (peek-lock + complete is one)\n",
+			rep.Duration, rep.MessageSize)
+		fmt.Fprintln(bw, "cpu:       cores kept busy by the load tool / the gateways / their PostgreSQL / the whole machine, with whatever else runs on it")
+		fmt.Fprintln(bw, "µs/msg:    CPU per message of the gateways + their PostgreSQL (http-floor: per request; the baseline: PostgreSQL alone)")
+		fmt.Fprintln(bw, "ratio:     msgs/s over the named row's: pg-insert for sends, pg-claim-complete for receives, send@N is sbgate's send at N clients;")
+		fmt.Fprintln(bw, "           cpu/msg: gateways' + PostgreSQL's CPU per message over PostgreSQL's alone in that baseline;")
+		fmt.Fprintln(bw, "           gw cpu/req: the gateways' CPU per HTTP request over theirs per request in http-floor")
+		if len(rep.Baseline) == 0 {
+			fmt.Fprintln(bw, "baseline:  none (no database URL given), so no ratios")
+		}
 	}
 	fmt.Fprintln(bw)
 
@@ -312,6 +330,8 @@ type jsonReport struct {
 	Started         time.Time    `json:"started"`
 	ElapsedSeconds  float64      `json:"elapsed_s"`
 	Machine         Machine      `json:"machine"`
+	Broker          string       `json:"broker,omitempty"`
+	RabbitMQWindow  int          `json:"rabbitmq_window,omitempty"`
 	Setup           string       `json:"setup,omitempty"`
 	Gateways        int          `json:"gateways"`
 	LoadGateways    int          `json:"load_gateways"`
@@ -392,6 +412,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(jsonReport{
 		Started: rep.Started.UTC(), ElapsedSeconds: rep.Elapsed.Seconds(), Machine: rep.Machine, Setup: rep.Setup,
+		Broker: rep.Broker, RabbitMQWindow: rep.RabbitMQWindow,
 		Gateways: rep.Gateways, LoadGateways: rep.LoadGateways, PhaseSeconds: rep.Duration.Seconds(), MessageSize: rep.MessageSize,
 		BatchSize: rep.BatchSize, SettleBatch: rep.SettleBatch, Backlog: rep.Backlog, Inflight: rep.Inflight,
 		Queues: rep.Queues, Subscriptions: rep.Subs, IdleSessions: rep.IdleSess,

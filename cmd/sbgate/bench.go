@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +17,14 @@ import (
 // runBench runs the load tool: against the gateways named by -connection-string, or, when none
 // is named, against gateways it starts for itself on a fresh embedded PostgreSQL.
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "rabbitmq":
+			return runBenchRabbitMQ(ctx, args[1:], getenv, stdout, stderr)
+		case "compare":
+			return runBenchCompare(args[1:], stdout)
+		}
+	}
 	fs := flag.NewFlagSet("sbgate bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	conns := listFlag{values: splitList(getenv("SBGATE_CONNECTION_STRING"))}
@@ -191,4 +201,83 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// runBenchRabbitMQ measures a RabbitMQ broker as sbgate bench measures sbgate (bench.RunRabbitMQ),
+// for make bench-peers.
+func runBenchRabbitMQ(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sbgate bench rabbitmq", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("url", cmp.Or(getenv("SBGATE_BENCH_RABBITMQ_URL"), "amqp://guest:guest@127.0.0.1:5672/"),
+		"the broker's AMQP 0-9-1 URL ($SBGATE_BENCH_RABBITMQ_URL)")
+	pids := fs.String("pids", "", "comma-separated process ids of the broker on this machine (its Erlang VM), whose CPU the report shows")
+	version := fs.String("version", "RabbitMQ", "what to call the broker in the report, e.g. \"RabbitMQ 3.10.8\"")
+	clients := fs.String("clients", "64", "comma-separated concurrency levels")
+	duration := fs.Duration("duration", 3*time.Second, "how long each phase runs")
+	size := fs.Int("size", 1024, "message body size in bytes")
+	window := fs.Int("window", 100, "publishes a client keeps unconfirmed")
+	prefetch := fs.String("prefetch", "100", "consumers' prefetch counts, a consume phase each")
+	ops := fs.String("ops", strings.Join(bench.RabbitMQOperations, ","), "operations: "+strings.Join(bench.RabbitMQOperations, ", "))
+	quiet := fs.Bool("quiet", false, "no progress lines")
+	output := fs.String("o", "table", "summary format: table, or json (for sbgate bench compare)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench rabbitmq: unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *output != "table" && *output != "json" {
+		return fmt.Errorf("bench rabbitmq: -o: want table or json, got %q", *output)
+	}
+	cfg := bench.RabbitMQConfig{URL: *url, Version: *version, Duration: *duration, MessageSize: *size, Window: *window,
+		Operations: splitList(*ops), Progress: stderr}
+	if *quiet {
+		cfg.Progress = nil
+	}
+	var err error
+	if cfg.Clients, err = levels("-clients", *clients); err != nil {
+		return err
+	}
+	if cfg.Prefetch, err = levels("-prefetch", *prefetch); err != nil {
+		return err
+	}
+	if cfg.PIDs, err = levels("-pids", *pids); err != nil {
+		return err
+	}
+	rep, runErr := bench.RunRabbitMQ(ctx, cfg)
+	if rep != nil {
+		write := rep.WriteTable
+		if *output == "json" {
+			write = rep.WriteJSON
+		}
+		if err := write(stdout); runErr == nil {
+			runErr = err
+		}
+	}
+	return runErr
+}
+
+// runBenchCompare prints two reports side by side: another broker's (sbgate bench rabbitmq -o
+// json) and sbgate's (sbgate bench -o json).
+func runBenchCompare(args []string, stdout io.Writer) error {
+	if len(args) != 2 {
+		return fmt.Errorf("bench compare: want two JSON reports, the other broker's then sbgate's; got %d arguments", len(args))
+	}
+	var reps [2]*bench.Report
+	for i, path := range args {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("bench compare: %w", err)
+		}
+		reps[i], err = bench.ReadJSON(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("bench compare: %s: %w", path, err)
+		}
+	}
+	c, err := bench.ComparePeers(reps[0], reps[1])
+	if err != nil {
+		return err
+	}
+	return c.WriteComparison(stdout)
 }

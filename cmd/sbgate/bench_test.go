@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbgate/sbgate/bench"
 	"github.com/sbgate/sbgate/db/dbtest"
 )
 
@@ -206,4 +209,53 @@ func TestBenchProfile(t *testing.T) {
 		t.Errorf("profiling failed: %s: %s", errs[0], b)
 	}
 	checkNothingLeft(t, progress.String())
+}
+
+// TestBenchCompare: sbgate bench compare prints another broker's report and sbgate's side by
+// side, and refuses them the wrong way round; sbgate bench rabbitmq reports a broker it cannot
+// reach.
+func TestBenchCompare(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name string, rep *bench.Report) string {
+		t.Helper()
+		var b bytes.Buffer
+		if err := rep.WriteJSON(&b); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	sec := 10 * time.Second
+	rabbit := write("rabbitmq.json", &bench.Report{Broker: "RabbitMQ 3.10.8", RabbitMQWindow: 100, Duration: sec, MessageSize: 1024,
+		Results: []bench.Result{{Operation: bench.OpRabbitConsume, Clients: 64, Prefetch: 100, Messages: 100_000, Elapsed: sec,
+			CPU: bench.CPUUse{Gateways: 1, Database: -1}}}})
+	sbgate := write("sbgate.json", &bench.Report{Duration: sec, MessageSize: 1024,
+		Results: []bench.Result{{Operation: bench.OpAMQPPeekLock, Clients: 64, Prefetch: 20, Messages: 50_000, Elapsed: sec,
+			CPU: bench.CPUUse{Gateways: 0.5, Database: 0.5}}}})
+	var out, errOut syncBuffer
+	if err := run(t.Context(), []string{"bench", "compare", rabbit, sbgate}, env(), &out, &errOut); err != nil {
+		t.Fatalf("bench compare: %v", err)
+	}
+	for _, want := range []string{"rabbitmq-consume + ack (prefetch 100)", "sbgate amqp-peek-lock + complete (prefetch 20)", "0.50x rate, 2.00x cpu/msg"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("comparison lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := run(t.Context(), []string{"bench", "compare", sbgate, rabbit}, env(), &out, &errOut); err == nil {
+		t.Error("bench compare took sbgate's report for the other broker's")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	err = run(t.Context(), []string{"bench", "rabbitmq", "-url", "amqp://guest:guest@" + addr + "/", "-clients", "1", "-duration", "100ms"}, env(), &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "RabbitMQ") {
+		t.Errorf("bench rabbitmq with no broker = %v; want an error about RabbitMQ", err)
+	}
 }
