@@ -10,7 +10,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -337,19 +336,3 @@ func scenarioResults(t *testing.T, cmd *exec.Cmd, want []string, skips map[strin
 
 // scenarioTimeout bounds one client stack's whole scenario run.
 const scenarioTimeout = 5 * time.Minute
-
-// httpGet is a GET of the broker's REST API signed with the root key, for scenarios that check
-// over HTTP what a client did over AMQP.
-func (b *broker) httpGet(t *testing.T, path string) (*http.Response, error) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, b.HTTP+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", sas.Sign(b.HTTP+path, "RootManageSharedAccessKey", key, time.Now().Add(time.Hour)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", path, err)
-	}
-	return resp, nil
-}
