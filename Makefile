@@ -6,7 +6,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_GET := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 
-.PHONY: run test fuzz build generate check deps postgres gcc node compat-clients chromium bench clean netns
+.PHONY: run test fuzz build generate check deps postgres gcc node compat-clients chromium bench bench-peers rabbitmq clean netns
 
 run: postgres
 	$(GO) run ./cmd/sbgate
@@ -58,6 +58,48 @@ generate:
 # gateways that are already running: bin/sbgate bench -connection-string ... -database-url ...
 bench: build postgres
 	SBGATE_CONNECTION_STRING= ./bin/sbgate bench -gateways 2 -load-gateways 1 -ops all -clients 1,16,64,256 -scenario-clients 64 -duration 10s $(BENCH_FLAGS)
+
+# bench-peers puts sbgate beside RabbitMQ on this machine, one after the other (not part of make
+# test: it installs and runs a broker). It installs rabbitmq-server with apt when missing (Debian
+# 12: 3.10), starts it unless one already runs, measures RabbitMQ's windowed publish (confirms, 100
+# unconfirmed a client) and its consume + ack with prefetch 100 on a durable classic queue of
+# persistent messages (sbgate bench rabbitmq), and stops the broker it started; then it measures
+# sbgate's AMQP send and peek-lock + complete at prefetch 20 and 100 (sbgate bench: a gateway on
+# a fresh embedded PostgreSQL, with its baseline), and prints the two side by side with each
+# broker's CPU per message (sbgate bench compare). 64 clients, 10 s phases, about 3 minutes;
+# PEERS_FLAGS adds flags to both runs (PEERS_FLAGS='-duration 20s').
+PEERS_CLIENTS  ?= 64
+PEERS_DURATION ?= 10s
+bench-peers: build postgres rabbitmq
+	@dir=$$(mktemp -d); started=; \
+	stop() { [ -z "$$started" ] || $(SUDO) rabbitmqctl shutdown >/dev/null 2>&1; started=; }; \
+	trap 'stop; rm -rf $$dir' EXIT; \
+	if $(SUDO) rabbitmq-diagnostics -q ping >/dev/null 2>&1; then \
+		echo "RabbitMQ already runs: measuring it, and leaving it running"; \
+	else \
+		echo "Starting RabbitMQ (its log in $$dir/rabbitmq.log)..."; \
+		$(SUDO) sh -c "rabbitmq-server >$$dir/rabbitmq.log 2>&1 &"; started=1; \
+		for i in $$(seq 120); do $(SUDO) rabbitmq-diagnostics -q ping >/dev/null 2>&1 && break; sleep 0.5; done; \
+		$(SUDO) rabbitmqctl -q await_startup >/dev/null || { cat $$dir/rabbitmq.log; exit 1; }; \
+	fi; \
+	pid=$$($(SUDO) rabbitmqctl -q eval 'list_to_integer(os:getpid()).' | tail -1); \
+	version=$$($(SUDO) rabbitmqctl -q version | tail -1); \
+	./bin/sbgate bench rabbitmq -pids "$$pid" -version "RabbitMQ $$version" -clients $(PEERS_CLIENTS) -duration $(PEERS_DURATION) \
+		-window 100 -prefetch 100 -o json $(PEERS_FLAGS) >$$dir/rabbitmq.json || exit 1; \
+	stop; \
+	SBGATE_CONNECTION_STRING= ./bin/sbgate bench -gateways 1 -ops amqp-send,amqp-peek-lock -amqp-prefetch 20,100 \
+		-clients $(PEERS_CLIENTS) -duration $(PEERS_DURATION) -o json $(PEERS_FLAGS) >$$dir/sbgate.json || exit 1; \
+	./bin/sbgate bench compare $$dir/rabbitmq.json $$dir/sbgate.json
+
+# rabbitmq makes sure RabbitMQ is installed, for make bench-peers.
+rabbitmq:
+	@if command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ]; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing RabbitMQ for make bench-peers (apt-get install rabbitmq-server)..."; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq rabbitmq-server >/dev/null; \
+	else \
+		echo "RabbitMQ not found: install rabbitmq-server (make bench-peers runs it beside sbgate)." >&2; exit 1; \
+	fi
 
 # check is what CI adds to the tests: generated code and go.mod must be up to date, and go vet
 # and staticcheck (pinned in go.mod as a tool; staticcheck.conf says which check is off and why)
