@@ -20,18 +20,19 @@ import (
 // for its data client (Endpoint=sb://localhost: 5672, plain AMQP) and with the management port
 // for its administration client (Endpoint=sb://localhost:5300, as the emulator's documentation
 // says): Go (azservicebus 1.11.0), JS (@azure/service-bus 7.9.5) and Python (azure-servicebus
-// 7.15.0, pyamqp), and Java's data client (azure-messaging-servicebus 7.17.19; its
-// administration client goes to https://localhost:443, never the management port). Their administration clients speak https whatever the flag says (the .NET one
-// alone speaks http with it, which TestEmulatorContainerContract's request stands for), so the
+// 7.15.0, pyamqp), and Java (azure-messaging-servicebus 7.17.19), whose administration client
+// goes to https://localhost/ whatever the Endpoint's port: sbgate serves it with -mux-listen on
+// 443. Their administration clients speak https whatever the flag says (the .NET one alone
+// speaks http with it, which TestEmulatorContainerContract's request stands for), so the
 // management port is given the test certificate, and each stack is told to trust it the way it
-// reads trust from its environment.
+// reads trust from its environment (Java: a trust store made with keytool).
 func TestEmulatorSDKsVerbatim(t *testing.T) {
-	if !onFixedPorts(t, emulator.AMQPPort, emulator.HTTPPort) {
+	if !onFixedPorts(t, emulator.AMQPPort, emulator.HTTPPort, 443) {
 		return
 	}
 	certFile, keyFile, pool := localhostCert(t)
 	_, stop, out := startRun(t, env("DATABASE_URL", dbtest.NewDatabase(t), "SBGATE_EMULATOR", "true", "SBGATE_CONFIG", sampleConfig),
-		"-amqp-listen", "127.0.0.1:5672", "-emulator-http-listen", "127.0.0.1:5300", "-tls-cert", certFile, "-tls-key", keyFile)
+		"-amqp-listen", "127.0.0.1:5672", "-emulator-http-listen", "127.0.0.1:5300", "-mux-listen", "127.0.0.1:443", "-tls-cert", certFile, "-tls-key", keyFile)
 	waitFor(t, "the readiness line", func() bool { return strings.Contains(out.String(), emulator.ReadyLine) })
 	const data = "Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
 	const admin = "Endpoint=sb://localhost:5300;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
@@ -73,7 +74,17 @@ func TestEmulatorSDKsVerbatim(t *testing.T) {
 		if err != nil {
 			t.Fatalf("java not found (make test installs a JDK): %v", err)
 		}
-		runClient(t, java, []string{"-cp", strings.TrimSpace(string(cp)), "testdata/EmulatorSdk.java"}, "DATA="+data)
+		keytool, err := exec.LookPath("keytool")
+		if err != nil {
+			t.Fatalf("keytool not found (it comes with the JDK make test installs): %v", err)
+		}
+		trust := filepath.Join(t.TempDir(), "trust.p12")
+		if out, err := exec.Command(keytool, "-importcert", "-noprompt", "-alias", "sbgate", "-file", certFile,
+			"-keystore", trust, "-storetype", "PKCS12", "-storepass", "changeit").CombinedOutput(); err != nil {
+			t.Fatalf("keytool: %v\n%s", err, out)
+		}
+		runClient(t, java, []string{"-Djavax.net.ssl.trustStore=" + trust, "-Djavax.net.ssl.trustStorePassword=changeit",
+			"-cp", strings.TrimSpace(string(cp)), "testdata/EmulatorSdk.java"}, "DATA="+data)
 	})
 	if err := stop(); err != nil {
 		t.Errorf("run returned %v on shutdown", err)
