@@ -53,8 +53,8 @@ const (
 // WebSockets through ClientOptions.NewWebSocketConn for the websockets scenario, and
 // admin.Client over https for what Go does over REST (rules). Each scenario has its own client
 // and entities; they run goScenarioParallel at a time, each bounded by goScenarioTimeout, and are
-// reported as "SCENARIO <name> PASS|FAIL <why>|SKIP <why>" lines, checked as scenarioResults
-// checks a script's. SB_SCENARIOS (comma-separated) runs a subset; AZURE_SDK_GO_LOGGING=all
+// reported as "SCENARIO <name> PASS|FAIL <why>|SKIP <why>" lines, checked by checkVerdicts
+// as a script's are. SB_SCENARIOS (comma-separated) runs a subset; AZURE_SDK_GO_LOGGING=all
 // prints the SDK's log.
 func TestGoScenarios(t *testing.T) {
 	t.Parallel()
@@ -67,7 +67,11 @@ func TestGoScenarios(t *testing.T) {
 	}
 	start := time.Now()
 	results := runGoScenarios(t, env, want)
-	checkGoScenarioResults(t, results, want, goScenarioSkips)
+	verdicts := make(map[string]string, len(results))
+	for name, r := range results {
+		verdicts[name] = r.verdict
+	}
+	checkVerdicts(t, want, verdicts, want, goScenarioSkips)
 
 	var report strings.Builder
 	for _, name := range want {
@@ -279,34 +283,6 @@ func runGoScenario(ctx context.Context, f goScenario, env *goScenarioEnv, sc *go
 		return "SKIP " + skip.why
 	default:
 		return "FAIL " + err.Error()
-	}
-}
-
-// checkGoScenarioResults checks the verdicts as scenarioResults checks a script's report: every
-// scenario of want reported, each PASS except those in skips, which must be SKIP.
-func checkGoScenarioResults(t *testing.T, results map[string]goScenarioResult, want []string, skips map[string]string) {
-	t.Helper()
-	var missing []string
-	for _, name := range want {
-		r, ok := results[name]
-		if !ok {
-			missing = append(missing, name)
-			continue
-		}
-		v := r.verdict
-		_, mayskip := skips[name]
-		switch {
-		case strings.HasPrefix(v, "PASS") && !mayskip:
-		case strings.HasPrefix(v, "SKIP") && mayskip:
-		case mayskip:
-			t.Errorf("scenario %s: %s (expected SKIP: %s)", name, v, skips[name])
-		default:
-			t.Errorf("scenario %s: %s", name, v)
-		}
-	}
-	sort.Strings(missing)
-	if len(missing) > 0 {
-		t.Errorf("scenarios not reported: %s", strings.Join(missing, ", "))
 	}
 }
 
