@@ -233,7 +233,10 @@ func runGoScenarios(t *testing.T, env *goScenarioEnv, names []string) map[string
 	for _, name := range names {
 		f, ok := goScenarios[name]
 		if !ok {
+			// Scenarios started before this one may be writing their results.
+			mu.Lock()
 			results[name] = goScenarioResult{verdict: "FAIL no such scenario in the Go scenarios"}
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
