@@ -281,6 +281,48 @@ var commonScenarios = []string{
 	"missing-right", "missing-entity",
 }
 
+// scenarioEntities creates the entities each common scenario uses, named prefix+scenario, so
+// that one scenario's failure cannot spill into another's, and returns them by scenario and role
+// ("queue", "topic", "subscription"). Roles it does not create are names the client creates or
+// expects to be missing: the rules scenario's subscription "filtered" is created (with its
+// $Default rule) only with createRulesSubscription, for stacks that manage rules through the
+// SDK's rule manager on the data plane; the others create it with their administration client.
+func scenarioEntities(t *testing.T, b *broker, prefix string, createRulesSubscription bool) map[string]map[string]string {
+	t.Helper()
+	entities := map[string]map[string]string{}
+	for _, s := range commonScenarios {
+		entities[s] = map[string]string{}
+	}
+	queue := func(scenario string, mut func(*store.Properties)) {
+		name := prefix + scenario
+		b.createQueue(t, name, mut)
+		entities[scenario]["queue"] = name
+	}
+	for _, s := range []string{"send-property-types", "send-body-kinds", "receive-and-delete",
+		"peek-lock-complete", "abandon-with-properties", "defer-receive-deferred",
+		"dead-letter-reason", "peek", "schedule-cancel-queue", "batch", "large-message",
+		"websockets", "wrong-key", "missing-right"} {
+		queue(s, nil)
+	}
+	// renew-lock holds its message past a short lock by renewing it.
+	queue("renew-lock", func(p *store.Properties) { p.LockDuration = 10 * time.Second })
+	for _, s := range []string{"session-state", "session-empty-id", "list-sessions"} {
+		queue(s, func(p *store.Properties) { p.RequiresSession = true })
+	}
+	b.createTopic(t, prefix+"schedule-cancel-topic", "sub")
+	entities["schedule-cancel-topic"]["topic"] = prefix + "schedule-cancel-topic"
+	entities["schedule-cancel-topic"]["subscription"] = "sub"
+	var rulesSubs []string
+	if createRulesSubscription {
+		rulesSubs = []string{"filtered"}
+	}
+	b.createTopic(t, prefix+"rules", rulesSubs...)
+	entities["rules"]["topic"] = prefix + "rules"
+	entities["rules"]["subscription"] = "filtered"
+	entities["missing-entity"]["queue"] = prefix + "no-such-queue"
+	return entities
+}
+
 // scenarioResults runs a client stack's scenario script and reads its report: one line per
 // scenario, "SCENARIO <name> PASS", "SCENARIO <name> FAIL <why>" or "SCENARIO <name> SKIP
 // <why>"; anything else the script prints is kept for the failure message. skips names the

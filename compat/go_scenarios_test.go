@@ -26,8 +26,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/Azure/go-amqp"
 	"github.com/coder/websocket"
-
-	"github.com/sbgate/sbgate/store"
 )
 
 // goScenarioSkips are the common scenarios the Go SDK cannot express. It has none: azservicebus
@@ -103,40 +101,13 @@ func newGoScenarioEnv(t *testing.T, b *broker) *goScenarioEnv {
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
 	// The admin client keeps connections alive: closed before the package's leak check.
 	t.Cleanup(tr.CloseIdleConnections)
-	env := &goScenarioEnv{
+	return &goScenarioEnv{
 		b:         b,
 		httpsHost: strings.TrimPrefix(b.HTTPS, "https://"),
 		transport: tr,
-		entities:  map[string]map[string]string{},
+		// rules: the scenario's admin client creates the subscription and its rules over REST.
+		entities: scenarioEntities(t, b, "go-", false),
 	}
-	for _, s := range commonScenarios {
-		env.entities[s] = map[string]string{}
-	}
-	queue := func(scenario string, mut func(*store.Properties)) {
-		name := "go-" + scenario
-		b.createQueue(t, name, mut)
-		env.entities[scenario]["queue"] = name
-	}
-	for _, s := range []string{"send-property-types", "send-body-kinds", "receive-and-delete",
-		"peek-lock-complete", "abandon-with-properties", "defer-receive-deferred",
-		"dead-letter-reason", "peek", "schedule-cancel-queue", "batch", "large-message",
-		"websockets", "wrong-key", "missing-right"} {
-		queue(s, nil)
-	}
-	// renew-lock holds its message past a short lock by renewing it.
-	queue("renew-lock", func(p *store.Properties) { p.LockDuration = 10 * time.Second })
-	for _, s := range []string{"session-state", "session-empty-id", "list-sessions"} {
-		queue(s, func(p *store.Properties) { p.RequiresSession = true })
-	}
-	b.createTopic(t, "go-schedule-cancel-topic", "sub")
-	env.entities["schedule-cancel-topic"]["topic"] = "go-schedule-cancel-topic"
-	env.entities["schedule-cancel-topic"]["subscription"] = "sub"
-	// rules: the scenario's admin client creates the subscription and its rules over REST.
-	b.createTopic(t, "go-rules")
-	env.entities["rules"]["topic"] = "go-rules"
-	env.entities["rules"]["subscription"] = "filtered"
-	env.entities["missing-entity"]["queue"] = "go-no-such-queue"
-	return env
 }
 
 // conn is the emulator connection string (plain AMQP to broker.AMQP) for a key name.

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sbgate/sbgate/store"
 )
 
 // jsScenarioSkips are the common scenarios @azure/service-bus 7.9.5 cannot express, with the
@@ -39,7 +37,8 @@ func TestJSScenarios(t *testing.T) {
 		t.Fatalf("node not found (run `make test`, which installs it): %v", err)
 	}
 	b := startBroker(t, nil)
-	entities, err := json.Marshal(jsEntities(t, b))
+	// @azure/service-bus manages rules with the rule manager of a subscription that must exist.
+	entities, err := json.Marshal(scenarioEntities(t, b, "js-", true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,39 +68,4 @@ func TestJSScenarios(t *testing.T) {
 	start := time.Now()
 	results := scenarioResults(t, cmd, want, jsScenarioSkips)
 	t.Logf("JS scenarios: %d reported in %s", len(results), time.Since(start).Round(time.Millisecond))
-}
-
-// jsEntities are the entities each scenario uses, by role ("queue", "topic", "subscription"),
-// created here so one scenario's failure cannot spill into another's.
-func jsEntities(t *testing.T, b *broker) map[string]map[string]string {
-	t.Helper()
-	entities := map[string]map[string]string{}
-	for _, s := range commonScenarios {
-		entities[s] = map[string]string{}
-	}
-	queue := func(scenario string, mut func(*store.Properties)) {
-		name := "js-" + scenario
-		b.createQueue(t, name, mut)
-		entities[scenario]["queue"] = name
-	}
-	for _, s := range []string{"send-property-types", "send-body-kinds", "receive-and-delete",
-		"peek-lock-complete", "abandon-with-properties", "defer-receive-deferred",
-		"dead-letter-reason", "peek", "schedule-cancel-queue", "batch", "large-message",
-		"websockets", "wrong-key", "missing-right"} {
-		queue(s, nil)
-	}
-	// renew-lock holds its message past a short lock by renewing it.
-	queue("renew-lock", func(p *store.Properties) { p.LockDuration = 10 * time.Second })
-	for _, s := range []string{"session-state", "session-empty-id", "list-sessions"} {
-		queue(s, func(p *store.Properties) { p.RequiresSession = true })
-	}
-	b.createTopic(t, "js-schedule-cancel-topic", "sub")
-	entities["schedule-cancel-topic"]["topic"] = "js-schedule-cancel-topic"
-	entities["schedule-cancel-topic"]["subscription"] = "sub"
-	// rules: the subscription starts with its $Default rule; the rule manager changes them.
-	b.createTopic(t, "js-rules", "filtered")
-	entities["rules"]["topic"] = "js-rules"
-	entities["rules"]["subscription"] = "filtered"
-	entities["missing-entity"]["queue"] = "js-no-such-queue"
-	return entities
 }

@@ -22,8 +22,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sbgate/sbgate/store"
 )
 
 // The two Python stacks compat/python/scenarios.py runs on. `make python-clients` installs both:
@@ -191,42 +189,6 @@ func TestPythonPyAMQP(t *testing.T) {
 	})
 }
 
-// pythonEntities are the entities each scenario uses, by role ("queue", "topic",
-// "subscription"), created here so one scenario's failure cannot spill into another's.
-// Roles the test does not create are names the script creates or expects to be missing.
-func pythonEntities(t *testing.T, b *broker) map[string]map[string]string {
-	t.Helper()
-	entities := map[string]map[string]string{}
-	for _, s := range commonScenarios {
-		entities[s] = map[string]string{}
-	}
-	queue := func(scenario string, mut func(*store.Properties)) {
-		name := "py-" + scenario
-		b.createQueue(t, name, mut)
-		entities[scenario]["queue"] = name
-	}
-	for _, s := range []string{"send-property-types", "send-body-kinds", "receive-and-delete",
-		"peek-lock-complete", "abandon-with-properties", "defer-receive-deferred",
-		"dead-letter-reason", "peek", "schedule-cancel-queue", "batch", "large-message",
-		"websockets", "wrong-key", "missing-right"} {
-		queue(s, nil)
-	}
-	// renew-lock holds its message past a short lock by renewing it.
-	queue("renew-lock", func(p *store.Properties) { p.LockDuration = 10 * time.Second })
-	for _, s := range []string{"session-state", "session-empty-id", "list-sessions"} {
-		queue(s, func(p *store.Properties) { p.RequiresSession = true })
-	}
-	b.createTopic(t, "py-schedule-cancel-topic", "sub")
-	entities["schedule-cancel-topic"]["topic"] = "py-schedule-cancel-topic"
-	entities["schedule-cancel-topic"]["subscription"] = "sub"
-	// rules: the script's administration client creates the subscription and its rules.
-	b.createTopic(t, "py-rules")
-	entities["rules"]["topic"] = "py-rules"
-	entities["rules"]["subscription"] = "filtered"
-	entities["missing-entity"]["queue"] = "py-no-such-queue"
-	return entities
-}
-
 // runPythonScenarios runs scenarios.py with python against b and checks its report: every
 // common scenario reported, each PASS except those in skips, which must be SKIP. conn makes the
 // data-plane connection string for a key name; ca is the PEM file of the certificates the
@@ -240,7 +202,8 @@ func runPythonScenarios(t *testing.T, b *broker, ca, python, sdkVersion string, 
 	if _, err := os.Stat(pythonScenarios); err != nil {
 		t.Fatal(err)
 	}
-	entities, err := json.Marshal(pythonEntities(t, b))
+	// The script's administration client creates the rules scenario's subscription and its rules.
+	entities, err := json.Marshal(scenarioEntities(t, b, "py-", false))
 	if err != nil {
 		t.Fatal(err)
 	}
