@@ -123,6 +123,20 @@ func (e *goScenarioEnv) client(sc *goScenarioRun, connStr string, opts *azservic
 	return c, nil
 }
 
+// sender is a data-plane client for a connection string (see client) and a sender for a queue
+// or topic.
+func (e *goScenarioEnv) sender(sc *goScenarioRun, connStr string, opts *azservicebus.ClientOptions, entity string) (*azservicebus.Client, *azservicebus.Sender, error) {
+	c, err := e.client(sc, connStr, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := c.NewSender(entity, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("NewSender: %w", err)
+	}
+	return c, s, nil
+}
+
 // admin is an administration client for the https listener with the root key.
 func (e *goScenarioEnv) admin() (*admin.Client, error) {
 	return admin.NewClientFromConnectionString(connString(e.httpsHost, "RootManageSharedAccessKey", false), &admin.ClientOptions{
@@ -364,14 +378,10 @@ func sendAll(ctx context.Context, s *azservicebus.Sender, msgs ...*azservicebus.
 
 // queueClients is a client with the SendListen key, a sender for queue and a peek-lock receiver.
 func queueClients(ctx context.Context, e *goScenarioEnv, sc *goScenarioRun) (*azservicebus.Client, *azservicebus.Sender, *azservicebus.Receiver, error) {
-	c, err := e.client(sc, e.conn("SendListen"), nil)
+	q := sc.entities["queue"]
+	c, s, err := e.sender(sc, e.conn("SendListen"), nil, q)
 	if err != nil {
 		return nil, nil, nil, err
-	}
-	q := sc.entities["queue"]
-	s, err := c.NewSender(q, nil)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("NewSender: %w", err)
 	}
 	r, err := c.NewReceiverForQueue(q, nil)
 	if err != nil {
@@ -953,13 +963,9 @@ func goScheduleCancelQueue(ctx context.Context, e *goScenarioEnv, sc *goScenario
 }
 
 func goScheduleCancelTopic(ctx context.Context, e *goScenarioEnv, sc *goScenarioRun) error {
-	c, err := e.client(sc, e.conn("SendListen"), nil)
+	c, s, err := e.sender(sc, e.conn("SendListen"), nil, sc.entities["topic"])
 	if err != nil {
 		return err
-	}
-	s, err := c.NewSender(sc.entities["topic"], nil)
-	if err != nil {
-		return fmt.Errorf("NewSender: %w", err)
 	}
 	r, err := c.NewReceiverForSubscription(sc.entities["topic"], sc.entities["subscription"], nil)
 	if err != nil {
@@ -969,14 +975,10 @@ func goScheduleCancelTopic(ctx context.Context, e *goScenarioEnv, sc *goScenario
 }
 
 func goSessionState(ctx context.Context, e *goScenarioEnv, sc *goScenarioRun) error {
-	c, err := e.client(sc, e.conn("SendListen"), nil)
+	q := sc.entities["queue"]
+	c, s, err := e.sender(sc, e.conn("SendListen"), nil, q)
 	if err != nil {
 		return err
-	}
-	q := sc.entities["queue"]
-	s, err := c.NewSender(q, nil)
-	if err != nil {
-		return fmt.Errorf("NewSender: %w", err)
 	}
 	if err := sendAll(ctx, s,
 		&azservicebus.Message{Body: []byte("s1-0"), MessageID: to.Ptr("s1-0"), SessionID: to.Ptr("s-1")},
@@ -1075,14 +1077,10 @@ func goSessionState(ctx context.Context, e *goScenarioEnv, sc *goScenarioRun) er
 // goSessionEmptyID: the session "" is a session like any other (the SDK's Message.SessionID
 // says "an empty string is a valid session identifier").
 func goSessionEmptyID(ctx context.Context, e *goScenarioEnv, sc *goScenarioRun) error {
-	c, err := e.client(sc, e.conn("SendListen"), nil)
+	q := sc.entities["queue"]
+	c, s, err := e.sender(sc, e.conn("SendListen"), nil, q)
 	if err != nil {
 		return err
-	}
-	q := sc.entities["queue"]
-	s, err := c.NewSender(q, nil)
-	if err != nil {
-		return fmt.Errorf("NewSender: %w", err)
 	}
 	if err := sendAll(ctx, s,
 		&azservicebus.Message{Body: []byte("other"), MessageID: to.Ptr("other"), SessionID: to.Ptr("other")},
@@ -1158,21 +1156,18 @@ func listSessions(ctx context.Context, c *azservicebus.Client, q string, opts *a
 }
 
 func goListSessions(ctx context.Context, e *goScenarioEnv, sc *goScenarioRun) error {
-	c, err := e.client(sc, e.conn("SendListen"), nil)
+	q := sc.entities["queue"]
+	// The SDK's sender attaches no link until it first sends.
+	c, s, err := e.sender(sc, e.conn("SendListen"), nil, q)
 	if err != nil {
 		return err
 	}
-	q := sc.entities["queue"]
 	var p problems
 	ids, err := listSessions(ctx, c, q, nil)
 	if err != nil {
 		return err
 	}
 	p.equal("sessions of an empty queue", ids, []string(nil))
-	s, err := c.NewSender(q, nil)
-	if err != nil {
-		return fmt.Errorf("NewSender: %w", err)
-	}
 	if err := sendAll(ctx, s,
 		&azservicebus.Message{Body: []byte("a"), MessageID: to.Ptr("a"), SessionID: to.Ptr("a")},
 		&azservicebus.Message{Body: []byte("b"), MessageID: to.Ptr("b"), SessionID: to.Ptr("b")},
@@ -1294,13 +1289,9 @@ func goRules(ctx context.Context, e *goScenarioEnv, sc *goScenarioRun) error {
 	}
 
 	// The rules decide what the subscription receives.
-	c, err := e.client(sc, e.conn("SendListen"), nil)
+	c, s, err := e.sender(sc, e.conn("SendListen"), nil, t)
 	if err != nil {
 		return err
-	}
-	s, err := c.NewSender(t, nil)
-	if err != nil {
-		return fmt.Errorf("NewSender: %w", err)
 	}
 	if err := sendAll(ctx, s,
 		&azservicebus.Message{Body: []byte("red"), MessageID: to.Ptr("red"), ApplicationProperties: map[string]any{"color": "red"}},
@@ -1452,14 +1443,10 @@ func goWebSockets(ctx context.Context, e *goScenarioEnv, sc *goScenarioRun) erro
 			return websocket.NetConn(context.Background(), ws, websocket.MessageBinary), nil
 		},
 	}
-	c, err := e.client(sc, connString(e.httpsHost, "SendListen", false), opts)
+	q := sc.entities["queue"]
+	c, s, err := e.sender(sc, connString(e.httpsHost, "SendListen", false), opts, q)
 	if err != nil {
 		return err
-	}
-	q := sc.entities["queue"]
-	s, err := c.NewSender(q, nil)
-	if err != nil {
-		return fmt.Errorf("NewSender: %w", err)
 	}
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("over websockets"), MessageID: to.Ptr("ws-1")}, nil); err != nil {
 		return fmt.Errorf("SendMessage over WebSockets: %w", err)
@@ -1492,13 +1479,9 @@ func goWebSockets(ctx context.Context, e *goScenarioEnv, sc *goScenarioRun) erro
 // sendRefused sends one message with connStr to queue and returns the *azservicebus.Error the
 // send failed with.
 func sendRefused(ctx context.Context, e *goScenarioEnv, sc *goScenarioRun, connStr, queue, what string) (*azservicebus.Error, error) {
-	c, err := e.client(sc, connStr, nil)
+	_, s, err := e.sender(sc, connStr, nil, queue)
 	if err != nil {
 		return nil, err
-	}
-	s, err := c.NewSender(queue, nil)
-	if err != nil {
-		return nil, fmt.Errorf("NewSender: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
