@@ -326,6 +326,19 @@ type entityReceiver struct {
 	// sending) whose outcome is not made yet (guarded by mu); each outcome made signals settled.
 	unsettled map[uuid.UUID]struct{}
 	settled   chan struct{}
+	// outcomes are the peer's dispositions waiting to be applied (guarded by mu); one goroutine
+	// at a time applies all that are waiting, in one store.Settle (applyOutcomes).
+	outcomes []outcome
+	applying bool
+}
+
+// outcome is a disposition of the peer's, waiting to be applied.
+type outcome struct {
+	l       *amqp.SenderLink
+	d       *amqp.OutgoingDelivery
+	state   amqp.DeliveryState
+	settled bool
+	tracked bool // counted in settling
 }
 
 func (r *entityReceiver) Flow(l *amqp.SenderLink, credit uint32, drain bool) {
@@ -738,55 +751,122 @@ func isOutcome(state amqp.DeliveryState) bool {
 	return false
 }
 
-// Disposition applies the peer's outcome for a peek-locked delivery to its lock.
+// Disposition applies the peer's outcome for a peek-locked delivery to its lock. The outcomes of
+// a link are applied as they came, those that came while others were being applied together in
+// one store.Settle, as a link's sends are stored (entitySender): a goroutine and a store job per
+// outcome cost more than the settlement itself (a peer that settles one message at a time with
+// 20 prefetched keeps up to 20 outcomes in flight).
 func (r *entityReceiver) Disposition(l *amqp.SenderLink, d *amqp.OutgoingDelivery, state amqp.DeliveryState, settled bool) {
 	// The engine calls Disposition and SenderDetached one after the other: one that comes after
 	// the link ended (its context cancelled) has no release waiting for it.
-	tracked := r.ctx.Err() == nil
-	if tracked {
+	o := outcome{l: l, d: d, state: state, settled: settled, tracked: r.ctx.Err() == nil}
+	if o.tracked {
 		r.settling.Add(1)
 	}
-	go func() {
-		if tracked {
-			defer r.settling.Done()
-		}
-		err := r.settle(d.Tag(), state)
-		if tok, ok := tagLock(d.Tag()); ok && (settled || isOutcome(state)) {
-			r.markUnsettled(tok, false)
-			select {
-			case r.settled <- struct{}{}:
-			default:
-			}
-		}
-		if settled {
-			// The peer settled first and awaits no outcome. A settlement that could not be made
-			// because its lock is gone is what the mode accepts (the message comes back); one the
-			// broker refuses (a bad request: properties it cannot keep, a state that is no
-			// outcome) must not vanish, so the link is detached with why.
-			if err != nil && store.ErrorCode(err) != store.CodeLockLost {
-				if aerr := amqpError(err); aerr.Condition != condLockLost {
-					_ = l.Detach(aerr)
-				}
-			}
-			return
-		}
-		if err != nil {
-			_ = d.Settle(amqp.Rejected{Error: amqpError(err)})
-			return
-		}
-		if _, ok := state.(amqp.Rejected); ok {
-			// A dead-letter is confirmed by a rejected outcome without an error: the SDKs read
-			// an error there as the settlement's failure.
-			state = amqp.Rejected{}
-		}
-		_ = d.Settle(state)
-	}()
+	r.mu.Lock()
+	r.outcomes = append(r.outcomes, o)
+	start := !r.applying
+	r.applying = true
+	r.mu.Unlock()
+	if start {
+		go r.applyOutcomes()
+	}
 }
 
-func (r *entityReceiver) settle(tag []byte, state amqp.DeliveryState) error {
+// applyOutcomes applies the waiting outcomes until none is left.
+func (r *entityReceiver) applyOutcomes() {
+	for {
+		r.mu.Lock()
+		batch := r.outcomes
+		r.outcomes = nil
+		if len(batch) == 0 {
+			r.applying = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		errs := r.settleOutcomes(batch)
+		for i, o := range batch {
+			r.answer(o, errs[i])
+		}
+	}
+}
+
+// answer tells the peer how its outcome went, once it was applied with the error err.
+func (r *entityReceiver) answer(o outcome, err error) {
+	if o.tracked {
+		defer r.settling.Done()
+	}
+	d, state := o.d, o.state
+	if tok, ok := tagLock(d.Tag()); ok && (o.settled || isOutcome(state)) {
+		r.markUnsettled(tok, false)
+		select {
+		case r.settled <- struct{}{}:
+		default:
+		}
+	}
+	if o.settled {
+		// The peer settled first and awaits no outcome. A settlement that could not be made
+		// because its lock is gone is what the mode accepts (the message comes back); one the
+		// broker refuses (a bad request: properties it cannot keep, a state that is no
+		// outcome) must not vanish, so the link is detached with why.
+		if err != nil && store.ErrorCode(err) != store.CodeLockLost {
+			if aerr := amqpError(err); aerr.Condition != condLockLost {
+				_ = o.l.Detach(aerr)
+			}
+		}
+		return
+	}
+	if err != nil {
+		_ = d.Settle(amqp.Rejected{Error: amqpError(err)})
+		return
+	}
+	if _, ok := state.(amqp.Rejected); ok {
+		// A dead-letter is confirmed by a rejected outcome without an error: the SDKs read
+		// an error there as the settlement's failure.
+		state = amqp.Rejected{}
+	}
+	_ = d.Settle(state)
+}
+
+// settleOutcomes applies outcomes to their locks, in one store.Settle, and returns each one's
+// error.
+func (r *entityReceiver) settleOutcomes(outcomes []outcome) []error {
+	errs := make([]error, len(outcomes))
+	reqs := make([]store.SettleRequest, 0, len(outcomes))
+	index := make([]int, 0, len(outcomes)) // of each request's outcome
+	for i, o := range outcomes {
+		req, err := settleRequest(o.d.Tag(), o.state)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		reqs = append(reqs, req)
+		index = append(index, i)
+	}
+	if len(reqs) == 0 {
+		return errs
+	}
+	// The link may be gone by now: its peer's outcomes are made all the same.
+	ctx := context.WithoutCancel(r.ctx)
+	t, aerr := r.target(ctx)
+	if aerr != nil {
+		for _, i := range index {
+			errs[i] = aerr
+		}
+		return errs
+	}
+	for k, res := range r.cs.h.cfg.Store.Settle(ctx, t, reqs) {
+		errs[index[k]] = res.Err
+	}
+	return errs
+}
+
+// settleRequest is the settlement a disposition of the delivery tagged tag asks for.
+func settleRequest(tag []byte, state amqp.DeliveryState) (store.SettleRequest, error) {
 	tok, ok := tagLock(tag)
 	if !ok {
-		return amqp.Errorf(condInvalidField, "The delivery tag is not a lock token.")
+		return store.SettleRequest{}, amqp.Errorf(condInvalidField, "The delivery tag is not a lock token.")
 	}
 	req := store.SettleRequest{Token: tok}
 	switch st := state.(type) {
@@ -802,7 +882,7 @@ func (r *entityReceiver) settle(tag []byte, state amqp.DeliveryState) error {
 		}
 		var err error
 		if req.PropertiesToModify, err = modifications(st.MessageAnnotations, false); err != nil {
-			return err
+			return req, err
 		}
 	case amqp.Rejected:
 		req.Op = store.DeadLetter
@@ -811,19 +891,12 @@ func (r *entityReceiver) settle(tag []byte, state amqp.DeliveryState) error {
 			// description (AmqpReceiver.GetRejectedOutcome).
 			var err error
 			if req.PropertiesToModify, err = modifications(st.Error.Info, true); err != nil {
-				return err
+				return req, err
 			}
 			req.Reason, req.Description = deadLetterFields(st.Error.Info)
 		}
 	default:
-		return unsupported("the delivery state %T is not a settlement", state)
+		return req, unsupported("the delivery state %T is not a settlement", state)
 	}
-	// The link may be gone by now: its peer's outcome is made all the same.
-	ctx := context.WithoutCancel(r.ctx)
-	t, aerr := r.target(ctx)
-	if aerr != nil {
-		return aerr
-	}
-	res := r.cs.h.cfg.Store.Settle(ctx, t, []store.SettleRequest{req})
-	return res[0].Err
+	return req, nil
 }
