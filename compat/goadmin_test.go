@@ -6,7 +6,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/sbgate/sbgate/sas"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -209,32 +208,10 @@ func TestGoSDKAdminSuite(t *testing.T) {
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	expires := time.Now().Add(2 * time.Hour)
-	token := sas.Sign("sb://"+host+"/", "RootManageSharedAccessKey", key, expires)
-	az := fmt.Sprintf("#!/bin/sh\ncat <<'END'\n{\"accessToken\": %q, \"expiresOn\": %q, \"expires_on\": %d, \"tokenType\": \"Bearer\"}\nEND\n",
-		token, expires.Format("2006-01-02 15:04:05.000000"), expires.Unix())
-	if err := os.WriteFile(filepath.Join(dir, "az"), []byte(az), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	conn := func(name, k string) string {
-		return "Endpoint=sb://" + host + "/;SharedAccessKeyName=" + name + ";SharedAccessKey=" + k
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goBin, "test", "-count=1", "-json", "-skip", strings.Join(goAdminSkipped, "|"), goAdminPackage)
-	cmd.Env = append(os.Environ(),
-		"PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"AZURE_RECORD_MODE=live",
-		"AZURE_TOKEN_CREDENTIALS=AzureCLICredential",
-		"SSL_CERT_FILE="+ca,
-		"SERVICEBUS_ENDPOINT="+host,
-		"SERVICEBUS_ENDPOINT_PREMIUM="+host,
-		"SERVICEBUS_CONNECTION_STRING="+conn("RootManageSharedAccessKey", key),
-		"SERVICEBUS_CONNECTION_STRING_PREMIUM="+conn("RootManageSharedAccessKey", key),
-		"SERVICEBUS_CONNECTION_STRING_NO_MANAGE="+conn("SendListen", sendListenKey),
-		"SERVICEBUS_CONNECTION_STRING_SEND_ONLY="+conn("SendOnly", sendOnlyKey),
-		"SERVICEBUS_CONNECTION_STRING_LISTEN_ONLY="+conn("ListenOnly", listenOnlyKey),
-	)
+	cmd.Env = goSDKLiveEnv(t, dir, host, ca)
 	out, _ := cmd.Output()
 	results := map[string]string{}
 	outputs := map[string]*strings.Builder{}

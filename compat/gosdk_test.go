@@ -127,30 +127,11 @@ func TestGoSDKSuite(t *testing.T) {
 			p.MaxDeliveryCount = 10
 		})
 	}
-	expires := time.Now().Add(2 * time.Hour)
-	token := sas.Sign("sb://"+host+"/", "RootManageSharedAccessKey", key, expires)
-	az := fmt.Sprintf("#!/bin/sh\ncat <<'END'\n{\"accessToken\": %q, \"expiresOn\": %q, \"expires_on\": %d, \"tokenType\": \"Bearer\"}\nEND\n",
-		token, expires.Format("2006-01-02 15:04:05.000000"), expires.Unix())
-	if err := os.WriteFile(filepath.Join(dir, "az"), []byte(az), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	conn := func(name string) string { return connString(host, name, false) }
-	env := append(os.Environ(),
-		"PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"AZURE_RECORD_MODE=live",
-		"AZURE_TOKEN_CREDENTIALS=AzureCLICredential",
+	env := append(goSDKLiveEnv(t, dir, host, b.OnePortCAFile),
 		// Unset what would make the suite's credential.New pick a pipeline or service
 		// principal credential instead of DefaultAzureCredential.
 		"AZURE_SERVICE_DIRECTORY=",
 		"SYSTEM_ACCESSTOKEN=",
-		"SSL_CERT_FILE="+b.OnePortCAFile,
-		"SERVICEBUS_ENDPOINT="+host,
-		"SERVICEBUS_ENDPOINT_PREMIUM="+host,
-		"SERVICEBUS_CONNECTION_STRING="+conn("RootManageSharedAccessKey"),
-		"SERVICEBUS_CONNECTION_STRING_PREMIUM="+conn("RootManageSharedAccessKey"),
-		"SERVICEBUS_CONNECTION_STRING_NO_MANAGE="+conn("SendListen"),
-		"SERVICEBUS_CONNECTION_STRING_SEND_ONLY="+conn("SendOnly"),
-		"SERVICEBUS_CONNECTION_STRING_LISTEN_ONLY="+conn("ListenOnly"),
 	)
 
 	started := time.Now()
@@ -192,6 +173,38 @@ func TestGoSDKSuite(t *testing.T) {
 	skipped := slices.Sorted(maps.Keys(goSDKSkipped))
 	t.Logf("%d of %d tests of %s passed in %s (%d left out: %s):\n%s", len(passed), len(tests), goSDKPackage,
 		elapsed.Round(time.Second), len(skipped), strings.Join(skipped, ", "), report.String())
+}
+
+// goSDKLiveEnv is the environment in which the live tests of a Go SDK package (azservicebus,
+// admin) run against sbgate at host (host:port), whose certificate is in caFile: this process's
+// environment, SSL_CERT_FILE=caFile, the suite's SERVICEBUS_* variables (the endpoint, and
+// connection strings with the test keys) and, for clients built with a TokenCredential,
+// AZURE_TOKEN_CREDENTIALS limiting DefaultAzureCredential to the Azure CLI, with dir first on
+// PATH, where it writes an `az` stand-in that answers with a SAS token for the namespace (the
+// root key's, valid two hours).
+func goSDKLiveEnv(t *testing.T, dir, host, caFile string) []string {
+	t.Helper()
+	expires := time.Now().Add(2 * time.Hour)
+	token := sas.Sign("sb://"+host+"/", "RootManageSharedAccessKey", key, expires)
+	az := fmt.Sprintf("#!/bin/sh\ncat <<'END'\n{\"accessToken\": %q, \"expiresOn\": %q, \"expires_on\": %d, \"tokenType\": \"Bearer\"}\nEND\n",
+		token, expires.Format("2006-01-02 15:04:05.000000"), expires.Unix())
+	if err := os.WriteFile(filepath.Join(dir, "az"), []byte(az), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	conn := func(name string) string { return connString(host, name, false) }
+	return append(os.Environ(),
+		"PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"AZURE_RECORD_MODE=live",
+		"AZURE_TOKEN_CREDENTIALS=AzureCLICredential",
+		"SSL_CERT_FILE="+caFile,
+		"SERVICEBUS_ENDPOINT="+host,
+		"SERVICEBUS_ENDPOINT_PREMIUM="+host,
+		"SERVICEBUS_CONNECTION_STRING="+conn("RootManageSharedAccessKey"),
+		"SERVICEBUS_CONNECTION_STRING_PREMIUM="+conn("RootManageSharedAccessKey"),
+		"SERVICEBUS_CONNECTION_STRING_NO_MANAGE="+conn("SendListen"),
+		"SERVICEBUS_CONNECTION_STRING_SEND_ONLY="+conn("SendOnly"),
+		"SERVICEBUS_CONNECTION_STRING_LISTEN_ONLY="+conn("ListenOnly"),
+	)
 }
 
 // goSDKSubtestSkips is the -test.skip pattern for the skipped subtests of the tests names, or
