@@ -390,3 +390,23 @@ func checkVerdicts(t *testing.T, order []string, verdicts map[string]string, wan
 
 // scenarioTimeout bounds one client stack's whole scenario run.
 const scenarioTimeout = 5 * time.Minute
+
+// wantedScenarios are the common scenarios a client stack must report: all of them, or the
+// subset SB_SCENARIOS names (comma-separated), which the stack is asked to run while debugging.
+func wantedScenarios() []string {
+	if only := os.Getenv("SB_SCENARIOS"); only != "" {
+		return strings.Split(only, ",")
+	}
+	return commonScenarios
+}
+
+// scenarioCommand is the command that runs a client stack's scenario program (name arg...),
+// killed once scenarioTimeout has passed or the test ends, and waited for 10 s more at most for
+// the output of what it started.
+func scenarioCommand(t *testing.T, name string, arg ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(t.Context(), scenarioTimeout)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, name, arg...)
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
+}

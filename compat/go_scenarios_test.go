@@ -59,10 +59,7 @@ func TestGoScenarios(t *testing.T) {
 	b := startBroker(t, nil)
 	env := newGoScenarioEnv(t, b)
 
-	want := commonScenarios
-	if only := os.Getenv("SB_SCENARIOS"); only != "" {
-		want = strings.Split(only, ",")
-	}
+	want := wantedScenarios()
 	start := time.Now()
 	results := runGoScenarios(t, env, want)
 	verdicts := make(map[string]string, len(results))

@@ -1,7 +1,6 @@
 package compat_test
 
 import (
-	"context"
 	"net/url"
 	"os"
 	"os/exec"
@@ -93,14 +92,11 @@ func TestJavaClients(t *testing.T) {
 		"SB_RUN_SECONDS="+strconv.Itoa(int((scenarioTimeout-30*time.Second)/time.Second)),
 	)
 
-	ctx, cancel := context.WithTimeout(t.Context(), scenarioTimeout)
-	defer cancel()
 	// One JVM for every scenario. C1 only and the serial collector: the run is short and shares 2
 	// cores with other tests, so start-up and compile time matter more than peak speed.
-	cmd := exec.CommandContext(ctx, java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k",
+	cmd := scenarioCommand(t, java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k",
 		"-cp", classes+string(os.PathListSeparator)+classpath, "sbgate.compat.Scenarios")
 	cmd.Env = append(os.Environ(), env...)
-	cmd.WaitDelay = 10 * time.Second
 	start := time.Now()
 	want := append(append([]string{}, commonScenarios...), javaOwnScenarios...)
 	results := scenarioResults(t, cmd, want, javaSkips)

@@ -1,7 +1,6 @@
 package compat_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -43,11 +42,8 @@ func TestJSScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	httpsHost := strings.TrimPrefix(b.HTTPS, "https://")
-	ctx, cancel := context.WithTimeout(t.Context(), scenarioTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "scenarios.js")
+	cmd := scenarioCommand(t, node, "scenarios.js")
 	cmd.Dir = "js-admin"
-	cmd.WaitDelay = 10 * time.Second
 	cmd.Env = append(os.Environ(),
 		"SB_CONN="+connString(b.AMQP, "SendListen", true),
 		"SB_CONN_ROOT="+connString(b.AMQP, "RootManageSharedAccessKey", true),
@@ -61,11 +57,7 @@ func TestJSScenarios(t *testing.T) {
 		"SB_ENTITIES="+string(entities),
 		"SB_SCENARIOS="+os.Getenv("SB_SCENARIOS"),
 	)
-	want := commonScenarios
-	if only := os.Getenv("SB_SCENARIOS"); only != "" {
-		want = strings.Split(only, ",")
-	}
 	start := time.Now()
-	results := scenarioResults(t, cmd, want, jsScenarioSkips)
+	results := scenarioResults(t, cmd, wantedScenarios(), jsScenarioSkips)
 	t.Logf("JS scenarios: %d reported in %s", len(results), time.Since(start).Round(time.Millisecond))
 }

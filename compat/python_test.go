@@ -1,7 +1,6 @@
 package compat_test
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,7 +15,6 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -208,10 +206,7 @@ func runPythonScenarios(t *testing.T, b *broker, ca, python, sdkVersion string, 
 		t.Fatal(err)
 	}
 	httpsHost := strings.TrimPrefix(b.HTTPS, "https://")
-	ctx, cancel := context.WithTimeout(t.Context(), scenarioTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, pythonScenarios)
-	cmd.WaitDelay = 10 * time.Second
+	cmd := scenarioCommand(t, python, pythonScenarios)
 	cmd.Env = append(os.Environ(),
 		"PYTHONDONTWRITEBYTECODE=1",
 		"PYTHONUNBUFFERED=1",
@@ -233,11 +228,7 @@ func runPythonScenarios(t *testing.T, b *broker, ca, python, sdkVersion string, 
 		"SB_SCENARIOS="+os.Getenv("SB_SCENARIOS"), // a comma-separated subset while debugging
 		"SB_DEBUG="+os.Getenv("SB_DEBUG"),         // 1: the SDK's frame logging on stderr
 	)
-	want := commonScenarios
-	if only := os.Getenv("SB_SCENARIOS"); only != "" {
-		want = strings.Split(only, ",")
-	}
 	start := time.Now()
-	scenarioResults(t, cmd, want, skips)
+	scenarioResults(t, cmd, wantedScenarios(), skips)
 	t.Logf("%s scenarios with azure-servicebus %s ran in %v", filepath.Base(python), sdkVersion, time.Since(start).Round(time.Second))
 }
