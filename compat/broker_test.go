@@ -41,11 +41,12 @@ import (
 // take a file.
 type broker struct {
 	Store  store.Store
-	HTTP   string // http://127.0.0.1:port
-	HTTPS  string // https://127.0.0.1:port
-	AMQP   string // 127.0.0.1:port, plain AMQP
-	AMQPS  string // 127.0.0.1:port, AMQP over TLS
-	CAFile string // PEM of the certificate the https and AMQPS listeners present
+	HTTP   string         // http://127.0.0.1:port
+	HTTPS  string         // https://127.0.0.1:port
+	AMQP   string         // 127.0.0.1:port, plain AMQP
+	AMQPS  string         // 127.0.0.1:port, AMQP over TLS
+	CAFile string         // PEM of the certificate the https and AMQPS listeners present
+	Roots  *x509.CertPool // that certificate, for Go clients
 	TLS    *tls.Config
 	// OnePort is 127.0.0.1:port serving AMQP, AMQPS, http and https on one listener (package
 	// portmux), when brokerOptions.OnePort asked for it; "" otherwise. Its TLS certificate,
@@ -95,7 +96,8 @@ func startBroker(t *testing.T, opts *brokerOptions) *broker {
 	secure := httptest.NewTLSServer(h)
 	t.Cleanup(secure.Close)
 
-	b := &broker{Store: st, HTTP: plain.URL, HTTPS: secure.URL, TLS: secure.TLS}
+	b := &broker{Store: st, HTTP: plain.URL, HTTPS: secure.URL, TLS: secure.TLS, Roots: x509.NewCertPool()}
+	b.Roots.AddCert(secure.Certificate())
 	b.CAFile = filepath.Join(t.TempDir(), "ca.pem")
 	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: secure.Certificate().Raw})
 	if err := os.WriteFile(b.CAFile, cert, 0o600); err != nil {

@@ -5,12 +5,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"reflect"
 	"runtime/debug"
 	"slices"
@@ -87,15 +85,7 @@ type goScenarioEnv struct {
 
 func newGoScenarioEnv(t *testing.T, b *broker) *goScenarioEnv {
 	t.Helper()
-	pem, err := os.ReadFile(b.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pem) {
-		t.Fatalf("no certificate in %s", b.CAFile)
-	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: b.Roots, MinVersion: tls.VersionTLS12}}
 	// The admin client keeps connections alive: closed before the package's leak check.
 	t.Cleanup(tr.CloseIdleConnections)
 	return &goScenarioEnv{

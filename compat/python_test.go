@@ -100,10 +100,6 @@ func amqpsRelay(t *testing.T, b *broker) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(brokerPEM) {
-		t.Fatalf("no certificate in %s", b.CAFile)
-	}
 	bundle := filepath.Join(t.TempDir(), "ca-bundle.pem")
 	ownPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	if err := os.WriteFile(bundle, append(ownPEM, brokerPEM...), 0o600); err != nil {
@@ -114,7 +110,7 @@ func amqpsRelay(t *testing.T, b *broker) (string, string) {
 		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: priv}},
 		MinVersion:   tls.VersionTLS12,
 	})
-	upstream := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	upstream := &tls.Config{RootCAs: b.Roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	open := map[net.Conn]struct{}{}
