@@ -4,21 +4,11 @@
 'use strict';
 const assert = require('assert');
 const { ServiceBusClient } = require('@azure/service-bus');
+const { wait, receiveN } = require('./receive');
 
 const client = new ServiceBusClient(process.env.CONN);
 const q = process.env.QUEUE;
 const sq = process.env.SESSION_QUEUE;
-const wait = { maxWaitTimeInMs: 5000 };
-
-async function receiveN(receiver, n) {
-  const got = [];
-  while (got.length < n) {
-    const msgs = await receiver.receiveMessages(n - got.length, wait);
-    assert.ok(msgs.length > 0, `expected ${n} messages, got ${got.length}`);
-    got.push(...msgs);
-  }
-  return got;
-}
 
 async function main() {
   const sender = client.createSender(q);

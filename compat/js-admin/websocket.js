@@ -10,6 +10,7 @@ const assert = require('assert');
 const fs = require('fs');
 const WebSocket = require('ws');
 const { ServiceBusClient } = require('@azure/service-bus');
+const { receiveN } = require('./receive');
 
 const opened = [];
 class RecordingWebSocket extends WebSocket {
@@ -28,17 +29,6 @@ const client = new ServiceBusClient(process.env.CONN, {
   retryOptions: { maxRetries: 0 },
 });
 const q = process.env.QUEUE;
-const wait = { maxWaitTimeInMs: 5000 };
-
-async function receiveN(receiver, n) {
-  const got = [];
-  while (got.length < n) {
-    const msgs = await receiver.receiveMessages(n - got.length, wait);
-    assert.ok(msgs.length > 0, `expected ${n} messages, got ${got.length}`);
-    got.push(...msgs);
-  }
-  return got;
-}
 
 async function main() {
   const sender = client.createSender(q);
