@@ -82,14 +82,23 @@ func TestServeTLS(t *testing.T) {
 // selfSignedCert writes a certificate for 127.0.0.1 and its key, and returns a pool trusting it.
 func selfSignedCert(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
+	return writeSelfSignedCert(t, 1, "sbgate test", nil, net.IPv4(127, 0, 0, 1))
+}
+
+// writeSelfSignedCert writes a self-signed server certificate with the serial number, common
+// name, DNS names and IP addresses given, valid for an hour, and its key into files of a
+// temporary directory, and returns a pool trusting it.
+func writeSelfSignedCert(t *testing.T, serial int64, commonName string, dnsNames []string, ips ...net.IP) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "sbgate test"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: commonName},
+		DNSNames:     dnsNames,
+		IPAddresses:  ips,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
