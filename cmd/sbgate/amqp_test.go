@@ -35,15 +35,8 @@ func TestServeAMQP(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	c, err := azservicebus.NewClientFromConnectionString(cs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s := goSender(t, cs, nil, "orders")
 	defer c.Close(context.Background())
-	s, err := c.NewSender("orders", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("over amqp")}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -78,17 +71,10 @@ func TestServeAMQPS(t *testing.T) {
 	defer cancel()
 	// The Go SDK verifies the certificate against "host:port" when the endpoint has a port, which
 	// no certificate matches: a client of a port other than 5671 names the host itself.
-	c, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{
+	c, s := goSender(t, cs, &azservicebus.ClientOptions{
 		TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "orders")
 	defer c.Close(context.Background())
-	s, err := c.NewSender("orders", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("over amqps")}, nil); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -72,6 +72,28 @@ func roundTrip(t *testing.T, c *azservicebus.Client, entity, body string) {
 	}
 }
 
+// goClient is the Go SDK's data client for the connection string cs; the caller closes it.
+func goClient(t *testing.T, cs string, opts *azservicebus.ClientOptions) *azservicebus.Client {
+	t.Helper()
+	c, err := azservicebus.NewClientFromConnectionString(cs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// goSender is goClient's client and a sender for entity; the caller closes the client.
+func goSender(t *testing.T, cs string, opts *azservicebus.ClientOptions, entity string) (*azservicebus.Client, *azservicebus.Sender) {
+	t.Helper()
+	c := goClient(t, cs, opts)
+	s, err := c.NewSender(entity, nil)
+	if err != nil {
+		_ = c.Close(context.Background())
+		t.Fatal(err)
+	}
+	return c, s
+}
+
 // adminClient is the Go SDK's administration client for a connection string, trusting pool
 // (the client speaks https only, whatever the connection string says).
 func adminClient(t *testing.T, cs string, pool *x509.CertPool) *admin.Client {
@@ -114,10 +136,7 @@ func TestEmulatorMode(t *testing.T) {
 	if !strings.HasPrefix(dataCS, "Endpoint=sb://localhost:") || !strings.HasSuffix(dataCS, ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;") {
 		t.Fatalf("data connection string = %q", dataCS)
 	}
-	data, err := azservicebus.NewClientFromConnectionString(dataCS, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := goClient(t, dataCS, nil)
 	defer data.Close(context.Background())
 	roundTrip(t, data, "queue.1", "declared by Config.json")
 
@@ -132,10 +151,7 @@ func TestEmulatorMode(t *testing.T) {
 	if _, err := ac.CreateQueue(ctx, "made-by-admin", nil); err != nil {
 		t.Fatalf("CreateQueue through the management port: %v", err)
 	}
-	mgmtData, err := azservicebus.NewClientFromConnectionString(mgmtCS, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgmtData := goClient(t, mgmtCS, nil)
 	defer mgmtData.Close(context.Background())
 	roundTrip(t, mgmtData, "made-by-admin", "one port for both clients")
 
@@ -195,15 +211,8 @@ func TestEmulatorKeyOnlyInEmulatorMode(t *testing.T) {
 	}
 	amqpEndpoint := logValue(t, out.String(), `msg="sbgate serving AMQP"`, "endpoint")
 	cs := emulator.ConnectionString("127.0.0.1", portOf(t, amqpEndpoint))
-	c, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s := goSender(t, cs, &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}}, "orders")
 	defer c.Close(context.Background())
-	s, err := c.NewSender("orders", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil)
@@ -249,22 +258,16 @@ func TestMuxListen(t *testing.T) {
 	if _, err := adminClient(t, cs, pool).CreateQueue(ctx, "one-port", nil); err != nil {
 		t.Fatalf("CreateQueue over https on the one port: %v", err)
 	}
-	secure, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	secure := goClient(t, cs, &azservicebus.ClientOptions{TLSConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}})
 	defer secure.Close(ctx)
 	roundTrip(t, secure, "one-port", "amqps")
-	plain, err := azservicebus.NewClientFromConnectionString(cs+";UseDevelopmentEmulator=true", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := goClient(t, cs+";UseDevelopmentEmulator=true", nil)
 	defer plain.Close(ctx)
 	roundTrip(t, plain, "one-port", "amqp")
 	// AMQP over WebSockets, through the https the one port serves.
 	wss := "wss://localhost:" + port + "/$servicebus/websocket"
 	tlsHTTP := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	overWS, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{
+	overWS := goClient(t, cs, &azservicebus.ClientOptions{
 		NewWebSocketConn: func(ctx context.Context, _ azservicebus.NewWebSocketConnArgs) (net.Conn, error) {
 			ws, _, err := websocket.Dial(ctx, wss, &websocket.DialOptions{Subprotocols: []string{"AMQPWSB10"}, HTTPClient: tlsHTTP})
 			if err != nil {
@@ -273,9 +276,6 @@ func TestMuxListen(t *testing.T) {
 			return websocket.NetConn(context.Background(), ws, websocket.MessageBinary), nil
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer overWS.Close(ctx)
 	roundTrip(t, overWS, "one-port", "amqp over wss")
 	resp, err := http.Get("http://" + addr + "/healthz")
