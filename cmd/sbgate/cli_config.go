@@ -328,27 +328,19 @@ type rawEntry struct {
 
 // rawEntries cuts a feed into its entries, each a document the atom decoders read on its own.
 func rawEntries(feed []byte) ([]rawEntry, error) {
-	d := xml.NewDecoder(bytes.NewReader(feed))
 	var out []rawEntry
-	for {
-		start := d.InputOffset()
-		tok, err := d.Token()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("the broker's answer is not Atom XML: %w", err)
-		}
-		st, ok := tok.(xml.StartElement)
-		if !ok || st.Name.Local != "entry" {
-			continue
-		}
+	err := forEachEntry(feed, func(d *xml.Decoder, st xml.StartElement, start int64) error {
 		var e struct {
 			Title string `xml:"title"`
 		}
 		if err := d.DecodeElement(&e, &st); err != nil {
-			return nil, fmt.Errorf("the broker's answer is not Atom XML: %w", err)
+			return err
 		}
 		out = append(out, rawEntry{title: e.Title, raw: feed[start:d.InputOffset()]})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }

@@ -290,23 +290,11 @@ type entityEntry struct {
 
 // parseEntries reads an Atom feed or entry and returns its entries that hold a description.
 func parseEntries(body []byte) ([]entityEntry, error) {
-	d := xml.NewDecoder(bytes.NewReader(body))
 	var out []entityEntry
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("the broker's answer is not Atom XML: %w", err)
-		}
-		st, ok := tok.(xml.StartElement)
-		if !ok || st.Name.Local != "entry" {
-			continue
-		}
+	err := forEachEntry(body, func(d *xml.Decoder, st xml.StartElement, _ int64) error {
 		e, err := parseXNode(d, st)
 		if err != nil {
-			return nil, fmt.Errorf("the broker's answer is not Atom XML: %w", err)
+			return err
 		}
 		var ent entityEntry
 		for _, k := range e.kids {
@@ -321,6 +309,36 @@ func parseEntries(body []byte) ([]entityEntry, error) {
 		}
 		if ent.desc != nil {
 			out = append(out, ent)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// forEachEntry calls read for each <entry> of an Atom feed or entry, in order, with the decoder
+// just past the entry's start tag st and the offset in body at which that tag begins; read
+// consumes the entry through its end tag. An error of the decoder or of read is the broker's
+// answer not being Atom XML.
+func forEachEntry(body []byte, read func(d *xml.Decoder, st xml.StartElement, start int64) error) error {
+	d := xml.NewDecoder(bytes.NewReader(body))
+	for {
+		start := d.InputOffset()
+		tok, err := d.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("the broker's answer is not Atom XML: %w", err)
+		}
+		st, ok := tok.(xml.StartElement)
+		if !ok || st.Name.Local != "entry" {
+			continue
+		}
+		if err := read(d, st, start); err != nil {
+			return fmt.Errorf("the broker's answer is not Atom XML: %w", err)
 		}
 	}
 }
