@@ -72,6 +72,21 @@ func cliFlags(fs *flag.FlagSet, getenv func(string) string, stdout io.Writer) fu
 	}
 }
 
+// parseCLI parses a command's arguments into fs, which has cliFlags's flags (mk their client),
+// and makes the command's client: it returns the positional arguments and the client. A
+// client error begins with the command, the flag set's name without "sbgate ".
+func parseCLI(fs *flag.FlagSet, mk func() (*cli, error), args []string) ([]string, *cli, error) {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := mk()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", strings.TrimPrefix(fs.Name(), "sbgate "), err)
+	}
+	return pos, c, nil
+}
+
 // parseInterspersed parses fs allowing flags after positional arguments (`sbgate queue create
 // orders -p LockDuration=PT1M`), and returns the positional arguments.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {

@@ -41,13 +41,9 @@ func configCommand(ctx context.Context, args []string, getenv func(string) strin
 	dryRun := fs.Bool("dry-run", false, "check the file and list the changes, making none")
 	nsName := fs.String("namespace", "sbemulatorns", "the namespace name written in the file (the emulator accepts only sbemulatorns)")
 	file := fs.String("file", "", "write the file here instead of to standard output")
-	pos, err := parseInterspersed(fs, args)
+	pos, c, err := parseCLI(fs, mk, args)
 	if err != nil {
 		return err
-	}
-	c, err := mk()
-	if err != nil {
-		return fmt.Errorf("config %s: %w", verb, err)
 	}
 	ns := atomNamespace{c.api}
 	switch verb {

@@ -71,13 +71,9 @@ func entityCommand(ctx context.Context, k *entityKind, args []string, getenv fun
 			fs.Var(&props, "p", "a property of the "+k.description+", Name=Value (repeatable), as the Atom description spells it")
 		}
 	}
-	pos, err := parseInterspersed(fs, args)
+	pos, c, err := parseCLI(fs, mk, args)
 	if err != nil {
 		return err
-	}
-	c, err := mk()
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", k.cmd, verb, err)
 	}
 	want := len(k.args)
 	if verb == "list" {

@@ -55,13 +55,9 @@ func sendCommand(ctx context.Context, args []string, getenv func(string) string,
 	schedule := fs.String("schedule", "", "deliver at this time (RFC 3339, e.g. 2026-01-02T15:04:05Z)")
 	var props keyValues
 	fs.Var(&props, "p", "a user property, name=value (repeatable)")
-	pos, err := parseInterspersed(fs, args)
+	pos, c, err := parseCLI(fs, mk, args)
 	if err != nil {
 		return err
-	}
-	c, err := mk()
-	if err != nil {
-		return fmt.Errorf("send: %w", err)
 	}
 	if len(pos) < 1 || len(pos) > 2 {
 		return usageError(messagesUsage, "send: want ENTITY and at most one BODY, got %d argument(s)", len(pos))
@@ -175,13 +171,9 @@ func receiveCommand(ctx context.Context, args []string, getenv func(string) stri
 	wait := fs.Duration("wait", 0, "wait this long for a message when there is none")
 	settle := fs.String("settle", "complete", "what to do with the peek-locked messages: complete, abandon, defer, deadletter, or none (keep the lock)")
 	del := fs.Bool("delete", false, "receive-and-delete instead of peek-lock")
-	pos, err := parseInterspersed(fs, args)
+	pos, c, err := parseCLI(fs, mk, args)
 	if err != nil {
 		return err
-	}
-	c, err := mk()
-	if err != nil {
-		return fmt.Errorf("receive: %w", err)
 	}
 	if len(pos) != 1 {
 		return usageError(messagesUsage, "receive: want one ENTITY, got %d argument(s)", len(pos))
@@ -268,13 +260,9 @@ func browseCommand(ctx context.Context, name string, dlq bool, args []string, ge
 	mk := cliFlags(fs, getenv, stdout)
 	n := fs.Int("n", 10, "show up to this many messages (at most 1000)")
 	from := fs.Int64("from", 0, "first sequence number")
-	pos, err := parseInterspersed(fs, args)
+	pos, c, err := parseCLI(fs, mk, args)
 	if err != nil {
 		return err
-	}
-	c, err := mk()
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
 	}
 	if len(pos) != 1 {
 		return usageError(messagesUsage, "%s: want one ENTITY, got %d argument(s)", name, len(pos))
@@ -322,13 +310,9 @@ func dlqCommand(ctx context.Context, args []string, getenv func(string) string, 
 		filter = fs.String("filter", "", "resubmit the dead letters matching this SQL filter (e.g. \"DeadLetterReason = 'MaxDeliveryCountExceeded'\")")
 		all = fs.Bool("all", false, "resubmit every dead letter")
 	}
-	pos, err := parseInterspersed(fs, args)
+	pos, c, err := parseCLI(fs, mk, args)
 	if err != nil {
 		return err
-	}
-	c, err := mk()
-	if err != nil {
-		return fmt.Errorf("dlq %s: %w", verb, err)
 	}
 	if len(pos) < 1 {
 		return usageError(messagesUsage, "dlq %s: want ENTITY", verb)
