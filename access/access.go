@@ -220,6 +220,14 @@ func (l *Layer) provenGrant(ctx context.Context, text, path string) (Grant, bool
 // stands reports whether the key behind g is as it was when g was proven: its secret, and
 // exactly its rights (Valid lets a key gain rights; a grant proven again would carry them).
 func (l *Layer) stands(ctx context.Context, g Grant) bool {
+	k, ok := l.keyBehind(ctx, g)
+	return ok && k.Rights == g.Rights
+}
+
+// keyBehind is the key g was proven with as it is now (the namespace's or g.Entity's key of
+// g's key name, read at most Refresh ago), and whether it still has the secret, primary or
+// secondary, that proved g: false when the key is gone or rotated.
+func (l *Layer) keyBehind(ctx context.Context, g Grant) (sas.Key, bool) {
 	var keys []sas.Key
 	if g.Entity == "" {
 		keys = l.NamespaceKeys(ctx)
@@ -228,11 +236,12 @@ func (l *Layer) stands(ctx context.Context, g Grant) bool {
 	}
 	for _, k := range keys {
 		if k.Name == g.KeyName {
-			return k.Rights == g.Rights && (subtle.ConstantTimeCompare([]byte(k.Primary), []byte(g.secret)) == 1 ||
-				(k.Secondary != "" && subtle.ConstantTimeCompare([]byte(k.Secondary), []byte(g.secret)) == 1))
+			same := subtle.ConstantTimeCompare([]byte(k.Primary), []byte(g.secret)) == 1 ||
+				(k.Secondary != "" && subtle.ConstantTimeCompare([]byte(k.Secondary), []byte(g.secret)) == 1)
+			return k, same
 		}
 	}
-	return false
+	return sas.Key{}, false
 }
 
 func (l *Layer) remember(text, path string, g Grant) {
@@ -307,21 +316,8 @@ func (l *Layer) VerifyPlain(ctx context.Context, name, secret string) (Grant, er
 // not rotated, not stripped of rights (checked against the keys as read at most Refresh ago).
 // Open AMQP links ask it at least every Refresh.
 func (l *Layer) Valid(ctx context.Context, g Grant) bool {
-	var keys []sas.Key
-	if g.Entity == "" {
-		keys = l.NamespaceKeys(ctx)
-	} else {
-		_, keys = l.entityKeys(ctx, g.Entity)
-	}
-	for _, k := range keys {
-		if k.Name != g.KeyName {
-			continue
-		}
-		same := subtle.ConstantTimeCompare([]byte(k.Primary), []byte(g.secret)) == 1 ||
-			(k.Secondary != "" && subtle.ConstantTimeCompare([]byte(k.Secondary), []byte(g.secret)) == 1)
-		return same && k.Rights.Has(g.Rights)
-	}
-	return false
+	k, ok := l.keyBehind(ctx, g)
+	return ok && k.Rights.Has(g.Rights)
 }
 
 // Expired reports whether g's token has expired at now (never for PLAIN).
