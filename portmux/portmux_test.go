@@ -60,10 +60,11 @@ type fixture struct {
 }
 
 type fixtureOptions struct {
-	tls     bool
-	h2      bool // the TLS configuration offers h2 and http/1.1
-	amqp    portmux.ConnServer
-	timeout time.Duration
+	tls         bool
+	h2          bool // the TLS configuration offers h2 and http/1.1
+	amqp        portmux.ConnServer
+	timeout     time.Duration
+	maxSniffing int
 }
 
 // echoRequest answers with the request's method, path, body and whether it came over TLS.
@@ -78,7 +79,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := portmux.Options{AMQP: o.amqp, SniffTimeout: o.timeout}
+	opts := portmux.Options{AMQP: o.amqp, SniffTimeout: o.timeout, MaxSniffing: o.maxSniffing}
 	f := &fixture{addr: ln.Addr().String(), served: make(chan error, 1)}
 	if o.tls {
 		// httptest's certificate covers 127.0.0.1; its server is only a way to get it.
@@ -214,21 +215,28 @@ func TestAMQPReplaysEveryByte(t *testing.T) {
 	}
 }
 
-// dial connects to the Mux, over TLS without ALPN when useTLS.
+// dial connects to the Mux, over TLS without ALPN when useTLS, until the test ends.
 func (f *fixture) dial(t *testing.T, useTLS bool) net.Conn {
 	t.Helper()
-	var c net.Conn
-	var err error
-	if useTLS {
-		c, err = tls.Dial("tcp", f.addr, &tls.Config{RootCAs: f.pool, ServerName: "127.0.0.1"})
-	} else {
-		c, err = net.Dial("tcp", f.addr)
-	}
+	c, err := f.connect(useTLS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// connect connects to the Mux, over TLS without ALPN when useTLS; the caller closes the
+// connection.
+func (f *fixture) connect(useTLS bool) (net.Conn, error) {
+	if !useTLS {
+		return net.Dial("tcp", f.addr)
+	}
+	c, err := tls.Dial("tcp", f.addr, &tls.Config{RootCAs: f.pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		return nil, err // not a nil *tls.Conn in a non-nil net.Conn
+	}
+	return c, nil
 }
 
 // refuseAll is an amqp.Handler whose connections refuse every link.
@@ -479,14 +487,7 @@ func TestManyConnections(t *testing.T) {
 			defer wg.Done()
 			switch i % 4 {
 			case 0, 1:
-				useTLS := i%4 == 1
-				var c net.Conn
-				var err error
-				if useTLS {
-					c, err = tls.Dial("tcp", f.addr, &tls.Config{RootCAs: f.pool, ServerName: "127.0.0.1"})
-				} else {
-					c, err = net.Dial("tcp", f.addr)
-				}
+				c, err := f.connect(i%4 == 1)
 				if err != nil {
 					errs <- err
 					return
@@ -538,19 +539,8 @@ func TestManyConnections(t *testing.T) {
 // TestMaxSniffing: past Options.MaxSniffing, silent connections make room by closing the
 // oldest of them, long before the sniff deadline, and a real client is served.
 func TestMaxSniffing(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder(len(amqpHeader))
-	m := portmux.New(ln, portmux.Options{AMQP: rec, MaxSniffing: 2, SniffTimeout: 10 * time.Minute})
-	served := make(chan error, 1)
-	go func() { served <- m.Serve(context.Background()) }()
-	defer func() {
-		_ = m.Close()
-		<-served
-	}()
-	f := &fixture{addr: ln.Addr().String()}
+	f := newFixture(t, fixtureOptions{amqp: rec, maxSniffing: 2, timeout: 10 * time.Minute})
 	silent := []net.Conn{f.dial(t, false), f.dial(t, false)}
 	// Not silent in fact: each sends a byte short of a decision. The Mux accepts in the
 	// order the clients connected, so both are sniffing when the third arrives.
@@ -569,7 +559,7 @@ func TestMaxSniffing(t *testing.T) {
 		t.Fatal("the AMQP client was not served")
 	}
 	waitClosed(t, silent[0], 30*time.Second, nil)
-	if got := m.Evicted(); got != 1 {
+	if got := f.mux.Evicted(); got != 1 {
 		t.Errorf("Evicted() = %d; want 1", got)
 	}
 	// The second silent connection is still open: a read waits.
