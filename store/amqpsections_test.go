@@ -71,44 +71,10 @@ func TestAMQPSectionsThroughEveryPath(t *testing.T) {
 	}
 
 	q := b.queue(t, "q", withDefault)
-	b.send(t, q, sectionMessages()...)
-	checkSections(t, "peek", b.drainKeep(t, q, store.SubQueueMain), sent, applies)
-	target := store.Target{Entity: q}
-	locked := b.drainLocked(t, q)
-	checkSections(t, "peek-lock", locked, sent, applies)
-	for _, m := range locked {
-		if _, err := settle1(b.ctx, b.store, target, store.Abandon, "", m.LockToken); err != nil {
-			t.Fatal(err)
-		}
-	}
-	locked = b.drainLocked(t, q)
-	checkSections(t, "after abandon", locked, sent, applies)
-	var seqs []int64
-	for _, m := range locked {
-		if _, err := settle1(b.ctx, b.store, target, store.Defer, "", m.LockToken); err != nil {
-			t.Fatal(err)
-		}
-		seqs = append(seqs, m.SequenceNumber)
-	}
-	deferred, err := b.store.ReceiveDeferred(b.ctx, target, seqs, store.PeekLock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkSections(t, "deferred", deferred, sent, applies)
-	for _, m := range deferred {
-		if err := deadLetter1(b.ctx, b.store, target, "", m.LockToken, "r", "d"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	checkSections(t, "dead letters", b.drainKeep(t, q, store.SubQueueDeadLetter), sent, applies)
-	if n, err := b.store.Resubmit(b.ctx, q, 0, nil); err != nil || n != int64(len(sent)) {
-		t.Fatalf("Resubmit = %d, %v", n, err)
-	}
-	again, err := receiveN(b.ctx, b.store, target, store.ReceiveAndDelete, 10, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkSections(t, "resubmitted", again, sent, applies)
+	b.throughQueue(t, q, sectionMessages(), func(where string, got []*store.Message) {
+		t.Helper()
+		checkSections(t, where, got, sent, applies)
+	})
 
 	dst := b.queue(t, "dst", withDefault)
 	fwd := b.queue(t, "fwd", func(p *store.Properties) { p.DefaultMessageTimeToLive = def; p.ForwardTo = "dst" })
@@ -134,11 +100,7 @@ func TestAMQPSectionsThroughEveryPath(t *testing.T) {
 		p.ForwardDeadLetteredMessagesTo = "collector"
 	})
 	b.send(t, work, sectionMessages()...)
-	for _, m := range b.drainLocked(t, work) {
-		if err := deadLetter1(b.ctx, b.store, store.Target{Entity: work}, "", m.LockToken, "r", "d"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b.deadLetterAll(t, work)
 	checkSections(t, "dead letters forwarded", b.drain(t, collector, store.SubQueueMain), sent, applies)
 	if c := b.counts(t, "collector"); c.Total() != 0 {
 		t.Errorf("collector holds %+v after its drain", c)

@@ -107,59 +107,9 @@ func TestEveryTypeAndBodyThroughEveryPath(t *testing.T) {
 		}
 	}
 
-	// Send, peek, peek-lock, receive-and-delete.
-	q := b.queue(t, "q", nil)
-	b.send(t, q, sent...)
-	peeked, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAll("peek", peeked)
-	locked, err := receiveN(b.ctx, b.store, store.Target{Entity: q}, store.PeekLock, 10, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAll("peek-lock", locked)
-
-	// Abandon, defer and receive deferred, dead-letter and receive from the dead-letter
-	// subqueue, resubmit, receive-and-delete.
-	target := store.Target{Entity: q}
-	for _, m := range locked {
-		if _, err := settle1(b.ctx, b.store, target, store.Abandon, "", m.LockToken); err != nil {
-			t.Fatal(err)
-		}
-	}
-	locked, err = receiveN(b.ctx, b.store, target, store.PeekLock, 10, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAll("after abandon", locked)
-	var seqs []int64
-	for _, m := range locked {
-		if _, err := settle1(b.ctx, b.store, target, store.Defer, "", m.LockToken); err != nil {
-			t.Fatal(err)
-		}
-		seqs = append(seqs, m.SequenceNumber)
-	}
-	deferred, err := b.store.ReceiveDeferred(b.ctx, target, seqs, store.PeekLock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAll("deferred", deferred)
-	for _, m := range deferred {
-		if err := deadLetter1(b.ctx, b.store, target, "", m.LockToken, "r", "d"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	checkAll("dead letters", b.drainKeep(t, q, store.SubQueueDeadLetter))
-	if n, err := b.store.Resubmit(b.ctx, q, 0, nil); err != nil || n != 2 {
-		t.Fatalf("Resubmit = %d, %v", n, err)
-	}
-	again, err := receiveN(b.ctx, b.store, target, store.ReceiveAndDelete, 10, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAll("resubmitted", again)
+	// Send, peek, peek-lock, abandon, defer and receive deferred, dead-letter and receive from
+	// the dead-letter subqueue, resubmit, receive-and-delete.
+	b.throughQueue(t, b.queue(t, "q", nil), sent, checkAll)
 
 	// Auto-forwarding, a topic's fan-out through a rule whose action changes another
 	// property, and the forwarding of dead letters.
@@ -188,12 +138,64 @@ func TestEveryTypeAndBodyThroughEveryPath(t *testing.T) {
 	collector := b.queue(t, "collector", nil)
 	work := b.queue(t, "work", func(p *store.Properties) { p.ForwardDeadLetteredMessagesTo = "collector" })
 	b.send(t, work, sent...)
-	for _, m := range b.drainLocked(t, work) {
-		if err := deadLetter1(b.ctx, b.store, store.Target{Entity: work}, "", m.LockToken, "r", "d"); err != nil {
+	b.deadLetterAll(t, work)
+	checkAll("dead letters forwarded", b.drain(t, collector, store.SubQueueMain))
+}
+
+// throughQueue sends msgs to the queue q and moves them through every way a queue hands out or
+// moves a message, calling check with each way's name and the messages read there: peek,
+// peek-lock, abandon and peek-lock again, defer and receive by sequence number, dead-letter and
+// peek at the dead-letter subqueue, resubmit and receive-and-delete.
+func (b *bundle) throughQueue(t *testing.T, q *store.Entity, msgs []store.Message, check func(where string, got []*store.Message)) {
+	t.Helper()
+	b.send(t, q, msgs...)
+	check("peek", b.drainKeep(t, q, store.SubQueueMain))
+	target := store.Target{Entity: q}
+	locked := b.drainLocked(t, q)
+	check("peek-lock", locked)
+	for _, m := range locked {
+		if _, err := settle1(b.ctx, b.store, target, store.Abandon, "", m.LockToken); err != nil {
 			t.Fatal(err)
 		}
 	}
-	checkAll("dead letters forwarded", b.drain(t, collector, store.SubQueueMain))
+	locked = b.drainLocked(t, q)
+	check("after abandon", locked)
+	var seqs []int64
+	for _, m := range locked {
+		if _, err := settle1(b.ctx, b.store, target, store.Defer, "", m.LockToken); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, m.SequenceNumber)
+	}
+	deferred, err := b.store.ReceiveDeferred(b.ctx, target, seqs, store.PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("deferred", deferred)
+	for _, m := range deferred {
+		if err := deadLetter1(b.ctx, b.store, target, "", m.LockToken, "r", "d"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("dead letters", b.drainKeep(t, q, store.SubQueueDeadLetter))
+	if n, err := b.store.Resubmit(b.ctx, q, 0, nil); err != nil || n != int64(len(msgs)) {
+		t.Fatalf("Resubmit = %d, %v", n, err)
+	}
+	again, err := receiveN(b.ctx, b.store, target, store.ReceiveAndDelete, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("resubmitted", again)
+}
+
+// deadLetterAll peek-locks every message of e's main queue and dead-letters it.
+func (b *bundle) deadLetterAll(t *testing.T, e *store.Entity) {
+	t.Helper()
+	for _, m := range b.drainLocked(t, e) {
+		if err := deadLetter1(b.ctx, b.store, store.Target{Entity: e}, "", m.LockToken, "r", "d"); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // drainKeep peeks at every message of a subqueue without taking it.
