@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -80,18 +81,42 @@ func jsonPropertyOf(v any) any {
 	return json.Number(text)
 }
 
-func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	return json.NewEncoder(w).Encode(v)
 }
 
-func (s *Server) writeMessages(w http.ResponseWriter, r *http.Request, t target, status int, msgs []*store.Message) {
+func (s *Server) writeMessages(w http.ResponseWriter, r *http.Request, t target, status int, msgs []*store.Message) error {
 	out := make([]api.Message, len(msgs))
 	for i, m := range msgs {
 		out[i] = s.toJSON(r, t, m)
 	}
-	s.writeJSON(w, status, out)
+	return s.writeJSON(w, status, out)
+}
+
+// handOut answers a receive with what it took (write). A receive-and-delete's messages whose
+// client has gone (its request ended before the answer) or whose answer could not be written
+// are put back as they were (store.Restore): the client never had them. A peek-locked message
+// needs nothing: its lock runs out.
+func (s *Server) handOut(r *http.Request, t store.Target, mode store.ReceiveMode, msgs []*store.Message, write func() error) {
+	if mode == store.ReceiveAndDelete && r.Context().Err() != nil {
+		s.restore(r, t, msgs, r.Context().Err())
+		return
+	}
+	if err := write(); err != nil && mode == store.ReceiveAndDelete {
+		s.restore(r, t, msgs, err)
+	}
+}
+
+func (s *Server) restore(r *http.Request, t store.Target, msgs []*store.Message, why error) {
+	n, err := s.store.Restore(context.WithoutCancel(r.Context()), t, msgs)
+	if err != nil {
+		s.log.Error("receive-and-delete: messages taken for a client that did not get them are lost",
+			"entity", t.Entity.Path, "count", len(msgs), "first_sequence_number", msgs[0].SequenceNumber, "why", why, "err", err)
+		return
+	}
+	s.log.Debug("receive-and-delete: messages the client did not get were put back", "entity", t.Entity.Path, "count", n, "why", why)
 }
 
 // count reads an optional count parameter.
@@ -167,7 +192,7 @@ func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, t target, 
 	if mode == store.PeekLock {
 		status = http.StatusCreated
 	}
-	s.writeMessages(w, r, t, status, msgs)
+	s.handOut(r, st, mode, msgs, func() error { return s.writeMessages(w, r, t, status, msgs) })
 }
 
 // PeekLockDeferred locks a deferred message; the answer is that of a peek-lock.
@@ -197,7 +222,7 @@ func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, t targe
 		status = http.StatusCreated
 		w.Header().Set("Location", s.lockLocation(r, t, m))
 	}
-	s.writeMessage(w, status, m)
+	s.handOut(r, st, mode, msgs, func() error { return s.writeMessage(w, status, m) })
 }
 
 // CancelScheduled removes a scheduled message before its time.

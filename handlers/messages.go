@@ -466,7 +466,7 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, t target, timeo
 		status = http.StatusCreated
 		w.Header().Set("Location", s.lockLocation(r, t, m))
 	}
-	s.writeMessage(w, status, m)
+	s.handOut(r, st, mode, msgs, func() error { return s.writeMessage(w, status, m) })
 }
 
 // receiveWait is how long a receive waits: the timeout asked for (seconds), capped by the
@@ -496,7 +496,7 @@ func (s *Server) lockLocation(r *http.Request, t target, m *store.Message) strin
 // reads every unknown response header (Content-Length included) as a user property. Asking for
 // chunking in the header (rather than flushing the headers first) lets net/http send the whole
 // answer in one write.
-func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Message) {
+func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Message) error {
 	h := w.Header()
 	if m.ContentType != "" {
 		h.Set("Content-Type", m.ContentType)
@@ -519,7 +519,8 @@ func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Messag
 	}
 	h["Transfer-Encoding"] = chunked
 	w.WriteHeader(status)
-	_, _ = w.Write(restBody(m))
+	_, err := w.Write(restBody(m))
+	return err
 }
 
 // chunked is the Transfer-Encoding of a received message, one slice for all (net/http only reads
