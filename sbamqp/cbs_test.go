@@ -48,24 +48,28 @@ func dialCBS(t *testing.T, b *broker, sasl goamqp.SASLType) *cbsClient {
 func (c *cbsClient) putToken(t *testing.T, audience, token string) (int32, string) {
 	t.Helper()
 	ctx := ctxT(t)
-	err := c.req.Send(ctx, &goamqp.Message{
+	return status(exchange(ctx, t, c.req, c.reply, &goamqp.Message{
 		Properties: &goamqp.MessageProperties{MessageID: "1", ReplyTo: ptr("cbs-reply")},
 		ApplicationProperties: map[string]any{
 			"operation": "put-token", "type": "servicebus.windows.net:sastoken", "name": audience,
 		},
 		Value: token,
-	}, nil)
+	}))
+}
+
+// exchange sends the request m on req and returns the next message of reply, accepted: one
+// request and its reply on a request/response pair of links ($cbs, $management).
+func exchange(ctx context.Context, t *testing.T, req *goamqp.Sender, reply *goamqp.Receiver, m *goamqp.Message) *goamqp.Message {
+	t.Helper()
+	if err := req.Send(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := reply.Receive(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.reply.Receive(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = c.reply.AcceptMessage(ctx, m)
-	code, _ := m.ApplicationProperties["status-code"].(int32)
-	desc, _ := m.ApplicationProperties["status-description"].(string)
-	return code, desc
+	_ = reply.AcceptMessage(ctx, r)
+	return r
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -349,18 +353,11 @@ func (c *cbsClient) managementReply(t *testing.T, entity string) func(op string,
 	}
 	return func(op string, body map[string]any) *goamqp.Message {
 		t.Helper()
-		if err := req.Send(ctx, &goamqp.Message{
+		m := exchange(ctx, t, req, reply, &goamqp.Message{
 			Properties:            &goamqp.MessageProperties{MessageID: op, ReplyTo: ptr("mgmt-reply")},
 			ApplicationProperties: map[string]any{"operation": op},
 			Value:                 body,
-		}, nil); err != nil {
-			t.Fatal(err)
-		}
-		m, err := reply.Receive(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = reply.AcceptMessage(ctx, m)
+		})
 		if m.Properties == nil || m.Properties.CorrelationID != op {
 			t.Errorf("%s: reply correlates to %v", op, m.Properties)
 		}

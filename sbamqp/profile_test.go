@@ -25,21 +25,14 @@ func putTokenAs(t *testing.T, c *cbsClient, reply *goamqp.Receiver, id any, typ,
 	if replyTo != "" {
 		props.ReplyTo = &replyTo
 	}
-	if err := c.req.Send(ctx, &goamqp.Message{
+	return exchange(ctx, t, c.req, reply, &goamqp.Message{
 		Properties:            props,
 		ApplicationProperties: map[string]any{"operation": "put-token", "type": typ, "name": audience, "expiration": time.Now().Add(time.Hour)},
 		Value:                 token,
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	m, err := reply.Receive(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = reply.AcceptMessage(ctx, m)
-	return m
+	})
 }
 
+// status is the status code and description of a $cbs reply.
 func status(m *goamqp.Message) (int32, string) {
 	code, _ := m.ApplicationProperties["status-code"].(int32)
 	desc, _ := m.ApplicationProperties["status-description"].(string)
