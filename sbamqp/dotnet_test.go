@@ -159,23 +159,22 @@ func dnList(fields ...[]byte) []byte {
 	if len(fields) == 0 {
 		return []byte{0x45}
 	}
-	body := slices.Concat(fields...)
-	if len(fields) < math.MaxUint8 && len(body) < math.MaxUint8 {
-		return append([]byte{0xc0, byte(len(body) + 1), byte(len(fields))}, body...)
-	}
-	b := binary.BigEndian.AppendUint32([]byte{0xd0}, uint32(len(body)+4))
-	return append(binary.BigEndian.AppendUint32(b, uint32(len(fields))), body...)
+	return dnCompound(0xc0, 0xd0, fields)
 }
 
 // dnMap: MapEncoding.Encode, map8 when the count and the size stay below 255 (an empty map is
 // c1 01 00). kv alternates keys and values, in insertion order (AmqpMap wraps a Dictionary).
-func dnMap(kv ...[]byte) []byte {
-	body := slices.Concat(kv...)
-	if len(kv) < math.MaxUint8 && len(body) < math.MaxUint8 {
-		return append([]byte{0xc1, byte(len(body) + 1), byte(len(kv))}, body...)
+func dnMap(kv ...[]byte) []byte { return dnCompound(0xc1, 0xd1, kv) }
+
+// dnCompound is a list or map of items: the 8-bit form (code8) when the count and the size stay
+// below 255, else the 32-bit one (code32).
+func dnCompound(code8, code32 byte, items [][]byte) []byte {
+	body := slices.Concat(items...)
+	if len(items) < math.MaxUint8 && len(body) < math.MaxUint8 {
+		return append([]byte{code8, byte(len(body) + 1), byte(len(items))}, body...)
 	}
-	b := binary.BigEndian.AppendUint32([]byte{0xd1}, uint32(len(body)+4))
-	return append(binary.BigEndian.AppendUint32(b, uint32(len(kv))), body...)
+	b := binary.BigEndian.AppendUint32([]byte{code32}, uint32(len(body)+4))
+	return append(binary.BigEndian.AppendUint32(b, uint32(len(items))), body...)
 }
 
 // dnArray: ArrayEncoding.Encode always writes array32; elems are element bodies without
