@@ -124,44 +124,80 @@ type propKind struct {
 	queue, topic, subscription bool
 }
 
-// schemaProps are the Properties keys the emulator's schema allows, by kind, and how each is read
-// into Properties.
+// schemaProps are the Properties keys the emulator's schema allows, by kind: how each is read
+// into Properties, copied from one Properties to another (keep) and set on an entity's
+// store.Properties (apply).
 var schemaProps = map[string]struct {
 	kinds propKind
 	read  func(p *Properties, r *reader, n *node, path string)
+	keep  func(dst *Properties, src Properties)
+	apply func(sp *store.Properties, p Properties)
 }{
-	"DeadLetteringOnMessageExpiration": {propKind{true, false, true}, func(p *Properties, r *reader, n *node, path string) {
-		p.DeadLetteringOnMessageExpiration = r.boolean(n, path)
-	}},
-	"DefaultMessageTimeToLive": {propKind{true, true, true}, func(p *Properties, r *reader, n *node, path string) {
-		p.DefaultMessageTimeToLive = r.duration(n, path)
-	}},
-	"DuplicateDetectionHistoryTimeWindow": {propKind{true, true, false}, func(p *Properties, r *reader, n *node, path string) {
-		p.DuplicateDetectionHistoryTimeWindow = r.duration(n, path)
-	}},
-	"ForwardDeadLetteredMessagesTo": {propKind{true, false, true}, func(p *Properties, r *reader, n *node, path string) {
-		p.ForwardDeadLetteredMessagesTo = r.target(n, path)
-	}},
-	"ForwardTo": {propKind{true, false, true}, func(p *Properties, r *reader, n *node, path string) {
-		p.ForwardTo = r.target(n, path)
-	}},
-	"LockDuration": {propKind{true, false, true}, func(p *Properties, r *reader, n *node, path string) {
-		p.LockDuration = r.duration(n, path)
-	}},
-	"MaxDeliveryCount": {propKind{true, false, true}, func(p *Properties, r *reader, n *node, path string) {
-		v := r.integer(n, path)
-		if v < 1 || v > math.MaxInt32 {
-			r.errorf(path, "MaxDeliveryCount must be at least 1, got %d", v)
-			return
-		}
-		p.MaxDeliveryCount = int32(v)
-	}},
-	"RequiresDuplicateDetection": {propKind{true, true, false}, func(p *Properties, r *reader, n *node, path string) {
-		p.RequiresDuplicateDetection = r.boolean(n, path)
-	}},
-	"RequiresSession": {propKind{true, false, true}, func(p *Properties, r *reader, n *node, path string) {
-		p.RequiresSession = r.boolean(n, path)
-	}},
+	"DeadLetteringOnMessageExpiration": {propKind{true, false, true},
+		func(p *Properties, r *reader, n *node, path string) {
+			p.DeadLetteringOnMessageExpiration = r.boolean(n, path)
+		},
+		func(dst *Properties, src Properties) {
+			dst.DeadLetteringOnMessageExpiration = src.DeadLetteringOnMessageExpiration
+		},
+		func(sp *store.Properties, p Properties) {
+			sp.DeadLetteringOnMessageExpiration = p.DeadLetteringOnMessageExpiration
+		}},
+	"DefaultMessageTimeToLive": {propKind{true, true, true},
+		func(p *Properties, r *reader, n *node, path string) { p.DefaultMessageTimeToLive = r.duration(n, path) },
+		func(dst *Properties, src Properties) { dst.DefaultMessageTimeToLive = src.DefaultMessageTimeToLive },
+		func(sp *store.Properties, p Properties) { sp.DefaultMessageTimeToLive = p.DefaultMessageTimeToLive }},
+	"DuplicateDetectionHistoryTimeWindow": {propKind{true, true, false},
+		func(p *Properties, r *reader, n *node, path string) {
+			p.DuplicateDetectionHistoryTimeWindow = r.duration(n, path)
+		},
+		func(dst *Properties, src Properties) {
+			dst.DuplicateDetectionHistoryTimeWindow = src.DuplicateDetectionHistoryTimeWindow
+		},
+		func(sp *store.Properties, p Properties) {
+			// The emulator allows 5 seconds; a Service Bus namespace, and sbgate, 20. A shorter
+			// window detects fewer duplicates than asked, so it is raised (Apply says so).
+			sp.DuplicateDetectionHistoryTimeWindow = max(p.DuplicateDetectionHistoryTimeWindow, store.MinDuplicateWindow)
+		}},
+	"ForwardDeadLetteredMessagesTo": {propKind{true, false, true},
+		func(p *Properties, r *reader, n *node, path string) {
+			p.ForwardDeadLetteredMessagesTo = r.target(n, path)
+		},
+		func(dst *Properties, src Properties) {
+			dst.ForwardDeadLetteredMessagesTo = src.ForwardDeadLetteredMessagesTo
+		},
+		func(sp *store.Properties, p Properties) {
+			sp.ForwardDeadLetteredMessagesTo, sp.ForwardDeadLetteredMessagesToURL = p.ForwardDeadLetteredMessagesTo, ""
+		}},
+	"ForwardTo": {propKind{true, false, true},
+		func(p *Properties, r *reader, n *node, path string) { p.ForwardTo = r.target(n, path) },
+		func(dst *Properties, src Properties) { dst.ForwardTo = src.ForwardTo },
+		func(sp *store.Properties, p Properties) { sp.ForwardTo, sp.ForwardToURL = p.ForwardTo, "" }},
+	"LockDuration": {propKind{true, false, true},
+		func(p *Properties, r *reader, n *node, path string) { p.LockDuration = r.duration(n, path) },
+		func(dst *Properties, src Properties) { dst.LockDuration = src.LockDuration },
+		func(sp *store.Properties, p Properties) { sp.LockDuration = p.LockDuration }},
+	"MaxDeliveryCount": {propKind{true, false, true},
+		func(p *Properties, r *reader, n *node, path string) {
+			v := r.integer(n, path)
+			if v < 1 || v > math.MaxInt32 {
+				r.errorf(path, "MaxDeliveryCount must be at least 1, got %d", v)
+				return
+			}
+			p.MaxDeliveryCount = int32(v)
+		},
+		func(dst *Properties, src Properties) { dst.MaxDeliveryCount = src.MaxDeliveryCount },
+		func(sp *store.Properties, p Properties) { sp.MaxDeliveryCount = p.MaxDeliveryCount }},
+	"RequiresDuplicateDetection": {propKind{true, true, false},
+		func(p *Properties, r *reader, n *node, path string) {
+			p.RequiresDuplicateDetection = r.boolean(n, path)
+		},
+		func(dst *Properties, src Properties) { dst.RequiresDuplicateDetection = src.RequiresDuplicateDetection },
+		func(sp *store.Properties, p Properties) { sp.RequiresDuplicateDetection = p.RequiresDuplicateDetection }},
+	"RequiresSession": {propKind{true, false, true},
+		func(p *Properties, r *reader, n *node, path string) { p.RequiresSession = r.boolean(n, path) },
+		func(dst *Properties, src Properties) { dst.RequiresSession = src.RequiresSession },
+		func(sp *store.Properties, p Properties) { sp.RequiresSession = p.RequiresSession }},
 }
 
 func (k propKind) has(kind store.Kind) bool {
@@ -778,35 +814,10 @@ func (r *reader) propertyValue(n *node, path string) (any, bool) {
 
 // applyTo sets the properties of kind that the emulator's format has on sp, leaving the others.
 func (p Properties) applyTo(kind store.Kind, sp *store.Properties) {
-	has := func(name string) bool { return schemaProps[name].kinds.has(kind) }
-	if has("DeadLetteringOnMessageExpiration") {
-		sp.DeadLetteringOnMessageExpiration = p.DeadLetteringOnMessageExpiration
-	}
-	if has("DefaultMessageTimeToLive") {
-		sp.DefaultMessageTimeToLive = p.DefaultMessageTimeToLive
-	}
-	if has("DuplicateDetectionHistoryTimeWindow") {
-		// The emulator allows 5 seconds; a Service Bus namespace, and sbgate, 20. A shorter
-		// window detects fewer duplicates than asked, so it is raised (Apply says so).
-		sp.DuplicateDetectionHistoryTimeWindow = max(p.DuplicateDetectionHistoryTimeWindow, store.MinDuplicateWindow)
-	}
-	if has("ForwardDeadLetteredMessagesTo") {
-		sp.ForwardDeadLetteredMessagesTo, sp.ForwardDeadLetteredMessagesToURL = p.ForwardDeadLetteredMessagesTo, ""
-	}
-	if has("ForwardTo") {
-		sp.ForwardTo, sp.ForwardToURL = p.ForwardTo, ""
-	}
-	if has("LockDuration") {
-		sp.LockDuration = p.LockDuration
-	}
-	if has("MaxDeliveryCount") {
-		sp.MaxDeliveryCount = p.MaxDeliveryCount
-	}
-	if has("RequiresDuplicateDetection") {
-		sp.RequiresDuplicateDetection = p.RequiresDuplicateDetection
-	}
-	if has("RequiresSession") {
-		sp.RequiresSession = p.RequiresSession
+	for _, prop := range schemaProps {
+		if prop.kinds.has(kind) {
+			prop.apply(sp, p)
+		}
 	}
 }
 
@@ -829,26 +840,9 @@ func propertiesOf(kind store.Kind, sp store.Properties) Properties {
 // descriptions of one entity compare equal.
 func (p Properties) only(kind store.Kind) Properties {
 	var out Properties
-	for _, name := range propNames(kind) {
-		switch name {
-		case "DeadLetteringOnMessageExpiration":
-			out.DeadLetteringOnMessageExpiration = p.DeadLetteringOnMessageExpiration
-		case "DefaultMessageTimeToLive":
-			out.DefaultMessageTimeToLive = p.DefaultMessageTimeToLive
-		case "DuplicateDetectionHistoryTimeWindow":
-			out.DuplicateDetectionHistoryTimeWindow = p.DuplicateDetectionHistoryTimeWindow
-		case "ForwardDeadLetteredMessagesTo":
-			out.ForwardDeadLetteredMessagesTo = p.ForwardDeadLetteredMessagesTo
-		case "ForwardTo":
-			out.ForwardTo = p.ForwardTo
-		case "LockDuration":
-			out.LockDuration = p.LockDuration
-		case "MaxDeliveryCount":
-			out.MaxDeliveryCount = p.MaxDeliveryCount
-		case "RequiresDuplicateDetection":
-			out.RequiresDuplicateDetection = p.RequiresDuplicateDetection
-		case "RequiresSession":
-			out.RequiresSession = p.RequiresSession
+	for _, prop := range schemaProps {
+		if prop.kinds.has(kind) {
+			prop.keep(&out, p)
 		}
 	}
 	return out
