@@ -104,17 +104,27 @@ func subscriptionOf(q *mgmtRequest) (*store.Entity, error) {
 	return q.e, nil
 }
 
+// namedRule is the subscription and the rule-name of an operation on one rule (add-rule,
+// remove-rule).
+func namedRule(q *mgmtRequest) (*store.Entity, string, error) {
+	sub, err := subscriptionOf(q)
+	if err != nil {
+		return nil, "", err
+	}
+	name, ok := mapString(q.body, "rule-name")
+	if !ok || name == "" {
+		return nil, "", badField("the request has no 'rule-name'")
+	}
+	return sub, name, nil
+}
+
 // addRule adds a rule to a subscription (com.microsoft:add-rule): rule-name and a
 // rule-description map holding a sql-filter ({expression}) or a correlation-filter (its fields
 // and properties), and an optional sql-rule-action ({expression}).
 func addRule(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
-	sub, err := subscriptionOf(q)
+	sub, name, err := namedRule(q)
 	if err != nil {
 		return nil, err
-	}
-	name, ok := mapString(q.body, "rule-name")
-	if !ok || name == "" {
-		return nil, badField("the request has no 'rule-name'")
 	}
 	dv, _ := q.body.Get("rule-description")
 	desc, ok := dv.(amqp.Map)
@@ -204,13 +214,9 @@ func correlationFilter(m amqp.Map) (*store.CorrelationFilter, error) {
 
 // removeRule removes a rule of a subscription (com.microsoft:remove-rule).
 func removeRule(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
-	sub, err := subscriptionOf(q)
+	sub, name, err := namedRule(q)
 	if err != nil {
 		return nil, err
-	}
-	name, ok := mapString(q.body, "rule-name")
-	if !ok || name == "" {
-		return nil, badField("the request has no 'rule-name'")
 	}
 	if err := q.store().DeleteRule(ctx, sub.Path, name); err != nil {
 		return nil, ruleErr(err)
