@@ -50,6 +50,19 @@ func (r *recorder) ServeConn(ctx context.Context, c net.Conn) error {
 	return err
 }
 
+// served returns what the recorder read of the next connection it serves, failing the test
+// (with what) when none is served within 30 seconds.
+func (r *recorder) served(t *testing.T, what string) []byte {
+	t.Helper()
+	select {
+	case got := <-r.got:
+		return got
+	case <-time.After(30 * time.Second):
+		t.Fatal(what)
+		return nil
+	}
+}
+
 // fixture is a Mux on loopback with an http.Server on its HTTP listener, stopped when the test
 // ends.
 type fixture struct {
@@ -198,13 +211,8 @@ func TestAMQPReplaysEveryByte(t *testing.T) {
 					}
 					rest = rest[n:]
 				}
-				select {
-				case got := <-rec.got:
-					if !bytes.Equal(got, msg) {
-						t.Errorf("server read %q; want %q", got, msg)
-					}
-				case <-time.After(30 * time.Second):
-					t.Fatal("the AMQP server got nothing")
+				if got := rec.served(t, "the AMQP server got nothing"); !bytes.Equal(got, msg) {
+					t.Errorf("server read %q; want %q", got, msg)
 				}
 				reply := make([]byte, 2)
 				if _, err := io.ReadFull(c, reply); err != nil || string(reply) != "ok" {
@@ -466,11 +474,7 @@ func TestHTTPListenerClosed(t *testing.T) {
 	if _, err := a.Write(amqpHeader); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-rec.got:
-	case <-time.After(30 * time.Second):
-		t.Fatal("AMQP not served after the HTTP listener closed")
-	}
+	rec.served(t, "AMQP not served after the HTTP listener closed")
 }
 
 // TestManyConnections: concurrent clients of every kind are each served their own protocol,
@@ -553,11 +557,7 @@ func TestMaxSniffing(t *testing.T) {
 	if _, err := client.Write(amqpHeader); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-rec.got:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the AMQP client was not served")
-	}
+	rec.served(t, "the AMQP client was not served")
 	waitClosed(t, silent[0], 30*time.Second, nil)
 	if got := f.mux.Evicted(); got != 1 {
 		t.Errorf("Evicted() = %d; want 1", got)
