@@ -49,7 +49,13 @@ func mustApply(t *testing.T, ns nsconfig.Namespace, f *nsconfig.File, opts nscon
 
 func export(t *testing.T, ns nsconfig.Namespace) []byte {
 	t.Helper()
-	f, _, err := nsconfig.Export(context.Background(), ns, "sbemulatorns")
+	return exportAs(t, ns, "sbemulatorns")
+}
+
+// exportAs is the file Export writes of ns, with the namespace name given.
+func exportAs(t *testing.T, ns nsconfig.Namespace, name string) []byte {
+	t.Helper()
+	f, _, err := nsconfig.Export(context.Background(), ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,15 +258,7 @@ func first(s []string) string {
 // snapshot is everything a namespace holds, to show a refused file changed nothing.
 func snapshot(t *testing.T, ns nsconfig.Namespace) string {
 	t.Helper()
-	f, _, err := nsconfig.Export(context.Background(), ns, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := nsconfig.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return string(exportAs(t, ns, ""))
 }
 
 // TestApplyRefusals checks the refusals that depend on what the namespace holds: each names the
@@ -318,15 +316,7 @@ func TestApplyRefusals(t *testing.T) {
 			if err == nil {
 				_, err = nsconfig.Apply(ctx, ns, f, nsconfig.Options{Prune: tc.prune})
 			}
-			var errs nsconfig.Errors
-			if !errors.As(err, &errs) {
-				t.Fatalf("Apply = %v; want nsconfig.Errors", err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+			wantErrors(t, "Apply", err, tc.want)
 			if after := snapshot(t, ns); after != before {
 				t.Errorf("a refused file changed the namespace:\n%s\n---\n%s", before, after)
 			}

@@ -132,16 +132,23 @@ func TestParseRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := nsconfig.Parse("f.json", []byte(tc.doc))
-			var errs nsconfig.Errors
-			if !errors.As(err, &errs) {
-				t.Fatalf("Parse = %v; want nsconfig.Errors", err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Parse error %q does not contain %q", err, w)
-				}
-			}
+			wantErrors(t, "Parse", err, tc.want)
 		})
+	}
+}
+
+// wantErrors fails unless err, returned by op (Parse, Apply), is nsconfig.Errors whose text
+// holds each of want.
+func wantErrors(t *testing.T, op string, err error, want []string) {
+	t.Helper()
+	var errs nsconfig.Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("%s = %v; want nsconfig.Errors", op, err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s error %q does not contain %q", op, err, w)
+		}
 	}
 }
 
