@@ -183,17 +183,11 @@ func peekRaw(t *testing.T, b *broker, entity string, n int32) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := req.Send(ctx, &goamqp.Message{
+	m := exchange(ctx, t, req, reply, &goamqp.Message{
 		Properties:            &goamqp.MessageProperties{MessageID: "peek", ReplyTo: ptr("peek-reply")},
 		ApplicationProperties: map[string]any{"operation": "com.microsoft:peek-message"},
 		Value:                 map[string]any{"from-sequence-number": int64(0), "message-count": n},
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	m, err := reply.Receive(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	if code := m.ApplicationProperties["statusCode"]; code != int32(200) {
 		t.Fatalf("peek: status %v (%v)", code, m.ApplicationProperties["statusDescription"])
 	}
@@ -205,6 +199,20 @@ func peekRaw(t *testing.T, b *broker, entity string, n int32) [][]byte {
 		out = append(out, b)
 	}
 	return out
+}
+
+// peekOne is the one message of entity, peeked with peekRaw and decoded.
+func peekOne(t *testing.T, b *broker, entity string) *amqp.Message {
+	t.Helper()
+	got := peekRaw(t, b, entity, 10)
+	if len(got) != 1 {
+		t.Fatalf("peeked %d messages; want 1", len(got))
+	}
+	m, err := amqp.Unmarshal(got[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // The types only .NET sends (char, decimal, uri, datetime-offset, timespan) and a symbol, and a
@@ -235,14 +243,7 @@ func TestDotNetTypesKeptByteForByte(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got := peekRaw(t, b, "q", 10)
-	if len(got) != 1 {
-		t.Fatalf("peeked %d messages; want 1", len(got))
-	}
-	m, err := amqp.Unmarshal(got[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := peekOne(t, b, "q")
 	if !bytes.Equal(m.RawBody, body) {
 		t.Errorf("body sections % x; want % x as sent", m.RawBody, body)
 	}

@@ -331,14 +331,7 @@ func TestRawWholeMessage(t *testing.T) {
 	if err := q.send(sent); err != nil {
 		t.Fatal(err)
 	}
-	peeked := peekRaw(t, b, "q", 10)
-	if len(peeked) != 1 {
-		t.Fatalf("peeked %d messages; want 1", len(peeked))
-	}
-	pm, err := amqp.Unmarshal(peeked[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	pm := peekOne(t, b, "q")
 	if want := (amqp.Map{{Key: amqp.Symbol("da"), Value: int32(-1)}, {Key: int64(42), Value: []byte{1, 2}},
 		{Key: amqp.Symbol("x-opt-sequence-number"), Value: "no broker's delivery annotation"}}); !sameMap(pm.DeliveryAnnotations, want) {
 		t.Errorf("peeked delivery annotations %v; want %v", pm.DeliveryAnnotations, want)
