@@ -12,7 +12,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbgate/sbgate/db/dbtest"
-	"github.com/sbgate/sbgate/sas"
 )
 
 // TestServeAMQP checks that sbgate serve prints an AMQP connection string the Go SDK accepts
@@ -60,13 +59,9 @@ func TestServeAMQPS(t *testing.T) {
 	}
 	cs := strings.Replace(m[1], "<key>", testKey, 1)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	req, _ := http.NewRequest(http.MethodPut, endpoint+"orders", nil)
-	req.Header.Set("Authorization", sas.Sign(endpoint+"orders", "RootManageSharedAccessKey", testKey, time.Now().Add(time.Hour)))
-	resp, err := client.Do(req)
-	if err != nil || resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create queue: %v %v", resp, err)
+	if st := signedStatus(t, client, http.MethodPut, endpoint+"orders", "RootManageSharedAccessKey", testKey); st != http.StatusCreated {
+		t.Fatalf("create queue: %d", st)
 	}
-	resp.Body.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	// The Go SDK verifies the certificate against "host:port" when the endpoint has a port, which

@@ -94,6 +94,23 @@ func goSender(t *testing.T, cs string, opts *azservicebus.ClientOptions, entity 
 	return c, s
 }
 
+// signedStatus sends an empty request to url through hc, signed with the key named keyName
+// (text key) for an hour, and returns the response's status.
+func signedStatus(t *testing.T, hc *http.Client, method, url, keyName, key string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", sas.Sign(url, keyName, key, time.Now().Add(time.Hour)))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // adminClient is the Go SDK's administration client for a connection string, trusting pool
 // (the client speaks https only, whatever the connection string says).
 func adminClient(t *testing.T, cs string, pool *x509.CertPool) *admin.Client {
@@ -168,15 +185,8 @@ func TestEmulatorMode(t *testing.T) {
 	}
 
 	// REST with the well-known key on the main listener.
-	req, _ := http.NewRequest(http.MethodGet, endpoint+"queue.1", nil)
-	req.Header.Set("Authorization", sas.Sign(endpoint+"queue.1", emulator.KeyName, emulator.Key, time.Now().Add(time.Hour)))
-	resp, err = probeClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET queue.1 signed with %s = %d; want 200", emulator.Key, resp.StatusCode)
+	if st := signedStatus(t, probeClient, http.MethodGet, endpoint+"queue.1", emulator.KeyName, emulator.Key); st != http.StatusOK {
+		t.Errorf("GET queue.1 signed with %s = %d; want 200", emulator.Key, st)
 	}
 	if err := stop(); err != nil {
 		t.Errorf("run returned %v on shutdown", err)
@@ -199,15 +209,8 @@ func TestEmulatorKeyOnlyInEmulatorMode(t *testing.T) {
 	if strings.Contains(out.String(), emulator.Key) || strings.Contains(out.String(), "emulator mode") {
 		t.Errorf("a broker outside emulator mode mentions the emulator key or mode:\n%s", out)
 	}
-	req, _ := http.NewRequest(http.MethodPut, endpoint+"orders", nil)
-	req.Header.Set("Authorization", sas.Sign(endpoint+"orders", emulator.KeyName, emulator.Key, time.Now().Add(time.Hour)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("PUT signed with the emulator key outside emulator mode = %d; want 401", resp.StatusCode)
+	if st := signedStatus(t, http.DefaultClient, http.MethodPut, endpoint+"orders", emulator.KeyName, emulator.Key); st != http.StatusUnauthorized {
+		t.Errorf("PUT signed with the emulator key outside emulator mode = %d; want 401", st)
 	}
 	amqpEndpoint := logValue(t, out.String(), `msg="sbgate serving AMQP"`, "endpoint")
 	cs := emulator.ConnectionString("127.0.0.1", portOf(t, amqpEndpoint))
@@ -215,7 +218,7 @@ func TestEmulatorKeyOnlyInEmulatorMode(t *testing.T) {
 	defer c.Close(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil)
+	err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil)
 	var sbErr *azservicebus.Error
 	if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeUnauthorizedAccess {
 		t.Errorf("AMQP send with the emulator key outside emulator mode = %v; want CodeUnauthorizedAccess", err)
