@@ -17,7 +17,6 @@ import (
 
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/handlers"
-	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -56,22 +55,15 @@ func TestJSAdministrationClient(t *testing.T) {
 		[]string{"NODE_EXTRA_CA_CERTS=" + ca})
 }
 
-// newServer serves sbgate on a real database through start (httptest.NewServer or
-// NewTLSServer).
+// newServer serves sbgate's REST API with the test keys on a real database through start
+// (httptest.NewServer or NewTLSServer).
 func newServer(t *testing.T, start func(http.Handler) *httptest.Server) *httptest.Server {
 	t.Helper()
 	pool := dbtest.NewPool(t)
 	st := store.New(pool, store.Options{})
 	st.Start(context.Background())
 	t.Cleanup(st.Stop)
-	srv := start(handlers.NewServer(st, handlers.Config{
-		Keys: []sas.Key{
-			{Name: "RootManageSharedAccessKey", Primary: key, Rights: sas.Manage},
-			{Name: "SendListen", Primary: sendListenKey, Rights: sas.Send | sas.Listen},
-			{Name: "SendOnly", Primary: sendOnlyKey, Rights: sas.Send},
-			{Name: "ListenOnly", Primary: listenOnlyKey, Rights: sas.Listen},
-		},
-	}))
+	srv := start(handlers.NewServer(st, handlers.Config{Keys: testKeys}))
 	t.Cleanup(srv.Close)
 	return srv
 }
