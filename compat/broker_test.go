@@ -98,11 +98,7 @@ func startBroker(t *testing.T, opts *brokerOptions) *broker {
 
 	b := &broker{Store: st, HTTP: plain.URL, HTTPS: secure.URL, TLS: secure.TLS, Roots: x509.NewCertPool()}
 	b.Roots.AddCert(secure.Certificate())
-	b.CAFile = filepath.Join(t.TempDir(), "ca.pem")
-	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: secure.Certificate().Raw})
-	if err := os.WriteFile(b.CAFile, cert, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	b.CAFile = writeCertPEM(t, secure.Certificate().Raw)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -178,6 +174,17 @@ func serveOnePort(t *testing.T, h http.Handler, srv *amqp.Server) (string, strin
 		<-done
 	})
 	return addr, caFile
+}
+
+// writeCertPEM writes the certificate der as PEM into a file of the test's temporary directory,
+// for clients that trust a file, and returns the file's path.
+func writeCertPEM(t *testing.T, der []byte) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 // selfSignedCert is a self-signed certificate for 127.0.0.1, example.com and the DNS name

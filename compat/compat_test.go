@@ -5,7 +5,6 @@ package compat_test
 
 import (
 	"context"
-	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -45,11 +44,7 @@ func TestJSAdministrationClient(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, httptest.NewTLSServer)
 	// Node trusts the test server's certificate through NODE_EXTRA_CA_CERTS.
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	if err := os.WriteFile(ca, cert, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca := writeCertPEM(t, srv.Certificate().Raw)
 	host := strings.TrimPrefix(srv.URL, "https://")
 	runNode(t, "js-admin", "Endpoint=sb://"+host+"/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey="+key,
 		[]string{"NODE_EXTRA_CA_CERTS=" + ca})

@@ -3,14 +3,11 @@ package compat_test
 import (
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -204,10 +201,7 @@ func TestGoSDKAdminSuite(t *testing.T) {
 	srv := newServer(t, httptest.NewTLSServer)
 	host := strings.TrimPrefix(srv.URL, "https://")
 	dir := t.TempDir()
-	ca := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca := writeCertPEM(t, srv.Certificate().Raw)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goBin, "test", "-count=1", "-json", "-skip", strings.Join(goAdminSkipped, "|"), goAdminPackage)
