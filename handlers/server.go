@@ -228,6 +228,9 @@ func (s *Server) front(next http.Handler) http.Handler {
 			u.Path = p
 		}
 		r.URL = &u
+		if s.serveFast(w, r, rt) {
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
