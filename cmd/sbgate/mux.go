@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/portmux"
@@ -26,14 +25,8 @@ func serveMux(ctx context.Context, cfg serveConfig, addr, name string, h http.Ha
 		return nil, "", err
 	}
 	mux := portmux.New(ln, portmux.Options{TLS: tlsConfig, AMQP: srv, Logger: log})
-	hs := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		TLSConfig:         tlsConfig,
-	}
+	hs := newHTTPServer(h, log)
+	hs.TLSConfig = tlsConfig
 	hs.RegisterOnShutdown(onShutdown)
 	portmux.ConfigureServer(hs)
 	served := make(chan struct{}, 2)

@@ -198,17 +198,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		Ready:          health.ready,
 		TrustedProxies: cfg.TrustedProxies,
 	})
-	srv := &http.Server{
-		Handler: handler,
-		// The header and idle keep-alive connections are bounded here; the body and the answer
-		// per request by the handlers (ReadTimeout and WriteTimeout would cut long polls).
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// Properties travel as headers; up to this size an oversized one gets the Service Bus
-		// 400 that names the 10 KiB limit (handlers/limits.go), beyond it net/http's bare 431.
-		MaxHeaderBytes: 1 << 20,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(handler, log)
 	srv.RegisterOnShutdown(startDraining)
 	scheme := "http"
 	if cfg.TLSCert != "" {
@@ -388,4 +378,20 @@ func announce(log *slog.Logger, scheme, addr string, key sas.Key, generated bool
 // connectionString is what Service Bus clients are configured with.
 func connectionString(hostPort string, key sas.Key) string {
 	return "Endpoint=sb://" + hostPort + "/;SharedAccessKeyName=" + key.Name + ";SharedAccessKey=" + key.Primary
+}
+
+// newHTTPServer is the http.Server of every listener that serves the REST API (-listen, and the
+// one-port listeners of serveMux), with its limits; its errors are logged at Warn.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler: h,
+		// The header and idle keep-alive connections are bounded here; the body and the answer
+		// per request by the handlers (ReadTimeout and WriteTimeout would cut long polls).
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// Properties travel as headers; up to this size an oversized one gets the Service Bus
+		// 400 that names the 10 KiB limit (handlers/limits.go), beyond it net/http's bare 431.
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
