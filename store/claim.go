@@ -288,7 +288,7 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 		}
 		r, err := q.Query(ctx, sql, args...)
 		if err == nil {
-			rows, err = collectRecords[claimedRecord](r)
+			rows, err = collectRecords[claimedRecord](r, n)
 		}
 		return err
 	}
@@ -707,10 +707,14 @@ func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 			}
 			errs[i] = err
 		case !p.shared:
-			p.jobs[0].req.rows, errs[i] = collectRecords[claimedRecord](r)
+			p.jobs[0].req.rows, errs[i] = collectRecords[claimedRecord](r, int(p.jobs[0].req.target.n))
 		default:
+			n := 0
+			for _, j := range p.jobs {
+				n += int(j.req.target.n)
+			}
 			var rows []claimedManyRecord
-			if rows, errs[i] = collectRecords[claimedManyRecord](r); errs[i] == nil {
+			if rows, errs[i] = collectRecords[claimedManyRecord](r, n); errs[i] == nil {
 				for _, row := range rows {
 					j := p.jobs[row.K-1].req
 					j.rows = append(j.rows, row.claimedRecord)

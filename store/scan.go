@@ -84,8 +84,9 @@ func pointerTo[T any](p unsafe.Pointer) any { return (*T)(p) }
 
 // collectRecords reads every row of rows into a T, each column into the field of its name. As
 // with pgx.RowToStructByName, a result whose columns are not exactly T's fields (one missing, one
-// more, one twice) is an error.
-func collectRecords[T any](rows pgx.Rows) ([]T, error) {
+// more, one twice) is an error. expect is how many rows there may be (a claim's size): the
+// records are large, and growing their slice by doubling allocated twice what they hold.
+func collectRecords[T any](rows pgx.Rows, expect int) ([]T, error) {
 	defer rows.Close()
 	p := recordPlanOf[T]()
 	fds := rows.FieldDescriptions()
@@ -103,7 +104,7 @@ func collectRecords[T any](rows pgx.Rows) ([]T, error) {
 	if len(fds) != len(p.names) {
 		return nil, fmt.Errorf("store: a result has %d columns for the %d fields of %T", len(fds), len(p.names), *new(T))
 	}
-	var out []T
+	out := make([]T, 0, max(expect, 0))
 	targets := make([]any, len(fds))
 	for rows.Next() {
 		// Scanned in place, in the slice returned.

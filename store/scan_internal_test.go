@@ -41,7 +41,7 @@ func TestCollectRecords(t *testing.T) {
 		t.Fatalf("pgx reads %d rows, %v", len(want), err)
 	}
 	rows, _ = pool.Query(ctx, query, e.ID)
-	got, err := collectRecords[claimedManyRecord](rows)
+	got, err := collectRecords[claimedManyRecord](rows, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestCollectRecords(t *testing.T) {
 		{"a column twice", `SELECT ` + messageSelect + `, 1::bigint AS k, NULL::timestamptz AS claimed_due_at, NULL::timestamptz AS claimed_due_at FROM messages`},
 	} {
 		rows, _ := pool.Query(ctx, bad.query)
-		if _, err := collectRecords[claimedManyRecord](rows); err == nil || !strings.Contains(err.Error(), "claimedManyRecord") {
+		if _, err := collectRecords[claimedManyRecord](rows, 2); err == nil || !strings.Contains(err.Error(), "claimedManyRecord") {
 			t.Errorf("%s: collectRecords = %v; want an error naming the record", bad.name, err)
 		}
 	}

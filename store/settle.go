@@ -279,6 +279,15 @@ type settleArgs struct {
 	modify bool
 }
 
+// newSettleArgs makes the arrays of a statement for n requests.
+func newSettleArgs(n int, modify bool) *settleArgs {
+	return &settleArgs{modify: modify, items: make([]settleItem, 0, n),
+		entity: make([]int64, 0, n), seq: make([]int64, 0, n), lockMicros: make([]int64, 0, n),
+		token: make([][16]byte, 0, n), sessionToken: make([][16]byte, 0, n), state: make([]int16, 0, n),
+		id: make([]string, 0, n), session: make([]string, 0, n), inSession: make([]bool, 0, n),
+		reason: make([]string, 0, n), description: make([]string, 0, n), maxDelivery: make([]int32, 0, n)}
+}
+
 func (a *settleArgs) add(it settleItem) {
 	e := it.t.Entity
 	a.items = append(a.items, it)
@@ -378,7 +387,7 @@ func (s *Postgres) settleItems(ctx context.Context, op Settlement, modify bool, 
 	slices.SortStableFunc(items, func(x, y settleItem) int {
 		return cmp.Or(cmp.Compare(x.t.Entity.ID, y.t.Entity.ID), cmp.Compare(lockTokenSeq(x.req.Token), lockTokenSeq(y.req.Token)))
 	})
-	a := &settleArgs{modify: modify}
+	a := newSettleArgs(len(items), modify)
 	for _, it := range items {
 		a.add(it)
 	}
