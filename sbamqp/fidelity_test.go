@@ -173,21 +173,8 @@ func rawSender(t *testing.T, b *broker, entity string) func(raw ...[]byte) error
 // delivery carrying a char or a decimal; the peek reply carries each message as its encoding).
 func peekRaw(t *testing.T, b *broker, entity string, n int32) [][]byte {
 	t.Helper()
-	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
-	ctx := ctxT(t)
-	req, err := c.sess.NewSender(ctx, entity+"/$management", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reply, err := c.sess.NewReceiver(ctx, entity+"/$management", &goamqp.ReceiverOptions{TargetAddress: "peek-reply", Credit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := exchange(ctx, t, req, reply, &goamqp.Message{
-		Properties:            &goamqp.MessageProperties{MessageID: "peek", ReplyTo: ptr("peek-reply")},
-		ApplicationProperties: map[string]any{"operation": "com.microsoft:peek-message"},
-		Value:                 map[string]any{"from-sequence-number": int64(0), "message-count": n},
-	})
+	call := dialCBS(t, b, goamqp.SASLTypePlain("root", "key")).managementReply(t, entity)
+	m := call("com.microsoft:peek-message", map[string]any{"from-sequence-number": int64(0), "message-count": n})
 	if code := m.ApplicationProperties["statusCode"]; code != int32(200) {
 		t.Fatalf("peek: status %v (%v)", code, m.ApplicationProperties["statusDescription"])
 	}
