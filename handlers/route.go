@@ -68,6 +68,9 @@ type routes struct {
 	// maxKnownRoutes; when full, they are all forgotten at once.
 	knownMu sync.RWMutex
 	known   map[routeKey]route
+	// messageRoutes remembers the route of an entity's settlement paths, by the path before
+	// the two segments that name a message (messageRoute).
+	messageRoutes map[routeKey]messageRoute
 
 	mux *chi.Mux
 	// ops by method + " " + pattern.
@@ -135,8 +138,21 @@ func (rs *routes) route(method, escapedPath string) (route, bool) {
 	if ok {
 		return rt, true
 	}
+	prefix, a, b, split := splitMessagePath(escapedPath)
+	if split {
+		rs.knownMu.RLock()
+		m, ok := rs.messageRoutes[routeKey{method, prefix}]
+		rs.knownMu.RUnlock()
+		if ok {
+			if rt, ok := m.route(rs, a, b); ok {
+				return rt, true
+			}
+		}
+	}
 	rt, ok = rs.find(method, escapedPath)
-	if ok && strings.Count(rt.op.pattern, "{") <= 1 && len(escapedPath) <= 512 {
+	switch {
+	case !ok || len(escapedPath) > 512:
+	case strings.Count(rt.op.pattern, "{") <= 1:
 		// No parameter but the entity path: the path of every such request to the entity.
 		rs.knownMu.Lock()
 		if rs.known == nil || len(rs.known) >= maxKnownRoutes {
@@ -144,8 +160,90 @@ func (rs *routes) route(method, escapedPath string) (route, bool) {
 		}
 		rs.known[k] = rt
 		rs.knownMu.Unlock()
+	case split && rt.op.pattern == settlementPattern:
+		if m, ok := learnMessageRoute(rs, rt, a, b); ok {
+			rs.knownMu.Lock()
+			if rs.messageRoutes == nil || len(rs.messageRoutes) >= maxKnownRoutes {
+				rs.messageRoutes = make(map[routeKey]messageRoute)
+			}
+			rs.messageRoutes[routeKey{method, prefix}] = m
+			rs.knownMu.Unlock()
+		}
 	}
 	return rt, ok
+}
+
+// settlementPattern is the path of the settlements of a message (complete, abandon, renew):
+// one per message, every one of an entity's routed alike but for its last two segments.
+const settlementPattern = "/{entityPath}/messages/{messageId}/{lockToken}"
+
+// messageRoute is the route of an entity's settlement paths without its last two segments: its
+// operation, entity, and its canonical path and scope up to them.
+type messageRoute struct {
+	op               *operation
+	entity           string
+	canonical, scope string
+}
+
+// route is the route of the settlement path ending in the escaped segments a and b, when they
+// are ordinary values: ones that decode, are no dot segment, and are no literal of the spec
+// (which could make the path another operation's). ok is false otherwise.
+func (m messageRoute) route(rs *routes, a, b string) (route, bool) {
+	va, ok := rs.messageValue(a)
+	if !ok {
+		return route{}, false
+	}
+	vb, ok := rs.messageValue(b)
+	if !ok {
+		return route{}, false
+	}
+	return route{op: m.op, entity: m.entity,
+		canonical: m.canonical + "/" + url.PathEscape(va) + "/" + url.PathEscape(vb),
+		scope:     m.scope + "/" + strings.ToLower(va) + "/" + strings.ToLower(vb)}, true
+}
+
+// messageValue decodes a segment naming a message, when it is an ordinary value.
+func (rs *routes) messageValue(raw string) (string, bool) {
+	v, err := url.PathUnescape(raw)
+	if err != nil || v == "" || v == "." || v == ".." {
+		return "", false
+	}
+	if _, literal := rs.literals[strings.ToLower(v)]; literal {
+		return "", false
+	}
+	return v, true
+}
+
+// learnMessageRoute takes the route find made of a settlement path ending in a and b apart, and
+// returns it when building it again from its parts gives that route exactly.
+func learnMessageRoute(rs *routes, rt route, a, b string) (messageRoute, bool) {
+	va, okA := rs.messageValue(a)
+	vb, okB := rs.messageValue(b)
+	canonicalEnd := "/" + url.PathEscape(va) + "/" + url.PathEscape(vb)
+	scopeEnd := "/" + strings.ToLower(va) + "/" + strings.ToLower(vb)
+	if !okA || !okB || rt.dollar || !strings.HasSuffix(rt.canonical, canonicalEnd) || !strings.HasSuffix(rt.scope, scopeEnd) {
+		return messageRoute{}, false
+	}
+	m := messageRoute{op: rt.op, entity: rt.entity,
+		canonical: strings.TrimSuffix(rt.canonical, canonicalEnd), scope: strings.TrimSuffix(rt.scope, scopeEnd)}
+	if again, ok := m.route(rs, a, b); !ok || again != rt {
+		return messageRoute{}, false
+	}
+	return m, true
+}
+
+// splitMessagePath splits an escaped path into what comes before its last two segments and
+// those two, when both are there and not empty.
+func splitMessagePath(p string) (prefix, a, b string, ok bool) {
+	j := strings.LastIndexByte(p, '/')
+	if j <= 0 || j == len(p)-1 {
+		return "", "", "", false
+	}
+	i := strings.LastIndexByte(p[:j], '/')
+	if i <= 0 || i == j-1 {
+		return "", "", "", false
+	}
+	return p[:i], p[i+1 : j], p[j+1:], true
 }
 
 // find is route without the routes remembered.

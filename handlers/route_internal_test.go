@@ -557,10 +557,38 @@ func TestRoutesRemembered(t *testing.T) {
 	if want, _ := rs.find("POST", "/Orders/Messages/head"); first != want {
 		t.Errorf("remembered route %+v; want %+v", first, want)
 	}
-	if _, ok := rs.route("DELETE", "/Orders/messages/12/acccce0e-7596-4e0c-b216-2d18638ac0dd"); !ok || len(rs.known) != 1 {
-		t.Errorf("complete routed %v with %d routes remembered; want routed, still one", ok, len(rs.known))
+	if _, ok := rs.route("DELETE", "/Orders/messages/12/acccce0e-7596-4e0c-b216-2d18638ac0dd"); !ok || len(rs.known) != 1 || len(rs.messageRoutes) != 1 {
+		t.Errorf("complete routed %v with %d routes and %d settlement routes remembered; want routed, still one, and one",
+			ok, len(rs.known), len(rs.messageRoutes))
 	}
 	if _, ok := rs.route("POST", "/Orders/nonsense/x"); ok || len(rs.known) != 1 {
 		t.Errorf("an unknown path routed %v, %d remembered; want not routed, not remembered", ok, len(rs.known))
+	}
+}
+
+// TestSettlementRoutesBuiltAsFound: the route of a settlement path built from the one remembered
+// for its entity is the route find makes of it, for every message id and token spelling;
+// segments that are not ordinary values are routed by find.
+func TestSettlementRoutesBuiltAsFound(t *testing.T) {
+	rs := &routes{mux: testRoutes.mux, ops: testRoutes.ops, literals: testRoutes.literals, dollars: testRoutes.dollars}
+	const tok = "acccce0e-7596-4e0c-b216-2d18638ac0dd"
+	for _, prefix := range []string{"/Orders/messages", "/a/b/Messages", "/a%2Fb/messages", "/t/Subscriptions/s/messages",
+		"/q/$DeadLetterQueue/messages", "/caf%C3%A9/MESSAGES", "/q//messages"} {
+		for _, method := range []string{"DELETE", "PUT", "POST"} {
+			rs.route(method, prefix+"/1/"+tok) // learns the entity's settlement route
+			for _, end := range []string{"/12/" + tok, "/12/" + strings.ToUpper(tok), "/my%2Fid%20x/" + tok, "/%C3%A9t%C3%A9/x",
+				"/head/" + tok, "/$batch/" + tok, "/12/$deadletter", "/./" + tok, "/../" + tok, "/%zz/" + tok, "/12/%2e%2e",
+				"/Messages/" + tok, "/sessions/" + tok, "/12/" + tok + "/"} {
+				path := prefix + end
+				got, gotOK := rs.route(method, path)
+				want, wantOK := rs.find(method, path)
+				if got != want || gotOK != wantOK {
+					t.Errorf("route(%s %s) = %+v, %v; find: %+v, %v", method, path, got, gotOK, want, wantOK)
+				}
+			}
+		}
+	}
+	if len(rs.messageRoutes) == 0 {
+		t.Error("no settlement route remembered")
 	}
 }
