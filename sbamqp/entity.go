@@ -111,38 +111,79 @@ func (d *lateDetach) call(err *amqp.Error) error {
 type entitySender struct {
 	cs   *conn
 	path string
-
-	mu      sync.Mutex
-	queue   []*amqp.Delivery
-	running bool
+	work worker[*amqp.Delivery]
 }
 
 func (s *entitySender) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
-	s.mu.Lock()
-	s.queue = append(s.queue, d)
-	start := !s.running
-	s.running = true
-	s.mu.Unlock()
-	if start {
-		go s.run(l)
-	}
+	s.work.add(d, func(batch []*amqp.Delivery) { s.store(l.Conn().Context(), l, batch) })
 }
 
 func (s *entitySender) ReceiverDetached(*amqp.ReceiverLink, error) { s.cs.untrack(s) }
 
-func (s *entitySender) run(l *amqp.ReceiverLink) {
-	ctx := l.Conn().Context()
+// worker runs what a link queues, in order, on one goroutine at a time: everything that queued
+// up while the last batch ran is the next batch. The goroutine stays a while once the queue is
+// empty (workerLinger), for the link's next items: starting one per batch, its stack grew anew
+// through the store's calls every time, 5-7% of the gateway's CPU over AMQP with 64 links.
+type worker[T any] struct {
+	mu      sync.Mutex
+	queue   []T
+	running bool
+	kick    chan struct{}
+}
+
+// workerLinger is how long a link's worker waits for more once its queue is empty.
+const workerLinger = 100 * time.Millisecond
+
+// add queues item; run is what the worker does with a batch (the same for every item of a link).
+func (w *worker[T]) add(item T, run func([]T)) {
+	w.mu.Lock()
+	w.queue = append(w.queue, item)
+	start := !w.running
+	w.running = true
+	if w.kick == nil {
+		w.kick = make(chan struct{}, 1)
+	}
+	kick := w.kick
+	w.mu.Unlock()
+	if start {
+		go w.run(run)
+		return
+	}
+	select {
+	case kick <- struct{}{}:
+	default:
+	}
+}
+
+func (w *worker[T]) run(run func([]T)) {
+	var linger *time.Timer
 	for {
-		s.mu.Lock()
-		batch := s.queue
-		s.queue = nil
-		if len(batch) == 0 {
-			s.running = false
-			s.mu.Unlock()
-			return
+		w.mu.Lock()
+		batch := w.queue
+		w.queue = nil
+		kick := w.kick
+		w.mu.Unlock()
+		if len(batch) > 0 {
+			run(batch)
+			continue
 		}
-		s.mu.Unlock()
-		s.store(ctx, l, batch)
+		if linger == nil {
+			linger = time.NewTimer(workerLinger)
+		} else {
+			linger.Reset(workerLinger)
+		}
+		select {
+		case <-kick:
+			linger.Stop()
+		case <-linger.C:
+			w.mu.Lock()
+			if len(w.queue) == 0 {
+				w.running = false
+				w.mu.Unlock()
+				return
+			}
+			w.mu.Unlock()
+		}
 	}
 }
 
@@ -326,10 +367,9 @@ type entityReceiver struct {
 	// sending) whose outcome is not made yet (guarded by mu); each outcome made signals settled.
 	unsettled map[uuid.UUID]struct{}
 	settled   chan struct{}
-	// outcomes are the peer's dispositions waiting to be applied (guarded by mu); one goroutine
-	// at a time applies all that are waiting, in one store.Settle (applyOutcomes).
-	outcomes []outcome
-	applying bool
+	// outcomes are the peer's dispositions waiting to be applied: all that are waiting are
+	// applied together, in one store.Settle (applyOutcomes).
+	outcomes worker[outcome]
 }
 
 // outcome is a disposition of the peer's, waiting to be applied.
@@ -763,32 +803,14 @@ func (r *entityReceiver) Disposition(l *amqp.SenderLink, d *amqp.OutgoingDeliver
 	if o.tracked {
 		r.settling.Add(1)
 	}
-	r.mu.Lock()
-	r.outcomes = append(r.outcomes, o)
-	start := !r.applying
-	r.applying = true
-	r.mu.Unlock()
-	if start {
-		go r.applyOutcomes()
-	}
+	r.outcomes.add(o, r.applyOutcomes)
 }
 
-// applyOutcomes applies the waiting outcomes until none is left.
-func (r *entityReceiver) applyOutcomes() {
-	for {
-		r.mu.Lock()
-		batch := r.outcomes
-		r.outcomes = nil
-		if len(batch) == 0 {
-			r.applying = false
-			r.mu.Unlock()
-			return
-		}
-		r.mu.Unlock()
-		errs := r.settleOutcomes(batch)
-		for i, o := range batch {
-			r.answer(o, errs[i])
-		}
+// applyOutcomes applies a batch of outcomes and answers each.
+func (r *entityReceiver) applyOutcomes(batch []outcome) {
+	errs := r.settleOutcomes(batch)
+	for i, o := range batch {
+		r.answer(o, errs[i])
 	}
 }
 
