@@ -26,11 +26,17 @@ type cbsReceiver struct{ cs *conn }
 func (r *cbsReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 	r.cs.request(l, d, "The put-token request", func(ctx context.Context, m *amqp.Message) *amqp.Message {
 		status, desc := r.cs.putToken(ctx, m)
-		return &amqp.Message{ApplicationProperties: amqp.Map{
-			{Key: "status-code", Value: status},
-			{Key: "status-description", Value: desc},
-		}}
+		return cbsReply(status, desc)
+	}, func(err error) *amqp.Message {
+		return cbsReply(500, "The reply could not be encoded: "+store.Clip(err.Error()))
 	})
+}
+
+func cbsReply(status int32, desc string) *amqp.Message {
+	return &amqp.Message{ApplicationProperties: amqp.Map{
+		{Key: "status-code", Value: status},
+		{Key: "status-description", Value: desc},
+	}}
 }
 
 func (r *cbsReceiver) ReceiverDetached(*amqp.ReceiverLink, error) {}

@@ -24,26 +24,34 @@ type managementReceiver struct {
 func (r *managementReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 	r.cs.request(l, d, "The management request", func(ctx context.Context, m *amqp.Message) *amqp.Message {
 		body, err := r.handle(ctx, m)
-		status, desc := int32(200), "OK"
-		props := amqp.Map{}
-		switch {
-		case err != nil:
-			status = statusOf(err)
-			ae := amqpError(err)
-			desc = ae.Description
-			props = append(props, amqp.MapEntry{Key: "errorCondition", Value: ae.Condition})
-		case body == nil:
-			status, desc = 204, "No Content"
-		}
-		props = append(amqp.Map{{Key: "statusCode", Value: status}, {Key: "statusDescription", Value: desc}}, props...)
-		reply := &amqp.Message{ApplicationProperties: props}
-		if body != nil {
-			reply.Value = body
-		} else {
-			reply.Value, reply.HasValue = amqp.Map{}, true
-		}
-		return reply
+		return managementReply(body, err)
+	}, func(err error) *amqp.Message {
+		return managementReply(nil, amqp.Errorf(amqp.ErrCondInternalError, "The reply could not be encoded: %s", store.Clip(err.Error())))
 	})
+}
+
+// managementReply is the answer to a $management request: body with 200 (204 without one), or
+// err's status, description and condition.
+func managementReply(body amqp.Map, err error) *amqp.Message {
+	status, desc := int32(200), "OK"
+	props := amqp.Map{}
+	switch {
+	case err != nil:
+		status = statusOf(err)
+		ae := amqpError(err)
+		desc = ae.Description
+		props = append(props, amqp.MapEntry{Key: "errorCondition", Value: ae.Condition})
+	case body == nil:
+		status, desc = 204, "No Content"
+	}
+	props = append(amqp.Map{{Key: "statusCode", Value: status}, {Key: "statusDescription", Value: desc}}, props...)
+	reply := &amqp.Message{ApplicationProperties: props}
+	if body != nil {
+		reply.Value = body
+	} else {
+		reply.Value, reply.HasValue = amqp.Map{}, true
+	}
+	return reply
 }
 
 func (r *managementReceiver) ReceiverDetached(*amqp.ReceiverLink, error) {}

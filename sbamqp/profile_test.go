@@ -208,7 +208,9 @@ func TestRuleOperations(t *testing.T) {
 			"correlation-filter": map[string]any{
 				"correlation-id": "c1", "message-id": nil, "to": nil, "reply-to": nil, "label": "L",
 				"session-id": nil, "reply-to-session-id": nil, "content-type": nil,
-				"properties": map[string]any{"color": "red"},
+				// A uuid comes back a uuid (it once made enumerate-rules drop its reply: the
+				// store's type was not turned back into AMQP's).
+				"properties": map[string]any{"color": "red", "id": goamqp.UUID{1, 2, 3}, "kind": goamqp.Symbol("k")},
 			},
 			"sql-rule-action": nil,
 			"rule-name":       "corr",
@@ -226,7 +228,7 @@ func TestRuleOperations(t *testing.T) {
 		t.Fatalf("rules = %v, %v", rules, err)
 	}
 	if r := rules[2]; r.Name != "corr" || r.Filter.Correlation == nil || r.Filter.Correlation.CorrelationID != "c1" ||
-		r.Filter.Correlation.Label != "L" || len(r.Filter.Correlation.Properties) != 1 {
+		r.Filter.Correlation.Label != "L" || len(r.Filter.Correlation.Properties) != 3 {
 		t.Errorf("correlation rule stored as %+v", r)
 	}
 	// enumerate-rules answers the described rule descriptions the rule managers decode: the
@@ -268,6 +270,18 @@ func TestRuleOperations(t *testing.T) {
 		}
 		if action.Descriptor != wantAction {
 			t.Errorf("rule %s: action %#v", name, action)
+		}
+		if name == "corr" {
+			cf, _ := filter.Value.(amqp.List)
+			var props amqp.Map
+			if len(cf) == 9 {
+				props, _ = cf[8].(amqp.Map)
+			}
+			id, _ := props.Get("id")
+			kind, _ := props.Get("kind")
+			if id != (amqp.UUID{1, 2, 3}) || kind != "k" { // a symbol is kept as its text
+				t.Errorf("correlation filter properties %#v; want the uuid back as a uuid, the symbol as text", props)
+			}
 		}
 	}
 	if code, cond, desc := mgmt("com.microsoft:remove-rule", map[string]any{"rule-name": "$Default"}); code != 200 {

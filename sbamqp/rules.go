@@ -288,13 +288,14 @@ func nullable(s string) any {
 	return s
 }
 
-// ruleValue is a correlation filter property's value as AMQP carries it (a time span, which only
-// rule parameters hold, as milliseconds).
+// ruleValue is a correlation filter property's value as AMQP carries it: as a message's
+// application property of its type (amqpValue), but a time span, which only rule parameters
+// hold, as milliseconds.
 func ruleValue(v any) any {
 	if d, ok := v.(time.Duration); ok {
 		return int64(d / time.Millisecond)
 	}
-	return v
+	return amqpValue(v)
 }
 
 // ruleErr gives an existing rule the condition the rule managers map to "already exists" (a

@@ -91,7 +91,7 @@ type plainPrincipal struct{ grant access.Grant }
 // Connect implements amqp.Handler. Each connection checks its grants again every key refresh
 // (watch): a revoked or rotated key's links are detached, a PLAIN connection's closed.
 func (h *Handler) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
-	cs := &conn{h: h, c: c, pending: map[*amqp.SenderLink][]*amqp.Message{}, inflight: make(chan struct{}, maxInFlight),
+	cs := &conn{h: h, c: c, pending: map[*amqp.SenderLink][][]byte{}, inflight: make(chan struct{}, maxInFlight),
 		links: map[any]linkAuth{}}
 	if p, ok := c.Principal().(plainPrincipal); ok {
 		cs.plain = &p.grant
@@ -118,8 +118,9 @@ type conn struct {
 	linkSessions map[string]store.SessionLock
 	// releasing holds, per session, a channel closed once a release under way is done.
 	releasing map[string]chan struct{}
-	// pending holds replies of request/response nodes that met a reply link without credit.
-	pending map[*amqp.SenderLink][]*amqp.Message
+	// pending holds replies of request/response nodes, encoded, that met a reply link without
+	// credit.
+	pending map[*amqp.SenderLink][][]byte
 	// inflight holds a token for each request of the connection being run (request).
 	inflight chan struct{}
 }
@@ -299,7 +300,10 @@ const (
 // returns with the request's message-id as its correlation-id, of the same AMQP type (the SDKs
 // compare them by value and type: a ulong counter, an int, a string, a uuid), on the reply link
 // (see amqp.Conn.ReplyLink). what names the request in the rejection of one that does not decode.
-func (cs *conn) request(l *amqp.ReceiverLink, d *amqp.Delivery, what string, do func(ctx context.Context, m *amqp.Message) *amqp.Message) {
+// A reply that cannot be encoded (a value no AMQP type carries: a broker bug) is replaced by
+// failed's answer for the error, so the peer is answered rather than left waiting.
+func (cs *conn) request(l *amqp.ReceiverLink, d *amqp.Delivery, what string, do func(ctx context.Context, m *amqp.Message) *amqp.Message,
+	failed func(err error) *amqp.Message) {
 	m, err := d.Message()
 	if err != nil {
 		_ = d.Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError, Description: what + " is not a valid message."})
@@ -320,17 +324,30 @@ func (cs *conn) request(l *amqp.ReceiverLink, d *amqp.Delivery, what string, do 
 	go func() {
 		defer func() { <-cs.inflight }()
 		reply := do(ctx, m)
-		if reply.Properties == nil {
-			reply.Properties = &amqp.Properties{}
+		payload, err := encodeReply(reply, id)
+		if err != nil {
+			cs.h.log.Error("amqp: a reply could not be encoded", "request", what, "err", err)
+			if payload, err = encodeReply(failed(err), id); err != nil {
+				cs.h.log.Error("amqp: the error reply could not be encoded either", "request", what, "err", err)
+				return
+			}
 		}
-		reply.Properties.CorrelationID = id
-		cs.reply(replyTo, l, reply)
+		cs.reply(replyTo, l, payload)
 	}()
+}
+
+// encodeReply encodes reply with the correlation-id id.
+func encodeReply(reply *amqp.Message, id any) ([]byte, error) {
+	if reply.Properties == nil {
+		reply.Properties = &amqp.Properties{}
+	}
+	reply.Properties.CorrelationID = id
+	return amqp.Marshal(reply)
 }
 
 // reply sends m on the reply link of a request that came on link from, or keeps it until the
 // link has credit.
-func (cs *conn) reply(replyTo string, from *amqp.ReceiverLink, m *amqp.Message) {
+func (cs *conn) reply(replyTo string, from *amqp.ReceiverLink, m []byte) {
 	l := cs.c.ReplyLink(replyTo, from)
 	if l == nil {
 		cs.h.log.Debug("amqp reply dropped: no reply link", "reply_to", store.Clip(replyTo), "request_link", store.Clip(from.Name()))
@@ -350,7 +367,7 @@ func (cs *conn) reply(replyTo string, from *amqp.ReceiverLink, m *amqp.Message) 
 func (cs *conn) flushLocked(l *amqp.SenderLink) {
 	q := cs.pending[l]
 	for len(q) > 0 {
-		_, err := l.SendMessage(cs.c.Context(), nil, q[0], &amqp.SendOptions{Settled: true})
+		_, err := l.Send(cs.c.Context(), nil, q[0], &amqp.SendOptions{Settled: true})
 		if errors.Is(err, amqp.ErrNoCredit) {
 			break
 		}
