@@ -467,12 +467,14 @@ CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(sum(m.size), 0) AS bytes FROM
 // counted: the service stores a message once per topic, sbgate once per subscription it reaches)
 // and the messages scheduled on it that have not come due: on the service those wait in the
 // topic, and its runtime properties count them (the Go SDK's live tests check it); here they wait
-// as copies in the subscriptions, counted once per scheduled message — the copies of one
-// scheduled through $management share its number (EnqueuedSequenceNumber).
+// as copies in the subscriptions, counted once per scheduled message: the copies of one
+// scheduled through $management share its number (EnqueuedSequenceNumber), those of one sent
+// with a ScheduledEnqueueTime share its MessageId and enqueue time.
 const topicCountsSQL = `
 SELECT t.id, count(s.id),
 	coalesce(sum(coalesce(c.bytes, 0) + coalesce(d.bytes, 0)), 0)::bigint,
-	(SELECT count(DISTINCT coalesce(m.enqueued_seq, m.seq)) FROM entities x JOIN messages m ON m.entity_id = x.id
+	(SELECT count(DISTINCT (m.enqueued_seq, CASE WHEN m.enqueued_seq IS NULL THEN m.message_id END,
+			CASE WHEN m.enqueued_seq IS NULL THEN m.enqueued_at END)) FROM entities x JOIN messages m ON m.entity_id = x.id
 		WHERE x.parent_id = t.id AND m.lock_token IS NULL AND m.visible_at > $2 AND m.scheduled_at IS NOT NULL)
 FROM unnest($1::bigint[]) AS t(id)
 LEFT JOIN entities s ON s.parent_id = t.id

@@ -767,14 +767,21 @@ func TestTopicCountsScheduledMessagesAndSize(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Counts != e.Counts {
 		t.Errorf("listed topic: %v, %v; want counts %+v", list, err, e.Counts)
 	}
-	// Come due, it is in each subscription and no longer scheduled.
+	// One sent with a ScheduledEnqueueTime (REST, .NET, Java, Python) counts once too.
+	if err := b.store.Send(b.ctx, topic, []store.Message{{Body: []byte("later too"), MessageID: "m2", ScheduledEnqueueTime: later}}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err = b.store.GetEntity(b.ctx, "t"); err != nil || e.Counts.Scheduled != 2 {
+		t.Errorf("topic after a scheduled send: %+v, %v; want 2 scheduled", e, err)
+	}
+	// Come due, they are in each subscription and no longer scheduled.
 	b.clock.Advance(2*time.Hour + time.Second)
 	if e, err = b.store.GetEntity(b.ctx, "t"); err != nil || e.Counts.Scheduled != 0 {
 		t.Errorf("topic once the message came due: %+v, %v; want none scheduled", e, err)
 	}
 	for _, s := range []string{"t/Subscriptions/a", "t/Subscriptions/b"} {
-		if c := b.counts(t, s); c.Active != 1 {
-			t.Errorf("%s: %+v; want the message", s, c)
+		if c := b.counts(t, s); c.Active != 2 {
+			t.Errorf("%s: %+v; want both messages", s, c)
 		}
 	}
 }
