@@ -331,6 +331,7 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 		return
 	}
 	detach.set(l.Detach)
+	r.settling.Add(1) // a session's release waits for the pump to give back what it holds
 	go r.pump(l)
 }
 
@@ -360,8 +361,9 @@ type entityReceiver struct {
 	// deleted is how many of the first held messages a receive-and-delete link has completed
 	// already (deleteSendable): those, and only those, it may send.
 	deleted int
-	// settling counts the peer's settlements under way (Disposition), which a session's
-	// release waits for.
+	// settling counts the peer's settlements under way (Disposition) and the pump until it has
+	// given back what it held, which a session's release waits for: released first, the
+	// session would look empty to the next accept while messages come back into it.
 	settling sync.WaitGroup
 	// unsettled are the lock tokens of the peek-locked deliveries the link sent (or is
 	// sending) whose outcome is not made yet (guarded by mu); each outcome made signals settled.
@@ -418,6 +420,7 @@ func (r *entityReceiver) target(ctx context.Context) (store.Target, *amqp.Error)
 // connection, as many as the credit takes; the others stay locked and are released if the link
 // goes (deleteSendable).
 func (r *entityReceiver) pump(l *amqp.SenderLink) {
+	defer r.settling.Done()
 	defer r.giveBack()
 	for r.ctx.Err() == nil {
 		credit := l.Credit()

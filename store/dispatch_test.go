@@ -396,3 +396,32 @@ func (b *bundle) sizeOf(t *testing.T, msgs []*store.Message) int64 {
 	}
 	return n
 }
+
+// A message restored into a session whose lock was given up meanwhile (the session looked empty)
+// makes the session acceptable again: the next accept of any session finds it.
+func TestRestoreIntoASessionReopensIt(t *testing.T) {
+	b := setup(t, manual)
+	q := b.sessionQueue(t, "sq", nil)
+	b.send(t, q, store.Message{Body: []byte("s"), MessageID: "s", SessionID: "s", HasSessionID: true})
+	s := b.accept(t, q, "s")
+	taken, err := receiveN(b.ctx, b.store, inSession(q, lockOf(s)), store.ReceiveAndDelete, 1, 0)
+	if err != nil || len(taken) != 1 {
+		t.Fatalf("receive-and-delete in the session: %v, %v", taken, err)
+	}
+	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s)); err != nil {
+		t.Fatal(err)
+	}
+	if next := b.acceptNext(t, q); next != nil {
+		t.Fatalf("a session was acceptable before the restore: %q", next.ID)
+	}
+	if n, err := b.store.Restore(b.ctx, store.Target{Entity: q}, taken); err != nil || n != 1 {
+		t.Fatalf("Restore = %d, %v", n, err)
+	}
+	next := b.acceptNext(t, q)
+	if next == nil || next.ID != "s" {
+		t.Fatalf("accept next after the restore: %v; want session s", next)
+	}
+	if got := b.receiveIn(t, q, next, 1); len(got) != 1 || got[0].MessageID != "s" {
+		t.Errorf("session s after the restore holds %v", got)
+	}
+}

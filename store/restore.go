@@ -20,7 +20,15 @@ WITH input AS (
 	INSERT INTO messages (seq, delivery_count, {{columns}})
 	SELECT seq, delivery_count, {{columns}} FROM input
 	ON CONFLICT (entity_id, seq) DO NOTHING
-	RETURNING entity_id, state, size
+	RETURNING entity_id, session_id, state, size
+), opened AS (
+	-- A session a message comes back to can be accepted for it, as when it was sent.
+	INSERT INTO sessions (entity_id, session_id, available_at)
+	SELECT DISTINCT entity_id, session_id, @now::timestamptz FROM ins
+	WHERE @sessioned AND session_id IS NOT NULL AND state <> ` + sqlDeadLetter + `
+	ON CONFLICT (entity_id, session_id) DO UPDATE SET
+		available_at = CASE WHEN sessions.locked_until > @now THEN sessions.available_at
+			ELSE least(coalesce(sessions.available_at, excluded.available_at), excluded.available_at) END
 ), counted AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
 	SELECT entity_id, count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `),
@@ -54,7 +62,7 @@ func (s *Postgres) Restore(ctx context.Context, t Target, msgs []*Message) (int,
 		}
 		woken = append(woken, w)
 	}
-	args := pgx.NamedArgs{"seq": seqs, "delivery_count": counts}
+	args := pgx.NamedArgs{"seq": seqs, "delivery_count": counts, "now": now, "sessioned": t.Entity.Props.RequiresSession}
 	for _, c := range insertColumns {
 		args[c.name] = c.array(rows)
 	}
