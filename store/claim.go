@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -128,6 +129,19 @@ SELECT ` + messageSelectFrom("locked") + claimedSQL + ` FROM locked JOIN picked 
 // same DeliveryCount twice, and a deferred message received by its number is not counted again.
 const failedSQL = `(m.delivery_count + CASE WHEN m.lock_token IS NOT NULL AND m.state <> ` + sqlDeadLetter + ` THEN 1 ELSE 0 END)`
 
+// inSessionLock makes a statement that locks messages for @lock lock them, in a session, until
+// the session lock (@session, @session_token) ends instead: on the service the session lock is
+// its messages' lock, so a receiver that keeps renewing the session settles whenever it is done
+// (RenewSessionLock moves the messages' lock ends with it).
+func inSessionLock(sql string) string {
+	const own = "@now::timestamptz + @lock::interval"
+	if strings.Count(sql, own) != 1 {
+		panic("store: a locking statement without its lock end")
+	}
+	return strings.Replace(sql, own, `(SELECT s.locked_until FROM sessions s
+		WHERE s.entity_id = @entity AND s.session_id = @session AND s.lock_token = @session_token)`, 1)
+}
+
 // lockOrDeadLetterSQL is the SET list that locks message m from @now for @lock, or, when
 // @max_delivery deliveries of it have failed, moves it to the dead-letter subqueue
 // (MaxDeliveryCountExceeded).
@@ -179,7 +193,7 @@ var minusInfinity = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity
 
 // claimStatements[mode][inSession] is the whole claim.
 var claimStatements = [2][2]string{
-	PeekLock:         {claimPicks[0] + peekLockTailSQL, claimPicks[1] + peekLockTailSQL},
+	PeekLock:         {claimPicks[0] + peekLockTailSQL, claimPicks[1] + inSessionLock(peekLockTailSQL)},
 	ReceiveAndDelete: {claimPicks[0] + receiveAndDeleteTailSQL, claimPicks[1] + receiveAndDeleteTailSQL},
 }
 
@@ -467,6 +481,9 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, 
 	if mode == PeekLock {
 		sql = receiveDeferredSQL
 		args["lock"], args["max_delivery"] = interval(e.Props.LockDuration), e.Props.MaxDeliveryCount
+		if t.Session != nil {
+			sql, args["session_token"] = receiveDeferredInSessionSQL, t.Session.Token
+		}
 	}
 	taken := make(map[int64]*Message, len(want))
 	var exhausted []int64 // delivered MaxDeliveryCount times: dead-lettered by the attempt
@@ -577,6 +594,9 @@ WITH locked AS (
 	SELECT @entity, -count(*), count(*), 0 FROM locked WHERE locked.state = ` + sqlDeadLetter + ` HAVING count(*) > 0
 )
 SELECT ` + messageSelect + ` FROM locked`
+
+// receiveDeferredInSessionSQL is receiveDeferredSQL in a session: the locks end with the session's.
+var receiveDeferredInSessionSQL = inSessionLock(receiveDeferredSQL)
 
 // deadLetterDeferredSQL is receiveDeferredSQL for the messages past MaxDeliveryCount only, all
 // of which it dead-letters.

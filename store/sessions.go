@@ -264,15 +264,26 @@ func (s *Postgres) checkSessionLock(ctx context.Context, db querier, e *Entity, 
 	return nil
 }
 
-// RenewSessionLock extends a session lock by the entity's LockDuration and returns its new end.
-// Errors: ErrLockLost.
+// renewSessionLockSQL extends a session lock, and the locks of the messages received under it
+// with it (a message in a session is locked as long as its session).
+const renewSessionLockSQL = `WITH renewed AS (
+	UPDATE sessions SET locked_until = $4::timestamptz + $5::interval, available_at = $4::timestamptz + $5::interval
+	WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4 RETURNING locked_until
+), held AS (
+	UPDATE messages m SET visible_at = r.locked_until FROM renewed r
+	WHERE m.entity_id = $1 AND m.session_id = $2 AND m.lock_token IS NOT NULL AND m.visible_at > $4
+		AND m.state <> ` + sqlDeadLetter + `
+)
+SELECT locked_until FROM renewed`
+
+// RenewSessionLock extends a session lock by the entity's LockDuration, and the locks of the
+// messages received under it, and returns its new end. Errors: ErrLockLost.
 func (s *Postgres) RenewSessionLock(ctx context.Context, e *Entity, sl SessionLock) (time.Time, error) {
 	if err := checkSessionLockID(e, &sl); err != nil {
 		return time.Time{}, err
 	}
 	var until time.Time
-	err := s.pool.QueryRow(ctx, `UPDATE sessions SET locked_until = $4::timestamptz + $5::interval, available_at = $4::timestamptz + $5::interval
-		WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4 RETURNING locked_until`,
+	err := s.pool.QueryRow(ctx, renewSessionLockSQL,
 		e.ID, sl.SessionID, sl.Token, s.now(), interval(e.Props.LockDuration)).Scan(&until)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, errSessionLockLost(e, sl.SessionID)

@@ -444,3 +444,42 @@ func TestSessionsUpdatedSinceCountStateUpdatesOnly(t *testing.T) {
 		t.Errorf("sessions updated since after a send: %q, %v; want none", got, err)
 	}
 }
+
+// A message received in a session is locked as long as the session is: a receiver that keeps
+// renewing the session lock settles it after the entity's LockDuration, as on the service,
+// where the session lock is its messages' lock. Nothing lapses meanwhile, so nothing counts as
+// a failed delivery, and the message is not handed out again.
+func TestSessionMessagesAreLockedWithTheirSession(t *testing.T) {
+	b := setup(t, manual)
+	q := b.sessionQueue(t, "q", nil)
+	b.send(t, q, store.Message{Body: []byte("a"), MessageID: "a", SessionID: "s", HasSessionID: true},
+		store.Message{Body: []byte("b"), MessageID: "b", SessionID: "s", HasSessionID: true})
+	s := b.accept(t, q, "s")
+	got := b.receiveIn(t, q, s, 1)
+	if len(got) != 1 || !got[0].LockedUntil.Equal(s.LockedUntil) {
+		t.Fatalf("received %v; want a locked until the session lock's end %v", got, s.LockedUntil)
+	}
+	d, err := b.store.ReceiveDeferred(b.ctx, inSession(q, lockOf(s)), nil, store.PeekLock)
+	if err != nil || len(d) != 0 {
+		t.Fatalf("receive deferred of none: %v, %v", d, err)
+	}
+	for range 3 { // well past LockDuration, renewing the session each time before it ends
+		b.clock.Advance(q.Props.LockDuration - time.Second)
+		if _, err := b.store.RenewSessionLock(b.ctx, q, lockOf(s)); err != nil {
+			t.Fatal(err)
+		}
+		b.maintain(t)
+	}
+	more := b.receiveIn(t, q, s, 10)
+	if len(more) != 1 || more[0].MessageID != "b" {
+		t.Fatalf("the session's receiver got %v; want b alone (a is still its own)", more)
+	}
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Complete, "a", got[0].LockToken); err != nil {
+		t.Errorf("complete a after %v of renewed session: %v", 3*(q.Props.LockDuration-time.Second), err)
+	}
+	// And with the session lock run out, its messages' locks are gone with it.
+	b.clock.Advance(q.Props.LockDuration + time.Second)
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Complete, "b", more[0].LockToken); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("complete after the session lock ended: %v; want ErrLockLost", err)
+	}
+}
