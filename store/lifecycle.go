@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/google/uuid"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,7 +39,8 @@ func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int6
 		return nil, BadRequest("A browse may return between 1 and %d messages.", MaxBrowse)
 	}
 	s.touch(e)
-	rows, err := s.pool.Query(ctx, browseSQL, e.ID, sq.state(), from, s.now(), n, e.Kind == KindSubscription)
+	now := s.now()
+	rows, err := s.pool.Query(ctx, browseSQL, e.ID, sq.state(), from, now, n, e.Kind == KindSubscription)
 	if err != nil {
 		return nil, fmt.Errorf("browse %s: %w", e.Path, interpretError(err))
 	}
@@ -47,6 +49,9 @@ func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int6
 		return nil, fmt.Errorf("browse %s: %w", e.Path, interpretError(err))
 	}
 	for _, m := range msgs {
+		if m.LockToken != uuid.Nil && !m.LockedUntil.After(now) && m.State != StateDeadLetter {
+			m.DeliveryCount++ // its lock lapsed: that delivery failed, as the next claim counts it
+		}
 		m.LockToken, m.LockedUntil = [16]byte{}, time.Time{}
 	}
 	return msgs, nil

@@ -928,6 +928,7 @@ func TestDeliveryCountAsTheServiceCountsIt(t *testing.T) {
 	m = b.receive(t, q, store.SubQueueMain, store.PeekLock)
 	count("first delivery of l", m, 1)
 	b.clock.Advance(q.Props.LockDuration + time.Second)
+	count("peek after a lapsed lock", b.browseOne(t, q, m.SequenceNumber), 2)
 	m = b.receive(t, q, store.SubQueueMain, store.PeekLock)
 	count("delivery after a lapsed lock", m, 2)
 	settle(main, store.Release, m)
