@@ -121,6 +121,24 @@ var peekLockTailSQL = `, locked AS (
 )
 SELECT ` + messageSelectFrom("locked") + claimedSQL + ` FROM locked JOIN picked p ON p.seq = locked.seq`
 
+// removedSelectFrom is messageSelectFrom(alias) for messages a receive-and-delete claim removed:
+// a lock that lapsed on one counts as the failed delivery it was (failedSQL), and the removed
+// message is delivered without that lock's token.
+func removedSelectFrom(alias string) string {
+	cols := make([]string, len(messageFields))
+	for i, f := range messageFields {
+		switch f {
+		case "delivery_count":
+			cols[i] = "(" + strings.ReplaceAll(failedSQL, "m.", alias+".") + ") AS delivery_count"
+		case "lock_token":
+			cols[i] = "NULL::uuid AS lock_token"
+		default:
+			cols[i] = alias + "." + f
+		}
+	}
+	return strings.Join(cols, ", ")
+}
+
 // failedSQL is the failed deliveries of m (its delivery_count) with a lock that lapsed on it
 // counted: a claim only picks a message whose lock token is still set when that lock ran out.
 // As on the service, a delivery counts when its lock expires or it is abandoned, not when it is
@@ -163,7 +181,7 @@ var receiveAndDeleteTailSQL = `, removed AS (
 	SELECT @entity, -count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `), -count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), -sum(size)
 	FROM removed HAVING count(*) > 0
 )
-SELECT ` + messageSelectFrom("removed") + claimedSQL + ` FROM removed JOIN picked p ON p.seq = removed.seq`
+SELECT ` + removedSelectFrom("removed") + claimedSQL + ` FROM removed JOIN picked p ON p.seq = removed.seq`
 
 // claimedRecord is a claimed row with what moves the claim cursor.
 type claimedRecord struct {

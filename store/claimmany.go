@@ -83,7 +83,7 @@ var receiveAndDeleteManyTailSQL = `, removed AS (
 	SELECT entity_id, -count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `), -count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), -sum(size)
 	FROM removed GROUP BY entity_id
 )
-SELECT ` + messageSelectFrom("removed") + claimedManySQL + ` FROM removed JOIN picked p ON p.seq = removed.seq`
+SELECT ` + removedSelectFrom("removed") + claimedManySQL + ` FROM removed JOIN picked p ON p.seq = removed.seq`
 
 // claimManyStatements[mode] claims for many targets at once.
 var claimManyStatements = [2]string{

@@ -935,6 +935,17 @@ func TestDeliveryCountAsTheServiceCountsIt(t *testing.T) {
 	m = b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
 	count("receive-and-delete after a release", m, 2)
 
+	// Receive-and-delete takes a message whose lock lapsed with that delivery counted, and
+	// without the lapsed lock's token.
+	b.send(t, q, store.Message{Body: []byte("r"), MessageID: "r"})
+	count("first delivery of r", b.receive(t, q, store.SubQueueMain, store.PeekLock), 1)
+	b.clock.Advance(q.Props.LockDuration + time.Second)
+	m = b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	count("receive-and-delete after a lapsed lock", m, 2)
+	if m.LockToken != uuid.Nil {
+		t.Errorf("receive-and-delete after a lapsed lock gave lock token %v", m.LockToken)
+	}
+
 	// A message locked under a session lock that was released counts that delivery.
 	sq := b.sessionQueue(t, "sq", nil)
 	b.send(t, sq, store.Message{Body: []byte("s"), MessageID: "s", SessionID: "one", HasSessionID: true})
