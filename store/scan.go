@@ -104,7 +104,8 @@ func collectRecords[T any](rows pgx.Rows, expect int) ([]T, error) {
 	if len(fds) != len(p.names) {
 		return nil, fmt.Errorf("store: a result has %d columns for the %d fields of %T", len(fds), len(p.names), *new(T))
 	}
-	out := make([]T, 0, max(expect, 0))
+	// A claim asks for up to its credit but often gets a few rows: room for a few, then append.
+	out := make([]T, 0, min(max(expect, 0), 8))
 	targets := make([]any, len(fds))
 	for rows.Next() {
 		// Scanned in place, in the slice returned.

@@ -214,7 +214,9 @@ type Options struct {
 	// Logger receives background errors.
 	Logger *slog.Logger
 	// SendWriters is how many group-commit writers run at once, for sends and, as many
-	// again, for completions (default 2).
+	// again, for claims and for settlements (default 1). One writer makes the largest batches:
+	// everything that arrives while a commit runs goes into the next one. More pay only when
+	// the database is far enough away that a commit's round trip leaves it idle.
 	SendWriters int
 	// MaxBatchRows caps the messages one group commit inserts (default 1000).
 	MaxBatchRows int
@@ -240,7 +242,7 @@ type Options struct {
 // Defaults of the Options that sbgate serve also offers as flags: its flag defaults are these,
 // so each is written once.
 const (
-	DefaultSendWriters = 2
+	DefaultSendWriters = 1
 	DefaultRecheck     = 30 * time.Second
 )
 

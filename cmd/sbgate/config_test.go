@@ -25,8 +25,8 @@ func TestServeDefaults(t *testing.T) {
 			t.Errorf("-%s defaults to %v, want %v", name, got[0], got[1])
 		}
 	}
-	if cfg.SendWriters != 2 {
-		t.Errorf("-send-writers defaults to %d, want 2", cfg.SendWriters)
+	if cfg.SendWriters != 1 {
+		t.Errorf("-send-writers defaults to %d, want 1", cfg.SendWriters)
 	}
 	if cfg.AMQPMaxConnections != 10000 || cfg.AMQPMaxHandshakes != 4096 {
 		t.Errorf("AMQP limits default to %d connections, %d handshakes; want 10000, 4096", cfg.AMQPMaxConnections, cfg.AMQPMaxHandshakes)
