@@ -213,6 +213,7 @@ func Unmarshal(data []byte) (*Message, error) {
 	// Where the body sections begin and end in data, and where each data section's bytes are.
 	bodyStart, bodyEnd := -1, -1
 	var dataAt [][2]int
+	bodyAllowance := false
 	for d.remaining() > 0 {
 		start := d.off
 		code, name, err := d.describedHeader()
@@ -232,6 +233,15 @@ func Unmarshal(data []byte) (*Message, error) {
 		last = code
 		if err := d.enter(); err != nil {
 			return nil, err
+		}
+		if (code == descSequence || code == descValue) && !bodyAllowance {
+			// A body is checked here and then kept as it was encoded, so its values live only
+			// as long as this call. They may take twice the budget of the other sections: a
+			// list or array of one-byte elements (booleans, nulls, zeros) costs 16 bytes of Go
+			// value per byte, and such a body is well-formed; everything is still bounded by
+			// 16 times the bytes that carried it.
+			d.budget += 8 * d.remaining()
+			bodyAllowance = true
 		}
 		switch code {
 		case descHeader:

@@ -337,3 +337,51 @@ func TestHeaderKeepsDeliveryCount(t *testing.T) {
 		t.Errorf("header fields %#v; want five, the delivery-count 0", fields)
 	}
 }
+
+// A body is only checked and kept as it was encoded, so its values may take twice the decoding
+// budget of the other sections: a well-formed body of one-byte elements (booleans, nulls,
+// zeros), 16 bytes of Go value a byte, decodes; the same density in an application-properties
+// map is still refused.
+func TestDenseBodiesDecode(t *testing.T) {
+	bools := make(List, 60_000)
+	for i := range bools {
+		bools[i] = i%3 == 0
+	}
+	ubytes := make([]any, 60_000)
+	for i := range ubytes {
+		ubytes[i] = uint8(i)
+	}
+	nulls := make(List, 60_000)
+	for name, m := range map[string]*Message{
+		"amqp-value list of booleans":   {Value: bools, HasValue: true},
+		"amqp-value array of ubytes":    {Value: &Array{Type: TypeUbyte, Elems: ubytes}, HasValue: true},
+		"amqp-sequence of nulls":        {Sequence: []List{nulls}},
+		"two amqp-sequences of nulls":   {Sequence: []List{nulls, nulls}},
+		"properties, then a dense body": {ApplicationProperties: Map{{Key: "k", Value: "v"}}, Value: bools, HasValue: true},
+	} {
+		b, err := Marshal(m)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := Unmarshal(b)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(got.RawBody) == 0 {
+			t.Errorf("%s: no raw body", name)
+		}
+	}
+
+	entries := make(Map, 60_000)
+	for i := range entries {
+		entries[i] = MapEntry{Key: nil, Value: nil}
+	}
+	b, err := Marshal(&Message{ApplicationProperties: entries, Value: "small", HasValue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Unmarshal(b); !errors.Is(err, ErrMalformed) {
+		t.Errorf("application properties of 60,000 null entries: %v; want ErrMalformed", err)
+	}
+}
