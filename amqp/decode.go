@@ -33,6 +33,11 @@ type decoder struct {
 	// as one encoded byte (a null), so without a bound a frame of nulls would cost 16 to 32 times
 	// its size. See decodeBudget.
 	budget int
+	// checkOnly makes the decoder check values without building them: compound values come
+	// back empty and binaries, strings and symbols as their zero values, so what it reads
+	// costs no memory that outlives one value and needs no budget (a body that is only to be
+	// kept as encoded, UnmarshalKeepingBody).
+	checkOnly bool
 	// u32s and bools back the optional (pointer) fields of one performative, so decoding
 	// one does not allocate them; they live as long as the decoder.
 	u32s  [6]uint32
@@ -78,6 +83,9 @@ func newDecoder(b []byte) decoder {
 
 // charge takes n bytes of the decoding budget for values about to be allocated.
 func (d *decoder) charge(n int) error {
+	if d.checkOnly {
+		return nil // nothing is kept
+	}
 	if n < 0 || n > d.budget {
 		return d.errorf("the values would take more memory than %d bytes of input may (%d bytes)", len(d.b), n)
 	}
@@ -294,7 +302,7 @@ func (d *decoder) valueOf(code byte) (any, error) {
 		return v, err
 	case codeVbin8, codeVbin32:
 		b, err := d.variable(code == codeVbin32)
-		if err != nil {
+		if err != nil || d.checkOnly {
 			return nil, err
 		}
 		return append(make([]byte, 0, len(b)), b...), nil
@@ -336,6 +344,9 @@ func (d *decoder) stringBody(wide bool) (string, error) {
 	if !utf8.Valid(b) {
 		return "", d.errorf("a string is not valid UTF-8")
 	}
+	if d.checkOnly {
+		return "", nil
+	}
 	return string(b), nil
 }
 
@@ -349,6 +360,9 @@ func (d *decoder) symbolBody(wide bool) (Symbol, error) {
 		if c >= utf8.RuneSelf {
 			return "", d.errorf("a symbol is not ASCII")
 		}
+	}
+	if d.checkOnly {
+		return "", nil
 	}
 	return Symbol(b), nil
 }
@@ -438,14 +452,19 @@ func (d *decoder) list(code byte) (List, error) {
 	if err := d.charge(count * sizeInterface); err != nil {
 		return nil, err
 	}
-	l := make(List, count)
+	var l List
+	if !d.checkOnly {
+		l = make(List, count)
+	}
 	err = d.within(end, "list", func() error {
-		for i := range l {
+		for i := range count {
 			v, err := d.value()
 			if err != nil {
 				return err
 			}
-			l[i] = v
+			if l != nil {
+				l[i] = v
+			}
 		}
 		return nil
 	})
@@ -470,9 +489,12 @@ func (d *decoder) mapBody(code byte) (Map, error) {
 	if err := d.charge(count / 2 * sizeMapEntry); err != nil {
 		return nil, err
 	}
-	m := make(Map, count/2)
+	var m Map
+	if !d.checkOnly {
+		m = make(Map, count/2)
+	}
 	err = d.within(end, "map", func() error {
-		for i := range m {
+		for i := range count / 2 {
 			k, err := d.value()
 			if err != nil {
 				return err
@@ -481,7 +503,9 @@ func (d *decoder) mapBody(code byte) (Map, error) {
 			if err != nil {
 				return err
 			}
-			m[i] = MapEntry{Key: k, Value: v}
+			if m != nil {
+				m[i] = MapEntry{Key: k, Value: v}
+			}
 		}
 		return nil
 	})
@@ -607,13 +631,17 @@ func (d *decoder) array(code byte) (Array, error) {
 		if err := d.charge(count * sizeInterface); err != nil {
 			return err
 		}
-		a.Elems = make([]any, count)
-		for i := range a.Elems {
+		if !d.checkOnly {
+			a.Elems = make([]any, count)
+		}
+		for i := range count {
 			v, err := d.valueOf(elem)
 			if err != nil {
 				return err
 			}
-			a.Elems[i] = v
+			if a.Elems != nil {
+				a.Elems[i] = v
+			}
 		}
 		return nil
 	})

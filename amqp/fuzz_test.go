@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	goamqp "github.com/Azure/go-amqp"
@@ -84,6 +86,7 @@ func FuzzUnmarshal(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Unmarshal(b)
+		checkKeepingBody(t, b, m, err)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("Unmarshal error %v does not wrap ErrMalformed", err)
@@ -103,6 +106,31 @@ func FuzzUnmarshal(f *testing.F) {
 			t.Fatalf("unstable encoding:\n% x\n% x (%v)", enc, enc2, err)
 		}
 	})
+}
+
+// checkKeepingBody checks UnmarshalKeepingBody against Unmarshal's result m, err for b: it
+// accepts what Unmarshal accepts, with the same sections and raw body and no body values, and
+// refuses only what Unmarshal refuses too (Unmarshal may also refuse a body its decoding budget
+// cannot build).
+func checkKeepingBody(t *testing.T, b []byte, m *Message, err error) {
+	t.Helper()
+	k, kerr := UnmarshalKeepingBody(b)
+	switch {
+	case kerr != nil && err == nil:
+		t.Fatalf("UnmarshalKeepingBody refuses what Unmarshal decodes: %v", kerr)
+	case kerr != nil && !errors.Is(kerr, ErrMalformed):
+		t.Fatalf("UnmarshalKeepingBody error %v does not wrap ErrMalformed", kerr)
+	case kerr == nil && err != nil && !strings.Contains(err.Error(), "would take more memory"):
+		t.Fatalf("UnmarshalKeepingBody accepts what Unmarshal refuses: %v", err)
+	case kerr == nil && (k.Value != nil || k.Sequence != nil):
+		t.Fatalf("UnmarshalKeepingBody built the body: %#v %#v", k.Value, k.Sequence)
+	case kerr == nil && err == nil:
+		built := *m // all but the body's values (a NaN is not DeepEqual to itself)
+		built.Value, built.Sequence = nil, nil
+		if !reflect.DeepEqual(k, &built) {
+			t.Fatalf("UnmarshalKeepingBody gave\n%#v\nUnmarshal\n%#v", k, &built)
+		}
+	}
 }
 
 func valueSeeds(tb testing.TB) [][]byte {

@@ -206,14 +206,23 @@ func appendMapSection(b []byte, descriptor uint64, m Map) ([]byte, error) {
 // specification sets, each at most once except data and amqp-sequence sections. Errors wrap
 // ErrMalformed. The message shares no memory with data; its RawBody holds the body sections as
 // they were encoded, and its Data are slices of RawBody.
-func Unmarshal(data []byte) (*Message, error) {
+func Unmarshal(data []byte) (*Message, error) { return unmarshal(data, false) }
+
+// UnmarshalKeepingBody is Unmarshal for a message whose body is only to be kept as it was
+// encoded, as a broker keeps it: amqp-value and amqp-sequence sections are checked as
+// Unmarshal checks them but not built, so Value and Sequence stay empty (HasValue is set for
+// an amqp-value) and the body is in RawBody (and Data) only. What such a body holds then costs
+// no memory beyond its bytes, whatever its shape: a well-formed list of a million booleans,
+// which Unmarshal's decoding budget refuses (16 bytes of Go value a byte), is accepted.
+func UnmarshalKeepingBody(data []byte) (*Message, error) { return unmarshal(data, true) }
+
+func unmarshal(data []byte, keepBody bool) (*Message, error) {
 	d := newDecoder(data)
 	m := new(Message)
 	last := uint64(0)
 	// Where the body sections begin and end in data, and where each data section's bytes are.
 	bodyStart, bodyEnd := -1, -1
 	var dataAt [][2]int
-	bodyAllowance := false
 	for d.remaining() > 0 {
 		start := d.off
 		code, name, err := d.describedHeader()
@@ -234,15 +243,6 @@ func Unmarshal(data []byte) (*Message, error) {
 		if err := d.enter(); err != nil {
 			return nil, err
 		}
-		if (code == descSequence || code == descValue) && !bodyAllowance {
-			// A body is checked here and then kept as it was encoded, so its values live only
-			// as long as this call. They may take twice the budget of the other sections: a
-			// list or array of one-byte elements (booleans, nulls, zeros) costs 16 bytes of Go
-			// value per byte, and such a body is well-formed; everything is still bounded by
-			// 16 times the bytes that carried it.
-			d.budget += 8 * d.remaining()
-			bodyAllowance = true
-		}
 		switch code {
 		case descHeader:
 			m.Header, err = d.readHeader()
@@ -262,15 +262,25 @@ func Unmarshal(data []byte) (*Message, error) {
 			}
 		case descSequence:
 			var v any
-			if v, err = d.value(); err == nil {
+			d.checkOnly = keepBody
+			v, err = d.value()
+			d.checkOnly = false
+			if err == nil {
 				l, ok := v.(List)
 				if !ok {
 					err = d.errorf("amqp-sequence section holding %T", v)
 				}
-				m.Sequence = append(m.Sequence, l)
+				if !keepBody {
+					m.Sequence = append(m.Sequence, l)
+				}
 			}
 		case descValue:
+			d.checkOnly = keepBody
 			m.Value, err = d.value()
+			d.checkOnly = false
+			if keepBody {
+				m.Value = nil
+			}
 			m.HasValue = true
 		case descFooter:
 			m.Footer, err = d.readMapSection()

@@ -338,11 +338,12 @@ func TestHeaderKeepsDeliveryCount(t *testing.T) {
 	}
 }
 
-// A body is only checked and kept as it was encoded, so its values may take twice the decoding
-// budget of the other sections: a well-formed body of one-byte elements (booleans, nulls,
-// zeros), 16 bytes of Go value a byte, decodes; the same density in an application-properties
-// map is still refused.
-func TestDenseBodiesDecode(t *testing.T) {
+// A broker keeps a body as it was encoded, so UnmarshalKeepingBody checks its sections without
+// building their values: a well-formed body of one-byte elements (booleans, nulls, zeros), which
+// would take 16 bytes of Go value a byte and which Unmarshal's decoding budget refuses, is
+// accepted with its bytes in RawBody; the same density in an application-properties map is
+// still refused, and a malformed body still is.
+func TestDenseBodiesAreKept(t *testing.T) {
 	bools := make(List, 60_000)
 	for i := range bools {
 		bools[i] = i%3 == 0
@@ -363,25 +364,41 @@ func TestDenseBodiesDecode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		got, err := Unmarshal(b)
+		if _, err := Unmarshal(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: Unmarshal gave %v; want its decoding budget to refuse it", name, err)
+		}
+		got, err := UnmarshalKeepingBody(b)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		if len(got.RawBody) == 0 {
-			t.Errorf("%s: no raw body", name)
+		body, err := Marshal(&Message{Value: m.Value, HasValue: m.HasValue, Sequence: m.Sequence})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.RawBody, body) || got.HasValue != m.HasValue || got.Value != nil || got.Sequence != nil {
+			t.Errorf("%s: RawBody of %d bytes (want %d), HasValue %v, Value %T, Sequence %d",
+				name, len(got.RawBody), len(body), got.HasValue, got.Value, len(got.Sequence))
+		}
+		if len(m.ApplicationProperties) > 0 && !reflect.DeepEqual(got.ApplicationProperties, m.ApplicationProperties) {
+			t.Errorf("%s: application properties %v", name, got.ApplicationProperties)
 		}
 	}
 
 	entries := make(Map, 60_000)
-	for i := range entries {
-		entries[i] = MapEntry{Key: nil, Value: nil}
-	}
 	b, err := Marshal(&Message{ApplicationProperties: entries, Value: "small", HasValue: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Unmarshal(b); !errors.Is(err, ErrMalformed) {
+	if _, err := UnmarshalKeepingBody(b); !errors.Is(err, ErrMalformed) {
 		t.Errorf("application properties of 60,000 null entries: %v; want ErrMalformed", err)
+	}
+	bad, err := Marshal(&Message{Value: List{"x"}, HasValue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad = bytes.Replace(bad, []byte("x"), []byte{0xff}, 1) // not UTF-8
+	if _, err := UnmarshalKeepingBody(bad); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a body string that is not UTF-8: %v; want ErrMalformed", err)
 	}
 }

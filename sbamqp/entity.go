@@ -240,7 +240,8 @@ func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []
 // deliveryMessages decodes a delivery: one message, or for a batch (message format
 // 0x80013700) the messages encoded in its data sections.
 func deliveryMessages(d *amqp.Delivery) ([]store.Message, error) {
-	m, err := d.Message()
+	// The body is kept as it was encoded: checked, never built (amqp.UnmarshalKeepingBody).
+	m, err := amqp.UnmarshalKeepingBody(d.Payload)
 	if err != nil {
 		return nil, &amqp.Error{Condition: amqp.ErrCondDecodeError, Description: "The message could not be decoded."}
 	}
@@ -256,7 +257,7 @@ func deliveryMessages(d *amqp.Delivery) ([]store.Message, error) {
 	}
 	msgs := make([]store.Message, 0, len(m.Data))
 	for i, data := range m.Data {
-		inner, err := amqp.Unmarshal(data)
+		inner, err := amqp.UnmarshalKeepingBody(data)
 		if err != nil {
 			return nil, &amqp.Error{Condition: amqp.ErrCondDecodeError, Description: fmt.Sprintf("Message %d of the batch could not be decoded.", i+1)}
 		}

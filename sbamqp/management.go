@@ -385,7 +385,7 @@ func schedule(ctx context.Context, st store.Store, e *store.Entity, sq store.Sub
 		if !ok {
 			return nil, badField("entry %d of 'messages' has no binary 'message'", i+1)
 		}
-		m, err := amqp.Unmarshal(b)
+		m, err := amqp.UnmarshalKeepingBody(b)
 		if err != nil {
 			return nil, &amqp.Error{Condition: amqp.ErrCondDecodeError, Description: fmt.Sprintf("Message %d could not be decoded.", i+1)}
 		}
