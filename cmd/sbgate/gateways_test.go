@@ -123,7 +123,9 @@ func TestGatewaysSideBySide(t *testing.T) {
 			}
 			got <- idOf(h)
 		}()
-		time.Sleep(500 * time.Millisecond) // let C's receive start waiting
+		waitUntil(t, 10*time.Second, "C's receive waiting", func() bool {
+			return !strings.Contains(metricsText(t, c.ep), "sbgate_receivers_waiting 0\n")
+		})
 		if st := a.sendBatch("lp", []string{"wake-me"}); st != http.StatusCreated {
 			t.Fatalf("send through A: %d", st)
 		}
