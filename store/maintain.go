@@ -245,12 +245,15 @@ func (s *Postgres) seenTouches(list []*Entity) {
 }
 
 func (s *Postgres) flushTouches(ctx context.Context, now time.Time) error {
+	// The noted uses stay in the map until the UPDATE has committed: a description read while
+	// the flush runs would otherwise find the access neither here nor in the table.
 	s.touched.mu.Lock()
+	flushed := make(map[int64]time.Time, len(s.touched.ids))
 	ids := make([]int64, 0, len(s.touched.ids))
-	for id := range s.touched.ids {
+	for id, t := range s.touched.ids {
 		ids = append(ids, id)
+		flushed[id] = t
 	}
-	s.touched.ids = nil
 	s.touched.mu.Unlock()
 	if len(ids) == 0 {
 		return nil
@@ -259,6 +262,13 @@ func (s *Postgres) flushTouches(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("record entity access: %w", interpretError(err))
 	}
+	s.touched.mu.Lock()
+	for id, t := range flushed {
+		if s.touched.ids[id].Equal(t) { // not used again since the snapshot
+			delete(s.touched.ids, id)
+		}
+	}
+	s.touched.mu.Unlock()
 	return nil
 }
 

@@ -806,3 +806,47 @@ func TestAccessedAtShowsUseAtOnce(t *testing.T) {
 		t.Errorf("listed AccessedAt %v, %v; want %v", list, err, b.clock.Now())
 	}
 }
+
+// A use this gateway noted stays visible while the background flush is writing it: a read that
+// comes between the flush taking the noted uses and its UPDATE committing still sees the access
+// (the Go SDK's TestAdminClient_TopicAndSubscriptionRuntimeProperties once read a zero AccessedAt
+// in that window).
+func TestAccessedAtShowsUseWhileFlushing(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	b.clock.Advance(time.Minute)
+	b.send(t, q, body("x"))
+	used := b.clock.Now()
+	tx, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	if _, err := tx.Exec(b.ctx, `SELECT 1 FROM entities WHERE id = $1 FOR UPDATE`, q.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.store.Maintain(b.ctx) }()
+	waitFor(t, 10*time.Second, func() bool {
+		var waiting bool
+		if err := b.pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%SET accessed_at%')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	e, err := b.store.GetEntity(b.ctx, "q")
+	if err != nil || !e.AccessedAt.Equal(used) {
+		t.Errorf("AccessedAt while the flush waits %v, %v; want %v", e.AccessedAt, err, used)
+	}
+	if err := tx.Rollback(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e, err = b.store.GetEntity(b.ctx, "q")
+	if err != nil || !e.AccessedAt.Equal(used) {
+		t.Errorf("AccessedAt after the flush %v, %v; want %v", e.AccessedAt, err, used)
+	}
+}
