@@ -22,6 +22,10 @@ const (
 	descSource        = 0x28
 	descTarget        = 0x29
 	descCoordinator   = 0x30
+	descDeclare       = 0x31
+	descDischarge     = 0x32
+	descDeclared      = 0x33
+	descTxnState      = 0x34
 	descSASLMechs     = 0x40
 	descSASLInit      = 0x41
 	descSASLChallenge = 0x42
@@ -58,6 +62,10 @@ var descriptorCodes = map[Symbol]uint64{
 	"amqp:source:list":                         descSource,
 	"amqp:target:list":                         descTarget,
 	"amqp:coordinator:list":                    descCoordinator,
+	"amqp:declare:list":                        descDeclare,
+	"amqp:discharge:list":                      descDischarge,
+	"amqp:declared:list":                       descDeclared,
+	"amqp:transactional-state:list":            descTxnState,
 	"amqp:sasl-mechanisms:list":                descSASLMechs,
 	"amqp:sasl-init:list":                      descSASLInit,
 	"amqp:sasl-challenge:list":                 descSASLChallenge,

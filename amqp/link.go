@@ -526,6 +526,9 @@ func (l *ReceiverLink) onTransferLocked(t *Transfer) {
 	if t.Settled != nil && *t.Settled {
 		d.Settled = true
 	}
+	if t.State != nil {
+		d.State = t.State
+	}
 	if t.Aborted {
 		l.cur, l.buf = nil, l.buf[:0]
 		l.topUpLocked()
@@ -712,6 +715,9 @@ type Delivery struct {
 	Settled bool
 	// Payload is the encoded message, reassembled from all its transfer frames.
 	Payload []byte
+	// State is the state the peer's transfer carried, nil when none: a TransactionalState
+	// for a message sent in a transaction.
+	State DeliveryState
 
 	link *ReceiverLink
 	// Guarded by the connection's mutex.

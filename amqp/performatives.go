@@ -629,7 +629,7 @@ func (d *decoder) readError() (*Error, error) {
 }
 
 // DeliveryState is the state of a delivery: Accepted, Rejected, Released, Modified (the
-// outcomes) or Received.
+// outcomes), Received, or for transactions (part 4) Declared and TransactionalState.
 type DeliveryState interface {
 	encoder
 	deliveryState()
@@ -662,7 +662,22 @@ type Received struct {
 	SectionOffset uint64
 }
 
-func (Accepted) deliveryState() {}
+// Declared is the outcome of a transaction declare (part 4): the id of the transaction.
+type Declared struct {
+	TxnID []byte
+}
+
+// TransactionalState is the state of a delivery that is part of a transaction (part 4): on a
+// transfer, a message sent in transaction TxnID (Outcome nil); on a disposition, the outcome
+// the settlement takes when the transaction commits.
+type TransactionalState struct {
+	TxnID   []byte
+	Outcome DeliveryState
+}
+
+func (Declared) deliveryState()           {}
+func (TransactionalState) deliveryState() {}
+func (Accepted) deliveryState()           {}
 func (Rejected) deliveryState() {}
 func (Released) deliveryState() {}
 func (Modified) deliveryState() {}
@@ -689,6 +704,19 @@ func (s Modified) appendAMQP(b []byte) ([]byte, error) {
 	w.boolOpt(s.DeliveryFailed)
 	w.boolOpt(s.UndeliverableHere)
 	w.mapOpt(s.MessageAnnotations)
+	return w.finish()
+}
+
+func (s Declared) appendAMQP(b []byte) ([]byte, error) {
+	w := beginFields(b, descDeclared)
+	w.binary(s.TxnID)
+	return w.finish()
+}
+
+func (s TransactionalState) appendAMQP(b []byte) ([]byte, error) {
+	w := beginFields(b, descTxnState)
+	w.binary(s.TxnID)
+	w.encoded(s.Outcome, s.Outcome == nil)
 	return w.finish()
 }
 
@@ -724,6 +752,22 @@ func (d *decoder) readDeliveryState() (DeliveryState, error) {
 		f.bool(&s.DeliveryFailed)
 		f.bool(&s.UndeliverableHere)
 		f.mapField(&s.MessageAnnotations)
+		return s, f.done()
+	case descDeclared:
+		var s Declared
+		f.required(f.binary(&s.TxnID), "txn-id")
+		return s, f.done()
+	case descTxnState:
+		var s TransactionalState
+		f.required(f.binary(&s.TxnID), "txn-id")
+		f.with(func(d *decoder) (err error) {
+			if s.Outcome, err = d.readDeliveryState(); err == nil {
+				if _, nested := s.Outcome.(TransactionalState); nested {
+					err = d.errorf("transactional-state inside a transactional-state")
+				}
+			}
+			return
+		})
 		return s, f.done()
 	case descReceived:
 		var s Received

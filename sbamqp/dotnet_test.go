@@ -539,6 +539,12 @@ func (c *dnConn) flow(l *dnLink, deliveryCount, credit uint32) {
 // settled (true or null), more false, rcv-settle-mode null, state null, resume null, aborted
 // null, batchable. It returns the delivery-id.
 func (c *dnConn) transfer(l *dnLink, tag []byte, format uint32, settled, batchable bool, payload []byte) uint32 {
+	return c.transferState(l, tag, format, settled, batchable, dnNull(), payload)
+}
+
+// transferState is transfer with a state: the transactional-state{txn-id} of a send in a
+// transaction (SendingAmqpLink.SendMessageAsync with a txn-id).
+func (c *dnConn) transferState(l *dnLink, tag []byte, format uint32, settled, batchable bool, state, payload []byte) uint32 {
 	s := l.s
 	id := s.nextDeliveryID
 	s.nextDeliveryID++
@@ -551,7 +557,7 @@ func (c *dnConn) transfer(l *dnLink, tag []byte, format uint32, settled, batchab
 	n := dnNull()
 	c.write(dnFrame(0, s.ch, dnPerf(dnTransfer,
 		dnUint(l.handle), dnUint(id), dnBinary(tag), dnUint(format), settledField, dnBool(false),
-		n, n, n, n, dnBool(batchable)), payload))
+		n, state, n, n, dnBool(batchable)), payload))
 	return id
 }
 
@@ -644,6 +650,13 @@ func (r dnReply) String() string {
 // matches by correlation-id and disposes settled with accepted.
 func (c *dnConn) request(rr *dnRR, appProps [][]byte, body []byte) (string, dnReply) {
 	c.t.Helper()
+	return c.requestState(rr, appProps, body, dnNull())
+}
+
+// requestState is request with a state on the request's transfer: the transactional-state of
+// a request in a transaction (AmqpReceiver's ExecuteRequestResponseAsync with a txn-id).
+func (c *dnConn) requestState(rr *dnRR, appProps [][]byte, body, state []byte) (string, dnReply) {
+	c.t.Helper()
 	id := fmt.Sprintf("request%d", rr.nextID)
 	rr.nextID++
 	payload := slices.Concat(
@@ -654,7 +667,7 @@ func (c *dnConn) request(rr *dnRR, appProps [][]byte, body []byte) (string, dnRe
 		c.awaitCredit(rr.sender)
 		rr.credited = true
 	}
-	c.transfer(rr.sender, []byte{}, 0, true, false, payload)
+	c.transferState(rr.sender, []byte{}, 0, true, false, state, payload)
 	tr, raw, m := c.awaitMessage("the reply to "+id, rr.receiver)
 	switch {
 	case tr.DeliveryID == nil:
@@ -1153,44 +1166,6 @@ func TestDotNetSessionReceiver(t *testing.T) {
 			t.Errorf("%s: received %#v %q; want group-id %q body %q\n    bytes %s", what, m.Properties, m.Data, tc.want, tc.body, hex.EncodeToString(raw))
 		}
 	}
-}
-
-// TestDotNetTransactionController: step 8, the coordinator link of azure-amqp's Controller
-// (Transaction/Controller.cs ctor: a sender named by a new Guid "N", source {address the same
-// Guid, distribution-mode move}, target Coordinator (0x30, no capabilities), no settle modes),
-// which AmqpConnectionScope opens on a session of its own for an ambient transaction
-// (TransactionController, CreateControllerAsync) after the put-token its first link needs.
-func TestDotNetTransactionController(t *testing.T) {
-	b := newBroker(t)
-	b.createQueue(t, "q", nil)
-	c := dnDial(t, b)
-	c.handshake()
-	cbs := c.openCBS()
-	exp := time.Now().Add(time.Hour).Truncate(time.Second)
-	id, r := c.putToken(cbs, dnSASToken, dnAudience("q"), dnToken("key", exp), exp)
-	dnCheckReply(t, "step 8 put-token", id, r, "status-code", "status-description", 202)
-	n := dnNull()
-	s := c.begin(math.MaxUint32)
-	name := dnNewGUID("N")
-	l := c.attach(s, name, false, n, n, dnSourceOf(dnString(name), dnSymbol("move"), n),
-		dnPerf(dnCoordinator, n), dnUint(0), n)
-	a := c.awaitAttach(l)
-	// Refused at once: an answer without a target (AmqpLink.OnReceiveAttach then waits for the
-	// detach), and the detach with amqp:not-implemented, which fails Controller.OpenAsync.
-	if a.Target != nil || a.Coordinator != nil {
-		t.Errorf("step 8: the coordinator attach was answered with a target (%#v, %#v); want none: transactions are refused\n    bytes %s", a.Target, a.Coordinator, hex.EncodeToString(l.raw))
-	}
-	f := c.await("step 8: the detach refusing the coordinator", dnOn[*amqp.Detach](s, func(d *amqp.Detach) bool { return d.Handle == l.remote }))
-	if d := f.body.(*amqp.Detach); d.Error == nil || d.Error.Condition != "amqp:not-implemented" {
-		t.Errorf("step 8: detach %#v (error %#v); want amqp:not-implemented\n    bytes %s", d, d.Error, hex.EncodeToString(f.raw))
-	}
-	// The client answers the detach (AmqpLink: detach closed, no error) and
-	// CreateControllerAsync closes the session; the connection goes on.
-	c.write(dnFrame(0, s.ch, dnPerf(0x16, dnUint(l.handle), dnBool(true), n)))
-	c.write(dnFrame(0, s.ch, dnPerf(dnEnd, n)))
-	c.await("step 8: the end of the controller's session", dnOn[*amqp.End](s, nil))
-	id, r = c.putToken(cbs, dnSASToken, dnAudience("q"), dnToken("key", exp), exp)
-	dnCheckReply(t, "step 8 put-token after the refusal", id, r, "status-code", "status-description", 202)
 }
 
 // TestDotNetCodec pins the builder to bytes worked out by hand from the .NET codec, so that the

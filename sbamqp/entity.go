@@ -1,6 +1,7 @@
 package sbamqp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,41 +47,65 @@ func (cs *conn) resolve(ctx context.Context, path string) (*store.Entity, *amqp.
 	return e, nil
 }
 
-// attachEntitySender answers a link on which the peer sends to a queue or topic. It runs on
-// its own goroutine: resolving the entity may read the database.
+// attachEntitySender answers a link on which the peer sends to a queue or topic: its target,
+// or with com.microsoft:transfer-destination-address the entity that names, sent to via the
+// target (send-via: the target is the entity a transaction works on; the peer needs Send on
+// both). It runs on its own goroutine: resolving the entities may read the database.
 func (cs *conn) attachEntitySender(req *amqp.AttachRequest) {
-	path, sq := entityAddress(req.TargetAddress())
-	if aerr := cs.authorize(sas.Send, path); aerr != nil {
-		_ = req.Refuse(aerr)
-		return
-	}
-	e, aerr := cs.resolve(req.Context(), path)
+	via, aerr := cs.sendableEntity(req.Context(), req.TargetAddress())
 	if aerr != nil {
 		_ = req.Refuse(aerr)
 		return
 	}
-	if sq != store.SubQueueMain || e.Kind == store.KindSubscription {
-		_ = req.Refuse(amqp.Errorf(condNotAllowed, "Messages cannot be sent to '%s': send to a queue or topic.", req.TargetAddress()))
-		return
+	dest := via
+	var props amqp.Map
+	if v, ok := req.Properties().Get(propTransferDestination); ok {
+		addr, _ := v.(string)
+		if dest, aerr = cs.sendableEntity(req.Context(), addr); aerr != nil {
+			_ = req.Refuse(aerr)
+			return
+		}
+		// The service echoes the destination in its attach.
+		props = append(props, amqp.MapEntry{Key: propTransferDestination, Value: addr})
 	}
-	s := &entitySender{cs: cs, path: e.Path}
-	size := int64(e.Props.MaxMessageSizeInKilobytes) * 1024
+	s := &entitySender{cs: cs, path: dest.Path, via: via.Path}
+	size := int64(dest.Props.MaxMessageSizeInKilobytes) * 1024
 	// Tracked before it is accepted, so a detach that comes at once finds it to untrack.
 	var detach lateDetach
-	cs.track(s, e.Path, sas.Send, detach.call)
+	cs.track(s, dest.Path, sas.Send, detach.call)
+	if via != dest {
+		cs.track(&s.via, via.Path, sas.Send, detach.call)
+	}
 	l, err := req.AcceptReceiver(s, amqp.ReceiverOptions{
 		RcvSettleMode:  &rcvFirst,
 		MaxMessageSize: uint64(size),
 		// The SDKs size their batches by it (Go prefers it to max-message-size; .NET falls back
 		// to 1 MiB without it). A batch is one message on the wire, so the limits are equal.
-		Properties: amqp.Map{{Key: propMaxMessageBatchSize, Value: size}},
+		Properties: append(amqp.Map{{Key: propMaxMessageBatchSize, Value: size}}, props...),
 	})
 	if err != nil {
-		cs.untrack(s)
+		s.untrack()
 		cs.h.log.Debug("amqp attach not accepted", "err", err)
 		return
 	}
 	detach.set(l.Detach)
+}
+
+// sendableEntity is the queue or topic at a sender link's address, which the connection may
+// send to.
+func (cs *conn) sendableEntity(ctx context.Context, addr string) (*store.Entity, *amqp.Error) {
+	path, sq := entityAddress(addr)
+	if aerr := cs.authorize(sas.Send, path); aerr != nil {
+		return nil, aerr
+	}
+	e, aerr := cs.resolve(ctx, path)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if sq != store.SubQueueMain || e.Kind == store.KindSubscription {
+		return nil, amqp.Errorf(condNotAllowed, "Messages cannot be sent to '%s': send to a queue or topic.", store.Clip(addr))
+	}
+	return e, nil
 }
 
 // lateDetach detaches a link tracked before it was accepted (see conn.track): until set, there
@@ -110,15 +135,21 @@ func (d *lateDetach) call(err *amqp.Error) error {
 // order by one goroutine at a time, those that queued up meanwhile in one store.Send.
 type entitySender struct {
 	cs   *conn
-	path string
+	path string // the entity the messages go to
+	via  string // the entity they go through: path itself, or the link's target for a send-via
 	work worker[*amqp.Delivery]
+}
+
+func (s *entitySender) untrack() {
+	s.cs.untrack(s)
+	s.cs.untrack(&s.via)
 }
 
 func (s *entitySender) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 	s.work.add(d, func(batch []*amqp.Delivery) { s.store(l.Conn().Context(), l, batch) })
 }
 
-func (s *entitySender) ReceiverDetached(*amqp.ReceiverLink, error) { s.cs.untrack(s) }
+func (s *entitySender) ReceiverDetached(*amqp.ReceiverLink, error) { s.untrack() }
 
 // worker runs what a link queues, in order, on one goroutine at a time: everything that queued
 // up while the last batch ran is the next batch. The goroutine stays a while once the queue is
@@ -191,7 +222,11 @@ func (w *worker[T]) run(run func([]T)) {
 // together in one store.Send when they all decode; when that fails, one by one, so each gets
 // its own outcome.
 func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []*amqp.Delivery) {
-	if aerr := s.cs.authorize(sas.Send, s.path); aerr != nil {
+	aerr := s.cs.authorize(sas.Send, s.path)
+	if aerr == nil && s.via != s.path {
+		aerr = s.cs.authorize(sas.Send, s.via)
+	}
+	if aerr != nil {
 		for _, d := range batch {
 			_ = d.Reject(aerr)
 		}
@@ -217,6 +252,10 @@ func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []
 			_ = d.Reject(amqpError(err))
 			continue
 		}
+		if d.State != nil {
+			s.storeInTxn(ctx, l, d, e, msgs)
+			continue
+		}
 		items = append(items, item{d, msgs})
 		all = append(all, msgs...)
 	}
@@ -235,6 +274,29 @@ func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []
 		}
 		_ = it.d.Accept()
 	}
+}
+
+// storeInTxn records the messages of a delivery sent in a transaction in it, once they pass the
+// checks of a send: they are stored when it commits.
+func (s *entitySender) storeInTxn(ctx context.Context, l *amqp.ReceiverLink, d *amqp.Delivery, e *store.Entity, msgs []store.Message) {
+	ts, ok := d.State.(amqp.TransactionalState)
+	if !ok {
+		_ = d.Reject(amqp.Errorf(condInvalidField, "A transfer's state is a transactional-state or none."))
+		return
+	}
+	t, aerr := s.cs.txnOf(ts)
+	if aerr == nil {
+		if err := s.cs.h.cfg.Store.CheckSend(ctx, e, msgs); err != nil {
+			aerr = amqpError(err)
+		} else {
+			aerr = t.addSends(s.cs, s.via, l.Session(), e, msgs)
+		}
+	}
+	if aerr != nil {
+		_ = d.Reject(aerr)
+		return
+	}
+	_ = d.Settle(amqp.TransactionalState{TxnID: bytes.Clone(ts.TxnID), Outcome: amqp.Accepted{}})
 }
 
 // deliveryMessages decodes a delivery: one message, or for a batch (message format
@@ -788,9 +850,11 @@ func (r *entityReceiver) markUnsettled(tok uuid.UUID, waiting bool) {
 // isOutcome reports whether a delivery state is an outcome, not a peer's progress report
 // (received).
 func isOutcome(state amqp.DeliveryState) bool {
-	switch state.(type) {
+	switch st := state.(type) {
 	case amqp.Accepted, amqp.Rejected, amqp.Released, amqp.Modified:
 		return true
+	case amqp.TransactionalState:
+		return isOutcome(st.Outcome)
 	}
 	return false
 }
@@ -812,6 +876,9 @@ func (r *entityReceiver) Disposition(l *amqp.SenderLink, d *amqp.OutgoingDeliver
 
 // applyOutcomes applies a batch of outcomes and answers each.
 func (r *entityReceiver) applyOutcomes(batch []outcome) {
+	if batch = r.txnOutcomes(batch); len(batch) == 0 {
+		return
+	}
 	errs := r.settleOutcomes(batch)
 	for i, o := range batch {
 		r.answer(o, errs[i])
@@ -847,12 +914,20 @@ func (r *entityReceiver) answer(o outcome, err error) {
 		_ = d.Settle(amqp.Rejected{Error: amqpError(err)})
 		return
 	}
-	if _, ok := state.(amqp.Rejected); ok {
-		// A dead-letter is confirmed by a rejected outcome without an error: the SDKs read
-		// an error there as the settlement's failure.
-		state = amqp.Rejected{}
+	_ = d.Settle(confirmation(state))
+}
+
+// confirmation is the state that confirms an outcome made (or, in a transaction, recorded). A
+// dead-letter is confirmed by a rejected outcome without an error: the SDKs read an error there
+// as the settlement's failure.
+func confirmation(state amqp.DeliveryState) amqp.DeliveryState {
+	switch st := state.(type) {
+	case amqp.Rejected:
+		return amqp.Rejected{}
+	case amqp.TransactionalState:
+		return amqp.TransactionalState{TxnID: bytes.Clone(st.TxnID), Outcome: confirmation(st.Outcome)}
 	}
-	_ = d.Settle(state)
+	return state
 }
 
 // settleOutcomes applies outcomes to their locks, in one store.Settle, and returns each one's

@@ -55,6 +55,13 @@ func newBrokerAccess(t *testing.T, wrap func(store.Store) store.Store, mod func(
 	return startBroker(t, wrap, mod)
 }
 
+// newBrokerConfig starts a broker whose AMQP configuration is the tests' changed by mod.
+func newBrokerConfig(t *testing.T, mod func(*sbamqp.Config)) *broker {
+	t.Helper()
+	t.Parallel()
+	return startBrokerConfig(t, nil, nil, mod)
+}
+
 // newBrokerAlone starts a broker for a test that measures the process (its heap), so it does
 // not run beside the package's parallel tests: they wait until it ends.
 func newBrokerAlone(t *testing.T) *broker {
@@ -63,6 +70,11 @@ func newBrokerAlone(t *testing.T) *broker {
 }
 
 func startBroker(t *testing.T, wrap func(store.Store) store.Store, mod func(*access.Config)) *broker {
+	t.Helper()
+	return startBrokerConfig(t, wrap, mod, nil)
+}
+
+func startBrokerConfig(t *testing.T, wrap func(store.Store) store.Store, mod func(*access.Config), cfgMod func(*sbamqp.Config)) *broker {
 	t.Helper()
 	clk := &clock{t: time.Now()}
 	st := store.New(dbtest.NewPool(t), store.Options{Now: clk.Now})
@@ -77,13 +89,17 @@ func startBroker(t *testing.T, wrap func(store.Store) store.Store, mod func(*acc
 	if mod != nil {
 		mod(&ac)
 	}
-	h := sbamqp.New(sbamqp.Config{
+	cfg := sbamqp.Config{
 		Store:  amqpStore,
 		Access: access.New(ac),
 		// Store receives wait this long before a link asks again, so a receive notices a move
 		// of the test clock (the store's timers run on the real one).
 		MaxReceiveWait: 200 * time.Millisecond,
-	})
+	}
+	if cfgMod != nil {
+		cfgMod(&cfg)
+	}
+	h := sbamqp.New(cfg)
 	srv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

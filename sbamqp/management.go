@@ -22,8 +22,9 @@ type managementReceiver struct {
 }
 
 func (r *managementReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
+	state := d.State
 	r.cs.request(l, d, "The management request", func(ctx context.Context, m *amqp.Message) *amqp.Message {
-		body, err := r.handle(ctx, m)
+		body, err := r.handle(ctx, m, l.Session(), state)
 		return managementReply(body, err)
 	}, func(err error) *amqp.Message {
 		return managementReply(nil, amqp.Errorf(amqp.ErrCondInternalError, "The reply could not be encoded: %s", store.Clip(err.Error())))
@@ -81,6 +82,9 @@ type mgmtRequest struct {
 	sid  string
 	// hasSession says a session was named (sid may be "", a session like any other).
 	hasSession bool
+	// txn is the transaction the request is part of (nil: none), made on a link of session.
+	txn        *txn
+	txnSession *amqp.Session
 }
 
 // mgmtOp is one operation of the $management node: the right it needs, whether it acts inside
@@ -111,7 +115,7 @@ var managementOps = map[string]mgmtOp{
 }
 
 // handle runs one operation and returns its reply body, or nil for an empty success (204).
-func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.Map, error) {
+func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message, session *amqp.Session, state amqp.DeliveryState) (amqp.Map, error) {
 	opv, _ := m.ApplicationProperties.Get("operation")
 	name, _ := opv.(string)
 	if s, ok := opv.(amqp.Symbol); ok {
@@ -120,6 +124,19 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 	op, ok := managementOps[name]
 	if !ok {
 		return nil, unsupported("The management operation '%s' is not supported.", store.Clip(name))
+	}
+	var t *txn
+	if state != nil {
+		var aerr *amqp.Error
+		if t, aerr = r.cs.txnOf(state); aerr != nil {
+			return nil, aerr
+		}
+		if t == nil {
+			return nil, badField("A request's transfer state is a transactional-state or none.")
+		}
+		if err := inTransaction(name); err != nil {
+			return nil, err
+		}
 	}
 	if aerr := r.cs.authorize(op.need, r.path, r.path+"/$management"); aerr != nil {
 		return nil, aerr
@@ -130,7 +147,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		return nil, aerr
 	}
 	body, _ := m.Value.(amqp.Map)
-	q := &mgmtRequest{cs: r.cs, m: m, body: body, e: e, sq: sq, t: store.Target{Entity: e, SubQueue: sq}}
+	q := &mgmtRequest{cs: r.cs, m: m, body: body, e: e, sq: sq, t: store.Target{Entity: e, SubQueue: sq}, txn: t, txnSession: session}
 	q.sid, q.hasSession = mapString(body, "session-id")
 	if !q.hasSession {
 		// The SDKs name the session receiver's link instead of the session on some requests
@@ -151,6 +168,20 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message) (amqp.
 		q.t.Session = &lock
 	}
 	return op.do(ctx, q)
+}
+
+// inTransaction refuses the operations a transaction cannot include. The service's are send,
+// complete, abandon, dead-letter, defer and renew-lock: update-disposition is recorded in the
+// transaction, a renewal is made at once, as outside one.
+func inTransaction(op string) error {
+	switch op {
+	case "com.microsoft:update-disposition", "com.microsoft:renew-lock":
+		return nil
+	case "com.microsoft:schedule-message":
+		return unsupported("Scheduling messages inside a transaction is not supported by this broker: schedule them outside " +
+			"the transaction, or send them in it with a scheduled enqueue time.")
+	}
+	return &amqp.Error{Condition: condNotAllowed, Description: fmt.Sprintf("The management operation '%s' cannot be part of a transaction.", store.Clip(op))}
 }
 
 // store is the store the request runs against.
@@ -331,6 +362,15 @@ func updateDisposition(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 		return nil, badField("properties cannot be modified on a completion")
 	}
 	req.PropertiesToModify = modify
+	if q.txn != nil {
+		for _, tok := range toks {
+			req.Token = tok
+			if aerr := q.txn.addSettle(q.cs, q.txnSession, store.TxSettle{Target: q.t, Request: req}); aerr != nil {
+				return nil, aerr
+			}
+		}
+		return amqp.Map{}, nil
+	}
 	reqs := make([]store.SettleRequest, len(toks))
 	for i, tok := range toks {
 		reqs[i] = req

@@ -46,6 +46,9 @@ type Config struct {
 	// MaxReceiveWait is the longest one store receive waits before a receive link asks again
 	// (default 1 minute); the link keeps waiting for as long as the peer grants credit.
 	MaxReceiveWait time.Duration
+	// TransactionTimeout is how long a transaction may run from its first operation to its
+	// discharge before it is rolled back (default DefaultTransactionTimeout, the service's).
+	TransactionTimeout time.Duration
 	// Logger receives errors that reach no client.
 	Logger *slog.Logger
 }
@@ -64,6 +67,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TransactionTimeout <= 0 {
+		cfg.TransactionTimeout = DefaultTransactionTimeout
 	}
 	if cfg.Access == nil {
 		cfg.Access = access.New(access.Config{Source: cfg.Store}) // no namespace key: entity keys only
@@ -123,6 +129,8 @@ type conn struct {
 	pending map[*amqp.SenderLink][][]byte
 	// inflight holds a token for each request of the connection being run (request).
 	inflight chan struct{}
+	// txns are the transactions declared on the connection and not yet discharged.
+	txns txns
 }
 
 // linkAuth is what an entity link needs to stay authorized: the right on the path, and how to
@@ -235,13 +243,13 @@ func (cs *conn) authorize(need sas.Rights, paths ...string) *amqp.Error {
 var rcvFirst = amqp.ReceiverSettleModeFirst
 
 // Attach routes a link by its address: $cbs, an entity's $management node, or an entity. A
-// transaction coordinator is refused at once: transactions are not supported yet.
+// transaction coordinator is served by the connection (txn.go).
 func (cs *conn) Attach(req *amqp.AttachRequest) {
 	if req.PeerRole() == amqp.RoleSender {
 		addr := req.TargetAddress()
 		switch {
 		case req.Attach().Coordinator != nil:
-			_ = req.Refuse(amqp.Errorf(condNotImplemented, "Transactions are not supported by this broker yet: the transaction coordinator cannot be attached."))
+			cs.attachCoordinator(req)
 		case addr == cbsNode:
 			_, _ = req.AcceptReceiver(&cbsReceiver{cs: cs}, amqp.ReceiverOptions{RcvSettleMode: &rcvFirst, Credit: requestCredit})
 		case isManagement(addr) && !access.ValidPath(managementEntity(addr)):
@@ -280,8 +288,10 @@ func managementEntity(addr string) string {
 // SessionEnded implements amqp.ConnHandler; links end first and clean up themselves.
 func (cs *conn) SessionEnded(*amqp.Session, error) {}
 
-// Closed implements amqp.ConnHandler.
-func (cs *conn) Closed(error) {}
+// Closed implements amqp.ConnHandler: the connection's open transactions are rolled back.
+func (cs *conn) Closed(error) {
+	cs.rollbackAll(func(*txn) bool { return true }, "its connection closed")
+}
 
 // Limits of the request/response nodes ($cbs, $management) of one connection: requestCredit
 // is the credit of each request link (requests taken and not yet settled), maxInFlight the

@@ -64,7 +64,7 @@ func (s *Postgres) Settle(ctx context.Context, t Target, reqs []SettleRequest) [
 			// PostgreSQL's text holds): its lock is not held. Sent to the database, it would fail
 			// the statement of every settlement coalesced with it.
 			r.ID = ""
-			results[i].Err = s.lockLost(t, r)
+			results[i].Err = lockLost(t, r)
 			continue
 		}
 		job.items = append(job.items, settleItem{t: t, req: r, res: &job.results[len(job.items)]})
@@ -412,104 +412,128 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 	found := make([]bool, len(a.items))
 	ids := make([]string, len(a.items))   // the MessageId of the message each found request settled
 	refused := make([]bool, len(a.items)) // modifications that failed their checks
-	// What an attempt ended in a conflict had recorded of its rows is forgotten.
-	reset := func() {
-		woken = woken[:0]
-		for i, it := range a.items {
-			found[i], refused[i] = false, false
-			*it.res = SettleResult{}
-		}
-	}
-	statement := settleStatements[op]
-	if a.modify {
-		statement = modifyStatements[op]
-	}
-	run := func(q querier, now time.Time) error {
-		sql, values, err := positional(statement, a.named(now))
-		if err != nil {
-			return err
-		}
-		rows, err := q.Query(ctx, sql, values...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var ord, entity int64
-			var session pgtype.Text
-			var state State
-			var messageID string
-			var until pgtype.Timestamptz
-			var expired bool
-			if err := rows.Scan(&ord, &entity, &session, &state, &messageID, &until, &expired); err != nil {
-				return err
-			}
-			i := int(ord - 1)
-			found[i], ids[i] = true, messageID
-			a.items[i].res.LockedUntil = timeOrZero(until)
-			if expired {
-				it := a.items[i]
-				it.res.Err = &Error{Code: CodeLockLost, Message: fmt.Sprintf(
-					"The lock of message %d in '%s' is not renewed: the message's time to live ended while it was locked. "+
-						"It stays locked until %s; complete or abandon it before then.",
-					lockTokenSeq(it.req.Token), it.t.Entity.Path, timeOrZero(until).Format(time.RFC3339))}
-			}
-			switch {
-			case (op == Abandon || op == Release) && state != StateDeadLetter:
-				woken = append(woken, wakeTarget{entity: entity, session: session.String})
-			case op == DeadLetter, op == Abandon:
-				woken = append(woken, wakeTarget{entity: entity})
-			}
-		}
-		return rows.Err()
-	}
-	err := s.retryConflicts(ctx, reset, func() error {
+	err := s.retryConflicts(ctx, func() { woken = woken[:0] }, func() (err error) {
 		// Each attempt looks at its own time: a retry comes a deadlock_timeout later.
 		now := s.now()
 		if a.modify || (op == Abandon || op == DeadLetter) && len(a.forwards) > 0 {
 			// Properties are modified from the messages as they are, read and locked in the
 			// transaction that settles them; dead letters of an entity that forwards them move
 			// on in it.
-			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-				var grown map[int64]int64
-				if a.modify {
-					var err error
-					if grown, err = s.modifyProperties(ctx, tx, a, now, refused); err != nil {
-						return err
-					}
-				}
-				if err := run(tx, now); err != nil {
-					return err
-				}
-				if err := s.countGrowth(ctx, tx, a, found, grown); err != nil {
-					return err
-				}
-				if op != Abandon && op != DeadLetter {
-					return nil
-				}
-				// In one order, so that two of these transactions do not deadlock.
-				for _, id := range slices.Sorted(maps.Keys(a.forwards)) {
-					targets, err := s.transferDeadLetters(ctx, tx, a.forwards[id])
-					if err != nil {
-						return err
-					}
-					woken = append(woken, targets...)
-				}
-				return nil
+			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
+				woken, err = s.settleWithin(ctx, tx, op, a, now, found, ids, refused)
+				return err
 			})
 		}
-		return run(s.hotPool(), now)
+		clearResults(a, found, refused)
+		woken, err = s.runSettle(ctx, s.hotPool(), op, a, now, found, ids)
+		return err
 	})
 	if err != nil {
 		return nil, interpretError(err)
 	}
+	s.lostLocks(op, a, found, ids, refused)
+	return woken, nil
+}
+
+// lostLocks gives each request of a that the statement did not satisfy, and that was not
+// refused, the lock-lost error.
+func (s *Postgres) lostLocks(op Settlement, a *settleArgs, found []bool, ids []string, refused []bool) {
 	sameLockOnce(op, a.items, found, ids)
 	for i, it := range a.items {
 		if !found[i] && !refused[i] {
-			it.res.Err = s.lockLost(it.t, it.req)
+			it.res.Err = lockLost(it.t, it.req)
 		}
 	}
+}
+
+// clearResults forgets what an earlier attempt, ended by a conflict, recorded of a's rows.
+func clearResults(a *settleArgs, found, refused []bool) {
+	for i, it := range a.items {
+		found[i], refused[i] = false, false
+		*it.res = SettleResult{}
+	}
+}
+
+// settleWithin makes the settlements of a in tx: it modifies their properties, runs op's
+// statement, counts what the modifications grew and moves the dead letters of entities that
+// forward them on. found, ids and refused are filled as settleOp describes them.
+func (s *Postgres) settleWithin(ctx context.Context, tx pgx.Tx, op Settlement, a *settleArgs, now time.Time,
+	found []bool, ids []string, refused []bool) ([]wakeTarget, error) {
+	clearResults(a, found, refused)
+	var grown map[int64]int64
+	if a.modify {
+		var err error
+		if grown, err = s.modifyProperties(ctx, tx, a, now, refused); err != nil {
+			return nil, err
+		}
+	}
+	woken, err := s.runSettle(ctx, tx, op, a, now, found, ids)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.countGrowth(ctx, tx, a, found, grown); err != nil {
+		return nil, err
+	}
+	if op != Abandon && op != DeadLetter {
+		return woken, nil
+	}
+	// In one order, so that two of these transactions do not deadlock.
+	for _, id := range slices.Sorted(maps.Keys(a.forwards)) {
+		targets, err := s.transferDeadLetters(ctx, tx, a.forwards[id])
+		if err != nil {
+			return nil, err
+		}
+		woken = append(woken, targets...)
+	}
 	return woken, nil
+}
+
+// runSettle runs op's statement for the requests of a on q, marks each request it satisfied
+// in found (with the MessageId of its message in ids) and fills its result; it returns the
+// wake-ups the settlements call for.
+func (s *Postgres) runSettle(ctx context.Context, q querier, op Settlement, a *settleArgs, now time.Time, found []bool, ids []string) ([]wakeTarget, error) {
+	statement := settleStatements[op]
+	if a.modify {
+		statement = modifyStatements[op]
+	}
+	sql, values, err := positional(statement, a.named(now))
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.Query(ctx, sql, values...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var woken []wakeTarget
+	for rows.Next() {
+		var ord, entity int64
+		var session pgtype.Text
+		var state State
+		var messageID string
+		var until pgtype.Timestamptz
+		var expired bool
+		if err := rows.Scan(&ord, &entity, &session, &state, &messageID, &until, &expired); err != nil {
+			return nil, err
+		}
+		i := int(ord - 1)
+		found[i], ids[i] = true, messageID
+		a.items[i].res.LockedUntil = timeOrZero(until)
+		if expired {
+			it := a.items[i]
+			it.res.Err = &Error{Code: CodeLockLost, Message: fmt.Sprintf(
+				"The lock of message %d in '%s' is not renewed: the message's time to live ended while it was locked. "+
+					"It stays locked until %s; complete or abandon it before then.",
+				lockTokenSeq(it.req.Token), it.t.Entity.Path, timeOrZero(until).Format(time.RFC3339))}
+		}
+		switch {
+		case (op == Abandon || op == Release) && state != StateDeadLetter:
+			woken = append(woken, wakeTarget{entity: entity, session: session.String})
+		case op == DeadLetter, op == Abandon:
+			woken = append(woken, wakeTarget{entity: entity})
+		}
+	}
+	return woken, rows.Err()
 }
 
 // modifyProperties reads and locks the messages of the requests in a (all of which modify
@@ -669,7 +693,7 @@ func sameLockOnce(op Settlement, items []settleItem, found []bool, ids []string)
 }
 
 // lockLost is the error of a settlement whose lock is not held.
-func (s *Postgres) lockLost(t Target, r SettleRequest) error {
+func lockLost(t Target, r SettleRequest) error {
 	id := r.ID
 	if id == "" {
 		id = strconv.FormatInt(lockTokenSeq(r.Token), 10)

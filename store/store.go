@@ -72,6 +72,13 @@ type Store interface {
 	// the lock is not held (expired, settled, another message's, or outside t), ErrBadRequest for
 	// a request t cannot take.
 	Settle(ctx context.Context, t Target, reqs []SettleRequest) []SettleResult
+	// CheckSend runs msgs through every check of a Send to e without storing them (a
+	// transaction's sends are checked when made and stored when it commits). Errors: as Send.
+	CheckSend(ctx context.Context, e *Entity, msgs []Message) error
+	// CommitTransaction applies the sends and settlements of a client transaction in one
+	// database transaction, all or nothing. Errors: ErrLockLost when a settlement's lock is no
+	// longer held (nothing is applied), the errors of Send and Settle.
+	CommitTransaction(ctx context.Context, w TxWork) error
 	// Restore puts back, each as it was (sequence number, enqueue time, expiry, delivery count)
 	// and receivable at once, messages a receive-and-delete removed from t that could not be
 	// handed out: the receiver's link went before they were sent. It returns how many it put

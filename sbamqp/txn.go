@@ -1,0 +1,337 @@
+package sbamqp
+
+import (
+	"context"
+	"crypto/rand"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/store"
+)
+
+// Transactions (AMQP part 4, as Service Bus profiles it; amqp-sdks.md "Transactions"). A
+// client attaches a link to the coordinator and sends declare, answered with declared and a
+// txn-id; sends (transfers), settlements (dispositions) and $management requests that carry
+// transactional-state with that id are checked at once and kept on the gateway; discharge with
+// fail false commits them all in one PostgreSQL transaction (store.CommitTransaction), with fail
+// true forgets them. Nothing a transaction does is visible before its commit, and a transaction
+// lives only on the gateway of its connection: one whose connection or coordinator link goes, or
+// that is not discharged within TransactionTimeout of its first operation, is rolled back. The
+// messages it settles stay locked until their locks end, as the service leaves them.
+//
+// The service's rules: a transaction works on one top-level entity (a queue, or a topic with its
+// subscriptions); messages for other entities go "via" it (a sender link whose target is the
+// transaction's entity and whose com.microsoft:transfer-destination-address names the
+// destination). The .NET SDK's cross-entity transactions instead put the coordinator first on a
+// session and every link after it on that session: on such a session a transaction may touch
+// any entity. A transaction sends at most store.MaxTransactionMessages messages.
+
+// Conditions of transactions (part 4, section 4.5.2), and the service's text for work that
+// spans entities.
+const (
+	condTxnUnknown  amqp.Symbol = "amqp:transaction:unknown-id"
+	condTxnRollback amqp.Symbol = "amqp:transaction:rollback"
+	condTxnTimeout  amqp.Symbol = "amqp:transaction:timeout"
+
+	propTransferDestination amqp.Symbol = "com.microsoft:transfer-destination-address"
+)
+
+// DefaultTransactionTimeout is how long a transaction may run from its first operation to its
+// discharge, as the service allows.
+const DefaultTransactionTimeout = 2 * time.Minute
+
+// txn is one declared transaction.
+type txn struct {
+	id    []byte
+	coord *coordinator
+
+	mu   sync.Mutex
+	err  *amqp.Error // set once it can do nothing more: timed out, rolled back with its link
+	done bool        // discharged, or discharging
+	// entity is the top-level entity (queue or topic path, lower-cased) the transaction works
+	// on, "" until its first operation.
+	entity   string
+	work     store.TxWork
+	messages int
+	locks    map[[2]any]bool // the locks it settles, by entity path and token
+	timer    *time.Timer
+}
+
+// coordinator is a link to the transaction coordinator: the transactions it declared.
+type coordinator struct {
+	cs      *conn
+	session *amqp.Session
+	// cross: the coordinator was the session's first link, as the .NET SDK attaches it for
+	// cross-entity transactions: work on links of this session may touch any entity.
+	cross bool
+	work  worker[*amqp.Delivery]
+}
+
+// txns are a connection's open transactions, by txn-id.
+type txns struct {
+	mu sync.Mutex
+	m  map[string]*txn
+}
+
+func (cs *conn) attachCoordinator(req *amqp.AttachRequest) {
+	co := &coordinator{cs: cs, session: req.Session(), cross: true}
+	for _, l := range cs.c.SenderLinks() {
+		co.cross = co.cross && l.Session() != req.Session()
+	}
+	for _, l := range cs.c.ReceiverLinks() {
+		co.cross = co.cross && l.Session() != req.Session()
+	}
+	_, _ = req.AcceptReceiver(co, amqp.ReceiverOptions{RcvSettleMode: &rcvFirst, Credit: requestCredit})
+}
+
+func (co *coordinator) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
+	co.work.add(d, func(batch []*amqp.Delivery) {
+		for _, d := range batch {
+			co.control(l.Conn().Context(), d)
+		}
+	})
+}
+
+// ReceiverDetached rolls back the transactions the link declared and has not discharged.
+func (co *coordinator) ReceiverDetached(*amqp.ReceiverLink, error) {
+	co.cs.rollbackAll(func(t *txn) bool { return t.coord == co }, "its coordinator link was detached")
+}
+
+// control runs one declare or discharge.
+func (co *coordinator) control(ctx context.Context, d *amqp.Delivery) {
+	m, err := d.Message()
+	if err != nil {
+		_ = d.Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError, Description: "The transaction control message is not a valid message."})
+		return
+	}
+	desc, _ := m.Value.(amqp.Described)
+	fields, _ := desc.Value.(amqp.List)
+	switch desc.Descriptor {
+	case uint64(0x31), amqp.Symbol("amqp:declare:list"):
+		if len(fields) > 0 && fields[0] != nil {
+			_ = d.Reject(amqp.Errorf(condNotImplemented, "Distributed transactions (a declare with a global-id) are not supported."))
+			return
+		}
+		_ = d.Settle(amqp.Declared{TxnID: co.cs.declare(co)})
+	case uint64(0x32), amqp.Symbol("amqp:discharge:list"):
+		var id []byte
+		var fail bool
+		if len(fields) > 0 {
+			id, _ = fields[0].([]byte)
+		}
+		if len(fields) > 1 {
+			fail, _ = fields[1].(bool)
+		}
+		if aerr := co.cs.discharge(ctx, id, fail); aerr != nil {
+			_ = d.Reject(aerr)
+			return
+		}
+		_ = d.Accept()
+	default:
+		_ = d.Reject(amqp.Errorf(amqp.ErrCondDecodeError, "The coordinator takes an amqp-value of declare or discharge."))
+	}
+}
+
+// declare opens a transaction and returns its id.
+func (cs *conn) declare(co *coordinator) []byte {
+	id := make([]byte, 16)
+	_, _ = rand.Read(id)
+	cs.txns.mu.Lock()
+	defer cs.txns.mu.Unlock()
+	if cs.txns.m == nil {
+		cs.txns.m = make(map[string]*txn)
+	}
+	cs.txns.m[string(id)] = &txn{id: id, coord: co}
+	return id
+}
+
+// discharge ends a transaction: with fail, its work is forgotten; without, committed.
+func (cs *conn) discharge(ctx context.Context, id []byte, fail bool) *amqp.Error {
+	cs.txns.mu.Lock()
+	t := cs.txns.m[string(id)]
+	delete(cs.txns.m, string(id))
+	cs.txns.mu.Unlock()
+	if t == nil {
+		return amqp.Errorf(condTxnUnknown, "No transaction with this id is open on the connection.")
+	}
+	t.mu.Lock()
+	t.done = true
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	aerr, work := t.err, t.work
+	t.work = store.TxWork{}
+	t.mu.Unlock()
+	switch {
+	case aerr != nil:
+		return aerr
+	case fail:
+		return nil
+	}
+	if err := cs.h.cfg.Store.CommitTransaction(context.WithoutCancel(ctx), work); err != nil {
+		e := amqpError(err)
+		return &amqp.Error{Condition: condTxnRollback, Description: "The transaction was rolled back: " + e.Description,
+			Info: amqp.Map{{Key: amqp.Symbol("com.microsoft:cause"), Value: e.Condition}}}
+	}
+	return nil
+}
+
+// rollbackAll rolls back the open transactions which match, saying why.
+func (cs *conn) rollbackAll(match func(*txn) bool, why string) {
+	cs.txns.mu.Lock()
+	var ended []*txn
+	for k, t := range cs.txns.m {
+		if match(t) {
+			ended = append(ended, t)
+			delete(cs.txns.m, k)
+		}
+	}
+	cs.txns.mu.Unlock()
+	for _, t := range ended {
+		t.fail(amqp.Errorf(condTxnRollback, "The transaction was rolled back: %s.", why))
+	}
+}
+
+// fail ends t with err: its work is forgotten, and its discharge (if it comes) answers err.
+func (t *txn) fail(err *amqp.Error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err == nil {
+		t.err = err
+	}
+	t.work = store.TxWork{}
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+}
+
+// txnOf finds the transaction a delivery state names: nil, nil when it names none.
+func (cs *conn) txnOf(state amqp.DeliveryState) (*txn, *amqp.Error) {
+	ts, ok := state.(amqp.TransactionalState)
+	if !ok {
+		return nil, nil
+	}
+	cs.txns.mu.Lock()
+	t := cs.txns.m[string(ts.TxnID)]
+	cs.txns.mu.Unlock()
+	if t == nil {
+		return nil, amqp.Errorf(condTxnUnknown, "No transaction with this id is open on the connection.")
+	}
+	return t, nil
+}
+
+// topLevel is the queue or topic an entity path belongs to, lower-cased: a subscription's is
+// its topic.
+func topLevel(path string) string {
+	p := strings.ToLower(path)
+	if i := strings.Index(p, "/subscriptions/"); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+// add records one operation of t, on the top-level entity of path (for a send-via, the via
+// entity), made on a link of session: it checks the transaction is open and may touch that
+// entity, starts its timer at its first operation, and runs record under t's lock.
+func (t *txn) add(cs *conn, path string, session *amqp.Session, record func() *amqp.Error) *amqp.Error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.err != nil:
+		return t.err
+	case t.done:
+		return amqp.Errorf(condTxnUnknown, "The transaction is being discharged.")
+	}
+	top := topLevel(path)
+	if t.entity != "" && t.entity != top && !(t.coord.cross && session == t.coord.session) {
+		return amqp.Errorf(condNotAllowed, "Local transactions cannot span multiple top-level entities such as queue or topic: "+
+			"this transaction works on '%s', not '%s'. Send to other entities via '%s' (transfer-destination-address), "+
+			"or use cross-entity transactions.", t.entity, store.Clip(top), t.entity)
+	}
+	if aerr := record(); aerr != nil {
+		return aerr
+	}
+	if t.entity == "" {
+		t.entity = top
+	}
+	if t.timer == nil {
+		// The service's timer starts with the transaction's first operation.
+		t.timer = time.AfterFunc(cs.h.cfg.TransactionTimeout, func() {
+			t.fail(amqp.Errorf(condTxnTimeout, "The transaction timed out: it was not discharged within %s of its first operation.", cs.h.cfg.TransactionTimeout))
+		})
+	}
+	return nil
+}
+
+// addSends records msgs, sent to dest in t.
+func (t *txn) addSends(cs *conn, via string, session *amqp.Session, dest *store.Entity, msgs []store.Message) *amqp.Error {
+	return t.add(cs, via, session, func() *amqp.Error {
+		if t.messages+len(msgs) > store.MaxTransactionMessages {
+			return amqp.Errorf(condResourceLimit, "Cannot send more than %d messages in a single transaction.", store.MaxTransactionMessages)
+		}
+		t.messages += len(msgs)
+		t.work.Sends = append(t.work.Sends, store.TxSend{Entity: dest, Messages: msgs})
+		return nil
+	})
+}
+
+// addSettle records a settlement in t.
+func (t *txn) addSettle(cs *conn, session *amqp.Session, st store.TxSettle) *amqp.Error {
+	if err := store.CheckTxSettle(st); err != nil {
+		return amqpError(err)
+	}
+	return t.add(cs, st.Target.Entity.Path, session, func() *amqp.Error {
+		key := [2]any{st.Target.Entity.ID, st.Request.Token}
+		if t.locks[key] {
+			return amqpError(store.ErrLockLost)
+		}
+		if t.locks == nil {
+			t.locks = make(map[[2]any]bool)
+		}
+		t.locks[key] = true
+		t.work.Settles = append(t.work.Settles, st)
+		return nil
+	})
+}
+
+// txnOutcomes records the transactional outcomes of a receive link in their transactions and
+// answers each; it returns the outcomes that are not transactional.
+func (r *entityReceiver) txnOutcomes(batch []outcome) []outcome {
+	plain := batch[:0:0]
+	for _, o := range batch {
+		ts, ok := o.state.(amqp.TransactionalState)
+		if !ok {
+			plain = append(plain, o)
+			continue
+		}
+		var err error
+		if aerr := r.txnOutcome(o, ts); aerr != nil {
+			err = aerr
+		}
+		r.answer(o, err)
+	}
+	return plain
+}
+
+// txnOutcome records one transactional outcome in its transaction.
+func (r *entityReceiver) txnOutcome(o outcome, ts amqp.TransactionalState) *amqp.Error {
+	t, aerr := r.cs.txnOf(ts)
+	if aerr != nil {
+		return aerr
+	}
+	if r.mode != store.PeekLock {
+		return amqp.Errorf(condNotAllowed, "Messages received and deleted are not settled in a transaction.")
+	}
+	req, err := settleRequest(o.d.Tag(), ts.Outcome)
+	if err != nil {
+		return amqpError(err)
+	}
+	tg, aerr := r.target(context.WithoutCancel(r.ctx))
+	if aerr != nil {
+		return aerr
+	}
+	return t.addSettle(r.cs, o.l.Session(), store.TxSettle{Target: tg, Request: req})
+}
+

@@ -1,0 +1,459 @@
+package sbamqp_test
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/sbamqp"
+	"github.com/sbgate/sbgate/store"
+)
+
+// Transactions as the .NET SDK runs them (azure-amqp Transaction/Controller.cs,
+// AmqpTransactionEnlistment; Azure.Messaging.ServiceBus AmqpSender and AmqpReceiver with an
+// ambient Transaction): a controller link to the coordinator on a session of its own, declare,
+// transfers and dispositions carrying transactional-state{txn-id}, discharge.
+
+const (
+	dnDeclare    = 0x31
+	dnDischarge  = 0x32
+	dnTxnState   = 0x34
+	dnRejectedTx = 0x25
+)
+
+// dnController is Controller: a sender link to the coordinator.
+type dnController struct {
+	c   *dnConn
+	s   *dnSession
+	l   *dnLink
+	tag uint64
+}
+
+// openController opens Controller's link on s (the ctor: a sender named by a new Guid "N",
+// source {address the same Guid, distribution-mode move}, target Coordinator with no
+// capabilities) and waits for its credit.
+func (c *dnConn) openController(s *dnSession) *dnController {
+	c.t.Helper()
+	n := dnNull()
+	name := dnNewGUID("N")
+	l := c.attach(s, name, false, n, n, dnSourceOf(dnString(name), dnSymbol("move"), n), dnPerf(dnCoordinator, n), dnUint(0), n)
+	a := c.awaitAttach(l)
+	if a.Coordinator == nil {
+		c.t.Fatalf("the coordinator attach was answered without a coordinator target (%#v): Controller.OpenAsync fails\n    bytes %s", a.Target, hex.EncodeToString(l.raw))
+	}
+	c.awaitCredit(l)
+	return &dnController{c: c, s: s, l: l}
+}
+
+// command sends a declare or discharge as Controller does (an amqp-value, an 8-byte
+// little-endian counter for a tag, unsettled) and returns the outcome.
+func (co *dnController) command(what string, body []byte) (amqp.DeliveryState, []byte) {
+	co.c.t.Helper()
+	co.tag++
+	id := co.c.transfer(co.l, binary.LittleEndian.AppendUint64(nil, co.tag), 0, false, false, dnDescribed(dnValue, body))
+	d, raw := co.c.awaitDisposition(what, co.s, amqp.RoleReceiver, id)
+	if !d.Settled {
+		co.c.t.Errorf("%s: the outcome is not settled\n    bytes %s", what, hex.EncodeToString(raw))
+	}
+	return d.State, raw
+}
+
+// declare declares a transaction and returns its id.
+func (co *dnController) declare() []byte {
+	co.c.t.Helper()
+	st, raw := co.command("declare", dnPerf(dnDeclare))
+	d, ok := st.(amqp.Declared)
+	if !ok || len(d.TxnID) == 0 {
+		co.c.t.Fatalf("declare answered %#v; want declared with a txn-id\n    bytes %s", st, hex.EncodeToString(raw))
+	}
+	return d.TxnID
+}
+
+// discharge ends a transaction (fail: roll it back) and returns the outcome.
+func (co *dnController) discharge(id []byte, fail bool) amqp.DeliveryState {
+	co.c.t.Helper()
+	st, _ := co.command("discharge", dnPerf(dnDischarge, dnBinary(id), dnBool(fail)))
+	return st
+}
+
+// dnInTxn is the transactional-state a transfer in transaction id carries, with outcome
+// (nil: none) for a disposition.
+func dnInTxn(id []byte, outcome []byte) []byte {
+	if outcome == nil {
+		return dnPerf(dnTxnState, dnBinary(id))
+	}
+	return dnPerf(dnTxnState, dnBinary(id), outcome)
+}
+
+// messageIDs are the MessageIds of what path's main queue holds, in order.
+func (b *broker) messageIDs(t *testing.T, path string) []string {
+	t.Helper()
+	e, err := b.store.GetEntity(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := b.store.Browse(t.Context(), e, store.SubQueueMain, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, m.MessageID)
+	}
+	return ids
+}
+
+// txnClient is a .NET client with a put-token for every entity it uses, a controller, and
+// helpers for links.
+type txnClient struct {
+	t   *testing.T
+	b   *broker
+	c   *dnConn
+	cbs *dnRR
+	co  *dnController
+}
+
+func newTxnClient(t *testing.T, b *broker, paths ...string) *txnClient {
+	c := dnDial(t, b)
+	c.handshake()
+	tc := &txnClient{t: t, b: b, c: c, cbs: c.openCBS()}
+	exp := time.Now().Add(time.Hour).Truncate(time.Second)
+	for _, p := range paths {
+		id, r := c.putToken(tc.cbs, dnSASToken, dnAudience(p), dnToken("key", exp), exp)
+		dnCheckReply(t, "put-token for "+p, id, r, "status-code", "status-description", 202)
+	}
+	tc.co = c.openController(c.begin(math.MaxUint32))
+	return tc
+}
+
+// sender opens a sending link to target on a session of its own, with properties (nil: none).
+func (tc *txnClient) sender(s *dnSession, target string, properties []byte) (*dnLink, *amqp.Attach) {
+	n := dnNull()
+	if properties == nil {
+		properties = n
+	}
+	l := tc.c.attach(s, dnNewGUID("D"), false, n, n, dnSourceOf(dnString(dnNewGUID("D")), n, n), dnTargetOf(dnString("/"+target)), dnUint(0), properties)
+	a := tc.c.awaitAttach(l)
+	if a.Target == nil {
+		tc.t.Fatalf("the sender to %s was refused\n    bytes %s", target, hex.EncodeToString(l.raw))
+	}
+	tc.c.awaitCredit(l)
+	return l, a
+}
+
+// send sends one message in transaction id and returns the outcome.
+func (tc *txnClient) send(l *dnLink, tag int32, id []byte, msgID string) (amqp.DeliveryState, []byte) {
+	did := tc.c.transferState(l, dnLE32(tag), 0, false, true, dnInTxn(id, nil), dnMessage(msgID, time.Now(), "body of "+msgID))
+	d, raw := tc.c.awaitDisposition("send "+msgID, l.s, amqp.RoleReceiver, did)
+	return d.State, raw
+}
+
+// receive peek-locks one message of path on a session of its own.
+func (tc *txnClient) receive(path string) (*dnLink, *amqp.Transfer) {
+	n := dnNull()
+	s := tc.c.begin(math.MaxUint32)
+	l := tc.c.attach(s, dnNewGUID("D"), true, n, dnUbyte(1), dnSourceOf(dnString("/"+path), n, dnMap()), dnTargetOf(dnString(dnNewGUID("D"))), n, n)
+	a := tc.c.awaitAttach(l)
+	tc.c.flow(l, *a.InitialDeliveryCount, 1)
+	tr, _, _ := tc.c.awaitMessage("the message of "+path, l)
+	return l, tr
+}
+
+// settle sends a disposition of a received delivery with state and returns the answer.
+func (tc *txnClient) settle(l *dnLink, tr *amqp.Transfer, state []byte) (*amqp.Disposition, []byte) {
+	tc.c.disposition(l.s, true, *tr.DeliveryID, false, state)
+	return tc.c.awaitDisposition("the answer to the settlement", l.s, amqp.RoleSender, *tr.DeliveryID)
+}
+
+func wantAcceptedInTxn(t *testing.T, what string, st amqp.DeliveryState, id []byte, raw []byte) {
+	t.Helper()
+	ts, ok := st.(amqp.TransactionalState)
+	if _, accepted := ts.Outcome.(amqp.Accepted); !ok || !accepted || !slices.Equal(ts.TxnID, id) {
+		t.Errorf("%s: outcome %#v; want transactional-state{txn-id, accepted}\n    bytes %s", what, st, hex.EncodeToString(raw))
+	}
+}
+
+func wantRejected(t *testing.T, what string, st amqp.DeliveryState, cond amqp.Symbol) {
+	t.Helper()
+	r, ok := st.(amqp.Rejected)
+	if !ok || r.Error == nil || r.Error.Condition != cond {
+		t.Errorf("%s: outcome %#v; want rejected with %s", what, st, cond)
+	}
+}
+
+// Receive, process, send via the received-from queue, complete: nothing is visible before the
+// commit, all of it after.
+func TestTransactionSendViaAndComplete(t *testing.T) {
+	b := newBroker(t)
+	in := b.createQueue(t, "in", nil)
+	b.createQueue(t, "out", nil)
+	if err := b.store.Send(t.Context(), in, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := newTxnClient(t, b, "in", "out")
+	rl, tr := tc.receive("in")
+	id := tc.co.declare()
+
+	// The sender to out via in: the service echoes the destination in its attach.
+	snd, a := tc.sender(tc.c.begin(math.MaxUint32), "in", dnMap(dnSymbol("com.microsoft:transfer-destination-address"), dnString("out")))
+	if v, _ := dnProp(a, "com.microsoft:transfer-destination-address"); v != "out" {
+		t.Errorf("send-via attach answer properties %#v; want the transfer-destination-address echoed", a.Properties)
+	}
+	st, raw := tc.send(snd, 1, id, "result")
+	wantAcceptedInTxn(t, "the send in the transaction", st, id, raw)
+	d, raw := tc.settle(rl, tr, dnInTxn(id, dnPerf(dnAccepted)))
+	if !d.Settled {
+		t.Errorf("the completion in the transaction was answered unsettled")
+	}
+	wantAcceptedInTxn(t, "the completion in the transaction", d.State, id, raw)
+
+	if got := b.messageIDs(t, "out"); len(got) != 0 {
+		t.Errorf("out holds %q before the commit; want nothing", got)
+	}
+	if got := b.messageIDs(t, "in"); !slices.Equal(got, []string{"work"}) {
+		t.Errorf("in holds %q before the commit; want the received message, still locked", got)
+	}
+	if st := tc.co.discharge(id, false); st == nil || !isAccepted(st) {
+		t.Fatalf("commit: %#v; want accepted", st)
+	}
+	if got := b.messageIDs(t, "out"); !slices.Equal(got, []string{"result"}) {
+		t.Errorf("out holds %q after the commit; want the message sent", got)
+	}
+	if got := b.messageIDs(t, "in"); len(got) != 0 {
+		t.Errorf("in holds %q after the commit; want the completed message gone", got)
+	}
+	if st := tc.co.discharge(id, false); !isRejectedWith(st, "amqp:transaction:unknown-id") {
+		t.Errorf("a second discharge: %#v; want rejected with amqp:transaction:unknown-id", st)
+	}
+}
+
+func isAccepted(st amqp.DeliveryState) bool { _, ok := st.(amqp.Accepted); return ok }
+
+func isRejectedWith(st amqp.DeliveryState, cond amqp.Symbol) bool {
+	r, ok := st.(amqp.Rejected)
+	return ok && r.Error != nil && r.Error.Condition == cond
+}
+
+// A rollback forgets the sends and settlements; the received message stays locked until its
+// lock ends, then comes back.
+func TestTransactionRollback(t *testing.T) {
+	b := newBroker(t)
+	q := b.createQueue(t, "q", nil)
+	if err := b.store.Send(t.Context(), q, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := newTxnClient(t, b, "q")
+	rl, tr := tc.receive("q")
+	id := tc.co.declare()
+	snd, _ := tc.sender(tc.c.begin(math.MaxUint32), "q", nil)
+	st, raw := tc.send(snd, 1, id, "new")
+	wantAcceptedInTxn(t, "the send", st, id, raw)
+	d, raw := tc.settle(rl, tr, dnInTxn(id, dnPerf(dnAccepted)))
+	wantAcceptedInTxn(t, "the completion", d.State, id, raw)
+	if st := tc.co.discharge(id, true); !isAccepted(st) {
+		t.Fatalf("rollback: %#v; want accepted", st)
+	}
+	if got := b.messageIDs(t, "q"); !slices.Equal(got, []string{"work"}) {
+		t.Errorf("q holds %q after the rollback; want only the received message", got)
+	}
+	// Still locked by the rolled-back receive: its lock is the receiver's until it ends.
+	e, _ := b.store.GetEntity(t.Context(), "q")
+	res := b.store.Settle(t.Context(), store.Target{Entity: e}, []store.SettleRequest{{Op: store.RenewLock, Token: dnLockToken(tr.DeliveryTag)}})
+	if res[0].Err != nil {
+		t.Errorf("the lock after the rollback: %v; want still held", res[0].Err)
+	}
+}
+
+// A lock that lapses before the commit fails the discharge with amqp:transaction:rollback and
+// nothing of the transaction is applied.
+func TestTransactionLockLapsedBeforeCommit(t *testing.T) {
+	b := newBroker(t)
+	q := b.createQueue(t, "q", func(p *store.Properties) { p.LockDuration = 5 * time.Second })
+	if err := b.store.Send(t.Context(), q, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := newTxnClient(t, b, "q")
+	rl, tr := tc.receive("q")
+	id := tc.co.declare()
+	snd, _ := tc.sender(tc.c.begin(math.MaxUint32), "q", nil)
+	tc.send(snd, 1, id, "new")
+	tc.settle(rl, tr, dnInTxn(id, dnPerf(dnAccepted)))
+	b.clock.Advance(6 * time.Second)
+	st := tc.co.discharge(id, false)
+	r, ok := st.(amqp.Rejected)
+	if !ok || r.Error == nil || r.Error.Condition != "amqp:transaction:rollback" {
+		t.Fatalf("commit after the lock lapsed: %#v; want rejected with amqp:transaction:rollback", st)
+	}
+	if got := b.messageIDs(t, "q"); !slices.Equal(got, []string{"work"}) {
+		t.Errorf("q holds %q; want only the message whose completion was rolled back", got)
+	}
+}
+
+// Without send-via or cross-entity, a transaction works on one entity: a send elsewhere is
+// refused, and the transaction goes on.
+func TestTransactionOneEntity(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "a", nil)
+	b.createQueue(t, "b", nil)
+	tc := newTxnClient(t, b, "a", "b")
+	id := tc.co.declare()
+	sa, _ := tc.sender(tc.c.begin(math.MaxUint32), "a", nil)
+	sb, _ := tc.sender(tc.c.begin(math.MaxUint32), "b", nil)
+	st, raw := tc.send(sa, 1, id, "to-a")
+	wantAcceptedInTxn(t, "the send to a", st, id, raw)
+	st, _ = tc.send(sb, 1, id, "to-b")
+	wantRejected(t, "a send to b in a's transaction", st, "amqp:not-allowed")
+	if st := tc.co.discharge(id, false); !isAccepted(st) {
+		t.Fatalf("commit: %#v", st)
+	}
+	if a, bb := b.messageIDs(t, "a"), b.messageIDs(t, "b"); !slices.Equal(a, []string{"to-a"}) || len(bb) != 0 {
+		t.Errorf("a holds %q, b %q; want to-a in a only", a, bb)
+	}
+}
+
+// The .NET SDK's cross-entity transactions: the controller is the first link of the one
+// session every link then uses, and sends go straight to their entities.
+func TestTransactionCrossEntitySession(t *testing.T) {
+	b := newBroker(t)
+	in := b.createQueue(t, "in", nil)
+	b.createQueue(t, "out", nil)
+	if err := b.store.Send(t.Context(), in, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+		t.Fatal(err)
+	}
+	c := dnDial(t, b)
+	c.handshake()
+	cbs := c.openCBS()
+	exp := time.Now().Add(time.Hour).Truncate(time.Second)
+	for _, p := range []string{"in", "out"} {
+		rid, r := c.putToken(cbs, dnSASToken, dnAudience(p), dnToken("key", exp), exp)
+		dnCheckReply(t, "put-token", rid, r, "status-code", "status-description", 202)
+	}
+	s := c.begin(math.MaxUint32)
+	tc := &txnClient{t: t, b: b, c: c, cbs: cbs, co: c.openController(s)}
+	n := dnNull()
+	rl := c.attach(s, dnNewGUID("D"), true, n, dnUbyte(1), dnSourceOf(dnString("/in"), n, dnMap()), dnTargetOf(dnString(dnNewGUID("D"))), n, n)
+	a := c.awaitAttach(rl)
+	c.flow(rl, *a.InitialDeliveryCount, 1)
+	tr, _, _ := c.awaitMessage("the message of in", rl)
+	id := tc.co.declare()
+	d, raw := tc.settle(rl, tr, dnInTxn(id, dnPerf(dnAccepted)))
+	wantAcceptedInTxn(t, "the completion", d.State, id, raw)
+	snd, _ := tc.sender(s, "out", nil)
+	st, raw := tc.send(snd, 1, id, "result")
+	wantAcceptedInTxn(t, "the send to out", st, id, raw)
+	if st := tc.co.discharge(id, false); !isAccepted(st) {
+		t.Fatalf("commit: %#v", st)
+	}
+	if got, gone := b.messageIDs(t, "out"), b.messageIDs(t, "in"); !slices.Equal(got, []string{"result"}) || len(gone) != 0 {
+		t.Errorf("out holds %q, in %q; want result in out, in empty", got, gone)
+	}
+}
+
+// A transaction sends at most 100 messages, as the service allows.
+func TestTransactionMessageLimit(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	tc := newTxnClient(t, b, "q")
+	id := tc.co.declare()
+	snd, _ := tc.sender(tc.c.begin(math.MaxUint32), "q", nil)
+	for i := range store.MaxTransactionMessages {
+		if st, raw := tc.send(snd, int32(i), id, "m"); !isTxnAccepted(st) {
+			t.Fatalf("send %d: %#v\n    bytes %s", i, st, hex.EncodeToString(raw))
+		}
+	}
+	st, _ := tc.send(snd, 1000, id, "one too many")
+	wantRejected(t, "send 101", st, "amqp:resource-limit-exceeded")
+	if st := tc.co.discharge(id, false); !isAccepted(st) {
+		t.Fatalf("commit: %#v", st)
+	}
+	if got := b.messageIDs(t, "q"); len(got) != store.MaxTransactionMessages {
+		t.Errorf("q holds %d messages; want %d", len(got), store.MaxTransactionMessages)
+	}
+}
+
+func isTxnAccepted(st amqp.DeliveryState) bool {
+	ts, ok := st.(amqp.TransactionalState)
+	return ok && isAccepted(ts.Outcome)
+}
+
+// A transaction not discharged within its timeout is rolled back; its discharge says so.
+func TestTransactionTimeout(t *testing.T) {
+	b := newBrokerConfig(t, func(c *sbamqp.Config) { c.TransactionTimeout = 300 * time.Millisecond })
+	b.createQueue(t, "q", nil)
+	tc := newTxnClient(t, b, "q")
+	id := tc.co.declare()
+	snd, _ := tc.sender(tc.c.begin(math.MaxUint32), "q", nil)
+	tc.send(snd, 1, id, "late")
+	// A send after the timeout is refused with it: that is the condition waited for.
+	deadline := time.Now().Add(10 * time.Second)
+	for tag := int32(2); ; tag++ {
+		st, _ := tc.send(snd, tag, id, "probe")
+		if isRejectedWith(st, "amqp:transaction:timeout") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the transaction did not time out: %#v", st)
+		}
+	}
+	if st := tc.co.discharge(id, false); !isRejectedWith(st, "amqp:transaction:timeout") {
+		t.Errorf("commit after the timeout: %#v; want rejected with amqp:transaction:timeout", st)
+	}
+	if got := b.messageIDs(t, "q"); len(got) != 0 {
+		t.Errorf("q holds %q; want nothing of the timed-out transaction", got)
+	}
+}
+
+// Settlements through $management (update-disposition, as the SDKs settle deferred messages)
+// carry the transaction in their request's transfer state.
+func TestTransactionManagementDisposition(t *testing.T) {
+	b := newBroker(t)
+	q := b.createQueue(t, "q", nil)
+	if err := b.store.Send(t.Context(), q, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := newTxnClient(t, b, "q", "q/$management")
+	_, tr := tc.receive("q")
+	id := tc.co.declare()
+	mgmt := tc.c.openRR(tc.c.begin(5000), "q/$management", dnMap(dnSymbol("com.microsoft:entity-type"), dnString("entity-mgmt")))
+	lock := dnLockToken(tr.DeliveryTag)
+	reqID, r := tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:update-disposition")},
+		dnMap(dnString("lock-tokens"), dnArray(0x98, lock[:]), dnString("disposition-status"), dnString("completed")), dnInTxn(id, nil))
+	dnCheckReply(t, "update-disposition in the transaction", reqID, r, "statusCode", "statusDescription", 200)
+	if got := b.messageIDs(t, "q"); !slices.Equal(got, []string{"work"}) {
+		t.Errorf("q holds %q before the commit; want the message", got)
+	}
+	reqID, r = tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:peek-message")},
+		dnMap(dnString("from-sequence-number"), dnLong(0), dnString("message-count"), dnInt(1)), dnInTxn(id, nil))
+	dnCheckReply(t, "peek in the transaction", reqID, r, "statusCode", "statusDescription", 400)
+	if st := tc.co.discharge(id, false); !isAccepted(st) {
+		t.Fatalf("commit: %#v", st)
+	}
+	if got := b.messageIDs(t, "q"); len(got) != 0 {
+		t.Errorf("q holds %q after the commit; want nothing", got)
+	}
+}
+
+// A connection that closes rolls back its open transactions.
+func TestTransactionConnectionClosed(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	tc := newTxnClient(t, b, "q")
+	id := tc.co.declare()
+	snd, _ := tc.sender(tc.c.begin(math.MaxUint32), "q", nil)
+	st, raw := tc.send(snd, 1, id, "never")
+	wantAcceptedInTxn(t, "the send", st, id, raw)
+	_ = tc.c.nc.Close()
+	// A new connection cannot discharge it (transactions belong to their connection), and
+	// nothing was stored.
+	other := newTxnClient(t, b, "q")
+	if st := other.co.discharge(id, false); !isRejectedWith(st, "amqp:transaction:unknown-id") {
+		t.Errorf("discharge from another connection: %#v; want amqp:transaction:unknown-id", st)
+	}
+	if got := b.messageIDs(t, "q"); len(got) != 0 {
+		t.Errorf("q holds %q; want nothing", got)
+	}
+}
