@@ -678,10 +678,10 @@ type TransactionalState struct {
 func (Declared) deliveryState()           {}
 func (TransactionalState) deliveryState() {}
 func (Accepted) deliveryState()           {}
-func (Rejected) deliveryState() {}
-func (Released) deliveryState() {}
-func (Modified) deliveryState() {}
-func (Received) deliveryState() {}
+func (Rejected) deliveryState()           {}
+func (Released) deliveryState()           {}
+func (Modified) deliveryState()           {}
+func (Received) deliveryState()           {}
 
 func (Accepted) appendAMQP(b []byte) ([]byte, error) {
 	w := beginFields(b, descAccepted)

@@ -334,4 +334,3 @@ func (r *entityReceiver) txnOutcome(o outcome, ts amqp.TransactionalState) *amqp
 	}
 	return t.addSettle(r.cs, o.l.Session(), store.TxSettle{Target: tg, Request: req})
 }
-
