@@ -63,10 +63,13 @@
 // (amqp:link:transfer-limit-exceeded, amqp:link:message-size-exceeded). A peer silent past
 // Options.IdleTimeout is closed with amqp:resource-limit-exceeded.
 //
+// Transactions (part 4) are the handler's: a coordinator target decodes into Attach.Coordinator,
+// a transfer's transactional-state into Delivery.State, a peer's disposition state into
+// TransactionalState, and Declared and TransactionalState encode as outcomes.
+//
 // # Not implemented
 //
-// Transactions (part 4: a coordinator target decodes, so the handler can refuse it), link
-// recovery and resumption (unsettled maps are decoded and ignored; deliveries die with their
+// Link recovery and resumption (unsettled maps are decoded and ignored; deliveries die with their
 // link), link stealing, sessions and links initiated by the server, and SASL mechanisms other
 // than MSSBCBS, ANONYMOUS and PLAIN. The engine serves any net.Conn (ServeConn), so a
 // WebSocket tunnel is served like TCP.

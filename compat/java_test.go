@@ -20,8 +20,8 @@ var javaSkips = map[string]string{
 }
 
 // javaOwnScenarios are the Java program's scenarios beyond commonScenarios: AMQP over TLS on
-// the AMQPS port, and createTransaction failing soon while sbgate has no coordinator.
-var javaOwnScenarios = []string{"amqps", "transaction-refused"}
+// the AMQPS port, and transactions (committed, rolled back, across entities).
+var javaOwnScenarios = []string{"amqps", "transaction-commit", "transaction-rollback", "transaction-cross-entity"}
 
 // TestJavaClients runs compat/java: the Java client stack (com.azure:azure-messaging-servicebus
 // from the azure-sdk-bom pinned in compat/java/pom.xml, over azure-core-amqp and proton-j) runs
@@ -51,7 +51,7 @@ func TestJavaClients(t *testing.T) {
 	queues := map[string]func(*store.Properties){
 		"PROPS": nil, "BODIES": nil, "RND": nil, "COMPLETE": nil, "ABANDON": nil, "DEFER": nil,
 		"DEADLETTER": nil, "PEEK": nil, "SCHED_QUEUE": nil, "BATCH": nil, "LARGE": nil, "WS": nil,
-		"TLS": nil, "ERRORS": nil, "TXN": nil,
+		"TLS": nil, "ERRORS": nil, "TXN": nil, "TXN_ROLLBACK": nil, "TXN_IN": nil, "TXN_OUT": nil,
 		"RENEW":         func(p *store.Properties) { p.LockDuration = 5 * time.Second },
 		"SESSION_STATE": func(p *store.Properties) { p.RequiresSession = true },
 		"SESSION_EMPTY": func(p *store.Properties) { p.RequiresSession = true },

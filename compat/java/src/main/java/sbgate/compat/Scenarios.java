@@ -68,7 +68,9 @@ public final class Scenarios {
         s.put("missing-entity", (Scenario) Failures::missingEntity);
         // This stack's own, beyond the common list.
         s.put("amqps", (Scenario) Transports::amqps);
-        s.put("transaction-refused", (Scenario) Failures::transactionRefused);
+        s.put("transaction-commit", (Scenario) Transactions::commit);
+        s.put("transaction-rollback", (Scenario) Transactions::rollback);
+        s.put("transaction-cross-entity", (Scenario) Transactions::crossEntity);
         return s;
     }
 

@@ -1,0 +1,87 @@
+package sbgate.compat;
+
+import com.azure.messaging.servicebus.ServiceBusClientBuilder;
+import com.azure.messaging.servicebus.ServiceBusMessage;
+import com.azure.messaging.servicebus.ServiceBusReceivedMessage;
+import com.azure.messaging.servicebus.ServiceBusReceiverClient;
+import com.azure.messaging.servicebus.ServiceBusSenderClient;
+import com.azure.messaging.servicebus.ServiceBusTransactionContext;
+import com.azure.messaging.servicebus.models.CompleteOptions;
+
+import java.util.List;
+
+/**
+ * Transactions (ServiceBusTransactionContext): the receive-process-send pattern, its sends and
+ * its completion atomic, committed and rolled back; across entities with the builder's
+ * cross-entity transactions (send-via).
+ */
+final class Transactions {
+    private Transactions() {
+    }
+
+    /** Receives the message sent with id, peek-locked. */
+    private static ServiceBusReceivedMessage take(ServiceBusSenderClient s, ServiceBusReceiverClient r, String id) {
+        s.sendMessage(new ServiceBusMessage("work " + id).setMessageId(id));
+        return Env.receiveOne(r, Env.RECEIVE_WAIT, id);
+    }
+
+    /** Complete the received message and send a result in one transaction, and commit. */
+    static void commit(Env env) throws Exception {
+        String q = env.entity("TXN");
+        ServiceBusClientBuilder b = env.client();
+        try (ServiceBusSenderClient s = Messaging.queueSender(b, q); ServiceBusReceiverClient r = Messaging.peekLockReceiver(b, q)) {
+            ServiceBusReceivedMessage work = take(s, r, "txn-work-1");
+            ServiceBusTransactionContext tx = s.createTransaction();
+            s.sendMessage(new ServiceBusMessage("result").setMessageId("txn-result-1"), tx);
+            r.complete(work, new CompleteOptions().setTransactionContext(tx));
+            Check.equal("what a peek finds before the commit", "txn-work-1", r.peekMessage().getMessageId());
+            s.commitTransaction(tx);
+            ServiceBusReceivedMessage result = Env.receiveOne(r, Env.RECEIVE_WAIT, "txn-result-1");
+            Check.equal("the message sent in the transaction", "txn-result-1", result.getMessageId());
+            r.complete(result);
+            Messaging.expectNoMessage(r, "the message completed in the transaction came again");
+        }
+    }
+
+    /** The same work rolled back: nothing is sent and the received message stays locked. */
+    static void rollback(Env env) throws Exception {
+        String q = env.entity("TXN_ROLLBACK");
+        ServiceBusClientBuilder b = env.client();
+        try (ServiceBusSenderClient s = Messaging.queueSender(b, q); ServiceBusReceiverClient r = Messaging.peekLockReceiver(b, q)) {
+            ServiceBusReceivedMessage work = take(s, r, "txn-work-2");
+            ServiceBusTransactionContext tx = s.createTransaction();
+            s.sendMessage(new ServiceBusMessage("result").setMessageId("txn-result-2"), tx);
+            r.complete(work, new CompleteOptions().setTransactionContext(tx));
+            s.rollbackTransaction(tx);
+            Messaging.expectNoMessage(r, "after the rollback");
+            List<ServiceBusReceivedMessage> left = r.peekMessages(10).stream().toList();
+            Check.equal("messages after the rollback", 1, left.size());
+            Check.equal("the message after the rollback", "txn-work-2", left.get(0).getMessageId());
+        }
+    }
+
+    /**
+     * Cross-entity: one connection for every client of the builder, the first entity used the
+     * one the others are sent via; receive from one queue, send to another, one transaction.
+     */
+    static void crossEntity(Env env) throws Exception {
+        String in = env.entity("TXN_IN"), out = env.entity("TXN_OUT");
+        ServiceBusClientBuilder b = env.client().enableCrossEntityTransactions();
+        try (ServiceBusReceiverClient r = Messaging.peekLockReceiver(b, in);
+             ServiceBusSenderClient feed = Messaging.queueSender(b, in);
+             ServiceBusSenderClient s = Messaging.queueSender(b, out)) {
+            ServiceBusReceivedMessage work = take(feed, r, "txn-work-3");
+            ServiceBusTransactionContext tx = s.createTransaction();
+            r.complete(work, new CompleteOptions().setTransactionContext(tx));
+            s.sendMessage(new ServiceBusMessage("result").setMessageId("txn-result-3"), tx);
+            s.commitTransaction(tx);
+        }
+        ServiceBusClientBuilder check = env.client();
+        try (ServiceBusReceiverClient ro = Messaging.peekLockReceiver(check, out); ServiceBusReceiverClient ri = Messaging.peekLockReceiver(check, in)) {
+            ServiceBusReceivedMessage result = Env.receiveOne(ro, Env.RECEIVE_WAIT, "txn-result-3");
+            Check.equal("the message sent to the other queue", "txn-result-3", result.getMessageId());
+            ro.complete(result);
+            Messaging.expectNoMessage(ri, "the message completed in the transaction came again");
+        }
+    }
+}

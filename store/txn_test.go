@@ -1,0 +1,86 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sbgate/sbgate/store"
+)
+
+// A transaction's commit applies its sends (topic copies and duplicate detection as any send)
+// and its settlements together; another gateway sees all of it after the commit.
+func TestCommitTransactionAppliesAll(t *testing.T) {
+	b := setup(t, manual)
+	in := b.queue(t, "in", nil)
+	top := b.topic(t, "t", nil)
+	b.sub(t, "t", "a", nil, nil)
+	b.sub(t, "t", "b", nil, nil)
+	dd := b.queue(t, "dd", func(p *store.Properties) { p.RequiresDuplicateDetection = true })
+	b.send(t, in, body("work"))
+	m := b.receive(t, in, store.SubQueueMain, store.PeekLock)
+	w := store.TxWork{
+		Sends: []store.TxSend{
+			{Entity: top, Messages: []store.Message{body("fan-out")}},
+			{Entity: dd, Messages: []store.Message{{MessageID: "once", Body: []byte("1")}}},
+			{Entity: dd, Messages: []store.Message{{MessageID: "once", Body: []byte("2")}}},
+		},
+		Settles: []store.TxSettle{{Target: store.Target{Entity: in}, Request: store.SettleRequest{Op: store.Complete, Token: m.LockToken}}},
+	}
+	if err := b.store.CommitTransaction(b.ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int64{"in": 0, "t/Subscriptions/a": 1, "t/Subscriptions/b": 1, "dd": 1} {
+		if c := b.counts(t, path); c.Active != want {
+			t.Errorf("%s after the commit: %+v; want %d active", path, c, want)
+		}
+	}
+	other := openStore(t, b.pool.Config().ConnString(), store.Options{Now: b.clock.Now, MaintenanceInterval: time.Hour})
+	sub, err := other.Resolve(b.ctx, "t/Subscriptions/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := receive1(b.ctx, other, store.Target{Entity: sub}, store.ReceiveAndDelete, 0)
+	if err != nil || got == nil || string(got.Body) != "fan-out" {
+		t.Errorf("through another gateway: %v, %v; want the message sent in the transaction", got, err)
+	}
+}
+
+// A settlement whose lock is gone fails the commit, and nothing of the transaction is applied.
+func TestCommitTransactionLockLostAppliesNothing(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	b.send(t, q, body("a"), body("b"))
+	ma := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	mb := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Complete, "", mb.LockToken); err != nil {
+		t.Fatal(err)
+	}
+	w := store.TxWork{
+		Sends: []store.TxSend{{Entity: q, Messages: []store.Message{body("new")}}},
+		Settles: []store.TxSettle{
+			{Target: store.Target{Entity: q}, Request: store.SettleRequest{Op: store.Complete, Token: ma.LockToken}},
+			{Target: store.Target{Entity: q}, Request: store.SettleRequest{Op: store.DeadLetter, Token: mb.LockToken}},
+		},
+	}
+	if err := b.store.CommitTransaction(b.ctx, w); !errors.Is(err, store.ErrLockLost) {
+		t.Fatalf("commit with a lock gone: %v; want ErrLockLost", err)
+	}
+	if c := b.counts(t, "q"); c.Active != 1 || c.DeadLetter != 0 {
+		t.Errorf("q after the failed commit: %+v; want only a, still locked", c)
+	}
+	// a is still locked by its receiver: its completion outside the transaction works.
+	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Complete, "", ma.LockToken); err != nil {
+		t.Errorf("a's lock after the failed commit: %v", err)
+	}
+	// A renewal or a settlement of one lock twice is no transaction's work.
+	for _, w := range []store.TxWork{
+		{Settles: []store.TxSettle{{Target: store.Target{Entity: q}, Request: store.SettleRequest{Op: store.RenewLock, Token: uuid.New()}}}},
+	} {
+		if err := b.store.CommitTransaction(b.ctx, w); !errors.Is(err, store.ErrBadRequest) {
+			t.Errorf("%+v: %v; want ErrBadRequest", w, err)
+		}
+	}
+}
