@@ -5,3 +5,6 @@ const (
 	MaxInFlight       = maxInFlight
 	MaxPendingReplies = maxPendingReplies
 )
+
+// MaxOpenTxns is how many transactions one connection may hold open.
+const MaxOpenTxns = maxOpenTxns

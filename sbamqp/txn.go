@@ -38,6 +38,15 @@ const (
 	propTransferDestination amqp.Symbol = "com.microsoft:transfer-destination-address"
 )
 
+// What one connection's open transactions may hold: maxOpenTxns transactions, and maxTxnBytes of
+// work (the sends' encoded size, settleCost a settlement) kept until their discharge. Beyond,
+// a declare or an operation is refused with amqp:resource-limit-exceeded.
+const (
+	maxOpenTxns = 256
+	maxTxnBytes = 64 << 20
+	settleCost  = 256
+)
+
 // DefaultTransactionTimeout is how long a transaction may run from its first operation to its
 // discharge, as the service allows.
 const DefaultTransactionTimeout = 2 * time.Minute
@@ -55,6 +64,7 @@ type txn struct {
 	entity   string
 	work     store.TxWork
 	messages int
+	held     int64 // bytes of work counted in the connection's txns.held
 	locks    map[[2]any]bool // the locks it settles, by entity path and token
 	timer    *time.Timer
 }
@@ -69,10 +79,29 @@ type coordinator struct {
 	work  worker[*amqp.Delivery]
 }
 
-// txns are a connection's open transactions, by txn-id.
+// txns are a connection's open transactions, by txn-id, and the bytes of work they hold.
 type txns struct {
-	mu sync.Mutex
-	m  map[string]*txn
+	mu   sync.Mutex
+	m    map[string]*txn
+	held int64
+}
+
+// hold counts n more bytes of work held by the connection's transactions, refusing what would
+// pass maxTxnBytes.
+func (ts *txns) hold(n int64) *amqp.Error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.held+n > maxTxnBytes {
+		return amqp.Errorf(condResourceLimit, "The connection's open transactions hold %d bytes of work; this would pass the limit of %d: discharge some first.", ts.held, maxTxnBytes)
+	}
+	ts.held += n
+	return nil
+}
+
+func (ts *txns) release(n int64) {
+	ts.mu.Lock()
+	ts.held -= n
+	ts.mu.Unlock()
 }
 
 func (cs *conn) attachCoordinator(req *amqp.AttachRequest) {
@@ -114,7 +143,12 @@ func (co *coordinator) control(ctx context.Context, d *amqp.Delivery) {
 			_ = d.Reject(amqp.Errorf(condNotImplemented, "Distributed transactions (a declare with a global-id) are not supported."))
 			return
 		}
-		_ = d.Settle(amqp.Declared{TxnID: co.cs.declare(co)})
+		id, aerr := co.cs.declare(co)
+		if aerr != nil {
+			_ = d.Reject(aerr)
+			return
+		}
+		_ = d.Settle(amqp.Declared{TxnID: id})
 	case uint64(0x32), amqp.Symbol("amqp:discharge:list"):
 		var id []byte
 		var fail bool
@@ -135,16 +169,19 @@ func (co *coordinator) control(ctx context.Context, d *amqp.Delivery) {
 }
 
 // declare opens a transaction and returns its id.
-func (cs *conn) declare(co *coordinator) []byte {
+func (cs *conn) declare(co *coordinator) ([]byte, *amqp.Error) {
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
 	cs.txns.mu.Lock()
 	defer cs.txns.mu.Unlock()
+	if len(cs.txns.m) >= maxOpenTxns {
+		return nil, amqp.Errorf(condResourceLimit, "The connection has %d transactions open, the most it may: discharge one first.", maxOpenTxns)
+	}
 	if cs.txns.m == nil {
 		cs.txns.m = make(map[string]*txn)
 	}
 	cs.txns.m[string(id)] = &txn{id: id, coord: co}
-	return id
+	return id, nil
 }
 
 // discharge ends a transaction: with fail, its work is forgotten; without, committed.
@@ -161,9 +198,10 @@ func (cs *conn) discharge(ctx context.Context, id []byte, fail bool) *amqp.Error
 	if t.timer != nil {
 		t.timer.Stop()
 	}
-	aerr, work := t.err, t.work
-	t.work = store.TxWork{}
+	aerr, work, held := t.err, t.work, t.held
+	t.work, t.held = store.TxWork{}, 0
 	t.mu.Unlock()
+	cs.txns.release(held)
 	switch {
 	case aerr != nil:
 		return aerr
@@ -194,6 +232,13 @@ func (cs *conn) rollbackAll(match func(*txn) bool, why string) {
 	}
 }
 
+// forget drops t's work, giving back what it held.
+func (t *txn) forgetLocked() {
+	t.work = store.TxWork{}
+	t.coord.cs.txns.release(t.held)
+	t.held = 0
+}
+
 // fail ends t with err: its work is forgotten, and its discharge (if it comes) answers err.
 func (t *txn) fail(err *amqp.Error) {
 	t.mu.Lock()
@@ -201,7 +246,7 @@ func (t *txn) fail(err *amqp.Error) {
 	if t.err == nil {
 		t.err = err
 	}
-	t.work = store.TxWork{}
+	t.forgetLocked()
 	if t.timer != nil {
 		t.timer.Stop()
 	}
@@ -265,12 +310,16 @@ func (t *txn) add(cs *conn, path string, session *amqp.Session, record func() *a
 	return nil
 }
 
-// addSends records msgs, sent to dest in t.
-func (t *txn) addSends(cs *conn, via string, session *amqp.Session, dest *store.Entity, msgs []store.Message) *amqp.Error {
+// addSends records msgs, sent to dest in t; size is their encoded size.
+func (t *txn) addSends(cs *conn, via string, session *amqp.Session, dest *store.Entity, msgs []store.Message, size int) *amqp.Error {
 	return t.add(cs, via, session, func() *amqp.Error {
 		if t.messages+len(msgs) > store.MaxTransactionMessages {
 			return amqp.Errorf(condResourceLimit, "Cannot send more than %d messages in a single transaction.", store.MaxTransactionMessages)
 		}
+		if aerr := cs.txns.hold(int64(size)); aerr != nil {
+			return aerr
+		}
+		t.held += int64(size)
 		t.messages += len(msgs)
 		t.work.Sends = append(t.work.Sends, store.TxSend{Entity: dest, Messages: msgs})
 		return nil
@@ -287,6 +336,10 @@ func (t *txn) addSettle(cs *conn, session *amqp.Session, st store.TxSettle) *amq
 		if t.locks[key] {
 			return amqpError(store.ErrLockLost)
 		}
+		if aerr := cs.txns.hold(settleCost); aerr != nil {
+			return aerr
+		}
+		t.held += settleCost
 		if t.locks == nil {
 			t.locks = make(map[[2]any]bool)
 		}

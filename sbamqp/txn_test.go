@@ -457,3 +457,24 @@ func TestTransactionConnectionClosed(t *testing.T) {
 		t.Errorf("q holds %q; want nothing", got)
 	}
 }
+
+// A connection holds at most MaxOpenTxns transactions open: a peer cannot make the gateway keep
+// transactions without end. Discharging one makes room.
+func TestTransactionsPerConnection(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	tc := newTxnClient(t, b, "q")
+	var first []byte
+	for i := range sbamqp.MaxOpenTxns {
+		id := tc.co.declare()
+		if i == 0 {
+			first = id
+		}
+	}
+	st, _ := tc.co.command("one declare too many", dnPerf(dnDeclare))
+	wantRejected(t, "declare beyond the limit", st, "amqp:resource-limit-exceeded")
+	if st := tc.co.discharge(first, true); !isAccepted(st) {
+		t.Fatalf("rollback: %#v", st)
+	}
+	tc.co.declare()
+}
