@@ -64,7 +64,7 @@ type txn struct {
 	entity   string
 	work     store.TxWork
 	messages int
-	held     int64 // bytes of work counted in the connection's txns.held
+	held     int64           // bytes of work counted in the connection's txns.held
 	locks    map[[2]any]bool // the locks it settles, by entity path and token
 	timer    *time.Timer
 }
