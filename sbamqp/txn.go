@@ -3,6 +3,7 @@ package sbamqp
 import (
 	"context"
 	"crypto/rand"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -352,6 +353,9 @@ func (t *txn) addSettle(cs *conn, session *amqp.Session, st store.TxSettle) *amq
 // txnOutcomes records the transactional outcomes of a receive link in their transactions and
 // answers each; it returns the outcomes that are not transactional.
 func (r *entityReceiver) txnOutcomes(batch []outcome) []outcome {
+	if !slices.ContainsFunc(batch, func(o outcome) bool { _, ok := o.state.(amqp.TransactionalState); return ok }) {
+		return batch // the usual case: nothing to sort out
+	}
 	plain := batch[:0:0]
 	for _, o := range batch {
 		ts, ok := o.state.(amqp.TransactionalState)
