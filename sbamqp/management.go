@@ -363,11 +363,13 @@ func updateDisposition(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	}
 	req.PropertiesToModify = modify
 	if q.txn != nil {
-		for _, tok := range toks {
-			req.Token = tok
-			if aerr := q.txn.addSettle(q.cs, q.txnSession, store.TxSettle{Target: q.t, Request: req}); aerr != nil {
-				return nil, aerr
-			}
+		sts := make([]store.TxSettle, len(toks))
+		for i, tok := range toks {
+			sts[i] = store.TxSettle{Target: q.t, Request: req}
+			sts[i].Request.Token = tok
+		}
+		if aerr := q.txn.addSettles(q.cs, q.txnSession, sts); aerr != nil {
+			return nil, aerr
 		}
 		return amqp.Map{}, nil
 	}

@@ -43,9 +43,10 @@ const (
 // work (the sends' encoded size, settleCost a settlement) kept until their discharge. Beyond,
 // a declare or an operation is refused with amqp:resource-limit-exceeded.
 const (
-	maxOpenTxns = 256
-	maxTxnBytes = 64 << 20
-	settleCost  = 256
+	maxOpenTxns   = 256
+	commitTimeout = time.Minute
+	maxTxnBytes   = 64 << 20
+	settleCost    = 256
 )
 
 // DefaultTransactionTimeout is how long a transaction may run from its first operation to its
@@ -78,6 +79,9 @@ type coordinator struct {
 	// cross-entity transactions: work on links of this session may touch any entity.
 	cross bool
 	work  worker[*amqp.Delivery]
+	// gone: the link detached (guarded by the connection's txns.mu); a declare still queued
+	// behind the detach is refused, or its transaction would outlive its link.
+	gone bool
 }
 
 // txns are a connection's open transactions, by txn-id, and the bytes of work they hold.
@@ -126,6 +130,9 @@ func (co *coordinator) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 
 // ReceiverDetached rolls back the transactions the link declared and has not discharged.
 func (co *coordinator) ReceiverDetached(*amqp.ReceiverLink, error) {
+	co.cs.txns.mu.Lock()
+	co.gone = true
+	co.cs.txns.mu.Unlock()
 	co.cs.rollbackAll(func(t *txn) bool { return t.coord == co }, "its coordinator link was detached")
 }
 
@@ -175,6 +182,9 @@ func (cs *conn) declare(co *coordinator) ([]byte, *amqp.Error) {
 	_, _ = rand.Read(id)
 	cs.txns.mu.Lock()
 	defer cs.txns.mu.Unlock()
+	if co.gone {
+		return nil, amqp.Errorf(amqp.ErrCondDetachForced, "The coordinator link was detached.")
+	}
 	if len(cs.txns.m) >= maxOpenTxns {
 		return nil, amqp.Errorf(condResourceLimit, "The connection has %d transactions open, the most it may: discharge one first.", maxOpenTxns)
 	}
@@ -209,7 +219,11 @@ func (cs *conn) discharge(ctx context.Context, id []byte, fail bool) *amqp.Error
 	case fail:
 		return nil
 	}
-	if err := cs.h.cfg.Store.CommitTransaction(context.WithoutCancel(ctx), work); err != nil {
+	// The commit is made even if the connection goes meanwhile, but not waited for forever:
+	// the coordinator's later declares and discharges queue behind it.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	if err := cs.h.cfg.Store.CommitTransaction(cctx, work); err != nil {
 		e := amqpError(err)
 		return &amqp.Error{Condition: condTxnRollback, Description: "The transaction was rolled back: " + e.Description,
 			Info: amqp.Map{{Key: amqp.Symbol("com.microsoft:cause"), Value: e.Condition}}}
@@ -329,23 +343,40 @@ func (t *txn) addSends(cs *conn, via string, session *amqp.Session, dest *store.
 
 // addSettle records a settlement in t.
 func (t *txn) addSettle(cs *conn, session *amqp.Session, st store.TxSettle) *amqp.Error {
-	if err := store.CheckTxSettle(st); err != nil {
-		return amqpError(err)
+	return t.addSettles(cs, session, []store.TxSettle{st})
+}
+
+// addSettles records settlements of one entity in t, all or none.
+func (t *txn) addSettles(cs *conn, session *amqp.Session, sts []store.TxSettle) *amqp.Error {
+	if len(sts) == 0 {
+		return nil
 	}
-	return t.add(cs, st.Target.Entity.Path, session, func() *amqp.Error {
-		key := [2]any{st.Target.Entity.ID, st.Request.Token}
-		if t.locks[key] {
-			return amqpError(store.ErrLockLost)
+	for _, st := range sts {
+		if err := store.CheckTxSettle(st); err != nil {
+			return amqpError(err)
 		}
-		if aerr := cs.txns.hold(settleCost); aerr != nil {
+	}
+	return t.add(cs, sts[0].Target.Entity.Path, session, func() *amqp.Error {
+		keys := make(map[[2]any]bool, len(sts))
+		for _, st := range sts {
+			key := [2]any{st.Target.Entity.ID, st.Request.Token}
+			if t.locks[key] || keys[key] {
+				return amqpError(store.ErrLockLost)
+			}
+			keys[key] = true
+		}
+		cost := int64(settleCost * len(sts))
+		if aerr := cs.txns.hold(cost); aerr != nil {
 			return aerr
 		}
-		t.held += settleCost
+		t.held += cost
 		if t.locks == nil {
 			t.locks = make(map[[2]any]bool)
 		}
-		t.locks[key] = true
-		t.work.Settles = append(t.work.Settles, st)
+		for k := range keys {
+			t.locks[k] = true
+		}
+		t.work.Settles = append(t.work.Settles, sts...)
 		return nil
 	})
 }

@@ -478,3 +478,27 @@ func TestTransactionsPerConnection(t *testing.T) {
 	}
 	tc.co.declare()
 }
+
+// An update-disposition in a transaction is recorded whole or not at all: one that fails (a
+// lock named twice) leaves nothing of it for the commit.
+func TestTransactionManagementDispositionAllOrNone(t *testing.T) {
+	b := newBroker(t)
+	q := b.createQueue(t, "q", nil)
+	if err := b.store.Send(t.Context(), q, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := newTxnClient(t, b, "q", "q/$management")
+	_, tr := tc.receive("q")
+	id := tc.co.declare()
+	mgmt := tc.c.openRR(tc.c.begin(5000), "q/$management", dnMap(dnSymbol("com.microsoft:entity-type"), dnString("entity-mgmt")))
+	lock := dnLockToken(tr.DeliveryTag)
+	reqID, r := tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:update-disposition")},
+		dnMap(dnString("lock-tokens"), dnArray(0x98, lock[:], lock[:]), dnString("disposition-status"), dnString("completed")), dnInTxn(id, nil))
+	dnCheckReply(t, "update-disposition naming one lock twice", reqID, r, "statusCode", "statusDescription", 410)
+	if st := tc.co.discharge(id, false); !isAccepted(st) {
+		t.Fatalf("commit: %#v", st)
+	}
+	if got := b.messageIDs(t, "q"); !slices.Equal(got, []string{"work"}) {
+		t.Errorf("q holds %q after the commit; want the message: the failed request recorded nothing", got)
+	}
+}
