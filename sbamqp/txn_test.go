@@ -420,7 +420,11 @@ func TestTransactionManagementDisposition(t *testing.T) {
 	id := tc.co.declare()
 	mgmt := tc.c.openRR(tc.c.begin(5000), "q/$management", dnMap(dnSymbol("com.microsoft:entity-type"), dnString("entity-mgmt")))
 	lock := dnLockToken(tr.DeliveryTag)
-	reqID, r := tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:update-disposition")},
+	// A renewal in a transaction (the Service Bus document lists it) renews at once.
+	reqID, r := tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:renew-lock")},
+		dnMap(dnString("lock-tokens"), dnArray(0x98, lock[:])), dnInTxn(id, nil))
+	dnCheckReply(t, "renew-lock in the transaction", reqID, r, "statusCode", "statusDescription", 200)
+	reqID, r = tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:update-disposition")},
 		dnMap(dnString("lock-tokens"), dnArray(0x98, lock[:]), dnString("disposition-status"), dnString("completed")), dnInTxn(id, nil))
 	dnCheckReply(t, "update-disposition in the transaction", reqID, r, "statusCode", "statusDescription", 200)
 	if got := b.messageIDs(t, "q"); !slices.Equal(got, []string{"work"}) {
