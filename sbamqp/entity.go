@@ -289,7 +289,7 @@ func (s *entitySender) storeInTxn(ctx context.Context, l *amqp.ReceiverLink, d *
 		if err := s.cs.h.cfg.Store.CheckSend(ctx, e, msgs); err != nil {
 			aerr = amqpError(err)
 		} else {
-			aerr = t.addSends(s.cs, s.via, l.Session(), e, msgs, len(d.Payload))
+			aerr = t.addSends(s.cs, s.via, l.Session(), store.TxSend{Entity: e, Messages: msgs}, len(d.Payload))
 		}
 	}
 	if aerr != nil {

@@ -170,16 +170,14 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message, sessio
 	return op.do(ctx, q)
 }
 
-// inTransaction refuses the operations a transaction cannot include. The service's are send,
-// complete, abandon, dead-letter, defer and renew-lock: update-disposition is recorded in the
-// transaction, a renewal is made at once, as outside one.
+// inTransaction refuses the operations a transaction cannot include. The service's are send
+// (schedule-message too), complete, abandon, dead-letter, defer and renew-lock:
+// update-disposition and schedule-message are recorded in the transaction, a renewal is made at
+// once, as outside one.
 func inTransaction(op string) error {
 	switch op {
-	case "com.microsoft:update-disposition", "com.microsoft:renew-lock":
+	case "com.microsoft:update-disposition", "com.microsoft:renew-lock", "com.microsoft:schedule-message":
 		return nil
-	case "com.microsoft:schedule-message":
-		return unsupported("Scheduling messages inside a transaction is not supported by this broker: schedule them outside " +
-			"the transaction, or send them in it with a scheduled enqueue time.")
 	}
 	return &amqp.Error{Condition: condNotAllowed, Description: fmt.Sprintf("The management operation '%s' cannot be part of a transaction.", store.Clip(op))}
 }
@@ -387,7 +385,42 @@ func updateDisposition(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 }
 
 func scheduleMessages(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
+	if q.txn != nil {
+		return scheduleInTxn(ctx, q)
+	}
 	return schedule(ctx, q.store(), q.e, q.sq, "com.microsoft:schedule-message", q.body)
+}
+
+// scheduleInTxn schedules messages in the request's transaction: their numbers are drawn now,
+// for the reply, and they are stored with those numbers when the transaction commits.
+func scheduleInTxn(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
+	if q.sq != store.SubQueueMain {
+		return nil, badField("scheduled messages live in the entity, not its dead-letter subqueue")
+	}
+	msgs, size, err := scheduledMessages(q.body)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.store().CheckSend(ctx, q.e, msgs); err != nil {
+		return nil, err
+	}
+	nums, err := q.store().ReserveSequenceNumbers(ctx, len(msgs))
+	if err != nil {
+		return nil, err
+	}
+	if aerr := q.txn.addSends(q.cs, q.e.Path, q.txnSession, store.TxSend{Entity: q.e, Messages: msgs, Numbers: nums}, size); aerr != nil {
+		return nil, aerr
+	}
+	return sequenceNumbers(nums), nil
+}
+
+// sequenceNumbers is the reply of schedule-message.
+func sequenceNumbers(seqs []int64) amqp.Map {
+	out := make([]any, len(seqs))
+	for i, seq := range seqs {
+		out[i] = seq
+	}
+	return amqp.Map{{Key: "sequence-numbers", Value: amqp.Array{Type: amqp.TypeLong, Elems: out}}}
 }
 
 func cancelScheduled(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
@@ -412,38 +445,45 @@ func schedule(ctx context.Context, st store.Store, e *store.Entity, sq store.Sub
 		}
 		return amqp.Map{}, nil
 	}
-	es, err := elems(body, "messages")
+	msgs, _, err := scheduledMessages(body)
 	if err != nil {
 		return nil, err
-	}
-	if len(es) == 0 {
-		return nil, badField("'messages' is empty")
-	}
-	msgs := make([]store.Message, len(es))
-	for i, el := range es {
-		entry, _ := el.(amqp.Map)
-		v, _ := entry.Get("message")
-		b, ok := v.([]byte)
-		if !ok {
-			return nil, badField("entry %d of 'messages' has no binary 'message'", i+1)
-		}
-		m, err := amqp.UnmarshalKeepingBody(b)
-		if err != nil {
-			return nil, &amqp.Error{Condition: amqp.ErrCondDecodeError, Description: fmt.Sprintf("Message %d could not be decoded.", i+1)}
-		}
-		if msgs[i], err = toStore(m); err != nil {
-			return nil, err
-		}
 	}
 	seqs, err := st.SendSequenced(ctx, e, msgs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]any, len(seqs))
-	for i, seq := range seqs {
-		out[i] = seq
+	return sequenceNumbers(seqs), nil
+}
+
+// scheduledMessages decodes the messages of a schedule-message request, and their encoded size.
+func scheduledMessages(body amqp.Map) ([]store.Message, int, error) {
+	es, err := elems(body, "messages")
+	if err != nil {
+		return nil, 0, err
 	}
-	return amqp.Map{{Key: "sequence-numbers", Value: amqp.Array{Type: amqp.TypeLong, Elems: out}}}, nil
+	if len(es) == 0 {
+		return nil, 0, badField("'messages' is empty")
+	}
+	msgs := make([]store.Message, len(es))
+	size := 0
+	for i, el := range es {
+		entry, _ := el.(amqp.Map)
+		v, _ := entry.Get("message")
+		b, ok := v.([]byte)
+		if !ok {
+			return nil, 0, badField("entry %d of 'messages' has no binary 'message'", i+1)
+		}
+		size += len(b)
+		m, err := amqp.UnmarshalKeepingBody(b)
+		if err != nil {
+			return nil, 0, &amqp.Error{Condition: amqp.ErrCondDecodeError, Description: fmt.Sprintf("Message %d could not be decoded.", i+1)}
+		}
+		if msgs[i], err = toStore(m); err != nil {
+			return nil, 0, err
+		}
+	}
+	return msgs, size, nil
 }
 
 // peek browses up to n messages from sequence number from on; with a session (hasSession, sid

@@ -325,18 +325,18 @@ func (t *txn) add(cs *conn, path string, session *amqp.Session, record func() *a
 	return nil
 }
 
-// addSends records msgs, sent to dest in t; size is their encoded size.
-func (t *txn) addSends(cs *conn, via string, session *amqp.Session, dest *store.Entity, msgs []store.Message, size int) *amqp.Error {
+// addSends records snd, made through via, in t; size is its messages' encoded size.
+func (t *txn) addSends(cs *conn, via string, session *amqp.Session, snd store.TxSend, size int) *amqp.Error {
 	return t.add(cs, via, session, func() *amqp.Error {
-		if t.messages+len(msgs) > store.MaxTransactionMessages {
+		if t.messages+len(snd.Messages) > store.MaxTransactionMessages {
 			return amqp.Errorf(condResourceLimit, "Cannot send more than %d messages in a single transaction.", store.MaxTransactionMessages)
 		}
 		if aerr := cs.txns.hold(int64(size)); aerr != nil {
 			return aerr
 		}
 		t.held += int64(size)
-		t.messages += len(msgs)
-		t.work.Sends = append(t.work.Sends, store.TxSend{Entity: dest, Messages: msgs})
+		t.messages += len(snd.Messages)
+		t.work.Sends = append(t.work.Sends, snd)
 		return nil
 	})
 }

@@ -506,3 +506,85 @@ func TestTransactionManagementDispositionAllOrNone(t *testing.T) {
 		t.Errorf("q holds %q after the commit; want the message: the failed request recorded nothing", got)
 	}
 }
+
+// schedule asks q's management node to schedule one message in transaction id and returns the
+// number the reply gives it.
+func (tc *txnClient) schedule(mgmt *dnRR, id []byte, msgID string, at time.Time) int64 {
+	tc.t.Helper()
+	payload, err := amqp.Marshal(&amqp.Message{
+		MessageAnnotations: amqp.Map{{Key: amqp.Symbol("x-opt-scheduled-enqueue-time"), Value: at}},
+		Properties:         &amqp.Properties{MessageID: msgID},
+		Data:               [][]byte{[]byte("scheduled " + msgID)},
+	})
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	reqID, r := tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:schedule-message")},
+		dnMap(dnString("messages"), dnList(dnMap(dnString("message-id"), dnString(msgID), dnString("message"), dnBinary(payload)))), dnInTxn(id, nil))
+	dnCheckReply(tc.t, "schedule-message in the transaction", reqID, r, "statusCode", "statusDescription", 200)
+	body, _ := r.m.Value.(amqp.Map)
+	v, _ := body.Get("sequence-numbers")
+	arr, ok := v.(amqp.Array)
+	if !ok || len(arr.Elems) != 1 {
+		tc.t.Fatalf("schedule-message reply %#v; want one sequence number", r.m.Value)
+	}
+	n, _ := arr.Elems[0].(int64)
+	return n
+}
+
+// Scheduling through $management in a transaction: the reply names the number before the
+// commit, nothing is stored before it, and after it the message (or a topic's copies) is
+// scheduled under that number, by which it is cancelled.
+func TestTransactionSchedule(t *testing.T) {
+	b := newBroker(t)
+	q := b.createQueue(t, "q", nil)
+	top, err := b.store.CreateEntity(t.Context(), store.KindTopic, "t", store.DefaultProperties(store.KindTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.CreateSubscription(t.Context(), "t/Subscriptions/s", store.DefaultProperties(store.KindSubscription), nil); err != nil {
+		t.Fatal(err)
+	}
+	tc := newTxnClient(t, b, "q/$management", "t/$management")
+	at := time.Now().Add(time.Hour)
+
+	id := tc.co.declare()
+	mq := tc.c.openRR(tc.c.begin(5000), "q/$management", dnMap(dnSymbol("com.microsoft:entity-type"), dnString("entity-mgmt")))
+	n := tc.schedule(mq, id, "later", at)
+	if got := b.messageIDs(t, "q"); len(got) != 0 {
+		t.Errorf("q holds %q before the commit; want nothing", got)
+	}
+	if st := tc.co.discharge(id, false); !isAccepted(st) {
+		t.Fatalf("commit: %#v", st)
+	}
+	msgs, err := b.store.Browse(t.Context(), q, store.SubQueueMain, 0, 10)
+	if err != nil || len(msgs) != 1 || msgs[0].SequenceNumber != n || msgs[0].MessageID != "later" {
+		t.Fatalf("q after the commit: %+v, %v; want the message scheduled as number %d", msgs, err, n)
+	}
+	if err := b.store.CancelScheduled(t.Context(), q, []int64{n}); err != nil {
+		t.Errorf("cancel by the number the transaction's reply gave: %v", err)
+	}
+
+	id = tc.co.declare()
+	mt := tc.c.openRR(tc.c.begin(5000), "t/$management", dnMap(dnSymbol("com.microsoft:entity-type"), dnString("entity-mgmt")))
+	n = tc.schedule(mt, id, "later-t", at)
+	if st := tc.co.discharge(id, false); !isAccepted(st) {
+		t.Fatalf("commit on the topic: %#v", st)
+	}
+	scheduled := func() int64 {
+		sub, err := b.store.GetEntity(t.Context(), "t/Subscriptions/s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sub.Counts.Scheduled
+	}
+	if got := scheduled(); got != 1 {
+		t.Errorf("the subscription holds %d scheduled copies after the commit; want 1", got)
+	}
+	if err := b.store.CancelScheduled(t.Context(), top, []int64{n}); err != nil {
+		t.Errorf("cancel on the topic by the transaction's number: %v", err)
+	}
+	if got := scheduled(); got != 0 {
+		t.Errorf("the subscription holds %d scheduled copies after the cancel; want none", got)
+	}
+}

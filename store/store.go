@@ -75,6 +75,9 @@ type Store interface {
 	// CheckSend runs msgs through every check of a Send to e without storing them (a
 	// transaction's sends are checked when made and stored when it commits). Errors: as Send.
 	CheckSend(ctx context.Context, e *Entity, msgs []Message) error
+	// ReserveSequenceNumbers draws n sequence numbers, for messages a transaction schedules
+	// (TxSend.Numbers): their numbers are known before the commit.
+	ReserveSequenceNumbers(ctx context.Context, n int) ([]int64, error)
 	// CommitTransaction applies the sends and settlements of a client transaction in one
 	// database transaction, all or nothing. Errors: ErrLockLost when a settlement's lock is no
 	// longer held (nothing is applied), the errors of Send and Settle.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -17,10 +18,14 @@ import (
 // MaxTransactionMessages is how many messages one transaction may send, as the service allows.
 const MaxTransactionMessages = 100
 
-// TxSend is a send a transaction makes when it commits.
+// TxSend is a send a transaction makes when it commits. Numbers, when set, are the numbers
+// ReserveSequenceNumbers gave its messages (scheduled through $management, whose reply names
+// them before the commit): each message is then known by its number, as SendSequenced's are —
+// its sequence number in Entity, or the EnqueuedSequenceNumber of its copies elsewhere.
 type TxSend struct {
 	Entity   *Entity
 	Messages []Message
+	Numbers  []int64
 }
 
 // TxSettle is a settlement a transaction makes when it commits: Complete, Abandon, Defer or
@@ -34,6 +39,17 @@ type TxSettle struct {
 type TxWork struct {
 	Sends   []TxSend
 	Settles []TxSettle
+}
+
+// ReserveSequenceNumbers draws n sequence numbers for a transaction's scheduled messages. See
+// Store.
+func (s *Postgres) ReserveSequenceNumbers(ctx context.Context, n int) ([]int64, error) {
+	var nums []int64
+	err := s.pool.QueryRow(ctx, `SELECT array_agg(nextval('message_seq')) FROM generate_series(1, $1)`, n).Scan(&nums)
+	if err != nil {
+		return nil, fmt.Errorf("reserve sequence numbers: %w", interpretError(err))
+	}
+	return nums, nil
 }
 
 // CheckSend runs msgs through the checks of a send to e. See Store.
@@ -69,10 +85,26 @@ func (s *Postgres) CommitTransaction(ctx context.Context, w TxWork) error {
 	}
 	var rows []messageRow
 	var sends []sent
+	var numbered []numberedRow
 	for _, snd := range w.Sends {
-		d, size, err := s.prepareSend(ctx, snd.Entity, snd.Messages)
+		msgs := snd.Messages
+		if snd.Numbers != nil {
+			// Copies elsewhere (a topic's, a forwarded message) share the number as their
+			// EnqueuedSequenceNumber, as SendSequenced's do; a row in the entity itself takes it
+			// as its sequence number once inserted.
+			msgs = slices.Clone(msgs)
+			for i := range msgs {
+				msgs[i].EnqueuedSequenceNumber = snd.Numbers[i]
+			}
+		}
+		d, size, err := s.prepareSend(ctx, snd.Entity, msgs)
 		if err != nil {
 			return err
+		}
+		for k, r := range d.rows {
+			if snd.Numbers != nil && r.EntityID == snd.Entity.ID {
+				numbered = append(numbered, numberedRow{row: len(rows) + k, number: r.EnqueuedSeq.Int64})
+			}
 		}
 		rows = append(rows, d.rows...)
 		sends = append(sends, sent{snd.Entity, size, d.wakeTargets()})
@@ -102,12 +134,14 @@ func (s *Postgres) CommitTransaction(ctx context.Context, w TxWork) error {
 				}
 				woken = append(woken, wk...)
 			}
-			if len(rows) > 0 {
-				if _, err := s.insertRows(ctx, tx, rows); err != nil {
-					return err
-				}
+			if len(rows) == 0 {
+				return nil
 			}
-			return nil
+			stored, err := s.insertRows(ctx, tx, rows)
+			if err != nil {
+				return err
+			}
+			return renumber(ctx, tx, rows, stored, numbered, now)
 		})
 	})
 	if err != nil {
@@ -123,6 +157,34 @@ func (s *Postgres) CommitTransaction(ctx context.Context, w TxWork) error {
 		s.touch(st.Target.Entity)
 	}
 	return nil
+}
+
+// numberedRow is a row of a transaction's insert (its index) that takes a reserved number as its
+// sequence number.
+type numberedRow struct {
+	row    int
+	number int64
+}
+
+// renumber gives the rows of numbered, stored with the sequence numbers stored, their reserved
+// numbers. Such a row, lower than the numbers its entity's claims may have passed, is put in
+// the due range (visible_at set) so that claims find it wherever their cursor is, as a restored
+// message is.
+func renumber(ctx context.Context, tx pgx.Tx, rows []messageRow, stored []int64, numbered []numberedRow, now time.Time) error {
+	var entities, from, to []int64
+	for _, n := range numbered {
+		if stored[n.row] == 0 {
+			continue // a duplicate, not stored
+		}
+		entities, from, to = append(entities, rows[n.row].EntityID), append(from, stored[n.row]), append(to, n.number)
+	}
+	if len(entities) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE messages m SET seq = u.number, visible_at = coalesce(m.visible_at, $4)
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(entity, seq, number)
+		WHERE m.entity_id = u.entity AND m.seq = u.seq`, entities, from, to, now)
+	return err
 }
 
 // txSettleGroups checks settles and sorts them into one statement's arguments per kind (the

@@ -84,3 +84,28 @@ func TestCommitTransactionLockLostAppliesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A message a transaction scheduled takes the number reserved for it, lower than those sent
+// since; due at the commit, it is still the next claim's, wherever the claims' cursor is.
+func TestCommitTransactionReservedNumberIsClaimed(t *testing.T) {
+	b := setup(t, manual)
+	q := b.queue(t, "q", nil)
+	nums, err := b.store.ReserveSequenceNumbers(b.ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.send(t, q, body("a"), body("b"))
+	for range 2 { // the claims' cursor passes the reserved number
+		if m := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete); m == nil {
+			t.Fatal("a sent message was not received")
+		}
+	}
+	m := store.Message{MessageID: "reserved", Body: []byte("r"), ScheduledEnqueueTime: b.clock.Now().Add(-time.Second)}
+	if err := b.store.CommitTransaction(b.ctx, store.TxWork{Sends: []store.TxSend{{Entity: q, Messages: []store.Message{m}, Numbers: nums}}}); err != nil {
+		t.Fatal(err)
+	}
+	got := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	if got == nil || got.MessageID != "reserved" || got.SequenceNumber != nums[0] {
+		t.Fatalf("after the commit: %+v; want the message with the reserved number %d", got, nums[0])
+	}
+}

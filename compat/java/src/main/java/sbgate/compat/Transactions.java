@@ -8,6 +8,7 @@ import com.azure.messaging.servicebus.ServiceBusSenderClient;
 import com.azure.messaging.servicebus.ServiceBusTransactionContext;
 import com.azure.messaging.servicebus.models.CompleteOptions;
 
+import java.time.OffsetDateTime;
 import java.util.List;
 
 /**
@@ -33,9 +34,13 @@ final class Transactions {
             ServiceBusReceivedMessage work = take(s, r, "txn-work-1");
             ServiceBusTransactionContext tx = s.createTransaction();
             s.sendMessage(new ServiceBusMessage("result").setMessageId("txn-result-1"), tx);
+            long later = s.scheduleMessage(new ServiceBusMessage("later").setMessageId("txn-later-1"),
+                OffsetDateTime.now().plusHours(1), tx);
             r.complete(work, new CompleteOptions().setTransactionContext(tx));
             Check.equal("what a peek finds before the commit", "txn-work-1", r.peekMessage().getMessageId());
             s.commitTransaction(tx);
+            // The message scheduled in the transaction is known by the number its reply gave.
+            s.cancelScheduledMessage(later);
             ServiceBusReceivedMessage result = Env.receiveOne(r, Env.RECEIVE_WAIT, "txn-result-1");
             Check.equal("the message sent in the transaction", "txn-result-1", result.getMessageId());
             r.complete(result);
