@@ -63,6 +63,9 @@ type brokerOptions struct {
 	// OnePort also serves every protocol on one more port (broker.OnePort), for clients that
 	// derive both their AMQP and their https endpoint from one host:port, as the Go SDK does.
 	OnePort bool
+	// TransactionTimeout replaces the service's 2 minutes (sbamqp.Config.TransactionTimeout),
+	// for a scenario that waits for a transaction to time out.
+	TransactionTimeout time.Duration
 }
 
 // The keys every broker knows, with their rights.
@@ -87,7 +90,7 @@ func startBroker(t *testing.T, opts *brokerOptions) *broker {
 
 	// One AMQP server behind the AMQP listeners and the WebSocket endpoint of the http and https
 	// servers, as sbgate serve runs it.
-	ah := sbamqp.New(sbamqp.Config{Store: st, Access: acc})
+	ah := sbamqp.New(sbamqp.Config{Store: st, Access: acc, TransactionTimeout: opts.TransactionTimeout})
 	srv := amqp.NewServer(ah, amqp.Options{Authenticate: ah.Authenticate})
 	tunnels := amqpws.New(srv, amqpws.Options{})
 	h := handlers.NewServer(st, handlers.Config{Access: acc, AMQPWebSocket: tunnels})

@@ -21,7 +21,11 @@ var javaSkips = map[string]string{
 
 // javaOwnScenarios are the Java program's scenarios beyond commonScenarios: AMQP over TLS on
 // the AMQPS port, and transactions (committed, rolled back, across entities).
-var javaOwnScenarios = []string{"amqps", "transaction-commit", "transaction-rollback", "transaction-cross-entity"}
+var javaOwnScenarios = []string{"amqps", "transaction-commit", "transaction-rollback", "transaction-cross-entity",
+	"transaction-lock-lapsed", "transaction-timeout"}
+
+// javaTxnTimeout is the transaction timeout of the Java scenarios' broker.
+const javaTxnTimeout = 10 * time.Second
 
 // TestJavaClients runs compat/java: the Java client stack (com.azure:azure-messaging-servicebus
 // from the azure-sdk-bom pinned in compat/java/pom.xml, over azure-core-amqp and proton-j) runs
@@ -47,11 +51,14 @@ func TestJavaClients(t *testing.T) {
 		t.Fatalf("javac: %v\n%s", err, out)
 	}
 
-	b := startBroker(t, nil)
+	// Transactions time out after javaTxnTimeout here, so the timeout scenario ends in seconds;
+	// the others commit well within it.
+	b := startBroker(t, &brokerOptions{TransactionTimeout: javaTxnTimeout})
 	queues := map[string]func(*store.Properties){
 		"PROPS": nil, "BODIES": nil, "RND": nil, "COMPLETE": nil, "ABANDON": nil, "DEFER": nil,
 		"DEADLETTER": nil, "PEEK": nil, "SCHED_QUEUE": nil, "BATCH": nil, "LARGE": nil, "WS": nil,
-		"TLS": nil, "ERRORS": nil, "TXN": nil, "TXN_ROLLBACK": nil, "TXN_IN": nil, "TXN_OUT": nil,
+		"TLS": nil, "ERRORS": nil, "TXN": nil, "TXN_ROLLBACK": nil, "TXN_IN": nil, "TXN_OUT": nil, "TXN_TIMEOUT": nil,
+		"TXN_LAPSE": func(p *store.Properties) { p.LockDuration = 5 * time.Second },
 		"RENEW":         func(p *store.Properties) { p.LockDuration = 5 * time.Second },
 		"SESSION_STATE": func(p *store.Properties) { p.RequiresSession = true },
 		"SESSION_EMPTY": func(p *store.Properties) { p.RequiresSession = true },

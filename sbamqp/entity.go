@@ -288,6 +288,7 @@ func (s *entitySender) storeInTxn(ctx context.Context, l *amqp.ReceiverLink, d *
 	if aerr == nil {
 		if err := s.cs.h.cfg.Store.CheckSend(ctx, e, msgs); err != nil {
 			aerr = amqpError(err)
+			t.doom(aerr)
 		} else {
 			aerr = t.addSends(s.cs, s.via, l.Session(), store.TxSend{Entity: e, Messages: msgs}, len(d.Payload))
 		}

@@ -135,6 +135,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message, sessio
 			return nil, badField("A request's transfer state is a transactional-state or none.")
 		}
 		if err := inTransaction(name); err != nil {
+			t.doom(amqpError(err))
 			return nil, err
 		}
 	}
@@ -398,14 +399,15 @@ func scheduleInTxn(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 		return nil, badField("scheduled messages live in the entity, not its dead-letter subqueue")
 	}
 	msgs, size, err := scheduledMessages(q.body)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = q.store().CheckSend(ctx, q.e, msgs)
 	}
-	if err := q.store().CheckSend(ctx, q.e, msgs); err != nil {
-		return nil, err
+	var nums []int64
+	if err == nil {
+		nums, err = q.store().ReserveSequenceNumbers(ctx, len(msgs))
 	}
-	nums, err := q.store().ReserveSequenceNumbers(ctx, len(msgs))
 	if err != nil {
+		q.txn.doom(amqpError(err))
 		return nil, err
 	}
 	if aerr := q.txn.addSends(q.cs, q.e.Path, q.txnSession, store.TxSend{Entity: q.e, Messages: msgs, Numbers: nums}, size); aerr != nil {

@@ -214,10 +214,10 @@ func (cs *conn) discharge(ctx context.Context, id []byte, fail bool) *amqp.Error
 	t.mu.Unlock()
 	cs.txns.release(held)
 	switch {
+	case fail:
+		return nil // a rollback: whatever ended the transaction already, nothing is applied
 	case aerr != nil:
 		return aerr
-	case fail:
-		return nil
 	}
 	// The commit is made even if the connection goes meanwhile, but not waited for forever:
 	// the coordinator's later declares and discharges queue behind it.
@@ -258,6 +258,24 @@ func (t *txn) forgetLocked() {
 func (t *txn) fail(err *amqp.Error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.failLocked(err)
+}
+
+// doom ends t because one of its operations failed with cause: all or nothing, so its commit
+// can only fail. The Java SDK does not look at the outcome of a send in a transaction (it takes
+// any as success), so a refused send must not let the rest commit without it.
+func (t *txn) doom(cause *amqp.Error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.doomLocked(cause)
+}
+
+func (t *txn) doomLocked(cause *amqp.Error) {
+	t.failLocked(amqp.Errorf(condTxnRollback, "The transaction was rolled back: one of its operations failed (%s: %s).",
+		cause.Condition, cause.Description))
+}
+
+func (t *txn) failLocked(err *amqp.Error) {
 	if t.err == nil {
 		t.err = err
 	}
@@ -306,11 +324,14 @@ func (t *txn) add(cs *conn, path string, session *amqp.Session, record func() *a
 	}
 	top := topLevel(path)
 	if t.entity != "" && t.entity != top && !(t.coord.cross && session == t.coord.session) {
-		return amqp.Errorf(condNotAllowed, "Local transactions cannot span multiple top-level entities such as queue or topic: "+
+		aerr := amqp.Errorf(condNotAllowed, "Local transactions cannot span multiple top-level entities such as queue or topic: "+
 			"this transaction works on '%s', not '%s'. Send to other entities via '%s' (transfer-destination-address), "+
 			"or use cross-entity transactions.", t.entity, store.Clip(top), t.entity)
+		t.doomLocked(aerr)
+		return aerr
 	}
 	if aerr := record(); aerr != nil {
+		t.doomLocked(aerr)
 		return aerr
 	}
 	if t.entity == "" {
@@ -353,7 +374,9 @@ func (t *txn) addSettles(cs *conn, session *amqp.Session, sts []store.TxSettle) 
 	}
 	for _, st := range sts {
 		if err := store.CheckTxSettle(st); err != nil {
-			return amqpError(err)
+			aerr := amqpError(err)
+			t.doom(aerr)
+			return aerr
 		}
 	}
 	return t.add(cs, sts[0].Target.Entity.Path, session, func() *amqp.Error {
@@ -410,14 +433,19 @@ func (r *entityReceiver) txnOutcome(o outcome, ts amqp.TransactionalState) *amqp
 		return aerr
 	}
 	if r.mode != store.PeekLock {
-		return amqp.Errorf(condNotAllowed, "Messages received and deleted are not settled in a transaction.")
+		aerr := amqp.Errorf(condNotAllowed, "Messages received and deleted are not settled in a transaction.")
+		t.doom(aerr)
+		return aerr
 	}
 	req, err := settleRequest(o.d.Tag(), ts.Outcome)
 	if err != nil {
-		return amqpError(err)
+		aerr := amqpError(err)
+		t.doom(aerr)
+		return aerr
 	}
 	tg, aerr := r.target(context.WithoutCancel(r.ctx))
 	if aerr != nil {
+		t.doom(aerr)
 		return aerr
 	}
 	return t.addSettle(r.cs, o.l.Session(), store.TxSettle{Target: tg, Request: req})

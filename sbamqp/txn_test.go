@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/sbamqp"
 	"github.com/sbgate/sbgate/store"
 )
@@ -307,11 +308,12 @@ func TestTransactionOneEntity(t *testing.T) {
 	wantAcceptedInTxn(t, "the send to a", st, id, raw)
 	st, _ = tc.send(sb, 1, id, "to-b")
 	wantRejected(t, "a send to b in a's transaction", st, "amqp:not-allowed")
-	if st := tc.co.discharge(id, false); !isAccepted(st) {
-		t.Fatalf("commit: %#v", st)
+	// All or nothing: with one operation refused, the commit can only fail.
+	if st := tc.co.discharge(id, false); !isRejectedWith(st, "amqp:transaction:rollback") {
+		t.Fatalf("commit after a refused operation: %#v; want rejected with amqp:transaction:rollback", st)
 	}
-	if a, bb := b.messageIDs(t, "a"), b.messageIDs(t, "b"); !slices.Equal(a, []string{"to-a"}) || len(bb) != 0 {
-		t.Errorf("a holds %q, b %q; want to-a in a only", a, bb)
+	if a, bb := b.messageIDs(t, "a"), b.messageIDs(t, "b"); len(a) != 0 || len(bb) != 0 {
+		t.Errorf("a holds %q, b %q; want nothing", a, bb)
 	}
 }
 
@@ -367,6 +369,19 @@ func TestTransactionMessageLimit(t *testing.T) {
 	}
 	st, _ := tc.send(snd, 1000, id, "one too many")
 	wantRejected(t, "send 101", st, "amqp:resource-limit-exceeded")
+	if st := tc.co.discharge(id, false); !isRejectedWith(st, "amqp:transaction:rollback") {
+		t.Fatalf("commit after the refused send: %#v; want rejected with amqp:transaction:rollback", st)
+	}
+	if got := b.messageIDs(t, "q"); len(got) != 0 {
+		t.Errorf("q holds %d messages; want none", len(got))
+	}
+	// Within the limit, all 100 commit.
+	id = tc.co.declare()
+	for i := range store.MaxTransactionMessages {
+		if st, raw := tc.send(snd, int32(2000+i), id, "m"); !isTxnAccepted(st) {
+			t.Fatalf("send %d: %#v\n    bytes %s", i, st, hex.EncodeToString(raw))
+		}
+	}
 	if st := tc.co.discharge(id, false); !isAccepted(st) {
 		t.Fatalf("commit: %#v", st)
 	}
@@ -398,6 +413,7 @@ func TestTransactionTimeout(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the transaction did not time out: %#v", st)
 		}
+		time.Sleep(20 * time.Millisecond) // polling: each probe is one of the transaction's 100 messages
 	}
 	if st := tc.co.discharge(id, false); !isRejectedWith(st, "amqp:transaction:timeout") {
 		t.Errorf("commit after the timeout: %#v; want rejected with amqp:transaction:timeout", st)
@@ -430,14 +446,19 @@ func TestTransactionManagementDisposition(t *testing.T) {
 	if got := b.messageIDs(t, "q"); !slices.Equal(got, []string{"work"}) {
 		t.Errorf("q holds %q before the commit; want the message", got)
 	}
-	reqID, r = tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:peek-message")},
-		dnMap(dnString("from-sequence-number"), dnLong(0), dnString("message-count"), dnInt(1)), dnInTxn(id, nil))
-	dnCheckReply(t, "peek in the transaction", reqID, r, "statusCode", "statusDescription", 400)
 	if st := tc.co.discharge(id, false); !isAccepted(st) {
 		t.Fatalf("commit: %#v", st)
 	}
 	if got := b.messageIDs(t, "q"); len(got) != 0 {
 		t.Errorf("q holds %q after the commit; want nothing", got)
+	}
+	// An operation no transaction can include is refused, and dooms its transaction.
+	id = tc.co.declare()
+	reqID, r = tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:peek-message")},
+		dnMap(dnString("from-sequence-number"), dnLong(0), dnString("message-count"), dnInt(1)), dnInTxn(id, nil))
+	dnCheckReply(t, "peek in the transaction", reqID, r, "statusCode", "statusDescription", 400)
+	if st := tc.co.discharge(id, false); !isRejectedWith(st, "amqp:transaction:rollback") {
+		t.Errorf("commit after a refused operation: %#v; want rejected with amqp:transaction:rollback", st)
 	}
 }
 
@@ -484,7 +505,7 @@ func TestTransactionsPerConnection(t *testing.T) {
 }
 
 // An update-disposition in a transaction is recorded whole or not at all: one that fails (a
-// lock named twice) leaves nothing of it for the commit.
+// lock named twice) leaves nothing of it, and its transaction can then only roll back.
 func TestTransactionManagementDispositionAllOrNone(t *testing.T) {
 	b := newBroker(t)
 	q := b.createQueue(t, "q", nil)
@@ -499,8 +520,8 @@ func TestTransactionManagementDispositionAllOrNone(t *testing.T) {
 	reqID, r := tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:update-disposition")},
 		dnMap(dnString("lock-tokens"), dnArray(0x98, lock[:], lock[:]), dnString("disposition-status"), dnString("completed")), dnInTxn(id, nil))
 	dnCheckReply(t, "update-disposition naming one lock twice", reqID, r, "statusCode", "statusDescription", 410)
-	if st := tc.co.discharge(id, false); !isAccepted(st) {
-		t.Fatalf("commit: %#v", st)
+	if st := tc.co.discharge(id, false); !isRejectedWith(st, "amqp:transaction:rollback") {
+		t.Fatalf("commit after the failed request: %#v; want rejected with amqp:transaction:rollback", st)
 	}
 	if got := b.messageIDs(t, "q"); !slices.Equal(got, []string{"work"}) {
 		t.Errorf("q holds %q after the commit; want the message: the failed request recorded nothing", got)
@@ -586,5 +607,33 @@ func TestTransactionSchedule(t *testing.T) {
 	}
 	if got := scheduled(); got != 0 {
 		t.Errorf("the subscription holds %d scheduled copies after the cancel; want none", got)
+	}
+}
+
+// Send-via without a transaction delivers to the destination; it needs Send on the entity it
+// goes through and on the destination.
+func TestSendViaWithoutTransaction(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "in", nil)
+	b.createQueue(t, "out", nil)
+	tc := newTxnClient(t, b) // no token yet: one scoped to in alone, then one for out
+	exp := time.Now().Add(time.Hour).Truncate(time.Second)
+	scoped := func(path string) {
+		rid, r := tc.c.putToken(tc.cbs, dnSASToken, dnAudience(path), sas.Sign("amqps://"+dnHost+"/"+path, "root", "key", exp), exp)
+		dnCheckReply(t, "put-token for "+path, rid, r, "status-code", "status-description", 202)
+	}
+	scoped("in")
+	n := dnNull()
+	via := dnMap(dnSymbol("com.microsoft:transfer-destination-address"), dnString("out"))
+	l := tc.c.attach(tc.c.begin(math.MaxUint32), dnNewGUID("D"), false, n, n, dnSourceOf(dnString(dnNewGUID("D")), n, n), dnTargetOf(dnString("/in")), dnUint(0), via)
+	if a := tc.c.awaitAttach(l); a.Target != nil {
+		t.Fatalf("send-via to out with a token for in only was accepted")
+	}
+	scoped("out")
+	snd, _ := tc.sender(tc.c.begin(math.MaxUint32), "in", via)
+	id := tc.c.transfer(snd, dnLE32(1), 0, false, true, dnMessage("direct", time.Now(), "via in"))
+	dnCheckSendOutcome(t, tc.c, "send-via without a transaction", snd.s, id)
+	if got, in := b.messageIDs(t, "out"), b.messageIDs(t, "in"); !slices.Equal(got, []string{"direct"}) || len(in) != 0 {
+		t.Errorf("out holds %q, in %q; want the message in out only", got, in)
 	}
 }

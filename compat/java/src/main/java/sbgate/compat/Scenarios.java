@@ -71,6 +71,8 @@ public final class Scenarios {
         s.put("transaction-commit", (Scenario) Transactions::commit);
         s.put("transaction-rollback", (Scenario) Transactions::rollback);
         s.put("transaction-cross-entity", (Scenario) Transactions::crossEntity);
+        s.put("transaction-lock-lapsed", (Scenario) Transactions::lockLapsed);
+        s.put("transaction-timeout", (Scenario) Transactions::timeout);
         return s;
     }
 

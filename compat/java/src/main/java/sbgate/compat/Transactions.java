@@ -8,6 +8,8 @@ import com.azure.messaging.servicebus.ServiceBusSenderClient;
 import com.azure.messaging.servicebus.ServiceBusTransactionContext;
 import com.azure.messaging.servicebus.models.CompleteOptions;
 
+import java.time.Duration;
+import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.util.List;
 
@@ -89,4 +91,53 @@ final class Transactions {
             Messaging.expectNoMessage(ri, "the message completed in the transaction came again");
         }
     }
+
+    /**
+     * A lock that lapses before the commit: the commit fails, nothing of the transaction is
+     * applied, and the message comes back.
+     */
+    static void lockLapsed(Env env) throws Exception {
+        String q = env.entity("TXN_LAPSE");
+        ServiceBusClientBuilder b = env.client();
+        try (ServiceBusSenderClient s = Messaging.queueSender(b, q); ServiceBusReceiverClient r = Messaging.peekLockReceiver(b, q)) {
+            ServiceBusReceivedMessage work = take(s, r, "txn-work-4");
+            ServiceBusTransactionContext tx = s.createTransaction();
+            s.sendMessage(new ServiceBusMessage("result").setMessageId("txn-result-4"), tx);
+            r.complete(work, new CompleteOptions().setTransactionContext(tx));
+            // The condition waited for: the lock's end (5 s, the queue's lock duration) has passed.
+            Instant end = work.getLockedUntil().toInstant().plusMillis(500);
+            while (Instant.now().isBefore(end)) {
+                Thread.sleep(Math.max(1, Duration.between(Instant.now(), end).toMillis()));
+            }
+            Check.throwsA(Exception.class, "commit after the lock lapsed", () -> s.commitTransaction(tx));
+            ServiceBusReceivedMessage again = Env.receiveOne(r, Env.RECEIVE_WAIT, "txn-work-4");
+            Check.equal("the message whose completion was rolled back", "txn-work-4", again.getMessageId());
+            r.complete(again);
+            Messaging.expectNoMessage(r, "the message sent in the failed transaction arrived");
+        }
+    }
+
+    /**
+     * A transaction not discharged in time (the test broker's timeout is 10 s) is rolled back:
+     * its commit fails, and nothing it sent arrives. The Java SDK takes any outcome of a send in
+     * a transaction as success, so the end of the timeout is waited for by the clock, from just
+     * after the first operation (where the broker's timer starts).
+     */
+    static void timeout(Env env) throws Exception {
+        String q = env.entity("TXN_TIMEOUT");
+        ServiceBusClientBuilder b = env.client();
+        try (ServiceBusSenderClient s = Messaging.queueSender(b, q); ServiceBusReceiverClient r = Messaging.peekLockReceiver(b, q)) {
+            ServiceBusTransactionContext tx = s.createTransaction();
+            s.sendMessage(new ServiceBusMessage("late").setMessageId("txn-late"), tx);
+            Instant end = Instant.now().plusSeconds(TXN_TIMEOUT_SECONDS + 1);
+            while (Instant.now().isBefore(end)) {
+                Thread.sleep(Math.max(1, Duration.between(Instant.now(), end).toMillis()));
+            }
+            Check.throwsA(Exception.class, "commit after the timeout", () -> s.commitTransaction(tx));
+            Messaging.expectNoMessage(r, "a message sent in the timed-out transaction arrived");
+        }
+    }
+
+    /** The transaction timeout of the broker compat/java_test.go starts (javaTxnTimeout). */
+    static final long TXN_TIMEOUT_SECONDS = 10;
 }
