@@ -58,7 +58,7 @@ func TestJavaClients(t *testing.T) {
 		"PROPS": nil, "BODIES": nil, "RND": nil, "COMPLETE": nil, "ABANDON": nil, "DEFER": nil,
 		"DEADLETTER": nil, "PEEK": nil, "SCHED_QUEUE": nil, "BATCH": nil, "LARGE": nil, "WS": nil,
 		"TLS": nil, "ERRORS": nil, "TXN": nil, "TXN_ROLLBACK": nil, "TXN_IN": nil, "TXN_OUT": nil, "TXN_TIMEOUT": nil,
-		"TXN_LAPSE": func(p *store.Properties) { p.LockDuration = 5 * time.Second },
+		"TXN_LAPSE":     func(p *store.Properties) { p.LockDuration = 5 * time.Second },
 		"RENEW":         func(p *store.Properties) { p.LockDuration = 5 * time.Second },
 		"SESSION_STATE": func(p *store.Properties) { p.RequiresSession = true },
 		"SESSION_EMPTY": func(p *store.Properties) { p.RequiresSession = true },
