@@ -190,8 +190,11 @@ func (r *AttachRequest) abandonLocked() {
 // Nil and zero fields take the defaults noted.
 type ReceiverOptions struct {
 	// Source and Target replace the termini echoed to the peer (default: the peer's).
-	Source *Source
-	Target *Target
+	// Coordinator replaces the peer's coordinator target (a transaction controller's link),
+	// for example with the transaction capabilities the server supports.
+	Source      *Source
+	Target      *Target
+	Coordinator *Coordinator
 	// MaxMessageSize is advertised and enforced (a larger delivery detaches the link with
 	// amqp:link:message-size-exceeded); default Options.MaxMessageSize.
 	MaxMessageSize uint64
@@ -243,7 +246,7 @@ func (r *AttachRequest) AcceptReceiver(h ReceiverHandler, opts ReceiverOptions) 
 	if opts.MaxMessageSize != 0 {
 		maxSize = opts.MaxMessageSize
 	}
-	reply, err := r.answerLocked(r.rl, attachReply{role: RoleReceiver, source: opts.Source, target: opts.Target,
+	reply, err := r.answerLocked(r.rl, attachReply{role: RoleReceiver, source: opts.Source, target: opts.Target, coordinator: opts.Coordinator,
 		snd: opts.SndSettleMode, rcv: opts.RcvSettleMode, maxMessageSize: maxSize,
 		properties: opts.Properties, offered: opts.OfferedCapabilities, desired: opts.DesiredCapabilities})
 	if err != nil {
@@ -298,6 +301,7 @@ type attachReply struct {
 	role                 Role
 	source               *Source
 	target               *Target
+	coordinator          *Coordinator
 	snd                  *SenderSettleMode
 	rcv                  *ReceiverSettleMode
 	maxMessageSize       uint64
@@ -333,8 +337,11 @@ func (r *AttachRequest) answerLocked(e linkEndpoint, a attachReply) (*Attach, er
 		DesiredCapabilities:  a.desired,
 		Properties:           a.properties,
 	}
-	if a.role == RoleReceiver && a.target == nil {
+	if a.role == RoleReceiver && a.target == nil && pa.Coordinator != nil {
 		reply.Coordinator = pa.Coordinator
+		if a.coordinator != nil {
+			reply.Coordinator = a.coordinator
+		}
 	}
 	if a.source != nil {
 		reply.Source = a.source

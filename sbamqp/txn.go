@@ -117,7 +117,10 @@ func (cs *conn) attachCoordinator(req *amqp.AttachRequest) {
 	for _, l := range cs.c.ReceiverLinks() {
 		co.cross = co.cross && l.Session() != req.Session()
 	}
-	_, _ = req.AcceptReceiver(co, amqp.ReceiverOptions{RcvSettleMode: &rcvFirst, Credit: requestCredit})
+	// The coordinator answers with the capability it has: local transactions (not distributed
+	// ones, nor promotable; part 4, txn-capability).
+	_, _ = req.AcceptReceiver(co, amqp.ReceiverOptions{RcvSettleMode: &rcvFirst, Credit: requestCredit,
+		Coordinator: &amqp.Coordinator{Capabilities: []amqp.Symbol{"amqp:local-transactions"}}})
 }
 
 func (co *coordinator) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {

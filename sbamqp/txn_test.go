@@ -46,6 +46,9 @@ func (c *dnConn) openController(s *dnSession) *dnController {
 	if a.Coordinator == nil {
 		c.t.Fatalf("the coordinator attach was answered without a coordinator target (%#v): Controller.OpenAsync fails\n    bytes %s", a.Target, hex.EncodeToString(l.raw))
 	}
+	if !slices.Contains(a.Coordinator.Capabilities, "amqp:local-transactions") {
+		c.t.Errorf("the coordinator's capabilities %v lack amqp:local-transactions", a.Coordinator.Capabilities)
+	}
 	c.awaitCredit(l)
 	return &dnController{c: c, s: s, l: l}
 }

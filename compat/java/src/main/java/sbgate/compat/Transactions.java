@@ -82,13 +82,22 @@ final class Transactions {
             r.complete(work, new CompleteOptions().setTransactionContext(tx));
             s.sendMessage(new ServiceBusMessage("result").setMessageId("txn-result-3"), tx);
             s.commitTransaction(tx);
+            // The same work rolled back: nothing reaches the other queue.
+            ServiceBusReceivedMessage kept = take(feed, r, "txn-work-5");
+            ServiceBusTransactionContext undone = s.createTransaction();
+            r.complete(kept, new CompleteOptions().setTransactionContext(undone));
+            s.sendMessage(new ServiceBusMessage("result").setMessageId("txn-result-5"), undone);
+            s.rollbackTransaction(undone);
         }
         ServiceBusClientBuilder check = env.client();
         try (ServiceBusReceiverClient ro = Messaging.peekLockReceiver(check, out); ServiceBusReceiverClient ri = Messaging.peekLockReceiver(check, in)) {
             ServiceBusReceivedMessage result = Env.receiveOne(ro, Env.RECEIVE_WAIT, "txn-result-3");
             Check.equal("the message sent to the other queue", "txn-result-3", result.getMessageId());
             ro.complete(result);
-            Messaging.expectNoMessage(ri, "the message completed in the transaction came again");
+            Messaging.expectNoMessage(ro, "a message sent in the rolled-back transaction arrived");
+            List<ServiceBusReceivedMessage> left = ri.peekMessages(10).stream().toList();
+            Check.equal("messages left in the first queue", 1, left.size());
+            Check.equal("the message whose completion was rolled back", "txn-work-5", left.get(0).getMessageId());
         }
     }
 
