@@ -228,7 +228,7 @@ func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []
 	}
 	if aerr != nil {
 		for _, d := range batch {
-			_ = d.Reject(aerr)
+			s.reject(d, aerr)
 		}
 		_ = l.Detach(aerr)
 		return
@@ -236,7 +236,7 @@ func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []
 	e, aerr := s.cs.resolve(ctx, s.path)
 	if aerr != nil {
 		for _, d := range batch {
-			_ = d.Reject(aerr)
+			s.reject(d, aerr)
 		}
 		return
 	}
@@ -249,7 +249,7 @@ func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []
 	for _, d := range batch {
 		msgs, err := deliveryMessages(d)
 		if err != nil {
-			_ = d.Reject(amqpError(err))
+			s.reject(d, amqpError(err))
 			continue
 		}
 		if d.State != nil {
@@ -281,23 +281,28 @@ func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []
 func (s *entitySender) storeInTxn(ctx context.Context, l *amqp.ReceiverLink, d *amqp.Delivery, e *store.Entity, msgs []store.Message) {
 	ts, ok := d.State.(amqp.TransactionalState)
 	if !ok {
-		_ = d.Reject(amqp.Errorf(condInvalidField, "A transfer's state is a transactional-state or none."))
+		s.reject(d, amqp.Errorf(condInvalidField, "A transfer's state is a transactional-state or none."))
 		return
 	}
 	t, aerr := s.cs.txnOf(ts)
 	if aerr == nil {
 		if err := s.cs.h.cfg.Store.CheckSend(ctx, e, msgs); err != nil {
 			aerr = amqpError(err)
-			t.doom(aerr)
 		} else {
 			aerr = t.addSends(s.cs, s.via, l.Session(), store.TxSend{Entity: e, Messages: msgs}, len(d.Payload))
 		}
 	}
 	if aerr != nil {
-		_ = d.Reject(aerr)
+		s.reject(d, aerr)
 		return
 	}
 	_ = d.Settle(amqp.TransactionalState{TxnID: bytes.Clone(ts.TxnID), Outcome: amqp.Accepted{}})
+}
+
+// reject refuses a delivery; one sent in a transaction dooms it (doomState).
+func (s *entitySender) reject(d *amqp.Delivery, aerr *amqp.Error) {
+	_ = d.Reject(aerr)
+	s.cs.doomState(d.State, aerr)
 }
 
 // deliveryMessages decodes a delivery: one message, or for a batch (message format

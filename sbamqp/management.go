@@ -25,6 +25,9 @@ func (r *managementReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 	state := d.State
 	r.cs.request(l, d, "The management request", func(ctx context.Context, m *amqp.Message) *amqp.Message {
 		body, err := r.handle(ctx, m, l.Session(), state)
+		if err != nil {
+			r.cs.doomState(state, amqpError(err)) // a request of a transaction refused: all or nothing
+		}
 		return managementReply(body, err)
 	}, func(err error) *amqp.Message {
 		return managementReply(nil, amqp.Errorf(amqp.ErrCondInternalError, "The reply could not be encoded: %s", store.Clip(err.Error())))
@@ -135,7 +138,6 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message, sessio
 			return nil, badField("A request's transfer state is a transactional-state or none.")
 		}
 		if err := inTransaction(name); err != nil {
-			t.doom(amqpError(err))
 			return nil, err
 		}
 	}
@@ -407,7 +409,6 @@ func scheduleInTxn(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 		nums, err = q.store().ReserveSequenceNumbers(ctx, len(msgs))
 	}
 	if err != nil {
-		q.txn.doom(amqpError(err))
 		return nil, err
 	}
 	if aerr := q.txn.addSends(q.cs, q.e.Path, q.txnSession, store.TxSend{Entity: q.e, Messages: msgs, Numbers: nums}, size); aerr != nil {

@@ -288,6 +288,18 @@ func (t *txn) failLocked(err *amqp.Error) {
 	}
 }
 
+// doomState dooms the transaction state names, if it names an open one, because an operation
+// made in it was refused with aerr. Every refusal of a transactional operation goes through it
+// (or through txn.add, which dooms by itself), so none can leave the rest to commit without it.
+func (cs *conn) doomState(state amqp.DeliveryState, aerr *amqp.Error) {
+	if _, ok := state.(amqp.TransactionalState); !ok || aerr == nil {
+		return
+	}
+	if t, _ := cs.txnOf(state); t != nil {
+		t.doom(aerr)
+	}
+}
+
 // txnOf finds the transaction a delivery state names: nil, nil when it names none.
 func (cs *conn) txnOf(state amqp.DeliveryState) (*txn, *amqp.Error) {
 	ts, ok := state.(amqp.TransactionalState)
@@ -423,6 +435,7 @@ func (r *entityReceiver) txnOutcomes(batch []outcome) []outcome {
 		var err error
 		if aerr := r.txnOutcome(o, ts); aerr != nil {
 			err = aerr
+			r.cs.doomState(ts, aerr)
 		}
 		r.answer(o, err)
 	}
@@ -436,19 +449,14 @@ func (r *entityReceiver) txnOutcome(o outcome, ts amqp.TransactionalState) *amqp
 		return aerr
 	}
 	if r.mode != store.PeekLock {
-		aerr := amqp.Errorf(condNotAllowed, "Messages received and deleted are not settled in a transaction.")
-		t.doom(aerr)
-		return aerr
+		return amqp.Errorf(condNotAllowed, "Messages received and deleted are not settled in a transaction.")
 	}
 	req, err := settleRequest(o.d.Tag(), ts.Outcome)
 	if err != nil {
-		aerr := amqpError(err)
-		t.doom(aerr)
-		return aerr
+		return amqpError(err)
 	}
 	tg, aerr := r.target(context.WithoutCancel(r.ctx))
 	if aerr != nil {
-		t.doom(aerr)
 		return aerr
 	}
 	return t.addSettle(r.cs, o.l.Session(), store.TxSettle{Target: tg, Request: req})

@@ -640,3 +640,27 @@ func TestSendViaWithoutTransaction(t *testing.T) {
 		t.Errorf("out holds %q, in %q; want the message in out only", got, in)
 	}
 }
+
+// Every refusal of an operation made in a transaction dooms it, wherever it is refused: here a
+// send that does not decode, before the transaction's own checks.
+func TestTransactionRefusedSendDooms(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	tc := newTxnClient(t, b, "q")
+	id := tc.co.declare()
+	snd, _ := tc.sender(tc.c.begin(math.MaxUint32), "q", nil)
+	if st, raw := tc.send(snd, 1, id, "fine"); !isTxnAccepted(st) {
+		t.Fatalf("send: %#v\n    bytes %s", st, hex.EncodeToString(raw))
+	}
+	did := tc.c.transferState(snd, dnLE32(2), 0, false, true, dnInTxn(id, nil), []byte{0xff, 0x00})
+	d, _ := tc.c.awaitDisposition("the send that does not decode", snd.s, amqp.RoleReceiver, did)
+	if _, ok := d.State.(amqp.Rejected); !ok {
+		t.Fatalf("a send that does not decode: %#v; want rejected", d.State)
+	}
+	if st := tc.co.discharge(id, false); !isRejectedWith(st, "amqp:transaction:rollback") {
+		t.Fatalf("commit after a refused send: %#v; want rejected with amqp:transaction:rollback", st)
+	}
+	if got := b.messageIDs(t, "q"); len(got) != 0 {
+		t.Errorf("q holds %q; want nothing", got)
+	}
+}

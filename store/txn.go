@@ -54,7 +54,9 @@ func (s *Postgres) ReserveSequenceNumbers(ctx context.Context, n int) ([]int64, 
 
 // CheckSend runs msgs through the checks of a send to e. See Store.
 func (s *Postgres) CheckSend(ctx context.Context, e *Entity, msgs []Message) error {
-	_, _, err := s.prepareSend(ctx, e, msgs)
+	// On copies: preparing a message fills in what the send decides (its id, enqueue time, time
+	// to live from the entity), which the commit's own preparation must find as the sender left it.
+	_, _, err := s.prepareSend(ctx, e, slices.Clone(msgs))
 	return err
 }
 
@@ -181,7 +183,9 @@ func renumber(ctx context.Context, tx pgx.Tx, rows []messageRow, stored []int64,
 	if len(entities) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `UPDATE messages m SET seq = u.number, visible_at = coalesce(m.visible_at, $4)
+	// The row was sent to its entity, not forwarded there: like any such row it has no
+	// EnqueuedSequenceNumber (the number was set on the message for its copies elsewhere).
+	_, err := tx.Exec(ctx, `UPDATE messages m SET seq = u.number, enqueued_seq = NULL, visible_at = coalesce(m.visible_at, $4)
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(entity, seq, number)
 		WHERE m.entity_id = u.entity AND m.seq = u.seq`, entities, from, to, now)
 	return err
