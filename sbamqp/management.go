@@ -174,12 +174,13 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message, sessio
 }
 
 // inTransaction refuses the operations a transaction cannot include. The service's are send
-// (schedule-message too), complete, abandon, dead-letter, defer and renew-lock:
-// update-disposition and schedule-message are recorded in the transaction, a renewal is made at
-// once, as outside one.
+// (schedule-message too), complete, abandon, dead-letter, defer, renew-lock and, as the .NET
+// SDK's transactions sample does, set-session-state: update-disposition, schedule-message and
+// set-session-state are recorded in the transaction, a renewal is made at once, as outside one.
 func inTransaction(op string) error {
 	switch op {
-	case "com.microsoft:update-disposition", "com.microsoft:renew-lock", "com.microsoft:schedule-message":
+	case "com.microsoft:update-disposition", "com.microsoft:renew-lock", "com.microsoft:schedule-message",
+		"com.microsoft:set-session-state":
 		return nil
 	}
 	return &amqp.Error{Condition: condNotAllowed, Description: fmt.Sprintf("The management operation '%s' cannot be part of a transaction.", store.Clip(op))}
@@ -233,6 +234,12 @@ func setSessionState(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	state, ok := v.([]byte)
 	if !ok && v != nil {
 		return nil, badField("'session-state' must be binary or null")
+	}
+	if q.txn != nil {
+		if aerr := q.txn.addSessionState(q.cs, q.txnSession, store.TxSessionState{Entity: q.e, Lock: sl, State: state}); aerr != nil {
+			return nil, aerr
+		}
+		return amqp.Map{}, nil
 	}
 	if err := q.store().SetSessionState(ctx, q.e, sl, state); err != nil {
 		return nil, sessionErr(err)

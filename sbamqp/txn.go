@@ -325,10 +325,10 @@ func topLevel(path string) string {
 	return p
 }
 
-// add records one operation of t, on the top-level entity of path (for a send-via, the via
-// entity), made on a link of session: it checks the transaction is open and may touch that
+// add records one operation of t (a send when send is set), on the top-level entity of path
+// (for a send-via, the via entity), made on a link of session: it checks the transaction is open and may touch that
 // entity, starts its timer at its first operation, and runs record under t's lock.
-func (t *txn) add(cs *conn, path string, session *amqp.Session, record func() *amqp.Error) *amqp.Error {
+func (t *txn) add(cs *conn, path string, send bool, session *amqp.Session, record func() *amqp.Error) *amqp.Error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
@@ -338,7 +338,10 @@ func (t *txn) add(cs *conn, path string, session *amqp.Session, record func() *a
 		return amqp.Errorf(condTxnUnknown, "The transaction is being discharged.")
 	}
 	top := topLevel(path)
-	if t.entity != "" && t.entity != top && !(t.coord.cross && session == t.coord.session) {
+	// Cross-entity (on the session the coordinator opened first): sends go anywhere, routed
+	// through the transaction's entity, but a settlement cannot be routed so: it must be on that
+	// entity (the .NET SDK's transactions sample: InvalidOperationException otherwise).
+	if t.entity != "" && t.entity != top && !(send && t.coord.cross && session == t.coord.session) {
 		aerr := amqp.Errorf(condNotAllowed, "Local transactions cannot span multiple top-level entities such as queue or topic: "+
 			"this transaction works on '%s', not '%s'. Send to other entities via '%s' (transfer-destination-address), "+
 			"or use cross-entity transactions.", t.entity, store.Clip(top), t.entity)
@@ -363,7 +366,7 @@ func (t *txn) add(cs *conn, path string, session *amqp.Session, record func() *a
 
 // addSends records snd, made through via, in t; size is its messages' encoded size.
 func (t *txn) addSends(cs *conn, via string, session *amqp.Session, snd store.TxSend, size int) *amqp.Error {
-	return t.add(cs, via, session, func() *amqp.Error {
+	return t.add(cs, via, true, session, func() *amqp.Error {
 		if t.messages+len(snd.Messages) > store.MaxTransactionMessages {
 			return amqp.Errorf(condResourceLimit, "Cannot send more than %d messages in a single transaction.", store.MaxTransactionMessages)
 		}
@@ -394,7 +397,7 @@ func (t *txn) addSettles(cs *conn, session *amqp.Session, sts []store.TxSettle) 
 			return aerr
 		}
 	}
-	return t.add(cs, sts[0].Target.Entity.Path, session, func() *amqp.Error {
+	return t.add(cs, sts[0].Target.Entity.Path, false, session, func() *amqp.Error {
 		keys := make(map[[2]any]bool, len(sts))
 		for _, st := range sts {
 			key := [2]any{st.Target.Entity.ID, st.Request.Token}
@@ -415,6 +418,22 @@ func (t *txn) addSettles(cs *conn, session *amqp.Session, sts []store.TxSettle) 
 			t.locks[k] = true
 		}
 		t.work.Settles = append(t.work.Settles, sts...)
+		return nil
+	})
+}
+
+// addSessionState records a session state t sets when it commits.
+func (t *txn) addSessionState(cs *conn, session *amqp.Session, st store.TxSessionState) *amqp.Error {
+	if err := store.CheckTxSessionState(st); err != nil {
+		return amqpError(err)
+	}
+	return t.add(cs, st.Entity.Path, false, session, func() *amqp.Error {
+		cost := int64(settleCost + len(st.State))
+		if aerr := cs.txns.hold(cost); aerr != nil {
+			return aerr
+		}
+		t.held += cost
+		t.work.SessionStates = append(t.work.SessionStates, st)
 		return nil
 	})
 }

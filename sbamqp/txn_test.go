@@ -664,3 +664,83 @@ func TestTransactionRefusedSendDooms(t *testing.T) {
 		t.Errorf("q holds %q; want nothing", got)
 	}
 }
+
+// Setting a session state in a transaction, as the .NET SDK's transactions sample does
+// (complete the session's message and set its state, one transaction): the state is set when
+// the transaction commits, under the session lock, and not before.
+func TestTransactionSessionState(t *testing.T) {
+	b := newBroker(t)
+	sq := b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	if err := b.store.Send(t.Context(), sq, []store.Message{{MessageID: "m", Body: []byte("one"), SessionID: "s1"}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := newTxnClient(t, b, "sq", "sq/$management")
+	n := dnNull()
+	s := tc.c.begin(math.MaxUint32)
+	rl := tc.c.attach(s, dnNewGUID("D"), true, n, dnUbyte(1),
+		dnSourceOf(dnString("/sq"), n, dnMap(dnSymbol("com.microsoft:session-filter"), dnString("s1"))), dnTargetOf(dnString(dnNewGUID("D"))), n, n)
+	a := tc.c.awaitAttach(rl)
+	tc.c.flow(rl, *a.InitialDeliveryCount, 1)
+	tr, _, _ := tc.c.awaitMessage("the session's message", rl)
+	mgmt := tc.c.openRR(tc.c.begin(5000), "sq/$management", dnMap(dnSymbol("com.microsoft:entity-type"), dnString("entity-mgmt")))
+
+	id := tc.co.declare()
+	d, raw := tc.settle(rl, tr, dnInTxn(id, dnPerf(dnAccepted)))
+	wantAcceptedInTxn(t, "the completion", d.State, id, raw)
+	reqID, r := tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:set-session-state")},
+		dnMap(dnString("session-id"), dnString("s1"), dnString("session-state"), dnBinary([]byte("some state"))), dnInTxn(id, nil))
+	dnCheckReply(t, "set-session-state in the transaction", reqID, r, "statusCode", "statusDescription", 200)
+	get := func(what string) []byte {
+		reqID, r := tc.c.request(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:get-session-state")},
+			dnMap(dnString("session-id"), dnString("s1")))
+		dnCheckReply(t, what, reqID, r, "statusCode", "statusDescription", 200)
+		body, _ := r.m.Value.(amqp.Map)
+		v, _ := body.Get("session-state")
+		b, _ := v.([]byte)
+		return b
+	}
+	if got := get("get-session-state before the commit"); got != nil {
+		t.Errorf("the session state before the commit: %q; want none", got)
+	}
+	if st := tc.co.discharge(id, false); !isAccepted(st) {
+		t.Fatalf("commit: %#v", st)
+	}
+	if got := get("get-session-state after the commit"); string(got) != "some state" {
+		t.Errorf("the session state after the commit: %q; want %q", got, "some state")
+	}
+	if got := b.messageIDs(t, "sq"); len(got) != 0 {
+		t.Errorf("sq holds %q after the commit; want the completed message gone", got)
+	}
+}
+
+// Cross-entity, as the .NET SDK's sample has it: sends are routed through the transaction's
+// first entity, a settlement cannot be: one on another entity is refused.
+func TestTransactionCrossEntitySettleElsewhere(t *testing.T) {
+	b := newBroker(t)
+	in := b.createQueue(t, "in", nil)
+	b.createQueue(t, "out", nil)
+	if err := b.store.Send(t.Context(), in, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+		t.Fatal(err)
+	}
+	c := dnDial(t, b)
+	c.handshake()
+	cbs := c.openCBS()
+	exp := time.Now().Add(time.Hour).Truncate(time.Second)
+	for _, p := range []string{"in", "out"} {
+		rid, r := c.putToken(cbs, dnSASToken, dnAudience(p), dnToken("key", exp), exp)
+		dnCheckReply(t, "put-token", rid, r, "status-code", "status-description", 202)
+	}
+	s := c.begin(math.MaxUint32)
+	tc := &txnClient{t: t, b: b, c: c, cbs: cbs, co: c.openController(s)}
+	n := dnNull()
+	rl := c.attach(s, dnNewGUID("D"), true, n, dnUbyte(1), dnSourceOf(dnString("/in"), n, dnMap()), dnTargetOf(dnString(dnNewGUID("D"))), n, n)
+	a := c.awaitAttach(rl)
+	c.flow(rl, *a.InitialDeliveryCount, 1)
+	tr, _, _ := c.awaitMessage("the message of in", rl)
+	id := tc.co.declare()
+	snd, _ := tc.sender(s, "out", nil)
+	st, raw := tc.send(snd, 1, id, "first")
+	wantAcceptedInTxn(t, "the first operation, a send to out", st, id, raw)
+	d, _ := tc.settle(rl, tr, dnInTxn(id, dnPerf(dnAccepted)))
+	wantRejected(t, "a completion on in after out became the transaction's entity", d.State, "amqp:not-allowed")
+}

@@ -349,18 +349,32 @@ func (s *Postgres) SessionState(ctx context.Context, e *Entity, sl SessionLock) 
 // SetSessionState replaces a session's state; nil or empty clears it. Errors: ErrLockLost,
 // ErrTooLarge.
 func (s *Postgres) SetSessionState(ctx context.Context, e *Entity, sl SessionLock, state []byte) error {
+	if err := checkSessionState(e, sl, state); err != nil {
+		return err
+	}
+	return s.setSessionState(ctx, s.pool, e, sl, state, s.now())
+}
+
+// checkSessionState refuses a session state no lock can make right.
+func checkSessionState(e *Entity, sl SessionLock, state []byte) error {
 	if err := checkSessionLockID(e, &sl); err != nil {
 		return err
 	}
 	if len(state) > MaxSessionStateSize {
 		return &Error{Code: CodeTooLarge, Message: fmt.Sprintf("A session state may be at most %d bytes.", MaxSessionStateSize)}
 	}
+	return nil
+}
+
+// setSessionState replaces the state of the session sl locks, on db (the pool, or a
+// transaction's connection), if the lock is still held at now.
+func (s *Postgres) setSessionState(ctx context.Context, db execer, e *Entity, sl SessionLock, state []byte, now time.Time) error {
 	if len(state) == 0 {
 		state = nil
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET state = $5, state_updated_at = $4
+	tag, err := db.Exec(ctx, `UPDATE sessions SET state = $5, state_updated_at = $4
 		WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
-		e.ID, sl.SessionID, sl.Token, s.now(), state)
+		e.ID, sl.SessionID, sl.Token, now, state)
 	if err != nil {
 		return fmt.Errorf("set state of session %s: %w", Clip(sl.SessionID), interpretError(err))
 	}

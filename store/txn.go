@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A client transaction (AMQP's transaction coordinator: declare, work, discharge) is kept by the
@@ -35,10 +36,29 @@ type TxSettle struct {
 	Request SettleRequest
 }
 
+// TxSessionState is a session state a transaction sets when it commits, under the session lock
+// it names, which must still be held then.
+type TxSessionState struct {
+	Entity *Entity
+	Lock   SessionLock
+	State  []byte
+}
+
 // TxWork is the work of one client transaction.
 type TxWork struct {
-	Sends   []TxSend
-	Settles []TxSettle
+	Sends         []TxSend
+	Settles       []TxSettle
+	SessionStates []TxSessionState
+}
+
+// CheckTxSessionState refuses a session state no lock can make right (as SetSessionState).
+func CheckTxSessionState(st TxSessionState) error {
+	return checkSessionState(st.Entity, st.Lock, st.State)
+}
+
+// execer runs a statement on the pool or inside a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
 // ReserveSequenceNumbers draws n sequence numbers for a transaction's scheduled messages. See
@@ -77,8 +97,9 @@ func CheckTxSettle(st TxSettle) error {
 // CommitTransaction applies w in one PostgreSQL transaction: every send stored (with its
 // sequence numbers, duplicate detection, topic copies and forwarding, as any send) and every
 // settlement made, or nothing. A settlement whose lock is no longer held (lapsed, or settled
-// outside the transaction) fails the whole with ErrLockLost naming it. Errors: those of Send and
-// Settle, ErrUnavailable.
+// outside the transaction) fails the whole with ErrLockLost naming it, and so does a session
+// state whose session lock is gone. Errors: those of Send, Settle and SetSessionState,
+// ErrUnavailable.
 func (s *Postgres) CommitTransaction(ctx context.Context, w TxWork) error {
 	type sent struct {
 		e     *Entity
@@ -111,6 +132,11 @@ func (s *Postgres) CommitTransaction(ctx context.Context, w TxWork) error {
 		rows = append(rows, d.rows...)
 		sends = append(sends, sent{snd.Entity, size, d.wakeTargets()})
 	}
+	for _, st := range w.SessionStates {
+		if err := CheckTxSessionState(st); err != nil {
+			return err
+		}
+	}
 	groups, err := txSettleGroups(w.Settles)
 	if err != nil {
 		return err
@@ -136,6 +162,11 @@ func (s *Postgres) CommitTransaction(ctx context.Context, w TxWork) error {
 				}
 				woken = append(woken, wk...)
 			}
+			for _, st := range w.SessionStates {
+				if err := s.setSessionState(ctx, tx, st.Entity, st.Lock, st.State, now); err != nil {
+					return err
+				}
+			}
 			if len(rows) == 0 {
 				return nil
 			}
@@ -157,6 +188,9 @@ func (s *Postgres) CommitTransaction(ctx context.Context, w TxWork) error {
 	}
 	for _, st := range w.Settles {
 		s.touch(st.Target.Entity)
+	}
+	for _, st := range w.SessionStates {
+		s.touch(st.Entity)
 	}
 	return nil
 }

@@ -109,3 +109,34 @@ func TestCommitTransactionReservedNumberIsClaimed(t *testing.T) {
 		t.Fatalf("after the commit: %+v; want the message with the reserved number %d", got, nums[0])
 	}
 }
+
+// A session state a transaction sets needs its session lock at the commit: without it nothing of
+// the transaction is applied.
+func TestCommitTransactionSessionStateNeedsTheLock(t *testing.T) {
+	b := setup(t, manual)
+	sq := b.queue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	q := b.queue(t, "q", nil)
+	sess, err := b.store.AcceptSession(b.ctx, sq, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := store.SessionLock{SessionID: "s1", Token: sess.LockToken}
+	gone := store.SessionLock{SessionID: "s1", Token: uuid.New()}
+	w := store.TxWork{
+		Sends:         []store.TxSend{{Entity: q, Messages: []store.Message{body("x")}}},
+		SessionStates: []store.TxSessionState{{Entity: sq, Lock: gone, State: []byte("state")}},
+	}
+	if err := b.store.CommitTransaction(b.ctx, w); store.ErrorCode(err) != store.CodeLockLost {
+		t.Fatalf("commit with a session lock not held: %v; want the session lock lost", err)
+	}
+	if c := b.counts(t, "q"); c.Active != 0 {
+		t.Errorf("q after the failed commit: %+v; want nothing", c)
+	}
+	w.SessionStates[0].Lock = lock
+	if err := b.store.CommitTransaction(b.ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b.store.SessionState(b.ctx, sq, lock); err != nil || string(st) != "state" {
+		t.Errorf("the session state after the commit: %q, %v", st, err)
+	}
+}
