@@ -173,17 +173,21 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message, sessio
 	return op.do(ctx, q)
 }
 
-// inTransaction refuses the operations a transaction cannot include. The service's are send
-// (schedule-message too), complete, abandon, dead-letter, defer, renew-lock and, as the .NET
-// SDK's transactions sample does, set-session-state: update-disposition, schedule-message and
-// set-session-state are recorded in the transaction, a renewal is made at once, as outside one.
+// inTransaction refuses the operations a transaction cannot include. The .NET SDK sends every
+// $management request inside a TransactionScope with the transaction's id
+// (ManagementUtilities.ExecuteRequestResponseAsync), reads included. The service's transactional
+// operations are send (schedule-message too), complete, abandon, dead-letter, defer and, as the
+// .NET SDK's transactions sample does, set-session-state: update-disposition, schedule-message and
+// set-session-state are recorded in the transaction. Renewals and reads (renew-lock, which the
+// transactions document lists, renew-session-lock, peek, get-session-state, receive by sequence
+// number — receives are not transactional — and the listings) are made at once, as outside
+// one. Cancelling a scheduled message and the rule operations are refused.
 func inTransaction(op string) error {
 	switch op {
-	case "com.microsoft:update-disposition", "com.microsoft:renew-lock", "com.microsoft:schedule-message",
-		"com.microsoft:set-session-state":
-		return nil
+	case "com.microsoft:cancel-scheduled-message", "com.microsoft:add-rule", "com.microsoft:remove-rule":
+		return &amqp.Error{Condition: condNotAllowed, Description: fmt.Sprintf("The management operation '%s' cannot be part of a transaction.", store.Clip(op))}
 	}
-	return &amqp.Error{Condition: condNotAllowed, Description: fmt.Sprintf("The management operation '%s' cannot be part of a transaction.", store.Clip(op))}
+	return nil
 }
 
 // store is the store the request runs against.

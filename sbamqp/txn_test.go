@@ -455,11 +455,20 @@ func TestTransactionManagementDisposition(t *testing.T) {
 	if got := b.messageIDs(t, "q"); len(got) != 0 {
 		t.Errorf("q holds %q after the commit; want nothing", got)
 	}
-	// An operation no transaction can include is refused, and dooms its transaction.
+	// A read in a transaction (the .NET SDK sends every request of a TransactionScope with its
+	// id) is made at once and leaves the transaction as it was.
 	id = tc.co.declare()
 	reqID, r = tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:peek-message")},
 		dnMap(dnString("from-sequence-number"), dnLong(0), dnString("message-count"), dnInt(1)), dnInTxn(id, nil))
-	dnCheckReply(t, "peek in the transaction", reqID, r, "statusCode", "statusDescription", 400)
+	dnCheckReply(t, "peek in the transaction", reqID, r, "statusCode", "statusDescription", 204)
+	if st := tc.co.discharge(id, false); !isAccepted(st) {
+		t.Errorf("commit after a peek: %#v; want accepted", st)
+	}
+	// An operation no transaction can include is refused, and dooms its transaction.
+	id = tc.co.declare()
+	reqID, r = tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:cancel-scheduled-message")},
+		dnMap(dnString("sequence-numbers"), dnArray(0x81, binary.BigEndian.AppendUint64(nil, 1))), dnInTxn(id, nil))
+	dnCheckReply(t, "cancel-scheduled-message in the transaction", reqID, r, "statusCode", "statusDescription", 400)
 	if st := tc.co.discharge(id, false); !isRejectedWith(st, "amqp:transaction:rollback") {
 		t.Errorf("commit after a refused operation: %#v; want rejected with amqp:transaction:rollback", st)
 	}
