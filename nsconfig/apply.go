@@ -66,14 +66,17 @@ type Report struct {
 // existing entity (RequiresSession, RequiresDuplicateDetection). Changes are made in an order
 // that never leaves a forward without its target nor makes a passing loop. When another writer
 // changes ns meanwhile (a create that finds the entity exists, say) Apply plans again from what
-// ns then holds, up to three times. Other errors are ns's, wrapped with the change they stopped.
+// ns then holds: as long as each plan is smaller than the last (others applying the same file
+// make progress for it), and three more times besides. Other errors are ns's, wrapped with the
+// change they stopped.
 func Apply(ctx context.Context, ns Namespace, f *File, opts Options) (*Report, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
+	last := -1 // changes in the previous plan
+	for stalls := 0; stalls < 3; {
 		st, err := readState(ctx, ns, f)
 		if err != nil {
 			return nil, err
@@ -84,6 +87,11 @@ func Apply(ctx context.Context, ns Namespace, f *File, opts Options) (*Report, e
 		}
 		if opts.DryRun {
 			return p.report, nil
+		}
+		if n := len(p.report.Changes); last >= 0 && n >= last {
+			stalls++ // no progress since the last plan: another writer keeps changing ns
+		} else {
+			last = n
 		}
 		err = p.run(ctx, ns, log)
 		if err == nil {

@@ -390,7 +390,7 @@ func TestApplyConcurrently(t *testing.T) {
 	st := newStore(t)
 	f := mustParse(t, "Config.json", readSample(t))
 	var wg sync.WaitGroup
-	errs := make([]error, 4)
+	errs := make([]error, 8)
 	for i := range errs {
 		wg.Add(1)
 		go func() {
