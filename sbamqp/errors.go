@@ -29,8 +29,43 @@ const (
 	condEntityAlreadyExists amqp.Symbol = "com.microsoft:entity-already-exists"
 )
 
-// amqpError maps a store error to the AMQP error the SDKs understand. Internal errors never
-// carry their text.
+// storeErrors is the one map of the AMQP door from the store's error codes to what the SDKs
+// read: the condition of a link's outcome or detach, and the status code of a $cbs or
+// $management reply. A code it lacks is an internal error, whose text is never sent.
+var storeErrors = map[store.Code]struct {
+	cond   amqp.Symbol
+	status int32
+}{
+	store.CodeNotFound:      {condNotFound, 404},
+	store.CodeLockLost:      {condLockLost, 410}, // what the SDKs read as a lost lock
+	store.CodeTooLarge:      {condMessageSize, 413},
+	store.CodeQuotaExceeded: {condResourceLimit, 403},
+	store.CodeForbidden:     {condEntityDisabled, 403},
+	store.CodeBadRequest:    {condInvalidField, 400},
+	store.CodeConflict:      {condNotAllowed, 409},
+	store.CodeUnavailable:   {condServerBusy, 503},
+}
+
+// conditionStatus is the status code of a reply that carries an AMQP error, by its condition
+// (400 for one it lacks).
+var conditionStatus = map[amqp.Symbol]int32{
+	condUnauthorized:        401,
+	condNotFound:            404,
+	condMessageNotFound:     404,
+	condNotImplemented:      501,
+	condLockLost:            410,
+	condSessionLockLost:     410,
+	condEntityAlreadyExists: 409,
+	condMessageSize:         413,
+	condEntityDisabled:      403,
+	condResourceLimit:       403,
+	condServerBusy:          503,
+	condTimeout:             408,
+	condInternal:            500,
+}
+
+// amqpError maps an error to the AMQP error the SDKs understand. Internal errors never carry
+// their text.
 func amqpError(err error) *amqp.Error {
 	var ae *amqp.Error
 	if errors.As(err, &ae) {
@@ -40,56 +75,19 @@ func amqpError(err error) *amqp.Error {
 	if errors.As(err, &ue) {
 		return &amqp.Error{Condition: condNotImplemented, Description: ue.msg}
 	}
-	msg := store.ErrorMessage(err)
-	var cond amqp.Symbol
-	switch store.ErrorCode(err) {
-	case store.CodeNotFound:
-		cond = condNotFound
-	case store.CodeLockLost:
-		cond = condLockLost
-	case store.CodeTooLarge:
-		cond = condMessageSize
-	case store.CodeQuotaExceeded:
-		cond = condResourceLimit
-	case store.CodeForbidden:
-		cond = condEntityDisabled
-	case store.CodeBadRequest:
-		cond = condInvalidField
-	case store.CodeConflict:
-		cond = condNotAllowed
-	case store.CodeUnavailable:
-		cond = condServerBusy
-	default:
+	m, ok := storeErrors[store.ErrorCode(err)]
+	if !ok {
 		return &amqp.Error{Condition: condInternal, Description: "The server could not complete the operation."}
 	}
-	return &amqp.Error{Condition: cond, Description: msg}
+	return &amqp.Error{Condition: m.cond, Description: store.ErrorMessage(err)}
 }
 
 // statusOf maps an error to the status code of a $cbs or $management reply.
 func statusOf(err error) int32 {
 	var ae *amqp.Error
 	if errors.As(err, &ae) {
-		switch ae.Condition {
-		case condUnauthorized:
-			return 401
-		case condNotFound, condMessageNotFound:
-			return 404
-		case condNotImplemented:
-			return 501
-		case condLockLost, condSessionLockLost:
-			return 410 // what the SDKs read as a lost lock
-		case condEntityAlreadyExists:
-			return 409
-		case condMessageSize:
-			return 413
-		case condEntityDisabled, condResourceLimit:
-			return 403
-		case condServerBusy:
-			return 503
-		case condTimeout:
-			return 408
-		case condInternal:
-			return 500
+		if status, ok := conditionStatus[ae.Condition]; ok {
+			return status
 		}
 		return 400
 	}
@@ -97,23 +95,8 @@ func statusOf(err error) int32 {
 	if errors.As(err, &ue) {
 		return 501
 	}
-	switch store.ErrorCode(err) {
-	case store.CodeNotFound:
-		return 404
-	case store.CodeLockLost:
-		return 410
-	case store.CodeTooLarge:
-		return 413
-	case store.CodeQuotaExceeded:
-		return 403
-	case store.CodeForbidden:
-		return 403
-	case store.CodeBadRequest:
-		return 400
-	case store.CodeConflict:
-		return 409
-	case store.CodeUnavailable:
-		return 503
+	if m, ok := storeErrors[store.ErrorCode(err)]; ok {
+		return m.status
 	}
 	return 500
 }
