@@ -21,6 +21,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/sbgate/sbgate/cli"
 )
 
 func main() {
@@ -66,27 +68,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runBench(ctx, args, getenv, stdout, stderr)
 	case "key":
 		return key(ctx, args, getenv, stdout, stderr)
-	case "queue":
-		return entityCommand(ctx, queueKind, args, getenv, stdout, stderr)
-	case "topic":
-		return entityCommand(ctx, topicKind, args, getenv, stdout, stderr)
-	case "subscription":
-		return entityCommand(ctx, subscriptionKind, args, getenv, stdout, stderr)
-	case "rule":
-		return entityCommand(ctx, ruleKind, args, getenv, stdout, stderr)
-	case "send":
-		return sendCommand(ctx, args, getenv, stdin, stdout, stderr)
-	case "receive":
-		return receiveCommand(ctx, args, getenv, stdout, stderr)
-	case "peek":
-		return browseCommand(ctx, "peek", false, args, getenv, stdout, stderr)
-	case "dlq":
-		return dlqCommand(ctx, args, getenv, stdout, stderr)
-	case "config":
-		return configCommand(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	}
+	// The client commands over the HTTP API live in package cli.
+	if handled, err := cli.Run(ctx, cmd, args, getenv, stdin, stdout, stderr); handled {
+		return err
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -92,7 +92,7 @@ func configCommand(ctx context.Context, args []string, getenv func(string) strin
 	return usageError(configUsage, "config: unknown command %q", verb)
 }
 
-func (c *cli) printReport(rep *nsconfig.Report, dryRun bool) error {
+func (c *command) printReport(rep *nsconfig.Report, dryRun bool) error {
 	if c.json {
 		return c.emitJSON(rep)
 	}

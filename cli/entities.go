@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -439,7 +439,7 @@ func entityJSON(e entityEntry) map[string]any {
 	return m
 }
 
-func (c *cli) listEntities(ctx context.Context, k *entityKind, parent []string) error {
+func (c *command) listEntities(ctx context.Context, k *entityKind, parent []string) error {
 	const top = 100
 	var all []entityEntry
 	for skip := 0; ; skip += top {
@@ -569,7 +569,7 @@ func describeAction(a *xnode) string {
 }
 
 // fetchEntity reads one entity; a name the broker does not know is an error.
-func (c *cli) fetchEntity(ctx context.Context, k *entityKind, loc []string) (entityEntry, error) {
+func (c *command) fetchEntity(ctx context.Context, k *entityKind, loc []string) (entityEntry, error) {
 	var status int
 	var body []byte
 	switch k {
@@ -609,7 +609,7 @@ func (c *cli) fetchEntity(ctx context.Context, k *entityKind, loc []string) (ent
 	return es[0], nil
 }
 
-func (c *cli) showEntity(ctx context.Context, k *entityKind, loc []string) error {
+func (c *command) showEntity(ctx context.Context, k *entityKind, loc []string) error {
 	e, err := c.fetchEntity(ctx, k, loc)
 	if err != nil {
 		return err
@@ -617,7 +617,7 @@ func (c *cli) showEntity(ctx context.Context, k *entityKind, loc []string) error
 	return c.printEntity(e)
 }
 
-func (c *cli) printEntity(e entityEntry) error {
+func (c *command) printEntity(e entityEntry) error {
 	if c.json {
 		return c.emitJSON(entityJSON(e))
 	}
@@ -632,7 +632,7 @@ func (c *cli) printEntity(e entityEntry) error {
 	return c.table([]string{"PROPERTY", "VALUE"}, rows)
 }
 
-func (c *cli) createEntity(ctx context.Context, k *entityKind, loc []string, body []byte, props keyValues) error {
+func (c *command) createEntity(ctx context.Context, k *entityKind, loc []string, body []byte, props keyValues) error {
 	const ct = "application/atom+xml;type=entry;charset=utf-8"
 	var status int
 	var resp []byte
@@ -682,7 +682,7 @@ func (c *cli) createEntity(ctx context.Context, k *entityKind, loc []string, bod
 	return nil
 }
 
-func (c *cli) deleteEntity(ctx context.Context, k *entityKind, loc []string) error {
+func (c *command) deleteEntity(ctx context.Context, k *entityKind, loc []string) error {
 	var status int
 	var body []byte
 	switch k {

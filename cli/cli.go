@@ -1,4 +1,7 @@
-package main
+// Package cli is sbgate's client commands: queue, topic, subscription, rule, send, receive,
+// peek, dlq and config, the command line of a namespace over its HTTP API. cmd/sbgate runs them;
+// the broker itself is elsewhere.
+package cli
 
 import (
 	"bytes"
@@ -25,8 +28,36 @@ import (
 // with the key of SBGATE_CONNECTION_STRING. They never open the database: what they can do is
 // what that key may do, and every refusal is the broker's own answer.
 
-// cli is what every such command shares: the API client and the output format.
-type cli struct {
+// Run runs the client command name with args; handled is false when name is none of them
+// (queue, topic, subscription, rule, send, receive, peek, dlq, config).
+// getenv gives the environment (SBGATE_CONNECTION_STRING), stdin the body of a send that names
+// no other.
+func Run(ctx context.Context, name string, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (handled bool, err error) {
+	switch name {
+	case "queue":
+		return true, entityCommand(ctx, queueKind, args, getenv, stdout, stderr)
+	case "topic":
+		return true, entityCommand(ctx, topicKind, args, getenv, stdout, stderr)
+	case "subscription":
+		return true, entityCommand(ctx, subscriptionKind, args, getenv, stdout, stderr)
+	case "rule":
+		return true, entityCommand(ctx, ruleKind, args, getenv, stdout, stderr)
+	case "send":
+		return true, sendCommand(ctx, args, getenv, stdin, stdout, stderr)
+	case "receive":
+		return true, receiveCommand(ctx, args, getenv, stdout, stderr)
+	case "peek":
+		return true, browseCommand(ctx, "peek", false, args, getenv, stdout, stderr)
+	case "dlq":
+		return true, dlqCommand(ctx, args, getenv, stdout, stderr)
+	case "config":
+		return true, configCommand(ctx, args, getenv, stdout, stderr)
+	}
+	return false, nil
+}
+
+// command is what every such command shares: the API client and the output format.
+type command struct {
 	api  *client.ClientWithResponses
 	json bool
 	out  io.Writer
@@ -34,11 +65,11 @@ type cli struct {
 
 // cliFlags adds the flags every API command takes to fs and returns a function that, after
 // parsing, builds the client.
-func cliFlags(fs *flag.FlagSet, getenv func(string) string, stdout io.Writer) func() (*cli, error) {
+func cliFlags(fs *flag.FlagSet, getenv func(string) string, stdout io.Writer) func() (*command, error) {
 	conn := fs.String("connection-string", getenv("SBGATE_CONNECTION_STRING"), "the broker's connection string ($SBGATE_CONNECTION_STRING)")
 	output := fs.String("o", "table", "output: table, or json for scripts")
 	insecure := fs.Bool("insecure", false, "skip TLS certificate checks (a test certificate)")
-	return func() (*cli, error) {
+	return func() (*command, error) {
 		if *output != "table" && *output != "json" {
 			return nil, fmt.Errorf("-o: want table or json, got %q", *output)
 		}
@@ -68,14 +99,14 @@ func cliFlags(fs *flag.FlagSet, getenv func(string) string, stdout io.Writer) fu
 		if err != nil {
 			return nil, err
 		}
-		return &cli{api: api, json: *output == "json", out: stdout}, nil
+		return &command{api: api, json: *output == "json", out: stdout}, nil
 	}
 }
 
 // parseCLI parses a command's arguments into fs, which has cliFlags's flags (mk their client),
 // and makes the command's client: it returns the positional arguments and the client. A
 // client error begins with the command, the flag set's name without "sbgate ".
-func parseCLI(fs *flag.FlagSet, mk func() (*cli, error), args []string) ([]string, *cli, error) {
+func parseCLI(fs *flag.FlagSet, mk func() (*command, error), args []string) ([]string, *command, error) {
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return nil, nil, err
@@ -146,7 +177,7 @@ func expect(status int, body []byte, want ...int) error {
 }
 
 // emitJSON writes v as indented JSON.
-func (c *cli) emitJSON(v any) error {
+func (c *command) emitJSON(v any) error {
 	enc := json.NewEncoder(c.out)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
@@ -154,7 +185,7 @@ func (c *cli) emitJSON(v any) error {
 }
 
 // table writes rows under a header, aligned.
-func (c *cli) table(header []string, rows [][]string) error {
+func (c *command) table(header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, r := range rows {

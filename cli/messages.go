@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -391,7 +391,7 @@ func countOf(body []byte) int {
 }
 
 // printMessages shows messages: a table with a body preview, or the broker's JSON objects.
-func (c *cli) printMessages(msgs []client.Message, dlq bool) error {
+func (c *command) printMessages(msgs []client.Message, dlq bool) error {
 	if c.json {
 		if msgs == nil {
 			msgs = []client.Message{}
