@@ -101,36 +101,9 @@ func CheckTxSettle(st TxSettle) error {
 // state whose session lock is gone. Errors: those of Send, Settle and SetSessionState,
 // ErrUnavailable.
 func (s *Postgres) CommitTransaction(ctx context.Context, w TxWork) error {
-	type sent struct {
-		e     *Entity
-		size  int
-		woken []wakeTarget
-	}
-	var rows []messageRow
-	var sends []sent
-	var numbered []numberedRow
-	for _, snd := range w.Sends {
-		msgs := snd.Messages
-		if snd.Numbers != nil {
-			// Copies elsewhere (a topic's, a forwarded message) share the number as their
-			// EnqueuedSequenceNumber, as SendSequenced's do; a row in the entity itself takes it
-			// as its sequence number once inserted.
-			msgs = slices.Clone(msgs)
-			for i := range msgs {
-				msgs[i].EnqueuedSequenceNumber = snd.Numbers[i]
-			}
-		}
-		d, size, err := s.prepareSend(ctx, snd.Entity, msgs)
-		if err != nil {
-			return err
-		}
-		for k, r := range d.rows {
-			if snd.Numbers != nil && r.EntityID == snd.Entity.ID {
-				numbered = append(numbered, numberedRow{row: len(rows) + k, number: r.EnqueuedSeq.Int64})
-			}
-		}
-		rows = append(rows, d.rows...)
-		sends = append(sends, sent{snd.Entity, size, d.wakeTargets()})
+	sends, err := s.prepareTxSends(ctx, w.Sends)
+	if err != nil {
+		return err
 	}
 	for _, st := range w.SessionStates {
 		if err := CheckTxSessionState(st); err != nil {
@@ -143,45 +116,16 @@ func (s *Postgres) CommitTransaction(ctx context.Context, w TxWork) error {
 	}
 	var woken []wakeTarget
 	err = s.retryConflicts(ctx, func() { woken = woken[:0] }, func() error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			now := s.now()
-			for _, a := range groups {
-				op := a.items[0].req.Op
-				found, ids, refused := make([]bool, len(a.items)), make([]string, len(a.items)), make([]bool, len(a.items))
-				wk, err := s.settleWithin(ctx, tx, op, a, now, found, ids, refused)
-				if err != nil {
-					return err
-				}
-				for i, it := range a.items {
-					switch {
-					case refused[i]:
-						return it.res.Err
-					case !found[i]:
-						return lockLost(it.t, it.req)
-					}
-				}
-				woken = append(woken, wk...)
-			}
-			for _, st := range w.SessionStates {
-				if err := s.setSessionState(ctx, tx, st.Entity, st.Lock, st.State, now); err != nil {
-					return err
-				}
-			}
-			if len(rows) == 0 {
-				return nil
-			}
-			stored, err := s.insertRows(ctx, tx, rows)
-			if err != nil {
-				return err
-			}
-			return renumber(ctx, tx, rows, stored, numbered, now)
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
+			woken, err = s.commitWithin(ctx, tx, groups, w.SessionStates, sends)
+			return err
 		})
 	})
 	if err != nil {
 		return fmt.Errorf("commit the transaction: %w", interpretError(err))
 	}
 	s.announce(woken...)
-	for _, snd := range sends {
+	for _, snd := range sends.sent {
 		s.announce(snd.woken...)
 		s.grew(snd.e.ID, int64(snd.size))
 		s.touch(snd.e)
@@ -193,6 +137,86 @@ func (s *Postgres) CommitTransaction(ctx context.Context, w TxWork) error {
 		s.touch(st.Entity)
 	}
 	return nil
+}
+
+// txSends are a transaction's sends, prepared: the rows to insert, which of them take a
+// reserved number, and what each send grew and wakes.
+type txSends struct {
+	rows     []messageRow
+	numbered []numberedRow
+	sent     []txSent
+}
+
+// txSent is what one send of a transaction grew its entity by, and wakes, once committed.
+type txSent struct {
+	e     *Entity
+	size  int
+	woken []wakeTarget
+}
+
+// prepareTxSends runs a transaction's sends through the checks and routing of a send.
+func (s *Postgres) prepareTxSends(ctx context.Context, sends []TxSend) (*txSends, error) {
+	p := &txSends{}
+	for _, snd := range sends {
+		msgs := snd.Messages
+		if snd.Numbers != nil {
+			// Copies elsewhere (a topic's, a forwarded message) share the number as their
+			// EnqueuedSequenceNumber, as SendSequenced's do; a row in the entity itself takes it
+			// as its sequence number once inserted.
+			msgs = slices.Clone(msgs)
+			for i := range msgs {
+				msgs[i].EnqueuedSequenceNumber = snd.Numbers[i]
+			}
+		}
+		d, size, err := s.prepareSend(ctx, snd.Entity, msgs)
+		if err != nil {
+			return nil, err
+		}
+		for k, r := range d.rows {
+			if snd.Numbers != nil && r.EntityID == snd.Entity.ID {
+				p.numbered = append(p.numbered, numberedRow{row: len(p.rows) + k, number: r.EnqueuedSeq.Int64})
+			}
+		}
+		p.rows = append(p.rows, d.rows...)
+		p.sent = append(p.sent, txSent{snd.Entity, size, d.wakeTargets()})
+	}
+	return p, nil
+}
+
+// commitWithin applies a transaction's work in tx: its settlements, each of whose locks must be
+// held, its session states, and its sends. It returns the wake-ups the settlements call for.
+func (s *Postgres) commitWithin(ctx context.Context, tx pgx.Tx, groups []*settleArgs, states []TxSessionState, sends *txSends) ([]wakeTarget, error) {
+	now := s.now()
+	var woken []wakeTarget
+	for _, a := range groups {
+		found, ids, refused := make([]bool, len(a.items)), make([]string, len(a.items)), make([]bool, len(a.items))
+		wk, err := s.settleWithin(ctx, tx, a.items[0].req.Op, a, now, found, ids, refused)
+		if err != nil {
+			return nil, err
+		}
+		for i, it := range a.items {
+			switch {
+			case refused[i]:
+				return nil, it.res.Err
+			case !found[i]:
+				return nil, lockLost(it.t, it.req)
+			}
+		}
+		woken = append(woken, wk...)
+	}
+	for _, st := range states {
+		if err := s.setSessionState(ctx, tx, st.Entity, st.Lock, st.State, now); err != nil {
+			return nil, err
+		}
+	}
+	if len(sends.rows) == 0 {
+		return woken, nil
+	}
+	stored, err := s.insertRows(ctx, tx, sends.rows)
+	if err != nil {
+		return nil, err
+	}
+	return woken, renumber(ctx, tx, sends.rows, stored, sends.numbered, now)
 }
 
 // numberedRow is a row of a transaction's insert (its index) that takes a reserved number as its
