@@ -24,7 +24,7 @@ const (
 type cbsReceiver struct{ cs *conn }
 
 func (r *cbsReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
-	r.cs.request(l, d, "The put-token request", func(ctx context.Context, m *amqp.Message) *amqp.Message {
+	_ = r.cs.request(l, d, "The put-token request", func(ctx context.Context, m *amqp.Message) *amqp.Message {
 		status, desc := r.cs.putToken(ctx, m)
 		return cbsReply(status, desc)
 	}, func(err error) *amqp.Message {

@@ -146,6 +146,7 @@ func (s *entitySender) untrack() {
 }
 
 func (s *entitySender) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
+	s.cs.txnArrived(d, d.State)
 	s.work.add(d, func(batch []*amqp.Delivery) { s.store(l.Conn().Context(), l, batch) })
 }
 
@@ -297,12 +298,14 @@ func (s *entitySender) storeInTxn(ctx context.Context, l *amqp.ReceiverLink, d *
 		return
 	}
 	_ = d.Settle(amqp.TransactionalState{TxnID: bytes.Clone(ts.TxnID), Outcome: amqp.Accepted{}})
+	s.cs.txnRecorded(d)
 }
 
 // reject refuses a delivery; one sent in a transaction dooms it (doomState).
 func (s *entitySender) reject(d *amqp.Delivery, aerr *amqp.Error) {
 	_ = d.Reject(aerr)
 	s.cs.doomState(d.State, aerr)
+	s.cs.txnRecorded(d)
 }
 
 // deliveryMessages decodes a delivery: one message, or for a batch (message format
@@ -873,6 +876,7 @@ func isOutcome(state amqp.DeliveryState) bool {
 func (r *entityReceiver) Disposition(l *amqp.SenderLink, d *amqp.OutgoingDelivery, state amqp.DeliveryState, settled bool) {
 	// The engine calls Disposition and SenderDetached one after the other: one that comes after
 	// the link ended (its context cancelled) has no release waiting for it.
+	r.cs.txnArrived(d, state)
 	o := outcome{l: l, d: d, state: state, settled: settled, tracked: r.ctx.Err() == nil}
 	if o.tracked {
 		r.settling.Add(1)
@@ -909,7 +913,10 @@ func (r *entityReceiver) answer(o outcome, err error) {
 		// because its lock is gone is what the mode accepts (the message comes back); one the
 		// broker refuses (a bad request: properties it cannot keep, a state that is no
 		// outcome) must not vanish, so the link is detached with why.
-		if err != nil && store.ErrorCode(err) != store.CodeLockLost {
+		_, inTxn := state.(amqp.TransactionalState)
+		if err != nil && store.ErrorCode(err) != store.CodeLockLost && !inTxn {
+			// (One made in a transaction is not: its failure dooms the transaction, whose
+			// discharge reports it.)
 			if aerr := amqpError(err); aerr.Condition != condLockLost {
 				_ = o.l.Detach(aerr)
 			}

@@ -23,15 +23,35 @@ type managementReceiver struct {
 
 func (r *managementReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 	state := d.State
-	r.cs.request(l, d, "The management request", func(ctx context.Context, m *amqp.Message) *amqp.Message {
+	r.cs.txnArrived(d, state)
+	started := r.cs.request(l, d, "The management request", func(ctx context.Context, m *amqp.Message) *amqp.Message {
+		defer r.cs.txnRecorded(d)
 		body, err := r.handle(ctx, m, l.Session(), state)
-		if err != nil {
+		if err != nil && transactional(m) {
 			r.cs.doomState(state, amqpError(err)) // a request of a transaction refused: all or nothing
 		}
 		return managementReply(body, err)
 	}, func(err error) *amqp.Message {
 		return managementReply(nil, amqp.Errorf(amqp.ErrCondInternalError, "The reply could not be encoded: %s", store.Clip(err.Error())))
 	})
+	if !started {
+		r.cs.txnRecorded(d)
+	}
+}
+
+// transactional reports whether a request is one a transaction records or refuses: its failure
+// dooms the transaction. Reads and renewals run as outside one, and so fail as outside one.
+func transactional(m *amqp.Message) bool {
+	opv, _ := m.ApplicationProperties.Get("operation")
+	name, _ := opv.(string)
+	if s, ok := opv.(amqp.Symbol); ok {
+		name = string(s)
+	}
+	switch name {
+	case "com.microsoft:update-disposition", "com.microsoft:schedule-message", "com.microsoft:set-session-state":
+		return true
+	}
+	return inTransaction(name) != nil
 }
 
 // managementReply is the answer to a $management request: body with 200 (204 without one), or

@@ -311,13 +311,14 @@ const (
 // compare them by value and type: a ulong counter, an int, a string, a uuid), on the reply link
 // (see amqp.Conn.ReplyLink). what names the request in the rejection of one that does not decode.
 // A reply that cannot be encoded (a value no AMQP type carries: a broker bug) is replaced by
-// failed's answer for the error, so the peer is answered rather than left waiting.
+// failed's answer for the error, so the peer is answered rather than left waiting. It reports
+// whether do runs (not when the request does not decode, or the connection ended first).
 func (cs *conn) request(l *amqp.ReceiverLink, d *amqp.Delivery, what string, do func(ctx context.Context, m *amqp.Message) *amqp.Message,
-	failed func(err error) *amqp.Message) {
+	failed func(err error) *amqp.Message) (started bool) {
 	m, err := d.Message()
 	if err != nil {
 		_ = d.Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError, Description: what + " is not a valid message."})
-		return
+		return false
 	}
 	_ = d.Accept()
 	var replyTo string
@@ -329,7 +330,7 @@ func (cs *conn) request(l *amqp.ReceiverLink, d *amqp.Delivery, what string, do 
 	select {
 	case cs.inflight <- struct{}{}:
 	case <-ctx.Done():
-		return
+		return false
 	}
 	go func() {
 		defer func() { <-cs.inflight }()
@@ -344,6 +345,7 @@ func (cs *conn) request(l *amqp.ReceiverLink, d *amqp.Delivery, what string, do 
 		}
 		cs.reply(replyTo, l, payload)
 	}()
+	return true
 }
 
 // encodeReply encodes reply with the correlation-id id.

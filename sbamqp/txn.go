@@ -69,6 +69,11 @@ type txn struct {
 	held     int64           // bytes of work counted in the connection's txns.held
 	locks    map[[2]any]bool // the locks it settles, by entity path and token
 	timer    *time.Timer
+	// pending counts its operations that arrived and are not yet recorded or refused: they
+	// run on their links' workers, and the discharge, on the coordinator's, waits for them.
+	// Guarded by the connection's txns.mu, not by mu.
+	pending int
+	idle    chan struct{} // closed when pending falls to 0, for a discharge waiting
 }
 
 // coordinator is a link to the transaction coordinator: the transactions it declared.
@@ -89,6 +94,78 @@ type txns struct {
 	mu   sync.Mutex
 	m    map[string]*txn
 	held int64
+	// arrived are the operations of open transactions counted in their pending, by the
+	// delivery that carried each.
+	arrived map[any]arrival
+}
+
+// txnArrived counts an operation that arrived carrying state, before a link's worker records
+// it, so that a discharge that comes after it on the wire waits for it. Called on the engine's
+// dispatcher, in the order the peer sent; txnRecorded ends it (once per txnArrived of key).
+func (cs *conn) txnArrived(key any, state amqp.DeliveryState) {
+	ts, ok := state.(amqp.TransactionalState)
+	if !ok {
+		return
+	}
+	cs.txns.mu.Lock()
+	defer cs.txns.mu.Unlock()
+	t := cs.txns.m[string(ts.TxnID)]
+	if t == nil {
+		return
+	}
+	if cs.txns.arrived == nil {
+		cs.txns.arrived = make(map[any]arrival)
+	}
+	a := cs.txns.arrived[key]
+	cs.txns.arrived[key] = arrival{t: t, n: a.n + 1}
+	t.pending++
+}
+
+// arrival is what txnArrived counted for one key.
+type arrival struct {
+	t *txn
+	n int
+}
+
+// txnRecorded ends one txnArrived of key, once its operation is recorded or refused.
+func (cs *conn) txnRecorded(key any) {
+	cs.txns.mu.Lock()
+	defer cs.txns.mu.Unlock()
+	a, ok := cs.txns.arrived[key]
+	if !ok {
+		return
+	}
+	if a.n--; a.n == 0 {
+		delete(cs.txns.arrived, key)
+	} else {
+		cs.txns.arrived[key] = a
+	}
+	t := a.t
+	if t.pending--; t.pending == 0 && t.idle != nil {
+		close(t.idle)
+		t.idle = nil
+	}
+}
+
+// settled waits until every operation of t that arrived before now is recorded or refused.
+func (cs *conn) settled(ctx context.Context, t *txn) bool {
+	for {
+		cs.txns.mu.Lock()
+		if t.pending == 0 {
+			cs.txns.mu.Unlock()
+			return true
+		}
+		if t.idle == nil {
+			t.idle = make(chan struct{})
+		}
+		idle := t.idle
+		cs.txns.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // hold counts n more bytes of work held by the connection's transactions, refusing what would
@@ -202,11 +279,26 @@ func (cs *conn) declare(co *coordinator) ([]byte, *amqp.Error) {
 func (cs *conn) discharge(ctx context.Context, id []byte, fail bool) *amqp.Error {
 	cs.txns.mu.Lock()
 	t := cs.txns.m[string(id)]
-	delete(cs.txns.m, string(id))
 	cs.txns.mu.Unlock()
 	if t == nil {
 		return amqp.Errorf(condTxnUnknown, "No transaction with this id is open on the connection.")
 	}
+	// The operations the peer sent before the discharge, on other links, may still be on their
+	// links' workers: the discharge waits for them (a peer that settles first sends its
+	// disposition and then the discharge, and expects both in that order).
+	wctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	waited := cs.settled(wctx, t)
+	cancel()
+	if !waited {
+		t.fail(amqp.Errorf(condTxnRollback, "The transaction was rolled back: its operations were still being made at its discharge."))
+	}
+	cs.txns.mu.Lock()
+	if cs.txns.m[string(id)] != t {
+		cs.txns.mu.Unlock()
+		return amqp.Errorf(condTxnUnknown, "No transaction with this id is open on the connection.")
+	}
+	delete(cs.txns.m, string(id))
+	cs.txns.mu.Unlock()
 	t.mu.Lock()
 	t.done = true
 	if t.timer != nil {
@@ -457,6 +549,7 @@ func (r *entityReceiver) txnOutcomes(batch []outcome) []outcome {
 			r.cs.doomState(ts, aerr)
 		}
 		r.answer(o, err)
+		r.cs.txnRecorded(o.d)
 	}
 	return plain
 }

@@ -753,3 +753,56 @@ func TestTransactionCrossEntitySettleElsewhere(t *testing.T) {
 	d, _ := tc.settle(rl, tr, dnInTxn(id, dnPerf(dnAccepted)))
 	wantRejected(t, "a completion on in after out became the transaction's entity", d.State, "amqp:not-allowed")
 }
+
+// A peer that settles first sends its transactional disposition and transfer settled and the
+// discharge right after, expecting no answer in between: the discharge waits for what came
+// before it on the wire, on whatever link, so the commit holds both.
+func TestTransactionDischargeAfterSettledWork(t *testing.T) {
+	b := newBroker(t)
+	q := b.createQueue(t, "q", nil)
+	if err := b.store.Send(t.Context(), q, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := newTxnClient(t, b, "q")
+	n := dnNull()
+	rs := tc.c.begin(math.MaxUint32)
+	// Receiver settle mode first: the peer settles its outcomes itself.
+	rl := tc.c.attach(rs, dnNewGUID("D"), true, n, dnUbyte(0), dnSourceOf(dnString("/q"), n, dnMap()), dnTargetOf(dnString(dnNewGUID("D"))), n, n)
+	a := tc.c.awaitAttach(rl)
+	tc.c.flow(rl, *a.InitialDeliveryCount, 1)
+	tr, _, _ := tc.c.awaitMessage("the message", rl)
+	snd, _ := tc.sender(tc.c.begin(math.MaxUint32), "q", nil)
+	id := tc.co.declare()
+	tc.c.disposition(rs, true, *tr.DeliveryID, true, dnInTxn(id, dnPerf(dnAccepted)))
+	tc.c.transferState(snd, dnLE32(1), 0, true, false, dnInTxn(id, nil), dnMessage("result", time.Now(), "r"))
+	if st := tc.co.discharge(id, false); !isAccepted(st) {
+		t.Fatalf("commit: %#v", st)
+	}
+	if got := b.messageIDs(t, "q"); !slices.Equal(got, []string{"result"}) {
+		t.Errorf("q holds %q after the commit; want the completion and the send both in it", got)
+	}
+}
+
+// A read or renewal that fails inside a transaction fails as outside one: the transaction goes
+// on (the .NET SDK sends every request of a TransactionScope with its id).
+func TestTransactionFailedReadLeavesIt(t *testing.T) {
+	b := newBroker(t)
+	b.createQueue(t, "q", nil)
+	tc := newTxnClient(t, b, "q", "q/$management")
+	id := tc.co.declare()
+	snd, _ := tc.sender(tc.c.begin(math.MaxUint32), "q", nil)
+	if st, raw := tc.send(snd, 1, id, "kept"); !isTxnAccepted(st) {
+		t.Fatalf("send: %#v\n    bytes %s", st, hex.EncodeToString(raw))
+	}
+	mgmt := tc.c.openRR(tc.c.begin(5000), "q/$management", dnMap(dnSymbol("com.microsoft:entity-type"), dnString("entity-mgmt")))
+	gone := dnLockToken([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+	reqID, r := tc.c.requestState(mgmt, [][]byte{dnString("operation"), dnString("com.microsoft:renew-lock")},
+		dnMap(dnString("lock-tokens"), dnArray(0x98, gone[:])), dnInTxn(id, nil))
+	dnCheckReply(t, "renew-lock of a lock not held, in the transaction", reqID, r, "statusCode", "statusDescription", 410)
+	if st := tc.co.discharge(id, false); !isAccepted(st) {
+		t.Fatalf("commit after a failed renewal: %#v; want accepted", st)
+	}
+	if got := b.messageIDs(t, "q"); !slices.Equal(got, []string{"kept"}) {
+		t.Errorf("q holds %q; want the message sent in the transaction", got)
+	}
+}
