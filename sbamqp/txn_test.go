@@ -122,6 +122,22 @@ type txnClient struct {
 }
 
 func newTxnClient(t *testing.T, b *broker, paths ...string) *txnClient {
+	tc := dialTxnClient(t, b, paths...)
+	tc.co = tc.c.openController(tc.c.begin(math.MaxUint32))
+	return tc
+}
+
+// newCrossEntityClient is the .NET SDK's cross-entity mode: the controller is the first link of
+// the one session (returned) every link then uses.
+func newCrossEntityClient(t *testing.T, b *broker, paths ...string) (*txnClient, *dnSession) {
+	tc := dialTxnClient(t, b, paths...)
+	s := tc.c.begin(math.MaxUint32)
+	tc.co = tc.c.openController(s)
+	return tc, s
+}
+
+// dialTxnClient connects and puts a token for each of paths; the controller is the caller's.
+func dialTxnClient(t *testing.T, b *broker, paths ...string) *txnClient {
 	c := dnDial(t, b)
 	c.handshake()
 	tc := &txnClient{t: t, b: b, c: c, cbs: c.openCBS()}
@@ -130,7 +146,6 @@ func newTxnClient(t *testing.T, b *broker, paths ...string) *txnClient {
 		id, r := c.putToken(tc.cbs, dnSASToken, dnAudience(p), dnToken("key", exp), exp)
 		dnCheckReply(t, "put-token for "+p, id, r, "status-code", "status-description", 202)
 	}
-	tc.co = c.openController(c.begin(math.MaxUint32))
 	return tc
 }
 
@@ -158,8 +173,12 @@ func (tc *txnClient) send(l *dnLink, tag int32, id []byte, msgID string) (amqp.D
 
 // receive peek-locks one message of path on a session of its own.
 func (tc *txnClient) receive(path string) (*dnLink, *amqp.Transfer) {
+	return tc.receiveOn(tc.c.begin(math.MaxUint32), path)
+}
+
+// receiveOn peek-locks one message of path on session s.
+func (tc *txnClient) receiveOn(s *dnSession, path string) (*dnLink, *amqp.Transfer) {
 	n := dnNull()
-	s := tc.c.begin(math.MaxUint32)
 	l := tc.c.attach(s, dnNewGUID("D"), true, n, dnUbyte(1), dnSourceOf(dnString("/"+path), n, dnMap()), dnTargetOf(dnString(dnNewGUID("D"))), n, n)
 	a := tc.c.awaitAttach(l)
 	tc.c.flow(l, *a.InitialDeliveryCount, 1)
@@ -329,21 +348,8 @@ func TestTransactionCrossEntitySession(t *testing.T) {
 	if err := b.store.Send(t.Context(), in, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
 		t.Fatal(err)
 	}
-	c := dnDial(t, b)
-	c.handshake()
-	cbs := c.openCBS()
-	exp := time.Now().Add(time.Hour).Truncate(time.Second)
-	for _, p := range []string{"in", "out"} {
-		rid, r := c.putToken(cbs, dnSASToken, dnAudience(p), dnToken("key", exp), exp)
-		dnCheckReply(t, "put-token", rid, r, "status-code", "status-description", 202)
-	}
-	s := c.begin(math.MaxUint32)
-	tc := &txnClient{t: t, b: b, c: c, cbs: cbs, co: c.openController(s)}
-	n := dnNull()
-	rl := c.attach(s, dnNewGUID("D"), true, n, dnUbyte(1), dnSourceOf(dnString("/in"), n, dnMap()), dnTargetOf(dnString(dnNewGUID("D"))), n, n)
-	a := c.awaitAttach(rl)
-	c.flow(rl, *a.InitialDeliveryCount, 1)
-	tr, _, _ := c.awaitMessage("the message of in", rl)
+	tc, s := newCrossEntityClient(t, b, "in", "out")
+	rl, tr := tc.receiveOn(s, "in")
 	id := tc.co.declare()
 	d, raw := tc.settle(rl, tr, dnInTxn(id, dnPerf(dnAccepted)))
 	wantAcceptedInTxn(t, "the completion", d.State, id, raw)
@@ -731,21 +737,8 @@ func TestTransactionCrossEntitySettleElsewhere(t *testing.T) {
 	if err := b.store.Send(t.Context(), in, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
 		t.Fatal(err)
 	}
-	c := dnDial(t, b)
-	c.handshake()
-	cbs := c.openCBS()
-	exp := time.Now().Add(time.Hour).Truncate(time.Second)
-	for _, p := range []string{"in", "out"} {
-		rid, r := c.putToken(cbs, dnSASToken, dnAudience(p), dnToken("key", exp), exp)
-		dnCheckReply(t, "put-token", rid, r, "status-code", "status-description", 202)
-	}
-	s := c.begin(math.MaxUint32)
-	tc := &txnClient{t: t, b: b, c: c, cbs: cbs, co: c.openController(s)}
-	n := dnNull()
-	rl := c.attach(s, dnNewGUID("D"), true, n, dnUbyte(1), dnSourceOf(dnString("/in"), n, dnMap()), dnTargetOf(dnString(dnNewGUID("D"))), n, n)
-	a := c.awaitAttach(rl)
-	c.flow(rl, *a.InitialDeliveryCount, 1)
-	tr, _, _ := c.awaitMessage("the message of in", rl)
+	tc, s := newCrossEntityClient(t, b, "in", "out")
+	rl, tr := tc.receiveOn(s, "in")
 	id := tc.co.declare()
 	snd, _ := tc.sender(s, "out", nil)
 	st, raw := tc.send(snd, 1, id, "first")
@@ -805,4 +798,12 @@ func TestTransactionFailedReadLeavesIt(t *testing.T) {
 	if got := b.messageIDs(t, "q"); !slices.Equal(got, []string{"kept"}) {
 		t.Errorf("q holds %q; want the message sent in the transaction", got)
 	}
+}
+
+// A distributed transaction (a declare with a global-id) is refused, as the README says.
+func TestTransactionGlobalIDRefused(t *testing.T) {
+	b := newBroker(t)
+	tc := newTxnClient(t, b)
+	st, _ := tc.co.command("declare with a global-id", dnPerf(dnDeclare, dnBinary([]byte("xid"))))
+	wantRejected(t, "declare with a global-id", st, "amqp:not-implemented")
 }

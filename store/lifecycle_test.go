@@ -600,14 +600,7 @@ func TestPurgeTakesRowsUpdatedWhileItRuns(t *testing.T) {
 	}
 	done := purgeAsync(b, q)
 	// The purge waits for the updating transaction's row lock.
-	waitFor(t, 10*time.Second, func() bool {
-		var waiting bool
-		if err := b.pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM messages%')`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		return waiting
-	})
+	b.waitForLockWaiter(t, "%DELETE FROM messages%")
 	if err := tx.Commit(b.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -183,3 +183,17 @@ func openStore(t *testing.T, url string, opts ...store.Options) *store.Postgres 
 	t.Cleanup(s.Stop)
 	return s
 }
+
+// waitForLockWaiter waits until a statement whose text is like like (a LIKE pattern) waits for
+// a lock in the test's database.
+func (b *bundle) waitForLockWaiter(t *testing.T, like string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, func() bool {
+		var waiting bool
+		if err := b.pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1)`, like).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+}

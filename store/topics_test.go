@@ -827,14 +827,7 @@ func TestAccessedAtShowsUseWhileFlushing(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.store.Maintain(b.ctx) }()
-	waitFor(t, 10*time.Second, func() bool {
-		var waiting bool
-		if err := b.pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%SET accessed_at%')`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		return waiting
-	})
+	b.waitForLockWaiter(t, "%SET accessed_at%")
 	e, err := b.store.GetEntity(b.ctx, "q")
 	if err != nil || !e.AccessedAt.Equal(used) {
 		t.Errorf("AccessedAt while the flush waits %v, %v; want %v", e.AccessedAt, err, used)

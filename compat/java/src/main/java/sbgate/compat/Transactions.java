@@ -114,10 +114,7 @@ final class Transactions {
             s.sendMessage(new ServiceBusMessage("result").setMessageId("txn-result-4"), tx);
             r.complete(work, new CompleteOptions().setTransactionContext(tx));
             // The condition waited for: the lock's end (5 s, the queue's lock duration) has passed.
-            Instant end = work.getLockedUntil().toInstant().plusMillis(500);
-            while (Instant.now().isBefore(end)) {
-                Thread.sleep(Math.max(1, Duration.between(Instant.now(), end).toMillis()));
-            }
+            passed(work.getLockedUntil().toInstant().plusMillis(500));
             Check.throwsA(Exception.class, "commit after the lock lapsed", () -> s.commitTransaction(tx));
             ServiceBusReceivedMessage again = Env.receiveOne(r, Env.RECEIVE_WAIT, "txn-work-4");
             Check.equal("the message whose completion was rolled back", "txn-work-4", again.getMessageId());
@@ -138,10 +135,7 @@ final class Transactions {
         try (ServiceBusSenderClient s = Messaging.queueSender(b, q); ServiceBusReceiverClient r = Messaging.peekLockReceiver(b, q)) {
             ServiceBusTransactionContext tx = s.createTransaction();
             s.sendMessage(new ServiceBusMessage("late").setMessageId("txn-late"), tx);
-            Instant end = Instant.now().plusSeconds(TXN_TIMEOUT_SECONDS + 1);
-            while (Instant.now().isBefore(end)) {
-                Thread.sleep(Math.max(1, Duration.between(Instant.now(), end).toMillis()));
-            }
+            passed(Instant.now().plusSeconds(TXN_TIMEOUT_SECONDS + 1));
             Check.throwsA(Exception.class, "commit after the timeout", () -> s.commitTransaction(tx));
             Messaging.expectNoMessage(r, "a message sent in the timed-out transaction arrived");
         }
@@ -149,4 +143,11 @@ final class Transactions {
 
     /** The transaction timeout of the broker compat/java_test.go starts (javaTxnTimeout). */
     static final long TXN_TIMEOUT_SECONDS = 10;
+
+    /** Returns once the clock has passed end: the condition a lapse or a timeout waits for. */
+    private static void passed(Instant end) throws InterruptedException {
+        while (Instant.now().isBefore(end)) {
+            Thread.sleep(Math.max(1, Duration.between(Instant.now(), end).toMillis()));
+        }
+    }
 }
