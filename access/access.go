@@ -16,14 +16,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/store"
 )
 
 // Source is where keys are kept: the namespace keys of the database and each entity's own.
 type Source interface {
-	NamespaceKeys(ctx context.Context) ([]store.NamespaceKey, error)
-	Resolve(ctx context.Context, path string) (*store.Entity, error)
+	NamespaceKeys(ctx context.Context) ([]broker.NamespaceKey, error)
+	Resolve(ctx context.Context, path string) (*broker.Entity, error)
 }
 
 // Config configures a Layer.
@@ -380,7 +380,7 @@ const AudienceText = "InvalidAudience: The authorization header contains a token
 // MissingRightText is the refusal of a grant without the right need on resource.
 func MissingRightText(need sas.Rights, resource string) string {
 	return fmt.Sprintf("Unauthorized access. '%s' claim(s) are required to perform this operation. Resource: '%s'.",
-		need.ClaimText(), store.Clip(resource))
+		need.ClaimText(), broker.Clip(resource))
 }
 
 // Allows checks that g covers path (addressed at host) with the right need, and returns the
@@ -399,12 +399,12 @@ func (l *Layer) Allows(g Grant, host, path string, need sas.Rights, resource str
 }
 
 // SplitSubQueue splits "x/$DeadLetterQueue" (any casing) into "x" and the dead-letter subqueue.
-func SplitSubQueue(path string) (string, store.SubQueue) {
+func SplitSubQueue(path string) (string, broker.SubQueue) {
 	const suffix = "/$deadletterqueue"
 	if len(path) > len(suffix) && strings.EqualFold(path[len(path)-len(suffix):], suffix) {
-		return path[:len(path)-len(suffix)], store.SubQueueDeadLetter
+		return path[:len(path)-len(suffix)], broker.SubQueueDeadLetter
 	}
-	return path, store.SubQueueMain
+	return path, broker.SubQueueMain
 }
 
 // AuthEntity is the queue or topic whose keys guard an entity path: the path without a
@@ -415,7 +415,7 @@ func AuthEntity(path string) string {
 		path = path[:i]
 	}
 	path, _ = SplitSubQueue(path)
-	if topic, _, ok := store.SplitSubscriptionPath(path); ok {
+	if topic, _, ok := broker.SplitSubscriptionPath(path); ok {
 		return topic
 	}
 	return path
@@ -426,8 +426,8 @@ func AuthEntity(path string) string {
 // so a node (such as "<path>/$management") on another path is refused before it is attached.
 func ValidPath(path string) bool {
 	path, _ = SplitSubQueue(path)
-	if topic, sub, ok := store.SplitSubscriptionPath(path); ok {
-		return store.ValidateEntityPath(topic) == nil && store.ValidateSubscriptionName(sub) == nil
+	if topic, sub, ok := broker.SplitSubscriptionPath(path); ok {
+		return broker.ValidateEntityPath(topic) == nil && broker.ValidateSubscriptionName(sub) == nil
 	}
-	return store.ValidateEntityPath(path) == nil
+	return broker.ValidateEntityPath(path) == nil
 }

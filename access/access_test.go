@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/access"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
@@ -101,9 +102,9 @@ func TestRefusalsTellNothingOfKeyNames(t *testing.T) {
 func TestEntityKeysStayOnTheirEntity(t *testing.T) {
 	l, st, clk := newLayer(t)
 	ctx := context.Background()
-	p := store.DefaultProperties(store.KindTopic)
-	p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "tk", PrimaryKey: "topic-key", Rights: []string{"Listen"}}}
-	if _, err := st.CreateEntity(ctx, store.KindTopic, "t", p); err != nil {
+	p := broker.DefaultProperties(broker.KindTopic)
+	p.AuthorizationRules = []broker.AuthorizationRule{{KeyName: "tk", PrimaryKey: "topic-key", Rights: []string{"Listen"}}}
+	if _, err := st.CreateEntity(ctx, broker.KindTopic, "t", p); err != nil {
 		t.Fatal(err)
 	}
 	wide := sas.Sign("sb://h/", "tk", "topic-key", clk.Now().Add(time.Hour))
@@ -159,12 +160,12 @@ func TestProvenTokensFollowTheirKeys(t *testing.T) {
 		t.Errorf("an expired token verified again: %v", err)
 	}
 
-	p := store.DefaultProperties(store.KindQueue)
-	p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "qk", PrimaryKey: "queue-key", Rights: []string{"Listen"}}}
-	if _, err := st.CreateEntity(ctx, store.KindQueue, "q1", p); err != nil {
+	p := broker.DefaultProperties(broker.KindQueue)
+	p.AuthorizationRules = []broker.AuthorizationRule{{KeyName: "qk", PrimaryKey: "queue-key", Rights: []string{"Listen"}}}
+	if _, err := st.CreateEntity(ctx, broker.KindQueue, "q1", p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CreateEntity(ctx, store.KindQueue, "q2", store.DefaultProperties(store.KindQueue)); err != nil {
+	if _, err := st.CreateEntity(ctx, broker.KindQueue, "q2", broker.DefaultProperties(broker.KindQueue)); err != nil {
 		t.Fatal(err)
 	}
 	wide := sas.Sign("sb://h/", "qk", "queue-key", clk.Now().Add(time.Hour))
@@ -175,7 +176,7 @@ func TestProvenTokensFollowTheirKeys(t *testing.T) {
 		t.Error("the queue's key verified a token for another queue, having verified it for its own")
 	}
 	p.AuthorizationRules[0].Rights = []string{"Listen", "Send"}
-	if _, err := st.UpdateEntity(ctx, store.KindQueue, "q1", p); err != nil {
+	if _, err := st.UpdateEntity(ctx, broker.KindQueue, "q1", p); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new rights of the queue's key", func() bool {

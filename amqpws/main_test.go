@@ -15,6 +15,7 @@ import (
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/amqpws"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/handlers"
 	"github.com/sbgate/sbgate/sas"
@@ -30,9 +31,9 @@ const rootKey = "key"
 
 var testKeys = []sas.Key{{Name: "root", Primary: rootKey, Rights: sas.Manage}}
 
-// broker is sbgate as serve runs it, on its own database: one AMQP server, reachable through
+// testBroker is sbgate as serve runs it, on its own database: one AMQP server, reachable through
 // the WebSocket endpoint of the REST API over http and over https.
-type broker struct {
+type testBroker struct {
 	store *store.Postgres
 	amqp  *amqp.Server
 	ws    *amqpws.Handler
@@ -42,7 +43,7 @@ type broker struct {
 
 // newBroker starts a broker whose WebSocket handler has opts; everything stops when the test
 // ends.
-func newBroker(t *testing.T, opts amqpws.Options) *broker {
+func newBroker(t *testing.T, opts amqpws.Options) *testBroker {
 	t.Helper()
 	t.Parallel()
 	st := store.New(dbtest.NewPool(t), store.Options{})
@@ -52,7 +53,7 @@ func newBroker(t *testing.T, opts amqpws.Options) *broker {
 	srv := amqp.NewServer(ah, amqp.Options{Authenticate: ah.Authenticate})
 	ws := amqpws.New(srv, opts)
 	h := handlers.NewServer(st, handlers.Config{Keys: testKeys, AMQPWebSocket: ws})
-	b := &broker{store: st, amqp: srv, ws: ws, http: httptest.NewServer(h), https: httptest.NewTLSServer(h)}
+	b := &testBroker{store: st, amqp: srv, ws: ws, http: httptest.NewServer(h), https: httptest.NewTLSServer(h)}
 	t.Cleanup(b.http.Close)
 	t.Cleanup(b.https.Close)
 	// Runs first: the tunnels end before their HTTP servers close.
@@ -63,15 +64,15 @@ func newBroker(t *testing.T, opts amqpws.Options) *broker {
 	return b
 }
 
-func (b *broker) createQueue(t *testing.T, name string) {
+func (b *testBroker) createQueue(t *testing.T, name string) {
 	t.Helper()
-	if _, err := b.store.CreateEntity(t.Context(), store.KindQueue, name, store.DefaultProperties(store.KindQueue)); err != nil {
+	if _, err := b.store.CreateEntity(t.Context(), broker.KindQueue, name, broker.DefaultProperties(broker.KindQueue)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // waitEmpty waits until the queue holds no message.
-func (b *broker) waitEmpty(t *testing.T, queue string) {
+func (b *testBroker) waitEmpty(t *testing.T, queue string) {
 	t.Helper()
 	waitFor(t, queue+" empty", func() bool {
 		e, err := b.store.GetEntity(t.Context(), queue)
@@ -80,7 +81,7 @@ func (b *broker) waitEmpty(t *testing.T, queue string) {
 }
 
 // waitTunnels waits until the handler serves n tunnels.
-func (b *broker) waitTunnels(t *testing.T, n int) {
+func (b *testBroker) waitTunnels(t *testing.T, n int) {
 	t.Helper()
 	waitFor(t, "open tunnels", func() bool { return amqpws.OpenTunnels(b.ws) == n })
 }
@@ -104,7 +105,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // server is the test server of the listener: https or plain http.
-func (b *broker) server(tls bool) *httptest.Server {
+func (b *testBroker) server(tls bool) *httptest.Server {
 	if tls {
 		return b.https
 	}
@@ -112,12 +113,12 @@ func (b *broker) server(tls bool) *httptest.Server {
 }
 
 // wsURL is the WebSocket URL of path on the listener.
-func (b *broker) wsURL(tls bool, path string) string {
+func (b *testBroker) wsURL(tls bool, path string) string {
 	return "ws" + strings.TrimPrefix(b.server(tls).URL, "http") + path
 }
 
 // dial opens a WebSocket to url on the listener offering the subprotocols.
-func (b *broker) dial(t *testing.T, tls bool, url string, opts *websocket.DialOptions) *websocket.Conn {
+func (b *testBroker) dial(t *testing.T, tls bool, url string, opts *websocket.DialOptions) *websocket.Conn {
 	t.Helper()
 	if opts == nil {
 		opts = &websocket.DialOptions{Subprotocols: []string{amqpws.SubprotocolAMQPWSB10}}
@@ -136,7 +137,7 @@ func (b *broker) dial(t *testing.T, tls bool, url string, opts *websocket.DialOp
 // (wss://host:port/$servicebus/websocket), over plain ws when tls is false, with a trailing
 // slash when slash (as .NET sends), offering subprotocol. The subprotocol the server chose is
 // sent to chosen, one per connection.
-func (b *broker) sdkClient(t *testing.T, tls, slash bool, subprotocol string, chosen chan<- string) *azservicebus.Client {
+func (b *testBroker) sdkClient(t *testing.T, tls, slash bool, subprotocol string, chosen chan<- string) *azservicebus.Client {
 	t.Helper()
 	host := strings.TrimPrefix(strings.TrimPrefix(b.server(tls).URL, "https://"), "http://")
 	// No UseDevelopmentEmulator: it would only matter for TCP, which this client never dials.

@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sbgate/sbgate/amqpws"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/handlers"
 	"github.com/sbgate/sbgate/store"
@@ -84,7 +85,7 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("upgrade offering mqtt: %v, %+v", err, resp)
 	}
 	for _, path := range []string{"$servicebus", "$servicebus/websocket"} {
-		if _, err := b.store.GetEntity(t.Context(), path); store.ErrorCode(err) != store.CodeNotFound {
+		if _, err := b.store.GetEntity(t.Context(), path); broker.ErrorCode(err) != broker.CodeNotFound {
 			t.Errorf("entity %s: %v", path, err)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Bounds on hostile input, so that memory and time stay proportional to a small body. Real
@@ -21,7 +21,7 @@ const (
 )
 
 // DecodeProperties parses a PUT body for an entity of kind k and returns its properties: every
-// element the body omits keeps its value from store.DefaultProperties(k) (an update replaces the
+// element the body omits keeps its value from broker.DefaultProperties(k) (an update replaces the
 // whole description, so omitted elements revert to defaults). An empty body, an entry without
 // content and an empty description all give the defaults.
 //
@@ -34,30 +34,30 @@ const (
 // for descriptions to echo. A subscription's DefaultRuleDescription is skipped;
 // DecodeSubscription reads it.
 //
-// It returns a *store.Error with Code store.CodeBadRequest (the message names the element and the
+// It returns a *broker.Error with Code broker.CodeBadRequest (the message names the element and the
 // bad value) for malformed XML, a body over 1 MiB or nested deeper than 32 elements, a root that
 // is neither an entry nor a description, a description of the wrong kind (e.g. TopicDescription
 // when a queue is being created), or an unparseable value, including a Status that is not one of
-// the store.Status values and an unknown access right. Range validation is not done here
-// (store.Properties.Validate does it). An unknown k is a programming error and gives a plain error.
-func DecodeProperties(body []byte, k store.Kind) (store.Properties, error) {
+// the broker.Status values and an unknown access right. Range validation is not done here
+// (broker.Properties.Validate does it). An unknown k is a programming error and gives a plain error.
+func DecodeProperties(body []byte, k broker.Kind) (broker.Properties, error) {
 	fields, ok := kindFields[k]
 	if !ok {
-		return store.Properties{}, fmt.Errorf("atom: cannot decode a description of kind %v", k)
+		return broker.Properties{}, fmt.Errorf("atom: cannot decode a description of kind %v", k)
 	}
-	p := store.DefaultProperties(k)
+	p := broker.DefaultProperties(k)
 	d := descDecoder{kind: k, fields: fields, props: &p}
 	if err := d.decode(body); err != nil {
-		return store.Properties{}, err
+		return broker.Properties{}, err
 	}
 	return p, nil
 }
 
 // descDecoder walks one PUT body and fills props.
 type descDecoder struct {
-	kind   store.Kind
+	kind   broker.Kind
 	fields map[string]field
-	props  *store.Properties
+	props  *broker.Properties
 	// onDefaultRule is the seam for the rule codec: when set, it is called for a subscription's
 	// <DefaultRuleDescription> with the reader just past the start tag and must consume through
 	// the matching end tag. It shares the document's decoder, so the xsi:type prefixes declared
@@ -68,72 +68,72 @@ type descDecoder struct {
 // field reads one description element. Exactly one of text and elem is set: text receives the
 // element's character data, elem the reader positioned after the start tag.
 type field struct {
-	text func(p *store.Properties, v string) error
+	text func(p *broker.Properties, v string) error
 	elem func(d *descDecoder, r *reader, start xml.StartElement) error
 }
 
 // Element names of each kind's settable properties (protocol.md §4.5–4.7 request orders).
 // Topics do not read ForwardTo: the service cannot forward from a topic and never writes it back.
-var kindFields = map[store.Kind]map[string]field{
-	store.KindQueue: {
-		"LockDuration":                        durationField(func(p *store.Properties) *time.Duration { return &p.LockDuration }),
-		"MaxSizeInMegabytes":                  int64Field(func(p *store.Properties) *int64 { return &p.MaxSizeInMegabytes }),
-		"RequiresDuplicateDetection":          boolField(func(p *store.Properties) *bool { return &p.RequiresDuplicateDetection }),
-		"RequiresSession":                     boolField(func(p *store.Properties) *bool { return &p.RequiresSession }),
-		"DefaultMessageTimeToLive":            durationField(func(p *store.Properties) *time.Duration { return &p.DefaultMessageTimeToLive }),
-		"DeadLetteringOnMessageExpiration":    boolField(func(p *store.Properties) *bool { return &p.DeadLetteringOnMessageExpiration }),
-		"DuplicateDetectionHistoryTimeWindow": durationField(func(p *store.Properties) *time.Duration { return &p.DuplicateDetectionHistoryTimeWindow }),
-		"MaxDeliveryCount":                    int32Field(func(p *store.Properties) *int32 { return &p.MaxDeliveryCount }),
-		"EnableBatchedOperations":             boolField(func(p *store.Properties) *bool { return &p.EnableBatchedOperations }),
-		"IsAnonymousAccessible":               boolField(func(p *store.Properties) *bool { return &p.IsAnonymousAccessible }),
+var kindFields = map[broker.Kind]map[string]field{
+	broker.KindQueue: {
+		"LockDuration":                        durationField(func(p *broker.Properties) *time.Duration { return &p.LockDuration }),
+		"MaxSizeInMegabytes":                  int64Field(func(p *broker.Properties) *int64 { return &p.MaxSizeInMegabytes }),
+		"RequiresDuplicateDetection":          boolField(func(p *broker.Properties) *bool { return &p.RequiresDuplicateDetection }),
+		"RequiresSession":                     boolField(func(p *broker.Properties) *bool { return &p.RequiresSession }),
+		"DefaultMessageTimeToLive":            durationField(func(p *broker.Properties) *time.Duration { return &p.DefaultMessageTimeToLive }),
+		"DeadLetteringOnMessageExpiration":    boolField(func(p *broker.Properties) *bool { return &p.DeadLetteringOnMessageExpiration }),
+		"DuplicateDetectionHistoryTimeWindow": durationField(func(p *broker.Properties) *time.Duration { return &p.DuplicateDetectionHistoryTimeWindow }),
+		"MaxDeliveryCount":                    int32Field(func(p *broker.Properties) *int32 { return &p.MaxDeliveryCount }),
+		"EnableBatchedOperations":             boolField(func(p *broker.Properties) *bool { return &p.EnableBatchedOperations }),
+		"IsAnonymousAccessible":               boolField(func(p *broker.Properties) *bool { return &p.IsAnonymousAccessible }),
 		"AuthorizationRules":                  {elem: (*descDecoder).authorizationRules},
 		"Status":                              {text: setStatus},
 		"ForwardTo":                           forwardField(forwardTo, forwardToURL),
 		"UserMetadata":                        {text: setUserMetadata},
-		"SupportOrdering":                     boolField(func(p *store.Properties) *bool { return &p.SupportOrdering }),
-		"AutoDeleteOnIdle":                    durationField(func(p *store.Properties) *time.Duration { return &p.AutoDeleteOnIdle }),
-		"EnablePartitioning":                  boolField(func(p *store.Properties) *bool { return &p.EnablePartitioning }),
+		"SupportOrdering":                     boolField(func(p *broker.Properties) *bool { return &p.SupportOrdering }),
+		"AutoDeleteOnIdle":                    durationField(func(p *broker.Properties) *time.Duration { return &p.AutoDeleteOnIdle }),
+		"EnablePartitioning":                  boolField(func(p *broker.Properties) *bool { return &p.EnablePartitioning }),
 		"ForwardDeadLetteredMessagesTo":       forwardField(forwardDeadLetters, forwardDeadLettersURL),
-		"EnableExpress":                       boolField(func(p *store.Properties) *bool { return &p.EnableExpress }),
-		"MaxMessageSizeInKilobytes":           int64Field(func(p *store.Properties) *int64 { return &p.MaxMessageSizeInKilobytes }),
+		"EnableExpress":                       boolField(func(p *broker.Properties) *bool { return &p.EnableExpress }),
+		"MaxMessageSizeInKilobytes":           int64Field(func(p *broker.Properties) *int64 { return &p.MaxMessageSizeInKilobytes }),
 	},
-	store.KindTopic: {
-		"DefaultMessageTimeToLive":            durationField(func(p *store.Properties) *time.Duration { return &p.DefaultMessageTimeToLive }),
-		"MaxSizeInMegabytes":                  int64Field(func(p *store.Properties) *int64 { return &p.MaxSizeInMegabytes }),
-		"RequiresDuplicateDetection":          boolField(func(p *store.Properties) *bool { return &p.RequiresDuplicateDetection }),
-		"DuplicateDetectionHistoryTimeWindow": durationField(func(p *store.Properties) *time.Duration { return &p.DuplicateDetectionHistoryTimeWindow }),
-		"EnableBatchedOperations":             boolField(func(p *store.Properties) *bool { return &p.EnableBatchedOperations }),
-		"FilteringMessagesBeforePublishing":   boolField(func(p *store.Properties) *bool { return &p.FilteringMessagesBeforePublishing }),
-		"IsAnonymousAccessible":               boolField(func(p *store.Properties) *bool { return &p.IsAnonymousAccessible }),
+	broker.KindTopic: {
+		"DefaultMessageTimeToLive":            durationField(func(p *broker.Properties) *time.Duration { return &p.DefaultMessageTimeToLive }),
+		"MaxSizeInMegabytes":                  int64Field(func(p *broker.Properties) *int64 { return &p.MaxSizeInMegabytes }),
+		"RequiresDuplicateDetection":          boolField(func(p *broker.Properties) *bool { return &p.RequiresDuplicateDetection }),
+		"DuplicateDetectionHistoryTimeWindow": durationField(func(p *broker.Properties) *time.Duration { return &p.DuplicateDetectionHistoryTimeWindow }),
+		"EnableBatchedOperations":             boolField(func(p *broker.Properties) *bool { return &p.EnableBatchedOperations }),
+		"FilteringMessagesBeforePublishing":   boolField(func(p *broker.Properties) *bool { return &p.FilteringMessagesBeforePublishing }),
+		"IsAnonymousAccessible":               boolField(func(p *broker.Properties) *bool { return &p.IsAnonymousAccessible }),
 		"AuthorizationRules":                  {elem: (*descDecoder).authorizationRules},
 		"Status":                              {text: setStatus},
 		"UserMetadata":                        {text: setUserMetadata},
-		"SupportOrdering":                     boolField(func(p *store.Properties) *bool { return &p.SupportOrdering }),
-		"AutoDeleteOnIdle":                    durationField(func(p *store.Properties) *time.Duration { return &p.AutoDeleteOnIdle }),
-		"EnablePartitioning":                  boolField(func(p *store.Properties) *bool { return &p.EnablePartitioning }),
-		"EnableSubscriptionPartitioning":      boolField(func(p *store.Properties) *bool { return &p.EnableSubscriptionPartitioning }),
-		"EnableExpress":                       boolField(func(p *store.Properties) *bool { return &p.EnableExpress }),
-		"MaxMessageSizeInKilobytes":           int64Field(func(p *store.Properties) *int64 { return &p.MaxMessageSizeInKilobytes }),
+		"SupportOrdering":                     boolField(func(p *broker.Properties) *bool { return &p.SupportOrdering }),
+		"AutoDeleteOnIdle":                    durationField(func(p *broker.Properties) *time.Duration { return &p.AutoDeleteOnIdle }),
+		"EnablePartitioning":                  boolField(func(p *broker.Properties) *bool { return &p.EnablePartitioning }),
+		"EnableSubscriptionPartitioning":      boolField(func(p *broker.Properties) *bool { return &p.EnableSubscriptionPartitioning }),
+		"EnableExpress":                       boolField(func(p *broker.Properties) *bool { return &p.EnableExpress }),
+		"MaxMessageSizeInKilobytes":           int64Field(func(p *broker.Properties) *int64 { return &p.MaxMessageSizeInKilobytes }),
 	},
-	store.KindSubscription: {
-		"LockDuration":                              durationField(func(p *store.Properties) *time.Duration { return &p.LockDuration }),
-		"RequiresSession":                           boolField(func(p *store.Properties) *bool { return &p.RequiresSession }),
-		"DefaultMessageTimeToLive":                  durationField(func(p *store.Properties) *time.Duration { return &p.DefaultMessageTimeToLive }),
-		"DeadLetteringOnMessageExpiration":          boolField(func(p *store.Properties) *bool { return &p.DeadLetteringOnMessageExpiration }),
-		"DeadLetteringOnFilterEvaluationExceptions": boolField(func(p *store.Properties) *bool { return &p.DeadLetteringOnFilterEvaluation }),
+	broker.KindSubscription: {
+		"LockDuration":                              durationField(func(p *broker.Properties) *time.Duration { return &p.LockDuration }),
+		"RequiresSession":                           boolField(func(p *broker.Properties) *bool { return &p.RequiresSession }),
+		"DefaultMessageTimeToLive":                  durationField(func(p *broker.Properties) *time.Duration { return &p.DefaultMessageTimeToLive }),
+		"DeadLetteringOnMessageExpiration":          boolField(func(p *broker.Properties) *bool { return &p.DeadLetteringOnMessageExpiration }),
+		"DeadLetteringOnFilterEvaluationExceptions": boolField(func(p *broker.Properties) *bool { return &p.DeadLetteringOnFilterEvaluation }),
 		"DefaultRuleDescription":                    {elem: (*descDecoder).defaultRuleDescription},
-		"MaxDeliveryCount":                          int32Field(func(p *store.Properties) *int32 { return &p.MaxDeliveryCount }),
-		"EnableBatchedOperations":                   boolField(func(p *store.Properties) *bool { return &p.EnableBatchedOperations }),
+		"MaxDeliveryCount":                          int32Field(func(p *broker.Properties) *int32 { return &p.MaxDeliveryCount }),
+		"EnableBatchedOperations":                   boolField(func(p *broker.Properties) *bool { return &p.EnableBatchedOperations }),
 		"Status":                                    {text: setStatus},
 		"ForwardTo":                                 forwardField(forwardTo, forwardToURL),
 		"UserMetadata":                              {text: setUserMetadata},
 		"ForwardDeadLetteredMessagesTo":             forwardField(forwardDeadLetters, forwardDeadLettersURL),
-		"AutoDeleteOnIdle":                          durationField(func(p *store.Properties) *time.Duration { return &p.AutoDeleteOnIdle }),
+		"AutoDeleteOnIdle":                          durationField(func(p *broker.Properties) *time.Duration { return &p.AutoDeleteOnIdle }),
 	},
 }
 
 // descriptionName is the element that carries a description of kind k.
-func descriptionName(k store.Kind) string {
+func descriptionName(k broker.Kind) string {
 	return k.String() + "Description"
 }
 
@@ -145,7 +145,7 @@ func (d *descDecoder) decode(body []byte) error {
 // service is order-sensitive and silently drops misplaced elements; clients disagree on order).
 func (d *descDecoder) description(r *reader, start xml.StartElement) error {
 	if want := descriptionName(d.kind); start.Name.Local != want {
-		return store.BadRequest("The request body contains a %s, but a %s was expected.", store.Clip(start.Name.Local), want)
+		return broker.BadRequest("The request body contains a %s, but a %s was expected.", broker.Clip(start.Name.Local), want)
 	}
 	for {
 		tok, err := r.next()
@@ -164,7 +164,7 @@ func (d *descDecoder) description(r *reader, start xml.StartElement) error {
 				var v string
 				if v, err = r.text(t.Name.Local); err == nil {
 					if ferr := f.text(d.props, v); ferr != nil {
-						err = store.BadRequest("The value '%s' of element %s is not valid: %v.", store.Clip(v), t.Name.Local, ferr)
+						err = broker.BadRequest("The value '%s' of element %s is not valid: %v.", broker.Clip(v), t.Name.Local, ferr)
 					}
 				}
 			}
@@ -188,7 +188,7 @@ func (d *descDecoder) defaultRuleDescription(r *reader, start xml.StartElement) 
 // authorizationRules replaces the rule list with the rules in the element, so that an update
 // sending <AuthorizationRules></AuthorizationRules> (as Go always does) clears them.
 func (d *descDecoder) authorizationRules(r *reader, _ xml.StartElement) error {
-	var rules []store.AuthorizationRule
+	var rules []broker.AuthorizationRule
 	for {
 		tok, err := r.next()
 		if err != nil {
@@ -214,12 +214,12 @@ func (d *descDecoder) authorizationRules(r *reader, _ xml.StartElement) error {
 	}
 }
 
-func authorizationRule(r *reader, start xml.StartElement) (store.AuthorizationRule, error) {
-	var rule store.AuthorizationRule
+func authorizationRule(r *reader, start xml.StartElement) (broker.AuthorizationRule, error) {
+	var rule broker.AuthorizationRule
 	// A rule without xsi:type is read as a shared access rule, the only kind the service still
 	// issues; any other type (the retired ACS AllowRule) cannot be honoured.
 	if typ, ok := xsiType(start.Attr); ok && typ != "SharedAccessAuthorizationRule" {
-		return rule, store.BadRequest("The authorization rule type '%s' is not supported; use SharedAccessAuthorizationRule.", store.Clip(typ))
+		return rule, broker.BadRequest("The authorization rule type '%s' is not supported; use SharedAccessAuthorizationRule.", broker.Clip(typ))
 	}
 	for {
 		tok, err := r.next()
@@ -262,7 +262,7 @@ func authorizationRule(r *reader, start xml.StartElement) (store.AuthorizationRu
 				continue
 			}
 			if *when, err = ParseTime(v); err != nil {
-				return rule, store.BadRequest("The value '%s' of element %s is not valid: %v.", store.Clip(v), name, err)
+				return rule, broker.BadRequest("The value '%s' of element %s is not valid: %v.", broker.Clip(v), name, err)
 			}
 		case xml.EndElement:
 			return rule, nil
@@ -293,7 +293,7 @@ func accessRights(r *reader) ([]string, error) {
 			}
 			right, ok := canonicalRight(strings.TrimSpace(v))
 			if !ok {
-				return nil, store.BadRequest("The value '%s' of element AccessRights is not valid: use Manage, Send or Listen.", store.Clip(v))
+				return nil, broker.BadRequest("The value '%s' of element AccessRights is not valid: use Manage, Send or Listen.", broker.Clip(v))
 			}
 			dup := false
 			for _, have := range rights {
@@ -351,8 +351,8 @@ func isXSI(space string) bool {
 // The field constructors below treat an empty element as absent: .NET and some XML builders write
 // <X></X> or <X/> for a value they have not got, and the default is the only sensible reading.
 
-func durationField(ptr func(*store.Properties) *time.Duration) field {
-	return field{text: func(p *store.Properties, v string) error {
+func durationField(ptr func(*broker.Properties) *time.Duration) field {
+	return field{text: func(p *broker.Properties, v string) error {
 		if v = strings.TrimSpace(v); v == "" {
 			return nil
 		}
@@ -365,8 +365,8 @@ func durationField(ptr func(*store.Properties) *time.Duration) field {
 	}}
 }
 
-func boolField(ptr func(*store.Properties) *bool) field {
-	return field{text: func(p *store.Properties, v string) error {
+func boolField(ptr func(*broker.Properties) *bool) field {
+	return field{text: func(p *broker.Properties, v string) error {
 		if v = strings.TrimSpace(v); v == "" {
 			return nil
 		}
@@ -379,17 +379,17 @@ func boolField(ptr func(*store.Properties) *bool) field {
 	}}
 }
 
-func int64Field(ptr func(*store.Properties) *int64) field {
-	return intField(64, "not an integer in range", func(p *store.Properties, n int64) { *ptr(p) = n })
+func int64Field(ptr func(*broker.Properties) *int64) field {
+	return intField(64, "not an integer in range", func(p *broker.Properties, n int64) { *ptr(p) = n })
 }
 
-func int32Field(ptr func(*store.Properties) *int32) field {
-	return intField(32, "not a 32-bit integer", func(p *store.Properties, n int64) { *ptr(p) = int32(n) })
+func int32Field(ptr func(*broker.Properties) *int32) field {
+	return intField(32, "not a 32-bit integer", func(p *broker.Properties, n int64) { *ptr(p) = int32(n) })
 }
 
 // intField reads a decimal integer that fits in bits bits; an empty element keeps the default.
-func intField(bits int, complaint string, set func(*store.Properties, int64)) field {
-	return field{text: func(p *store.Properties, v string) error {
+func intField(bits int, complaint string, set func(*broker.Properties, int64)) field {
+	return field{text: func(p *broker.Properties, v string) error {
 		if v = strings.TrimSpace(v); v == "" {
 			return nil
 		}
@@ -404,8 +404,8 @@ func intField(bits int, complaint string, set func(*store.Properties, int64)) fi
 
 // forwardField reads a forwarding target into the entity path ptr gives, and the URL it was
 // written as, if any, into the one url gives (descriptions echo it).
-func forwardField(ptr, url func(*store.Properties) *string) field {
-	return field{text: func(p *store.Properties, v string) error {
+func forwardField(ptr, url func(*broker.Properties) *string) field {
+	return field{text: func(p *broker.Properties, v string) error {
 		path, err := entityPath(v)
 		if err != nil {
 			return err
@@ -425,23 +425,23 @@ func forwardField(ptr, url func(*store.Properties) *string) field {
 // entity path (at most 260 characters) under a host name (at most 253) fits many times over.
 const maxForwardURL = 2048
 
-// The forwarding fields of store.Properties, for forwardField.
-func forwardTo(p *store.Properties) *string             { return &p.ForwardTo }
-func forwardToURL(p *store.Properties) *string          { return &p.ForwardToURL }
-func forwardDeadLetters(p *store.Properties) *string    { return &p.ForwardDeadLetteredMessagesTo }
-func forwardDeadLettersURL(p *store.Properties) *string { return &p.ForwardDeadLetteredMessagesToURL }
+// The forwarding fields of broker.Properties, for forwardField.
+func forwardTo(p *broker.Properties) *string             { return &p.ForwardTo }
+func forwardToURL(p *broker.Properties) *string          { return &p.ForwardToURL }
+func forwardDeadLetters(p *broker.Properties) *string    { return &p.ForwardDeadLetteredMessagesTo }
+func forwardDeadLettersURL(p *broker.Properties) *string { return &p.ForwardDeadLetteredMessagesToURL }
 
 // setUserMetadata keeps the text exactly, white space included: it is the owner's free text.
-func setUserMetadata(p *store.Properties, v string) error {
+func setUserMetadata(p *broker.Properties, v string) error {
 	p.UserMetadata = v
 	return nil
 }
 
-func setStatus(p *store.Properties, v string) error {
+func setStatus(p *broker.Properties, v string) error {
 	if v = strings.TrimSpace(v); v == "" {
 		return nil
 	}
-	for _, s := range [...]store.Status{store.StatusActive, store.StatusDisabled, store.StatusSendDisabled, store.StatusReceiveDisabled} {
+	for _, s := range [...]broker.Status{broker.StatusActive, broker.StatusDisabled, broker.StatusSendDisabled, broker.StatusReceiveDisabled} {
 		if strings.EqualFold(v, string(s)) {
 			p.Status = s
 			return nil

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Request bodies in the shapes real clients send (protocol.md §4.3, §8). They double as the seed
@@ -72,32 +72,32 @@ const dotnetTopicBody = `<entry xmlns="http://www.w3.org/2005/Atom"><content typ
 // clientBodies lists every body above with the kind it is sent for.
 var clientBodies = []struct {
 	name string
-	kind store.Kind
+	kind broker.Kind
 	body string
 }{
-	{"azure-sb queue", store.KindQueue, azureSBQueueBody},
-	{"azure-sb topic", store.KindTopic, azureSBTopicBody},
-	{"azure-sb subscription", store.KindSubscription, azureSBSubscriptionBody},
-	{"js empty queue", store.KindQueue, jsEmptyQueueBody},
-	{"js update queue", store.KindQueue, jsUpdateQueueBody},
-	{"js subscription", store.KindSubscription, jsSubscriptionBody},
-	{"go queue", store.KindQueue, goQueueBody},
-	{"go topic", store.KindTopic, goTopicBody},
-	{"go subscription", store.KindSubscription, goSubscriptionBody},
-	{"python queue", store.KindQueue, pythonQueueBody},
-	{"python subscription", store.KindSubscription, pythonSubscriptionBody},
-	{"dotnet queue", store.KindQueue, dotnetQueueBody},
-	{"dotnet topic", store.KindTopic, dotnetTopicBody},
+	{"azure-sb queue", broker.KindQueue, azureSBQueueBody},
+	{"azure-sb topic", broker.KindTopic, azureSBTopicBody},
+	{"azure-sb subscription", broker.KindSubscription, azureSBSubscriptionBody},
+	{"js empty queue", broker.KindQueue, jsEmptyQueueBody},
+	{"js update queue", broker.KindQueue, jsUpdateQueueBody},
+	{"js subscription", broker.KindSubscription, jsSubscriptionBody},
+	{"go queue", broker.KindQueue, goQueueBody},
+	{"go topic", broker.KindTopic, goTopicBody},
+	{"go subscription", broker.KindSubscription, goSubscriptionBody},
+	{"python queue", broker.KindQueue, pythonQueueBody},
+	{"python subscription", broker.KindSubscription, pythonSubscriptionBody},
+	{"dotnet queue", broker.KindQueue, dotnetQueueBody},
+	{"dotnet topic", broker.KindTopic, dotnetTopicBody},
 }
 
 func TestDecodeClientBodies(t *testing.T) {
-	defaults := func(k store.Kind, edit func(p *store.Properties)) store.Properties {
-		p := store.DefaultProperties(k)
+	defaults := func(k broker.Kind, edit func(p *broker.Properties)) broker.Properties {
+		p := broker.DefaultProperties(k)
 		edit(&p)
 		return p
 	}
-	want := map[string]store.Properties{
-		"azure-sb queue": defaults(store.KindQueue, func(p *store.Properties) {
+	want := map[string]broker.Properties{
+		"azure-sb queue": defaults(broker.KindQueue, func(p *broker.Properties) {
 			p.LockDuration = 45 * time.Second
 			p.MaxSizeInMegabytes = 2048
 			p.RequiresDuplicateDetection = true
@@ -109,56 +109,56 @@ func TestDecodeClientBodies(t *testing.T) {
 			p.EnableBatchedOperations = false
 			p.EnablePartitioning = true
 		}),
-		"azure-sb topic": defaults(store.KindTopic, func(p *store.Properties) {
+		"azure-sb topic": defaults(broker.KindTopic, func(p *broker.Properties) {
 			p.DefaultMessageTimeToLive = time.Hour
 			p.MaxSizeInMegabytes = 3072
 			p.RequiresDuplicateDetection = true
 			p.DuplicateDetectionHistoryTimeWindow = 30 * time.Second
 			p.EnableBatchedOperations = false
 		}),
-		"azure-sb subscription": defaults(store.KindSubscription, func(p *store.Properties) {
+		"azure-sb subscription": defaults(broker.KindSubscription, func(p *broker.Properties) {
 			p.LockDuration = 2 * time.Minute
 			p.DefaultMessageTimeToLive = 10 * time.Minute
 			p.DeadLetteringOnMessageExpiration = true
 			p.DeadLetteringOnFilterEvaluation = false
 			p.MaxDeliveryCount = 3
 		}),
-		"js empty queue": store.DefaultProperties(store.KindQueue),
-		"js update queue": defaults(store.KindQueue, func(p *store.Properties) {
+		"js empty queue": broker.DefaultProperties(broker.KindQueue),
+		"js update queue": defaults(broker.KindQueue, func(p *broker.Properties) {
 			p.LockDuration = 90 * time.Second
 			p.MaxDeliveryCount = 20
-			p.AuthorizationRules = []store.AuthorizationRule{{
+			p.AuthorizationRules = []broker.AuthorizationRule{{
 				KeyName: "app", PrimaryKey: "cHJpbWFyeQ==", SecondaryKey: "c2Vjb25kYXJ5", Rights: []string{"Send", "Listen"},
 			}}
-			p.Status = store.StatusSendDisabled
+			p.Status = broker.StatusSendDisabled
 			p.ForwardTo, p.ForwardToURL = "q2", "sb://127.0.0.1:8090/q2"
 			p.UserMetadata = "owner: team-a"
 			p.AutoDeleteOnIdle = time.Hour
 			p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURL = "dlq-sink", "sb://127.0.0.1:8090/dlq-sink"
 		}),
-		"js subscription": defaults(store.KindSubscription, func(p *store.Properties) {
+		"js subscription": defaults(broker.KindSubscription, func(p *broker.Properties) {
 			p.LockDuration = 30 * time.Second
 			p.RequiresSession = true
 			p.MaxDeliveryCount = 7
 			p.ForwardTo, p.ForwardToURL = "orders", "sb://localhost/orders"
 		}),
-		"go queue": defaults(store.KindQueue, func(p *store.Properties) {
+		"go queue": defaults(broker.KindQueue, func(p *broker.Properties) {
 			p.LockDuration = 5 * time.Minute
 			p.MaxSizeInMegabytes = 5120
 			p.DefaultMessageTimeToLive = 24 * time.Hour
 			p.DeadLetteringOnMessageExpiration = true
 			p.MaxDeliveryCount = 1
 			p.EnableBatchedOperations = false
-			p.Status = store.StatusReceiveDisabled
+			p.Status = broker.StatusReceiveDisabled
 			p.ForwardTo = "q2"
 			p.UserMetadata = "  spaced & <kept>  "
 			p.AutoDeleteOnIdle = 5 * time.Minute
 			p.EnableExpress = true
 			p.MaxMessageSizeInKilobytes = 1024
 		}),
-		"go topic": defaults(store.KindTopic, func(p *store.Properties) {
+		"go topic": defaults(broker.KindTopic, func(p *broker.Properties) {
 			p.DefaultMessageTimeToLive = day
-			p.AuthorizationRules = []store.AuthorizationRule{{
+			p.AuthorizationRules = []broker.AuthorizationRule{{
 				KeyName: "admin", PrimaryKey: "pk", SecondaryKey: "sk", Rights: []string{"Manage", "Send", "Listen"},
 				CreatedTime:  time.Date(2022, 3, 4, 5, 6, 7, 123456700, time.UTC),
 				ModifiedTime: time.Date(2022, 3, 4, 5, 6, 8, 0, time.UTC),
@@ -168,22 +168,22 @@ func TestDecodeClientBodies(t *testing.T) {
 			p.AutoDeleteOnIdle = 30 * day
 			p.EnablePartitioning = true
 		}),
-		"go subscription": defaults(store.KindSubscription, func(p *store.Properties) {
-			p.Status = store.StatusDisabled
+		"go subscription": defaults(broker.KindSubscription, func(p *broker.Properties) {
+			p.Status = broker.StatusDisabled
 			p.ForwardDeadLetteredMessagesTo = "dead"
 			p.AutoDeleteOnIdle = 10 * time.Minute
 		}),
-		"python queue": defaults(store.KindQueue, func(p *store.Properties) {
+		"python queue": defaults(broker.KindQueue, func(p *broker.Properties) {
 			p.LockDuration = 13 * time.Second
 			p.MaxSizeInMegabytes = 4096
 			p.ForwardTo, p.ForwardToURL = "fwd", "sb://ns.servicebus.windows.net/fwd"
 		}),
-		"python subscription": defaults(store.KindSubscription, func(p *store.Properties) {
+		"python subscription": defaults(broker.KindSubscription, func(p *broker.Properties) {
 			p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURL = "dlq", "sb://ns.servicebus.windows.net/dlq"
 		}),
-		"dotnet queue": defaults(store.KindQueue, func(p *store.Properties) {
+		"dotnet queue": defaults(broker.KindQueue, func(p *broker.Properties) {
 			p.IsAnonymousAccessible = true
-			p.AuthorizationRules = []store.AuthorizationRule{{
+			p.AuthorizationRules = []broker.AuthorizationRule{{
 				KeyName: "listener", PrimaryKey: "a2V5MQ==", SecondaryKey: "a2V5Mg==", Rights: []string{"Listen"},
 				CreatedTime:  time.Date(2021, 4, 21, 19, 36, 18, 500000000, time.UTC),
 				ModifiedTime: time.Date(2021, 4, 21, 19, 36, 19, 0, time.UTC),
@@ -192,7 +192,7 @@ func TestDecodeClientBodies(t *testing.T) {
 			p.ForwardTo, p.ForwardToURL = "next", "sb://contoso.servicebus.windows.net/next"
 			p.MaxMessageSizeInKilobytes = 2048
 		}),
-		"dotnet topic": defaults(store.KindTopic, func(p *store.Properties) {
+		"dotnet topic": defaults(broker.KindTopic, func(p *broker.Properties) {
 			p.FilteringMessagesBeforePublishing = true
 			p.EnableSubscriptionPartitioning = true
 			p.EnableExpress = true
@@ -220,8 +220,8 @@ func TestDecodeVariants(t *testing.T) {
 		return `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"><QueueDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">` +
 			inner + `</QueueDescription></content></entry>`
 	}
-	q := func(edit func(p *store.Properties)) store.Properties {
-		p := store.DefaultProperties(store.KindQueue)
+	q := func(edit func(p *broker.Properties)) broker.Properties {
+		p := broker.DefaultProperties(broker.KindQueue)
 		if edit != nil {
 			edit(&p)
 		}
@@ -229,114 +229,114 @@ func TestDecodeVariants(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		kind store.Kind
+		kind broker.Kind
 		body string
-		want store.Properties
+		want broker.Properties
 	}{
-		{"empty body", store.KindQueue, "", q(nil)},
-		{"white space body", store.KindQueue, " \r\n\t", q(nil)},
-		{"declaration only", store.KindQueue, `<?xml version="1.0" encoding="utf-8"?>`, q(nil)},
-		{"entry without content", store.KindQueue, `<entry xmlns="http://www.w3.org/2005/Atom"><updated>2026-01-01T00:00:00Z</updated></entry>`, q(nil)},
-		{"empty content", store.KindQueue, `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"></content></entry>`, q(nil)},
-		{"empty description", store.KindQueue, wrap(""), q(nil)},
-		{"bare description", store.KindQueue,
+		{"empty body", broker.KindQueue, "", q(nil)},
+		{"white space body", broker.KindQueue, " \r\n\t", q(nil)},
+		{"declaration only", broker.KindQueue, `<?xml version="1.0" encoding="utf-8"?>`, q(nil)},
+		{"entry without content", broker.KindQueue, `<entry xmlns="http://www.w3.org/2005/Atom"><updated>2026-01-01T00:00:00Z</updated></entry>`, q(nil)},
+		{"empty content", broker.KindQueue, `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"></content></entry>`, q(nil)},
+		{"empty description", broker.KindQueue, wrap(""), q(nil)},
+		{"bare description", broker.KindQueue,
 			`<QueueDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><LockDuration>PT2M</LockDuration></QueueDescription>`,
-			q(func(p *store.Properties) { p.LockDuration = 2 * time.Minute })},
-		{"bare self-closed description", store.KindTopic, `<TopicDescription/>`, store.DefaultProperties(store.KindTopic)},
-		{"no namespaces at all", store.KindQueue,
+			q(func(p *broker.Properties) { p.LockDuration = 2 * time.Minute })},
+		{"bare self-closed description", broker.KindTopic, `<TopicDescription/>`, broker.DefaultProperties(broker.KindTopic)},
+		{"no namespaces at all", broker.KindQueue,
 			`<entry><content><QueueDescription><MaxDeliveryCount>4</MaxDeliveryCount></QueueDescription></content></entry>`,
-			q(func(p *store.Properties) { p.MaxDeliveryCount = 4 })},
-		{"prefixed description", store.KindQueue,
+			q(func(p *broker.Properties) { p.MaxDeliveryCount = 4 })},
+		{"prefixed description", broker.KindQueue,
 			`<a:entry xmlns:a="http://www.w3.org/2005/Atom"><a:content><sb:QueueDescription xmlns:sb="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><sb:RequiresSession>true</sb:RequiresSession></sb:QueueDescription></a:content></a:entry>`,
-			q(func(p *store.Properties) { p.RequiresSession = true })},
-		{"comments, DOCTYPE and processing instructions", store.KindQueue,
+			q(func(p *broker.Properties) { p.RequiresSession = true })},
+		{"comments, DOCTYPE and processing instructions", broker.KindQueue,
 			`<?xml version="1.0"?><!DOCTYPE entry><!-- c --><entry xmlns="http://www.w3.org/2005/Atom"><!-- c --><content><?pi x?><QueueDescription><LockDuration>PT<!-- split -->2M</LockDuration></QueueDescription></content></entry><!-- trailing -->` + "\n",
-			q(func(p *store.Properties) { p.LockDuration = 2 * time.Minute })},
-		{"unknown elements anywhere", store.KindQueue,
+			q(func(p *broker.Properties) { p.LockDuration = 2 * time.Minute })},
+		{"unknown elements anywhere", broker.KindQueue,
 			`<entry xmlns="http://www.w3.org/2005/Atom"><title>x</title><author><name>n</name></author><content><QueueDescription><Unknown><Deep><Deeper>1</Deeper></Deep></Unknown><MaxDeliveryCount>6</MaxDeliveryCount><SkippedUpdate>false</SkippedUpdate><MessageCountDetails/></QueueDescription></content><Extra/><link rel="self" href="x"/></entry>`,
-			q(func(p *store.Properties) { p.MaxDeliveryCount = 6 })},
-		{"elements of other kinds are ignored", store.KindTopic,
+			q(func(p *broker.Properties) { p.MaxDeliveryCount = 6 })},
+		{"elements of other kinds are ignored", broker.KindTopic,
 			`<TopicDescription><LockDuration>PT3M</LockDuration><RequiresSession>true</RequiresSession><MaxDeliveryCount>3</MaxDeliveryCount><ForwardTo>x</ForwardTo><DeadLetteringOnMessageExpiration>true</DeadLetteringOnMessageExpiration></TopicDescription>`,
-			store.DefaultProperties(store.KindTopic)},
-		{"subscription ignores queue-only elements", store.KindSubscription,
+			broker.DefaultProperties(broker.KindTopic)},
+		{"subscription ignores queue-only elements", broker.KindSubscription,
 			`<SubscriptionDescription><MaxSizeInMegabytes>2048</MaxSizeInMegabytes><RequiresDuplicateDetection>true</RequiresDuplicateDetection><EnablePartitioning>true</EnablePartitioning><AuthorizationRules><AuthorizationRule><KeyName>k</KeyName></AuthorizationRule></AuthorizationRules></SubscriptionDescription>`,
-			store.DefaultProperties(store.KindSubscription)},
-		{"any order", store.KindQueue,
+			broker.DefaultProperties(broker.KindSubscription)},
+		{"any order", broker.KindQueue,
 			wrap(`<MaxMessageSizeInKilobytes>512</MaxMessageSizeInKilobytes><ForwardTo>z</ForwardTo><LockDuration>PT10S</LockDuration>`),
-			q(func(p *store.Properties) {
+			q(func(p *broker.Properties) {
 				p.MaxMessageSizeInKilobytes = 512
 				p.ForwardTo = "z"
 				p.LockDuration = 10 * time.Second
 			})},
-		{"last duplicate wins", store.KindQueue,
+		{"last duplicate wins", broker.KindQueue,
 			wrap(`<MaxDeliveryCount>2</MaxDeliveryCount><MaxDeliveryCount>3</MaxDeliveryCount>`),
-			q(func(p *store.Properties) { p.MaxDeliveryCount = 3 })},
-		{"booleans in every form", store.KindQueue,
+			q(func(p *broker.Properties) { p.MaxDeliveryCount = 3 })},
+		{"booleans in every form", broker.KindQueue,
 			wrap(`<RequiresSession>1</RequiresSession><EnableBatchedOperations>0</EnableBatchedOperations><SupportOrdering>FALSE</SupportOrdering><EnableExpress>True</EnableExpress><RequiresDuplicateDetection> true </RequiresDuplicateDetection>`),
-			q(func(p *store.Properties) {
+			q(func(p *broker.Properties) {
 				p.RequiresSession = true
 				p.EnableBatchedOperations = false
 				p.SupportOrdering = false
 				p.EnableExpress = true
 				p.RequiresDuplicateDetection = true
 			})},
-		{"white space around values", store.KindQueue,
+		{"white space around values", broker.KindQueue,
 			wrap("<LockDuration>\n  PT30S\n</LockDuration><MaxSizeInMegabytes> 2048 </MaxSizeInMegabytes><Status> Disabled </Status>"),
-			q(func(p *store.Properties) {
+			q(func(p *broker.Properties) {
 				p.LockDuration = 30 * time.Second
 				p.MaxSizeInMegabytes = 2048
-				p.Status = store.StatusDisabled
+				p.Status = broker.StatusDisabled
 			})},
-		{"status case is canonicalised", store.KindQueue, wrap(`<Status>senddisabled</Status>`),
-			q(func(p *store.Properties) { p.Status = store.StatusSendDisabled })},
-		{"empty and nil elements keep defaults", store.KindQueue,
+		{"status case is canonicalised", broker.KindQueue, wrap(`<Status>senddisabled</Status>`),
+			q(func(p *broker.Properties) { p.Status = broker.StatusSendDisabled })},
+		{"empty and nil elements keep defaults", broker.KindQueue,
 			wrap(`<LockDuration></LockDuration><MaxDeliveryCount/><Status/><EnableBatchedOperations> </EnableBatchedOperations><ForwardTo/><MaxSizeInMegabytes i:nil="true">x</MaxSizeInMegabytes><UserMetadata xsi:nil="true" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">m</UserMetadata>`),
 			q(nil)},
-		{"negative and zero numbers are left to Validate", store.KindQueue,
+		{"negative and zero numbers are left to Validate", broker.KindQueue,
 			wrap(`<MaxDeliveryCount>-1</MaxDeliveryCount><MaxSizeInMegabytes>0</MaxSizeInMegabytes><LockDuration>PT0S</LockDuration>`),
-			q(func(p *store.Properties) { p.MaxDeliveryCount = -1; p.MaxSizeInMegabytes = 0; p.LockDuration = 0 })},
-		{"int32 and int64 limits", store.KindQueue,
+			q(func(p *broker.Properties) { p.MaxDeliveryCount = -1; p.MaxSizeInMegabytes = 0; p.LockDuration = 0 })},
+		{"int32 and int64 limits", broker.KindQueue,
 			wrap(`<MaxDeliveryCount>2147483647</MaxDeliveryCount><MaxSizeInMegabytes>9223372036854775807</MaxSizeInMegabytes>`),
-			q(func(p *store.Properties) { p.MaxDeliveryCount = 1<<31 - 1; p.MaxSizeInMegabytes = 1<<63 - 1 })},
-		{"user metadata kept verbatim", store.KindQueue,
+			q(func(p *broker.Properties) { p.MaxDeliveryCount = 1<<31 - 1; p.MaxSizeInMegabytes = 1<<63 - 1 })},
+		{"user metadata kept verbatim", broker.KindQueue,
 			wrap("<UserMetadata><![CDATA[<json>{\"a\": 1}</json>]]> &#xD;\n\ttab é 😀 </UserMetadata>"),
-			q(func(p *store.Properties) { p.UserMetadata = "<json>{\"a\": 1}</json> \r\n\ttab é 😀 " })},
-		{"forward targets", store.KindQueue,
+			q(func(p *broker.Properties) { p.UserMetadata = "<json>{\"a\": 1}</json> \r\n\ttab é 😀 " })},
+		{"forward targets", broker.KindQueue,
 			wrap(`<ForwardTo>SB://Host:5671/Orders/Sub</ForwardTo><ForwardDeadLetteredMessagesTo>https://host/dlq</ForwardDeadLetteredMessagesTo>`),
-			q(func(p *store.Properties) {
+			q(func(p *broker.Properties) {
 				p.ForwardTo, p.ForwardToURL = "Orders/Sub", "SB://Host:5671/Orders/Sub" // kept as written
 				p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURL = "dlq", "https://host/dlq"
 			})},
-		{"forward target over http, relative with slash", store.KindSubscription,
+		{"forward target over http, relative with slash", broker.KindSubscription,
 			`<SubscriptionDescription><ForwardTo> http://127.0.0.1:8080/t/Subscriptions/s </ForwardTo><ForwardDeadLetteredMessagesTo>a/b</ForwardDeadLetteredMessagesTo></SubscriptionDescription>`,
-			func() store.Properties {
-				p := store.DefaultProperties(store.KindSubscription)
+			func() broker.Properties {
+				p := broker.DefaultProperties(broker.KindSubscription)
 				p.ForwardTo, p.ForwardToURL = "t/Subscriptions/s", "http://127.0.0.1:8080/t/Subscriptions/s"
 				p.ForwardDeadLetteredMessagesTo = "a/b" // a name: no URL
 				return p
 			}()},
-		{"rule without type, odd case rights, duplicates", store.KindQueue,
+		{"rule without type, odd case rights, duplicates", broker.KindQueue,
 			wrap(`<AuthorizationRules><SharedAccessAuthorizationRule><Rights><AccessRights>listen</AccessRights><AccessRights>LISTEN</AccessRights><Unknown/><AccessRights> send </AccessRights></Rights><KeyName> k </KeyName><CreatedTime>0001-01-01T00:00:00</CreatedTime><ModifiedTime/></SharedAccessAuthorizationRule><Other/></AuthorizationRules>`),
-			q(func(p *store.Properties) {
-				p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "k", Rights: []string{"Listen", "Send"}}}
+			q(func(p *broker.Properties) {
+				p.AuthorizationRules = []broker.AuthorizationRule{{KeyName: "k", Rights: []string{"Listen", "Send"}}}
 			})},
-		{"rule type with a QName value", store.KindQueue,
+		{"rule type with a QName value", broker.KindQueue,
 			wrap(`<AuthorizationRules><AuthorizationRule i:type="d2p1:SharedAccessAuthorizationRule" xmlns:d2p1="x"><KeyName>a</KeyName></AuthorizationRule><AuthorizationRule i:type="SharedAccessAuthorizationRule"><KeyName>b</KeyName></AuthorizationRule></AuthorizationRules>`),
-			q(func(p *store.Properties) {
-				p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "a"}, {KeyName: "b"}}
+			q(func(p *broker.Properties) {
+				p.AuthorizationRules = []broker.AuthorizationRule{{KeyName: "a"}, {KeyName: "b"}}
 			})},
-		{"undeclared i prefix on a rule", store.KindQueue,
+		{"undeclared i prefix on a rule", broker.KindQueue,
 			`<QueueDescription><AuthorizationRules><AuthorizationRule i:type="SharedAccessAuthorizationRule"><KeyName>a</KeyName></AuthorizationRule></AuthorizationRules></QueueDescription>`,
-			q(func(p *store.Properties) { p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "a"}} })},
-		{"subscription dead-lettering on filter exceptions", store.KindSubscription,
+			q(func(p *broker.Properties) { p.AuthorizationRules = []broker.AuthorizationRule{{KeyName: "a"}} })},
+		{"subscription dead-lettering on filter exceptions", broker.KindSubscription,
 			`<SubscriptionDescription><DeadLetteringOnFilterEvaluationExceptions>false</DeadLetteringOnFilterEvaluationExceptions></SubscriptionDescription>`,
-			func() store.Properties {
-				p := store.DefaultProperties(store.KindSubscription)
+			func() broker.Properties {
+				p := broker.DefaultProperties(broker.KindSubscription)
 				p.DeadLetteringOnFilterEvaluation = false
 				return p
 			}()},
-		{"year and month designators", store.KindQueue, wrap(`<DefaultMessageTimeToLive>P1Y1M</DefaultMessageTimeToLive>`),
-			q(func(p *store.Properties) { p.DefaultMessageTimeToLive = 395 * day })},
+		{"year and month designators", broker.KindQueue, wrap(`<DefaultMessageTimeToLive>P1Y1M</DefaultMessageTimeToLive>`),
+			q(func(p *broker.Properties) { p.DefaultMessageTimeToLive = 395 * day })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -357,39 +357,39 @@ func TestDecodeRejects(t *testing.T) {
 	deep := wrap(strings.Repeat("<a>", 40) + strings.Repeat("</a>", 40))
 	tests := []struct {
 		name string
-		kind store.Kind
+		kind broker.Kind
 		body string
 		// every string must appear in the error message
 		mention []string
 	}{
-		{"truncated", store.KindQueue, `<entry xmlns="http://www.w3.org/2005/Atom"><content>`, []string{"well-formed"}},
-		{"mismatched tags", store.KindQueue, `<entry><content></entry>`, []string{"well-formed"}},
-		{"not XML", store.KindQueue, `{"LockDuration": "PT1M"}`, []string{"text outside"}},
-		{"text after root", store.KindQueue, `<QueueDescription/>junk`, []string{"text outside"}},
-		{"two roots", store.KindQueue, `<QueueDescription/><QueueDescription/>`, []string{"more than one root"}},
-		{"two descriptions", store.KindQueue, `<entry><content><QueueDescription/><QueueDescription/></content></entry>`, []string{"more than one description"}},
-		{"undefined entity", store.KindQueue, wrap(`<UserMetadata>&nbsp;</UserMetadata>`), []string{"well-formed"}},
-		{"control character", store.KindQueue, wrap("<UserMetadata>\x01</UserMetadata>"), []string{"well-formed"}},
-		{"invalid UTF-8", store.KindQueue, wrap("<UserMetadata>\xff</UserMetadata>"), []string{"well-formed"}},
-		{"UTF-16 declaration", store.KindQueue, `<?xml version="1.0" encoding="utf-16"?><QueueDescription/>`, []string{"well-formed"}},
-		{"unknown root", store.KindQueue, `<feed xmlns="http://www.w3.org/2005/Atom"/>`, []string{"feed", "QueueDescription"}},
-		{"topic for a queue", store.KindQueue, `<entry xmlns="http://www.w3.org/2005/Atom"><content><TopicDescription/></content></entry>`, []string{"TopicDescription", "QueueDescription"}},
-		{"bare topic for a queue", store.KindQueue, `<TopicDescription/>`, []string{"TopicDescription", "QueueDescription"}},
-		{"queue for a subscription", store.KindSubscription, azureSBQueueBody, []string{"QueueDescription", "SubscriptionDescription"}},
-		{"subscription for a topic", store.KindTopic, jsSubscriptionBody, []string{"SubscriptionDescription", "TopicDescription"}},
-		{"rule for a subscription", store.KindSubscription, `<entry><content><RuleDescription/></content></entry>`, []string{"RuleDescription", "SubscriptionDescription"}},
-		{"oversized body", store.KindQueue, wrap(strings.Repeat(" ", maxBodySize)), []string{"larger than"}},
-		{"deep nesting in an ignored element", store.KindQueue, deep, []string{"deeper than 32"}},
-		{"deep nesting before the description", store.KindQueue, strings.Repeat("<entry>", 40), []string{"deeper than 32"}},
-		{"element inside a value", store.KindQueue, wrap(`<LockDuration><Value>PT1M</Value></LockDuration>`), []string{"LockDuration", "Value"}},
-		{"read-only status", store.KindQueue, wrap(`<Status>Creating</Status>`), []string{"Status", "'Creating'"}},
-		{"unsupported rule type", store.KindQueue, wrap(`<AuthorizationRules><AuthorizationRule i:type="AllowRule"/></AuthorizationRules>`), []string{"AllowRule"}},
-		{"unknown access right", store.KindQueue, wrap(`<AuthorizationRules><AuthorizationRule><Rights><AccessRights>Admin</AccessRights></Rights></AuthorizationRule></AuthorizationRules>`), []string{"AccessRights", "'Admin'"}},
-		{"bad rule time", store.KindQueue, wrap(`<AuthorizationRules><AuthorizationRule><CreatedTime>yesterday</CreatedTime></AuthorizationRule></AuthorizationRules>`), []string{"CreatedTime", "'yesterday'"}},
-		{"forward target without entity", store.KindQueue, wrap(`<ForwardTo>sb://host</ForwardTo>`), []string{"ForwardTo", "'sb://host'"}},
-		{"forward URL too long to keep", store.KindQueue, wrap(`<ForwardTo>https://host/` + strings.Repeat("q", 2048) + `</ForwardTo>`), []string{"ForwardTo", "longer than 2048 bytes"}},
-		{"forward target root", store.KindQueue, wrap(`<ForwardDeadLetteredMessagesTo>https://host/ </ForwardDeadLetteredMessagesTo>`), []string{"ForwardDeadLetteredMessagesTo"}},
-		{"long value is clipped", store.KindQueue, wrap(`<LockDuration>` + strings.Repeat("x", 1000) + `</LockDuration>`), []string{"LockDuration", strings.Repeat("x", 64) + "..."}},
+		{"truncated", broker.KindQueue, `<entry xmlns="http://www.w3.org/2005/Atom"><content>`, []string{"well-formed"}},
+		{"mismatched tags", broker.KindQueue, `<entry><content></entry>`, []string{"well-formed"}},
+		{"not XML", broker.KindQueue, `{"LockDuration": "PT1M"}`, []string{"text outside"}},
+		{"text after root", broker.KindQueue, `<QueueDescription/>junk`, []string{"text outside"}},
+		{"two roots", broker.KindQueue, `<QueueDescription/><QueueDescription/>`, []string{"more than one root"}},
+		{"two descriptions", broker.KindQueue, `<entry><content><QueueDescription/><QueueDescription/></content></entry>`, []string{"more than one description"}},
+		{"undefined entity", broker.KindQueue, wrap(`<UserMetadata>&nbsp;</UserMetadata>`), []string{"well-formed"}},
+		{"control character", broker.KindQueue, wrap("<UserMetadata>\x01</UserMetadata>"), []string{"well-formed"}},
+		{"invalid UTF-8", broker.KindQueue, wrap("<UserMetadata>\xff</UserMetadata>"), []string{"well-formed"}},
+		{"UTF-16 declaration", broker.KindQueue, `<?xml version="1.0" encoding="utf-16"?><QueueDescription/>`, []string{"well-formed"}},
+		{"unknown root", broker.KindQueue, `<feed xmlns="http://www.w3.org/2005/Atom"/>`, []string{"feed", "QueueDescription"}},
+		{"topic for a queue", broker.KindQueue, `<entry xmlns="http://www.w3.org/2005/Atom"><content><TopicDescription/></content></entry>`, []string{"TopicDescription", "QueueDescription"}},
+		{"bare topic for a queue", broker.KindQueue, `<TopicDescription/>`, []string{"TopicDescription", "QueueDescription"}},
+		{"queue for a subscription", broker.KindSubscription, azureSBQueueBody, []string{"QueueDescription", "SubscriptionDescription"}},
+		{"subscription for a topic", broker.KindTopic, jsSubscriptionBody, []string{"SubscriptionDescription", "TopicDescription"}},
+		{"rule for a subscription", broker.KindSubscription, `<entry><content><RuleDescription/></content></entry>`, []string{"RuleDescription", "SubscriptionDescription"}},
+		{"oversized body", broker.KindQueue, wrap(strings.Repeat(" ", maxBodySize)), []string{"larger than"}},
+		{"deep nesting in an ignored element", broker.KindQueue, deep, []string{"deeper than 32"}},
+		{"deep nesting before the description", broker.KindQueue, strings.Repeat("<entry>", 40), []string{"deeper than 32"}},
+		{"element inside a value", broker.KindQueue, wrap(`<LockDuration><Value>PT1M</Value></LockDuration>`), []string{"LockDuration", "Value"}},
+		{"read-only status", broker.KindQueue, wrap(`<Status>Creating</Status>`), []string{"Status", "'Creating'"}},
+		{"unsupported rule type", broker.KindQueue, wrap(`<AuthorizationRules><AuthorizationRule i:type="AllowRule"/></AuthorizationRules>`), []string{"AllowRule"}},
+		{"unknown access right", broker.KindQueue, wrap(`<AuthorizationRules><AuthorizationRule><Rights><AccessRights>Admin</AccessRights></Rights></AuthorizationRule></AuthorizationRules>`), []string{"AccessRights", "'Admin'"}},
+		{"bad rule time", broker.KindQueue, wrap(`<AuthorizationRules><AuthorizationRule><CreatedTime>yesterday</CreatedTime></AuthorizationRule></AuthorizationRules>`), []string{"CreatedTime", "'yesterday'"}},
+		{"forward target without entity", broker.KindQueue, wrap(`<ForwardTo>sb://host</ForwardTo>`), []string{"ForwardTo", "'sb://host'"}},
+		{"forward URL too long to keep", broker.KindQueue, wrap(`<ForwardTo>https://host/` + strings.Repeat("q", 2048) + `</ForwardTo>`), []string{"ForwardTo", "longer than 2048 bytes"}},
+		{"forward target root", broker.KindQueue, wrap(`<ForwardDeadLetteredMessagesTo>https://host/ </ForwardDeadLetteredMessagesTo>`), []string{"ForwardDeadLetteredMessagesTo"}},
+		{"long value is clipped", broker.KindQueue, wrap(`<LockDuration>` + strings.Repeat("x", 1000) + `</LockDuration>`), []string{"LockDuration", strings.Repeat("x", 64) + "..."}},
 	}
 	// One bad value for every element each kind reads.
 	badValues := map[string][]string{
@@ -400,24 +400,24 @@ func TestDecodeRejects(t *testing.T) {
 		"status":   {"Unknown", "Restoring", "Enabled"},
 	}
 	kinds := map[string]struct {
-		kind  store.Kind
+		kind  broker.Kind
 		elems map[string]string
 	}{
-		"QueueDescription": {store.KindQueue, map[string]string{
+		"QueueDescription": {broker.KindQueue, map[string]string{
 			"LockDuration": "duration", "MaxSizeInMegabytes": "int64", "RequiresDuplicateDetection": "bool",
 			"RequiresSession": "bool", "DefaultMessageTimeToLive": "duration", "DeadLetteringOnMessageExpiration": "bool",
 			"DuplicateDetectionHistoryTimeWindow": "duration", "MaxDeliveryCount": "int32", "EnableBatchedOperations": "bool",
 			"IsAnonymousAccessible": "bool", "Status": "status", "SupportOrdering": "bool", "AutoDeleteOnIdle": "duration",
 			"EnablePartitioning": "bool", "EnableExpress": "bool", "MaxMessageSizeInKilobytes": "int64",
 		}},
-		"TopicDescription": {store.KindTopic, map[string]string{
+		"TopicDescription": {broker.KindTopic, map[string]string{
 			"DefaultMessageTimeToLive": "duration", "MaxSizeInMegabytes": "int64", "RequiresDuplicateDetection": "bool",
 			"DuplicateDetectionHistoryTimeWindow": "duration", "EnableBatchedOperations": "bool",
 			"FilteringMessagesBeforePublishing": "bool", "IsAnonymousAccessible": "bool", "Status": "status",
 			"SupportOrdering": "bool", "AutoDeleteOnIdle": "duration", "EnablePartitioning": "bool",
 			"EnableSubscriptionPartitioning": "bool", "EnableExpress": "bool", "MaxMessageSizeInKilobytes": "int64",
 		}},
-		"SubscriptionDescription": {store.KindSubscription, map[string]string{
+		"SubscriptionDescription": {broker.KindSubscription, map[string]string{
 			"LockDuration": "duration", "RequiresSession": "bool", "DefaultMessageTimeToLive": "duration",
 			"DeadLetteringOnMessageExpiration": "bool", "DeadLetteringOnFilterEvaluationExceptions": "bool",
 			"MaxDeliveryCount": "int32", "EnableBatchedOperations": "bool", "Status": "status", "AutoDeleteOnIdle": "duration",
@@ -428,7 +428,7 @@ func TestDecodeRejects(t *testing.T) {
 			for _, v := range badValues[typ] {
 				tests = append(tests, struct {
 					name    string
-					kind    store.Kind
+					kind    broker.Kind
 					body    string
 					mention []string
 				}{
@@ -446,8 +446,8 @@ func TestDecodeRejects(t *testing.T) {
 			if err == nil {
 				t.Fatalf("DecodeProperties = %+v, nil; want a bad request", got)
 			}
-			var se *store.Error
-			if !errors.As(err, &se) || se.Code != store.CodeBadRequest || !errors.Is(err, store.ErrBadRequest) {
+			var se *broker.Error
+			if !errors.As(err, &se) || se.Code != broker.CodeBadRequest || !errors.Is(err, broker.ErrBadRequest) {
 				t.Fatalf("DecodeProperties error = %#v; want a *store.Error with CodeBadRequest", err)
 			}
 			for _, m := range tt.mention {
@@ -463,8 +463,8 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func TestDecodeUnknownKind(t *testing.T) {
-	_, err := DecodeProperties([]byte(`<QueueDescription/>`), store.Kind(42))
-	if err == nil || store.ErrorCode(err) != store.CodeInternal {
+	_, err := DecodeProperties([]byte(`<QueueDescription/>`), broker.Kind(42))
+	if err == nil || broker.ErrorCode(err) != broker.CodeInternal {
 		t.Fatalf("DecodeProperties(kind 42) error = %v; want a plain (internal) error", err)
 	}
 }
@@ -480,10 +480,10 @@ func TestDefaultRuleSeam(t *testing.T) {
 		{"azure-sb", `<entry xmlns="http://www.w3.org/2005/Atom"><content><SubscriptionDescription xmlns:i="http://www.w3.org/2001/XMLSchema-instance" xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><DefaultRuleDescription><Filter i:type="SqlFilter"><SqlExpression>1=1</SqlExpression></Filter></DefaultRuleDescription><MaxDeliveryCount>2</MaxDeliveryCount></SubscriptionDescription></content></entry>`, "SqlFilter"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := store.DefaultProperties(store.KindSubscription)
+			p := broker.DefaultProperties(broker.KindSubscription)
 			var filter string
 			calls := 0
-			d := descDecoder{kind: store.KindSubscription, fields: kindFields[store.KindSubscription], props: &p,
+			d := descDecoder{kind: broker.KindSubscription, fields: kindFields[broker.KindSubscription], props: &p,
 				onDefaultRule: func(r *reader, start xml.StartElement) error {
 					calls++
 					if start.Name.Local != "DefaultRuleDescription" {
@@ -515,14 +515,14 @@ func TestDefaultRuleSeam(t *testing.T) {
 		})
 	}
 	// Without the hook the rule is skipped and the elements after it still count.
-	p, err := DecodeProperties([]byte(jsSubscriptionBody), store.KindSubscription)
+	p, err := DecodeProperties([]byte(jsSubscriptionBody), broker.KindSubscription)
 	if err != nil || p.MaxDeliveryCount != 7 {
 		t.Fatalf("DecodeProperties = %v, %v; want MaxDeliveryCount 7", p.MaxDeliveryCount, err)
 	}
 }
 
 // assertProps compares two Properties, times by instant.
-func assertProps(t *testing.T, got, want store.Properties) {
+func assertProps(t *testing.T, got, want broker.Properties) {
 	t.Helper()
 	if len(got.AuthorizationRules) != len(want.AuthorizationRules) {
 		t.Fatalf("AuthorizationRules = %+v; want %+v", got.AuthorizationRules, want.AuthorizationRules)
@@ -558,18 +558,18 @@ func FuzzDecodeProperties(f *testing.F) {
 	}
 	opts := EncodeOptions{Runtime: true, Host: "gw:5300"}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, k := range []store.Kind{store.KindQueue, store.KindTopic, store.KindSubscription} {
+		for _, k := range []broker.Kind{broker.KindQueue, broker.KindTopic, broker.KindSubscription} {
 			p, err := DecodeProperties(body, k)
 			if err != nil {
-				var se *store.Error
-				if !errors.As(err, &se) || se.Code != store.CodeBadRequest {
+				var se *broker.Error
+				if !errors.As(err, &se) || se.Code != broker.CodeBadRequest {
 					t.Fatalf("DecodeProperties(%q, %v) error = %#v; want a bad request", body, k, err)
 				}
 				continue
 			}
 			// Whatever was accepted must be written back as well-formed XML that decodes to the
 			// same properties: a GET after a PUT must show what was stored.
-			e := store.Entity{Kind: k, Props: p}
+			e := broker.Entity{Kind: k, Props: p}
 			out := AppendEntry(nil, EntryInfo{ID: "https://gw:5300/x", Title: "x"}, &e, opts)
 			if err := wellFormed(out); err != nil {
 				t.Fatalf("AppendEntry output is not well-formed (%v):\n%s", err, out)
@@ -580,7 +580,7 @@ func FuzzDecodeProperties(f *testing.F) {
 			}
 			// A partitioned entity is written with its total size (store.UpdateEntity maps an
 			// echoed total back to the size per partition).
-			if k != store.KindSubscription {
+			if k != broker.KindSubscription {
 				p.MaxSizeInMegabytes = p.TotalMaxSizeInMegabytes()
 			}
 			assertProps(t, back, echoed(p, opts.Host))

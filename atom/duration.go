@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // infiniteText is TimeSpan.MaxValue as .NET's XmlConvert writes it. Every client recognises this
-// exact string as "never", so store.Infinite always goes out in this form.
+// exact string as "never", so broker.Infinite always goes out in this form.
 const infiniteText = "P10675199DT2H48M5.4775807S"
 
 const day = 24 * time.Hour
@@ -45,12 +45,12 @@ var designatorUnit = [...]time.Duration{
 // to 7 digits (100 ns, the TimeSpan tick), so every result survives FormatDuration unchanged.
 //
 // A value that does not fit a time.Duration (about 292 years, far below TimeSpan.MaxValue's
-// 10675199 days) is store.Infinite: clients mean "never" by such values, and Python round-trips
+// 10675199 days) is broker.Infinite: clients mean "never" by such values, and Python round-trips
 // TimeSpan.MaxValue as P10675199DT2H48M5.477539S, which must still read as infinite.
 //
 // It returns an error for a negative duration ("-PT1M"), a missing 'P' ("T1M"), no components
 // ("P", "PT"), designators out of order or repeated, a fraction on anything but seconds, and any
-// other text. The error is a plain error; DecodeProperties wraps it into a *store.Error.
+// other text. The error is a plain error; DecodeProperties wraps it into a *broker.Error.
 func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -144,7 +144,7 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, errors.New("a duration needs at least one component")
 	}
 	if overflow {
-		return store.Infinite, nil
+		return broker.Infinite, nil
 	}
 	return time.Duration(total), nil
 }
@@ -188,7 +188,7 @@ func designator(c byte, inTime bool) (int, bool) {
 	return 0, false
 }
 
-// FormatDuration writes d the way .NET does: store.Infinite → "P10675199DT2H48M5.4775807S";
+// FormatDuration writes d the way .NET does: broker.Infinite → "P10675199DT2H48M5.4775807S";
 // otherwise P[nD][T[nH][nM][n[.fffffff]S]], e.g. 60s → "PT1M", 90s → "PT1M30S", 0 → "PT0S",
 // 14 days → "P14D", 1.5s → "PT1.5S" (trailing zeros trimmed, at most 7 fractional digits: the
 // part below 100 ns is dropped, as TimeSpan cannot hold it). Negative durations get a leading '-'.
@@ -197,7 +197,7 @@ func FormatDuration(d time.Duration) string {
 }
 
 func appendDuration(dst []byte, d time.Duration) []byte {
-	if d == store.Infinite {
+	if d == broker.Infinite {
 		return append(dst, infiniteText...)
 	}
 	if d < 0 {

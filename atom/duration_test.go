@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
-const maxFinite = time.Duration(1<<63 - 1) // equal to store.Infinite; named for readability
+const maxFinite = time.Duration(1<<63 - 1) // equal to broker.Infinite; named for readability
 
 func TestParseDuration(t *testing.T) {
 	tests := []struct {
@@ -48,19 +48,19 @@ func TestParseDuration(t *testing.T) {
 		{" PT1M ", time.Minute},
 		{"\n\tP14D\r\n", 14 * day},
 		// TimeSpan.MaxValue, canonical and as Python's float round trip writes it.
-		{"P10675199DT2H48M5.4775807S", store.Infinite},
-		{"P10675199DT2H48M5.477539S", store.Infinite},
-		{"P10675199D", store.Infinite},
-		{"P29227Y", store.Infinite},
+		{"P10675199DT2H48M5.4775807S", broker.Infinite},
+		{"P10675199DT2H48M5.477539S", broker.Infinite},
+		{"P10675199D", broker.Infinite},
+		{"P29227Y", broker.Infinite},
 		// The largest durations time.Duration holds stay finite; one more second is infinite.
 		{"P106751DT23H47M16.8547758S", maxFinite - 7},
 		{"PT9223372036.8547758S", maxFinite - 7},
-		{"PT9223372037S", store.Infinite},
-		{"P106752D", store.Infinite},
-		{"PT99999999999999999999999999999S", store.Infinite},
-		{"P99999999999999999999Y99999999999999999999M", store.Infinite},
+		{"PT9223372037S", broker.Infinite},
+		{"P106752D", broker.Infinite},
+		{"PT99999999999999999999999999999S", broker.Infinite},
+		{"P99999999999999999999Y99999999999999999999M", broker.Infinite},
 		{"PT2562047H47M16.8547758S", maxFinite - 7},
-		{"PT2562048H", store.Infinite},
+		{"PT2562048H", broker.Infinite},
 	}
 	for _, tt := range tests {
 		got, err := ParseDuration(tt.in)
@@ -91,7 +91,7 @@ func TestFormatDuration(t *testing.T) {
 		in   time.Duration
 		want string
 	}{
-		{store.Infinite, "P10675199DT2H48M5.4775807S"},
+		{broker.Infinite, "P10675199DT2H48M5.4775807S"},
 		{0, "PT0S"},
 		{time.Second, "PT1S"},
 		{30 * time.Second, "PT30S"},
@@ -138,7 +138,7 @@ func TestDurationRoundTrip(t *testing.T) {
 			t.Errorf("ParseDuration(FormatDuration(%d) = %q) = %v, %v; want %v", int64(d), s, got, err, d)
 		}
 	}
-	for _, d := range []time.Duration{0, 100, time.Second, store.Infinite, maxFinite - 7, 14 * day, 59*time.Minute + 59*time.Second + 999999900} {
+	for _, d := range []time.Duration{0, 100, time.Second, broker.Infinite, maxFinite - 7, 14 * day, 59*time.Minute + 59*time.Second + 999999900} {
 		check(d)
 	}
 	for range 20000 {

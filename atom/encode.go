@@ -5,7 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Content types of management responses. Clients pick their body parser from Content-Type
@@ -55,7 +55,7 @@ type EncodeOptions struct {
 	// as a URL are written as set either way.
 	Host string
 	// SubscriptionCount is a topic's number of subscriptions, written as <SubscriptionCount>
-	// when Runtime is set (store.Entity does not carry it, so the caller counts). Queues and
+	// when Runtime is set (broker.Entity does not carry it, so the caller counts). Queues and
 	// subscriptions ignore it.
 	SubscriptionCount int
 	// FilterCounts writes a topic's SqlFilterCount and CorrelationFilterCount (with Runtime), as
@@ -69,14 +69,14 @@ type EncodeOptions struct {
 // §4.5–4.7), because the JS client throws on missing elements and the .NET DataContract
 // serializer on the other side of some proxies is order-sensitive. An entity of unknown kind
 // gets an empty <content>. It cannot fail.
-func AppendEntry(dst []byte, info EntryInfo, e *store.Entity, opts EncodeOptions) []byte {
+func AppendEntry(dst []byte, info EntryInfo, e *broker.Entity, opts EncodeOptions) []byte {
 	dst = appendEntryOpen(dst, info)
 	switch e.Kind {
-	case store.KindQueue:
+	case broker.KindQueue:
 		dst = appendQueue(dst, e, opts)
-	case store.KindTopic:
+	case broker.KindTopic:
 		dst = appendTopic(dst, e, opts)
-	case store.KindSubscription:
+	case broker.KindSubscription:
 		dst = appendSubscription(dst, e, opts)
 	}
 	return append(dst, "</content></entry>"...)
@@ -115,7 +115,7 @@ func appendEntryOpen(dst []byte, info EntryInfo) []byte {
 const descAttrs = ` xmlns="` + nsSB + `" xmlns:i="` + nsXSI + `">`
 
 // appendQueue writes QueueDescription in the order of protocol.md §4.5 "Response element order".
-func appendQueue(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
+func appendQueue(dst []byte, e *broker.Entity, opts EncodeOptions) []byte {
 	p := &e.Props
 	dst = append(dst, "<QueueDescription"+descAttrs...)
 	dst = appendDurationElem(dst, "LockDuration", p.LockDuration)
@@ -156,7 +156,7 @@ func appendQueue(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
 // UserMetadata is not in that recording; it goes after Status as for queues. SubscriptionCount
 // comes from opts, and so do SqlFilterCount and CorrelationFilterCount, written last as a live
 // GET at api-version 2024-05 shows them.
-func appendTopic(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
+func appendTopic(dst []byte, e *broker.Entity, opts EncodeOptions) []byte {
 	p := &e.Props
 	dst = append(dst, "<TopicDescription"+descAttrs...)
 	dst = appendDurationElem(dst, "DefaultMessageTimeToLive", p.DefaultMessageTimeToLive)
@@ -196,7 +196,7 @@ func appendTopic(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
 // appendSubscription writes SubscriptionDescription in the order of protocol.md §4.7 "Response
 // order (real)". Unlike queues and topics, the service writes AccessedAt in every subscription
 // response, so only CountDetails depends on opts.Runtime.
-func appendSubscription(dst []byte, e *store.Entity, opts EncodeOptions) []byte {
+func appendSubscription(dst []byte, e *broker.Entity, opts EncodeOptions) []byte {
 	p := &e.Props
 	dst = append(dst, "<SubscriptionDescription"+descAttrs...)
 	dst = appendDurationElem(dst, "LockDuration", p.LockDuration)
@@ -225,7 +225,7 @@ func appendSubscription(dst []byte, e *store.Entity, opts EncodeOptions) []byte 
 // appendCountDetails declares the counts namespace with exactly one prefixed attribute on
 // CountDetails itself: the JS client reads the prefix from that single attribute and throws if
 // there is any other.
-func appendCountDetails(dst []byte, c store.Counts) []byte {
+func appendCountDetails(dst []byte, c broker.Counts) []byte {
 	dst = append(dst, `<CountDetails xmlns:d2p1="`+nsCounts+`">`...)
 	dst = appendIntElem(dst, "d2p1:ActiveMessageCount", c.Active)
 	dst = appendIntElem(dst, "d2p1:DeadLetterMessageCount", c.DeadLetter)
@@ -237,7 +237,7 @@ func appendCountDetails(dst []byte, c store.Counts) []byte {
 
 // appendAuthorizationRules writes the rules as .NET's DataContract serializer does (§4.9); an
 // empty list is an open and close tag, as the service writes it.
-func appendAuthorizationRules(dst []byte, rules []store.AuthorizationRule) []byte {
+func appendAuthorizationRules(dst []byte, rules []broker.AuthorizationRule) []byte {
 	dst = append(dst, "<AuthorizationRules>"...)
 	for i := range rules {
 		r := &rules[i]

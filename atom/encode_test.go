@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 var (
@@ -21,11 +21,11 @@ var (
 // real service's answer recorded in the Go SDK's testdata (protocol.md §4.5), plus
 // MaxMessageSizeInKilobytes, which the service adds at api-version 2021-05 and later.
 func TestAppendEntryGolden(t *testing.T) {
-	e := store.Entity{
-		Kind: store.KindQueue, Path: "orders", Name: "orders",
-		Props:     store.DefaultProperties(store.KindQueue),
+	e := broker.Entity{
+		Kind: broker.KindQueue, Path: "orders", Name: "orders",
+		Props:     broker.DefaultProperties(broker.KindQueue),
 		CreatedAt: t0, UpdatedAt: t0, AccessedAt: t1,
-		Counts: store.Counts{Active: 1, SizeInBytes: 126},
+		Counts: broker.Counts{Active: 1, SizeInBytes: 126},
 	}
 	info := EntryInfo{
 		ID:        "https://localhost:5300/orders?api-version=2021-05",
@@ -74,11 +74,11 @@ func TestAppendEntryGolden(t *testing.T) {
 // URL, whatever the request's host (the Go SDK sets https://{namespace}/{queue} and compares it
 // with what it reads back); one set by name as sb://{host}/{path}, or relative without a host.
 func TestForwardTargetsEchoTheFormSet(t *testing.T) {
-	for _, k := range []store.Kind{store.KindQueue, store.KindSubscription} {
-		p := store.DefaultProperties(k)
+	for _, k := range []broker.Kind{broker.KindQueue, broker.KindSubscription} {
+		p := broker.DefaultProperties(k)
 		p.ForwardTo, p.ForwardToURL = "Orders", "https://ns.example:8443/orders"
 		p.ForwardDeadLetteredMessagesTo = "dead"
-		e := store.Entity{Kind: k, Props: p}
+		e := broker.Entity{Kind: k, Props: p}
 		for _, tt := range []struct {
 			host      string
 			fwd, dead string
@@ -102,10 +102,10 @@ func TestForwardTargetsEchoTheFormSet(t *testing.T) {
 }
 
 func TestAppendEntrySubscriptionGolden(t *testing.T) {
-	p := store.DefaultProperties(store.KindSubscription)
+	p := broker.DefaultProperties(broker.KindSubscription)
 	p.ForwardTo = "q2"
-	p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "ignored"}} // subscriptions have none
-	e := store.Entity{Kind: store.KindSubscription, Path: "events/Subscriptions/audit", Name: "audit", Props: p,
+	p.AuthorizationRules = []broker.AuthorizationRule{{KeyName: "ignored"}} // subscriptions have none
+	e := broker.Entity{Kind: broker.KindSubscription, Path: "events/Subscriptions/audit", Name: "audit", Props: p,
 		CreatedAt: t0, UpdatedAt: t1}
 	info := EntryInfo{
 		ID: "https://h/events/Subscriptions/audit?api-version=2021-05", Title: "audit", Published: t0, Updated: t0,
@@ -180,21 +180,21 @@ func TestDescriptionElementOrder(t *testing.T) {
 	// filter counts are not supplied by anything yet, and clients treat them as optional.
 	topicOrder := strings.Replace(docTopicOrder, "Status,", "Status, [UserMetadata],", 1)
 	topicOrder = strings.Replace(topicOrder, ", SqlFilterCount*, CorrelationFilterCount*", "", 1)
-	full := func(k store.Kind) store.Entity {
-		p := store.DefaultProperties(k)
+	full := func(k broker.Kind) broker.Entity {
+		p := broker.DefaultProperties(k)
 		p.UserMetadata = "m"
 		p.ForwardTo = "f"
 		p.ForwardDeadLetteredMessagesTo = "d"
-		return store.Entity{Kind: k, Props: p}
+		return broker.Entity{Kind: k, Props: p}
 	}
-	bare := func(k store.Kind) store.Entity { return store.Entity{Kind: k, Props: store.DefaultProperties(k)} }
+	bare := func(k broker.Kind) broker.Entity { return broker.Entity{Kind: k, Props: broker.DefaultProperties(k)} }
 	for _, tt := range []struct {
-		kind store.Kind
+		kind broker.Kind
 		doc  string
 	}{
-		{store.KindQueue, queueOrder},
-		{store.KindTopic, topicOrder},
-		{store.KindSubscription, docSubscriptionOrder},
+		{broker.KindQueue, queueOrder},
+		{broker.KindTopic, topicOrder},
+		{broker.KindSubscription, docSubscriptionOrder},
 	} {
 		for _, runtime := range []bool{false, true} {
 			for _, optionals := range []bool{false, true} {
@@ -270,8 +270,8 @@ func descriptionChildren(t *testing.T, entry []byte) (children, counts []string)
 // CountDetails carries exactly one attribute, an xmlns:PREFIX declaration of the counts
 // namespace, and its children use that prefix.
 func TestCountDetailsSinglePrefix(t *testing.T) {
-	for _, k := range []store.Kind{store.KindQueue, store.KindTopic, store.KindSubscription} {
-		e := store.Entity{Kind: k, Props: store.DefaultProperties(k), Counts: store.Counts{Active: 3, DeadLetter: 2, Scheduled: 1, Transfer: 4, TransferDeadLetter: 5}}
+	for _, k := range []broker.Kind{broker.KindQueue, broker.KindTopic, broker.KindSubscription} {
+		e := broker.Entity{Kind: k, Props: broker.DefaultProperties(k), Counts: broker.Counts{Active: 3, DeadLetter: 2, Scheduled: 1, Transfer: 4, TransferDeadLetter: 5}}
 		out := AppendEntry(nil, EntryInfo{}, &e, EncodeOptions{Runtime: true})
 		d := xml.NewDecoder(bytes.NewReader(out))
 		var prefix string
@@ -357,18 +357,18 @@ type goAuthorization struct {
 }
 
 func TestAppendEntryUnmarshalsLikeGoSDK(t *testing.T) {
-	p := store.DefaultProperties(store.KindQueue)
+	p := broker.DefaultProperties(broker.KindQueue)
 	p.LockDuration = 30 * time.Second
 	p.MaxDeliveryCount = 3
 	p.UserMetadata = `a<b>&"c"`
 	p.ForwardTo = "next"
-	p.Status = store.StatusDisabled
-	p.AuthorizationRules = []store.AuthorizationRule{{
+	p.Status = broker.StatusDisabled
+	p.AuthorizationRules = []broker.AuthorizationRule{{
 		KeyName: "k", PrimaryKey: "p+/=", SecondaryKey: "s", Rights: []string{"Send", "Listen"},
 		CreatedTime: t0, ModifiedTime: t1,
 	}}
-	e := store.Entity{Kind: store.KindQueue, Props: p, CreatedAt: t0, UpdatedAt: t1,
-		Counts: store.Counts{Active: 4, DeadLetter: 1, SizeInBytes: 999}}
+	e := broker.Entity{Kind: broker.KindQueue, Props: p, CreatedAt: t0, UpdatedAt: t1,
+		Counts: broker.Counts{Active: 4, DeadLetter: 1, SizeInBytes: 999}}
 	out := AppendEntry(nil, EntryInfo{ID: "https://h:1/q?api-version=2024-05&x=<y>", Title: "q&r"}, &e,
 		EncodeOptions{Runtime: true, Host: "h:1"})
 	var got goEntry
@@ -404,7 +404,7 @@ func TestAppendEntryUnmarshalsLikeGoSDK(t *testing.T) {
 }
 
 func TestAppendEntryEnvelope(t *testing.T) {
-	e := store.Entity{Kind: store.KindTopic, Props: store.DefaultProperties(store.KindTopic)}
+	e := broker.Entity{Kind: broker.KindTopic, Props: broker.DefaultProperties(broker.KindTopic)}
 	// Atom times are whole seconds in UTC whatever the input zone and precision.
 	local := time.Date(2021, 4, 21, 21, 36, 18, 999999999, time.FixedZone("x", 2*3600))
 	out := string(AppendEntry([]byte("prefix:"), EntryInfo{ID: "i", Title: "t", Published: local, Updated: time.Time{}}, &e, EncodeOptions{}))
@@ -421,7 +421,7 @@ func TestAppendEntryEnvelope(t *testing.T) {
 			t.Errorf("AppendEntry output contains %s:\n%s", absent, out)
 		}
 	}
-	unknown := store.Entity{Kind: store.Kind(9)}
+	unknown := broker.Entity{Kind: broker.Kind(9)}
 	if out := string(AppendEntry(nil, EntryInfo{}, &unknown, EncodeOptions{})); !strings.HasSuffix(out, `<content type="application/xml"></content></entry>`) {
 		t.Errorf("unknown kind: %s", out)
 	}
@@ -429,7 +429,7 @@ func TestAppendEntryEnvelope(t *testing.T) {
 
 func TestAppendFeed(t *testing.T) {
 	up := time.Date(2014, 10, 25, 0, 57, 40, 123, time.UTC)
-	e1 := store.Entity{Kind: store.KindQueue, Props: store.DefaultProperties(store.KindQueue)}
+	e1 := broker.Entity{Kind: broker.KindQueue, Props: broker.DefaultProperties(broker.KindQueue)}
 	entry := AppendEntry(nil, EntryInfo{ID: "https://h/q1?api-version=2016-07", Title: "q1", XMLBase: "https://h/$Resources/Queues?%24top=2&api-version=2016-07", SelfHref: "../q1?api-version=2016-07"}, &e1, EncodeOptions{})
 	info := FeedInfo{
 		Title:    "Queues",
@@ -561,12 +561,12 @@ func TestAppendEscaped(t *testing.T) {
 // DecodeProperties: a GET must show exactly what a PUT stored, for every property of the kind.
 func TestRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	for _, k := range []store.Kind{store.KindQueue, store.KindTopic, store.KindSubscription} {
+	for _, k := range []broker.Kind{broker.KindQueue, broker.KindTopic, broker.KindSubscription} {
 		for i := range 500 {
 			p := randomProps(rng)
 			want := project(k, p)
-			e := store.Entity{Kind: k, Props: p, CreatedAt: randomTime(rng), UpdatedAt: randomTime(rng), AccessedAt: randomTime(rng),
-				Counts: store.Counts{Active: rng.Int64(), SizeInBytes: rng.Int64N(1 << 40)}}
+			e := broker.Entity{Kind: k, Props: p, CreatedAt: randomTime(rng), UpdatedAt: randomTime(rng), AccessedAt: randomTime(rng),
+				Counts: broker.Counts{Active: rng.Int64(), SizeInBytes: rng.Int64N(1 << 40)}}
 			for _, opts := range []EncodeOptions{{}, {Runtime: true, Host: "gw.example:5300"}} {
 				out := AppendEntry(nil, EntryInfo{ID: "https://gw/x", Title: "x"}, &e, opts)
 				if err := wellFormed(out); err != nil {
@@ -587,15 +587,15 @@ func TestRoundTrip(t *testing.T) {
 
 // project keeps the properties kind k carries on the wire and resets the rest to defaults. It is
 // written from protocol.md §4.5–4.7 independently of the decoder's field tables.
-func project(k store.Kind, p store.Properties) store.Properties {
-	out := store.DefaultProperties(k)
+func project(k broker.Kind, p broker.Properties) broker.Properties {
+	out := broker.DefaultProperties(k)
 	out.DefaultMessageTimeToLive = p.DefaultMessageTimeToLive
 	out.EnableBatchedOperations = p.EnableBatchedOperations
 	out.Status = p.Status
 	out.UserMetadata = p.UserMetadata
 	out.AutoDeleteOnIdle = p.AutoDeleteOnIdle
 	switch k {
-	case store.KindQueue, store.KindTopic:
+	case broker.KindQueue, broker.KindTopic:
 		out.MaxSizeInMegabytes = p.TotalMaxSizeInMegabytes() // the partitioned total
 		out.RequiresDuplicateDetection = p.RequiresDuplicateDetection
 		out.DuplicateDetectionHistoryTimeWindow = p.DuplicateDetectionHistoryTimeWindow
@@ -607,7 +607,7 @@ func project(k store.Kind, p store.Properties) store.Properties {
 		out.MaxMessageSizeInKilobytes = p.MaxMessageSizeInKilobytes
 	}
 	switch k {
-	case store.KindQueue, store.KindSubscription:
+	case broker.KindQueue, broker.KindSubscription:
 		out.LockDuration = p.LockDuration
 		out.RequiresSession = p.RequiresSession
 		out.DeadLetteringOnMessageExpiration = p.DeadLetteringOnMessageExpiration
@@ -618,10 +618,10 @@ func project(k store.Kind, p store.Properties) store.Properties {
 		out.ForwardDeadLetteredMessagesToURL = p.ForwardDeadLetteredMessagesToURL
 	}
 	switch k {
-	case store.KindTopic:
+	case broker.KindTopic:
 		out.FilteringMessagesBeforePublishing = p.FilteringMessagesBeforePublishing
 		out.EnableSubscriptionPartitioning = p.EnableSubscriptionPartitioning
-	case store.KindSubscription:
+	case broker.KindSubscription:
 		out.DeadLetteringOnFilterEvaluation = p.DeadLetteringOnFilterEvaluation
 	}
 	return out
@@ -630,7 +630,7 @@ func project(k store.Kind, p store.Properties) store.Properties {
 // echoed is what properties written with host read back as: a forwarding target set by name
 // comes back as the URL sb://host/path (as stored, relative, without a host), one set as a URL
 // as that URL, and a URL without its target not at all.
-func echoed(p store.Properties, host string) store.Properties {
+func echoed(p broker.Properties, host string) broker.Properties {
 	for _, f := range []struct {
 		path string
 		url  *string
@@ -654,10 +654,10 @@ func randomURL(rng *rand.Rand, path string) string {
 	return ""
 }
 
-func randomProps(rng *rand.Rand) store.Properties {
+func randomProps(rng *rand.Rand) broker.Properties {
 	b := func() bool { return rng.IntN(2) == 0 }
-	statuses := []store.Status{store.StatusActive, store.StatusDisabled, store.StatusSendDisabled, store.StatusReceiveDisabled}
-	p := store.Properties{
+	statuses := []broker.Status{broker.StatusActive, broker.StatusDisabled, broker.StatusSendDisabled, broker.StatusReceiveDisabled}
+	p := broker.Properties{
 		LockDuration:                        randomDuration(rng),
 		MaxSizeInMegabytes:                  rng.Int64() - rng.Int64(),
 		RequiresDuplicateDetection:          b(),
@@ -685,7 +685,7 @@ func randomProps(rng *rand.Rand) store.Properties {
 	p.ForwardDeadLetteredMessagesToURL = randomURL(rng, p.ForwardDeadLetteredMessagesTo)
 	rights := []string{"Manage", "Send", "Listen"}
 	for range rng.IntN(4) {
-		r := store.AuthorizationRule{
+		r := broker.AuthorizationRule{
 			KeyName:      strings.TrimSpace(randomText(rng)),
 			PrimaryKey:   "pk" + randomPath(rng),
 			SecondaryKey: "",
@@ -705,7 +705,7 @@ func randomProps(rng *rand.Rand) store.Properties {
 func randomDuration(rng *rand.Rand) time.Duration {
 	switch rng.IntN(5) {
 	case 0:
-		return store.Infinite
+		return broker.Infinite
 	case 1:
 		return time.Duration(rng.Int64N(600)) * time.Second
 	case 2:
@@ -738,10 +738,10 @@ func randomText(rng *rand.Rand) string {
 }
 
 func BenchmarkAppendEntry(b *testing.B) {
-	p := store.DefaultProperties(store.KindQueue)
+	p := broker.DefaultProperties(broker.KindQueue)
 	p.UserMetadata = "some metadata & more"
 	p.ForwardTo = "next"
-	e := store.Entity{Kind: store.KindQueue, Props: p, CreatedAt: t0, UpdatedAt: t0, AccessedAt: t1, Counts: store.Counts{Active: 12, SizeInBytes: 4096}}
+	e := broker.Entity{Kind: broker.KindQueue, Props: p, CreatedAt: t0, UpdatedAt: t0, AccessedAt: t1, Counts: broker.Counts{Active: 12, SizeInBytes: 4096}}
 	info := EntryInfo{ID: "https://localhost:5300/orders?api-version=2021-05", Title: "orders", Published: t0, Updated: t1,
 		Author: "sbgate", SelfHref: "https://localhost:5300/orders?api-version=2021-05"}
 	opts := EncodeOptions{Runtime: true, Host: "localhost:5300"}
@@ -756,7 +756,7 @@ func BenchmarkDecodeProperties(b *testing.B) {
 	body := []byte(jsUpdateQueueBody)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := DecodeProperties(body, store.KindQueue); err != nil {
+		if _, err := DecodeProperties(body, broker.KindQueue); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -766,12 +766,12 @@ func BenchmarkDecodeProperties(b *testing.B) {
 // partitioned queue or topic reports its 16 partitions' total size (4096 → 65536), and an
 // authorization rule without times is written without them, not as 0001-01-01.
 func TestAppendEntryPartitionedSizeAndRuleTimes(t *testing.T) {
-	for _, k := range []store.Kind{store.KindQueue, store.KindTopic} {
-		p := store.DefaultProperties(k)
+	for _, k := range []broker.Kind{broker.KindQueue, broker.KindTopic} {
+		p := broker.DefaultProperties(k)
 		p.MaxSizeInMegabytes = 4096
 		p.EnablePartitioning = true
-		p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "k", PrimaryKey: "p", SecondaryKey: "s", Rights: []string{"Send"}}}
-		e := store.Entity{Kind: k, Props: p}
+		p.AuthorizationRules = []broker.AuthorizationRule{{KeyName: "k", PrimaryKey: "p", SecondaryKey: "s", Rights: []string{"Send"}}}
+		e := broker.Entity{Kind: k, Props: p}
 		out := string(AppendEntry(nil, EntryInfo{ID: "https://h/x", Title: "x"}, &e, EncodeOptions{}))
 		if !strings.Contains(out, "<MaxSizeInMegabytes>65536</MaxSizeInMegabytes>") {
 			t.Errorf("%v: partitioned 4096 MB not written as 65536:\n%s", k, out)

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // decodeEnvelope walks a PUT body and calls desc once for the description inside it, with the
@@ -16,12 +16,12 @@ import (
 // name, used in errors; desc checks the name itself. A body without any element, an entry
 // without content and an empty content never call desc.
 //
-// It returns a *store.Error with CodeBadRequest for a body over 1 MiB, malformed XML, a root that
+// It returns a *broker.Error with CodeBadRequest for a body over 1 MiB, malformed XML, a root that
 // is neither an entry nor a description, more than one description in the content, text or
 // elements after the root, and whatever desc returns.
 func decodeEnvelope(body []byte, want string, desc func(r *reader, start xml.StartElement) error) error {
 	if len(body) > maxBodySize {
-		return store.BadRequest("The request body is larger than %d bytes.", maxBodySize)
+		return broker.BadRequest("The request body is larger than %d bytes.", maxBodySize)
 	}
 	r := newReader(body)
 	var root xml.StartElement
@@ -48,7 +48,7 @@ func decodeEnvelope(body []byte, want string, desc func(r *reader, start xml.Sta
 	case strings.HasSuffix(root.Name.Local, "Description"):
 		err = desc(r, root)
 	default:
-		err = store.BadRequest("The request body must be an Atom entry or a %s, not a %s element.", want, store.Clip(root.Name.Local))
+		err = broker.BadRequest("The request body must be an Atom entry or a %s, not a %s element.", want, broker.Clip(root.Name.Local))
 	}
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func decodeEnvelope(body []byte, want string, desc func(r *reader, start xml.Sta
 			return err
 		}
 		if _, ok := tok.(xml.StartElement); ok {
-			return store.BadRequest("The request body has more than one root element.")
+			return broker.BadRequest("The request body has more than one root element.")
 		}
 		if err := outsideRoot(tok); err != nil {
 			return err
@@ -76,7 +76,7 @@ func decodeEnvelope(body []byte, want string, desc func(r *reader, start xml.Sta
 // comments, a DOCTYPE (encoding/xml never expands its entities) and white space.
 func outsideRoot(tok xml.Token) error {
 	if cd, ok := tok.(xml.CharData); ok && len(bytes.TrimSpace(cd)) != 0 {
-		return store.BadRequest("The request body has text outside its root element.")
+		return broker.BadRequest("The request body has text outside its root element.")
 	}
 	return nil
 }
@@ -115,7 +115,7 @@ func content(r *reader, desc func(r *reader, start xml.StartElement) error) erro
 		switch t := tok.(type) {
 		case xml.StartElement:
 			if found {
-				return store.BadRequest("The entry content holds more than one description.")
+				return broker.BadRequest("The entry content holds more than one description.")
 			}
 			found = true
 			if err := desc(r, t); err != nil {

@@ -6,23 +6,23 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // DescriptionKind tells what a PUT body describes, so the caller knows which entity to create
 // at a path that could hold any: a QueueDescription is a queue, a TopicDescription a topic, a
 // SubscriptionDescription a subscription. A body without a description (empty, or an entry
 // without content) is a queue with every default, which is what `curl -X PUT .../name` means.
-// It returns a *store.Error with CodeBadRequest for malformed XML or another description type.
-func DescriptionKind(body []byte) (store.Kind, error) {
+// It returns a *broker.Error with CodeBadRequest for malformed XML or another description type.
+func DescriptionKind(body []byte) (broker.Kind, error) {
 	if len(body) > maxBodySize {
-		return 0, store.BadRequest("The request body is larger than %d bytes.", maxBodySize)
+		return 0, broker.BadRequest("The request body is larger than %d bytes.", maxBodySize)
 	}
 	r := newReader(body)
 	for {
 		tok, err := r.next()
 		if err == io.EOF {
-			return store.KindQueue, nil
+			return broker.KindQueue, nil
 		}
 		if err != nil {
 			return 0, err
@@ -35,13 +35,13 @@ func DescriptionKind(body []byte) (store.Kind, error) {
 		case name == "entry" || name == "content":
 			continue // descend: the description is inside
 		case name == "QueueDescription":
-			return store.KindQueue, nil
+			return broker.KindQueue, nil
 		case name == "TopicDescription":
-			return store.KindTopic, nil
+			return broker.KindTopic, nil
 		case name == "SubscriptionDescription":
-			return store.KindSubscription, nil
+			return broker.KindSubscription, nil
 		case strings.HasSuffix(name, "Description"):
-			return 0, store.BadRequest("A %s cannot be put here; send a QueueDescription or TopicDescription.", store.Clip(name))
+			return 0, broker.BadRequest("A %s cannot be put here; send a QueueDescription or TopicDescription.", broker.Clip(name))
 		default:
 			if err := r.skip(); err != nil { // <updated>, <title>, ...
 				return 0, err

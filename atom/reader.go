@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // reader is an encoding/xml token stream with a nesting limit. Every token of a body goes through
@@ -27,28 +27,28 @@ func newReader(body []byte) *reader {
 
 // next returns the next token, namespace-resolved (Name.Space holds the URI, whatever the
 // prefix). At the end of the input, outside every element, it returns io.EOF; every other error
-// is a *store.Error with CodeBadRequest, so callers inside an element can return it as it is.
+// is a *broker.Error with CodeBadRequest, so callers inside an element can return it as it is.
 // CharData is only valid until the following call.
 func (r *reader) next() (xml.Token, error) {
 	tok, err := r.d.Token()
 	if err != nil {
 		if err == io.EOF {
 			if r.depth > 0 {
-				return nil, store.BadRequest("The request body is not well-formed XML: it ends inside an element.")
+				return nil, broker.BadRequest("The request body is not well-formed XML: it ends inside an element.")
 			}
 			return nil, io.EOF
 		}
 		var syn *xml.SyntaxError
 		if errors.As(err, &syn) {
-			return nil, store.BadRequest("The request body is not well-formed XML: line %d: %s.", syn.Line, store.Clip(syn.Msg))
+			return nil, broker.BadRequest("The request body is not well-formed XML: line %d: %s.", syn.Line, broker.Clip(syn.Msg))
 		}
-		return nil, store.BadRequest("The request body is not well-formed XML: %s.", store.Clip(err.Error()))
+		return nil, broker.BadRequest("The request body is not well-formed XML: %s.", broker.Clip(err.Error()))
 	}
 	switch t := tok.(type) {
 	case xml.StartElement:
 		r.depth++
 		if r.depth > maxDepth {
-			return nil, store.BadRequest("The request body nests elements deeper than %d levels.", maxDepth)
+			return nil, broker.BadRequest("The request body nests elements deeper than %d levels.", maxDepth)
 		}
 		r.declare(t)
 	case xml.EndElement:
@@ -89,7 +89,7 @@ func (r *reader) text(name string) (string, error) {
 		case xml.CharData:
 			sb.Write(t)
 		case xml.StartElement:
-			return "", store.BadRequest("Element %s must hold a value, not a %s element.", name, store.Clip(t.Name.Local))
+			return "", broker.BadRequest("Element %s must hold a value, not a %s element.", name, broker.Clip(t.Name.Local))
 		case xml.EndElement:
 			return sb.String(), nil
 		}

@@ -11,12 +11,12 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Bounds of the rule codec, besides the body size and nesting depth every decoder has. The
 // expression bound is generous on purpose: the store enforces Service Bus's own limit
-// (store.MaxExpressionLength) with the service's message; this one only keeps hostile input small.
+// (broker.MaxExpressionLength) with the service's message; this one only keeps hostile input small.
 const (
 	maxKeyValues      = 1000     // entries in one Parameters or Properties list
 	maxExpressionText = 64 << 10 // bytes of one SqlExpression
@@ -31,19 +31,19 @@ const (
 const ruleDescriptionName = "RuleDescription"
 
 // DecodeSubscription parses a PUT body for a subscription: its properties (like DecodeProperties with
-// store.KindSubscription) and the DefaultRuleDescription if the body has one (nil otherwise). A default rule
-// without a Name gets store.DefaultRuleName; a default rule without Action (Go omits it) has Action nil.
+// broker.KindSubscription) and the DefaultRuleDescription if the body has one (nil otherwise). A default rule
+// without a Name gets broker.DefaultRuleName; a default rule without Action (Go omits it) has Action nil.
 //
 // The default rule is read as DecodeRule reads a RuleDescription. It returns the errors of
-// DecodeProperties and DecodeRule, and a *store.Error with CodeBadRequest for a description with
+// DecodeProperties and DecodeRule, and a *broker.Error with CodeBadRequest for a description with
 // more than one DefaultRuleDescription. An xsi:nil DefaultRuleDescription counts as absent.
-func DecodeSubscription(body []byte) (store.Properties, *store.Rule, error) {
-	p := store.DefaultProperties(store.KindSubscription)
-	var rule *store.Rule
-	d := descDecoder{kind: store.KindSubscription, fields: kindFields[store.KindSubscription], props: &p,
+func DecodeSubscription(body []byte) (broker.Properties, *broker.Rule, error) {
+	p := broker.DefaultProperties(broker.KindSubscription)
+	var rule *broker.Rule
+	d := descDecoder{kind: broker.KindSubscription, fields: kindFields[broker.KindSubscription], props: &p,
 		onDefaultRule: func(r *reader, _ xml.StartElement) error {
 			if rule != nil {
-				return store.BadRequest("The SubscriptionDescription holds more than one DefaultRuleDescription.")
+				return broker.BadRequest("The SubscriptionDescription holds more than one DefaultRuleDescription.")
 			}
 			got, name, err := readRule(r)
 			if err != nil {
@@ -51,13 +51,13 @@ func DecodeSubscription(body []byte) (store.Properties, *store.Rule, error) {
 			}
 			got.Name = name
 			if got.Name == "" {
-				got.Name = store.DefaultRuleName
+				got.Name = broker.DefaultRuleName
 			}
 			rule = &got
 			return nil
 		}}
 	if err := d.decode(body); err != nil {
-		return store.Properties{}, nil, err
+		return broker.Properties{}, nil, err
 	}
 	return p, rule, nil
 }
@@ -73,8 +73,8 @@ func DecodeSubscription(body []byte) (store.Properties, *store.Rule, error) {
 // unsignedInt/unsignedLong → int64, double/float/decimal → float64, boolean → bool, dateTime → time.Time (ISO 8601),
 // duration → time.Duration (XML duration); in the http://schemas.microsoft.com/2003/10/Serialization/ namespace
 // duration → time.Duration and guid → string; anything else → bad request. Each value keeps the type it was declared
-// with in store.Property.Type ("long", "ser:guid"; "string" without xsi:type), which AppendRuleEntry writes back. Keys keep their spelling
-// (with the leading @ for SQL parameters). Errors: *store.Error CodeBadRequest naming the element. No semantic validation of the
+// with in broker.Property.Type ("long", "ser:guid"; "string" without xsi:type), which AppendRuleEntry writes back. Keys keep their spelling
+// (with the leading @ for SQL parameters). Errors: *broker.Error CodeBadRequest naming the element. No semantic validation of the
 // SQL (the store compiles it). Limits: body ≤ 1 MiB, depth ≤ 32, ≤ 1000 parameters/properties, expression text ≤ 64 KiB here.
 //
 // Details beyond the above:
@@ -101,42 +101,42 @@ func DecodeSubscription(body []byte) (store.Properties, *store.Rule, error) {
 //     double keeps (it is evaluated as one); a guid is any GUID form and is kept as sent.
 //   - CreatedAt and other read-only or unknown elements are ignored; the result's CreatedAt is
 //     zero.
-func DecodeRule(body []byte, name string) (store.Rule, error) {
-	rule := store.Rule{Filter: trueFilter()}
+func DecodeRule(body []byte, name string) (broker.Rule, error) {
+	rule := broker.Rule{Filter: trueFilter()}
 	var bodyName string
 	err := decodeEnvelope(body, ruleDescriptionName, func(r *reader, start xml.StartElement) error {
 		if start.Name.Local != ruleDescriptionName {
-			return store.BadRequest("The request body contains a %s, but a %s was expected.", store.Clip(start.Name.Local), ruleDescriptionName)
+			return broker.BadRequest("The request body contains a %s, but a %s was expected.", broker.Clip(start.Name.Local), ruleDescriptionName)
 		}
 		var err error
 		rule, bodyName, err = readRule(r)
 		return err
 	})
 	if err != nil {
-		return store.Rule{}, err
+		return broker.Rule{}, err
 	}
 	switch {
 	case name == "" && bodyName == "":
-		return store.Rule{}, store.BadRequest("The rule has no name: give it in the URL or in the Name element.")
+		return broker.Rule{}, broker.BadRequest("The rule has no name: give it in the URL or in the Name element.")
 	case name == "":
 		rule.Name = bodyName
 	case bodyName != "" && !strings.EqualFold(bodyName, name):
-		return store.Rule{}, store.BadRequest("The Name element '%s' does not match the rule name '%s' in the URL.", store.Clip(bodyName), store.Clip(name))
+		return broker.Rule{}, broker.BadRequest("The Name element '%s' does not match the rule name '%s' in the URL.", broker.Clip(bodyName), broker.Clip(name))
 	default:
 		rule.Name = name
 	}
 	return rule, nil
 }
 
-func trueFilter() store.RuleFilter {
-	return store.RuleFilter{Kind: store.FilterTrue, SQLExpression: "1=1"}
+func trueFilter() broker.RuleFilter {
+	return broker.RuleFilter{Kind: broker.FilterTrue, SQLExpression: "1=1"}
 }
 
 // readRule reads the children of a RuleDescription or DefaultRuleDescription whose start tag was
 // just read, through its end tag. It returns the rule without its name and the trimmed text of
 // the <Name> element ("" when absent).
-func readRule(r *reader) (store.Rule, string, error) {
-	rule := store.Rule{Filter: trueFilter()}
+func readRule(r *reader) (broker.Rule, string, error) {
+	rule := broker.Rule{Filter: trueFilter()}
 	var (
 		name                             string
 		seenFilter, seenAction, seenName bool
@@ -144,7 +144,7 @@ func readRule(r *reader) (store.Rule, string, error) {
 	for {
 		tok, err := r.next()
 		if err != nil {
-			return store.Rule{}, "", err
+			return broker.Rule{}, "", err
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
@@ -169,7 +169,7 @@ func readRule(r *reader) (store.Rule, string, error) {
 				err = r.skip()
 			}
 			if err != nil {
-				return store.Rule{}, "", err
+				return broker.Rule{}, "", err
 			}
 		case xml.EndElement:
 			return rule, name, nil
@@ -180,7 +180,7 @@ func readRule(r *reader) (store.Rule, string, error) {
 // once reports a repeated element: the last copy silently winning would hide a client's mistake.
 func once(seen *bool, elem, owner string) error {
 	if *seen {
-		return store.BadRequest("The %s has more than one %s element.", owner, elem)
+		return broker.BadRequest("The %s has more than one %s element.", owner, elem)
 	}
 	*seen = true
 	return nil
@@ -190,7 +190,7 @@ func once(seen *bool, elem, owner string) error {
 type sqlParts struct {
 	owner      string // "Filter" or "Action", for errors
 	expr       string
-	params     []store.Property
+	params     []broker.Property
 	seenExpr   bool
 	seenParams bool
 }
@@ -207,7 +207,7 @@ func (s *sqlParts) read(r *reader, child xml.StartElement) (bool, error) {
 			return true, err
 		}
 		if len(v) > maxExpressionText {
-			return true, store.BadRequest("The SqlExpression of the %s is longer than %d bytes.", s.owner, maxExpressionText)
+			return true, broker.BadRequest("The SqlExpression of the %s is longer than %d bytes.", s.owner, maxExpressionText)
 		}
 		s.expr = v
 		return true, nil
@@ -228,23 +228,23 @@ func (s *sqlParts) read(r *reader, child xml.StartElement) (bool, error) {
 func (s *sqlParts) hasExpr() bool { return strings.TrimSpace(s.expr) != "" }
 
 // readFilter reads a <Filter> whose start tag was just read.
-func readFilter(r *reader, start xml.StartElement) (store.RuleFilter, error) {
+func readFilter(r *reader, start xml.StartElement) (broker.RuleFilter, error) {
 	typ, _ := xsiType(start.Attr)
 	sql := sqlParts{owner: "Filter"}
 	var (
-		corr                store.CorrelationFilter
+		corr                broker.CorrelationFilter
 		hasCorr, seenCProps bool
 	)
 	for {
 		tok, err := r.next()
 		if err != nil {
-			return store.RuleFilter{}, err
+			return broker.RuleFilter{}, err
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
 			handled, err := sql.read(r, t)
 			if err != nil {
-				return store.RuleFilter{}, err
+				return broker.RuleFilter{}, err
 			}
 			if handled {
 				continue
@@ -252,23 +252,23 @@ func readFilter(r *reader, start xml.StartElement) (store.RuleFilter, error) {
 			name := t.Name.Local
 			if dst := correlationField(&corr, name); dst != nil {
 				if *dst, err = r.text(name); err != nil {
-					return store.RuleFilter{}, err
+					return broker.RuleFilter{}, err
 				}
 				hasCorr = true
 				continue
 			}
 			if name == "Properties" {
 				if err := once(&seenCProps, "Properties", "Filter"); err != nil {
-					return store.RuleFilter{}, err
+					return broker.RuleFilter{}, err
 				}
 				if corr.Properties, err = readKeyValues(r, "Properties of the Filter"); err != nil {
-					return store.RuleFilter{}, err
+					return broker.RuleFilter{}, err
 				}
 				hasCorr = true
 				continue
 			}
 			if err := r.skip(); err != nil {
-				return store.RuleFilter{}, err
+				return broker.RuleFilter{}, err
 			}
 		case xml.EndElement:
 			return buildFilter(typ, &sql, &corr, hasCorr)
@@ -277,7 +277,7 @@ func readFilter(r *reader, start xml.StartElement) (store.RuleFilter, error) {
 }
 
 // correlationField returns the field of c that element name sets, or nil.
-func correlationField(c *store.CorrelationFilter, name string) *string {
+func correlationField(c *broker.CorrelationFilter, name string) *string {
 	switch name {
 	case "CorrelationId":
 		return &c.CorrelationID
@@ -299,36 +299,36 @@ func correlationField(c *store.CorrelationFilter, name string) *string {
 	return nil
 }
 
-func buildFilter(typ string, sql *sqlParts, corr *store.CorrelationFilter, hasCorr bool) (store.RuleFilter, error) {
+func buildFilter(typ string, sql *sqlParts, corr *broker.CorrelationFilter, hasCorr bool) (broker.RuleFilter, error) {
 	if typ == "" {
 		switch {
 		case hasCorr:
-			typ = string(store.FilterCorrelation)
+			typ = string(broker.FilterCorrelation)
 		case sql.hasExpr():
-			typ = string(store.FilterSQL)
+			typ = string(broker.FilterSQL)
 		default:
-			typ = string(store.FilterTrue)
+			typ = string(broker.FilterTrue)
 		}
 	}
 	switch {
 	case strings.EqualFold(typ, "SqlFilter"), strings.EqualFold(typ, "SqlFilterExpression"):
 		if !sql.hasExpr() {
-			return store.RuleFilter{}, store.BadRequest("The SqlFilter has no SqlExpression.")
+			return broker.RuleFilter{}, broker.BadRequest("The SqlFilter has no SqlExpression.")
 		}
-		return store.RuleFilter{Kind: store.FilterSQL, SQLExpression: sql.expr, Parameters: sql.params}, nil
+		return broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: sql.expr, Parameters: sql.params}, nil
 	case strings.EqualFold(typ, "TrueFilter"):
 		return trueFilter(), nil
 	case strings.EqualFold(typ, "FalseFilter"):
-		return store.RuleFilter{Kind: store.FilterFalse, SQLExpression: "1=0"}, nil
+		return broker.RuleFilter{Kind: broker.FilterFalse, SQLExpression: "1=0"}, nil
 	case strings.EqualFold(typ, "CorrelationFilter"), strings.EqualFold(typ, "CorrelationFilterExpression"):
 		c := *corr
-		return store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &c}, nil
+		return broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &c}, nil
 	}
-	return store.RuleFilter{}, store.BadRequest("The Filter type '%s' is not supported; use SqlFilter, TrueFilter, FalseFilter or CorrelationFilter.", store.Clip(typ))
+	return broker.RuleFilter{}, broker.BadRequest("The Filter type '%s' is not supported; use SqlFilter, TrueFilter, FalseFilter or CorrelationFilter.", broker.Clip(typ))
 }
 
 // readAction reads an <Action> whose start tag was just read; nil is EmptyRuleAction.
-func readAction(r *reader, start xml.StartElement) (*store.RuleAction, error) {
+func readAction(r *reader, start xml.StartElement) (*broker.RuleAction, error) {
 	typ, _ := xsiType(start.Attr)
 	sql := sqlParts{owner: "Action"}
 	for {
@@ -353,7 +353,7 @@ func readAction(r *reader, start xml.StartElement) (*store.RuleAction, error) {
 	}
 }
 
-func buildAction(typ string, sql *sqlParts) (*store.RuleAction, error) {
+func buildAction(typ string, sql *sqlParts) (*broker.RuleAction, error) {
 	switch {
 	case typ == "":
 		if !sql.hasExpr() {
@@ -364,19 +364,19 @@ func buildAction(typ string, sql *sqlParts) (*store.RuleAction, error) {
 	case strings.EqualFold(typ, "SqlRuleAction"), strings.EqualFold(typ, "SqlFilterAction"),
 		strings.EqualFold(typ, "SqlFilterExpression"): // azure-sb's name for a SQL action
 		if !sql.hasExpr() {
-			return nil, store.BadRequest("The SqlRuleAction has no SqlExpression.")
+			return nil, broker.BadRequest("The SqlRuleAction has no SqlExpression.")
 		}
 	default:
-		return nil, store.BadRequest("The Action type '%s' is not supported; use SqlRuleAction or EmptyRuleAction.", store.Clip(typ))
+		return nil, broker.BadRequest("The Action type '%s' is not supported; use SqlRuleAction or EmptyRuleAction.", broker.Clip(typ))
 	}
-	return &store.RuleAction{SQLExpression: sql.expr, Parameters: sql.params}, nil
+	return &broker.RuleAction{SQLExpression: sql.expr, Parameters: sql.params}, nil
 }
 
 // readKeyValues reads a list of <KeyValueOfstringanyType> (Parameters or Properties) whose start
 // tag was just read. list names it in errors. Other children are ignored.
-func readKeyValues(r *reader, list string) ([]store.Property, error) {
+func readKeyValues(r *reader, list string) ([]broker.Property, error) {
 	var (
-		props []store.Property
+		props []broker.Property
 		keys  map[string]struct{}
 	)
 	for {
@@ -393,7 +393,7 @@ func readKeyValues(r *reader, list string) ([]store.Property, error) {
 				continue
 			}
 			if len(props) == maxKeyValues {
-				return nil, store.BadRequest("The %s hold more than %d entries.", list, maxKeyValues)
+				return nil, broker.BadRequest("The %s hold more than %d entries.", list, maxKeyValues)
 			}
 			p, err := readKeyValue(r, list)
 			if err != nil {
@@ -403,7 +403,7 @@ func readKeyValues(r *reader, list string) ([]store.Property, error) {
 				keys = make(map[string]struct{})
 			}
 			if _, dup := keys[p.Name]; dup {
-				return nil, store.BadRequest("The key '%s' appears more than once in the %s.", store.Clip(p.Name), list)
+				return nil, broker.BadRequest("The key '%s' appears more than once in the %s.", broker.Clip(p.Name), list)
 			}
 			keys[p.Name] = struct{}{}
 			props = append(props, p)
@@ -414,15 +414,15 @@ func readKeyValues(r *reader, list string) ([]store.Property, error) {
 }
 
 // readKeyValue reads one <KeyValueOfstringanyType> whose start tag was just read.
-func readKeyValue(r *reader, list string) (store.Property, error) {
+func readKeyValue(r *reader, list string) (broker.Property, error) {
 	var (
-		p                  store.Property
+		p                  broker.Property
 		seenKey, seenValue bool
 	)
 	for {
 		tok, err := r.next()
 		if err != nil {
-			return store.Property{}, err
+			return broker.Property{}, err
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
@@ -433,7 +433,7 @@ func readKeyValue(r *reader, list string) (store.Property, error) {
 				}
 			case "Value":
 				if err = once(&seenValue, "Value", "KeyValueOfstringanyType in the "+list); err == nil {
-					var v store.Property
+					var v broker.Property
 					v, err = readValue(r, t, p.Name, list)
 					p.Value, p.Type = v.Value, v.Type
 				}
@@ -441,14 +441,14 @@ func readKeyValue(r *reader, list string) (store.Property, error) {
 				err = r.skip()
 			}
 			if err != nil {
-				return store.Property{}, err
+				return broker.Property{}, err
 			}
 		case xml.EndElement:
 			switch {
 			case p.Name == "":
-				return store.Property{}, store.BadRequest("A KeyValueOfstringanyType in the %s has no Key.", list)
+				return broker.Property{}, broker.BadRequest("A KeyValueOfstringanyType in the %s has no Key.", list)
 			case !seenValue:
-				return store.Property{}, store.BadRequest("The key '%s' in the %s has no Value.", store.Clip(p.Name), list)
+				return broker.Property{}, broker.BadRequest("The key '%s' in the %s has no Value.", broker.Clip(p.Name), list)
 			}
 			return p, nil
 		}
@@ -470,7 +470,7 @@ const (
 
 // xsdValueKinds maps the XML Schema types a value may be declared with. Every integer type
 // becomes int64, every floating-point type float64; the declared type is kept beside the value
-// (store.Property.Type) and written back.
+// (broker.Property.Type) and written back.
 var xsdValueKinds = map[string]valueKind{
 	"string":        valueString,
 	"int":           valueInt,
@@ -499,31 +499,31 @@ var serValueKinds = map[string]valueKind{
 // readValue reads a <Value> whose start tag was just read and converts it by its xsi:type. key
 // (possibly still unknown, when Value precedes Key) and list name it in errors. The result
 // carries the declared type ("string" when there is no xsi:type) but no name.
-func readValue(r *reader, start xml.StartElement, key, list string) (store.Property, error) {
+func readValue(r *reader, start xml.StartElement, key, list string) (broker.Property, error) {
 	elem := "Value"
 	if key != "" {
-		elem = "Value of key '" + store.Clip(key) + "'"
+		elem = "Value of key '" + broker.Clip(key) + "'"
 	}
 	if isNil(start.Attr) {
-		return store.Property{}, store.BadRequest("The %s in the %s is null; values must be set.", elem, list)
+		return broker.Property{}, broker.BadRequest("The %s in the %s is null; values must be set.", elem, list)
 	}
 	declared, kind := "string", valueString
 	if typ, ok := rawXSIType(start.Attr); ok {
 		// Resolve now: the Value's own declarations go out of scope with its end tag.
 		var err error
 		if declared, kind, err = r.valueTypeOf(typ); err != nil {
-			return store.Property{}, store.BadRequest("The %s in the %s has an unsupported type '%s': %v.", elem, list, store.Clip(typ), err)
+			return broker.Property{}, broker.BadRequest("The %s in the %s has an unsupported type '%s': %v.", elem, list, broker.Clip(typ), err)
 		}
 	}
 	text, err := r.text("Value")
 	if err != nil {
-		return store.Property{}, err
+		return broker.Property{}, err
 	}
 	v, err := convertValue(declared, kind, text)
 	if err != nil {
-		return store.Property{}, store.BadRequest("The %s in the %s is not valid: '%s' %v.", elem, list, store.Clip(text), err)
+		return broker.Property{}, broker.BadRequest("The %s in the %s is not valid: '%s' %v.", elem, list, broker.Clip(text), err)
 	}
-	return store.Property{Value: v, Type: declared}, nil
+	return broker.Property{Value: v, Type: declared}, nil
 }
 
 // rawXSIType returns the xsi:type attribute's value as written, prefix included.
@@ -537,7 +537,7 @@ func rawXSIType(attrs []xml.Attr) (string, bool) {
 }
 
 // valueTypeOf resolves a QName such as "d6p1:int" by the namespace its prefix is bound to here,
-// and returns the declared type as store.Property.Type spells it ("int", "ser:duration").
+// and returns the declared type as broker.Property.Type spells it ("int", "ser:duration").
 // An unprefixed name and the conventional prefixes xs and xsd, when undeclared, are read in the
 // XML Schema namespace: hand-written bodies use them, and nothing else could be meant.
 func (r *reader) valueTypeOf(qname string) (string, valueKind, error) {
@@ -704,7 +704,7 @@ func normalizeDecimal(s string) (string, bool) {
 }
 
 // parseSignedDuration is ParseDuration that also takes a leading '-': entity durations are never
-// negative, but a TimeSpan parameter may be. A negative infinite value is -store.Infinite.
+// negative, but a TimeSpan parameter may be. A negative infinite value is -broker.Infinite.
 func parseSignedDuration(s string) (time.Duration, error) {
 	neg := strings.HasPrefix(s, "-")
 	if neg {

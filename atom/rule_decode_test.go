@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Rule bodies in the shapes real clients send (protocol.md §4.8, §8; the SDK sources cited
@@ -57,10 +57,10 @@ const bareRuleBody = `<RuleDescription xmlns="http://schemas.microsoft.com/netse
 
 // props builds properties from name, value pairs; a value given as x(type, v) is declared with
 // that type.
-func props(kv ...any) []store.Property {
-	var out []store.Property
+func props(kv ...any) []broker.Property {
+	var out []broker.Property
 	for i := 0; i < len(kv); i += 2 {
-		p := store.Property{Name: kv[i].(string), Value: kv[i+1]}
+		p := broker.Property{Name: kv[i].(string), Value: kv[i+1]}
 		if d, ok := p.Value.(declared); ok {
 			p.Value, p.Type = d.v, d.typ
 		}
@@ -74,54 +74,54 @@ type declared struct {
 	v   any
 }
 
-// x declares v with the type typ, as store.Property.Type spells it.
+// x declares v with the type typ, as broker.Property.Type spells it.
 func x(typ string, v any) declared { return declared{typ, v} }
 
-func sqlFilter(expr string, params ...any) store.RuleFilter {
-	return store.RuleFilter{Kind: store.FilterSQL, SQLExpression: expr, Parameters: props(params...)}
+func sqlFilter(expr string, params ...any) broker.RuleFilter {
+	return broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: expr, Parameters: props(params...)}
 }
 
-func sqlAction(expr string, params ...any) *store.RuleAction {
-	return &store.RuleAction{SQLExpression: expr, Parameters: props(params...)}
+func sqlAction(expr string, params ...any) *broker.RuleAction {
+	return &broker.RuleAction{SQLExpression: expr, Parameters: props(params...)}
 }
 
 var ruleBodies = []struct {
 	name, body, urlName string
-	want                store.Rule
+	want                broker.Rule
 }{
-	{"azure-sb sql filter", azureSBRuleBody, "big-orders", store.Rule{Name: "big-orders",
+	{"azure-sb sql filter", azureSBRuleBody, "big-orders", broker.Rule{Name: "big-orders",
 		Filter: sqlFilter("sys.Label = 'order' AND amount > 100")}},
-	{"azure-sb sql action", azureSBActionRuleBody, "tag", store.Rule{Name: "tag",
+	{"azure-sb sql action", azureSBActionRuleBody, "tag", broker.Rule{Name: "tag",
 		Filter: trueFilter(), Action: sqlAction("SET sys.Label = 'seen'")}},
-	{"legacy SqlFilterExpression", legacyRuleBody, "blue", store.Rule{Name: "blue", Filter: sqlFilter("color = 'blue'")}},
-	{"js correlation", jsCorrelationRuleBody, "big-orders", store.Rule{Name: "big-orders",
-		Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
+	{"legacy SqlFilterExpression", legacyRuleBody, "blue", broker.Rule{Name: "blue", Filter: sqlFilter("color = 'blue'")}},
+	{"js correlation", jsCorrelationRuleBody, "big-orders", broker.Rule{Name: "big-orders",
+		Filter: broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{
 			CorrelationID: "abc", Label: "order", ContentType: "application/json",
 			Properties: props("amount", x("double", 100.0), "ratio", x("double", 0.25), "rush", x("boolean", true))}}}},
-	{"js sql with action", jsSQLRuleBody, "Recent", store.Rule{Name: "Recent",
+	{"js sql with action", jsSQLRuleBody, "Recent", broker.Rule{Name: "Recent",
 		Filter: sqlFilter("sys.EnqueuedTimeUtc > @since", "@since", x("dateTime", time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC))),
 		Action: sqlAction("SET priority = @p", "@p", x("double", 1.5))}},
-	{"go sql parameters", goRuleBody, "big-orders", store.Rule{Name: "big-orders",
+	{"go sql parameters", goRuleBody, "big-orders", broker.Rule{Name: "big-orders",
 		Filter: sqlFilter("amount > @min AND ratio < @max", "@min", x("int", int64(100)), "@max", x("double", 0.75))}},
-	{"go false filter with action", goActionRuleBody, "none", store.Rule{Name: "none",
-		Filter: store.RuleFilter{Kind: store.FilterFalse, SQLExpression: "1=0"}, Action: sqlAction("SET checked = TRUE")}},
-	{"go nameless to Rules/", goActionRuleBody, "", store.Rule{Name: "none",
-		Filter: store.RuleFilter{Kind: store.FilterFalse, SQLExpression: "1=0"}, Action: sqlAction("SET checked = TRUE")}},
-	{"python", pythonRuleBody, "rule1", store.Rule{Name: "rule1",
+	{"go false filter with action", goActionRuleBody, "none", broker.Rule{Name: "none",
+		Filter: broker.RuleFilter{Kind: broker.FilterFalse, SQLExpression: "1=0"}, Action: sqlAction("SET checked = TRUE")}},
+	{"go nameless to Rules/", goActionRuleBody, "", broker.Rule{Name: "none",
+		Filter: broker.RuleFilter{Kind: broker.FilterFalse, SQLExpression: "1=0"}, Action: sqlAction("SET checked = TRUE")}},
+	{"python", pythonRuleBody, "rule1", broker.Rule{Name: "rule1",
 		Filter: sqlFilter("color = @color", "@color", x("string", "blue ")),
 		Action: sqlAction("SET quantity = @q; SET wait = @wait; SET at = @at",
 			"@q", x("long", int64(3000000000)), "@wait", x("duration", 26*time.Hour), "@at", x("dateTime", time.Date(2021, 1, 1, 8, 20, 30, 123456000, time.UTC)))}},
-	{"dotnet", dotnetRuleBody, "big", store.Rule{Name: "big",
-		Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
+	{"dotnet", dotnetRuleBody, "big", broker.Rule{Name: "big",
+		Filter: broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{
 			MessageID: "m-1", To: "warehouse", ReplyTo: "back", SessionID: "s1", ReplyToSessionID: "s2",
 			Properties: props("size", x("long", int64(5000000000)), "count", x("int", int64(-7)))}},
 		Action: sqlAction("SET ttl = @ttl; SET back = @back", "@ttl", x("ser:duration", 90*time.Minute), "@back", x("duration", -500*time.Millisecond))}},
-	{"dotnet empty parameters", dotnetEmptyParamsRuleBody, "a", store.Rule{Name: "a", Filter: sqlFilter("a = 1")}},
-	{"bare, xs: prefix, untyped value", bareRuleBody, "r", store.Rule{Name: "r",
+	{"dotnet empty parameters", dotnetEmptyParamsRuleBody, "a", broker.Rule{Name: "a", Filter: sqlFilter("a = 1")}},
+	{"bare, xs: prefix, untyped value", bareRuleBody, "r", broker.Rule{Name: "r",
 		Filter: sqlFilter("a = @a", "@a", x("int", int64(1)), "@b", x("string", "text"))}},
-	{"empty body", "", "r", store.TrueRule("r")},
-	{"entry without content", `<entry xmlns="http://www.w3.org/2005/Atom"><title>r</title></entry>`, "r", store.TrueRule("r")},
-	{"empty description", `<RuleDescription/>`, "r", store.TrueRule("r")},
+	{"empty body", "", "r", broker.TrueRule("r")},
+	{"entry without content", `<entry xmlns="http://www.w3.org/2005/Atom"><title>r</title></entry>`, "r", broker.TrueRule("r")},
+	{"empty description", `<RuleDescription/>`, "r", broker.TrueRule("r")},
 }
 
 func TestDecodeRuleClientBodies(t *testing.T) {
@@ -146,53 +146,53 @@ func TestDecodeRuleVariants(t *testing.T) {
 	}
 	tests := []struct {
 		name, body string
-		want       store.Rule
+		want       broker.Rule
 	}{
 		{"untyped filter with correlation fields", head + `<Filter><CorrelationId>c</CorrelationId></Filter></RuleDescription>`,
-			store.Rule{Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{CorrelationID: "c"}}}},
+			broker.Rule{Filter: broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{CorrelationID: "c"}}}},
 		{"untyped filter with expression", head + `<Filter><SqlExpression>a=1</SqlExpression></Filter></RuleDescription>`,
-			store.Rule{Filter: sqlFilter("a=1")}},
-		{"untyped empty filter", head + `<Filter/></RuleDescription>`, store.Rule{Filter: trueFilter()}},
+			broker.Rule{Filter: sqlFilter("a=1")}},
+		{"untyped empty filter", head + `<Filter/></RuleDescription>`, broker.Rule{Filter: trueFilter()}},
 		{"untyped action with expression", head + `<Action><SqlExpression>SET a=1</SqlExpression></Action></RuleDescription>`,
-			store.Rule{Filter: trueFilter(), Action: sqlAction("SET a=1")}},
-		{"untyped empty action", head + `<Action/></RuleDescription>`, store.Rule{Filter: trueFilter()}},
-		{"nil filter and action", head + `<Filter i:nil="true"/><Action i:nil="true"/></RuleDescription>`, store.Rule{Filter: trueFilter()}},
+			broker.Rule{Filter: trueFilter(), Action: sqlAction("SET a=1")}},
+		{"untyped empty action", head + `<Action/></RuleDescription>`, broker.Rule{Filter: trueFilter()}},
+		{"nil filter and action", head + `<Filter i:nil="true"/><Action i:nil="true"/></RuleDescription>`, broker.Rule{Filter: trueFilter()}},
 		{"TrueFilter ignores its expression", head + `<Filter i:type="TrueFilter"><SqlExpression>a=1</SqlExpression></Filter></RuleDescription>`,
-			store.Rule{Filter: trueFilter()}},
+			broker.Rule{Filter: trueFilter()}},
 		{"legacy correlation and action names", head + `<Filter i:type="CorrelationFilterExpression"><CorrelationId>c</CorrelationId></Filter><Action i:type="SqlFilterAction"><SqlExpression>SET a=1</SqlExpression></Action></RuleDescription>`,
-			store.Rule{Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{CorrelationID: "c"}}, Action: sqlAction("SET a=1")}},
+			broker.Rule{Filter: broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{CorrelationID: "c"}}, Action: sqlAction("SET a=1")}},
 		{"typed filter name with prefix", head + `<Filter i:type="d2p1:SqlFilter" xmlns:d2p1="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><SqlExpression>a=1</SqlExpression></Filter></RuleDescription>`,
-			store.Rule{Filter: sqlFilter("a=1")}},
+			broker.Rule{Filter: sqlFilter("a=1")}},
 		{"expression kept verbatim", head + `<Filter i:type="SqlFilter"><SqlExpression>  a = 'x&amp;y'&#xD;</SqlExpression><RequiresPreprocessing>false</RequiresPreprocessing></Filter></RuleDescription>`,
-			store.Rule{Filter: sqlFilter("  a = 'x&y'\r")}},
+			broker.Rule{Filter: sqlFilter("  a = 'x&y'\r")}},
 		{"prefix declared on an ancestor", `<RuleDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" xmlns:i="http://www.w3.org/2001/XMLSchema-instance" xmlns:q="http://www.w3.org/2001/XMLSchema"><Filter i:type="SqlFilter"><SqlExpression>x</SqlExpression><Parameters><KeyValueOfstringanyType><Key>@v</Key><Value i:type="q:short">12</Value></KeyValueOfstringanyType></Parameters></Filter></RuleDescription>`,
-			store.Rule{Filter: sqlFilter("x", "@v", x("short", int64(12)))}},
+			broker.Rule{Filter: sqlFilter("x", "@v", x("short", int64(12)))}},
 		{"prefix shadowed, then restored", `<RuleDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" xmlns:i="http://www.w3.org/2001/XMLSchema-instance" xmlns:d="http://www.w3.org/2001/XMLSchema"><Filter i:type="SqlFilter"><SqlExpression>x</SqlExpression><Parameters><KeyValueOfstringanyType xmlns:d="urn:other"><Key>@a</Key><Value i:type="e:long" xmlns:e="http://www.w3.org/2001/XMLSchema">1</Value></KeyValueOfstringanyType><KeyValueOfstringanyType><Key>@b</Key><Value i:type="d:long">2</Value></KeyValueOfstringanyType></Parameters></Filter></RuleDescription>`,
-			store.Rule{Filter: sqlFilter("x", "@a", x("long", int64(1)), "@b", x("long", int64(2)))}},
+			broker.Rule{Filter: sqlFilter("x", "@a", x("long", int64(1)), "@b", x("long", int64(2)))}},
 		{"Value before Key", head + `<Filter i:type="SqlFilter"><SqlExpression>x</SqlExpression><Parameters><KeyValueOfstringanyType><Value i:type="d:boolean" xmlns:d="http://www.w3.org/2001/XMLSchema">1</Value><Key>@v</Key></KeyValueOfstringanyType></Parameters></Filter></RuleDescription>`,
-			store.Rule{Filter: sqlFilter("x", "@v", x("boolean", true))}},
-		{"byte", value(`i:type="d:byte" xmlns:d="http://www.w3.org/2001/XMLSchema"`, " +5 "), store.Rule{Filter: sqlFilter("x", "@v", x("byte", int64(5)))}},
-		{"float", value(`i:type="d:float" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "1E-07"), store.Rule{Filter: sqlFilter("x", "@v", x("float", 1e-7))}},
-		{"decimal", value(`i:type="d:decimal" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "-12.50"), store.Rule{Filter: sqlFilter("x", "@v", x("decimal", -12.5))}},
-		{"boolean False", value(`i:type="d:boolean" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "False"), store.Rule{Filter: sqlFilter("x", "@v", x("boolean", false))}},
+			broker.Rule{Filter: sqlFilter("x", "@v", x("boolean", true))}},
+		{"byte", value(`i:type="d:byte" xmlns:d="http://www.w3.org/2001/XMLSchema"`, " +5 "), broker.Rule{Filter: sqlFilter("x", "@v", x("byte", int64(5)))}},
+		{"float", value(`i:type="d:float" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "1E-07"), broker.Rule{Filter: sqlFilter("x", "@v", x("float", 1e-7))}},
+		{"decimal", value(`i:type="d:decimal" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "-12.50"), broker.Rule{Filter: sqlFilter("x", "@v", x("decimal", -12.5))}},
+		{"boolean False", value(`i:type="d:boolean" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "False"), broker.Rule{Filter: sqlFilter("x", "@v", x("boolean", false))}},
 		{"dateTime without zone", value(`i:type="d:dateTime" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "2020-09-29T08:36:11.3692415"),
-			store.Rule{Filter: sqlFilter("x", "@v", x("dateTime", time.Date(2020, 9, 29, 8, 36, 11, 369241500, time.UTC)))}},
+			broker.Rule{Filter: sqlFilter("x", "@v", x("dateTime", time.Date(2020, 9, 29, 8, 36, 11, 369241500, time.UTC)))}},
 		{"infinite duration", value(`i:type="d:duration" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "P10675199DT2H48M5.4775807S"),
-			store.Rule{Filter: sqlFilter("x", "@v", x("duration", store.Infinite))}},
-		{"empty string", value(`i:type="d:string" xmlns:d="http://www.w3.org/2001/XMLSchema"`, ""), store.Rule{Filter: sqlFilter("x", "@v", x("string", ""))}},
-		{"CDATA string", value(`i:type="d:string" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "<![CDATA[<a>]]>"), store.Rule{Filter: sqlFilter("x", "@v", x("string", "<a>"))}},
-		{"unprefixed type", value(`i:type="int"`, "3"), store.Rule{Filter: sqlFilter("x", "@v", x("int", int64(3)))}},
+			broker.Rule{Filter: sqlFilter("x", "@v", x("duration", broker.Infinite))}},
+		{"empty string", value(`i:type="d:string" xmlns:d="http://www.w3.org/2001/XMLSchema"`, ""), broker.Rule{Filter: sqlFilter("x", "@v", x("string", ""))}},
+		{"CDATA string", value(`i:type="d:string" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "<![CDATA[<a>]]>"), broker.Rule{Filter: sqlFilter("x", "@v", x("string", "<a>"))}},
+		{"unprefixed type", value(`i:type="int"`, "3"), broker.Rule{Filter: sqlFilter("x", "@v", x("int", int64(3)))}},
 		// The Go SDK declares every integer int, however large.
 		{"int beyond 32 bits", value(`i:type="d:int" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "5000000000"),
-			store.Rule{Filter: sqlFilter("x", "@v", x("int", int64(5000000000)))}},
+			broker.Rule{Filter: sqlFilter("x", "@v", x("int", int64(5000000000)))}},
 		{"unsignedInt", value(`i:type="d:unsignedInt" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "+4294967295"),
-			store.Rule{Filter: sqlFilter("x", "@v", x("unsignedInt", int64(4294967295)))}},
+			broker.Rule{Filter: sqlFilter("x", "@v", x("unsignedInt", int64(4294967295)))}},
 		{"unsignedLong", value(`i:type="d:unsignedLong" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "9223372036854775807"),
-			store.Rule{Filter: sqlFilter("x", "@v", x("unsignedLong", int64(math.MaxInt64)))}},
+			broker.Rule{Filter: sqlFilter("x", "@v", x("unsignedLong", int64(math.MaxInt64)))}},
 		{"decimal with 17 digits", value(`i:type="d:decimal" xmlns:d="http://www.w3.org/2001/XMLSchema"`, "+0012345678.901234560"),
-			store.Rule{Filter: sqlFilter("x", "@v", x("decimal", 12345678.90123456))}},
+			broker.Rule{Filter: sqlFilter("x", "@v", x("decimal", 12345678.90123456))}},
 		{"guid kept as sent", value(`i:type="s:guid" xmlns:s="http://schemas.microsoft.com/2003/10/Serialization/"`, " {6F9619FF-8B86-D011-B42D-00CF4FC964FF} "),
-			store.Rule{Filter: sqlFilter("x", "@v", x(store.TypeSerGUID, "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"))}},
+			broker.Rule{Filter: sqlFilter("x", "@v", x(broker.TypeSerGUID, "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"))}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,8 +288,8 @@ func TestDecodeRuleRejects(t *testing.T) {
 
 func assertBadRequest(t *testing.T, err error, wantInMsg string) {
 	t.Helper()
-	var se *store.Error
-	if !errors.As(err, &se) || se.Code != store.CodeBadRequest {
+	var se *broker.Error
+	if !errors.As(err, &se) || se.Code != broker.CodeBadRequest {
 		t.Fatalf("error = %#v; want a *store.Error with CodeBadRequest", err)
 	}
 	if !strings.Contains(se.Message, wantInMsg) {
@@ -304,17 +304,17 @@ const azureSBSubscriptionRuleBody = `<?xml version="1.0" encoding="utf-8" standa
 func TestDecodeSubscription(t *testing.T) {
 	tests := []struct {
 		name, body string
-		want       *store.Rule
+		want       *broker.Rule
 	}{
-		{"azure-sb with default rule", azureSBSubscriptionRuleBody, &store.Rule{Name: store.DefaultRuleName, Filter: sqlFilter("region = 'eu'")}},
+		{"azure-sb with default rule", azureSBSubscriptionRuleBody, &broker.Rule{Name: broker.DefaultRuleName, Filter: sqlFilter("region = 'eu'")}},
 		{"azure-sb without", azureSBSubscriptionBody, nil},
-		{"js with default rule", jsSubscriptionBody, &store.Rule{Name: "only-red", Filter: store.RuleFilter{Kind: store.FilterCorrelation,
-			Correlation: &store.CorrelationFilter{CorrelationID: "abc", Properties: props("color", x("string", "red"))}}}},
-		{"go with default rule, no Action", goSubscriptionBody, &store.Rule{Name: "$Default", Filter: sqlFilter("a = 1")}},
+		{"js with default rule", jsSubscriptionBody, &broker.Rule{Name: "only-red", Filter: broker.RuleFilter{Kind: broker.FilterCorrelation,
+			Correlation: &broker.CorrelationFilter{CorrelationID: "abc", Properties: props("color", x("string", "red"))}}}},
+		{"go with default rule, no Action", goSubscriptionBody, &broker.Rule{Name: "$Default", Filter: sqlFilter("a = 1")}},
 		{"python without", pythonSubscriptionBody, nil},
 		{"empty body", "", nil},
 		{"nil default rule", `<SubscriptionDescription xmlns:i="http://www.w3.org/2001/XMLSchema-instance"><DefaultRuleDescription i:nil="true"/></SubscriptionDescription>`, nil},
-		{"empty default rule", `<SubscriptionDescription><DefaultRuleDescription/></SubscriptionDescription>`, &store.Rule{Name: store.DefaultRuleName, Filter: trueFilter()}},
+		{"empty default rule", `<SubscriptionDescription><DefaultRuleDescription/></SubscriptionDescription>`, &broker.Rule{Name: broker.DefaultRuleName, Filter: trueFilter()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -323,7 +323,7 @@ func TestDecodeSubscription(t *testing.T) {
 				t.Fatalf("DecodeSubscription: %v", err)
 			}
 			// The properties are exactly what DecodeProperties reads, default rule or not.
-			want, err := DecodeProperties([]byte(tt.body), store.KindSubscription)
+			want, err := DecodeProperties([]byte(tt.body), broker.KindSubscription)
 			if err != nil {
 				t.Fatalf("DecodeProperties: %v", err)
 			}
@@ -368,7 +368,7 @@ func TestDecodeSubscriptionRejects(t *testing.T) {
 
 // ruleDiff describes the first difference between two rules, or returns "". Times compare by
 // instant; values must have the same Go type.
-func ruleDiff(got, want store.Rule) string {
+func ruleDiff(got, want broker.Rule) string {
 	switch {
 	case got.Name != want.Name:
 		return fmt.Sprintf("Name %q; want %q", got.Name, want.Name)
@@ -408,7 +408,7 @@ func ruleDiff(got, want store.Rule) string {
 	return ""
 }
 
-func propsDiff(what string, got, want []store.Property) string {
+func propsDiff(what string, got, want []broker.Property) string {
 	if len(got) != len(want) {
 		return fmt.Sprintf("%s has %d entries; want %d", what, len(got), len(want))
 	}
@@ -428,7 +428,7 @@ func propsDiff(what string, got, want []store.Property) string {
 	return ""
 }
 
-func fmtRule(r store.Rule) string {
+func fmtRule(r broker.Rule) string {
 	s := fmt.Sprintf("{Name:%q Filter:{%s %q %v", r.Name, r.Filter.Kind, r.Filter.SQLExpression, r.Filter.Parameters)
 	if r.Filter.Correlation != nil {
 		s += fmt.Sprintf(" %+v", *r.Filter.Correlation)
@@ -450,8 +450,8 @@ func FuzzDecodeRule(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkErr := func(what string, err error) {
-			var se *store.Error
-			if !errors.As(err, &se) || se.Code != store.CodeBadRequest {
+			var se *broker.Error
+			if !errors.As(err, &se) || se.Code != broker.CodeBadRequest {
 				t.Fatalf("%s(%q) error = %#v; want a bad request", what, body, err)
 			}
 			// Messages quote client text clipped, so an error stays small whatever the body.
@@ -478,7 +478,7 @@ func FuzzDecodeRule(f *testing.F) {
 
 // roundTripRule checks that an accepted rule is written back as well-formed XML that decodes to
 // the same rule: a GET after a PUT must show what was stored.
-func roundTripRule(t *testing.T, rule store.Rule) {
+func roundTripRule(t *testing.T, rule broker.Rule) {
 	t.Helper()
 	out := AppendRuleEntry(nil, EntryInfo{ID: "https://gw/t/Subscriptions/s/Rules/r", Title: rule.Name}, &rule)
 	if err := wellFormed(out); err != nil {

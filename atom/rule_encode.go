@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // AppendRuleEntry appends the Atom entry of one rule. Content: RuleDescription with xmlns and xmlns:i as for descriptions,
@@ -16,14 +16,14 @@ import (
 // <Parameters> when there are any; CorrelationFilter with only the set fields in the documented order plus <Properties>.
 // Action ALWAYS written: <Action i:type="EmptyRuleAction"/> or SqlRuleAction with SqlExpression, CompatibilityLevel 20, Parameters.
 // Typed values written as <KeyValueOfstringanyType><Key>…</Key><Value i:type="d6p1:int" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">…</Value></KeyValueOfstringanyType>
-// with the type the value was declared with (store.Property.Type, as DecodeRule gives it), so every client reads back what
+// with the type the value was declared with (broker.Property.Type, as DecodeRule gives it), so every client reads back what
 // it wrote: Go and JS read only int|double|string|boolean|dateTime and write nothing else, .NET and Python also long and
 // duration. A value without a declared type gets the type .NET gives its Go type: string, int (int64 within 32 bits),
 // long (beyond), double, boolean, dateTime (ISO 8601 UTC), duration. No <author> for rule entries (info.Author is empty then anyway).
 //
 // Details beyond the above:
 //   - TrueFilter and FalseFilter are written with "1=1" and "1=0" whatever r.Filter holds; a
-//     filter without Kind is a TrueFilter, as store.TrueRule builds it.
+//     filter without Kind is a TrueFilter, as broker.TrueRule builds it.
 //   - <Properties> is written even when empty (every client reads an empty list as none), and a
 //     SqlRuleAction's <Parameters> only when there are any, as for filters.
 //   - The prefix is exactly "d6p1" and the type attribute exactly "i:type": the Go SDK compares
@@ -34,11 +34,11 @@ import (
 //     (ser:duration, ser:guid) are written in that namespace, still with the prefix d6p1.
 //   - A decimal is written without exponent, as xs:decimal requires.
 //   - A declared type that cannot hold the value (only a rule built by hand has one) is ignored.
-//   - A value of another Go type (store.Property documents the five above plus time.Duration) is
+//   - A value of another Go type (broker.Property documents the five above plus time.Duration) is
 //     written as a string of its fmt.Sprint form, so that the document stays valid.
 //
 // It cannot fail.
-func AppendRuleEntry(dst []byte, info EntryInfo, r *store.Rule) []byte {
+func AppendRuleEntry(dst []byte, info EntryInfo, r *broker.Rule) []byte {
 	info.Author = "" // the service writes <author> for queues and topics only
 	dst = appendEntryOpen(dst, info)
 	dst = append(dst, "<"+ruleDescriptionName+descAttrs...)
@@ -49,13 +49,13 @@ func AppendRuleEntry(dst []byte, info EntryInfo, r *store.Rule) []byte {
 	return append(dst, "</"+ruleDescriptionName+"></content></entry>"...)
 }
 
-func appendFilter(dst []byte, f *store.RuleFilter) []byte {
+func appendFilter(dst []byte, f *broker.RuleFilter) []byte {
 	switch f.Kind {
-	case store.FilterCorrelation:
+	case broker.FilterCorrelation:
 		return appendCorrelationFilter(dst, f.Correlation)
-	case store.FilterFalse:
+	case broker.FilterFalse:
 		return appendSQLBody(dst, `<Filter i:type="FalseFilter">`, "1=0", f.Parameters, "</Filter>")
-	case store.FilterTrue, "":
+	case broker.FilterTrue, "":
 		return appendSQLBody(dst, `<Filter i:type="TrueFilter">`, "1=1", f.Parameters, "</Filter>")
 	default:
 		return appendSQLBody(dst, `<Filter i:type="SqlFilter">`, f.SQLExpression, f.Parameters, "</Filter>")
@@ -65,7 +65,7 @@ func appendFilter(dst []byte, f *store.RuleFilter) []byte {
 // appendSQLBody writes a SQL filter or action: open tag, expression, compatibility level 20 (the
 // Go SDK and the service's own answers carry it; JS tells SQL filters by SqlExpression), and the
 // parameters when there are any.
-func appendSQLBody(dst []byte, open, expr string, params []store.Property, close string) []byte {
+func appendSQLBody(dst []byte, open, expr string, params []broker.Property, close string) []byte {
 	dst = append(dst, open...)
 	dst = appendTextElem(dst, "SqlExpression", expr)
 	dst = append(dst, "<CompatibilityLevel>20</CompatibilityLevel>"...)
@@ -76,9 +76,9 @@ func appendSQLBody(dst []byte, open, expr string, params []store.Property, close
 }
 
 // appendCorrelationFilter writes the set fields in the order of protocol.md §4.8.
-func appendCorrelationFilter(dst []byte, c *store.CorrelationFilter) []byte {
+func appendCorrelationFilter(dst []byte, c *broker.CorrelationFilter) []byte {
 	if c == nil {
-		c = &store.CorrelationFilter{}
+		c = &broker.CorrelationFilter{}
 	}
 	dst = append(dst, `<Filter i:type="CorrelationFilter">`...)
 	dst = appendOptionalElem(dst, "CorrelationId", c.CorrelationID)
@@ -95,14 +95,14 @@ func appendCorrelationFilter(dst []byte, c *store.CorrelationFilter) []byte {
 
 // appendAction writes the action; Go dereferences <Action> without a nil check, so a rule
 // without one gets an explicit EmptyRuleAction.
-func appendAction(dst []byte, a *store.RuleAction) []byte {
+func appendAction(dst []byte, a *broker.RuleAction) []byte {
 	if a == nil {
 		return append(dst, `<Action i:type="EmptyRuleAction"/>`...)
 	}
 	return appendSQLBody(dst, `<Action i:type="SqlRuleAction">`, a.SQLExpression, a.Parameters, "</Action>")
 }
 
-func appendKeyValues(dst []byte, list string, props []store.Property) []byte {
+func appendKeyValues(dst []byte, list string, props []broker.Property) []byte {
 	dst = appendOpen(dst, list)
 	for _, p := range props {
 		dst = append(dst, "<KeyValueOfstringanyType><Key>"...)
@@ -117,7 +117,7 @@ func appendKeyValues(dst []byte, list string, props []store.Property) []byte {
 // appendTypedValue writes <Value i:type="d6p1:T" xmlns:d6p1="…XMLSchema">v</Value>: T is the type
 // the value was declared with (p.Type), written in the namespace it came in; without one, the
 // type .NET gives a value of p.Value's Go type (an integer beyond 32 bits is a long).
-func appendTypedValue(dst []byte, p store.Property) []byte {
+func appendTypedValue(dst []byte, p broker.Property) []byte {
 	typ, ns := valueTypeName(p)
 	dst = append(dst, `<Value i:type="d6p1:`...)
 	dst = append(dst, typ...)
@@ -146,7 +146,7 @@ func appendTypedValue(dst []byte, p store.Property) []byte {
 	case time.Time:
 		dst = appendTime(dst, v)
 	case time.Duration:
-		if v == -store.Infinite { // appendDuration would spell out the magnitude
+		if v == -broker.Infinite { // appendDuration would spell out the magnitude
 			dst = append(dst, "-"+infiniteText...)
 		} else {
 			dst = appendDuration(dst, v)
@@ -159,7 +159,7 @@ func appendTypedValue(dst []byte, p store.Property) []byte {
 }
 
 // valueTypeName returns the local name and namespace of the xsi:type p is written with.
-func valueTypeName(p store.Property) (string, string) {
+func valueTypeName(p broker.Property) (string, string) {
 	if p.Type != "" && typeMatches(p.Type, p.Value) {
 		if local, ok := strings.CutPrefix(p.Type, "ser:"); ok {
 			return local, nsSerialization
@@ -173,7 +173,7 @@ func valueTypeName(p store.Property) (string, string) {
 		}
 		return "int", nsXSD
 	case int:
-		return valueTypeName(store.Property{Value: int64(v)})
+		return valueTypeName(broker.Property{Value: int64(v)})
 	case int32:
 		return "int", nsXSD
 	case float64, float32:

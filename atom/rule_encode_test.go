@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // docDefaultRule is the real $Default rule of protocol.md §4.8, verbatim.
@@ -39,7 +39,7 @@ func ruleContent(t *testing.T, entry []byte) string {
 }
 
 func TestAppendRuleEntryDefaultMatchesService(t *testing.T) {
-	rule := store.TrueRule(store.DefaultRuleName)
+	rule := broker.TrueRule(broker.DefaultRuleName)
 	rule.CreatedAt = t0
 	info := EntryInfo{
 		ID:    "https://h/events/Subscriptions/audit/Rules/$Default?api-version=2021-05",
@@ -71,11 +71,11 @@ func TestAppendRuleEntryShapes(t *testing.T) {
 	at := time.Date(2024, 1, 2, 3, 4, 5, 600000000, time.FixedZone("x", 3600))
 	tests := []struct {
 		name       string
-		rule       store.Rule
+		rule       broker.Rule
 		filter, ac string
 	}{
 		{"sql filter with every value type",
-			store.Rule{Filter: sqlFilter("a < @i AND b = @s", "@i", int64(-3000000000), "@f", 0.5, "@g", 1e21, "@b", false,
+			broker.Rule{Filter: sqlFilter("a < @i AND b = @s", "@i", int64(-3000000000), "@f", 0.5, "@g", 1e21, "@b", false,
 				"@t", at, "@d", 90*time.Second, "@s", `<&>`)},
 			`<Filter i:type="SqlFilter"><SqlExpression>a &lt; @i AND b = @s</SqlExpression><CompatibilityLevel>20</CompatibilityLevel><Parameters>` +
 				kv("@i", "long", "-3000000000") + kv("@f", "double", "0.5") + kv("@g", "double", "1E+21") + kv("@b", "boolean", "false") +
@@ -83,30 +83,30 @@ func TestAppendRuleEntryShapes(t *testing.T) {
 				`</Parameters></Filter>`,
 			`<Action i:type="EmptyRuleAction"/>`},
 		{"false filter, sql action without parameters",
-			store.Rule{Filter: store.RuleFilter{Kind: store.FilterFalse}, Action: sqlAction("SET a = 'x'")},
+			broker.Rule{Filter: broker.RuleFilter{Kind: broker.FilterFalse}, Action: sqlAction("SET a = 'x'")},
 			`<Filter i:type="FalseFilter"><SqlExpression>1=0</SqlExpression><CompatibilityLevel>20</CompatibilityLevel></Filter>`,
 			`<Action i:type="SqlRuleAction"><SqlExpression>SET a = 'x'</SqlExpression><CompatibilityLevel>20</CompatibilityLevel></Action>`},
 		{"zero filter is the true filter, action parameters",
-			store.Rule{Action: sqlAction("SET a = @n", "@n", int64(1), "@inf", store.Infinite, "@ninf", -store.Infinite)},
+			broker.Rule{Action: sqlAction("SET a = @n", "@n", int64(1), "@inf", broker.Infinite, "@ninf", -broker.Infinite)},
 			`<Filter i:type="TrueFilter"><SqlExpression>1=1</SqlExpression><CompatibilityLevel>20</CompatibilityLevel></Filter>`,
 			`<Action i:type="SqlRuleAction"><SqlExpression>SET a = @n</SqlExpression><CompatibilityLevel>20</CompatibilityLevel><Parameters>` +
 				kv("@n", "int", "1") + kv("@inf", "duration", infiniteText) + kv("@ninf", "duration", "-"+infiniteText) + `</Parameters></Action>`},
 		{"correlation: only set fields, in order, Properties always",
-			store.Rule{Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
+			broker.Rule{Filter: broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{
 				ContentType: "ct", ReplyToSessionID: "rs", SessionID: "s", Label: "l", ReplyTo: "rt", To: "to", MessageID: "m", CorrelationID: "c"}}},
 			`<Filter i:type="CorrelationFilter"><CorrelationId>c</CorrelationId><MessageId>m</MessageId><To>to</To><ReplyTo>rt</ReplyTo>` +
 				`<Label>l</Label><SessionId>s</SessionId><ReplyToSessionId>rs</ReplyToSessionId><ContentType>ct</ContentType><Properties></Properties></Filter>`,
 			`<Action i:type="EmptyRuleAction"/>`},
 		{"correlation with properties only",
-			store.Rule{Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
+			broker.Rule{Filter: broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{
 				Label: "l", Properties: props("n", 2.0, "x", int64(7))}}},
 			`<Filter i:type="CorrelationFilter"><Label>l</Label><Properties>` + kv("n", "double", "2") + kv("x", "int", "7") + `</Properties></Filter>`,
 			`<Action i:type="EmptyRuleAction"/>`},
 		{"declared types are written back as declared",
-			store.Rule{Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
+			broker.Rule{Filter: broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{
 				Properties: props("go", x("int", int64(5000000000)), "net", x("long", int64(5)), "js", x("double", 5.0), "s", x("short", int64(-2)),
-					"f", x("float", 0.1), "m", x("decimal", 1e21), "g", x(store.TypeSerGUID, "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"),
-					"t", x(store.TypeSerDuration, 90*time.Minute), "u", x("unsignedLong", int64(math.MaxInt64)),
+					"f", x("float", 0.1), "m", x("decimal", 1e21), "g", x(broker.TypeSerGUID, "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"),
+					"t", x(broker.TypeSerDuration, 90*time.Minute), "u", x("unsignedLong", int64(math.MaxInt64)),
 					"wrong", x("long", "text"))}}}, // a type that cannot hold the value: by the value
 			`<Filter i:type="CorrelationFilter"><Properties>` + kv("go", "int", "5000000000") + kv("net", "long", "5") + kv("js", "double", "5") +
 				kv("s", "short", "-2") + kv("f", "float", "0.1") + kv("m", "decimal", "1000000000000000000000") +
@@ -115,7 +115,7 @@ func TestAppendRuleEntryShapes(t *testing.T) {
 				kv("u", "unsignedLong", "9223372036854775807") + kv("wrong", "string", "text") + `</Properties></Filter>`,
 			`<Action i:type="EmptyRuleAction"/>`},
 		{"correlation without fields",
-			store.Rule{Filter: store.RuleFilter{Kind: store.FilterCorrelation}},
+			broker.Rule{Filter: broker.RuleFilter{Kind: broker.FilterCorrelation}},
 			`<Filter i:type="CorrelationFilter"><Properties></Properties></Filter>`,
 			`<Action i:type="EmptyRuleAction"/>`},
 	}
@@ -136,8 +136,8 @@ func TestAppendRuleEntryShapes(t *testing.T) {
 }
 
 func TestAppendRuleEntryOddValues(t *testing.T) {
-	// Types outside store.Property's contract still give a valid document.
-	rule := store.Rule{Name: "r", Filter: sqlFilter("x", "@a", 3, "@b", int32(4), "@c", float32(0.5), "@d", nil, "@e", uint8(9),
+	// Types outside broker.Property's contract still give a valid document.
+	rule := broker.Rule{Name: "r", Filter: sqlFilter("x", "@a", 3, "@b", int32(4), "@c", float32(0.5), "@d", nil, "@e", uint8(9),
 		"@f", math.NaN(), "@g", math.Inf(1), "@h", math.Inf(-1))}
 	out := AppendRuleEntry(nil, EntryInfo{}, &rule)
 	if err := wellFormed(out); err != nil {
@@ -188,7 +188,7 @@ type goKeyValueList struct {
 }
 
 func TestAppendRuleEntryUnmarshalsLikeGoSDK(t *testing.T) {
-	rule := store.Rule{Name: "r&1", CreatedAt: t0,
+	rule := broker.Rule{Name: "r&1", CreatedAt: t0,
 		Filter: sqlFilter("a = @i", "@i", int64(5), "@f", 2.5, "@s", "x", "@b", true, "@t", t1),
 		Action: sqlAction("SET b = @x", "@x", int64(1))}
 	out := AppendRuleEntry(nil, EntryInfo{Title: rule.Name}, &rule)
@@ -227,7 +227,7 @@ func TestAppendRuleEntryUnmarshalsLikeGoSDK(t *testing.T) {
 	}
 
 	// A rule without action still has an <Action> with a type: Go dereferences it unchecked.
-	plain := store.TrueRule("p")
+	plain := broker.TrueRule("p")
 	if err := xml.Unmarshal(AppendRuleEntry(nil, EntryInfo{}, &plain), &got); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestAppendRuleEntryUnmarshalsLikeGoSDK(t *testing.T) {
 // the type name, and the name is one of int, double, string, boolean, dateTime. CorrelationFilter
 // has no SqlExpression (JS tells filter kinds apart by it).
 func TestAppendRuleEntryJSValueShape(t *testing.T) {
-	rule := store.Rule{Name: "r", Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
+	rule := broker.Rule{Name: "r", Filter: broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{
 		CorrelationID: "c", Properties: props("a", int64(1), "b", 1.5, "c", "s", "d", true, "e", t0)}}}
 	out := AppendRuleEntry(nil, EntryInfo{}, &rule)
 	d := xml.NewDecoder(bytes.NewReader(out))
@@ -292,40 +292,40 @@ func TestRuleRoundTrip(t *testing.T) {
 	}
 }
 
-func randomRule(rng *rand.Rand) store.Rule {
-	r := store.Rule{Name: "rule-" + strconv.Itoa(rng.IntN(1000)), CreatedAt: randomTime(rng)}
+func randomRule(rng *rand.Rand) broker.Rule {
+	r := broker.Rule{Name: "rule-" + strconv.Itoa(rng.IntN(1000)), CreatedAt: randomTime(rng)}
 	switch rng.IntN(4) {
 	case 0:
 		r.Filter = trueFilter()
 	case 1:
-		r.Filter = store.RuleFilter{Kind: store.FilterFalse, SQLExpression: "1=0"}
+		r.Filter = broker.RuleFilter{Kind: broker.FilterFalse, SQLExpression: "1=0"}
 	case 2:
-		r.Filter = store.RuleFilter{Kind: store.FilterSQL, SQLExpression: "x" + randomText(rng), Parameters: randomValues(rng, "@")}
+		r.Filter = broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: "x" + randomText(rng), Parameters: randomValues(rng, "@")}
 	case 3:
-		c := &store.CorrelationFilter{}
+		c := &broker.CorrelationFilter{}
 		for _, f := range []*string{&c.CorrelationID, &c.MessageID, &c.To, &c.ReplyTo, &c.Label, &c.SessionID, &c.ReplyToSessionID, &c.ContentType} {
 			if rng.IntN(2) == 0 {
 				*f = randomText(rng)
 			}
 		}
 		c.Properties = randomValues(rng, "")
-		r.Filter = store.RuleFilter{Kind: store.FilterCorrelation, Correlation: c}
+		r.Filter = broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: c}
 	}
 	if rng.IntN(2) == 0 {
-		r.Action = &store.RuleAction{SQLExpression: "SET " + randomText(rng), Parameters: randomValues(rng, "@")}
+		r.Action = &broker.RuleAction{SQLExpression: "SET " + randomText(rng), Parameters: randomValues(rng, "@")}
 	}
 	return r
 }
 
 // randomValues returns up to five properties with distinct non-empty keys and one value of each
-// type store.Property and rule parameters carry.
-func randomValues(rng *rand.Rand, prefix string) []store.Property {
+// type broker.Property and rule parameters carry.
+func randomValues(rng *rand.Rand, prefix string) []broker.Property {
 	n := rng.IntN(6)
 	if n == 0 {
 		return nil
 	}
 	pick := func(types ...string) string { return types[rng.IntN(len(types))] }
-	out := make([]store.Property, n)
+	out := make([]broker.Property, n)
 	for i := range out {
 		var (
 			v   any
@@ -339,7 +339,7 @@ func randomValues(rng *rand.Rand, prefix string) []store.Property {
 				for j := range u {
 					u[j] = byte(rng.Uint32())
 				}
-				v, typ = u.String(), store.TypeSerGUID
+				v, typ = u.String(), broker.TypeSerGUID
 				if rng.IntN(2) == 0 { // kept as sent
 					v = "{" + strings.ToUpper(u.String()) + "}"
 				}
@@ -382,9 +382,9 @@ func randomValues(rng *rand.Rand, prefix string) []store.Property {
 			if rng.IntN(2) == 0 {
 				d = -d
 			}
-			v, typ = d, pick("duration", store.TypeSerDuration)
+			v, typ = d, pick("duration", broker.TypeSerDuration)
 		}
-		out[i] = store.Property{Name: fmt.Sprintf("%s%d%s", prefix, i, randomText(rng)), Value: v, Type: typ}
+		out[i] = broker.Property{Name: fmt.Sprintf("%s%d%s", prefix, i, randomText(rng)), Value: v, Type: typ}
 	}
 	return out
 }
@@ -395,7 +395,7 @@ func TestSubscriptionRoundTripWithoutRule(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 17))
 	for i := range 300 {
 		p := randomProps(rng)
-		e := store.Entity{Kind: store.KindSubscription, Props: p, CreatedAt: randomTime(rng), UpdatedAt: randomTime(rng)}
+		e := broker.Entity{Kind: broker.KindSubscription, Props: p, CreatedAt: randomTime(rng), UpdatedAt: randomTime(rng)}
 		out := AppendEntry(nil, EntryInfo{ID: "https://gw/t/Subscriptions/s", Title: "s"}, &e, EncodeOptions{Runtime: i%2 == 0, Host: "gw"})
 		got, rule, err := DecodeSubscription(out)
 		if err != nil {
@@ -404,7 +404,7 @@ func TestSubscriptionRoundTripWithoutRule(t *testing.T) {
 		if rule != nil {
 			t.Fatalf("#%d: rule = %s; the entry has none", i, fmtRule(*rule))
 		}
-		assertProps(t, got, echoed(project(store.KindSubscription, p), "gw"))
+		assertProps(t, got, echoed(project(broker.KindSubscription, p), "gw"))
 		if t.Failed() {
 			t.Fatalf("#%d:\n%s", i, out)
 		}
@@ -413,16 +413,16 @@ func TestSubscriptionRoundTripWithoutRule(t *testing.T) {
 
 func TestAppendEntrySubscriptionCount(t *testing.T) {
 	for _, tt := range []struct {
-		kind    store.Kind
+		kind    broker.Kind
 		runtime bool
 		want    string
 	}{
-		{store.KindTopic, true, "<SubscriptionCount>42</SubscriptionCount>"},
-		{store.KindTopic, false, ""},
-		{store.KindQueue, true, ""},
-		{store.KindSubscription, true, ""},
+		{broker.KindTopic, true, "<SubscriptionCount>42</SubscriptionCount>"},
+		{broker.KindTopic, false, ""},
+		{broker.KindQueue, true, ""},
+		{broker.KindSubscription, true, ""},
 	} {
-		e := store.Entity{Kind: tt.kind, Props: store.DefaultProperties(tt.kind)}
+		e := broker.Entity{Kind: tt.kind, Props: broker.DefaultProperties(tt.kind)}
 		out := string(AppendEntry(nil, EntryInfo{}, &e, EncodeOptions{Runtime: tt.runtime, SubscriptionCount: 42}))
 		n := strings.Count(out, "SubscriptionCount")
 		switch {
@@ -433,17 +433,17 @@ func TestAppendEntrySubscriptionCount(t *testing.T) {
 		}
 	}
 	// Read-only: a client echoing it back (Python does) changes nothing.
-	e := store.Entity{Kind: store.KindTopic, Props: store.DefaultProperties(store.KindTopic)}
+	e := broker.Entity{Kind: broker.KindTopic, Props: broker.DefaultProperties(broker.KindTopic)}
 	out := AppendEntry(nil, EntryInfo{}, &e, EncodeOptions{Runtime: true, SubscriptionCount: 3})
-	p, err := DecodeProperties(out, store.KindTopic)
+	p, err := DecodeProperties(out, broker.KindTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertProps(t, p, store.DefaultProperties(store.KindTopic))
+	assertProps(t, p, broker.DefaultProperties(broker.KindTopic))
 }
 
 func TestAppendRuleEntryOmitsAuthor(t *testing.T) {
-	rule := store.TrueRule("r")
+	rule := broker.TrueRule("r")
 	out := string(AppendRuleEntry([]byte("x"), EntryInfo{Author: "ns", XMLBase: "https://h/t/Subscriptions/s/Rules"}, &rule))
 	if strings.Contains(out, "<author>") || !strings.HasPrefix(out, `x<entry xmlns="http://www.w3.org/2005/Atom" xml:base="https://h/t/Subscriptions/s/Rules">`) {
 		t.Errorf("AppendRuleEntry = %s", out)

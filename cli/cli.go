@@ -18,9 +18,8 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/api/client"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
-
-	"github.com/sbgate/sbgate/store"
 )
 
 // The entity and message commands (queue, topic, subscription, rule, send, receive, peek, dlq)
@@ -162,7 +161,7 @@ func refusal(status int, body []byte) error {
 	if xml.Unmarshal(body, &e) == nil && e.Detail != "" {
 		detail = e.Detail
 	}
-	detail = store.ClipTo(detail, 2000) // never cuts a rune
+	detail = broker.ClipTo(detail, 2000) // never cuts a rune
 	return &brokerError{status: status, detail: detail}
 }
 

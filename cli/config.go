@@ -14,8 +14,8 @@ import (
 
 	"github.com/sbgate/sbgate/api/client"
 	"github.com/sbgate/sbgate/atom"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/nsconfig"
-	"github.com/sbgate/sbgate/store"
 )
 
 const configUsage = `usage:
@@ -124,27 +124,27 @@ func refused(status int, body []byte) error {
 	err := refusal(status, body)
 	switch status {
 	case http.StatusNotFound:
-		return fmt.Errorf("%w (%v)", store.ErrNotFound, err)
+		return fmt.Errorf("%w (%v)", broker.ErrNotFound, err)
 	case http.StatusConflict:
-		return fmt.Errorf("%w (%v)", store.ErrConflict, err)
+		return fmt.Errorf("%w (%v)", broker.ErrConflict, err)
 	}
 	return err
 }
 
-func (n atomNamespace) ListEntities(ctx context.Context, kind store.Kind, parent string) ([]*store.Entity, error) {
-	var all []*store.Entity
+func (n atomNamespace) ListEntities(ctx context.Context, kind broker.Kind, parent string) ([]*broker.Entity, error) {
+	var all []*broker.Entity
 	for skip := 0; ; skip += 100 {
 		s, top := client.Skip(skip), client.Top(100)
 		var status int
 		var body []byte
 		switch kind {
-		case store.KindQueue:
+		case broker.KindQueue:
 			r, err := n.api.ListQueuesWithResponse(ctx, &client.ListQueuesParams{Skip: &s, Top: &top})
 			if err != nil {
 				return nil, err
 			}
 			status, body = r.StatusCode(), r.Body
-		case store.KindTopic:
+		case broker.KindTopic:
 			r, err := n.api.ListTopicsWithResponse(ctx, &client.ListTopicsParams{Skip: &s, Top: &top})
 			if err != nil {
 				return nil, err
@@ -170,10 +170,10 @@ func (n atomNamespace) ListEntities(ctx context.Context, kind store.Kind, parent
 				return nil, fmt.Errorf("the broker's description of %s: %w", e.title, err)
 			}
 			path := e.title
-			if kind == store.KindSubscription {
-				path = store.SubscriptionPath(parent, e.title)
+			if kind == broker.KindSubscription {
+				path = broker.SubscriptionPath(parent, e.title)
 			}
-			all = append(all, &store.Entity{Kind: kind, Path: path, Props: p})
+			all = append(all, &broker.Entity{Kind: kind, Path: path, Props: p})
 		}
 		if len(entries) < 100 {
 			return all, nil
@@ -181,9 +181,9 @@ func (n atomNamespace) ListEntities(ctx context.Context, kind store.Kind, parent
 	}
 }
 
-func (n atomNamespace) ListRules(ctx context.Context, subPath string) ([]*store.Rule, error) {
-	topic, sub, _ := store.SplitSubscriptionPath(subPath)
-	var all []*store.Rule
+func (n atomNamespace) ListRules(ctx context.Context, subPath string) ([]*broker.Rule, error) {
+	topic, sub, _ := broker.SplitSubscriptionPath(subPath)
+	var all []*broker.Rule
 	for skip := 0; ; skip += 100 {
 		s, top := client.Skip(skip), client.Top(100)
 		r, err := n.api.ListRulesWithResponse(ctx, topic, sub, &client.ListRulesParams{Skip: &s, Top: &top})
@@ -212,8 +212,8 @@ func (n atomNamespace) ListRules(ctx context.Context, subPath string) ([]*store.
 
 // description is the Atom entry that creates or replaces an entity with properties p (a
 // subscription with first as its first rule, when given).
-func description(kind store.Kind, path string, p store.Properties, first *store.Rule) []byte {
-	body := atom.AppendEntry(nil, atom.EntryInfo{Title: path}, &store.Entity{Kind: kind, Path: path, Props: p}, atom.EncodeOptions{})
+func description(kind broker.Kind, path string, p broker.Properties, first *broker.Rule) []byte {
+	body := atom.AppendEntry(nil, atom.EntryInfo{Title: path}, &broker.Entity{Kind: kind, Path: path, Props: p}, atom.EncodeOptions{})
 	if first == nil {
 		return body
 	}
@@ -225,7 +225,7 @@ func description(kind store.Kind, path string, p store.Properties, first *store.
 	return []byte(strings.Replace(string(body), "</SubscriptionDescription>", inner+"</SubscriptionDescription>", 1))
 }
 
-func (n atomNamespace) put(ctx context.Context, kind store.Kind, path string, body []byte, update bool) error {
+func (n atomNamespace) put(ctx context.Context, kind broker.Kind, path string, body []byte, update bool) error {
 	var ifMatch *string
 	want := http.StatusCreated
 	if update {
@@ -234,8 +234,8 @@ func (n atomNamespace) put(ctx context.Context, kind store.Kind, path string, bo
 	}
 	var status int
 	var resp []byte
-	if kind == store.KindSubscription {
-		topic, sub, _ := store.SplitSubscriptionPath(path)
+	if kind == broker.KindSubscription {
+		topic, sub, _ := broker.SplitSubscriptionPath(path)
 		r, err := n.api.PutSubscriptionWithBodyWithResponse(ctx, topic, sub, &client.PutSubscriptionParams{IfMatch: ifMatch}, atomEntry, bytes.NewReader(body))
 		if err != nil {
 			return err
@@ -254,19 +254,19 @@ func (n atomNamespace) put(ctx context.Context, kind store.Kind, path string, bo
 	return nil
 }
 
-func (n atomNamespace) CreateEntity(ctx context.Context, kind store.Kind, path string, p store.Properties, first *store.Rule) error {
+func (n atomNamespace) CreateEntity(ctx context.Context, kind broker.Kind, path string, p broker.Properties, first *broker.Rule) error {
 	return n.put(ctx, kind, path, description(kind, path, p, first), false)
 }
 
-func (n atomNamespace) UpdateEntity(ctx context.Context, kind store.Kind, path string, p store.Properties) error {
+func (n atomNamespace) UpdateEntity(ctx context.Context, kind broker.Kind, path string, p broker.Properties) error {
 	return n.put(ctx, kind, path, description(kind, path, p, nil), true)
 }
 
-func (n atomNamespace) DeleteEntity(ctx context.Context, kind store.Kind, path string) error {
+func (n atomNamespace) DeleteEntity(ctx context.Context, kind broker.Kind, path string) error {
 	var status int
 	var body []byte
-	if kind == store.KindSubscription {
-		topic, sub, _ := store.SplitSubscriptionPath(path)
+	if kind == broker.KindSubscription {
+		topic, sub, _ := broker.SplitSubscriptionPath(path)
 		r, err := n.api.DeleteSubscriptionWithResponse(ctx, topic, sub, nil)
 		if err != nil {
 			return err
@@ -285,8 +285,8 @@ func (n atomNamespace) DeleteEntity(ctx context.Context, kind store.Kind, path s
 	return nil
 }
 
-func (n atomNamespace) PutRule(ctx context.Context, subPath string, rule store.Rule, update bool) error {
-	topic, sub, _ := store.SplitSubscriptionPath(subPath)
+func (n atomNamespace) PutRule(ctx context.Context, subPath string, rule broker.Rule, update bool) error {
+	topic, sub, _ := broker.SplitSubscriptionPath(subPath)
 	var ifMatch *string
 	want := http.StatusCreated
 	if update {
@@ -305,7 +305,7 @@ func (n atomNamespace) PutRule(ctx context.Context, subPath string, rule store.R
 }
 
 func (n atomNamespace) DeleteRule(ctx context.Context, subPath, name string) error {
-	topic, sub, _ := store.SplitSubscriptionPath(subPath)
+	topic, sub, _ := broker.SplitSubscriptionPath(subPath)
 	r, err := n.api.DeleteRuleWithResponse(ctx, topic, sub, name, nil)
 	if err != nil {
 		return err

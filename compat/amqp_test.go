@@ -7,6 +7,7 @@ import (
 
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/sbamqp"
@@ -22,12 +23,12 @@ func TestJSServiceBusClientAMQP(t *testing.T) {
 	st.Start(context.Background())
 	t.Cleanup(st.Stop)
 	ctx := t.Context()
-	if _, err := st.CreateEntity(ctx, store.KindQueue, "js-q", store.DefaultProperties(store.KindQueue)); err != nil {
+	if _, err := st.CreateEntity(ctx, broker.KindQueue, "js-q", broker.DefaultProperties(broker.KindQueue)); err != nil {
 		t.Fatal(err)
 	}
-	sp := store.DefaultProperties(store.KindQueue)
+	sp := broker.DefaultProperties(broker.KindQueue)
 	sp.RequiresSession = true
-	if _, err := st.CreateEntity(ctx, store.KindQueue, "js-sq", sp); err != nil {
+	if _, err := st.CreateEntity(ctx, broker.KindQueue, "js-sq", sp); err != nil {
 		t.Fatal(err)
 	}
 	h := sbamqp.New(sbamqp.Config{Store: st, Access: access.New(access.Config{

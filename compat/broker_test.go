@@ -25,6 +25,7 @@ import (
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/amqpws"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/handlers"
 	"github.com/sbgate/sbgate/portmux"
@@ -33,14 +34,14 @@ import (
 	"github.com/sbgate/sbgate/store"
 )
 
-// broker is sbgate served in-process for a client stack: the REST API over http and https, the
+// testBroker is sbgate served in-process for a client stack: the REST API over http and https, the
 // AMQP listener plain and over TLS, and the same AMQP server over WebSockets at
 // /$servicebus/websocket of the http and https servers, on one store with the four test keys
 // (root with Manage, SendListen, SendOnly, ListenOnly). Every address is on loopback; the TLS
 // certificate is the httptest one (127.0.0.1, example.com), written to CAFile for clients that
 // take a file.
-type broker struct {
-	Store  store.Store
+type testBroker struct {
+	Store  broker.Store
 	HTTP   string         // http://127.0.0.1:port
 	HTTPS  string         // https://127.0.0.1:port
 	AMQP   string         // 127.0.0.1:port, plain AMQP
@@ -78,7 +79,7 @@ var testKeys = []sas.Key{
 
 // startBroker serves sbgate for one test on its own database; everything stops when the test
 // ends.
-func startBroker(t *testing.T, opts *brokerOptions) *broker {
+func startBroker(t *testing.T, opts *brokerOptions) *testBroker {
 	t.Helper()
 	if opts == nil {
 		opts = &brokerOptions{}
@@ -99,7 +100,7 @@ func startBroker(t *testing.T, opts *brokerOptions) *broker {
 	secure := httptest.NewTLSServer(h)
 	t.Cleanup(secure.Close)
 
-	b := &broker{Store: st, HTTP: plain.URL, HTTPS: secure.URL, TLS: secure.TLS, Roots: x509.NewCertPool()}
+	b := &testBroker{Store: st, HTTP: plain.URL, HTTPS: secure.URL, TLS: secure.TLS, Roots: x509.NewCertPool()}
 	b.Roots.AddCert(secure.Certificate())
 	b.CAFile = writeCertPEM(t, secure.Certificate().Raw)
 
@@ -238,26 +239,26 @@ func connString(hostPort, keyName string, emulator bool) string {
 }
 
 // createQueue creates a queue with default properties changed by mut (nil: none).
-func (b *broker) createQueue(t *testing.T, name string, mut func(*store.Properties)) {
+func (b *testBroker) createQueue(t *testing.T, name string, mut func(*broker.Properties)) {
 	t.Helper()
-	p := store.DefaultProperties(store.KindQueue)
+	p := broker.DefaultProperties(broker.KindQueue)
 	if mut != nil {
 		mut(&p)
 	}
-	if _, err := b.Store.CreateEntity(t.Context(), store.KindQueue, name, p); err != nil {
+	if _, err := b.Store.CreateEntity(t.Context(), broker.KindQueue, name, p); err != nil {
 		t.Fatalf("create queue %s: %v", name, err)
 	}
 }
 
 // createTopic creates a topic with subscriptions of default properties (each with the $Default
 // rule).
-func (b *broker) createTopic(t *testing.T, name string, subs ...string) {
+func (b *testBroker) createTopic(t *testing.T, name string, subs ...string) {
 	t.Helper()
-	if _, err := b.Store.CreateEntity(t.Context(), store.KindTopic, name, store.DefaultProperties(store.KindTopic)); err != nil {
+	if _, err := b.Store.CreateEntity(t.Context(), broker.KindTopic, name, broker.DefaultProperties(broker.KindTopic)); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
 	for _, s := range subs {
-		if _, err := b.Store.CreateSubscription(t.Context(), name+"/Subscriptions/"+s, store.DefaultProperties(store.KindSubscription), nil); err != nil {
+		if _, err := b.Store.CreateSubscription(t.Context(), name+"/Subscriptions/"+s, broker.DefaultProperties(broker.KindSubscription), nil); err != nil {
 			t.Fatalf("create subscription %s/%s: %v", name, s, err)
 		}
 	}
@@ -299,13 +300,13 @@ var commonScenarios = []string{
 // expects to be missing: the rules scenario's subscription "filtered" is created (with its
 // $Default rule) only with createRulesSubscription, for stacks that manage rules through the
 // SDK's rule manager on the data plane; the others create it with their administration client.
-func scenarioEntities(t *testing.T, b *broker, prefix string, createRulesSubscription bool) map[string]map[string]string {
+func scenarioEntities(t *testing.T, b *testBroker, prefix string, createRulesSubscription bool) map[string]map[string]string {
 	t.Helper()
 	entities := map[string]map[string]string{}
 	for _, s := range commonScenarios {
 		entities[s] = map[string]string{}
 	}
-	queue := func(scenario string, mut func(*store.Properties)) {
+	queue := func(scenario string, mut func(*broker.Properties)) {
 		name := prefix + scenario
 		b.createQueue(t, name, mut)
 		entities[scenario]["queue"] = name
@@ -317,9 +318,9 @@ func scenarioEntities(t *testing.T, b *broker, prefix string, createRulesSubscri
 		queue(s, nil)
 	}
 	// renew-lock holds its message past a short lock by renewing it.
-	queue("renew-lock", func(p *store.Properties) { p.LockDuration = 10 * time.Second })
+	queue("renew-lock", func(p *broker.Properties) { p.LockDuration = 10 * time.Second })
 	for _, s := range []string{"session-state", "session-empty-id", "list-sessions"} {
-		queue(s, func(p *store.Properties) { p.RequiresSession = true })
+		queue(s, func(p *broker.Properties) { p.RequiresSession = true })
 	}
 	b.createTopic(t, prefix+"schedule-cancel-topic", "sub")
 	entities["schedule-cancel-topic"]["topic"] = prefix + "schedule-cancel-topic"

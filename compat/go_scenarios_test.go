@@ -77,13 +77,13 @@ func TestGoScenarios(t *testing.T) {
 // goScenarioEnv is what the Go scenarios share: the broker, the entities of each scenario and an
 // https transport that trusts the broker's certificate.
 type goScenarioEnv struct {
-	b         *broker
+	b         *testBroker
 	httpsHost string // 127.0.0.1:port of the https listener (REST and WebSockets)
 	transport *http.Transport
 	entities  map[string]map[string]string // scenario -> role ("queue", "topic", "subscription") -> name
 }
 
-func newGoScenarioEnv(t *testing.T, b *broker) *goScenarioEnv {
+func newGoScenarioEnv(t *testing.T, b *testBroker) *goScenarioEnv {
 	t.Helper()
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: b.Roots, MinVersion: tls.VersionTLS12}}
 	// The admin client keeps connections alive: closed before the package's leak check.

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/store"
 )
 
 // goSDKPackage is the Azure SDK for Go's Service Bus package; its own tests run against sbgate
@@ -119,7 +119,7 @@ func TestGoSDKSuite(t *testing.T) {
 		name     string
 		sessions bool
 	}{{"testQueue", false}, {"testQueueWithSessions", true}} {
-		b.createQueue(t, q.name, func(p *store.Properties) {
+		b.createQueue(t, q.name, func(p *broker.Properties) {
 			p.LockDuration = 5 * time.Minute
 			p.MaxSizeInMegabytes = 1024
 			p.RequiresSession = q.sessions

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // javaSkips are the common scenarios the Java SDK cannot express, with the reason (checked in
@@ -54,14 +54,14 @@ func TestJavaClients(t *testing.T) {
 	// Transactions time out after javaTxnTimeout here, so the timeout scenario ends in seconds;
 	// the others commit well within it.
 	b := startBroker(t, &brokerOptions{TransactionTimeout: javaTxnTimeout})
-	queues := map[string]func(*store.Properties){
+	queues := map[string]func(*broker.Properties){
 		"PROPS": nil, "BODIES": nil, "RND": nil, "COMPLETE": nil, "ABANDON": nil, "DEFER": nil,
 		"DEADLETTER": nil, "PEEK": nil, "SCHED_QUEUE": nil, "BATCH": nil, "LARGE": nil, "WS": nil,
 		"TLS": nil, "ERRORS": nil, "TXN": nil, "TXN_ROLLBACK": nil, "TXN_IN": nil, "TXN_OUT": nil, "TXN_TIMEOUT": nil,
-		"TXN_LAPSE":     func(p *store.Properties) { p.LockDuration = 5 * time.Second },
-		"RENEW":         func(p *store.Properties) { p.LockDuration = 5 * time.Second },
-		"SESSION_STATE": func(p *store.Properties) { p.RequiresSession = true },
-		"SESSION_EMPTY": func(p *store.Properties) { p.RequiresSession = true },
+		"TXN_LAPSE":     func(p *broker.Properties) { p.LockDuration = 5 * time.Second },
+		"RENEW":         func(p *broker.Properties) { p.LockDuration = 5 * time.Second },
+		"SESSION_STATE": func(p *broker.Properties) { p.RequiresSession = true },
+		"SESSION_EMPTY": func(p *broker.Properties) { p.RequiresSession = true },
 	}
 	env := []string{}
 	for key, mut := range queues {

@@ -62,7 +62,7 @@ func TestPythonUAMQP(t *testing.T) {
 //
 // The address is drawn from 127.64.0.0/10, not a fixed one such as 127.0.0.2: other tests bind
 // 5671 on addresses of their own, and engineers sharing a machine run this test at once.
-func amqpsRelay(t *testing.T, b *broker) (string, string) {
+func amqpsRelay(t *testing.T, b *testBroker) (string, string) {
 	t.Helper()
 	var tcp net.Listener
 	var err error
@@ -187,7 +187,7 @@ func TestPythonPyAMQP(t *testing.T) {
 // common scenario reported, each PASS except those in skips, which must be SKIP. conn makes the
 // data-plane connection string for a key name; ca is the PEM file of the certificates the
 // client must trust.
-func runPythonScenarios(t *testing.T, b *broker, ca, python, sdkVersion string, conn func(key string) string, skips map[string]string) {
+func runPythonScenarios(t *testing.T, b *testBroker, ca, python, sdkVersion string, conn func(key string) string, skips map[string]string) {
 	t.Helper()
 	if _, err := os.Stat(python); err != nil {
 		t.Fatalf("%s: %v (run `make python-clients`, which `make test` runs, to install the Python clients)", python, err)

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/sbgate/sbgate/access"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/store"
 )
 
 // authorize checks the request's SAS token (protocol.md §5) through the access layer the AMQP
@@ -62,7 +62,7 @@ const (
 // Every refusal reads the same whether the target exists or not, so the check cannot be used
 // to discover entities; only a caller that passed it sees the store's "doesn't exist" answer,
 // and such a caller can send to the target and learn that anyway.
-func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
+func (s *Server) checkSupplementary(r *http.Request, p broker.Properties) error {
 	c := callerFrom(r.Context())
 	for _, f := range []struct{ target, header string }{
 		{p.ForwardTo, headerSupplementary}, {p.ForwardDeadLetteredMessagesTo, headerDlqSupplementary},
@@ -76,7 +76,7 @@ func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
 			if c.grant.Namespace() && c.grant.Rights.Has(sas.Send) && c.grant.Covers(r.Host, target) {
 				continue
 			}
-			return unauthorized(f.header + " is required to forward to '" + store.Clip(f.target) +
+			return unauthorized(f.header + " is required to forward to '" + broker.Clip(f.target) +
 				"': a token signed by a namespace key whose scope covers it, or by a key of the target, with 'Send' claim(s).")
 		}
 		g, err := s.access.Verify(r.Context(), text, target)
@@ -87,7 +87,7 @@ func (s *Server) checkSupplementary(r *http.Request, p store.Properties) error {
 			return unauthorized(f.header + ": " + access.AudienceText)
 		}
 		if !g.Rights.Has(sas.Send) {
-			return unauthorized(f.header + ": 'Send' claim(s) are required on '" + store.Clip(f.target) + "'.")
+			return unauthorized(f.header + ": 'Send' claim(s) are required on '" + broker.Clip(f.target) + "'.")
 		}
 	}
 	return nil
@@ -102,7 +102,7 @@ func forwardTargetPath(t string) string {
 }
 
 func unauthorized(detail string) error {
-	return &store.Error{Code: codeUnauthorized, Message: detail}
+	return &broker.Error{Code: codeUnauthorized, Message: detail}
 }
 
 func pathUnescape(p string) (string, error) { return url.PathUnescape(p) }

@@ -12,23 +12,23 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sbgate/sbgate/api"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // decodeBatchAsEncodingJSON is decodeBatch as it was written with encoding/json's Decoder, each
 // element decoded into an api.BatchMessage: the reference decodeBatch must agree with.
-func decodeBatchAsEncodingJSON(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, error) {
+func decodeBatchAsEncodingJSON(rd io.Reader, limit int64, fromProxy bool) ([]broker.Message, error) {
 	dec := json.NewDecoder(rd)
 	dec.UseNumber()
-	notArray := store.BadRequest("The batch is not a JSON array of messages.")
+	notArray := broker.BadRequest("The batch is not a JSON array of messages.")
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
 		return nil, notArray
 	}
-	var msgs []store.Message
+	var msgs []broker.Message
 	var total int64
 	for i := 0; dec.More(); i++ {
 		if i == maxBatchMessages {
-			return nil, store.BadRequest("A batch may contain at most %d messages.", maxBatchMessages)
+			return nil, broker.BadRequest("A batch may contain at most %d messages.", maxBatchMessages)
 		}
 		var it api.BatchMessage
 		if err := dec.Decode(&it); err != nil {
@@ -47,7 +47,7 @@ func decodeBatchAsEncodingJSON(rd io.Reader, limit int64, fromProxy bool) ([]sto
 		return nil, notArray
 	}
 	if len(msgs) == 0 {
-		return nil, store.BadRequest("The batch contains no messages.")
+		return nil, broker.BadRequest("The batch contains no messages.")
 	}
 	return msgs, nil
 }
@@ -86,7 +86,7 @@ func errorText(err error) string {
 	if errors.Is(err, errBatchTooLarge) {
 		return err.Error()
 	}
-	return store.ErrorMessage(err)
+	return broker.ErrorMessage(err)
 }
 
 // BenchmarkDecodeBatch decodes what sbgate bench's send-batch sends: ten 1 KB bodies.
@@ -99,7 +99,7 @@ func BenchmarkDecodeBatch(b *testing.B) {
 	body, _ := json.Marshal(items)
 	for _, impl := range []struct {
 		name   string
-		decode func(io.Reader, int64, bool) ([]store.Message, error)
+		decode func(io.Reader, int64, bool) ([]broker.Message, error)
 	}{{"jsontext", decodeBatch}, {"encoding-json", decodeBatchAsEncodingJSON}} {
 		b.Run(impl.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))

@@ -9,22 +9,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/handlers"
-	"github.com/sbgate/sbgate/store"
 )
 
 // enteringStore counts the waits that have reached the store.
 type enteringStore struct {
-	store.Store
+	broker.Store
 	waits atomic.Int64
 }
 
-func (s *enteringStore) Receive(ctx context.Context, r store.ReceiveRequest) ([]*store.Message, error) {
+func (s *enteringStore) Receive(ctx context.Context, r broker.ReceiveRequest) ([]*broker.Message, error) {
 	s.waits.Add(1)
 	return s.Store.Receive(ctx, r)
 }
 
-func (s *enteringStore) AcceptNextSession(ctx context.Context, e *store.Entity, wait time.Duration) (*store.Session, error) {
+func (s *enteringStore) AcceptNextSession(ctx context.Context, e *broker.Entity, wait time.Duration) (*broker.Session, error) {
 	s.waits.Add(1)
 	return s.Store.AcceptNextSession(ctx, e, wait)
 }
@@ -38,7 +38,7 @@ func TestDrainAnswersWaitingReceivers(t *testing.T) {
 	defer startDraining()
 	var counted *enteringStore
 	b := setup(t, setupOptions{realClock: true,
-		wrap:   func(st store.Store) store.Store { counted = &enteringStore{Store: st}; return counted },
+		wrap:   func(st broker.Store) broker.Store { counted = &enteringStore{Store: st}; return counted },
 		config: func(c *handlers.Config) { c.Drain = drain }})
 	b.createQueue(t, "q", "")
 	b.createQueue(t, "sq", "<RequiresSession>true</RequiresSession>")

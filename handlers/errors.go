@@ -11,25 +11,25 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sbgate/sbgate/atom"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // errorStatus is the one table from domain error codes to HTTP statuses (protocol.md §2.10, §6).
-var errorStatus = map[store.Code]int{
-	store.CodeBadRequest:    http.StatusBadRequest,
-	store.CodeNotFound:      http.StatusNotFound,
-	store.CodeConflict:      http.StatusConflict,
-	store.CodeLockLost:      http.StatusNotFound,
-	store.CodeTooLarge:      http.StatusForbidden, // "Quota exceeded or message too large"
-	store.CodeQuotaExceeded: http.StatusForbidden,
-	store.CodeForbidden:     http.StatusForbidden,
-	store.CodeUnavailable:   http.StatusServiceUnavailable,
-	store.CodeInternal:      http.StatusInternalServerError,
-	codeUnauthorized:        http.StatusUnauthorized,
+var errorStatus = map[broker.Code]int{
+	broker.CodeBadRequest:    http.StatusBadRequest,
+	broker.CodeNotFound:      http.StatusNotFound,
+	broker.CodeConflict:      http.StatusConflict,
+	broker.CodeLockLost:      http.StatusNotFound,
+	broker.CodeTooLarge:      http.StatusForbidden, // "Quota exceeded or message too large"
+	broker.CodeQuotaExceeded: http.StatusForbidden,
+	broker.CodeForbidden:     http.StatusForbidden,
+	broker.CodeUnavailable:   http.StatusServiceUnavailable,
+	broker.CodeInternal:      http.StatusInternalServerError,
+	codeUnauthorized:         http.StatusUnauthorized,
 }
 
 // codeUnauthorized is the one error that starts in this package: authorization happens here.
-const codeUnauthorized store.Code = "unauthorized"
+const codeUnauthorized broker.Code = "unauthorized"
 
 // retryAfterSeconds is what a 503 asks clients to wait.
 const retryAfterSeconds = 2
@@ -37,7 +37,7 @@ const retryAfterSeconds = 2
 // writeError answers with the Service Bus error body for err. Domain errors carry a message safe
 // to show; anything else is logged with the tracking id and shown only as an internal error.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code := store.ErrorCode(err)
+	code := broker.ErrorCode(err)
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client is gone; nobody reads the answer
 	}
@@ -46,7 +46,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusInternalServerError
 	}
 	tracking := uuid.New().String()
-	msg := store.ErrorMessage(err)
+	msg := broker.ErrorMessage(err)
 	if status == http.StatusInternalServerError || msg == "" {
 		rt, _ := routeFrom(r.Context())
 		s.log.ErrorContext(r.Context(), "request failed", slog.String("operation", rt.label()), slog.String("method", r.Method),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -140,27 +141,27 @@ func TestDatabaseUnreachable(t *testing.T) {
 
 // failingStore returns errors that must never reach a client as they are.
 type failingStore struct {
-	store.Store
+	broker.Store
 }
 
-func (failingStore) Send(context.Context, *store.Entity, []store.Message) error {
+func (failingStore) Send(context.Context, *broker.Entity, []broker.Message) error {
 	return errors.New("secret internal detail")
 }
 
-func (failingStore) Receive(context.Context, store.ReceiveRequest) ([]*store.Message, error) {
+func (failingStore) Receive(context.Context, broker.ReceiveRequest) ([]*broker.Message, error) {
 	panic("secret panic detail")
 }
 
-func (failingStore) Settle(_ context.Context, _ store.Target, reqs []store.SettleRequest) []store.SettleResult {
-	res := make([]store.SettleResult, len(reqs))
+func (failingStore) Settle(_ context.Context, _ broker.Target, reqs []broker.SettleRequest) []broker.SettleResult {
+	res := make([]broker.SettleResult, len(reqs))
 	for i := range res {
-		res[i].Err = &store.Error{Code: store.CodeInternal, Message: "secret message of an internal error"}
+		res[i].Err = &broker.Error{Code: broker.CodeInternal, Message: "secret message of an internal error"}
 	}
 	return res
 }
 
 func TestInternalErrorsHideDetails(t *testing.T) {
-	b := setup(t, setupOptions{wrap: func(s store.Store) store.Store { return failingStore{s} }})
+	b := setup(t, setupOptions{wrap: func(s broker.Store) broker.Store { return failingStore{s} }})
 	b.createQueue(t, "q", "")
 	for _, c := range []call{
 		{method: http.MethodPost, path: "/q/messages", body: "x"},

@@ -11,8 +11,8 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 
 	"github.com/sbgate/sbgate/api"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sqlfilter"
-	"github.com/sbgate/sbgate/store"
 )
 
 // The sbgate extensions: what the Service Bus REST protocol lacks, on $-segments after
@@ -25,7 +25,7 @@ import (
 // description, which a REST receive carries as headers, added; user property values as JSON
 // values (a date as its RFC 1123 text, a double always with a fraction or exponent so it reads
 // back as a double).
-func (s *Server) toJSON(r *http.Request, t target, m *store.Message) api.Message {
+func (s *Server) toJSON(r *http.Request, t target, m *broker.Message) api.Message {
 	jm := api.Message{BrokerProperties: formatBrokerProperties(m, s.now())}
 	if m.ContentType != "" {
 		jm.ContentType = &m.ContentType
@@ -87,7 +87,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) error {
 	return json.NewEncoder(w).Encode(v)
 }
 
-func (s *Server) writeMessages(w http.ResponseWriter, r *http.Request, t target, status int, msgs []*store.Message) error {
+func (s *Server) writeMessages(w http.ResponseWriter, r *http.Request, t target, status int, msgs []*broker.Message) error {
 	out := make([]api.Message, len(msgs))
 	for i, m := range msgs {
 		out[i] = s.toJSON(r, t, m)
@@ -99,17 +99,17 @@ func (s *Server) writeMessages(w http.ResponseWriter, r *http.Request, t target,
 // client has gone (its request ended before the answer) or whose answer could not be written
 // are put back as they were (store.Restore): the client never had them. A peek-locked message
 // needs nothing: its lock runs out.
-func (s *Server) handOut(r *http.Request, t store.Target, mode store.ReceiveMode, msgs []*store.Message, write func() error) {
-	if mode == store.ReceiveAndDelete && r.Context().Err() != nil {
+func (s *Server) handOut(r *http.Request, t broker.Target, mode broker.ReceiveMode, msgs []*broker.Message, write func() error) {
+	if mode == broker.ReceiveAndDelete && r.Context().Err() != nil {
 		s.restore(r, t, msgs, r.Context().Err())
 		return
 	}
-	if err := write(); err != nil && mode == store.ReceiveAndDelete {
+	if err := write(); err != nil && mode == broker.ReceiveAndDelete {
 		s.restore(r, t, msgs, err)
 	}
 }
 
-func (s *Server) restore(r *http.Request, t store.Target, msgs []*store.Message, why error) {
+func (s *Server) restore(r *http.Request, t broker.Target, msgs []*broker.Message, why error) {
 	n, err := s.store.Restore(context.WithoutCancel(r.Context()), t, msgs)
 	if err != nil {
 		s.log.Error("receive-and-delete: messages taken for a client that did not get them are lost",
@@ -154,15 +154,15 @@ func (s *Server) BrowseMessages(w http.ResponseWriter, r *http.Request, entityPa
 
 // PeekLockBatch locks up to count messages.
 func (s *Server) PeekLockBatch(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.PeekLockBatchParams) {
-	s.receiveBatch(w, r, target{path: entityPath}, params.Count, params.Timeout, store.PeekLock)
+	s.receiveBatch(w, r, target{path: entityPath}, params.Count, params.Timeout, broker.PeekLock)
 }
 
 // ReceiveAndDeleteBatch removes and returns up to count messages.
 func (s *Server) ReceiveAndDeleteBatch(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.ReceiveAndDeleteBatchParams) {
-	s.receiveBatch(w, r, target{path: entityPath}, params.Count, params.Timeout, store.ReceiveAndDelete)
+	s.receiveBatch(w, r, target{path: entityPath}, params.Count, params.Timeout, broker.ReceiveAndDelete)
 }
 
-func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, t target, n, timeout *int, mode store.ReceiveMode) {
+func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, t target, n, timeout *int, mode broker.ReceiveMode) {
 	st, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -175,7 +175,7 @@ func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, t target, 
 	}
 	wctx, end := s.waitContext(r.Context())
 	defer end()
-	msgs, err := s.store.Receive(wctx, store.ReceiveRequest{Target: st, Mode: mode, Max: count(n, 10), Wait: wait})
+	msgs, err := s.store.Receive(wctx, broker.ReceiveRequest{Target: st, Mode: mode, Max: count(n, 10), Wait: wait})
 	if drained(r.Context(), wctx, err) {
 		msgs, err = nil, nil
 	}
@@ -189,7 +189,7 @@ func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, t target, 
 		return
 	}
 	status := http.StatusOK
-	if mode == store.PeekLock {
+	if mode == broker.PeekLock {
 		status = http.StatusCreated
 	}
 	s.handOut(r, st, mode, msgs, func() error { return s.writeMessages(w, r, t, status, msgs) })
@@ -197,15 +197,15 @@ func (s *Server) receiveBatch(w http.ResponseWriter, r *http.Request, t target, 
 
 // PeekLockDeferred locks a deferred message; the answer is that of a peek-lock.
 func (s *Server) PeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, seq api.SequenceNumber, params api.PeekLockDeferredParams) {
-	s.receiveDeferred(w, r, target{path: entityPath}, seq, store.PeekLock)
+	s.receiveDeferred(w, r, target{path: entityPath}, seq, broker.PeekLock)
 }
 
 // ReceiveAndDeleteDeferred removes and returns a deferred message.
 func (s *Server) ReceiveAndDeleteDeferred(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, seq api.SequenceNumber, params api.ReceiveAndDeleteDeferredParams) {
-	s.receiveDeferred(w, r, target{path: entityPath}, seq, store.ReceiveAndDelete)
+	s.receiveDeferred(w, r, target{path: entityPath}, seq, broker.ReceiveAndDelete)
 }
 
-func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, t target, seq int64, mode store.ReceiveMode) {
+func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, t target, seq int64, mode broker.ReceiveMode) {
 	st, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -218,7 +218,7 @@ func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, t targe
 	}
 	m := msgs[0]
 	status := http.StatusOK
-	if mode == store.PeekLock {
+	if mode == broker.PeekLock {
 		status = http.StatusCreated
 		w.Header().Set("Location", s.lockLocation(r, t, m))
 	}
@@ -228,8 +228,8 @@ func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request, t targe
 // CancelScheduled removes a scheduled message before its time.
 func (s *Server) CancelScheduled(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, seq api.SequenceNumber, params api.CancelScheduledParams) {
 	e, sq, err := s.messagingEntity(r, entityPath)
-	if err == nil && sq != store.SubQueueMain {
-		err = store.BadRequest("Scheduled messages live in the entity, not its dead-letter subqueue.")
+	if err == nil && sq != broker.SubQueueMain {
+		err = broker.BadRequest("Scheduled messages live in the entity, not its dead-letter subqueue.")
 	}
 	if err == nil {
 		err = s.store.CancelScheduled(r.Context(), e, []int64{seq})
@@ -253,30 +253,30 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request, t target, me
 	var req api.DeadLetterRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDeadLetterRequest))
 	if err != nil {
-		s.writeError(w, r, store.BadRequest("The request body is larger than %d bytes or could not be read.", maxDeadLetterRequest))
+		s.writeError(w, r, broker.BadRequest("The request body is larger than %d bytes or could not be read.", maxDeadLetterRequest))
 		return
 	}
 	if len(body) > 0 {
 		if err := json.Unmarshal(body, &req); err != nil {
-			s.writeError(w, r, store.BadRequest("The body must be a JSON object with DeadLetterReason and DeadLetterErrorDescription."))
+			s.writeError(w, r, broker.BadRequest("The body must be a JSON object with DeadLetterReason and DeadLetterErrorDescription."))
 			return
 		}
 	}
 	reason, description := deadLetterReason(req.DeadLetterReason, req.DeadLetterErrorDescription)
 	if !headerSafe(reason) || !headerSafe(description) {
-		s.writeError(w, r, store.BadRequest("The dead-letter reason and description may not contain control characters."))
+		s.writeError(w, r, broker.BadRequest("The dead-letter reason and description may not contain control characters."))
 		return
 	}
 	if err := checkDeadLetterText(reason, description); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.settleOne(w, r, t, store.SettleRequest{Op: store.DeadLetter, ID: messageID, Token: lockToken, Reason: reason, Description: description})
+	s.settleOne(w, r, t, broker.SettleRequest{Op: broker.DeadLetter, ID: messageID, Token: lockToken, Reason: reason, Description: description})
 }
 
 // DeferMessage sets a locked message aside until it is received by sequence number.
 func (s *Server) DeferMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.DeferMessageParams) {
-	s.settle(w, r, target{path: entityPath}, store.Defer, messageID, lockToken)
+	s.settle(w, r, target{path: entityPath}, broker.Defer, messageID, lockToken)
 }
 
 // PurgeMessages deletes every message of an entity or its dead-letter subqueue.
@@ -296,7 +296,7 @@ func (s *Server) PurgeMessages(w http.ResponseWriter, r *http.Request, entityPat
 
 // ResubmitAll puts every (matching) dead-lettered message back in its entity.
 func (s *Server) ResubmitAll(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.ResubmitAllParams) {
-	var match func(*store.Message) bool
+	var match func(*broker.Message) bool
 	if params.Filter != nil && *params.Filter != "" {
 		f, err := compileResubmitFilter(*params.Filter)
 		if err != nil {
@@ -313,14 +313,14 @@ func (s *Server) ResubmitOne(w http.ResponseWriter, r *http.Request, entityPath 
 	s.resubmit(w, r, entityPath, seq, nil)
 }
 
-func (s *Server) resubmit(w http.ResponseWriter, r *http.Request, entityPath string, seq int64, match func(*store.Message) bool) {
+func (s *Server) resubmit(w http.ResponseWriter, r *http.Request, entityPath string, seq int64, match func(*broker.Message) bool) {
 	e, sq, err := s.messagingEntity(r, entityPath)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if sq != store.SubQueueDeadLetter {
-		s.writeError(w, r, store.BadRequest("Resubmit takes messages from a dead-letter subqueue: use %s/$DeadLetterQueue/messages/$resubmit.", store.Clip(entityPath)))
+	if sq != broker.SubQueueDeadLetter {
+		s.writeError(w, r, broker.BadRequest("Resubmit takes messages from a dead-letter subqueue: use %s/$DeadLetterQueue/messages/$resubmit.", broker.Clip(entityPath)))
 		return
 	}
 	n, err := s.store.Resubmit(r.Context(), e, seq, match)
@@ -334,13 +334,13 @@ func (s *Server) resubmit(w http.ResponseWriter, r *http.Request, entityPath str
 // compileResubmitFilter compiles a SQL filter that picks the dead letters to resubmit. A message
 // the filter cannot evaluate (it names a property the message lacks in a way the language calls
 // an error) is not resubmitted.
-func compileResubmitFilter(expr string) (func(*store.Message) bool, error) {
+func compileResubmitFilter(expr string) (func(*broker.Message) bool, error) {
 	f, err := sqlfilter.ParseFilter(expr, nil)
 	if err != nil {
-		return nil, store.BadRequest("The filter is not a valid SQL filter expression: %s", err.Error())
+		return nil, broker.BadRequest("The filter is not a valid SQL filter expression: %s", err.Error())
 	}
-	return func(m *store.Message) bool {
-		ok, err := f.Match(store.FilterView(m))
+	return func(m *broker.Message) bool {
+		ok, err := f.Match(broker.FilterView(m))
 		return err == nil && ok
 	}, nil
 }

@@ -10,8 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // restTypes are user properties of the types only AMQP senders give, with the header value
@@ -24,30 +23,30 @@ var restTypes = []struct {
 }{
 	{"binary", []byte{0, 1, 2, 0xff}, `"AAEC/w=="`, "AAEC/w=="},
 	{"byte", uint8(255), "255", json.Number("255")},
-	{"char", store.Char('Z'), `"Z"`, "Z"},
-	{"datetimeoffset", store.DateTimeOffsetOf(time.Date(2011, 3, 4, 8, 49, 37, 0, time.UTC)), `"Fri, 04 Mar 2011 08:49:37 GMT"`, "Fri, 04 Mar 2011 08:49:37 GMT"},
+	{"char", broker.Char('Z'), `"Z"`, "Z"},
+	{"datetimeoffset", broker.DateTimeOffsetOf(time.Date(2011, 3, 4, 8, 49, 37, 0, time.UTC)), `"Fri, 04 Mar 2011 08:49:37 GMT"`, "Fri, 04 Mar 2011 08:49:37 GMT"},
 	// 12.50 as the .NET SDK sends a decimal (Microsoft.Azure.Amqp's encoding).
-	{"decimal", store.Decimal128{0x0c, 0x3c, 14: 0x04, 15: 0xe2}, "12.50", json.Number("12.50")},
-	{"decimal-nan", store.Decimal32{0x7c}, `"NaN"`, "NaN"},
+	{"decimal", broker.Decimal128{0x0c, 0x3c, 14: 0x04, 15: 0xe2}, "12.50", json.Number("12.50")},
+	{"decimal-nan", broker.Decimal32{0x7c}, `"NaN"`, "NaN"},
 	{"float", float32(0.1), "0.1", json.Number("0.1")},
 	{"float-whole", float32(2), "2.0", json.Number("2.0")},
 	{"int", int32(math.MinInt32), "-2147483648", json.Number("-2147483648")},
 	{"null", nil, "null", nil}, // an AMQP property present without a value
 	{"sbyte", int8(-128), "-128", json.Number("-128")},
 	{"short", int16(-300), "-300", json.Number("-300")},
-	{"symbol", store.Symbol("sym"), `"sym"`, "sym"},
-	{"timespan", store.TimeSpan(-(((1*24+2)*3600+3*60+4)*10_000_000 + 5)), `"-1.02:03:04.0000005"`, "-1.02:03:04.0000005"},
+	{"symbol", broker.Symbol("sym"), `"sym"`, "sym"},
+	{"timespan", broker.TimeSpan(-(((1*24+2)*3600+3*60+4)*10_000_000 + 5)), `"-1.02:03:04.0000005"`, "-1.02:03:04.0000005"},
 	{"uint", uint32(math.MaxUint32), "4294967295", json.Number("4294967295")},
 	{"ulong", uint64(math.MaxUint64), "18446744073709551615", json.Number("18446744073709551615")},
-	{"uri", store.URI(`https://x/y?z="1"`), `"https://x/y?z=\"1\""`, `https://x/y?z="1"`},
+	{"uri", broker.URI(`https://x/y?z="1"`), `"https://x/y?z=\"1\""`, `https://x/y?z="1"`},
 	{"ushort", uint16(65535), "65535", json.Number("65535")},
 	{"uuid", uuid.MustParse("0f8fad5b-d9cb-469f-a165-70867728950e"), `"0f8fad5b-d9cb-469f-a165-70867728950e"`, "0f8fad5b-d9cb-469f-a165-70867728950e"},
 }
 
-func restProps() store.UserProperties {
-	var props store.UserProperties
+func restProps() broker.UserProperties {
+	var props broker.UserProperties
 	for _, p := range restTypes {
-		props = append(props, store.Property{Name: p.name, Value: p.value})
+		props = append(props, broker.Property{Name: p.name, Value: p.value})
 	}
 	return props
 }
@@ -76,7 +75,7 @@ func TestRESTShowsEveryTypeAndBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, body := range restBodies {
-		if err := b.store.Send(t.Context(), q, []store.Message{{Body: []byte(body.raw), BodyType: store.BodyAMQP,
+		if err := b.store.Send(t.Context(), q, []broker.Message{{Body: []byte(body.raw), BodyType: broker.BodyAMQP,
 			MessageID: body.name, UserProperties: restProps(), HasSessionID: true}}); err != nil {
 			t.Fatal(err)
 		}
@@ -112,11 +111,11 @@ func TestRESTLeavesMessagesExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sent := store.Message{Body: []byte(restBodies[4].raw), BodyType: store.BodyAMQP, MessageID: "m", UserProperties: restProps()}
-	if err := b.store.Send(t.Context(), q, []store.Message{sent}); err != nil {
+	sent := broker.Message{Body: []byte(restBodies[4].raw), BodyType: broker.BodyAMQP, MessageID: "m", UserProperties: restProps()}
+	if err := b.store.Send(t.Context(), q, []broker.Message{sent}); err != nil {
 		t.Fatal(err)
 	}
-	exact := func(where string, sq store.SubQueue) {
+	exact := func(where string, sq broker.SubQueue) {
 		t.Helper()
 		msgs, err := b.store.Browse(t.Context(), q, sq, 0, 10)
 		if err != nil || len(msgs) != 1 {
@@ -138,14 +137,14 @@ func TestRESTLeavesMessagesExact(t *testing.T) {
 	}
 	loc, seq := lock("peek-lock")
 	b.do(t, call{method: http.MethodPut, path: loc}).want(t, "abandon", http.StatusOK)
-	exact("after an abandon", store.SubQueueMain)
+	exact("after an abandon", broker.SubQueueMain)
 	loc, _ = lock("peek-lock again")
 	b.do(t, call{method: http.MethodPost, path: loc}).want(t, "renew", http.StatusOK)
 	b.do(t, call{method: http.MethodPost, path: loc + "/$defer"}).want(t, "defer", http.StatusOK)
-	exact("deferred", store.SubQueueMain)
+	exact("deferred", broker.SubQueueMain)
 	r := b.do(t, call{method: http.MethodPost, path: "/q/messages/$deferred/" + seq}).want(t, "receive deferred", http.StatusCreated)
 	b.do(t, call{method: http.MethodPost, path: settlePath(t, r.header.Get("Location")) + "/$deadletter"}).want(t, "dead-letter", http.StatusOK)
-	exact("dead-lettered", store.SubQueueDeadLetter)
+	exact("dead-lettered", broker.SubQueueDeadLetter)
 
 	msgs := b.do(t, call{method: http.MethodGet, path: "/q/$DeadLetterQueue/messages/$browse"}).messages(t, "browse", http.StatusOK)
 	if len(msgs) != 1 {
@@ -160,7 +159,7 @@ func TestRESTLeavesMessagesExact(t *testing.T) {
 		}
 	}
 	b.do(t, call{method: http.MethodPost, path: "/q/$DeadLetterQueue/messages/$resubmit"}).want(t, "resubmit", http.StatusOK)
-	exact("resubmitted", store.SubQueueMain)
+	exact("resubmitted", broker.SubQueueMain)
 }
 
 // "SessionId":"" in BrokerProperties names the session "": a session queue takes the message,
@@ -180,8 +179,8 @@ func TestRESTEmptySessionID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := b.store.Receive(t.Context(), store.ReceiveRequest{Target: store.Target{Entity: sq,
-		Session: &store.SessionLock{SessionID: s.ID, Token: s.LockToken}}, Max: 10})
+	msgs, err := b.store.Receive(t.Context(), broker.ReceiveRequest{Target: broker.Target{Entity: sq,
+		Session: &broker.SessionLock{SessionID: s.ID, Token: s.LockToken}}, Max: 10})
 	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "in the session" || !msgs[0].HasSessionID {
 		t.Fatalf("session \"\" gave %+v, %v", msgs, err)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // These fuzz targets cover the parsers of the send path: BrokerProperties (see also
@@ -25,8 +25,8 @@ import (
 // parsers of client input may answer.
 func badRequestOf(t *testing.T, what string, err error) {
 	t.Helper()
-	var se *store.Error
-	if !errors.As(err, &se) || se.Code != store.CodeBadRequest || se.Message == "" {
+	var se *broker.Error
+	if !errors.As(err, &se) || se.Code != broker.CodeBadRequest || se.Message == "" {
 		t.Fatalf("%s error = %#v; want a bad request with a message", what, err)
 	}
 	if len(se.Message) > 1024 {
@@ -42,7 +42,7 @@ type senderFields struct {
 	Scheduled                                                                               time.Time
 }
 
-func senderFieldsOf(m *store.Message) senderFields {
+func senderFieldsOf(m *broker.Message) senderFields {
 	return senderFields{m.MessageID, m.CorrelationID, m.SessionID, m.ReplyToSessionID, m.Label, m.To, m.ReplyTo,
 		m.PartitionKey, string(ttlNumber(m.TimeToLive)), m.ScheduledEnqueueTime.Truncate(time.Second)}
 }
@@ -59,7 +59,7 @@ func FuzzBrokerPropertiesRoundTrip(f *testing.F) {
 	}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		var m store.Message
+		var m broker.Message
 		if err := parseBrokerProperties(raw, &m, false); err != nil {
 			badRequestOf(t, "parseBrokerProperties", err)
 			return
@@ -69,7 +69,7 @@ func FuzzBrokerPropertiesRoundTrip(f *testing.F) {
 		if !json.Valid(wire) {
 			t.Fatalf("formatBrokerProperties wrote invalid JSON: %s", wire)
 		}
-		var back store.Message
+		var back broker.Message
 		if err := parseBrokerProperties(wire, &back, false); err != nil {
 			t.Fatalf("parseBrokerProperties(formatBrokerProperties(...)) = %v\n%s", err, wire)
 		}
@@ -137,7 +137,7 @@ func FuzzUserPropertyHeaders(f *testing.F) {
 			t.Fatalf("reading back %v: %+v, %v; want %+v", out, back, err, props)
 		}
 		for _, p := range back {
-			i := slices.IndexFunc(props, func(q store.Property) bool { return q.Name == p.Name })
+			i := slices.IndexFunc(props, func(q broker.Property) bool { return q.Name == p.Name })
 			if i < 0 || !sameValue(p.Value, props[i].Value) {
 				t.Fatalf("property %s read back as %#v; sent %+v", p.Name, p.Value, props)
 			}
@@ -223,7 +223,7 @@ func FuzzParseBatch(f *testing.F) {
 		}
 		for i := range msgs {
 			a, b := msgs[i], back[i]
-			byName := func(x, y store.Property) int { return strings.Compare(x.Name, y.Name) }
+			byName := func(x, y broker.Property) int { return strings.Compare(x.Name, y.Name) }
 			slices.SortFunc(a.UserProperties, byName)
 			slices.SortFunc(b.UserProperties, byName)
 			if string(ttlNumber(a.TimeToLive)) == string(ttlNumber(b.TimeToLive)) {

@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // A received message travels in the response head: BrokerProperties, one header per user
@@ -39,16 +38,16 @@ const (
 // longest. REST sends are checked with it, and sbgate serve has the store check with it the
 // subscription copies that rule actions grow (store.Options.CheckCopy). Errors: a bad request
 // naming the size and the limit.
-func CheckDeliverable(m *store.Message) error {
+func CheckDeliverable(m *broker.Message) error {
 	if len(m.UserProperties) > maxUserPropertiesHTTP {
-		return store.BadRequest("A message may carry at most %d user properties (it has %d), so that every HTTP client can read it as headers.",
+		return broker.BadRequest("A message may carry at most %d user properties (it has %d), so that every HTTP client can read it as headers.",
 			maxUserPropertiesHTTP, len(m.UserProperties))
 	}
 	if propertyHeaderBound(m) <= maxPropertyHeaderBytes {
 		return nil
 	}
 	if n := propertyHeaderBytes(m); n > maxPropertyHeaderBytes {
-		return store.BadRequest("The message's properties take %d bytes as HTTP headers; at most %d bytes are allowed, so that every client can receive the message.",
+		return broker.BadRequest("The message's properties take %d bytes as HTTP headers; at most %d bytes are allowed, so that every client can receive the message.",
 			n, maxPropertyHeaderBytes)
 	}
 	return nil
@@ -58,7 +57,7 @@ func CheckDeliverable(m *store.Message) error {
 var longestTime = time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC)
 
 // propertyHeaderBytes is the number of bytes m's properties take in a receive response.
-func propertyHeaderBytes(m *store.Message) int {
+func propertyHeaderBytes(m *broker.Message) int {
 	w := *m
 	w.Body = nil
 	w.SequenceNumber = math.MaxInt64
@@ -70,7 +69,7 @@ func propertyHeaderBytes(m *store.Message) int {
 	w.LockToken = uuid.Max
 	w.ScheduledEnqueueTime = longestTime
 	w.TimeToLive = math.MaxInt64 - 1 // the entity's default may replace the sender's: the longest number
-	w.State = store.StateDeferred
+	w.State = broker.StateDeferred
 	// A dead letter names its source: a subscription path at its longest.
 	w.DeadLetterSource = strings.Repeat("x", 260+len("/Subscriptions/")+50)
 	n := headerLineBytes("BrokerProperties", string(formatBrokerProperties(&w, longestTime)))
@@ -89,7 +88,7 @@ func propertyHeaderBytes(m *store.Message) int {
 // longest, each string the sender gave escaped at its worst (six bytes a byte, as \u00XX), each
 // user property value at the longest its type formats to. Only a message near the limit pays
 // for the exact count.
-func propertyHeaderBound(m *store.Message) int {
+func propertyHeaderBound(m *broker.Message) int {
 	n := fixedPropertyHeaderBytes
 	for _, s := range [...]string{m.CorrelationID, m.Label, m.MessageID, m.PartitionKey, m.ReplyTo,
 		m.ReplyToSessionID, m.SessionID, m.To, m.ViaPartitionKey} {
@@ -109,7 +108,7 @@ func propertyHeaderBound(m *store.Message) int {
 // their longest.
 var fixedPropertyHeaderBytes = func() int {
 	x := "x"
-	return propertyHeaderBytes(&store.Message{CorrelationID: x, Label: x, MessageID: x, PartitionKey: x,
+	return propertyHeaderBytes(&broker.Message{CorrelationID: x, Label: x, MessageID: x, PartitionKey: x,
 		ReplyTo: x, ReplyToSessionID: x, SessionID: x, To: x, ViaPartitionKey: x})
 }()
 
@@ -118,9 +117,9 @@ func propertyValueBound(v any) int {
 	switch x := v.(type) {
 	case string:
 		return 2 + 2*len(x) // quoted, each byte escaped at worst
-	case store.URI:
+	case broker.URI:
 		return 2 + 2*len(x)
-	case store.Symbol:
+	case broker.Symbol:
 		return 2 + 2*len(x)
 	case float64:
 		return 330 // 'f' format, shortest exact: up to 309 integer digits, or 5e-324's 326 characters
@@ -128,7 +127,7 @@ func propertyValueBound(v any) int {
 		return 60 // 'f' format: up to 39 integer digits, or 1e-45's 47 characters
 	case []byte:
 		return 2 + base64.StdEncoding.EncodedLen(len(x))
-	case store.Decimal128:
+	case broker.Decimal128:
 		return 90 // 34 digits, 40 zeros after the point at most, a sign, a point, or an exponent
 	}
 	// An integer, a bool, a char, a Guid, a quoted RFC 1123 time, a time span, a smaller decimal.
@@ -146,7 +145,7 @@ func checkDeadLetterText(reason, description string) error {
 		n += headerLineBytes("DeadLetterErrorDescription", formatPropertyValue(description))
 	}
 	if n > maxDeadLetterHeaderBytes {
-		return store.BadRequest("The dead-letter reason and description take %d bytes as HTTP headers; at most %d bytes are allowed.",
+		return broker.BadRequest("The dead-letter reason and description take %d bytes as HTTP headers; at most %d bytes are allowed.",
 			n, maxDeadLetterHeaderBytes)
 	}
 	return nil

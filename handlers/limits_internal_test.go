@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // TestPropertyHeaderBoundIsNeverBelowTheCount: CheckDeliverable skips the exact count when the
@@ -16,12 +15,12 @@ import (
 // escape to and whatever the user properties' types format to.
 func TestPropertyHeaderBoundIsNeverBelowTheCount(t *testing.T) {
 	worst := strings.Repeat("\x01\"\\<>&\u2028\u2029é", 40) // every escape JSON writes, and multi-byte runes
-	msgs := []store.Message{
+	msgs := []broker.Message{
 		{},
 		{MessageID: "m"},
 		{MessageID: worst, CorrelationID: worst, Label: worst, PartitionKey: worst, ReplyTo: worst,
 			ReplyToSessionID: worst, SessionID: worst, To: worst, ViaPartitionKey: worst, ContentType: "text/plain; x=" + worst},
-		{UserProperties: store.UserProperties{
+		{UserProperties: broker.UserProperties{
 			{Name: "s", Value: worst},
 			{Name: "quotes", Value: strings.Repeat(`"\`, 100)},
 			{Name: "tiny", Value: math.SmallestNonzeroFloat64},
@@ -36,16 +35,16 @@ func TestPropertyHeaderBoundIsNeverBelowTheCount(t *testing.T) {
 			{Name: "float", Value: float32(-math.MaxFloat32)},
 			{Name: "tinyfloat", Value: float32(math.SmallestNonzeroFloat32)},
 			{Name: "binary", Value: []byte(worst)},
-			{Name: "uri", Value: store.URI(worst)},
-			{Name: "symbol", Value: store.Symbol(worst)},
-			{Name: "char", Value: store.Char('😀')},
+			{Name: "uri", Value: broker.URI(worst)},
+			{Name: "symbol", Value: broker.Symbol(worst)},
+			{Name: "char", Value: broker.Char('😀')},
 			{Name: "uuid", Value: uuid.Max},
-			{Name: "timespan", Value: store.TimeSpan(math.MinInt64)},
-			{Name: "dto", Value: store.DateTimeOffset(math.MaxInt64)},
+			{Name: "timespan", Value: broker.TimeSpan(math.MinInt64)},
+			{Name: "dto", Value: broker.DateTimeOffset(math.MaxInt64)},
 			// The longest decimal texts: 34 digits with 28 zeros, and 40 places after the point.
-			{Name: "decimal-zeros", Value: store.Decimal128{0xb0, 0x79, 0xed, 0x09, 0xbe, 0xad, 0x87, 0xc0, 0x37, 0x8d, 0x8e, 0x63, 0xff, 0xff, 0xff, 0xff}},
-			{Name: "decimal-places", Value: store.Decimal128{0xaf, 0xf0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}},
-			{Name: "decimal64", Value: store.Decimal64{0xb5, 0x5f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+			{Name: "decimal-zeros", Value: broker.Decimal128{0xb0, 0x79, 0xed, 0x09, 0xbe, 0xad, 0x87, 0xc0, 0x37, 0x8d, 0x8e, 0x63, 0xff, 0xff, 0xff, 0xff}},
+			{Name: "decimal-places", Value: broker.Decimal128{0xaf, 0xf0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}},
+			{Name: "decimal64", Value: broker.Decimal64{0xb5, 0x5f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
 		}},
 	}
 	for i, m := range msgs {
@@ -60,8 +59,8 @@ func TestPropertyHeaderBoundIsNeverBelowTheCount(t *testing.T) {
 		}
 	}
 	// A plain message is far within the limit by the bound alone.
-	if b := propertyHeaderBound(&store.Message{MessageID: "0123456789abcdef0123456789abcdef", Label: "order",
-		UserProperties: store.UserProperties{{Name: "tenant", Value: "contoso"}}}); b > maxPropertyHeaderBytes/4 {
+	if b := propertyHeaderBound(&broker.Message{MessageID: "0123456789abcdef0123456789abcdef", Label: "order",
+		UserProperties: broker.UserProperties{{Name: "tenant", Value: "contoso"}}}); b > maxPropertyHeaderBytes/4 {
 		t.Errorf("bound of a plain message = %d; want well within %d", b, maxPropertyHeaderBytes)
 	}
 }
@@ -71,8 +70,8 @@ func TestPropertyHeaderBoundIsNeverBelowTheCount(t *testing.T) {
 // the entity's default TTL, a lock, the sequence number it was first given where it was sent
 // (forwarded, or copied to a subscription), a dead letter's source.
 func TestPropertyHeaderCountCoversAReceive(t *testing.T) {
-	sent := store.Message{MessageID: "m", Label: "l", ContentType: "text/plain", ScheduledEnqueueTime: longestTime,
-		UserProperties: store.UserProperties{{Name: "p", Value: "v"}, {Name: "n", Value: int64(7)}}}
+	sent := broker.Message{MessageID: "m", Label: "l", ContentType: "text/plain", ScheduledEnqueueTime: longestTime,
+		UserProperties: broker.UserProperties{{Name: "p", Value: "v"}, {Name: "n", Value: int64(7)}}}
 	received := sent
 	received.SequenceNumber = math.MaxInt64
 	received.EnqueuedSequenceNumber = math.MaxInt64
@@ -82,7 +81,7 @@ func TestPropertyHeaderCountCoversAReceive(t *testing.T) {
 	received.LockToken = uuid.Max
 	received.DeliveryCount = math.MaxInt32
 	received.TimeToLive = math.MaxInt64 - 1
-	received.State = store.StateDeferred
+	received.State = broker.StateDeferred
 	received.DeadLetterSource = strings.Repeat("t", 260) + "/Subscriptions/" + strings.Repeat("s", 50)
 	written := headerLineBytes("BrokerProperties", string(formatBrokerProperties(&received, longestTime))) +
 		headerLineBytes("Content-Type", received.ContentType)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/api/client"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/handlers"
 	"github.com/sbgate/sbgate/sas"
@@ -93,7 +94,7 @@ type bundle struct {
 type setupOptions struct {
 	realClock bool
 	// wrap, when set, puts something between the handlers and the store.
-	wrap func(store.Store) store.Store
+	wrap func(broker.Store) broker.Store
 	// config, when set, adjusts the handlers' configuration.
 	config func(*handlers.Config)
 	// trustedProxies is handlers.Config.TrustedProxies.
@@ -118,7 +119,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	b.store = store.New(pool, store.Options{Now: b.now, CheckCopy: handlers.CheckDeliverable}) // as sbgate serve has it
 	b.store.Start(context.Background())
 	t.Cleanup(b.store.Stop)
-	var st store.Store = b.store
+	var st broker.Store = b.store
 	if o.wrap != nil {
 		st = o.wrap(st)
 	}
@@ -127,7 +128,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 }
 
 // serve runs the handlers over st on a test server.
-func (b *bundle) serve(t *testing.T, st store.Store) {
+func (b *bundle) serve(t *testing.T, st broker.Store) {
 	t.Helper()
 	cfg := handlers.Config{Keys: testKeys, Now: b.now, TrustedProxies: b.trustedProxies}
 	if b.config != nil {
@@ -252,7 +253,7 @@ func (b *bundle) send(t *testing.T, queue, body string, header map[string]string
 }
 
 // counts reads the queue's counts from the store.
-func (b *bundle) counts(t *testing.T, path string) store.Counts {
+func (b *bundle) counts(t *testing.T, path string) broker.Counts {
 	t.Helper()
 	e, err := b.store.GetEntity(t.Context(), path)
 	if err != nil {

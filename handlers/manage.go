@@ -8,7 +8,7 @@ import (
 
 	"github.com/sbgate/sbgate/api"
 	"github.com/sbgate/sbgate/atom"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // maxDescriptionBytes bounds a management request body.
@@ -26,8 +26,8 @@ func (s *Server) PutEntity(w http.ResponseWriter, r *http.Request, entityPath ap
 		s.writeError(w, r, err)
 		return
 	}
-	if kind == store.KindSubscription {
-		s.writeError(w, r, store.BadRequest("A subscription is put at {topic}/Subscriptions/{name}, not at '%s'.", store.Clip(entityPath)))
+	if kind == broker.KindSubscription {
+		s.writeError(w, r, broker.BadRequest("A subscription is put at {topic}/Subscriptions/{name}, not at '%s'.", broker.Clip(entityPath)))
 		return
 	}
 	props, err := atom.DecodeProperties(body, kind)
@@ -39,15 +39,15 @@ func (s *Server) PutEntity(w http.ResponseWriter, r *http.Request, entityPath ap
 		s.writeError(w, r, err)
 		return
 	}
-	s.saveEntity(w, r, params.IfMatch, kind, entityPath, props, func() (*store.Entity, error) {
+	s.saveEntity(w, r, params.IfMatch, kind, entityPath, props, func() (*broker.Entity, error) {
 		return s.store.CreateEntity(r.Context(), kind, entityPath, props)
 	})
 }
 
 // saveEntity answers a management PUT: with If-Match it replaces the description of the entity at
 // path (200), without it it runs create (201).
-func (s *Server) saveEntity(w http.ResponseWriter, r *http.Request, ifMatch *string, kind store.Kind, path string, props store.Properties, create func() (*store.Entity, error)) {
-	var e *store.Entity
+func (s *Server) saveEntity(w http.ResponseWriter, r *http.Request, ifMatch *string, kind broker.Kind, path string, props broker.Properties, create func() (*broker.Entity, error)) {
+	var e *broker.Entity
 	var err error
 	if ifMatch != nil {
 		e, err = s.store.UpdateEntity(r.Context(), kind, path, props)
@@ -74,7 +74,7 @@ func putStatus(ifMatch *string) int {
 // gets the "Publicly Listed Services" feed, as the service answers.
 func (s *Server) GetEntity(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.GetEntityParams) {
 	e, err := s.store.GetEntity(r.Context(), entityPath)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, broker.ErrNotFound) {
 		w.Header().Set("Content-Type", atom.FeedContentType)
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(atom.AppendNotFoundFeed(nil, s.now()))
@@ -99,13 +99,13 @@ func (s *Server) DeleteEntity(w http.ResponseWriter, r *http.Request, entityPath
 
 // ListQueues returns a page of queues.
 func (s *Server) ListQueues(w http.ResponseWriter, r *http.Request, params api.ListQueuesParams) {
-	s.listEntities(w, r, store.KindQueue, "", "Queues", params.Skip, params.Top)
+	s.listEntities(w, r, broker.KindQueue, "", "Queues", params.Skip, params.Top)
 }
 
 // maxPageSize bounds $top.
 const maxPageSize = 1000
 
-func (s *Server) listEntities(w http.ResponseWriter, r *http.Request, kind store.Kind, parent, title string, skipP, topP *int) {
+func (s *Server) listEntities(w http.ResponseWriter, r *http.Request, kind broker.Kind, parent, title string, skipP, topP *int) {
 	skip, top, err := page(skipP, topP)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -131,7 +131,7 @@ func (s *Server) GetNamespaceInfo(w http.ResponseWriter, r *http.Request, params
 	_, _ = w.Write(atom.AppendNamespaceInfo(nil, requestURL(r), s.cfg.Namespace, s.cfg.Started))
 }
 
-func (s *Server) writeEntry(w http.ResponseWriter, r *http.Request, status int, e *store.Entity, runtime bool) {
+func (s *Server) writeEntry(w http.ResponseWriter, r *http.Request, status int, e *broker.Entity, runtime bool) {
 	w.Header().Set("Content-Type", atom.EntryContentType)
 	w.WriteHeader(status)
 	_, _ = w.Write(atom.AppendEntry(nil, s.entryInfo(r, e, ""), e, s.encodeOptions(r, e, runtime)))
@@ -140,19 +140,19 @@ func (s *Server) writeEntry(w http.ResponseWriter, r *http.Request, status int, 
 // entryInfo builds an entity's Atom envelope. A lone entry's id is the request URL as received
 // (clients take names from it, so its casing must be the request's); in a feed each entry gets
 // its own URL and the feed's as xml:base.
-func (s *Server) entryInfo(r *http.Request, e *store.Entity, feedBase string) atom.EntryInfo {
+func (s *Server) entryInfo(r *http.Request, e *broker.Entity, feedBase string) atom.EntryInfo {
 	id := requestURL(r)
 	if feedBase != "" {
 		id = requestScheme(r) + "://" + r.Host + "/" + escapePath(e.Path) + apiVersionQuery(r)
 	}
 	info := atom.EntryInfo{ID: id, Title: e.Name, Published: e.CreatedAt, Updated: e.UpdatedAt, SelfHref: id, XMLBase: feedBase}
-	if e.Kind != store.KindSubscription {
+	if e.Kind != broker.KindSubscription {
 		info.Author = s.cfg.Namespace
 	}
 	return info
 }
 
-func (s *Server) encodeOptions(r *http.Request, e *store.Entity, runtime bool) atom.EncodeOptions {
+func (s *Server) encodeOptions(r *http.Request, e *broker.Entity, runtime bool) atom.EncodeOptions {
 	return atom.EncodeOptions{Runtime: runtime, Host: r.Host, SubscriptionCount: int(e.SubscriptionCount),
 		FilterCounts: apiVersionAtLeast(r, "2024-05"), SQLFilterCount: e.SQLFilterCount, CorrelationFilterCount: e.CorrelationFilterCount}
 }

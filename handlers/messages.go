@@ -22,7 +22,7 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 
 	"github.com/sbgate/sbgate/api"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // batchOverheadFactor allows for JSON escaping and framing when a batch body is read; what counts
@@ -34,7 +34,7 @@ const (
 
 // messagingEntity resolves the entity of a data-plane request: a queue or subscription, or its
 // dead-letter subqueue.
-func (s *Server) messagingEntity(r *http.Request, entityPath string) (*store.Entity, store.SubQueue, error) {
+func (s *Server) messagingEntity(r *http.Request, entityPath string) (*broker.Entity, broker.SubQueue, error) {
 	path, sq, _ := splitSubQueue(entityPath)
 	e, err := s.store.Resolve(r.Context(), path)
 	if err != nil {
@@ -50,21 +50,21 @@ func (s *Server) SendMessage(w http.ResponseWriter, r *http.Request, entityPath 
 		s.writeError(w, r, err)
 		return
 	}
-	if sq != store.SubQueueMain {
-		s.writeError(w, r, store.BadRequest("Messages cannot be sent to a dead-letter queue."))
+	if sq != broker.SubQueueMain {
+		s.writeError(w, r, broker.BadRequest("Messages cannot be sent to a dead-letter queue."))
 		return
 	}
 	limit := e.Props.MaxMessageSizeInKilobytes * 1024
 	batch := isBatchContentType(r.Header.Get("Content-Type"))
-	var msgs []store.Message
+	var msgs []broker.Message
 	if batch {
 		msgs, err = s.readBatch(w, r, e, limit)
 	} else {
 		var body []byte
 		if body, err = s.readBody(w, r, e, limit); err == nil {
-			var m store.Message
+			var m broker.Message
 			m, err = parseSingle(r, body)
-			msgs = []store.Message{m}
+			msgs = []broker.Message{m}
 		}
 	}
 	if err != nil {
@@ -74,7 +74,7 @@ func (s *Server) SendMessage(w http.ResponseWriter, r *http.Request, entityPath 
 	for i := range msgs {
 		if err := CheckDeliverable(&msgs[i]); err != nil {
 			if batch {
-				err = store.BadRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
+				err = broker.BadRequest("Message %d of the batch: %s", i+1, broker.ErrorMessage(err))
 			}
 			s.writeError(w, r, err)
 			return
@@ -98,8 +98,8 @@ func isBatchContentType(ct string) bool {
 	return strings.HasPrefix(mt, "application/vnd.microsoft.servicebus.")
 }
 
-func parseSingle(r *http.Request, body []byte) (store.Message, error) {
-	m := store.Message{Body: body, ContentType: r.Header.Get("Content-Type")}
+func parseSingle(r *http.Request, body []byte) (broker.Message, error) {
+	m := broker.Message{Body: body, ContentType: r.Header.Get("Content-Type")}
 	if err := parseBrokerProperties([]byte(r.Header.Get("BrokerProperties")), &m, false); err != nil {
 		return m, err
 	}
@@ -115,29 +115,29 @@ func parseSingle(r *http.Request, body []byte) (store.Message, error) {
 const maxBatchMessages = 4500
 
 // tooLarge is the error for a message or batch over the entity's limit.
-func tooLarge(e *store.Entity, limit int64) error {
-	return &store.Error{Code: store.CodeTooLarge, Message: fmt.Sprintf(
+func tooLarge(e *broker.Entity, limit int64) error {
+	return &broker.Error{Code: broker.CodeTooLarge, Message: fmt.Sprintf(
 		"The message exceeds the limit of %d bytes allowed on entity '%s'.", limit, e.Path)}
 }
 
 // readError is the answer to a body that could not be read: too large, too slow, or cut off.
-func (s *Server) readError(e *store.Entity, limit int64, err error) error {
+func (s *Server) readError(e *broker.Entity, limit int64, err error) error {
 	var big *http.MaxBytesError
 	switch {
 	case errors.As(err, &big):
 		return tooLarge(e, limit)
 	case bodyTimedOut(err):
-		return store.BadRequest("The request body did not arrive within %s.", s.cfg.BodyTimeout)
+		return broker.BadRequest("The request body did not arrive within %s.", s.cfg.BodyTimeout)
 	}
-	return store.BadRequest("The request body could not be read.")
+	return broker.BadRequest("The request body could not be read.")
 }
 
 // readBody reads a single message's body, never past the entity's limit: a declared length over
 // it is refused before anything is read, and an undeclared one is cut off at the limit. The
 // buffer is allocated once at the declared length, not grown by doubling.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request, e *store.Entity, limit int64) ([]byte, error) {
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, e *broker.Entity, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
-		return nil, &store.Error{Code: store.CodeTooLarge, Message: fmt.Sprintf(
+		return nil, &broker.Error{Code: broker.CodeTooLarge, Message: fmt.Sprintf(
 			"The message body (%d bytes) exceeds the limit of %d bytes allowed on entity '%s'.", r.ContentLength, limit, e.Path)}
 	}
 	rd := http.MaxBytesReader(w, r.Body, limit)
@@ -158,7 +158,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, e *store.Entit
 // readBatch reads a JSON batch message by message from the body, so that its size is checked
 // while it is read: a batch over the entity's limit is refused as soon as the messages read so
 // far exceed it, and never held whole in memory beside its decoded messages.
-func (s *Server) readBatch(w http.ResponseWriter, r *http.Request, e *store.Entity, limit int64) ([]store.Message, error) {
+func (s *Server) readBatch(w http.ResponseWriter, r *http.Request, e *broker.Entity, limit int64) ([]broker.Message, error) {
 	readLimit := limit*batchOverheadFactor + batchOverheadBytes
 	if r.ContentLength > readLimit {
 		return nil, tooLarge(e, limit)
@@ -192,7 +192,7 @@ func (r *errorReader) Read(p []byte) (int, error) {
 var errBatchTooLarge = errors.New("batch too large")
 
 // parseBatch decodes a whole JSON batch held in memory.
-func parseBatch(body []byte, fromProxy bool) ([]store.Message, error) {
+func parseBatch(body []byte, fromProxy bool) ([]broker.Message, error) {
 	return decodeBatch(bytes.NewReader(body), math.MaxInt64, fromProxy)
 }
 
@@ -209,13 +209,13 @@ func parseBatch(body []byte, fromProxy bool) ([]store.Message, error) {
 // counts the array around the element). encoding/json's Decoder
 // scanned each 1 KB body twice, once to find the element's end and once to decode it: a third
 // of the gateway's CPU in a send-batch profile.
-func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, error) {
+func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]broker.Message, error) {
 	dec := jsontext.NewDecoder(rd, batchJSONOptions...)
-	notArray := store.BadRequest("The batch is not a JSON array of messages.")
+	notArray := broker.BadRequest("The batch is not a JSON array of messages.")
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
 		return nil, notArray
 	}
-	var msgs []store.Message
+	var msgs []broker.Message
 	var total int64
 	for i := 0; ; i++ {
 		switch dec.PeekKind() {
@@ -224,7 +224,7 @@ func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, er
 			return nil, notArray
 		default:
 			if i == maxBatchMessages {
-				return nil, store.BadRequest("A batch may contain at most %d messages.", maxBatchMessages)
+				return nil, broker.BadRequest("A batch may contain at most %d messages.", maxBatchMessages)
 			}
 			it, body, err := readBatchMessage(dec)
 			if err != nil {
@@ -249,7 +249,7 @@ func decodeBatch(rd io.Reader, limit int64, fromProxy bool) ([]store.Message, er
 		return nil, notArray
 	}
 	if len(msgs) == 0 {
-		return nil, store.BadRequest("The batch contains no messages.")
+		return nil, broker.BadRequest("The batch contains no messages.")
 	}
 	return msgs, nil
 }
@@ -326,11 +326,11 @@ func readBatchMessage(dec *jsontext.Decoder) (it api.BatchMessage, body []byte, 
 
 // batchItem turns element i of a batch into a message. body, when not nil, is it.Body already
 // as bytes (readBatchMessage).
-func batchItem(i int, it api.BatchMessage, body []byte, fromProxy bool) (store.Message, error) {
-	var m store.Message
+func batchItem(i int, it api.BatchMessage, body []byte, fromProxy bool) (broker.Message, error) {
+	var m broker.Message
 	switch {
 	case it.Body != nil && it.BodyBase64 != nil:
-		return m, store.BadRequest("Message %d of the batch has both Body and BodyBase64.", i+1)
+		return m, broker.BadRequest("Message %d of the batch has both Body and BodyBase64.", i+1)
 	case body != nil:
 		m.Body = body
 	case it.Body != nil:
@@ -338,12 +338,12 @@ func batchItem(i int, it api.BatchMessage, body []byte, fromProxy bool) (store.M
 	case it.BodyBase64 != nil:
 		m.Body = *it.BodyBase64
 	default:
-		return m, store.BadRequest("Message %d of the batch has no Body.", i+1)
+		return m, broker.BadRequest("Message %d of the batch has no Body.", i+1)
 	}
 	if len(it.BrokerProperties) > 0 && string(it.BrokerProperties) != "null" {
 		if err := parseBrokerProperties(it.BrokerProperties, &m, true); err != nil {
 			// The client-safe message is all a client sees, so the position goes into it.
-			return m, store.BadRequest("Message %d of the batch: %s", i+1, store.ErrorMessage(err))
+			return m, broker.BadRequest("Message %d of the batch: %s", i+1, broker.ErrorMessage(err))
 		}
 	}
 	// Each property comes back as a header, and header names ignore case: two names that
@@ -358,24 +358,24 @@ func batchItem(i int, it api.BatchMessage, body []byte, fromProxy bool) (store.M
 	for _, name := range names {
 		lower := strings.ToLower(name)
 		if other, dup := seen[lower]; dup {
-			return m, store.BadRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; they would be one HTTP header.",
-				i+1, store.Clip(min(name, other)), store.Clip(max(name, other)))
+			return m, broker.BadRequest("Message %d of the batch: the user properties '%s' and '%s' differ only in case; they would be one HTTP header.",
+				i+1, broker.Clip(min(name, other)), broker.Clip(max(name, other)))
 		}
 		seen[lower] = name
 	}
 	for _, name := range names {
 		value := props[name]
 		if !validPropertyName(name, fromProxy) {
-			return m, store.BadRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, store.Clip(name))
+			return m, broker.BadRequest("Message %d of the batch: '%s' cannot be a user property name.", i+1, broker.Clip(name))
 		}
 		v, err := jsonPropertyValue(value)
 		if err != nil {
-			return m, store.BadRequest("Message %d of the batch: user property '%s' must be a string, number or boolean.", i+1, store.Clip(name))
+			return m, broker.BadRequest("Message %d of the batch: user property '%s' must be a string, number or boolean.", i+1, broker.Clip(name))
 		}
 		if s, ok := v.(string); ok && !headerSafe(s) {
-			return m, store.BadRequest("Message %d of the batch: user property '%s' contains control characters, which cannot be sent in an HTTP header.", i+1, store.Clip(name))
+			return m, broker.BadRequest("Message %d of the batch: user property '%s' contains control characters, which cannot be sent in an HTTP header.", i+1, broker.Clip(name))
 		}
-		m.UserProperties = append(m.UserProperties, store.Property{Name: name, Value: v})
+		m.UserProperties = append(m.UserProperties, broker.Property{Name: name, Value: v})
 	}
 	return m, nil
 }
@@ -398,19 +398,19 @@ func jsonPropertyValue(v any) (any, error) {
 
 // PeekLockMessage locks and returns the next message.
 func (s *Server) PeekLockMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.PeekLockMessageParams) {
-	s.receive(w, r, target{path: entityPath}, params.Timeout, store.PeekLock)
+	s.receive(w, r, target{path: entityPath}, params.Timeout, broker.PeekLock)
 }
 
 // ReceiveAndDeleteMessage removes and returns the next message.
 func (s *Server) ReceiveAndDeleteMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, params api.ReceiveAndDeleteMessageParams) {
-	s.receive(w, r, target{path: entityPath}, params.Timeout, store.ReceiveAndDelete)
+	s.receive(w, r, target{path: entityPath}, params.Timeout, broker.ReceiveAndDelete)
 }
 
 // target is where a data-plane operation acts: an entity path (possibly ending in
 // $DeadLetterQueue) and, inside an accepted session, the session lock.
 type target struct {
 	path    string
-	session *store.SessionLock
+	session *broker.SessionLock
 }
 
 // base is the escaped URL path under which the target's messages are settled.
@@ -424,16 +424,16 @@ func (t target) base() string {
 
 // resolve finds the store target of t: its entity (a session lives in the entity proper), the
 // subqueue, and the session lock.
-func (s *Server) resolve(r *http.Request, t target) (store.Target, error) {
+func (s *Server) resolve(r *http.Request, t target) (broker.Target, error) {
 	if t.session != nil {
 		e, err := s.sessionEntity(r, t.path)
-		return store.Target{Entity: e, Session: t.session}, err
+		return broker.Target{Entity: e, Session: t.session}, err
 	}
 	e, sq, err := s.messagingEntity(r, t.path)
-	return store.Target{Entity: e, SubQueue: sq}, err
+	return broker.Target{Entity: e, SubQueue: sq}, err
 }
 
-func (s *Server) receive(w http.ResponseWriter, r *http.Request, t target, timeout *int, mode store.ReceiveMode) {
+func (s *Server) receive(w http.ResponseWriter, r *http.Request, t target, timeout *int, mode broker.ReceiveMode) {
 	wait, err := s.receiveWait(timeout)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -446,7 +446,7 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, t target, timeo
 	}
 	wctx, end := s.waitContext(r.Context())
 	defer end()
-	msgs, err := s.store.Receive(wctx, store.ReceiveRequest{Target: st, Mode: mode, Max: 1, Wait: wait})
+	msgs, err := s.store.Receive(wctx, broker.ReceiveRequest{Target: st, Mode: mode, Max: 1, Wait: wait})
 	if drained(r.Context(), wctx, err) {
 		msgs, err = nil, nil
 	}
@@ -462,7 +462,7 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, t target, timeo
 	}
 	m := msgs[0]
 	status := http.StatusOK
-	if mode == store.PeekLock {
+	if mode == broker.PeekLock {
 		status = http.StatusCreated
 		w.Header().Set("Location", s.lockLocation(r, t, m))
 	}
@@ -476,7 +476,7 @@ func (s *Server) receiveWait(timeout *int) (time.Duration, error) {
 	case timeout == nil:
 		return min(s.cfg.DefaultReceiveWait, s.cfg.MaxReceiveWait), nil
 	case *timeout < 0:
-		return 0, store.BadRequest("The timeout must be a number of seconds, 0 or more.")
+		return 0, broker.BadRequest("The timeout must be a number of seconds, 0 or more.")
 	case time.Duration(*timeout) > s.cfg.MaxReceiveWait/time.Second:
 		return s.cfg.MaxReceiveWait, nil // compared in seconds: a huge timeout must not overflow to a negative wait
 	}
@@ -486,7 +486,7 @@ func (s *Server) receiveWait(timeout *int) (time.Duration, error) {
 // lockLocation is the settlement URL of a locked message, built from the request's own scheme and
 // Host header, or what a trusted proxy says they were (clients derive the settlement path from
 // it).
-func (s *Server) lockLocation(r *http.Request, t target, m *store.Message) string {
+func (s *Server) lockLocation(r *http.Request, t target, m *broker.Message) string {
 	return requestScheme(r) + "://" + r.Host + "/" + t.base() + "/messages/" +
 		strconv.FormatInt(m.SequenceNumber, 10) + "/" + m.LockToken.String()
 }
@@ -496,7 +496,7 @@ func (s *Server) lockLocation(r *http.Request, t target, m *store.Message) strin
 // reads every unknown response header (Content-Length included) as a user property. Asking for
 // chunking in the header (rather than flushing the headers first) lets net/http send the whole
 // answer in one write.
-func (s *Server) writeMessage(w http.ResponseWriter, status int, m *store.Message) error {
+func (s *Server) writeMessage(w http.ResponseWriter, status int, m *broker.Message) error {
 	h := w.Header()
 	if m.ContentType != "" {
 		h.Set("Content-Type", m.ContentType)
@@ -529,36 +529,36 @@ var chunked = []string{"chunked"}
 
 // CompleteMessage deletes a locked message.
 func (s *Server) CompleteMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.CompleteMessageParams) {
-	s.settle(w, r, target{path: entityPath}, store.Complete, messageID, lockToken)
+	s.settle(w, r, target{path: entityPath}, broker.Complete, messageID, lockToken)
 }
 
 // UnlockMessage abandons a lock.
 func (s *Server) UnlockMessage(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.UnlockMessageParams) {
-	s.settle(w, r, target{path: entityPath}, store.Abandon, messageID, lockToken)
+	s.settle(w, r, target{path: entityPath}, broker.Abandon, messageID, lockToken)
 }
 
 // RenewLock extends a lock.
 func (s *Server) RenewLock(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, messageID string, lockToken openapi_types.UUID, params api.RenewLockParams) {
-	s.settle(w, r, target{path: entityPath}, store.RenewLock, messageID, lockToken)
+	s.settle(w, r, target{path: entityPath}, broker.RenewLock, messageID, lockToken)
 }
 
-func (s *Server) settle(w http.ResponseWriter, r *http.Request, t target, op store.Settlement, messageID string, token uuid.UUID) {
-	s.settleOne(w, r, t, store.SettleRequest{Op: op, ID: messageID, Token: token})
+func (s *Server) settle(w http.ResponseWriter, r *http.Request, t target, op broker.Settlement, messageID string, token uuid.UUID) {
+	s.settleOne(w, r, t, broker.SettleRequest{Op: op, ID: messageID, Token: token})
 }
 
 // settleOne settles one lock and answers 200, with the new lock expiry for a renewal.
-func (s *Server) settleOne(w http.ResponseWriter, r *http.Request, t target, req store.SettleRequest) {
+func (s *Server) settleOne(w http.ResponseWriter, r *http.Request, t target, req broker.SettleRequest) {
 	st, err := s.resolve(r, t)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	res := s.store.Settle(r.Context(), st, []store.SettleRequest{req})[0]
+	res := s.store.Settle(r.Context(), st, []broker.SettleRequest{req})[0]
 	if res.Err != nil {
 		s.writeError(w, r, res.Err)
 		return
 	}
-	if req.Op == store.RenewLock {
+	if req.Op == broker.RenewLock {
 		until := res.LockedUntil.Format(rfc1123)
 		bp, _ := json.Marshal(api.BrokerProperties{LockToken: &req.Token, LockedUntilUtc: &until})
 		w.Header()["BrokerProperties"] = []string{string(bp)}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // rfc1123 is how Service Bus writes dates in BrokerProperties and user properties.
@@ -26,25 +26,25 @@ const rfc1123 = "Mon, 02 Jan 2006 15:04:05 GMT"
 const infiniteTTL = "922337203685.47754"
 
 // maxTTLSeconds is the largest TTL that fits a time.Duration; anything longer never expires.
-var maxTTLSeconds = store.Infinite.Seconds()
+var maxTTLSeconds = broker.Infinite.Seconds()
 
 // brokerPropertyFields lists the sender-settable broker properties. Keys are matched without
 // regard to case; read-only and unknown keys are ignored, as the service does.
-var brokerStringFields = map[string]func(m *store.Message) *string{
-	"messageid":        func(m *store.Message) *string { return &m.MessageID },
-	"correlationid":    func(m *store.Message) *string { return &m.CorrelationID },
-	"sessionid":        func(m *store.Message) *string { return &m.SessionID },
-	"replytosessionid": func(m *store.Message) *string { return &m.ReplyToSessionID },
-	"label":            func(m *store.Message) *string { return &m.Label },
-	"to":               func(m *store.Message) *string { return &m.To },
-	"replyto":          func(m *store.Message) *string { return &m.ReplyTo },
-	"partitionkey":     func(m *store.Message) *string { return &m.PartitionKey },
-	"viapartitionkey":  func(m *store.Message) *string { return &m.ViaPartitionKey },
+var brokerStringFields = map[string]func(m *broker.Message) *string{
+	"messageid":        func(m *broker.Message) *string { return &m.MessageID },
+	"correlationid":    func(m *broker.Message) *string { return &m.CorrelationID },
+	"sessionid":        func(m *broker.Message) *string { return &m.SessionID },
+	"replytosessionid": func(m *broker.Message) *string { return &m.ReplyToSessionID },
+	"label":            func(m *broker.Message) *string { return &m.Label },
+	"to":               func(m *broker.Message) *string { return &m.To },
+	"replyto":          func(m *broker.Message) *string { return &m.ReplyTo },
+	"partitionkey":     func(m *broker.Message) *string { return &m.PartitionKey },
+	"viapartitionkey":  func(m *broker.Message) *string { return &m.ViaPartitionKey },
 }
 
 // parseBrokerProperties reads a BrokerProperties JSON object into m. allowContentType lets a
-// batch message carry its content type there. Errors are *store.Error with CodeBadRequest.
-func parseBrokerProperties(raw []byte, m *store.Message, allowContentType bool) error {
+// batch message carry its content type there. Errors are *broker.Error with CodeBadRequest.
+func parseBrokerProperties(raw []byte, m *broker.Message, allowContentType bool) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return nil
@@ -53,7 +53,7 @@ func parseBrokerProperties(raw []byte, m *store.Message, allowContentType bool) 
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&fields); err != nil || !atEOF(dec) {
-		return store.BadRequest("The BrokerProperties header is not a valid JSON object.")
+		return broker.BadRequest("The BrokerProperties header is not a valid JSON object.")
 	}
 	// Keys match without regard to case, so one property can be given twice; the map's order
 	// would pick the winner at random.
@@ -68,7 +68,7 @@ func parseBrokerProperties(raw []byte, m *store.Message, allowContentType bool) 
 		}
 		if other, dup := seen[k]; dup {
 			a, b := min(key, other), max(key, other)
-			return store.BadRequest("BrokerProperties gives the same property more than once: '%s' and '%s'.", store.Clip(a), store.Clip(b))
+			return broker.BadRequest("BrokerProperties gives the same property more than once: '%s' and '%s'.", broker.Clip(a), broker.Clip(b))
 		}
 		seen[k] = key
 	}
@@ -77,7 +77,7 @@ func parseBrokerProperties(raw []byte, m *store.Message, allowContentType bool) 
 		if f, ok := brokerStringFields[k]; ok {
 			s, err := jsonText(val)
 			if err != nil {
-				return store.BadRequest("BrokerProperties.%s must be a string.", key)
+				return broker.BadRequest("BrokerProperties.%s must be a string.", key)
 			}
 			*f(m) = s
 			if k == "sessionid" {
@@ -91,44 +91,44 @@ func parseBrokerProperties(raw []byte, m *store.Message, allowContentType bool) 
 			if allowContentType {
 				s, err := jsonText(val)
 				if err != nil {
-					return store.BadRequest("BrokerProperties.%s must be a string.", key)
+					return broker.BadRequest("BrokerProperties.%s must be a string.", key)
 				}
 				if !headerSafe(s) {
-					return store.BadRequest("BrokerProperties.%s contains control characters, which cannot be sent in a Content-Type header.", key)
+					return broker.BadRequest("BrokerProperties.%s contains control characters, which cannot be sent in a Content-Type header.", key)
 				}
 				m.ContentType = s
 			}
 		case "timetolive":
 			s, err := jsonText(val)
 			if err != nil || s == "" {
-				return store.BadRequest("BrokerProperties.TimeToLive must be a number of seconds.")
+				return broker.BadRequest("BrokerProperties.TimeToLive must be a number of seconds.")
 			}
 			secs, err := strconv.ParseFloat(s, 64)
 			if err != nil || math.IsNaN(secs) || secs <= 0 {
-				return store.BadRequest("BrokerProperties.TimeToLive must be a positive number of seconds.")
+				return broker.BadRequest("BrokerProperties.TimeToLive must be a positive number of seconds.")
 			}
 			m.TimeToLive = secondsToDuration(secs)
 		case "timetolivetimespan":
 			s, err := jsonText(val)
 			if err != nil {
-				return store.BadRequest("BrokerProperties.TimeToLiveTimeSpan must be a string.")
+				return broker.BadRequest("BrokerProperties.TimeToLiveTimeSpan must be a string.")
 			}
 			d, err := parseTimeSpan(s)
 			if err != nil || d <= 0 {
-				return store.BadRequest("BrokerProperties.TimeToLiveTimeSpan must be a positive [d.]hh:mm:ss[.fffffff] time span.")
+				return broker.BadRequest("BrokerProperties.TimeToLiveTimeSpan must be a positive [d.]hh:mm:ss[.fffffff] time span.")
 			}
 			m.TimeToLive = d
 		case "scheduledenqueuetimeutc":
 			s, err := jsonText(val)
 			if err != nil {
-				return store.BadRequest("BrokerProperties.ScheduledEnqueueTimeUtc must be a date string.")
+				return broker.BadRequest("BrokerProperties.ScheduledEnqueueTimeUtc must be a date string.")
 			}
 			if s == "" {
 				continue
 			}
 			t, ok := parseDate(s)
 			if !ok {
-				return store.BadRequest("BrokerProperties.ScheduledEnqueueTimeUtc '%s' is not an RFC 1123 or ISO 8601 date.", store.Clip(s))
+				return broker.BadRequest("BrokerProperties.ScheduledEnqueueTimeUtc '%s' is not an RFC 1123 or ISO 8601 date.", broker.Clip(s))
 			}
 			m.ScheduledEnqueueTime = t
 		}
@@ -162,7 +162,7 @@ func jsonText(raw json.RawMessage) (string, error) {
 
 func secondsToDuration(secs float64) time.Duration {
 	if secs >= maxTTLSeconds {
-		return store.Infinite
+		return broker.Infinite
 	}
 	d := time.Duration(secs * float64(time.Second))
 	if d <= 0 {
@@ -234,7 +234,7 @@ func parseDate(s string) (time.Time, bool) {
 // formatBrokerProperties writes the BrokerProperties header of a received message. Keys are in
 // ordinal order and present only when set, as the service emits them. It appends to one buffer:
 // a receive writes it for every message.
-func formatBrokerProperties(m *store.Message, now time.Time) []byte {
+func formatBrokerProperties(m *broker.Message, now time.Time) []byte {
 	b := make([]byte, 0, 512)
 	b = append(b, '{')
 	// In ordinal order of the keys; the optional ones only when set.
@@ -367,9 +367,9 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // stateName is the State a receiver sees.
-func stateName(m *store.Message, now time.Time) string {
+func stateName(m *broker.Message, now time.Time) string {
 	switch {
-	case m.State == store.StateDeferred:
+	case m.State == broker.StateDeferred:
 		return "Deferred"
 	case m.LockedUntil.IsZero() && m.ScheduledEnqueueTime.After(now):
 		return "Scheduled"
@@ -379,7 +379,7 @@ func stateName(m *store.Message, now time.Time) string {
 
 // ttlNumber prints a TTL in seconds as a JSON number; unbounded is TimeSpan.MaxValue.
 func ttlNumber(d time.Duration) json.Number {
-	if d == store.Infinite || d <= 0 {
+	if d == broker.Infinite || d <= 0 {
 		return infiniteTTL
 	}
 	return json.Number(strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
@@ -447,26 +447,26 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 // property. Names are stored in lower case: Go's HTTP server canonicalises header names, so the
 // sender's casing cannot be recovered, and lower case is what HTTP/2 and Node clients use anyway.
 // A header that names a response header (Location, …) is refused: it could not be returned.
-func userPropertiesFromHeaders(h http.Header, fromProxy bool) (store.UserProperties, error) {
-	var props store.UserProperties
+func userPropertiesFromHeaders(h http.Header, fromProxy bool) (broker.UserProperties, error) {
+	var props broker.UserProperties
 	for name, values := range h {
 		lower := strings.ToLower(name)
 		if skippedHeader(lower, fromProxy) {
 			continue
 		}
 		if responseHeaders[lower] {
-			return nil, store.BadRequest("'%s' cannot be a user property name: a received message carries a header of that name.", store.Clip(name))
+			return nil, broker.BadRequest("'%s' cannot be a user property name: a received message carries a header of that name.", broker.Clip(name))
 		}
 		if lower == "content-encoding" {
 			if strings.EqualFold(strings.TrimSpace(values[0]), "identity") {
 				continue // the body as it is
 			}
-			return nil, store.BadRequest("Content-Encoding '%s' is not supported: send the message body as it is to be received.", store.Clip(values[0]))
+			return nil, broker.BadRequest("Content-Encoding '%s' is not supported: send the message body as it is to be received.", broker.Clip(values[0]))
 		}
 		if len(values) != 1 {
-			return nil, store.BadRequest("The user property header '%s' is given %d times.", store.Clip(name), len(values))
+			return nil, broker.BadRequest("The user property header '%s' is given %d times.", broker.Clip(name), len(values))
 		}
-		props = append(props, store.Property{Name: lower, Value: parsePropertyValue(values[0])})
+		props = append(props, broker.Property{Name: lower, Value: parsePropertyValue(values[0])})
 	}
 	return props, nil
 }
@@ -563,28 +563,28 @@ func formatPropertyValue(v any) string {
 	case uint8:
 		return strconv.FormatUint(uint64(x), 10)
 	case time.Duration: // only a rule action can produce one
-		return `"` + store.TimeSpanOf(x).String() + `"`
+		return `"` + broker.TimeSpanOf(x).String() + `"`
 	case float64:
 		return doubleText(strconv.FormatFloat(x, 'f', -1, 64))
 	case float32:
 		return doubleText(strconv.FormatFloat(float64(x), 'f', -1, 32))
-	case store.Decimal32:
+	case broker.Decimal32:
 		return decimalText(x.Text())
-	case store.Decimal64:
+	case broker.Decimal64:
 		return decimalText(x.Text())
-	case store.Decimal128:
+	case broker.Decimal128:
 		return decimalText(x.Text())
-	case store.Char:
+	case broker.Char:
 		return quoted(string(rune(x)))
 	case uuid.UUID:
 		return `"` + x.String() + `"`
-	case store.URI:
+	case broker.URI:
 		return quoted(string(x))
-	case store.Symbol:
+	case broker.Symbol:
 		return quoted(string(x))
-	case store.DateTimeOffset:
+	case broker.DateTimeOffset:
 		return `"` + x.Time().Format(rfc1123) + `"`
-	case store.TimeSpan:
+	case broker.TimeSpan:
 		return `"` + x.String() + `"`
 	case []byte:
 		return `"` + base64.StdEncoding.EncodeToString(x) + `"`

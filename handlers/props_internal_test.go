@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 func TestParsePropertyValue(t *testing.T) {
@@ -186,88 +185,88 @@ func TestParseBrokerProperties(t *testing.T) {
 	tests := []struct {
 		in        string
 		batch     bool
-		want      store.Message
+		want      broker.Message
 		wantError string // substring of the error message; "" for success
 	}{
-		{``, false, store.Message{}, ""},
-		{`   `, false, store.Message{}, ""},
-		{`{}`, false, store.Message{}, ""},
-		{`null`, false, store.Message{}, ""},
+		{``, false, broker.Message{}, ""},
+		{`   `, false, broker.Message{}, ""},
+		{`{}`, false, broker.Message{}, ""},
+		{`null`, false, broker.Message{}, ""},
 		{`{"MessageId":"m","CorrelationId":"c","SessionId":"s","ReplyToSessionId":"r","Label":"l","To":"t","ReplyTo":"rt","PartitionKey":"s"}`, false,
-			store.Message{MessageID: "m", CorrelationID: "c", SessionID: "s", HasSessionID: true, ReplyToSessionID: "r", Label: "l", To: "t", ReplyTo: "rt", PartitionKey: "s"}, ""},
+			broker.Message{MessageID: "m", CorrelationID: "c", SessionID: "s", HasSessionID: true, ReplyToSessionID: "r", Label: "l", To: "t", ReplyTo: "rt", PartitionKey: "s"}, ""},
 		// "SessionId":"" names the session ""; null names none.
-		{`{"SessionId":""}`, false, store.Message{HasSessionID: true}, ""},
-		{`{"SessionId":null}`, false, store.Message{}, ""},
-		{`{"messageid":"m","LABEL":"l"}`, false, store.Message{MessageID: "m", Label: "l"}, ""},
-		{`{"Label":null}`, false, store.Message{}, ""},
-		{`{"Label":5}`, false, store.Message{Label: "5"}, ""},
-		{`{"Label":"\u00e9\n"}`, false, store.Message{Label: "é\n"}, ""},
+		{`{"SessionId":""}`, false, broker.Message{HasSessionID: true}, ""},
+		{`{"SessionId":null}`, false, broker.Message{}, ""},
+		{`{"messageid":"m","LABEL":"l"}`, false, broker.Message{MessageID: "m", Label: "l"}, ""},
+		{`{"Label":null}`, false, broker.Message{}, ""},
+		{`{"Label":5}`, false, broker.Message{Label: "5"}, ""},
+		{`{"Label":"\u00e9\n"}`, false, broker.Message{Label: "é\n"}, ""},
 		// Numbers as numbers or as strings (legacy Python).
-		{`{"TimeToLive":10}`, false, store.Message{TimeToLive: 10 * time.Second}, ""},
-		{`{"TimeToLive":"10"}`, false, store.Message{TimeToLive: 10 * time.Second}, ""},
-		{`{"TimeToLive":10.5}`, false, store.Message{TimeToLive: 10500 * time.Millisecond}, ""},
-		{`{"TimeToLive":"1e2"}`, false, store.Message{TimeToLive: 100 * time.Second}, ""},
-		{`{"TimeToLive":1e-12}`, false, store.Message{TimeToLive: time.Nanosecond}, ""},
-		{`{"TimeToLive":922337203685.47754}`, false, store.Message{TimeToLive: store.Infinite}, ""},
-		{`{"TimeToLive":1e300}`, false, store.Message{TimeToLive: store.Infinite}, ""},
-		{`{"TimeToLive":0}`, false, store.Message{}, "TimeToLive must be a positive number"},
-		{`{"TimeToLive":-1}`, false, store.Message{}, "TimeToLive must be a positive number"},
-		{`{"TimeToLive":"abc"}`, false, store.Message{}, "TimeToLive must be a positive number"},
-		{`{"TimeToLive":"NaN"}`, false, store.Message{}, "TimeToLive must be a positive number"},
-		{`{"TimeToLive":true}`, false, store.Message{}, "TimeToLive must be a positive number"},
-		{`{"TimeToLive":null}`, false, store.Message{}, "TimeToLive must be a number of seconds"},
-		{`{"TimeToLive":[1]}`, false, store.Message{}, "TimeToLive must be a number of seconds"},
+		{`{"TimeToLive":10}`, false, broker.Message{TimeToLive: 10 * time.Second}, ""},
+		{`{"TimeToLive":"10"}`, false, broker.Message{TimeToLive: 10 * time.Second}, ""},
+		{`{"TimeToLive":10.5}`, false, broker.Message{TimeToLive: 10500 * time.Millisecond}, ""},
+		{`{"TimeToLive":"1e2"}`, false, broker.Message{TimeToLive: 100 * time.Second}, ""},
+		{`{"TimeToLive":1e-12}`, false, broker.Message{TimeToLive: time.Nanosecond}, ""},
+		{`{"TimeToLive":922337203685.47754}`, false, broker.Message{TimeToLive: broker.Infinite}, ""},
+		{`{"TimeToLive":1e300}`, false, broker.Message{TimeToLive: broker.Infinite}, ""},
+		{`{"TimeToLive":0}`, false, broker.Message{}, "TimeToLive must be a positive number"},
+		{`{"TimeToLive":-1}`, false, broker.Message{}, "TimeToLive must be a positive number"},
+		{`{"TimeToLive":"abc"}`, false, broker.Message{}, "TimeToLive must be a positive number"},
+		{`{"TimeToLive":"NaN"}`, false, broker.Message{}, "TimeToLive must be a positive number"},
+		{`{"TimeToLive":true}`, false, broker.Message{}, "TimeToLive must be a positive number"},
+		{`{"TimeToLive":null}`, false, broker.Message{}, "TimeToLive must be a number of seconds"},
+		{`{"TimeToLive":[1]}`, false, broker.Message{}, "TimeToLive must be a number of seconds"},
 		// .NET TimeSpans.
-		{`{"TimeToLiveTimeSpan":"0.00:00:40"}`, false, store.Message{TimeToLive: 40 * time.Second}, ""},
-		{`{"TimeToLiveTimeSpan":"00:01:00"}`, false, store.Message{TimeToLive: time.Minute}, ""},
-		{`{"TimeToLiveTimeSpan":"1.02:03:04.5"}`, false, store.Message{TimeToLive: 26*time.Hour + 3*time.Minute + 4500*time.Millisecond}, ""},
-		{`{"TimeToLiveTimeSpan":"00:00:00.0000001"}`, false, store.Message{TimeToLive: 100 * time.Nanosecond}, ""},
-		{`{"TimeToLiveTimeSpan":"10675199.02:48:05.4775807"}`, false, store.Message{TimeToLive: store.Infinite}, ""},
-		{`{"TimeToLiveTimeSpan":"24:00:00"}`, false, store.Message{}, "TimeToLiveTimeSpan must be a positive"},
-		{`{"TimeToLiveTimeSpan":"00:00:00"}`, false, store.Message{}, "TimeToLiveTimeSpan must be a positive"},
-		{`{"TimeToLiveTimeSpan":"40"}`, false, store.Message{}, "TimeToLiveTimeSpan must be a positive"},
-		{`{"TimeToLiveTimeSpan":40}`, false, store.Message{}, "TimeToLiveTimeSpan must be a positive"},
-		{`{"TimeToLiveTimeSpan":{}}`, false, store.Message{}, "TimeToLiveTimeSpan must be a string"},
+		{`{"TimeToLiveTimeSpan":"0.00:00:40"}`, false, broker.Message{TimeToLive: 40 * time.Second}, ""},
+		{`{"TimeToLiveTimeSpan":"00:01:00"}`, false, broker.Message{TimeToLive: time.Minute}, ""},
+		{`{"TimeToLiveTimeSpan":"1.02:03:04.5"}`, false, broker.Message{TimeToLive: 26*time.Hour + 3*time.Minute + 4500*time.Millisecond}, ""},
+		{`{"TimeToLiveTimeSpan":"00:00:00.0000001"}`, false, broker.Message{TimeToLive: 100 * time.Nanosecond}, ""},
+		{`{"TimeToLiveTimeSpan":"10675199.02:48:05.4775807"}`, false, broker.Message{TimeToLive: broker.Infinite}, ""},
+		{`{"TimeToLiveTimeSpan":"24:00:00"}`, false, broker.Message{}, "TimeToLiveTimeSpan must be a positive"},
+		{`{"TimeToLiveTimeSpan":"00:00:00"}`, false, broker.Message{}, "TimeToLiveTimeSpan must be a positive"},
+		{`{"TimeToLiveTimeSpan":"40"}`, false, broker.Message{}, "TimeToLiveTimeSpan must be a positive"},
+		{`{"TimeToLiveTimeSpan":40}`, false, broker.Message{}, "TimeToLiveTimeSpan must be a positive"},
+		{`{"TimeToLiveTimeSpan":{}}`, false, broker.Message{}, "TimeToLiveTimeSpan must be a string"},
 		// Dates: RFC 1123 as the service writes them, ISO 8601 as some clients do.
-		{`{"ScheduledEnqueueTimeUtc":"Sun, 06 Nov 1994 08:49:37 GMT"}`, false, store.Message{ScheduledEnqueueTime: sched}, ""},
-		{`{"ScheduledEnqueueTimeUtc":"1994-11-06T08:49:37Z"}`, false, store.Message{ScheduledEnqueueTime: sched}, ""},
-		{`{"ScheduledEnqueueTimeUtc":"Sun, 06 Nov 1994 00:49:37 PST"}`, false, store.Message{ScheduledEnqueueTime: sched}, ""},
-		{`{"ScheduledEnqueueTimeUtc":"1994-11-06T09:49:37+01:00"}`, false, store.Message{ScheduledEnqueueTime: sched}, ""},
-		{`{"ScheduledEnqueueTimeUtc":"1994-11-06T08:49:37"}`, false, store.Message{ScheduledEnqueueTime: sched}, ""},
-		{`{"ScheduledEnqueueTimeUtc":"1994-11-06T08:49:37.1234567"}`, false, store.Message{ScheduledEnqueueTime: sched.Add(123456700)}, ""},
-		{`{"ScheduledEnqueueTimeUtc":""}`, false, store.Message{}, ""},
-		{`{"ScheduledEnqueueTimeUtc":"tomorrow"}`, false, store.Message{}, "'tomorrow' is not an RFC 1123 or ISO 8601 date"},
-		{`{"ScheduledEnqueueTimeUtc":5}`, false, store.Message{}, "is not an RFC 1123 or ISO 8601 date"},
-		{`{"ScheduledEnqueueTimeUtc":{}}`, false, store.Message{}, "must be a date string"},
+		{`{"ScheduledEnqueueTimeUtc":"Sun, 06 Nov 1994 08:49:37 GMT"}`, false, broker.Message{ScheduledEnqueueTime: sched}, ""},
+		{`{"ScheduledEnqueueTimeUtc":"1994-11-06T08:49:37Z"}`, false, broker.Message{ScheduledEnqueueTime: sched}, ""},
+		{`{"ScheduledEnqueueTimeUtc":"Sun, 06 Nov 1994 00:49:37 PST"}`, false, broker.Message{ScheduledEnqueueTime: sched}, ""},
+		{`{"ScheduledEnqueueTimeUtc":"1994-11-06T09:49:37+01:00"}`, false, broker.Message{ScheduledEnqueueTime: sched}, ""},
+		{`{"ScheduledEnqueueTimeUtc":"1994-11-06T08:49:37"}`, false, broker.Message{ScheduledEnqueueTime: sched}, ""},
+		{`{"ScheduledEnqueueTimeUtc":"1994-11-06T08:49:37.1234567"}`, false, broker.Message{ScheduledEnqueueTime: sched.Add(123456700)}, ""},
+		{`{"ScheduledEnqueueTimeUtc":""}`, false, broker.Message{}, ""},
+		{`{"ScheduledEnqueueTimeUtc":"tomorrow"}`, false, broker.Message{}, "'tomorrow' is not an RFC 1123 or ISO 8601 date"},
+		{`{"ScheduledEnqueueTimeUtc":5}`, false, broker.Message{}, "is not an RFC 1123 or ISO 8601 date"},
+		{`{"ScheduledEnqueueTimeUtc":{}}`, false, broker.Message{}, "must be a date string"},
 		// ContentType only in batches.
-		{`{"ContentType":"application/json"}`, false, store.Message{}, ""},
-		{`{"ContentType":"application/json"}`, true, store.Message{ContentType: "application/json"}, ""},
-		{`{"ContentType":[]}`, true, store.Message{}, "ContentType must be a string"},
-		{`{"ContentType":"text/plain\u0000"}`, true, store.Message{}, "ContentType contains control characters"},
-		{`{"ContentType":"text/plain\r\nX: y"}`, true, store.Message{}, "ContentType contains control characters"},
-		{`{"ContentType":"text/plain;\tcharset=utf-8"}`, true, store.Message{ContentType: "text/plain;\tcharset=utf-8"}, ""},
+		{`{"ContentType":"application/json"}`, false, broker.Message{}, ""},
+		{`{"ContentType":"application/json"}`, true, broker.Message{ContentType: "application/json"}, ""},
+		{`{"ContentType":[]}`, true, broker.Message{}, "ContentType must be a string"},
+		{`{"ContentType":"text/plain\u0000"}`, true, broker.Message{}, "ContentType contains control characters"},
+		{`{"ContentType":"text/plain\r\nX: y"}`, true, broker.Message{}, "ContentType contains control characters"},
+		{`{"ContentType":"text/plain;\tcharset=utf-8"}`, true, broker.Message{ContentType: "text/plain;\tcharset=utf-8"}, ""},
 		// Read-only and unknown keys are ignored, whatever their type.
-		{`{"DeliveryCount":"x","LockToken":{},"SequenceNumber":[1],"ForcePersistence":true,"ExpiresAtUtc":1,"EnqueuedSequenceNumber":"x","Whatever":null}`, false, store.Message{}, ""},
+		{`{"DeliveryCount":"x","LockToken":{},"SequenceNumber":[1],"ForcePersistence":true,"ExpiresAtUtc":1,"EnqueuedSequenceNumber":"x","Whatever":null}`, false, broker.Message{}, ""},
 		// ViaPartitionKey is kept, to be returned as sent.
-		{`{"ViaPartitionKey":"v"}`, false, store.Message{ViaPartitionKey: "v"}, ""},
+		{`{"ViaPartitionKey":"v"}`, false, broker.Message{ViaPartitionKey: "v"}, ""},
 		// Wrong types and malformed JSON.
-		{`{"Label":{}}`, false, store.Message{}, "BrokerProperties.Label must be a string."},
-		{`{"MessageId":["m"]}`, false, store.Message{}, "BrokerProperties.MessageId must be a string."},
-		{`[]`, false, store.Message{}, "not a valid JSON object"},
-		{`"x"`, false, store.Message{}, "not a valid JSON object"},
-		{`5`, false, store.Message{}, "not a valid JSON object"},
-		{`{`, false, store.Message{}, "not a valid JSON object"},
-		{`{"Label":"l",}`, false, store.Message{}, "not a valid JSON object"},
-		{`{} {}`, false, store.Message{}, "not a valid JSON object"},
-		{`{} x`, false, store.Message{}, "not a valid JSON object"},
-		{`{"Label":"l"}}`, false, store.Message{}, "not a valid JSON object"},
-		{`{"Label":"l"}]`, false, store.Message{}, "not a valid JSON object"},
+		{`{"Label":{}}`, false, broker.Message{}, "BrokerProperties.Label must be a string."},
+		{`{"MessageId":["m"]}`, false, broker.Message{}, "BrokerProperties.MessageId must be a string."},
+		{`[]`, false, broker.Message{}, "not a valid JSON object"},
+		{`"x"`, false, broker.Message{}, "not a valid JSON object"},
+		{`5`, false, broker.Message{}, "not a valid JSON object"},
+		{`{`, false, broker.Message{}, "not a valid JSON object"},
+		{`{"Label":"l",}`, false, broker.Message{}, "not a valid JSON object"},
+		{`{} {}`, false, broker.Message{}, "not a valid JSON object"},
+		{`{} x`, false, broker.Message{}, "not a valid JSON object"},
+		{`{"Label":"l"}}`, false, broker.Message{}, "not a valid JSON object"},
+		{`{"Label":"l"}]`, false, broker.Message{}, "not a valid JSON object"},
 		// A property given twice, in any casing, is ambiguous.
-		{`{"MessageId":"a","messageid":"b"}`, false, store.Message{}, "more than once"},
-		{`{"TimeToLive":10,"TimeToLiveTimeSpan":"0.00:00:40"}`, false, store.Message{}, "more than once"},
+		{`{"MessageId":"a","messageid":"b"}`, false, broker.Message{}, "more than once"},
+		{`{"TimeToLive":10,"TimeToLiveTimeSpan":"0.00:00:40"}`, false, broker.Message{}, "more than once"},
 	}
 	for _, tc := range tests {
-		var got store.Message
+		var got broker.Message
 		err := parseBrokerProperties([]byte(tc.in), &got, tc.batch)
 		switch {
 		case tc.wantError == "" && err != nil:
@@ -275,7 +274,7 @@ func TestParseBrokerProperties(t *testing.T) {
 		case tc.wantError != "" && err == nil:
 			t.Errorf("parseBrokerProperties(%q) = %+v; want an error with %q", tc.in, got, tc.wantError)
 		case tc.wantError != "":
-			if !strings.Contains(err.Error(), tc.wantError) || !errors.Is(err, store.ErrBadRequest) {
+			if !strings.Contains(err.Error(), tc.wantError) || !errors.Is(err, broker.ErrBadRequest) {
 				t.Errorf("parseBrokerProperties(%q) = %v; want a bad request with %q", tc.in, err, tc.wantError)
 			}
 		case !got.ScheduledEnqueueTime.Equal(tc.want.ScheduledEnqueueTime):
@@ -417,11 +416,11 @@ func FuzzParseBrokerProperties(f *testing.F) {
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, batch bool) {
-		var m store.Message
+		var m broker.Message
 		err := parseBrokerProperties(raw, &m, batch)
 		if err != nil {
-			var se *store.Error
-			if !errors.As(err, &se) || se.Code != store.CodeBadRequest || se.Message == "" {
+			var se *broker.Error
+			if !errors.As(err, &se) || se.Code != broker.CodeBadRequest || se.Message == "" {
 				t.Fatalf("parseBrokerProperties(%q) = %#v; want a bad request with a message", raw, err)
 			}
 			return
@@ -440,7 +439,7 @@ func FuzzParseBrokerProperties(f *testing.F) {
 		}
 		// The same input always gives the same message.
 		for range 3 {
-			var again store.Message
+			var again broker.Message
 			if err := parseBrokerProperties(raw, &again, batch); err != nil || !reflect.DeepEqual(again, m) {
 				t.Fatalf("parseBrokerProperties(%q) gave %+v, then %+v, %v", raw, m, again, err)
 			}
@@ -454,15 +453,15 @@ func FuzzParseBrokerProperties(f *testing.F) {
 func TestFormatBrokerPropertiesMatchesJSONEncoding(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	tricky := "q\"b\\s/<a>&\x00\x01\b\f\n\r\t\u2028\u2029é😀\x7f"
-	full := store.Message{
+	full := broker.Message{
 		MessageID: "id " + tricky, CorrelationID: tricky, SessionID: "s", ReplyToSessionID: "rs", Label: tricky,
 		To: "to", ReplyTo: "rt", PartitionKey: "s", TimeToLive: 90 * time.Second, SequenceNumber: 1 << 40,
 		EnqueuedTime: now, DeliveryCount: 3, LockToken: uuid.MustParse("acccce0e-7596-4e0c-b216-2d18638ac0dd"),
 		LockedUntil: now.Add(time.Minute), ScheduledEnqueueTime: now.Add(time.Hour), DeadLetterSource: "src",
-		State: store.StateDeferred,
+		State: broker.StateDeferred,
 	}
-	emptySession := store.Message{MessageID: "in the session \"\"", EnqueuedTime: now, HasSessionID: true}
-	for _, m := range []store.Message{{MessageID: "plain", EnqueuedTime: now, TimeToLive: store.Infinite}, full, emptySession} {
+	emptySession := broker.Message{MessageID: "in the session \"\"", EnqueuedTime: now, HasSessionID: true}
+	for _, m := range []broker.Message{{MessageID: "plain", EnqueuedTime: now, TimeToLive: broker.Infinite}, full, emptySession} {
 		want := map[string]any{
 			"DeliveryCount": m.DeliveryCount, "EnqueuedSequenceNumber": 0, "EnqueuedTimeUtc": m.EnqueuedTime.Format(rfc1123),
 			"MessageId": m.MessageID, "SequenceNumber": m.SequenceNumber, "State": stateName(&m, now), "TimeToLive": ttlNumber(m.TimeToLive),

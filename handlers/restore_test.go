@@ -7,20 +7,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // leavingStore is the store the handlers use, holding the first receive-and-delete that took
 // messages until its request is over: the client has left before it could be answered.
 type leavingStore struct {
-	store.Store
+	broker.Store
 	took chan struct{}
 	once sync.Once
 }
 
-func (s *leavingStore) Receive(ctx context.Context, r store.ReceiveRequest) ([]*store.Message, error) {
+func (s *leavingStore) Receive(ctx context.Context, r broker.ReceiveRequest) ([]*broker.Message, error) {
 	msgs, err := s.Store.Receive(ctx, r)
-	if len(msgs) > 0 && r.Mode == store.ReceiveAndDelete {
+	if len(msgs) > 0 && r.Mode == broker.ReceiveAndDelete {
 		first := false
 		s.once.Do(func() { first = true; close(s.took) })
 		if first {
@@ -37,7 +37,7 @@ func TestReceiveAndDeleteForAClientThatLeftRestores(t *testing.T) {
 	for _, path := range []string{"/q/messages/head?timeout=5", "/q/messages/$batch?count=3&timeout=5"} {
 		t.Run(path, func(t *testing.T) {
 			st := &leavingStore{took: make(chan struct{})}
-			b := setup(t, setupOptions{realClock: true, wrap: func(s store.Store) store.Store { st.Store = s; return st }})
+			b := setup(t, setupOptions{realClock: true, wrap: func(s broker.Store) broker.Store { st.Store = s; return st }})
 			b.createQueue(t, "q", "")
 			for _, body := range []string{"a", "b", "c"} {
 				b.send(t, "q", body, nil)

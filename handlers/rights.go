@@ -4,10 +4,11 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"github.com/sbgate/sbgate/store"
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/sbgate/sbgate/broker"
 )
 
 // managementDenied is the 401 for a management operation the caller's key has no Manage right
@@ -23,7 +24,7 @@ func managementDenied(r *http.Request, rt route) error {
 			sub = "EnumerateSubscriptions"
 		}
 		text := "SubCode=40100: Unauthorized : Unauthorized access for '" + sub + "' operation on endpoint 'sb://" +
-			r.Host + "/" + store.Clip(rt.scope) + "'."
+			r.Host + "/" + broker.Clip(rt.scope) + "'."
 		return &phrasedError{err: unauthorized(text), phrase: text}
 	}
 	switch rt.op.method {
@@ -101,7 +102,7 @@ func errorPhrase(err error) string {
 // service (it tells nothing a 401 would not): it returns nil and the handler answers.
 func (s *Server) manageDenied(r *http.Request, rt route) error {
 	if rt.op.method == http.MethodGet && rt.op.pattern == "/{entityPath}" {
-		if _, err := s.store.Resolve(r.Context(), rt.entity); errors.Is(err, store.ErrNotFound) {
+		if _, err := s.store.Resolve(r.Context(), rt.entity); errors.Is(err, broker.ErrNotFound) {
 			return nil
 		}
 	}

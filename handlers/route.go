@@ -11,8 +11,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sbgate/sbgate/access"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/store"
 )
 
 // operation is one operation of openapi.yaml, as the middleware needs it: its operationId
@@ -447,7 +447,7 @@ func (rs *routes) markerPath(marker, entity string, rest []string) (route, []str
 	rt := route{entity: entity}
 	if marker == segSubscriptions && len(rest) > 0 {
 		// The route's entity is the subscription (for errors and for the topic's keys).
-		rt.entity = store.SubscriptionPath(entity, rest[0])
+		rt.entity = broker.SubscriptionPath(entity, rest[0])
 	}
 	head := []string{url.PathEscape(entity), rs.fold(marker)}
 	folded := append([]string(nil), head...)
@@ -497,7 +497,7 @@ func decodeSegments(raw []string) ([]string, bool) {
 
 // splitSubQueue splits "x/$DeadLetterQueue" (any casing) into "x" and the dead-letter subqueue,
 // as every door does (access.SplitSubQueue), and says whether it had the suffix.
-func splitSubQueue(entity string) (string, store.SubQueue, bool) {
+func splitSubQueue(entity string) (string, broker.SubQueue, bool) {
 	path, sq := access.SplitSubQueue(entity)
-	return path, sq, sq == store.SubQueueDeadLetter
+	return path, sq, sq == broker.SubQueueDeadLetter
 }

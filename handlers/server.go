@@ -16,9 +16,9 @@ import (
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/api"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/console"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/store"
 )
 
 // Config is what the HTTP layer needs to know beyond the store.
@@ -120,7 +120,7 @@ func (c *Config) setDefaults() {
 
 // Server implements the generated api.ServerInterface over a store.
 type Server struct {
-	store  store.Store
+	store  broker.Store
 	cfg    Config
 	log    *slog.Logger
 	access *access.Layer
@@ -130,7 +130,7 @@ type Server struct {
 var _ api.ServerInterface = (*Server)(nil)
 
 // NewServer returns the HTTP handler of the whole API.
-func NewServer(st store.Store, cfg Config) http.Handler {
+func NewServer(st broker.Store, cfg Config) http.Handler {
 	cfg.setDefaults()
 	s := &Server{store: st, cfg: cfg, log: cfg.Logger, access: cfg.Access}
 	if s.access == nil {
@@ -143,7 +143,7 @@ func NewServer(st store.Store, cfg Config) http.Handler {
 		// The generated default writes err.Error() as text/plain; parameter errors get the
 		// Service Bus error body like every other error.
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeError(w, r, store.BadRequest("%s", err.Error()))
+			s.writeError(w, r, broker.BadRequest("%s", err.Error()))
 		},
 	})
 	// The operations, their rights and labels are openapi.yaml's, read once from the spec the
@@ -207,7 +207,7 @@ func (s *Server) front(next http.Handler) http.Handler {
 			defer func() { s.cfg.Observe(rt.label(), sw.status, time.Since(start)) }()
 		}
 		if !ok {
-			s.writeError(w, r, &store.Error{Code: store.CodeNotFound, Message: "No service is hosted at the specified address."})
+			s.writeError(w, r, &broker.Error{Code: broker.CodeNotFound, Message: "No service is hosted at the specified address."})
 			return
 		}
 		// The request is copied once, with the route and then the caller in its context, and
@@ -265,7 +265,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 					panic(v)
 				}
 				s.log.ErrorContext(r.Context(), "panic serving request", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
-				s.writeError(w, r, &store.Error{Code: store.CodeInternal})
+				s.writeError(w, r, &broker.Error{Code: broker.CodeInternal})
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -276,7 +276,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Live != nil {
 		if err := s.cfg.Live(); err != nil {
-			s.writeError(w, r, &store.Error{Code: store.CodeUnavailable, Message: err.Error()})
+			s.writeError(w, r, &broker.Error{Code: broker.CodeUnavailable, Message: err.Error()})
 			return
 		}
 	}
@@ -287,7 +287,7 @@ func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
 // Metrics serves Config.Metrics, or 404 when metrics are not enabled.
 func (s *Server) Metrics(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Metrics == nil {
-		s.writeError(w, r, &store.Error{Code: store.CodeNotFound, Message: "Metrics are not enabled."})
+		s.writeError(w, r, &broker.Error{Code: broker.CodeNotFound, Message: "Metrics are not enabled."})
 		return
 	}
 	s.cfg.Metrics.ServeHTTP(w, r)
@@ -297,14 +297,14 @@ func (s *Server) Metrics(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Readyz(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Ready != nil {
 		if err := s.cfg.Ready(); err != nil {
-			s.writeError(w, r, &store.Error{Code: store.CodeUnavailable, Message: err.Error()})
+			s.writeError(w, r, &broker.Error{Code: broker.CodeUnavailable, Message: err.Error()})
 			return
 		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
-		s.writeError(w, r, &store.Error{Code: store.CodeUnavailable, Message: "The database is not reachable."})
+		s.writeError(w, r, &broker.Error{Code: broker.CodeUnavailable, Message: "The database is not reachable."})
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

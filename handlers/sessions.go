@@ -7,7 +7,7 @@ import (
 	"net/url"
 
 	"github.com/sbgate/sbgate/api"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Sessions over HTTP, an extension: the REST protocol cannot receive from a session entity.
@@ -17,20 +17,20 @@ import (
 
 // sessionTarget is the target of an operation inside an accepted session.
 func sessionTarget(entityPath, sessionID string, token api.SessionLockToken) target {
-	return target{path: entityPath, session: &store.SessionLock{SessionID: sessionIDParam(sessionID), Token: token}}
+	return target{path: entityPath, session: &broker.SessionLock{SessionID: sessionIDParam(sessionID), Token: token}}
 }
 
 // sessionEntity resolves the entity of a session operation: a queue or subscription (its
 // dead-letter subqueue has no sessions).
-func (s *Server) sessionEntity(r *http.Request, entityPath string) (*store.Entity, error) {
+func (s *Server) sessionEntity(r *http.Request, entityPath string) (*broker.Entity, error) {
 	e, sq, err := s.messagingEntity(r, entityPath)
-	if err == nil && sq != store.SubQueueMain {
-		err = store.BadRequest("Sessions live in the entity, not its dead-letter subqueue.")
+	if err == nil && sq != broker.SubQueueMain {
+		err = broker.BadRequest("Sessions live in the entity, not its dead-letter subqueue.")
 	}
 	return e, err
 }
 
-func (s *Server) writeSession(w http.ResponseWriter, r *http.Request, entityPath string, status int, sess *store.Session) {
+func (s *Server) writeSession(w http.ResponseWriter, r *http.Request, entityPath string, status int, sess *broker.Session) {
 	w.Header().Set("Location", requestScheme(r)+"://"+r.Host+"/"+escapePath(entityPath)+"/sessions/"+
 		url.PathEscape(sess.ID)+"/"+sess.LockToken.String())
 	s.writeJSON(w, status, api.SessionLock{SessionId: sess.ID, LockToken: sess.LockToken, LockedUntilUtc: sess.LockedUntil.Format(rfc1123)})
@@ -71,7 +71,7 @@ func (s *Server) AcceptNextSession(w http.ResponseWriter, r *http.Request, entit
 		s.writeError(w, r, err)
 		return
 	}
-	s.accept(w, r, entityPath, func(ctx context.Context, e *store.Entity) (*store.Session, error) {
+	s.accept(w, r, entityPath, func(ctx context.Context, e *broker.Entity) (*broker.Session, error) {
 		return s.store.AcceptNextSession(ctx, e, wait)
 	})
 }
@@ -79,13 +79,13 @@ func (s *Server) AcceptNextSession(w http.ResponseWriter, r *http.Request, entit
 // AcceptSession locks a named session.
 func (s *Server) AcceptSession(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, params api.AcceptSessionParams) {
 	sessionID = sessionIDParam(sessionID)
-	s.accept(w, r, entityPath, func(ctx context.Context, e *store.Entity) (*store.Session, error) {
+	s.accept(w, r, entityPath, func(ctx context.Context, e *broker.Entity) (*broker.Session, error) {
 		return s.store.AcceptSession(ctx, e, sessionID)
 	})
 }
 
 // accept answers a session accept that take makes.
-func (s *Server) accept(w http.ResponseWriter, r *http.Request, entityPath string, take func(context.Context, *store.Entity) (*store.Session, error)) {
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, entityPath string, take func(context.Context, *broker.Entity) (*broker.Session, error)) {
 	e, err := s.sessionEntity(r, entityPath)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -117,12 +117,12 @@ func (s *Server) RenewSessionLock(w http.ResponseWriter, r *http.Request, entity
 		s.writeError(w, r, err)
 		return
 	}
-	until, err := s.store.RenewSessionLock(r.Context(), e, store.SessionLock{SessionID: sessionID, Token: token})
+	until, err := s.store.RenewSessionLock(r.Context(), e, broker.SessionLock{SessionID: sessionID, Token: token})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeSession(w, r, entityPath, http.StatusOK, &store.Session{ID: sessionID, LockToken: token, LockedUntil: until})
+	s.writeSession(w, r, entityPath, http.StatusOK, &broker.Session{ID: sessionID, LockToken: token, LockedUntil: until})
 }
 
 // ReleaseSession gives a session up.
@@ -130,7 +130,7 @@ func (s *Server) ReleaseSession(w http.ResponseWriter, r *http.Request, entityPa
 	sessionID = sessionIDParam(sessionID)
 	e, err := s.sessionEntity(r, entityPath)
 	if err == nil {
-		err = s.store.ReleaseSession(r.Context(), e, store.SessionLock{SessionID: sessionID, Token: token})
+		err = s.store.ReleaseSession(r.Context(), e, broker.SessionLock{SessionID: sessionID, Token: token})
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -147,7 +147,7 @@ func (s *Server) GetSessionState(w http.ResponseWriter, r *http.Request, entityP
 		s.writeError(w, r, err)
 		return
 	}
-	state, err := s.store.SessionState(r.Context(), e, store.SessionLock{SessionID: sessionID, Token: token})
+	state, err := s.store.SessionState(r.Context(), e, broker.SessionLock{SessionID: sessionID, Token: token})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -169,12 +169,12 @@ func (s *Server) SetSessionState(w http.ResponseWriter, r *http.Request, entityP
 		s.writeError(w, r, err)
 		return
 	}
-	state, err := io.ReadAll(http.MaxBytesReader(w, r.Body, store.MaxSessionStateSize+1))
-	if err != nil || len(state) > store.MaxSessionStateSize {
-		s.writeError(w, r, &store.Error{Code: store.CodeTooLarge, Message: "A session state may be at most 262144 bytes."})
+	state, err := io.ReadAll(http.MaxBytesReader(w, r.Body, broker.MaxSessionStateSize+1))
+	if err != nil || len(state) > broker.MaxSessionStateSize {
+		s.writeError(w, r, &broker.Error{Code: broker.CodeTooLarge, Message: "A session state may be at most 262144 bytes."})
 		return
 	}
-	if err := s.store.SetSessionState(r.Context(), e, store.SessionLock{SessionID: sessionID, Token: token}, state); err != nil {
+	if err := s.store.SetSessionState(r.Context(), e, broker.SessionLock{SessionID: sessionID, Token: token}, state); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -183,42 +183,42 @@ func (s *Server) SetSessionState(w http.ResponseWriter, r *http.Request, entityP
 
 // SessionPeekLock locks the session's next message.
 func (s *Server) SessionPeekLock(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, params api.SessionPeekLockParams) {
-	s.receive(w, r, sessionTarget(entityPath, sessionID, token), params.Timeout, store.PeekLock)
+	s.receive(w, r, sessionTarget(entityPath, sessionID, token), params.Timeout, broker.PeekLock)
 }
 
 // SessionReceiveAndDelete removes and returns the session's next message.
 func (s *Server) SessionReceiveAndDelete(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, params api.SessionReceiveAndDeleteParams) {
-	s.receive(w, r, sessionTarget(entityPath, sessionID, token), params.Timeout, store.ReceiveAndDelete)
+	s.receive(w, r, sessionTarget(entityPath, sessionID, token), params.Timeout, broker.ReceiveAndDelete)
 }
 
 // SessionPeekLockBatch locks up to count messages of the session.
 func (s *Server) SessionPeekLockBatch(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, params api.SessionPeekLockBatchParams) {
-	s.receiveBatch(w, r, sessionTarget(entityPath, sessionID, token), params.Count, params.Timeout, store.PeekLock)
+	s.receiveBatch(w, r, sessionTarget(entityPath, sessionID, token), params.Count, params.Timeout, broker.PeekLock)
 }
 
 // SessionReceiveAndDeleteBatch removes and returns up to count messages of the session.
 func (s *Server) SessionReceiveAndDeleteBatch(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, params api.SessionReceiveAndDeleteBatchParams) {
-	s.receiveBatch(w, r, sessionTarget(entityPath, sessionID, token), params.Count, params.Timeout, store.ReceiveAndDelete)
+	s.receiveBatch(w, r, sessionTarget(entityPath, sessionID, token), params.Count, params.Timeout, broker.ReceiveAndDelete)
 }
 
 // SessionComplete completes a message of the session.
 func (s *Server) SessionComplete(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, messageID api.MessageId, lockToken api.LockToken, params api.SessionCompleteParams) {
-	s.settle(w, r, sessionTarget(entityPath, sessionID, token), store.Complete, messageID, lockToken)
+	s.settle(w, r, sessionTarget(entityPath, sessionID, token), broker.Complete, messageID, lockToken)
 }
 
 // SessionUnlock abandons a message of the session.
 func (s *Server) SessionUnlock(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, messageID api.MessageId, lockToken api.LockToken, params api.SessionUnlockParams) {
-	s.settle(w, r, sessionTarget(entityPath, sessionID, token), store.Abandon, messageID, lockToken)
+	s.settle(w, r, sessionTarget(entityPath, sessionID, token), broker.Abandon, messageID, lockToken)
 }
 
 // SessionRenewMessageLock renews the lock of a message of the session.
 func (s *Server) SessionRenewMessageLock(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, messageID api.MessageId, lockToken api.LockToken, params api.SessionRenewMessageLockParams) {
-	s.settle(w, r, sessionTarget(entityPath, sessionID, token), store.RenewLock, messageID, lockToken)
+	s.settle(w, r, sessionTarget(entityPath, sessionID, token), broker.RenewLock, messageID, lockToken)
 }
 
 // SessionDefer defers a message of the session.
 func (s *Server) SessionDefer(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, messageID api.MessageId, lockToken api.LockToken, params api.SessionDeferParams) {
-	s.settle(w, r, sessionTarget(entityPath, sessionID, token), store.Defer, messageID, lockToken)
+	s.settle(w, r, sessionTarget(entityPath, sessionID, token), broker.Defer, messageID, lockToken)
 }
 
 // SessionDeadLetter dead-letters a message of the session.
@@ -228,10 +228,10 @@ func (s *Server) SessionDeadLetter(w http.ResponseWriter, r *http.Request, entit
 
 // SessionPeekLockDeferred locks a deferred message of the session.
 func (s *Server) SessionPeekLockDeferred(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, seq api.SequenceNumber, params api.SessionPeekLockDeferredParams) {
-	s.receiveDeferred(w, r, sessionTarget(entityPath, sessionID, token), seq, store.PeekLock)
+	s.receiveDeferred(w, r, sessionTarget(entityPath, sessionID, token), seq, broker.PeekLock)
 }
 
 // SessionReceiveAndDeleteDeferred removes and returns a deferred message of the session.
 func (s *Server) SessionReceiveAndDeleteDeferred(w http.ResponseWriter, r *http.Request, entityPath api.EntityPath, sessionID api.SessionId, token api.SessionLockToken, seq api.SequenceNumber, params api.SessionReceiveAndDeleteDeferredParams) {
-	s.receiveDeferred(w, r, sessionTarget(entityPath, sessionID, token), seq, store.ReceiveAndDelete)
+	s.receiveDeferred(w, r, sessionTarget(entityPath, sessionID, token), seq, broker.ReceiveAndDelete)
 }

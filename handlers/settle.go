@@ -8,7 +8,7 @@ import (
 	"net/http"
 
 	"github.com/sbgate/sbgate/api"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // maxSettleRequest bounds the body of a batch settlement: 1000 elements with dead-letter reasons
@@ -19,12 +19,12 @@ const maxSettleRequest = 4 << 20
 const maxSettlements = 1000
 
 // dispositions maps the JSON dispositions to settlements.
-var dispositions = map[api.SettlementDisposition]store.Settlement{
-	api.Complete:   store.Complete,
-	api.Abandon:    store.Abandon,
-	api.DeadLetter: store.DeadLetter,
-	api.Defer:      store.Defer,
-	api.RenewLock:  store.RenewLock,
+var dispositions = map[api.SettlementDisposition]broker.Settlement{
+	api.Complete:   broker.Complete,
+	api.Abandon:    broker.Abandon,
+	api.DeadLetter: broker.DeadLetter,
+	api.Defer:      broker.Defer,
+	api.RenewLock:  broker.RenewLock,
 }
 
 // SettleMessages settles many locks of an entity in one request.
@@ -52,14 +52,14 @@ func (s *Server) settleMany(w http.ResponseWriter, r *http.Request, t target) {
 	out := make([]api.SettlementResult, len(results))
 	for i, res := range results {
 		out[i] = api.SettlementResult{LockToken: reqs[i].Token, Status: http.StatusOK}
-		switch code := store.ErrorCode(res.Err); {
+		switch code := broker.ErrorCode(res.Err); {
 		case res.Err == nil:
-			if reqs[i].Op == store.RenewLock {
+			if reqs[i].Op == broker.RenewLock {
 				until := res.LockedUntil.Format(rfc1123)
 				out[i].LockedUntilUtc = &until
 			}
-		case code == store.CodeLockLost || code == store.CodeBadRequest:
-			detail := store.ErrorMessage(res.Err)
+		case code == broker.CodeLockLost || code == broker.CodeBadRequest:
+			detail := broker.ErrorMessage(res.Err)
 			out[i].Status, out[i].Detail = errorStatus[code], &detail
 		default:
 			// The database is away or failed: the answer for this element is unknown, so the
@@ -73,46 +73,46 @@ func (s *Server) settleMany(w http.ResponseWriter, r *http.Request, t target) {
 }
 
 // parseSettlements reads and checks a batch settlement body.
-func parseSettlements(w http.ResponseWriter, r *http.Request) ([]store.SettleRequest, error) {
+func parseSettlements(w http.ResponseWriter, r *http.Request) ([]broker.SettleRequest, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSettleRequest))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, store.BadRequest("The settlement request is larger than %d bytes.", maxSettleRequest)
+		return nil, broker.BadRequest("The settlement request is larger than %d bytes.", maxSettleRequest)
 	}
 	if err != nil {
-		return nil, store.BadRequest("The request body could not be read.")
+		return nil, broker.BadRequest("The request body could not be read.")
 	}
 	var items []api.Settlement
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&items); err != nil || !atEOF(dec) {
-		return nil, store.BadRequest("The body must be a JSON array of settlements: {\"LockToken\": \"…\", \"Disposition\": \"Complete\"}.")
+		return nil, broker.BadRequest("The body must be a JSON array of settlements: {\"LockToken\": \"…\", \"Disposition\": \"Complete\"}.")
 	}
 	switch {
 	case len(items) == 0:
-		return nil, store.BadRequest("The settlement request names no locks.")
+		return nil, broker.BadRequest("The settlement request names no locks.")
 	case len(items) > maxSettlements:
-		return nil, store.BadRequest("A settlement request may name at most %d locks.", maxSettlements)
+		return nil, broker.BadRequest("A settlement request may name at most %d locks.", maxSettlements)
 	}
-	reqs := make([]store.SettleRequest, len(items))
+	reqs := make([]broker.SettleRequest, len(items))
 	for i, it := range items {
 		op, ok := dispositions[it.Disposition]
 		if !ok {
-			return nil, store.BadRequest("Settlement %d: Disposition must be Complete, Abandon, DeadLetter, Defer or RenewLock.", i+1)
+			return nil, broker.BadRequest("Settlement %d: Disposition must be Complete, Abandon, DeadLetter, Defer or RenewLock.", i+1)
 		}
-		reqs[i] = store.SettleRequest{Op: op, Token: it.LockToken}
+		reqs[i] = broker.SettleRequest{Op: op, Token: it.LockToken}
 		if it.DeadLetterReason != nil || it.DeadLetterErrorDescription != nil {
-			if op != store.DeadLetter {
-				return nil, store.BadRequest("Settlement %d: DeadLetterReason and DeadLetterErrorDescription go with the DeadLetter disposition only.", i+1)
+			if op != broker.DeadLetter {
+				return nil, broker.BadRequest("Settlement %d: DeadLetterReason and DeadLetterErrorDescription go with the DeadLetter disposition only.", i+1)
 			}
 		}
-		if op == store.DeadLetter {
+		if op == broker.DeadLetter {
 			reqs[i].Reason, reqs[i].Description = deadLetterReason(it.DeadLetterReason, it.DeadLetterErrorDescription)
 			if !headerSafe(reqs[i].Reason) || !headerSafe(reqs[i].Description) {
-				return nil, store.BadRequest("Settlement %d: the dead-letter reason and description may not contain control characters.", i+1)
+				return nil, broker.BadRequest("Settlement %d: the dead-letter reason and description may not contain control characters.", i+1)
 			}
 			if err := checkDeadLetterText(reqs[i].Reason, reqs[i].Description); err != nil {
-				return nil, store.BadRequest("Settlement %d: %s", i+1, store.ErrorMessage(err))
+				return nil, broker.BadRequest("Settlement %d: %s", i+1, broker.ErrorMessage(err))
 			}
 		}
 	}

@@ -7,24 +7,24 @@ import (
 
 	"github.com/sbgate/sbgate/api"
 	"github.com/sbgate/sbgate/atom"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // ListTopics returns a page of topics.
 func (s *Server) ListTopics(w http.ResponseWriter, r *http.Request, params api.ListTopicsParams) {
-	s.listEntities(w, r, store.KindTopic, "", "Topics", params.Skip, params.Top)
+	s.listEntities(w, r, broker.KindTopic, "", "Topics", params.Skip, params.Top)
 }
 
 // ListSubscriptions returns a page of a topic's subscriptions.
 func (s *Server) ListSubscriptions(w http.ResponseWriter, r *http.Request, topic api.EntityPath, params api.ListSubscriptionsParams) {
-	s.listEntities(w, r, store.KindSubscription, topic, "Subscriptions", params.Skip, params.Top)
+	s.listEntities(w, r, broker.KindSubscription, topic, "Subscriptions", params.Skip, params.Top)
 }
 
 // readDescription reads a management request body within its limit.
 func readDescription(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDescriptionBytes))
 	if err != nil {
-		return nil, store.BadRequest("The entity description is larger than %d bytes or could not be read.", maxDescriptionBytes)
+		return nil, broker.BadRequest("The entity description is larger than %d bytes or could not be read.", maxDescriptionBytes)
 	}
 	return body, nil
 }
@@ -45,17 +45,17 @@ func (s *Server) PutSubscription(w http.ResponseWriter, r *http.Request, topic a
 		s.writeError(w, r, err)
 		return
 	}
-	path := store.SubscriptionPath(topic, name)
-	s.saveEntity(w, r, params.IfMatch, store.KindSubscription, path, props, func() (*store.Entity, error) {
+	path := broker.SubscriptionPath(topic, name)
+	s.saveEntity(w, r, params.IfMatch, broker.KindSubscription, path, props, func() (*broker.Entity, error) {
 		return s.store.CreateSubscription(r.Context(), path, props, rule)
 	})
 }
 
 // subscription reads the subscription name of topic; a missing one is 404, not the empty feed.
-func (s *Server) subscription(r *http.Request, topic, name string) (*store.Entity, error) {
-	e, err := s.store.GetEntity(r.Context(), store.SubscriptionPath(topic, name))
-	if err == nil && e.Kind != store.KindSubscription {
-		err = &store.Error{Code: store.CodeNotFound, Message: "The messaging entity is not a subscription."}
+func (s *Server) subscription(r *http.Request, topic, name string) (*broker.Entity, error) {
+	e, err := s.store.GetEntity(r.Context(), broker.SubscriptionPath(topic, name))
+	if err == nil && e.Kind != broker.KindSubscription {
+		err = &broker.Error{Code: broker.CodeNotFound, Message: "The messaging entity is not a subscription."}
 	}
 	return e, err
 }
@@ -76,7 +76,7 @@ func (s *Server) DeleteSubscription(w http.ResponseWriter, r *http.Request, topi
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.store.DeleteEntity(r.Context(), store.SubscriptionPath(topic, name)); err != nil {
+	if err := s.store.DeleteEntity(r.Context(), broker.SubscriptionPath(topic, name)); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -106,7 +106,7 @@ func (s *Server) putRule(w http.ResponseWriter, r *http.Request, topic, sub, nam
 		s.writeError(w, r, err)
 		return
 	}
-	saved, err := s.store.PutRule(r.Context(), store.SubscriptionPath(topic, sub), rule, ifMatch != nil)
+	saved, err := s.store.PutRule(r.Context(), broker.SubscriptionPath(topic, sub), rule, ifMatch != nil)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -116,7 +116,7 @@ func (s *Server) putRule(w http.ResponseWriter, r *http.Request, topic, sub, nam
 
 // GetRule returns a rule.
 func (s *Server) GetRule(w http.ResponseWriter, r *http.Request, topic api.EntityPath, sub api.SubscriptionName, name api.RuleName, params api.GetRuleParams) {
-	rule, err := s.store.GetRule(r.Context(), store.SubscriptionPath(topic, sub), name)
+	rule, err := s.store.GetRule(r.Context(), broker.SubscriptionPath(topic, sub), name)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -126,7 +126,7 @@ func (s *Server) GetRule(w http.ResponseWriter, r *http.Request, topic api.Entit
 
 // DeleteRule deletes a rule.
 func (s *Server) DeleteRule(w http.ResponseWriter, r *http.Request, topic api.EntityPath, sub api.SubscriptionName, name api.RuleName, params api.DeleteRuleParams) {
-	if err := s.store.DeleteRule(r.Context(), store.SubscriptionPath(topic, sub), name); err != nil {
+	if err := s.store.DeleteRule(r.Context(), broker.SubscriptionPath(topic, sub), name); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -141,7 +141,7 @@ func (s *Server) ListRules(w http.ResponseWriter, r *http.Request, topic api.Ent
 		s.writeError(w, r, err)
 		return
 	}
-	subPath := store.SubscriptionPath(topic, sub)
+	subPath := broker.SubscriptionPath(topic, sub)
 	rules, err := s.store.ListRules(r.Context(), subPath, skip, top)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -157,7 +157,7 @@ func (s *Server) ListRules(w http.ResponseWriter, r *http.Request, topic api.Ent
 	s.writeFeed(w, r, "Rules", skip, top, len(rules), entries)
 }
 
-func (s *Server) writeRule(w http.ResponseWriter, r *http.Request, status int, rule *store.Rule) {
+func (s *Server) writeRule(w http.ResponseWriter, r *http.Request, status int, rule *broker.Rule) {
 	id := requestURL(r)
 	info := atom.EntryInfo{ID: id, Title: rule.Name, Published: rule.CreatedAt, Updated: rule.CreatedAt, SelfHref: id}
 	w.Header().Set("Content-Type", atom.EntryContentType)
@@ -188,7 +188,7 @@ func page(skipP, topP *int) (int, int, error) {
 		top = *topP
 	}
 	if skip < 0 || top < 1 {
-		return 0, 0, store.BadRequest("$skip must be 0 or more and $top 1 or more.")
+		return 0, 0, broker.BadRequest("$skip must be 0 or more and $top 1 or more.")
 	}
 	return skip, min(top, maxPageSize), nil
 }

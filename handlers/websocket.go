@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/sbgate/sbgate/amqpws"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // AmqpWebSocket serves Config.AMQPWebSocket: the Service Bus SDKs' AMQP-over-WebSockets
@@ -13,15 +13,15 @@ import (
 // Service Bus error body like every other error.
 func (s *Server) AmqpWebSocket(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.AMQPWebSocket == nil {
-		s.writeError(w, r, &store.Error{Code: store.CodeNotFound, Message: "AMQP over WebSockets is not enabled."})
+		s.writeError(w, r, &broker.Error{Code: broker.CodeNotFound, Message: "AMQP over WebSockets is not enabled."})
 		return
 	}
 	var ref *amqpws.RefusedError
 	if err := s.cfg.AMQPWebSocket.Serve(w, r); errors.As(err, &ref) {
-		code := store.CodeBadRequest
+		code := broker.CodeBadRequest
 		if errors.Is(ref, amqpws.ErrClosed) {
-			code = store.CodeUnavailable
+			code = broker.CodeUnavailable
 		}
-		s.writeError(w, r, &store.Error{Code: code, Message: ref.Message})
+		s.writeError(w, r, &broker.Error{Code: code, Message: ref.Message})
 	}
 }

@@ -9,27 +9,27 @@ import (
 	"strings"
 
 	"github.com/sbgate/sbgate/atom"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Namespace is where a configuration is applied and what Export reads. Errors wrap the store's
-// sentinels (store.ErrNotFound, store.ErrConflict, store.ErrBadRequest …) where the
+// sentinels (broker.ErrNotFound, broker.ErrConflict, broker.ErrBadRequest …) where the
 // implementation can tell them.
 type Namespace interface {
 	// ListEntities lists every entity of kind (queues, topics, or the subscriptions of topic
 	// parent), with its properties.
-	ListEntities(ctx context.Context, kind store.Kind, parent string) ([]*store.Entity, error)
+	ListEntities(ctx context.Context, kind broker.Kind, parent string) ([]*broker.Entity, error)
 	// ListRules lists every rule of the subscription at subPath.
-	ListRules(ctx context.Context, subPath string) ([]*store.Rule, error)
+	ListRules(ctx context.Context, subPath string) ([]*broker.Rule, error)
 	// CreateEntity creates a queue, topic or subscription; a subscription gets first as its
 	// first rule ($Default, every message, when nil).
-	CreateEntity(ctx context.Context, kind store.Kind, path string, p store.Properties, first *store.Rule) error
+	CreateEntity(ctx context.Context, kind broker.Kind, path string, p broker.Properties, first *broker.Rule) error
 	// UpdateEntity replaces an entity's properties.
-	UpdateEntity(ctx context.Context, kind store.Kind, path string, p store.Properties) error
+	UpdateEntity(ctx context.Context, kind broker.Kind, path string, p broker.Properties) error
 	// DeleteEntity deletes an entity with its messages (a topic with its subscriptions).
-	DeleteEntity(ctx context.Context, kind store.Kind, path string) error
+	DeleteEntity(ctx context.Context, kind broker.Kind, path string) error
 	// PutRule creates a rule, or with update replaces one.
-	PutRule(ctx context.Context, subPath string, r store.Rule, update bool) error
+	PutRule(ctx context.Context, subPath string, r broker.Rule, update bool) error
 	// DeleteRule deletes a rule.
 	DeleteRule(ctx context.Context, subPath, name string) error
 }
@@ -103,7 +103,7 @@ func Apply(ctx context.Context, ns Namespace, f *File, opts Options) (*Report, e
 			}
 			return p.report, nil
 		}
-		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+		if !errors.Is(err, broker.ErrConflict) && !errors.Is(err, broker.ErrNotFound) {
 			return p.report, err
 		}
 		lastErr = err
@@ -114,45 +114,45 @@ func Apply(ctx context.Context, ns Namespace, f *File, opts Options) (*Report, e
 
 // state is what a namespace holds.
 type state struct {
-	entities map[string]*store.Entity // by store.Key(path)
-	queues   []*store.Entity
-	topics   []*store.Entity
-	subs     map[string][]*store.Entity // by topic key
-	rules    map[string][]*store.Rule   // by subscription key; read for declared rule sets only
+	entities map[string]*broker.Entity // by broker.Key(path)
+	queues   []*broker.Entity
+	topics   []*broker.Entity
+	subs     map[string][]*broker.Entity // by topic key
+	rules    map[string][]*broker.Rule   // by subscription key; read for declared rule sets only
 }
 
 // readState reads ns: every entity, and the rules of the subscriptions whose rules f declares
 // (f nil: of every subscription, for Export).
 func readState(ctx context.Context, ns Namespace, f *File) (*state, error) {
-	st := &state{entities: map[string]*store.Entity{}, subs: map[string][]*store.Entity{}, rules: map[string][]*store.Rule{}}
+	st := &state{entities: map[string]*broker.Entity{}, subs: map[string][]*broker.Entity{}, rules: map[string][]*broker.Rule{}}
 	var err error
-	if st.queues, err = ns.ListEntities(ctx, store.KindQueue, ""); err != nil {
+	if st.queues, err = ns.ListEntities(ctx, broker.KindQueue, ""); err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	if st.topics, err = ns.ListEntities(ctx, store.KindTopic, ""); err != nil {
+	if st.topics, err = ns.ListEntities(ctx, broker.KindTopic, ""); err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}
 	for _, e := range append(slices.Clone(st.queues), st.topics...) {
-		st.entities[store.Key(e.Path)] = e
+		st.entities[broker.Key(e.Path)] = e
 	}
 	declared := map[string]bool{}
 	if f != nil {
 		for _, t := range f.Topics {
 			for _, s := range t.Subscriptions {
 				if s.Rules != nil {
-					declared[store.Key(store.SubscriptionPath(t.Name, s.Name))] = true
+					declared[broker.Key(broker.SubscriptionPath(t.Name, s.Name))] = true
 				}
 			}
 		}
 	}
 	for _, t := range st.topics {
-		subs, err := ns.ListEntities(ctx, store.KindSubscription, t.Path)
+		subs, err := ns.ListEntities(ctx, broker.KindSubscription, t.Path)
 		if err != nil {
 			return nil, fmt.Errorf("list subscriptions of %s: %w", t.Path, err)
 		}
-		st.subs[store.Key(t.Path)] = subs
+		st.subs[broker.Key(t.Path)] = subs
 		for _, s := range subs {
-			k := store.Key(s.Path)
+			k := broker.Key(s.Path)
 			st.entities[k] = s
 			if f == nil || declared[k] {
 				rules, err := ns.ListRules(ctx, s.Path)
@@ -194,13 +194,13 @@ func (p *planned) run(ctx context.Context, ns Namespace, log *slog.Logger) error
 
 // desired is one entity as the file wants it.
 type desired struct {
-	kind  store.Kind
+	kind  broker.Kind
 	path  string // as the file spells it
 	at    string // JSON path
 	props Properties
-	sub   *Subscription // for subscriptions
-	cur   *store.Entity // nil when it is to be created
-	final store.Properties
+	sub   *Subscription  // for subscriptions
+	cur   *broker.Entity // nil when it is to be created
+	final broker.Properties
 }
 
 // plan works out the changes that make st match f, or refuses with every problem found.
@@ -215,26 +215,26 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 	var want []*desired
 	named := map[string]*desired{}
 	for _, q := range f.Queues {
-		want = append(want, &desired{kind: store.KindQueue, path: q.Name, at: q.at, props: q.Props})
+		want = append(want, &desired{kind: broker.KindQueue, path: q.Name, at: q.at, props: q.Props})
 	}
 	for _, t := range f.Topics {
-		want = append(want, &desired{kind: store.KindTopic, path: t.Name, at: t.at, props: t.Props})
+		want = append(want, &desired{kind: broker.KindTopic, path: t.Name, at: t.at, props: t.Props})
 	}
 	for _, t := range f.Topics {
 		for i := range t.Subscriptions {
 			s := &t.Subscriptions[i]
-			want = append(want, &desired{kind: store.KindSubscription, path: store.SubscriptionPath(t.Name, s.Name), at: s.at, props: s.Props, sub: s})
+			want = append(want, &desired{kind: broker.KindSubscription, path: broker.SubscriptionPath(t.Name, s.Name), at: s.at, props: s.Props, sub: s})
 		}
 	}
 	for _, d := range want {
-		named[store.Key(d.path)] = d
-		if d.props.DuplicateDetectionHistoryTimeWindow > 0 && d.props.DuplicateDetectionHistoryTimeWindow < store.MinDuplicateWindow && d.kind != store.KindSubscription {
+		named[broker.Key(d.path)] = d
+		if d.props.DuplicateDetectionHistoryTimeWindow > 0 && d.props.DuplicateDetectionHistoryTimeWindow < broker.MinDuplicateWindow && d.kind != broker.KindSubscription {
 			p.report.Notes = append(p.report.Notes, fmt.Sprintf("%s: DuplicateDetectionHistoryTimeWindow %s raised to %s, the shortest a Service Bus namespace (and sbgate) keeps",
-				join(d.at, "Properties"), atom.FormatDuration(d.props.DuplicateDetectionHistoryTimeWindow), atom.FormatDuration(store.MinDuplicateWindow)))
+				join(d.at, "Properties"), atom.FormatDuration(d.props.DuplicateDetectionHistoryTimeWindow), atom.FormatDuration(broker.MinDuplicateWindow)))
 		}
-		cur := st.entities[store.Key(d.path)]
+		cur := st.entities[broker.Key(d.path)]
 		if cur == nil {
-			d.final = store.DefaultProperties(d.kind)
+			d.final = broker.DefaultProperties(d.kind)
 			d.props.applyTo(d.kind, &d.final)
 			continue
 		}
@@ -260,9 +260,9 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 	}
 
 	// Entities that stay although the file does not name them, and those pruned.
-	var pruned []*store.Entity
+	var pruned []*broker.Entity
 	for _, e := range append(slices.Clone(st.queues), st.topics...) {
-		if named[store.Key(e.Path)] != nil {
+		if named[broker.Key(e.Path)] != nil {
 			continue
 		}
 		if opts.Prune {
@@ -272,11 +272,11 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 		}
 	}
 	for _, t := range st.topics {
-		if named[store.Key(t.Path)] == nil {
+		if named[broker.Key(t.Path)] == nil {
 			continue // the topic's own fate decides theirs
 		}
-		for _, s := range st.subs[store.Key(t.Path)] {
-			if named[store.Key(s.Path)] != nil {
+		for _, s := range st.subs[broker.Key(t.Path)] {
+			if named[broker.Key(s.Path)] != nil {
 				continue
 			}
 			if opts.Prune {
@@ -288,17 +288,17 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 	}
 	isPruned := map[string]bool{}
 	for _, e := range pruned {
-		isPruned[store.Key(e.Path)] = true
-		if e.Kind == store.KindTopic {
-			for _, s := range st.subs[store.Key(e.Path)] {
-				isPruned[store.Key(s.Path)] = true
+		isPruned[broker.Key(e.Path)] = true
+		if e.Kind == broker.KindTopic {
+			for _, s := range st.subs[broker.Key(e.Path)] {
+				isPruned[broker.Key(s.Path)] = true
 			}
 		}
 	}
 
 	// The final state's forwarding: every target exists and is a queue or topic, and no chain
 	// comes back to where it started. Unnamed entities that stay keep their forwarding.
-	finalKind := func(key string) (store.Kind, bool) {
+	finalKind := func(key string) (broker.Kind, bool) {
 		if d := named[key]; d != nil {
 			return d.kind, true
 		}
@@ -323,13 +323,13 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 				continue
 			}
 			at := join(d.at, "Properties."+fwd.name)
-			kind, ok := finalKind(store.Key(fwd.target))
+			kind, ok := finalKind(broker.Key(fwd.target))
 			switch {
-			case !ok && isPruned[store.Key(fwd.target)]:
+			case !ok && isPruned[broker.Key(fwd.target)]:
 				fail(at, "forwards to %q, which the file does not name and prune would delete", fwd.target)
 			case !ok:
 				fail(at, "forwards to %q, which neither the file nor the namespace has: declare that queue or topic", fwd.target)
-			case kind == store.KindSubscription:
+			case kind == broker.KindSubscription:
 				fail(at, "forwards to %q, a subscription: forward to a queue or topic", fwd.target)
 			}
 		}
@@ -341,7 +341,7 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			if fwd.target == "" {
 				continue
 			}
-			if loop := graph.pathBack(store.Key(fwd.target), store.Key(d.path)); loop != nil {
+			if loop := graph.pathBack(broker.Key(fwd.target), broker.Key(d.path)); loop != nil {
 				fail(join(d.at, "Properties."+fwd.name), "forwarding goes round in a loop: %s", strings.Join(append([]string{d.path}, loop...), " → "))
 			}
 		}
@@ -355,7 +355,7 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 	// one, which has no loop; then creations (a target before anything forwarding to it) and
 	// updates; rules; and last the forwarding of entities whose target was only just created.
 	for _, e := range pruned {
-		if e.Kind == store.KindSubscription && isPruned[store.Key(topicOf(e.Path))] {
+		if e.Kind == broker.KindSubscription && isPruned[broker.Key(topicOf(e.Path))] {
 			continue
 		}
 		e := e
@@ -391,21 +391,21 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			props := d.final
 			deferred := false
 			for _, t := range []*string{&props.ForwardTo, &props.ForwardDeadLetteredMessagesTo} {
-				if *t != "" && st.entities[store.Key(*t)] == nil {
+				if *t != "" && st.entities[broker.Key(*t)] == nil {
 					*t, deferred = "", true // its target is new too: set once it exists
 				}
 			}
 			if deferred {
 				later = append(later, d)
 			}
-			var first *store.Rule
+			var first *broker.Rule
 			if d.sub != nil && len(d.sub.Rules) > 0 {
 				first = &d.sub.Rules[0].Rule
 			}
 			p.add("create "+strings.ToLower(d.kind.String())+" "+d.path, func(ctx context.Context, ns Namespace) error {
 				return ns.CreateEntity(ctx, d.kind, d.path, props, first)
 			})
-			created[store.Key(d.path)] = true
+			created[broker.Key(d.path)] = true
 			continue
 		}
 		if diff := describeDiff(d.kind, d.cur.Props, d.final); diff != "" {
@@ -413,7 +413,7 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			for _, t := range []struct{ now, was *string }{
 				{&props.ForwardTo, &d.cur.Props.ForwardTo}, {&props.ForwardDeadLetteredMessagesTo, &d.cur.Props.ForwardDeadLetteredMessagesTo},
 			} {
-				if *t.now != "" && st.entities[store.Key(*t.now)] == nil {
+				if *t.now != "" && st.entities[broker.Key(*t.now)] == nil {
 					*t.now = *t.was // a new target: set once it exists
 					later = append(later, d)
 				}
@@ -429,7 +429,7 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 		if d.sub == nil || d.sub.Rules == nil {
 			continue
 		}
-		planRules(p, d, st.rules[store.Key(d.path)], created[store.Key(d.path)])
+		planRules(p, d, st.rules[broker.Key(d.path)], created[broker.Key(d.path)])
 	}
 	seen := map[*desired]bool{}
 	for _, d := range later {
@@ -447,21 +447,21 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 
 // planRules makes a subscription's rules exactly the file's: new ones and changed ones first,
 // then the deletions, so that the subscription is never without a rule in between.
-func planRules(p *planned, d *desired, current []*store.Rule, created bool) {
-	have := map[string]*store.Rule{}
+func planRules(p *planned, d *desired, current []*broker.Rule, created bool) {
+	have := map[string]*broker.Rule{}
 	if !created {
 		for _, r := range current {
-			have[store.Key(r.Name)] = r
+			have[broker.Key(r.Name)] = r
 		}
 	}
 	want := map[string]bool{}
 	for i, r := range d.sub.Rules {
 		r := r.Rule
-		want[store.Key(r.Name)] = true
+		want[broker.Key(r.Name)] = true
 		if created && i == 0 {
 			continue // created with the subscription
 		}
-		cur, ok := have[store.Key(r.Name)]
+		cur, ok := have[broker.Key(r.Name)]
 		switch {
 		case !ok:
 			p.add(fmt.Sprintf("create rule %s of %s", r.Name, d.path), func(ctx context.Context, ns Namespace) error {
@@ -474,7 +474,7 @@ func planRules(p *planned, d *desired, current []*store.Rule, created bool) {
 		}
 	}
 	for _, r := range current {
-		if created || want[store.Key(r.Name)] {
+		if created || want[broker.Key(r.Name)] {
 			continue
 		}
 		name := r.Name
@@ -486,13 +486,13 @@ func planRules(p *planned, d *desired, current []*store.Rule, created bool) {
 
 // sameRule compares rules as filters: a TrueFilter is a SqlFilter "1=1" (the emulator's format
 // writes it so), a FalseFilter "1=0"; parameters, which the format cannot hold, must be absent.
-func sameRule(a, b *store.Rule) bool {
-	norm := func(r *store.Rule) (kind store.FilterKind, expr string) {
+func sameRule(a, b *broker.Rule) bool {
+	norm := func(r *broker.Rule) (kind broker.FilterKind, expr string) {
 		switch r.Filter.Kind {
-		case store.FilterTrue, "":
-			return store.FilterSQL, "1=1"
-		case store.FilterFalse:
-			return store.FilterSQL, "1=0"
+		case broker.FilterTrue, "":
+			return broker.FilterSQL, "1=1"
+		case broker.FilterFalse:
+			return broker.FilterSQL, "1=0"
 		}
 		return r.Filter.Kind, r.Filter.SQLExpression
 	}
@@ -501,7 +501,7 @@ func sameRule(a, b *store.Rule) bool {
 	if ak != bk || ae != be || len(a.Filter.Parameters) != len(b.Filter.Parameters) {
 		return false
 	}
-	if ak == store.FilterCorrelation && !sameCorrelation(a.Filter.Correlation, b.Filter.Correlation) {
+	if ak == broker.FilterCorrelation && !sameCorrelation(a.Filter.Correlation, b.Filter.Correlation) {
 		return false
 	}
 	if (a.Action == nil) != (b.Action == nil) {
@@ -510,7 +510,7 @@ func sameRule(a, b *store.Rule) bool {
 	return a.Action == nil || a.Action.SQLExpression == b.Action.SQLExpression && len(a.Action.Parameters) == len(b.Action.Parameters)
 }
 
-func sameCorrelation(a, b *store.CorrelationFilter) bool {
+func sameCorrelation(a, b *broker.CorrelationFilter) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -532,11 +532,11 @@ func sameCorrelation(a, b *store.CorrelationFilter) bool {
 	return true
 }
 
-func sameTarget(a, b string) bool { return store.Key(a) == store.Key(b) }
+func sameTarget(a, b string) bool { return broker.Key(a) == broker.Key(b) }
 
 // describeDiff lists the emulator-format properties of kind that differ between was and now
 // ("" when none do), as "LockDuration PT30S → PT1M".
-func describeDiff(kind store.Kind, was, now store.Properties) string {
+func describeDiff(kind broker.Kind, was, now broker.Properties) string {
 	a, b := propertiesOf(kind, was), propertiesOf(kind, now)
 	var out []string
 	add := func(name string, x, y any) { out = append(out, fmt.Sprintf("%s %v → %v", name, x, y)) }
@@ -571,7 +571,7 @@ func quoteOrNone(s string) string {
 	return fmt.Sprintf("%q", s)
 }
 
-func forwardsText(p store.Properties) string {
+func forwardsText(p broker.Properties) string {
 	var out []string
 	if p.ForwardTo != "" {
 		out = append(out, "ForwardTo "+p.ForwardTo)
@@ -583,7 +583,7 @@ func forwardsText(p store.Properties) string {
 }
 
 func topicOf(subPath string) string {
-	t, _, _ := store.SplitSubscriptionPath(subPath)
+	t, _, _ := broker.SplitSubscriptionPath(subPath)
 	return t
 }
 
@@ -601,15 +601,15 @@ func newFlowGraph() *flowGraph {
 	return &flowGraph{next: map[string][]string{}, names: map[string]string{}}
 }
 
-func (g *flowGraph) addEntity(kind store.Kind, path, forwardTo string) {
-	k := store.Key(path)
+func (g *flowGraph) addEntity(kind broker.Kind, path, forwardTo string) {
+	k := broker.Key(path)
 	g.names[k] = path
-	if kind == store.KindSubscription {
-		t := store.Key(topicOf(path))
+	if kind == broker.KindSubscription {
+		t := broker.Key(topicOf(path))
 		g.next[t] = append(g.next[t], k)
 	}
 	if forwardTo != "" {
-		g.next[k] = append(g.next[k], store.Key(forwardTo))
+		g.next[k] = append(g.next[k], broker.Key(forwardTo))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/nsconfig"
 	"github.com/sbgate/sbgate/store"
@@ -78,7 +79,7 @@ func sameFile(t *testing.T, got, want *nsconfig.File) {
 		cmpopts.SortSlices(func(a, b nsconfig.Topic) bool { return strings.ToLower(a.Name) < strings.ToLower(b.Name) }),
 		cmpopts.SortSlices(func(a, b nsconfig.Subscription) bool { return strings.ToLower(a.Name) < strings.ToLower(b.Name) }),
 		cmpopts.SortSlices(func(a, b nsconfig.Rule) bool { return strings.ToLower(a.Rule.Name) < strings.ToLower(b.Rule.Name) }),
-		cmpopts.SortSlices(func(a, b store.Property) bool { return a.Name < b.Name }),
+		cmpopts.SortSlices(func(a, b broker.Property) bool { return a.Name < b.Name }),
 	}
 	if d := cmp.Diff(want, got, opts...); d != "" {
 		t.Fatalf("files differ (-want +got):\n%s", d)
@@ -236,7 +237,7 @@ func TestApplyLarge(t *testing.T) {
 	if len(pruned.Changes) != 10 {
 		t.Errorf("prune made %d changes; want the 10 queues deleted: %q", len(pruned.Changes), pruned.Changes)
 	}
-	if _, err := st.GetEntity(ctx, "orders.145"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetEntity(ctx, "orders.145"); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("orders.145 after prune: %v; want not found", err)
 	}
 	out := export(t, ns)
@@ -283,25 +284,25 @@ func TestApplyRefusals(t *testing.T) {
 			want: []string{"loop"}},
 		{name: "loop through an entity the file does not name",
 			before: func(st *store.Postgres) {
-				p := store.DefaultProperties(store.KindQueue)
-				mustCreate(t, st, store.KindQueue, "a", p)
+				p := broker.DefaultProperties(broker.KindQueue)
+				mustCreate(t, st, broker.KindQueue, "a", p)
 				p.ForwardTo = "a"
-				mustCreate(t, st, store.KindQueue, "old", p)
+				mustCreate(t, st, broker.KindQueue, "old", p)
 			},
 			queues: `{"Name":"a","Properties":{"ForwardTo":"old"}}`, want: []string{"Queues[0].Properties.ForwardTo", "a → old → a"}},
 		{name: "RequiresSession cannot change",
 			before: func(st *store.Postgres) {
-				mustCreate(t, st, store.KindQueue, "s", store.DefaultProperties(store.KindQueue))
+				mustCreate(t, st, broker.KindQueue, "s", broker.DefaultProperties(broker.KindQueue))
 			},
 			queues: `{"Name":"fine"},{"Name":"s","Properties":{"RequiresSession":true}}`, want: []string{"Queues[1].Properties.RequiresSession", "cannot change"}},
 		{name: "a topic under a queue's name",
 			before: func(st *store.Postgres) {
-				mustCreate(t, st, store.KindQueue, "x", store.DefaultProperties(store.KindQueue))
+				mustCreate(t, st, broker.KindQueue, "x", broker.DefaultProperties(broker.KindQueue))
 			},
 			topics: `{"Name":"x","Subscriptions":[]}`, want: []string{"Topics[0].Name", "exists in the namespace as a queue"}},
 		{name: "prune would delete a forward target",
 			before: func(st *store.Postgres) {
-				mustCreate(t, st, store.KindQueue, "target", store.DefaultProperties(store.KindQueue))
+				mustCreate(t, st, broker.KindQueue, "target", broker.DefaultProperties(broker.KindQueue))
 			},
 			queues: `{"Name":"a","Properties":{"ForwardTo":"target"}}`, prune: true, want: []string{"Queues[0].Properties.ForwardTo", "prune would delete"}},
 	} {
@@ -324,7 +325,7 @@ func TestApplyRefusals(t *testing.T) {
 	}
 }
 
-func mustCreate(t *testing.T, st *store.Postgres, kind store.Kind, path string, p store.Properties) {
+func mustCreate(t *testing.T, st *store.Postgres, kind broker.Kind, path string, p broker.Properties) {
 	t.Helper()
 	if _, err := st.CreateEntity(context.Background(), kind, path, p); err != nil {
 		t.Fatal(err)
@@ -352,12 +353,12 @@ func TestApplyRules(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	ns := nsconfig.StoreNamespace(st)
-	mustCreate(t, st, store.KindTopic, "t", store.DefaultProperties(store.KindTopic))
+	mustCreate(t, st, broker.KindTopic, "t", broker.DefaultProperties(broker.KindTopic))
 	for _, s := range []string{"listed", "unlisted"} {
-		if _, err := st.CreateSubscription(ctx, "t/Subscriptions/"+s, store.DefaultProperties(store.KindSubscription), nil); err != nil {
+		if _, err := st.CreateSubscription(ctx, "t/Subscriptions/"+s, broker.DefaultProperties(broker.KindSubscription), nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.PutRule(ctx, "t/Subscriptions/"+s, store.Rule{Name: "byhand", Filter: store.RuleFilter{Kind: store.FilterSQL, SQLExpression: "a = 1"}}, false); err != nil {
+		if _, err := st.PutRule(ctx, "t/Subscriptions/"+s, broker.Rule{Name: "byhand", Filter: broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: "a = 1"}}, false); err != nil {
 			t.Fatal(err)
 		}
 	}

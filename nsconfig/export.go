@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/atom"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Export reads ns into a File for namespace name (the emulator accepts only "sbemulatorns"; ""
@@ -32,21 +32,21 @@ func Export(ctx context.Context, ns Namespace, name string) (*File, []string, er
 	}
 	f := &File{Name: "export", Namespace: name, Logging: "Console"}
 	var notes []string
-	byName := func(a, b *store.Entity) int { return strings.Compare(store.Key(a.Path), store.Key(b.Path)) }
+	byName := func(a, b *broker.Entity) int { return strings.Compare(broker.Key(a.Path), broker.Key(b.Path)) }
 	queues := slices.SortedFunc(slices.Values(st.queues), byName)
 	topics := slices.SortedFunc(slices.Values(st.topics), byName)
 	for _, q := range queues {
 		notes = append(notes, unexported(q)...)
-		f.Queues = append(f.Queues, Queue{Name: q.Path, Props: propertiesOf(store.KindQueue, q.Props)})
+		f.Queues = append(f.Queues, Queue{Name: q.Path, Props: propertiesOf(broker.KindQueue, q.Props)})
 	}
 	for _, t := range topics {
 		notes = append(notes, unexported(t)...)
-		ft := Topic{Name: t.Path, Props: propertiesOf(store.KindTopic, t.Props)}
-		for _, s := range st.subs[store.Key(t.Path)] {
+		ft := Topic{Name: t.Path, Props: propertiesOf(broker.KindTopic, t.Props)}
+		for _, s := range st.subs[broker.Key(t.Path)] {
 			notes = append(notes, unexported(s)...)
-			_, subName, _ := store.SplitSubscriptionPath(s.Path)
-			fs := Subscription{Name: subName, Props: propertiesOf(store.KindSubscription, s.Props)}
-			rules := st.rules[store.Key(s.Path)]
+			_, subName, _ := broker.SplitSubscriptionPath(s.Path)
+			fs := Subscription{Name: subName, Props: propertiesOf(broker.KindSubscription, s.Props)}
+			rules := st.rules[broker.Key(s.Path)]
 			if !(len(rules) == 1 && isDefaultRule(rules[0])) {
 				fs.Rules = []Rule{}
 				for _, r := range rules {
@@ -64,19 +64,19 @@ func Export(ctx context.Context, ns Namespace, name string) (*File, []string, er
 
 // isDefaultRule reports whether r is what a new subscription gets: $Default, every message, no
 // action.
-func isDefaultRule(r *store.Rule) bool {
-	if !strings.EqualFold(r.Name, store.DefaultRuleName) || r.Action != nil || len(r.Filter.Parameters) > 0 {
+func isDefaultRule(r *broker.Rule) bool {
+	if !strings.EqualFold(r.Name, broker.DefaultRuleName) || r.Action != nil || len(r.Filter.Parameters) > 0 {
 		return false
 	}
-	return r.Filter.Kind == store.FilterTrue || r.Filter.Kind == store.FilterSQL && strings.TrimSpace(r.Filter.SQLExpression) == "1=1"
+	return r.Filter.Kind == broker.FilterTrue || r.Filter.Kind == broker.FilterSQL && strings.TrimSpace(r.Filter.SQLExpression) == "1=1"
 }
 
 // exportRule is r as the emulator's format holds it, and what it had to leave out.
-func exportRule(sub string, r *store.Rule) (store.Rule, []string) {
+func exportRule(sub string, r *broker.Rule) (broker.Rule, []string) {
 	var notes []string
-	out := store.Rule{Name: r.Name}
+	out := broker.Rule{Name: r.Name}
 	switch r.Filter.Kind {
-	case store.FilterCorrelation:
+	case broker.FilterCorrelation:
 		c := *r.Filter.Correlation
 		c.Properties = nil
 		for _, p := range r.Filter.Correlation.Properties {
@@ -98,21 +98,21 @@ func exportRule(sub string, r *store.Rule) (store.Rule, []string) {
 				v = fmt.Sprint(x)
 				notes = append(notes, fmt.Sprintf("rule %s of %s: correlation property %s written as the text %q", r.Name, sub, p.Name, v))
 			}
-			c.Properties = append(c.Properties, store.Property{Name: p.Name, Value: v})
+			c.Properties = append(c.Properties, broker.Property{Name: p.Name, Value: v})
 		}
-		out.Filter = store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &c}
-	case store.FilterFalse:
-		out.Filter = store.RuleFilter{Kind: store.FilterSQL, SQLExpression: "1=0"}
-	case store.FilterTrue, "":
-		out.Filter = store.RuleFilter{Kind: store.FilterSQL, SQLExpression: "1=1"}
+		out.Filter = broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &c}
+	case broker.FilterFalse:
+		out.Filter = broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: "1=0"}
+	case broker.FilterTrue, "":
+		out.Filter = broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: "1=1"}
 	default:
-		out.Filter = store.RuleFilter{Kind: store.FilterSQL, SQLExpression: r.Filter.SQLExpression}
+		out.Filter = broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: r.Filter.SQLExpression}
 	}
 	if len(r.Filter.Parameters) > 0 {
 		notes = append(notes, fmt.Sprintf("rule %s of %s: the emulator's format has no filter parameters; %d left out", r.Name, sub, len(r.Filter.Parameters)))
 	}
 	if r.Action != nil {
-		out.Action = &store.RuleAction{SQLExpression: r.Action.SQLExpression}
+		out.Action = &broker.RuleAction{SQLExpression: r.Action.SQLExpression}
 		if len(r.Action.Parameters) > 0 {
 			notes = append(notes, fmt.Sprintf("rule %s of %s: the emulator's format has no action parameters; %d left out", r.Name, sub, len(r.Action.Parameters)))
 		}
@@ -122,8 +122,8 @@ func exportRule(sub string, r *store.Rule) (store.Rule, []string) {
 
 // unexported names the properties of e that the emulator's format cannot hold and that differ
 // from a new entity's.
-func unexported(e *store.Entity) []string {
-	def := store.DefaultProperties(e.Kind)
+func unexported(e *broker.Entity) []string {
+	def := broker.DefaultProperties(e.Kind)
 	p := e.Props
 	var names []string
 	check := func(name string, differs bool) {
@@ -131,17 +131,17 @@ func unexported(e *store.Entity) []string {
 			names = append(names, name)
 		}
 	}
-	check("MaxSizeInMegabytes", p.MaxSizeInMegabytes != def.MaxSizeInMegabytes && e.Kind != store.KindSubscription)
+	check("MaxSizeInMegabytes", p.MaxSizeInMegabytes != def.MaxSizeInMegabytes && e.Kind != broker.KindSubscription)
 	check("AutoDeleteOnIdle", p.AutoDeleteOnIdle != def.AutoDeleteOnIdle)
 	check("Status", p.Status != def.Status)
 	check("UserMetadata", p.UserMetadata != def.UserMetadata)
 	check("AuthorizationRules", len(p.AuthorizationRules) > 0)
 	check("EnablePartitioning", p.EnablePartitioning)
 	check("EnableBatchedOperations", p.EnableBatchedOperations != def.EnableBatchedOperations)
-	check("MaxMessageSizeInKilobytes", p.MaxMessageSizeInKilobytes != def.MaxMessageSizeInKilobytes && e.Kind != store.KindSubscription)
-	check("DeadLetteringOnFilterEvaluationExceptions", p.DeadLetteringOnFilterEvaluation != def.DeadLetteringOnFilterEvaluation && e.Kind == store.KindSubscription)
-	check("SupportOrdering", p.SupportOrdering != def.SupportOrdering && e.Kind == store.KindTopic)
-	if e.Kind == store.KindTopic {
+	check("MaxMessageSizeInKilobytes", p.MaxMessageSizeInKilobytes != def.MaxMessageSizeInKilobytes && e.Kind != broker.KindSubscription)
+	check("DeadLetteringOnFilterEvaluationExceptions", p.DeadLetteringOnFilterEvaluation != def.DeadLetteringOnFilterEvaluation && e.Kind == broker.KindSubscription)
+	check("SupportOrdering", p.SupportOrdering != def.SupportOrdering && e.Kind == broker.KindTopic)
+	if e.Kind == broker.KindTopic {
 		check("DeadLetteringOnMessageExpiration", p.DeadLetteringOnMessageExpiration)
 	}
 	if len(names) == 0 {
@@ -284,10 +284,10 @@ func Marshal(f *File) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func marshalRule(r store.Rule) (jsonRuleOut, error) {
+func marshalRule(r broker.Rule) (jsonRuleOut, error) {
 	out := jsonRuleOut{Name: r.Name}
 	switch r.Filter.Kind {
-	case store.FilterCorrelation:
+	case broker.FilterCorrelation:
 		c := r.Filter.Correlation
 		out.Properties.FilterType = "Correlation"
 		jc := &jsonCorrelation{ContentType: c.ContentType, CorrelationId: c.CorrelationID, Label: c.Label, MessageId: c.MessageID,
@@ -300,9 +300,9 @@ func marshalRule(r store.Rule) (jsonRuleOut, error) {
 			jc.Properties = raw
 		}
 		out.Properties.CorrelationFilter = jc
-	case store.FilterTrue, "":
+	case broker.FilterTrue, "":
 		out.Properties.FilterType, out.Properties.SqlFilter = "Sql", &jsonSQL{SqlExpression: "1=1"}
-	case store.FilterFalse:
+	case broker.FilterFalse:
 		out.Properties.FilterType, out.Properties.SqlFilter = "Sql", &jsonSQL{SqlExpression: "1=0"}
 	default:
 		out.Properties.FilterType, out.Properties.SqlFilter = "Sql", &jsonSQL{SqlExpression: r.Filter.SQLExpression}
@@ -315,7 +315,7 @@ func marshalRule(r store.Rule) (jsonRuleOut, error) {
 
 // marshalValues writes correlation properties as a JSON object, keeping each value's type as Parse
 // reads it back: a whole number without a fraction (long), a double always with one ("2.0").
-func marshalValues(props []store.Property) (json.RawMessage, error) {
+func marshalValues(props []broker.Property) (json.RawMessage, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, p := range props {

@@ -31,7 +31,7 @@ import (
 	"github.com/tailscale/hujson"
 
 	"github.com/sbgate/sbgate/atom"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // File is a checked configuration: one namespace's entities, every property resolved (the
@@ -77,7 +77,7 @@ type Subscription struct {
 
 // Rule is a declared rule.
 type Rule struct {
-	Rule store.Rule
+	Rule broker.Rule
 	at   string
 }
 
@@ -105,7 +105,7 @@ const (
 	DefaultMessageTimeToLive  = time.Hour
 	DefaultDuplicateWindow    = 20 * time.Second
 	emulatorNamespace         = "sbemulatorns"
-	maxRulesPerSubscription   = store.MaxRulesPerSub
+	maxRulesPerSubscription   = broker.MaxRulesPerSub
 	maxEntitiesPerFileSection = 100000
 )
 
@@ -126,12 +126,12 @@ type propKind struct {
 
 // schemaProps are the Properties keys the emulator's schema allows, by kind: how each is read
 // into Properties, copied from one Properties to another (keep) and set on an entity's
-// store.Properties (apply).
+// broker.Properties (apply).
 var schemaProps = map[string]struct {
 	kinds propKind
 	read  func(p *Properties, r *reader, n *node, path string)
 	keep  func(dst *Properties, src Properties)
-	apply func(sp *store.Properties, p Properties)
+	apply func(sp *broker.Properties, p Properties)
 }{
 	"DeadLetteringOnMessageExpiration": {propKind{true, false, true},
 		func(p *Properties, r *reader, n *node, path string) {
@@ -140,13 +140,13 @@ var schemaProps = map[string]struct {
 		func(dst *Properties, src Properties) {
 			dst.DeadLetteringOnMessageExpiration = src.DeadLetteringOnMessageExpiration
 		},
-		func(sp *store.Properties, p Properties) {
+		func(sp *broker.Properties, p Properties) {
 			sp.DeadLetteringOnMessageExpiration = p.DeadLetteringOnMessageExpiration
 		}},
 	"DefaultMessageTimeToLive": {propKind{true, true, true},
 		func(p *Properties, r *reader, n *node, path string) { p.DefaultMessageTimeToLive = r.duration(n, path) },
 		func(dst *Properties, src Properties) { dst.DefaultMessageTimeToLive = src.DefaultMessageTimeToLive },
-		func(sp *store.Properties, p Properties) { sp.DefaultMessageTimeToLive = p.DefaultMessageTimeToLive }},
+		func(sp *broker.Properties, p Properties) { sp.DefaultMessageTimeToLive = p.DefaultMessageTimeToLive }},
 	"DuplicateDetectionHistoryTimeWindow": {propKind{true, true, false},
 		func(p *Properties, r *reader, n *node, path string) {
 			p.DuplicateDetectionHistoryTimeWindow = r.duration(n, path)
@@ -154,10 +154,10 @@ var schemaProps = map[string]struct {
 		func(dst *Properties, src Properties) {
 			dst.DuplicateDetectionHistoryTimeWindow = src.DuplicateDetectionHistoryTimeWindow
 		},
-		func(sp *store.Properties, p Properties) {
+		func(sp *broker.Properties, p Properties) {
 			// The emulator allows 5 seconds; a Service Bus namespace, and sbgate, 20. A shorter
 			// window detects fewer duplicates than asked, so it is raised (Apply says so).
-			sp.DuplicateDetectionHistoryTimeWindow = max(p.DuplicateDetectionHistoryTimeWindow, store.MinDuplicateWindow)
+			sp.DuplicateDetectionHistoryTimeWindow = max(p.DuplicateDetectionHistoryTimeWindow, broker.MinDuplicateWindow)
 		}},
 	"ForwardDeadLetteredMessagesTo": {propKind{true, false, true},
 		func(p *Properties, r *reader, n *node, path string) {
@@ -166,17 +166,17 @@ var schemaProps = map[string]struct {
 		func(dst *Properties, src Properties) {
 			dst.ForwardDeadLetteredMessagesTo = src.ForwardDeadLetteredMessagesTo
 		},
-		func(sp *store.Properties, p Properties) {
+		func(sp *broker.Properties, p Properties) {
 			sp.ForwardDeadLetteredMessagesTo, sp.ForwardDeadLetteredMessagesToURL = p.ForwardDeadLetteredMessagesTo, ""
 		}},
 	"ForwardTo": {propKind{true, false, true},
 		func(p *Properties, r *reader, n *node, path string) { p.ForwardTo = r.target(n, path) },
 		func(dst *Properties, src Properties) { dst.ForwardTo = src.ForwardTo },
-		func(sp *store.Properties, p Properties) { sp.ForwardTo, sp.ForwardToURL = p.ForwardTo, "" }},
+		func(sp *broker.Properties, p Properties) { sp.ForwardTo, sp.ForwardToURL = p.ForwardTo, "" }},
 	"LockDuration": {propKind{true, false, true},
 		func(p *Properties, r *reader, n *node, path string) { p.LockDuration = r.duration(n, path) },
 		func(dst *Properties, src Properties) { dst.LockDuration = src.LockDuration },
-		func(sp *store.Properties, p Properties) { sp.LockDuration = p.LockDuration }},
+		func(sp *broker.Properties, p Properties) { sp.LockDuration = p.LockDuration }},
 	"MaxDeliveryCount": {propKind{true, false, true},
 		func(p *Properties, r *reader, n *node, path string) {
 			v := r.integer(n, path)
@@ -187,33 +187,35 @@ var schemaProps = map[string]struct {
 			p.MaxDeliveryCount = int32(v)
 		},
 		func(dst *Properties, src Properties) { dst.MaxDeliveryCount = src.MaxDeliveryCount },
-		func(sp *store.Properties, p Properties) { sp.MaxDeliveryCount = p.MaxDeliveryCount }},
+		func(sp *broker.Properties, p Properties) { sp.MaxDeliveryCount = p.MaxDeliveryCount }},
 	"RequiresDuplicateDetection": {propKind{true, true, false},
 		func(p *Properties, r *reader, n *node, path string) {
 			p.RequiresDuplicateDetection = r.boolean(n, path)
 		},
 		func(dst *Properties, src Properties) { dst.RequiresDuplicateDetection = src.RequiresDuplicateDetection },
-		func(sp *store.Properties, p Properties) { sp.RequiresDuplicateDetection = p.RequiresDuplicateDetection }},
+		func(sp *broker.Properties, p Properties) {
+			sp.RequiresDuplicateDetection = p.RequiresDuplicateDetection
+		}},
 	"RequiresSession": {propKind{true, false, true},
 		func(p *Properties, r *reader, n *node, path string) { p.RequiresSession = r.boolean(n, path) },
 		func(dst *Properties, src Properties) { dst.RequiresSession = src.RequiresSession },
-		func(sp *store.Properties, p Properties) { sp.RequiresSession = p.RequiresSession }},
+		func(sp *broker.Properties, p Properties) { sp.RequiresSession = p.RequiresSession }},
 }
 
-func (k propKind) has(kind store.Kind) bool {
+func (k propKind) has(kind broker.Kind) bool {
 	switch kind {
-	case store.KindQueue:
+	case broker.KindQueue:
 		return k.queue
-	case store.KindTopic:
+	case broker.KindTopic:
 		return k.topic
-	case store.KindSubscription:
+	case broker.KindSubscription:
 		return k.subscription
 	}
 	return false
 }
 
 // propNames lists the schema's property names of kind, in the order Export writes them.
-func propNames(kind store.Kind) []string {
+func propNames(kind broker.Kind) []string {
 	var names []string
 	for name, p := range schemaProps {
 		if p.kinds.has(kind) {
@@ -434,7 +436,7 @@ func (r *reader) target(n *node, path string) string {
 	if s == "" {
 		return ""
 	}
-	if err := store.ValidateEntityPath(s); err != nil {
+	if err := broker.ValidateEntityPath(s); err != nil {
 		r.errorf(path, "not a queue or topic name: %s", storeMessage(err))
 		return ""
 	}
@@ -504,7 +506,7 @@ func (r *reader) readNamespace(n *node, path string) {
 	}
 	names := map[string]string{} // canonical key → JSON path of the first use
 	claim := func(name, at string) bool {
-		k := store.Key(name)
+		k := broker.Key(name)
 		if first, dup := names[k]; dup {
 			r.errorf(join(at, "Name"), "%q is declared twice (first at %s)", name, first)
 			return false
@@ -518,7 +520,7 @@ func (r *reader) readNamespace(n *node, path string) {
 			at := fmt.Sprintf("%s[%d]", qpath, i)
 			q := Queue{at: at}
 			var ok bool
-			if q.Name, q.Props, ok = r.readEntity(qn, at, store.KindQueue, "Name", "Properties"); ok && claim(q.Name, at) {
+			if q.Name, q.Props, ok = r.readEntity(qn, at, broker.KindQueue, "Name", "Properties"); ok && claim(q.Name, at) {
 				r.file.Queues = append(r.file.Queues, q)
 			}
 		}
@@ -528,7 +530,7 @@ func (r *reader) readNamespace(n *node, path string) {
 		for i, tn := range r.array(ts, tpath) {
 			at := fmt.Sprintf("%s[%d]", tpath, i)
 			t := Topic{at: at}
-			name, props, ok := r.readEntity(tn, at, store.KindTopic, "Name", "Properties", "Subscriptions")
+			name, props, ok := r.readEntity(tn, at, broker.KindTopic, "Name", "Properties", "Subscriptions")
 			if !ok {
 				continue
 			}
@@ -543,7 +545,7 @@ func (r *reader) readNamespace(n *node, path string) {
 
 // readEntity reads the Name and Properties of a queue, topic or subscription at path; ok is
 // false when it has no usable name.
-func (r *reader) readEntity(n *node, path string, kind store.Kind, allowed ...string) (string, Properties, bool) {
+func (r *reader) readEntity(n *node, path string, kind broker.Kind, allowed ...string) (string, Properties, bool) {
 	props := defaultProperties()
 	m := r.object(n, path, allowed...)
 	if m == nil {
@@ -560,10 +562,10 @@ func (r *reader) readEntity(n *node, path string, kind store.Kind, allowed ...st
 		return "", props, false
 	}
 	var err error
-	if kind == store.KindSubscription {
-		err = store.ValidateSubscriptionName(name)
+	if kind == broker.KindSubscription {
+		err = broker.ValidateSubscriptionName(name)
 	} else {
-		err = store.ValidateEntityPath(name)
+		err = broker.ValidateEntityPath(name)
 	}
 	if err != nil {
 		r.errorf(namePath, "%s", storeMessage(err))
@@ -581,11 +583,11 @@ func (r *reader) readEntity(n *node, path string, kind store.Kind, allowed ...st
 
 // checkProperties checks resolved properties against sbgate's limits (those of a Service Bus
 // namespace), which a new entity of kind must meet.
-func (r *reader) checkProperties(kind store.Kind, name string, p Properties, path string) {
-	if p.ForwardTo != "" && store.Key(p.ForwardTo) == store.Key(name) && kind == store.KindQueue {
+func (r *reader) checkProperties(kind broker.Kind, name string, p Properties, path string) {
+	if p.ForwardTo != "" && broker.Key(p.ForwardTo) == broker.Key(name) && kind == broker.KindQueue {
 		r.errorf(join(path, "ForwardTo"), "a queue cannot forward to itself")
 	}
-	sp := store.DefaultProperties(kind)
+	sp := broker.DefaultProperties(kind)
 	p.applyTo(kind, &sp)
 	sp.ForwardTo, sp.ForwardDeadLetteredMessagesTo = "", "" // checked against the namespace by Apply
 	if err := sp.Validate(kind); err != nil {
@@ -603,16 +605,16 @@ func (r *reader) readSubscriptions(tn *node, topicPath, topic string) []Subscrip
 	seen := map[string]string{}
 	for i, sn := range r.array(m, spath) {
 		at := fmt.Sprintf("%s[%d]", spath, i)
-		name, props, ok := r.readEntity(sn, at, store.KindSubscription, "Name", "Properties", "Rules")
+		name, props, ok := r.readEntity(sn, at, broker.KindSubscription, "Name", "Properties", "Rules")
 		if !ok {
 			continue
 		}
-		if first, dup := seen[store.Key(name)]; dup {
+		if first, dup := seen[broker.Key(name)]; dup {
 			r.errorf(join(at, "Name"), "%q is declared twice on topic %q (first at %s)", name, topic, first)
 			continue
 		}
-		seen[store.Key(name)] = at
-		if props.ForwardTo != "" && store.Key(props.ForwardTo) == store.Key(topic) {
+		seen[broker.Key(name)] = at
+		if props.ForwardTo != "" && broker.Key(props.ForwardTo) == broker.Key(topic) {
 			r.errorf(join(at, "Properties.ForwardTo"), "a subscription cannot forward to its own topic")
 		}
 		subs = append(subs, Subscription{Name: name, Props: props, Rules: r.readRules(sn, at), at: at})
@@ -639,11 +641,11 @@ func (r *reader) readRules(sn *node, subPath string) []Rule {
 		if !ok {
 			continue
 		}
-		if first, dup := seen[store.Key(rule.Name)]; dup {
+		if first, dup := seen[broker.Key(rule.Name)]; dup {
 			r.errorf(join(at, "Name"), "rule %q is declared twice (first at %s)", rule.Name, first)
 			continue
 		}
-		seen[store.Key(rule.Name)] = at
+		seen[broker.Key(rule.Name)] = at
 		rules = append(rules, Rule{Rule: rule, at: at})
 	}
 	return rules
@@ -652,8 +654,8 @@ func (r *reader) readRules(sn *node, subPath string) []Rule {
 // correlationFields are the system properties of a CorrelationFilter in the emulator's format.
 var correlationFields = []string{"ContentType", "CorrelationId", "Label", "MessageId", "ReplyTo", "ReplyToSessionId", "SessionId", "To"}
 
-func (r *reader) readRule(n *node, path string) (store.Rule, bool) {
-	var rule store.Rule
+func (r *reader) readRule(n *node, path string) (broker.Rule, bool) {
+	var rule broker.Rule
 	m := r.object(n, path, "Name", "Properties")
 	if m == nil {
 		return rule, false
@@ -684,7 +686,7 @@ func (r *reader) readRule(n *node, path string) (store.Rule, bool) {
 	switch kind := r.str(ft, ftPath); {
 	case ft.kind != 's':
 	case strings.EqualFold(kind, "Sql"):
-		rule.Filter.Kind = store.FilterSQL
+		rule.Filter.Kind = broker.FilterSQL
 		if cf, ok := pm["CorrelationFilter"]; ok && !(cf.kind == 'z' || cf.kind == '{' && len(cf.keys) == 0) {
 			// .NET Aspire writes an empty CorrelationFilter beside every filter; anything else in
 			// it would be ignored, so it is a mistake.
@@ -710,7 +712,7 @@ func (r *reader) readRule(n *node, path string) (store.Rule, bool) {
 			r.errorf(join(sfPath, "SqlExpression"), "the expression is empty")
 		}
 	case strings.EqualFold(kind, "Correlation"):
-		rule.Filter.Kind = store.FilterCorrelation
+		rule.Filter.Kind = broker.FilterCorrelation
 		if _, ok := pm["SqlFilter"]; ok {
 			r.errorf(join(ppath, "SqlFilter"), "a Correlation rule takes its filter from CorrelationFilter; remove SqlFilter or make FilterType \"Sql\"")
 		}
@@ -727,7 +729,7 @@ func (r *reader) readRule(n *node, path string) (store.Rule, bool) {
 		apath := join(ppath, "Action")
 		if am := r.object(an, apath, "SqlExpression"); am != nil {
 			if e, ok := am["SqlExpression"]; ok {
-				rule.Action = &store.RuleAction{SQLExpression: r.str(e, join(apath, "SqlExpression"))}
+				rule.Action = &broker.RuleAction{SQLExpression: r.str(e, join(apath, "SqlExpression"))}
 			} else {
 				r.errorf(apath, "SqlExpression is missing")
 			}
@@ -736,17 +738,17 @@ func (r *reader) readRule(n *node, path string) (store.Rule, bool) {
 	if len(r.errs) > before {
 		return rule, false
 	}
-	if err := store.ValidateRule(rule); err != nil {
+	if err := broker.ValidateRule(rule); err != nil {
 		r.errorf(path, "%s", storeMessage(err))
 		return rule, false
 	}
 	return rule, true
 }
 
-func (r *reader) readCorrelation(n *node, path string) *store.CorrelationFilter {
+func (r *reader) readCorrelation(n *node, path string) *broker.CorrelationFilter {
 	allowed := append(slices.Clone(correlationFields), "Properties", "RequiresPreprocessing")
 	m := r.object(n, path, allowed...)
-	c := &store.CorrelationFilter{}
+	c := &broker.CorrelationFilter{}
 	if m == nil {
 		return c
 	}
@@ -778,7 +780,7 @@ func (r *reader) readCorrelation(n *node, path string) *store.CorrelationFilter 
 				}
 				seen[k] = true
 				if v, ok := r.propertyValue(pn.vals[i], vpath); ok {
-					c.Properties = append(c.Properties, store.Property{Name: k, Value: v})
+					c.Properties = append(c.Properties, broker.Property{Name: k, Value: v})
 				}
 			}
 		}
@@ -813,7 +815,7 @@ func (r *reader) propertyValue(n *node, path string) (any, bool) {
 }
 
 // applyTo sets the properties of kind that the emulator's format has on sp, leaving the others.
-func (p Properties) applyTo(kind store.Kind, sp *store.Properties) {
+func (p Properties) applyTo(kind broker.Kind, sp *broker.Properties) {
 	for _, prop := range schemaProps {
 		if prop.kinds.has(kind) {
 			prop.apply(sp, p)
@@ -822,7 +824,7 @@ func (p Properties) applyTo(kind store.Kind, sp *store.Properties) {
 }
 
 // propertiesOf reads the emulator-format properties of kind from sp.
-func propertiesOf(kind store.Kind, sp store.Properties) Properties {
+func propertiesOf(kind broker.Kind, sp broker.Properties) Properties {
 	return Properties{
 		DeadLetteringOnMessageExpiration:    sp.DeadLetteringOnMessageExpiration,
 		DefaultMessageTimeToLive:            sp.DefaultMessageTimeToLive,
@@ -838,7 +840,7 @@ func propertiesOf(kind store.Kind, sp store.Properties) Properties {
 
 // only keeps the properties kind has in the emulator's format and zeroes the others, so that two
 // descriptions of one entity compare equal.
-func (p Properties) only(kind store.Kind) Properties {
+func (p Properties) only(kind broker.Kind) Properties {
 	var out Properties
 	for _, prop := range schemaProps {
 		if prop.kinds.has(kind) {
@@ -850,7 +852,7 @@ func (p Properties) only(kind store.Kind) Properties {
 
 // storeMessage is the text of a store refusal without the sentinel's prefix.
 func storeMessage(err error) string {
-	var se *store.Error
+	var se *broker.Error
 	if errors.As(err, &se) && se.Message != "" {
 		return se.Message
 	}

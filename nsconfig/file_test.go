@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/nsconfig"
-	"github.com/sbgate/sbgate/store"
 )
 
 func readSample(t testing.TB) []byte {
@@ -39,10 +39,10 @@ func TestParseEmulatorSample(t *testing.T) {
 	if len(subs) != 4 {
 		t.Fatalf("%d subscriptions; want 4", len(subs))
 	}
-	if r := subs[0].Rules; len(r) != 1 || r[0].Rule.Filter.Kind != store.FilterCorrelation || r[0].Rule.Filter.Correlation.ContentType != "application/json" {
+	if r := subs[0].Rules; len(r) != 1 || r[0].Rule.Filter.Kind != broker.FilterCorrelation || r[0].Rule.Filter.Correlation.ContentType != "application/json" {
 		t.Errorf("subscription.1 rules = %+v", r)
 	}
-	if r := subs[1].Rules; len(r) != 1 || len(r[0].Rule.Filter.Correlation.Properties) != 1 || r[0].Rule.Filter.Correlation.Properties[0] != (store.Property{Name: "prop1", Value: "value1"}) {
+	if r := subs[1].Rules; len(r) != 1 || len(r[0].Rule.Filter.Correlation.Properties) != 1 || r[0].Rule.Filter.Correlation.Properties[0] != (broker.Property{Name: "prop1", Value: "value1"}) {
 		t.Errorf("subscription.2 rules = %+v", r)
 	}
 	if subs[2].Rules != nil {

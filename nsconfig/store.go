@@ -3,19 +3,19 @@ package nsconfig
 import (
 	"context"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // StoreNamespace is the namespace a store holds, for applying a file at sbgate's start.
-func StoreNamespace(st store.Store) Namespace { return storeNamespace{st} }
+func StoreNamespace(st broker.Store) Namespace { return storeNamespace{st} }
 
-type storeNamespace struct{ st store.Store }
+type storeNamespace struct{ st broker.Store }
 
 // page is how many entities or rules one list call asks for.
 const page = 500
 
-func (s storeNamespace) ListEntities(ctx context.Context, kind store.Kind, parent string) ([]*store.Entity, error) {
-	var all []*store.Entity
+func (s storeNamespace) ListEntities(ctx context.Context, kind broker.Kind, parent string) ([]*broker.Entity, error) {
+	var all []*broker.Entity
 	for skip := 0; ; skip += page {
 		got, err := s.st.ListEntities(ctx, kind, parent, skip, page)
 		if err != nil {
@@ -28,8 +28,8 @@ func (s storeNamespace) ListEntities(ctx context.Context, kind store.Kind, paren
 	}
 }
 
-func (s storeNamespace) ListRules(ctx context.Context, subPath string) ([]*store.Rule, error) {
-	var all []*store.Rule
+func (s storeNamespace) ListRules(ctx context.Context, subPath string) ([]*broker.Rule, error) {
+	var all []*broker.Rule
 	for skip := 0; ; skip += page {
 		got, err := s.st.ListRules(ctx, subPath, skip, page)
 		if err != nil {
@@ -42,9 +42,9 @@ func (s storeNamespace) ListRules(ctx context.Context, subPath string) ([]*store
 	}
 }
 
-func (s storeNamespace) CreateEntity(ctx context.Context, kind store.Kind, path string, p store.Properties, first *store.Rule) error {
+func (s storeNamespace) CreateEntity(ctx context.Context, kind broker.Kind, path string, p broker.Properties, first *broker.Rule) error {
 	var err error
-	if kind == store.KindSubscription {
+	if kind == broker.KindSubscription {
 		_, err = s.st.CreateSubscription(ctx, path, p, first)
 	} else {
 		_, err = s.st.CreateEntity(ctx, kind, path, p)
@@ -52,16 +52,16 @@ func (s storeNamespace) CreateEntity(ctx context.Context, kind store.Kind, path 
 	return err
 }
 
-func (s storeNamespace) UpdateEntity(ctx context.Context, kind store.Kind, path string, p store.Properties) error {
+func (s storeNamespace) UpdateEntity(ctx context.Context, kind broker.Kind, path string, p broker.Properties) error {
 	_, err := s.st.UpdateEntity(ctx, kind, path, p)
 	return err
 }
 
-func (s storeNamespace) DeleteEntity(ctx context.Context, _ store.Kind, path string) error {
+func (s storeNamespace) DeleteEntity(ctx context.Context, _ broker.Kind, path string) error {
 	return s.st.DeleteEntity(ctx, path)
 }
 
-func (s storeNamespace) PutRule(ctx context.Context, subPath string, r store.Rule, update bool) error {
+func (s storeNamespace) PutRule(ctx context.Context, subPath string, r broker.Rule, update bool) error {
 	_, err := s.st.PutRule(ctx, subPath, r, update)
 	return err
 }

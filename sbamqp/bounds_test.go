@@ -12,8 +12,8 @@ import (
 
 	goamqp "github.com/Azure/go-amqp"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sbamqp"
-	"github.com/sbgate/sbgate/store"
 )
 
 // liveHeap is the heap in use after a collection: what the process keeps, not what it made.
@@ -89,20 +89,20 @@ func TestRepliesWaitingForCreditAreBounded(t *testing.T) {
 // completionGate is the store the AMQP layer uses, holding the first completion (the deletion a
 // receive-and-delete link makes before it sends) until the test opens the gate.
 type completionGate struct {
-	store.Store
+	broker.Store
 	entered, open, done chan struct{}
 	once, doneOnce      sync.Once
 }
 
-func (g *completionGate) Settle(ctx context.Context, t store.Target, reqs []store.SettleRequest) []store.SettleResult {
-	if len(reqs) > 0 && reqs[0].Op == store.Complete {
+func (g *completionGate) Settle(ctx context.Context, t broker.Target, reqs []broker.SettleRequest) []broker.SettleResult {
+	if len(reqs) > 0 && reqs[0].Op == broker.Complete {
 		g.once.Do(func() {
 			close(g.entered)
 			<-g.open
 		})
 	}
 	res := g.Store.Settle(ctx, t, reqs)
-	if len(reqs) > 0 && reqs[0].Op == store.Complete {
+	if len(reqs) > 0 && reqs[0].Op == broker.Complete {
 		g.doneOnce.Do(func() { close(g.done) })
 	}
 	return res
@@ -113,12 +113,12 @@ func (g *completionGate) Settle(ctx context.Context, t store.Target, reqs []stor
 // TestReceiverReceiveAndDeleteDoesNotLoseMessages closes its receiver so, under load).
 func TestReceiveAndDeleteDetachLosesNothing(t *testing.T) {
 	gate := &completionGate{entered: make(chan struct{}), open: make(chan struct{}), done: make(chan struct{})}
-	b := newBrokerWith(t, nil, func(st store.Store) store.Store { gate.Store = st; return gate })
+	b := newBrokerWith(t, nil, func(st broker.Store) broker.Store { gate.Store = st; return gate })
 	q := b.createQueue(t, "q", nil)
 	const total = 50
-	msgs := make([]store.Message, total)
+	msgs := make([]broker.Message, total)
 	for i := range msgs {
-		msgs[i] = store.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)}
+		msgs[i] = broker.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)}
 	}
 	if err := b.store.Send(t.Context(), q, msgs); err != nil {
 		t.Fatal(err)

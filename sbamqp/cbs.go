@@ -6,7 +6,7 @@ import (
 
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 const cbsNode = "$cbs"
@@ -28,7 +28,7 @@ func (r *cbsReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 		status, desc := r.cs.putToken(ctx, m)
 		return cbsReply(status, desc)
 	}, func(err error) *amqp.Message {
-		return cbsReply(500, "The reply could not be encoded: "+store.Clip(err.Error()))
+		return cbsReply(500, "The reply could not be encoded: "+broker.Clip(err.Error()))
 	})
 }
 
@@ -58,10 +58,10 @@ func (cs *conn) putToken(ctx context.Context, m *amqp.Message) (int32, string) {
 		return ""
 	}
 	if op := str("operation"); op != "put-token" {
-		return 400, "The $cbs operation '" + store.Clip(op) + "' is not supported; use put-token."
+		return 400, "The $cbs operation '" + broker.Clip(op) + "' is not supported; use put-token."
 	}
 	if typ := str("type"); typ != tokenTypeSAS && typ != tokenTypeJWT {
-		return 400, "The token type '" + store.Clip(typ) + "' is not supported; use " + tokenTypeSAS + "."
+		return 400, "The token type '" + broker.Clip(typ) + "' is not supported; use " + tokenTypeSAS + "."
 	}
 	audience := str("name")
 	var text string
@@ -84,8 +84,8 @@ func (cs *conn) putToken(ctx context.Context, m *amqp.Message) (int32, string) {
 	}
 	if entity, _ := access.SplitSubQueue(path); entity != "" {
 		if _, err := cs.h.cfg.Store.Resolve(ctx, entity); err != nil {
-			if store.ErrorCode(err) == store.CodeNotFound {
-				return 404, "The messaging entity '" + store.Clip(entity) + "' could not be found."
+			if broker.ErrorCode(err) == broker.CodeNotFound {
+				return 404, "The messaging entity '" + broker.Clip(entity) + "' could not be found."
 			}
 			return statusOf(err), amqpError(err).Description
 		}

@@ -8,8 +8,8 @@ import (
 
 	goamqp "github.com/Azure/go-amqp"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/store"
 )
 
 // cbsClient is a raw go-amqp connection with a $cbs request link and its reply link, for what
@@ -21,7 +21,7 @@ type cbsClient struct {
 	reply *goamqp.Receiver
 }
 
-func dialCBS(t *testing.T, b *broker, sasl goamqp.SASLType) *cbsClient {
+func dialCBS(t *testing.T, b *testBroker, sasl goamqp.SASLType) *cbsClient {
 	t.Helper()
 	ctx := ctxT(t)
 	conn, err := goamqp.Dial(ctx, "amqp://"+b.amqpAddr, &goamqp.ConnOptions{SASLType: sasl})
@@ -260,7 +260,7 @@ func TestManagementRefusals(t *testing.T) {
 // credit left over from an earlier receive).
 func TestReleasedDeliveriesDoNotCount(t *testing.T) {
 	b := newBroker(t)
-	b.createQueue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	b.createQueue(t, "q", func(p *broker.Properties) { p.MaxDeliveryCount = 1 })
 	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
 	if cond := c.attachSend(t, "q"); cond != "" {
 		t.Fatal(cond)

@@ -12,7 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // A message sent over AMQP is received over HTTP with its properties, and the other way round.
@@ -158,11 +158,11 @@ func TestSDKAuthorizationAndMissingEntities(t *testing.T) {
 func TestSDKSubscriptionWithSQLFilter(t *testing.T) {
 	b := newBroker(t)
 	ctx := ctxT(t)
-	if _, err := b.store.CreateEntity(ctx, store.KindTopic, "t", store.DefaultProperties(store.KindTopic)); err != nil {
+	if _, err := b.store.CreateEntity(ctx, broker.KindTopic, "t", broker.DefaultProperties(broker.KindTopic)); err != nil {
 		t.Fatal(err)
 	}
-	rule := &store.Rule{Name: "red", Filter: store.RuleFilter{Kind: store.FilterSQL, SQLExpression: "color = 'red'"}}
-	if _, err := b.store.CreateSubscription(ctx, "t/Subscriptions/reds", store.DefaultProperties(store.KindSubscription), rule); err != nil {
+	rule := &broker.Rule{Name: "red", Filter: broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: "color = 'red'"}}
+	if _, err := b.store.CreateSubscription(ctx, "t/Subscriptions/reds", broker.DefaultProperties(broker.KindSubscription), rule); err != nil {
 		t.Fatal(err)
 	}
 	c := b.client(t, "root")
@@ -226,7 +226,7 @@ func TestSDKScheduledEnqueueTime(t *testing.T) {
 func TestSDKScheduleAndCancel(t *testing.T) {
 	b := newBroker(t)
 	b.createQueue(t, "q", nil)
-	if _, err := b.store.CreateEntity(context.Background(), store.KindTopic, "t", store.DefaultProperties(store.KindTopic)); err != nil {
+	if _, err := b.store.CreateEntity(context.Background(), broker.KindTopic, "t", broker.DefaultProperties(broker.KindTopic)); err != nil {
 		t.Fatal(err)
 	}
 	c := b.client(t, "root")
@@ -273,7 +273,7 @@ func TestSDKScheduleAndCancel(t *testing.T) {
 	}
 
 	// In a session queue, no session lock is needed to schedule or cancel.
-	b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	b.createQueue(t, "sq", func(p *broker.Properties) { p.RequiresSession = true })
 	ss, err := c.NewSender("sq", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -302,12 +302,12 @@ func TestSDKScheduleAndCancel(t *testing.T) {
 func TestSDKScheduleAndCancelOnTopicsAndForwarding(t *testing.T) {
 	b := newBroker(t)
 	bg := context.Background()
-	if _, err := b.store.CreateEntity(bg, store.KindTopic, "t", store.DefaultProperties(store.KindTopic)); err != nil {
+	if _, err := b.store.CreateEntity(bg, broker.KindTopic, "t", broker.DefaultProperties(broker.KindTopic)); err != nil {
 		t.Fatal(err)
 	}
 	b.createQueue(t, "target", nil)
 	for _, sub := range []string{"a", "b"} {
-		p := store.DefaultProperties(store.KindSubscription)
+		p := broker.DefaultProperties(broker.KindSubscription)
 		if sub == "b" {
 			p.ForwardTo = "target" // a copy forwarded on: it lives in target
 		}
@@ -315,7 +315,7 @@ func TestSDKScheduleAndCancelOnTopicsAndForwarding(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b.createQueue(t, "fwd", func(p *store.Properties) { p.ForwardTo = "target" })
+	b.createQueue(t, "fwd", func(p *broker.Properties) { p.ForwardTo = "target" })
 	c := b.client(t, "root")
 	ctx := ctxT(t)
 	at := b.clock.Now().Add(time.Hour).Truncate(time.Millisecond)
@@ -363,7 +363,7 @@ func TestSDKScheduleAndCancelOnTopicsAndForwarding(t *testing.T) {
 // none of them (before, the messages ahead of the missing one were deleted and never sent);
 // when all are, they come back in the order asked. Peek-lock likewise locks none or all. An
 // empty list answers an empty list, as the .NET SDK answers it without asking; more than
-// store.MaxReceiveBatch is a bad request.
+// broker.MaxReceiveBatch is a bad request.
 func TestSDKReceiveDeferredMessagesAllOrNothing(t *testing.T) {
 	_, c, ctx, s := sdkQueue(t, "q", nil)
 	sendBodies(t, ctx, s, "a", "b")
@@ -426,11 +426,11 @@ func TestSDKReceiveDeferredMessagesAllOrNothing(t *testing.T) {
 	if none, err := rd.ReceiveDeferredMessages(ctx, []int64{}, nil); err != nil || len(none) != 0 {
 		t.Errorf("receive deferred of no sequence numbers = %v, %v; want none", none, err)
 	}
-	tooMany := make([]int64, store.MaxReceiveBatch+1)
+	tooMany := make([]int64, broker.MaxReceiveBatch+1)
 	for i := range tooMany {
 		tooMany[i] = int64(i + 1)
 	}
-	if _, err := rd.ReceiveDeferredMessages(ctx, tooMany, nil); err == nil || !strings.Contains(err.Error(), fmt.Sprint(store.MaxReceiveBatch)) {
+	if _, err := rd.ReceiveDeferredMessages(ctx, tooMany, nil); err == nil || !strings.Contains(err.Error(), fmt.Sprint(broker.MaxReceiveBatch)) {
 		t.Errorf("receive deferred of %d sequence numbers: err = %v; want a bad request naming the limit", len(tooMany), err)
 	}
 }

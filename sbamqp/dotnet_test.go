@@ -42,8 +42,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/store"
 )
 
 // Descriptor codes (AmqpCodec.cs knownTypesByCode; Framing/*.cs Code).
@@ -310,7 +310,7 @@ type dnLink struct {
 	raw    []byte       // its bytes
 }
 
-func dnDial(t *testing.T, b *broker) *dnConn {
+func dnDial(t *testing.T, b *testBroker) *dnConn {
 	t.Helper()
 	nc, err := net.Dial("tcp", b.amqpAddr)
 	if err != nil {
@@ -1012,7 +1012,7 @@ func TestDotNetSendReceive(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		msgs, err := b.store.Browse(t.Context(), e, store.SubQueueMain, 0, 10)
+		msgs, err := b.store.Browse(t.Context(), e, broker.SubQueueMain, 0, 10)
 		var ids []string
 		for _, m := range msgs {
 			ids = append(ids, m.MessageID)
@@ -1110,8 +1110,8 @@ func dnEqual(a, b any) bool {
 // described).
 func TestDotNetSessionReceiver(t *testing.T) {
 	b := newBroker(t)
-	e := b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
-	if err := b.store.Send(t.Context(), e, []store.Message{
+	e := b.createQueue(t, "sq", func(p *broker.Properties) { p.RequiresSession = true })
+	if err := b.store.Send(t.Context(), e, []broker.Message{
 		{Body: []byte("one"), SessionID: "s1"},
 		{Body: []byte("two"), SessionID: "s2"},
 	}); err != nil {

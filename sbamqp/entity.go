@@ -14,13 +14,13 @@ import (
 
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/store"
 )
 
 // entityAddress parses a link address into an entity path and subqueue: "q", "t",
 // "t/Subscriptions/s", "…/$DeadLetterQueue", also given as a URL ("amqps://host/q").
-func entityAddress(addr string) (string, store.SubQueue) {
+func entityAddress(addr string) (string, broker.SubQueue) {
 	p := addr
 	if _, rest, ok := strings.Cut(p, "://"); ok {
 		if _, path, ok := strings.Cut(rest, "/"); ok {
@@ -33,13 +33,13 @@ func entityAddress(addr string) (string, store.SubQueue) {
 }
 
 // resolve finds the entity of a link, mapping a missing one to amqp:not-found.
-func (cs *conn) resolve(ctx context.Context, path string) (*store.Entity, *amqp.Error) {
+func (cs *conn) resolve(ctx context.Context, path string) (*broker.Entity, *amqp.Error) {
 	if path == "" {
 		return nil, amqp.Errorf(condNotFound, "The link names no entity.")
 	}
 	e, err := cs.h.cfg.Store.Resolve(ctx, path)
 	if err != nil {
-		if store.ErrorCode(err) == store.CodeNotFound {
+		if broker.ErrorCode(err) == broker.CodeNotFound {
 			return nil, amqp.Errorf(condNotFound, "The messaging entity '%s' could not be found.", path)
 		}
 		return nil, amqpError(err)
@@ -93,7 +93,7 @@ func (cs *conn) attachEntitySender(req *amqp.AttachRequest) {
 
 // sendableEntity is the queue or topic at a sender link's address, which the connection may
 // send to.
-func (cs *conn) sendableEntity(ctx context.Context, addr string) (*store.Entity, *amqp.Error) {
+func (cs *conn) sendableEntity(ctx context.Context, addr string) (*broker.Entity, *amqp.Error) {
 	path, sq := entityAddress(addr)
 	if aerr := cs.authorize(sas.Send, path); aerr != nil {
 		return nil, aerr
@@ -102,8 +102,8 @@ func (cs *conn) sendableEntity(ctx context.Context, addr string) (*store.Entity,
 	if aerr != nil {
 		return nil, aerr
 	}
-	if sq != store.SubQueueMain || e.Kind == store.KindSubscription {
-		return nil, amqp.Errorf(condNotAllowed, "Messages cannot be sent to '%s': send to a queue or topic.", store.Clip(addr))
+	if sq != broker.SubQueueMain || e.Kind == broker.KindSubscription {
+		return nil, amqp.Errorf(condNotAllowed, "Messages cannot be sent to '%s': send to a queue or topic.", broker.Clip(addr))
 	}
 	return e, nil
 }
@@ -243,10 +243,10 @@ func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []
 	}
 	type item struct {
 		d    *amqp.Delivery
-		msgs []store.Message
+		msgs []broker.Message
 	}
 	items := make([]item, 0, len(batch))
-	var all []store.Message
+	var all []broker.Message
 	for _, d := range batch {
 		msgs, err := deliveryMessages(d)
 		if err != nil {
@@ -279,7 +279,7 @@ func (s *entitySender) store(ctx context.Context, l *amqp.ReceiverLink, batch []
 
 // storeInTxn records the messages of a delivery sent in a transaction in it, once they pass the
 // checks of a send: they are stored when it commits.
-func (s *entitySender) storeInTxn(ctx context.Context, l *amqp.ReceiverLink, d *amqp.Delivery, e *store.Entity, msgs []store.Message) {
+func (s *entitySender) storeInTxn(ctx context.Context, l *amqp.ReceiverLink, d *amqp.Delivery, e *broker.Entity, msgs []broker.Message) {
 	ts, ok := d.State.(amqp.TransactionalState)
 	if !ok {
 		s.reject(d, amqp.Errorf(condInvalidField, "A transfer's state is a transactional-state or none."))
@@ -290,7 +290,7 @@ func (s *entitySender) storeInTxn(ctx context.Context, l *amqp.ReceiverLink, d *
 		if err := s.cs.h.cfg.Store.CheckSend(ctx, e, msgs); err != nil {
 			aerr = amqpError(err)
 		} else {
-			aerr = t.addSends(s.cs, s.via, l.Session(), store.TxSend{Entity: e, Messages: msgs}, len(d.Payload))
+			aerr = t.addSends(s.cs, s.via, l.Session(), broker.TxSend{Entity: e, Messages: msgs}, len(d.Payload))
 		}
 	}
 	if aerr != nil {
@@ -310,7 +310,7 @@ func (s *entitySender) reject(d *amqp.Delivery, aerr *amqp.Error) {
 
 // deliveryMessages decodes a delivery: one message, or for a batch (message format
 // 0x80013700) the messages encoded in its data sections.
-func deliveryMessages(d *amqp.Delivery) ([]store.Message, error) {
+func deliveryMessages(d *amqp.Delivery) ([]broker.Message, error) {
 	// The body is kept as it was encoded: checked, never built (amqp.UnmarshalKeepingBody).
 	m, err := amqp.UnmarshalKeepingBody(d.Payload)
 	if err != nil {
@@ -321,12 +321,12 @@ func deliveryMessages(d *amqp.Delivery) ([]store.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []store.Message{sm}, nil
+		return []broker.Message{sm}, nil
 	}
 	if len(m.Data) == 0 {
 		return nil, &amqp.Error{Condition: condInvalidField, Description: "The batch contains no messages."}
 	}
-	msgs := make([]store.Message, 0, len(m.Data))
+	msgs := make([]broker.Message, 0, len(m.Data))
 	for i, data := range m.Data {
 		inner, err := amqp.UnmarshalKeepingBody(data)
 		if err != nil {
@@ -346,7 +346,7 @@ func deliveryMessages(d *amqp.Delivery) ([]store.Message, error) {
 func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 	path, sq := entityAddress(req.SourceAddress())
 	authPath := path
-	if sq == store.SubQueueDeadLetter {
+	if sq == broker.SubQueueDeadLetter {
 		authPath = path + "/$DeadLetterQueue"
 	}
 	if aerr := cs.authorize(sas.Listen, authPath); aerr != nil {
@@ -358,22 +358,22 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 		_ = req.Refuse(aerr)
 		return
 	}
-	if e.Kind == store.KindTopic {
+	if e.Kind == broker.KindTopic {
 		_ = req.Refuse(amqp.Errorf(condNotAllowed, "Messages cannot be received from topic '%s': receive from a subscription.", e.Path))
 		return
 	}
 	filter, hasFilter := req.Filter().Get(sessionFilter)
-	if hasFilter && (!e.Props.RequiresSession || sq != store.SubQueueMain) {
+	if hasFilter && (!e.Props.RequiresSession || sq != broker.SubQueueMain) {
 		_ = req.Refuse(amqp.Errorf(condNotAllowed, "'%s' does not hold sessions: receive without a session.", req.SourceAddress()))
 		return
 	}
-	if !hasFilter && e.Props.RequiresSession && sq == store.SubQueueMain {
+	if !hasFilter && e.Props.RequiresSession && sq == broker.SubQueueMain {
 		_ = req.Refuse(amqp.Errorf(condNotAllowed, "It is not possible for an entity that requires sessions to create a non-sessionful message receiver. "+
 			"'%s' requires sessions: accept a session to receive.", e.Path))
 		return
 	}
 	var opts amqp.SenderOptions
-	var lock *store.SessionLock
+	var lock *broker.SessionLock
 	if hasFilter {
 		var aerr *amqp.Error
 		if lock, opts, aerr = cs.acceptSession(req, e, filter); aerr != nil {
@@ -381,9 +381,9 @@ func (cs *conn) attachEntityReceiver(req *amqp.AttachRequest) {
 			return
 		}
 	}
-	mode := store.PeekLock
+	mode := broker.PeekLock
 	if req.Attach().SndSettleMode == amqp.SenderSettleModeSettled {
-		mode = store.ReceiveAndDelete
+		mode = broker.ReceiveAndDelete
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Conn().Context()))
 	r := &entityReceiver{
@@ -418,9 +418,9 @@ type entityReceiver struct {
 	cs       *conn
 	path     string
 	authPath string
-	sq       store.SubQueue
-	mode     store.ReceiveMode
-	session  *store.SessionLock // nil outside a session
+	sq       broker.SubQueue
+	mode     broker.ReceiveMode
+	session  *broker.SessionLock // nil outside a session
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wake     chan struct{}
@@ -479,12 +479,12 @@ func (r *entityReceiver) SenderDetached(*amqp.SenderLink, error) {
 	}
 }
 
-func (r *entityReceiver) target(ctx context.Context) (store.Target, *amqp.Error) {
+func (r *entityReceiver) target(ctx context.Context) (broker.Target, *amqp.Error) {
 	e, aerr := r.cs.resolve(ctx, r.path)
 	if aerr != nil {
-		return store.Target{}, aerr
+		return broker.Target{}, aerr
 	}
-	return store.Target{Entity: e, SubQueue: r.sq, Session: r.session}, nil
+	return broker.Target{Entity: e, SubQueue: r.sq, Session: r.session}, nil
 }
 
 // pump receives for the link while it has credit. Every claim is a peek-lock, also for a
@@ -527,8 +527,8 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 		if drain {
 			wait = 0
 		}
-		msgs, err := r.cs.h.cfg.Store.Receive(wctx, store.ReceiveRequest{
-			Target: t, Mode: store.PeekLock, Max: int(min(credit, store.MaxReceiveBatch)), Wait: wait,
+		msgs, err := r.cs.h.cfg.Store.Receive(wctx, broker.ReceiveRequest{
+			Target: t, Mode: broker.PeekLock, Max: int(min(credit, broker.MaxReceiveBatch)), Wait: wait,
 		})
 		r.mu.Lock()
 		r.waitActive = false
@@ -554,7 +554,7 @@ func (r *entityReceiver) pump(l *amqp.SenderLink) {
 
 // outgoing is a message the link received and has not sent yet, encoded as the link sends it.
 type outgoing struct {
-	m       *store.Message
+	m       *broker.Message
 	payload []byte
 	// unsendable says why the message cannot go on this link: larger than the peer's
 	// max-message-size, or not encodable.
@@ -563,11 +563,11 @@ type outgoing struct {
 
 // encode prepares received messages for the link: a receive-and-delete delivery carries no lock.
 // A message the link cannot carry is marked, not sent: send gives it back and detaches.
-func (r *entityReceiver) encode(l *amqp.SenderLink, msgs []*store.Message) []outgoing {
+func (r *entityReceiver) encode(l *amqp.SenderLink, msgs []*broker.Message) []outgoing {
 	out := make([]outgoing, len(msgs))
 	for i, m := range msgs {
 		am := m
-		if r.mode == store.ReceiveAndDelete {
+		if r.mode == broker.ReceiveAndDelete {
 			plain := *m
 			plain.LockToken, plain.LockedUntil = uuid.Nil, time.Time{}
 			am = &plain
@@ -582,7 +582,7 @@ func (r *entityReceiver) encode(l *amqp.SenderLink, msgs []*store.Message) []out
 				"The message with sequence number %d could not be encoded; it was abandoned.", m.SequenceNumber)
 		case limit > 0 && uint64(len(b)) > limit:
 			counted := "the delivery counts toward MaxDeliveryCount"
-			if r.sq == store.SubQueueDeadLetter {
+			if r.sq == broker.SubQueueDeadLetter {
 				counted = "it stays in the dead-letter subqueue: receive it on a link that takes it"
 			}
 			out[i].unsendable = amqp.Errorf(amqp.ErrCondMessageSizeExceeded,
@@ -604,15 +604,15 @@ func (r *entityReceiver) encode(l *amqp.SenderLink, msgs []*store.Message) []out
 // the link.
 func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 	var detach *amqp.Error
-	if r.mode == store.ReceiveAndDelete {
+	if r.mode == broker.ReceiveAndDelete {
 		detach = r.deleteSendable(l)
 	}
 	var failed []uuid.UUID
-	var unsent []*store.Message // deleted, and their transfer could not be queued
-	for len(r.held) > 0 && (r.mode == store.PeekLock || r.deleted > 0) && r.held[0].unsendable == nil {
+	var unsent []*broker.Message // deleted, and their transfer could not be queued
+	for len(r.held) > 0 && (r.mode == broker.PeekLock || r.deleted > 0) && r.held[0].unsendable == nil {
 		o := r.held[0]
 		var err error
-		if r.mode == store.PeekLock {
+		if r.mode == broker.PeekLock {
 			// Marked before it goes: the peer's outcome may be made before Send returns.
 			r.markUnsettled(o.m.LockToken, true)
 			if _, err = l.Send(r.ctx, lockTag(o.m.LockToken), o.payload, nil); err != nil {
@@ -625,7 +625,7 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 			break
 		}
 		r.held = r.held[1:]
-		if r.mode == store.ReceiveAndDelete {
+		if r.mode == broker.ReceiveAndDelete {
 			r.deleted--
 			if err != nil {
 				unsent = append(unsent, o.m)
@@ -635,11 +635,11 @@ func (r *entityReceiver) send(l *amqp.SenderLink) bool {
 		}
 	}
 	r.restore(unsent)
-	r.settleAll(failed, store.Release)
+	r.settleAll(failed, broker.Release)
 	if detach == nil && r.deleted == 0 && len(r.held) > 0 && r.held[0].unsendable != nil {
 		o := r.held[0]
 		r.held = r.held[1:]
-		r.settleAll([]uuid.UUID{o.m.LockToken}, store.Abandon)
+		r.settleAll([]uuid.UUID{o.m.LockToken}, broker.Abandon)
 		r.giveBack()
 		r.awaitOutcomes(l)
 		detach = o.unsendable
@@ -710,9 +710,9 @@ func (r *entityReceiver) deleteSendable(l *amqp.SenderLink) *amqp.Error {
 	if aerr != nil {
 		return aerr
 	}
-	reqs := make([]store.SettleRequest, n)
+	reqs := make([]broker.SettleRequest, n)
 	for i, o := range r.held[from : from+n] {
-		reqs[i] = store.SettleRequest{Op: store.Complete, Token: o.m.LockToken}
+		reqs[i] = broker.SettleRequest{Op: broker.Complete, Token: o.m.LockToken}
 	}
 	kept := append(make([]outgoing, 0, len(r.held)), r.held[:from]...)
 	var locked []outgoing // not deleted: they stay held, and go back when the link does
@@ -721,7 +721,7 @@ func (r *entityReceiver) deleteSendable(l *amqp.SenderLink) *amqp.Error {
 		switch {
 		case res.Err == nil:
 			kept = append(kept, r.held[from+i])
-		case errors.Is(res.Err, store.ErrLockLost):
+		case errors.Is(res.Err, broker.ErrLockLost):
 		default:
 			locked = append(locked, r.held[from+i])
 			failed = amqpError(res.Err)
@@ -739,20 +739,20 @@ func (r *entityReceiver) giveBack() {
 	for _, o := range r.held[r.deleted:] {
 		toks = append(toks, o.m.LockToken)
 	}
-	unsent := make([]*store.Message, r.deleted)
+	unsent := make([]*broker.Message, r.deleted)
 	for i, o := range r.held[:r.deleted] {
 		unsent[i] = o.m
 	}
 	r.held, r.deleted = nil, 0
 	r.restore(unsent)
-	r.settleAll(toks, store.Release)
+	r.settleAll(toks, broker.Release)
 }
 
 // restore puts back messages a receive-and-delete link deleted to send and then could not
 // send (the peer detached, the connection went): the peer never had them. Only a crash of
 // the gateway between the deletion and the send loses a message, which is what the mode
 // allows.
-func (r *entityReceiver) restore(msgs []*store.Message) {
+func (r *entityReceiver) restore(msgs []*broker.Message) {
 	if len(msgs) == 0 {
 		return
 	}
@@ -771,7 +771,7 @@ func (r *entityReceiver) restore(msgs []*store.Message) {
 		"count", len(msgs), "first_sequence_number", msgs[0].SequenceNumber, "err", aerr)
 }
 
-func (r *entityReceiver) settleAll(toks []uuid.UUID, op store.Settlement) {
+func (r *entityReceiver) settleAll(toks []uuid.UUID, op broker.Settlement) {
 	if len(toks) == 0 {
 		return
 	}
@@ -780,9 +780,9 @@ func (r *entityReceiver) settleAll(toks []uuid.UUID, op store.Settlement) {
 	if aerr != nil {
 		return
 	}
-	reqs := make([]store.SettleRequest, len(toks))
+	reqs := make([]broker.SettleRequest, len(toks))
 	for i, tok := range toks {
-		reqs[i] = store.SettleRequest{Op: op, Token: tok}
+		reqs[i] = broker.SettleRequest{Op: op, Token: tok}
 	}
 	for _, res := range r.cs.h.cfg.Store.Settle(ctx, t, reqs) {
 		if res.Err != nil {
@@ -795,8 +795,8 @@ func (r *entityReceiver) settleAll(toks []uuid.UUID, op store.Settlement) {
 // modified outcome, the info of a rejected one (without the dead-letter reason and description,
 // when deadLetter) or update-disposition's properties-to-modify. Keys are strings (or symbols);
 // values keep their types as on a send. nil when there are none.
-func modifications(m amqp.Map, deadLetter bool) (store.UserProperties, error) {
-	var props store.UserProperties
+func modifications(m amqp.Map, deadLetter bool) (broker.UserProperties, error) {
+	var props broker.UserProperties
 	for _, e := range m {
 		name, ok := e.Key.(string)
 		if s, isSym := e.Key.(amqp.Symbol); isSym {
@@ -812,7 +812,7 @@ func modifications(m amqp.Map, deadLetter bool) (store.UserProperties, error) {
 		if err != nil {
 			return nil, err
 		}
-		props = append(props, store.Property{Name: name, Value: v})
+		props = append(props, broker.Property{Name: name, Value: v})
 	}
 	return props, nil
 }
@@ -914,7 +914,7 @@ func (r *entityReceiver) answer(o outcome, err error) {
 		// broker refuses (a bad request: properties it cannot keep, a state that is no
 		// outcome) must not vanish, so the link is detached with why.
 		_, inTxn := state.(amqp.TransactionalState)
-		if err != nil && store.ErrorCode(err) != store.CodeLockLost && !inTxn {
+		if err != nil && broker.ErrorCode(err) != broker.CodeLockLost && !inTxn {
 			// (One made in a transaction is not: its failure dooms the transaction, whose
 			// discharge reports it.)
 			if aerr := amqpError(err); aerr.Condition != condLockLost {
@@ -947,7 +947,7 @@ func confirmation(state amqp.DeliveryState) amqp.DeliveryState {
 // error.
 func (r *entityReceiver) settleOutcomes(outcomes []outcome) []error {
 	errs := make([]error, len(outcomes))
-	reqs := make([]store.SettleRequest, 0, len(outcomes))
+	reqs := make([]broker.SettleRequest, 0, len(outcomes))
 	index := make([]int, 0, len(outcomes)) // of each request's outcome
 	for i, o := range outcomes {
 		req, err := settleRequest(o.d.Tag(), o.state)
@@ -977,29 +977,29 @@ func (r *entityReceiver) settleOutcomes(outcomes []outcome) []error {
 }
 
 // settleRequest is the settlement a disposition of the delivery tagged tag asks for.
-func settleRequest(tag []byte, state amqp.DeliveryState) (store.SettleRequest, error) {
+func settleRequest(tag []byte, state amqp.DeliveryState) (broker.SettleRequest, error) {
 	tok, ok := tagLock(tag)
 	if !ok {
-		return store.SettleRequest{}, amqp.Errorf(condInvalidField, "The delivery tag is not a lock token.")
+		return broker.SettleRequest{}, amqp.Errorf(condInvalidField, "The delivery tag is not a lock token.")
 	}
-	req := store.SettleRequest{Token: tok}
+	req := broker.SettleRequest{Token: tok}
 	switch st := state.(type) {
 	case amqp.Accepted:
-		req.Op = store.Complete
+		req.Op = broker.Complete
 	case amqp.Released:
-		req.Op = store.Release
+		req.Op = broker.Release
 	case amqp.Modified:
 		// Abandon counts the delivery whatever delivery-failed says: Java leaves it null.
-		req.Op = store.Abandon
+		req.Op = broker.Abandon
 		if st.UndeliverableHere {
-			req.Op = store.Defer
+			req.Op = broker.Defer
 		}
 		var err error
 		if req.PropertiesToModify, err = modifications(st.MessageAnnotations, false); err != nil {
 			return req, err
 		}
 	case amqp.Rejected:
-		req.Op = store.DeadLetter
+		req.Op = broker.DeadLetter
 		if st.Error != nil {
 			// .NET puts the properties to modify in the error's info beside the reason and
 			// description (AmqpReceiver.GetRejectedOutcome).

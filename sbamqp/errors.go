@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/sbgate/sbgate/amqp"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Error conditions of the Service Bus profile that the SDKs map to their error kinds
@@ -32,18 +32,18 @@ const (
 // storeErrors is the one map of the AMQP door from the store's error codes to what the SDKs
 // read: the condition of a link's outcome or detach, and the status code of a $cbs or
 // $management reply. A code it lacks is an internal error, whose text is never sent.
-var storeErrors = map[store.Code]struct {
+var storeErrors = map[broker.Code]struct {
 	cond   amqp.Symbol
 	status int32
 }{
-	store.CodeNotFound:      {condNotFound, 404},
-	store.CodeLockLost:      {condLockLost, 410}, // what the SDKs read as a lost lock
-	store.CodeTooLarge:      {condMessageSize, 413},
-	store.CodeQuotaExceeded: {condResourceLimit, 403},
-	store.CodeForbidden:     {condEntityDisabled, 403},
-	store.CodeBadRequest:    {condInvalidField, 400},
-	store.CodeConflict:      {condNotAllowed, 409},
-	store.CodeUnavailable:   {condServerBusy, 503},
+	broker.CodeNotFound:      {condNotFound, 404},
+	broker.CodeLockLost:      {condLockLost, 410}, // what the SDKs read as a lost lock
+	broker.CodeTooLarge:      {condMessageSize, 413},
+	broker.CodeQuotaExceeded: {condResourceLimit, 403},
+	broker.CodeForbidden:     {condEntityDisabled, 403},
+	broker.CodeBadRequest:    {condInvalidField, 400},
+	broker.CodeConflict:      {condNotAllowed, 409},
+	broker.CodeUnavailable:   {condServerBusy, 503},
 }
 
 // conditionStatus is the status code of a reply that carries an AMQP error, by its condition
@@ -75,11 +75,11 @@ func amqpError(err error) *amqp.Error {
 	if errors.As(err, &ue) {
 		return &amqp.Error{Condition: condNotImplemented, Description: ue.msg}
 	}
-	m, ok := storeErrors[store.ErrorCode(err)]
+	m, ok := storeErrors[broker.ErrorCode(err)]
 	if !ok {
 		return &amqp.Error{Condition: condInternal, Description: "The server could not complete the operation."}
 	}
-	return &amqp.Error{Condition: m.cond, Description: store.ErrorMessage(err)}
+	return &amqp.Error{Condition: m.cond, Description: broker.ErrorMessage(err)}
 }
 
 // statusOf maps an error to the status code of a $cbs or $management reply.
@@ -95,7 +95,7 @@ func statusOf(err error) int32 {
 	if errors.As(err, &ue) {
 		return 501
 	}
-	if m, ok := storeErrors[store.ErrorCode(err)]; ok {
+	if m, ok := storeErrors[broker.ErrorCode(err)]; ok {
 		return m.status
 	}
 	return 500

@@ -16,7 +16,7 @@ import (
 	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/sbgate/sbgate/amqp"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // sdkTypes are application properties of every type the Go SDK sends (through go-amqp), at
@@ -163,7 +163,7 @@ func unhex(t *testing.T, s string) []byte {
 // rawSender is a go-amqp sender to entity that sends encoded messages as they are, in the
 // envelope of a Service Bus batch (whose data sections are encoded messages): what go-amqp
 // cannot encode itself (char, decimal, described values) reaches the broker as .NET sends it.
-func rawSender(t *testing.T, b *broker, entity string) func(raw ...[]byte) error {
+func rawSender(t *testing.T, b *testBroker, entity string) func(raw ...[]byte) error {
 	t.Helper()
 	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
 	ctx := ctxT(t)
@@ -178,7 +178,7 @@ func rawSender(t *testing.T, b *broker, entity string) func(raw ...[]byte) error
 
 // peekRaw peeks at up to n messages of entity through $management (go-amqp cannot decode a
 // delivery carrying a char or a decimal; the peek reply carries each message as its encoding).
-func peekRaw(t *testing.T, b *broker, entity string, n int32) [][]byte {
+func peekRaw(t *testing.T, b *testBroker, entity string, n int32) [][]byte {
 	t.Helper()
 	call := dialCBS(t, b, goamqp.SASLTypePlain("root", "key")).managementReply(t, entity)
 	m := call("com.microsoft:peek-message", map[string]any{"from-sequence-number": int64(0), "message-count": n})
@@ -196,7 +196,7 @@ func peekRaw(t *testing.T, b *broker, entity string, n int32) [][]byte {
 }
 
 // peekOne is the one message of entity, peeked with peekRaw and decoded.
-func peekOne(t *testing.T, b *broker, entity string) *amqp.Message {
+func peekOne(t *testing.T, b *testBroker, entity string) *amqp.Message {
 	t.Helper()
 	got := peekRaw(t, b, entity, 10)
 	if len(got) != 1 {
@@ -349,7 +349,7 @@ func TestSDKEmptySessionID(t *testing.T) {
 	}
 }
 
-func mustResolve(t *testing.T, b *broker, path string) *store.Entity {
+func mustResolve(t *testing.T, b *testBroker, path string) *broker.Entity {
 	t.Helper()
 	e, err := b.store.Resolve(t.Context(), path)
 	if err != nil {

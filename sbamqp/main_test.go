@@ -14,6 +14,7 @@ import (
 
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/handlers"
 	"github.com/sbgate/sbgate/sas"
@@ -30,33 +31,33 @@ var testKeys = []sas.Key{
 	{Name: "listener", Primary: "k3", Rights: sas.Listen},
 }
 
-// broker is a store with both protocols in front of it, as sbgate serve runs them.
-type broker struct {
+// testBroker is a store with both protocols in front of it, as sbgate serve runs them.
+type testBroker struct {
 	clock    *clock // the store's
 	store    *store.Postgres
 	amqpAddr string // 127.0.0.1:port
 	httpURL  string
 }
 
-func newBroker(t *testing.T) *broker { return newBrokerWith(t, nil, nil) }
+func newBroker(t *testing.T) *testBroker { return newBrokerWith(t, nil, nil) }
 
 // newBrokerWith starts a broker whose AMQP layer checks token expiry against tokenNow (nil: the
 // real clock, which the SDKs sign with) and, with wrap, reaches the store through what wrap
 // makes of it.
-func newBrokerWith(t *testing.T, tokenNow func() time.Time, wrap func(store.Store) store.Store) *broker {
+func newBrokerWith(t *testing.T, tokenNow func() time.Time, wrap func(broker.Store) broker.Store) *testBroker {
 	t.Helper()
 	return newBrokerAccess(t, wrap, func(c *access.Config) { c.Now = tokenNow })
 }
 
 // newBrokerAccess starts a broker whose access layer is the test keys' changed by mod.
-func newBrokerAccess(t *testing.T, wrap func(store.Store) store.Store, mod func(*access.Config)) *broker {
+func newBrokerAccess(t *testing.T, wrap func(broker.Store) broker.Store, mod func(*access.Config)) *testBroker {
 	t.Helper()
 	t.Parallel()
 	return startBroker(t, wrap, mod)
 }
 
 // newBrokerConfig starts a broker whose AMQP configuration is the tests' changed by mod.
-func newBrokerConfig(t *testing.T, mod func(*sbamqp.Config)) *broker {
+func newBrokerConfig(t *testing.T, mod func(*sbamqp.Config)) *testBroker {
 	t.Helper()
 	t.Parallel()
 	return startBrokerConfig(t, nil, nil, mod)
@@ -64,24 +65,24 @@ func newBrokerConfig(t *testing.T, mod func(*sbamqp.Config)) *broker {
 
 // newBrokerAlone starts a broker for a test that measures the process (its heap), so it does
 // not run beside the package's parallel tests: they wait until it ends.
-func newBrokerAlone(t *testing.T) *broker {
+func newBrokerAlone(t *testing.T) *testBroker {
 	t.Helper()
 	return startBroker(t, nil, nil)
 }
 
-func startBroker(t *testing.T, wrap func(store.Store) store.Store, mod func(*access.Config)) *broker {
+func startBroker(t *testing.T, wrap func(broker.Store) broker.Store, mod func(*access.Config)) *testBroker {
 	t.Helper()
 	return startBrokerConfig(t, wrap, mod, nil)
 }
 
-func startBrokerConfig(t *testing.T, wrap func(store.Store) store.Store, mod func(*access.Config), cfgMod func(*sbamqp.Config)) *broker {
+func startBrokerConfig(t *testing.T, wrap func(broker.Store) broker.Store, mod func(*access.Config), cfgMod func(*sbamqp.Config)) *testBroker {
 	t.Helper()
 	clk := &clock{t: time.Now()}
 	st := store.New(dbtest.NewPool(t), store.Options{Now: clk.Now})
 	st.Start(context.Background())
 	t.Cleanup(st.Stop)
 
-	var amqpStore store.Store = st
+	var amqpStore broker.Store = st
 	if wrap != nil {
 		amqpStore = wrap(st)
 	}
@@ -116,11 +117,11 @@ func startBrokerConfig(t *testing.T, wrap func(store.Store) store.Store, mod fun
 	})
 	hs := httptest.NewServer(handlers.NewServer(st, handlers.Config{Keys: testKeys}))
 	t.Cleanup(hs.Close)
-	return &broker{clock: clk, store: st, amqpAddr: ln.Addr().String(), httpURL: hs.URL}
+	return &testBroker{clock: clk, store: st, amqpAddr: ln.Addr().String(), httpURL: hs.URL}
 }
 
 // connString is what sbgate prints for its AMQP listener.
-func (b *broker) connString(key string) string {
+func (b *testBroker) connString(key string) string {
 	k := map[string]string{"root": "key", "sender": "k2", "listener": "k3", "wrong": "nope"}[key]
 	name := key
 	if key == "wrong" {
@@ -129,7 +130,7 @@ func (b *broker) connString(key string) string {
 	return "Endpoint=sb://" + b.amqpAddr + ";SharedAccessKeyName=" + name + ";SharedAccessKey=" + k + ";UseDevelopmentEmulator=true"
 }
 
-func (b *broker) client(t *testing.T, key string) *azservicebus.Client {
+func (b *testBroker) client(t *testing.T, key string) *azservicebus.Client {
 	t.Helper()
 	c, err := azservicebus.NewClientFromConnectionString(b.connString(key), &azservicebus.ClientOptions{
 		RetryOptions: azservicebus.RetryOptions{MaxRetries: -1},
@@ -141,13 +142,13 @@ func (b *broker) client(t *testing.T, key string) *azservicebus.Client {
 	return c
 }
 
-func (b *broker) createQueue(t *testing.T, name string, mut func(*store.Properties)) *store.Entity {
+func (b *testBroker) createQueue(t *testing.T, name string, mut func(*broker.Properties)) *broker.Entity {
 	t.Helper()
-	p := store.DefaultProperties(store.KindQueue)
+	p := broker.DefaultProperties(broker.KindQueue)
 	if mut != nil {
 		mut(&p)
 	}
-	e, err := b.store.CreateEntity(t.Context(), store.KindQueue, name, p)
+	e, err := b.store.CreateEntity(t.Context(), broker.KindQueue, name, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func (b *broker) createQueue(t *testing.T, name string, mut func(*store.Properti
 }
 
 // httpDo sends one HTTP request signed with the root key.
-func (b *broker) httpDo(t *testing.T, method, path, body string, header map[string]string) *http.Response {
+func (b *testBroker) httpDo(t *testing.T, method, path, body string, header map[string]string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, b.httpURL+path, strings.NewReader(body))
 	if err != nil {
@@ -234,7 +235,7 @@ func sendBodies(t *testing.T, ctx context.Context, s *azservicebus.Sender, bodie
 
 // sdkQueue is a broker with the queue name (mut may set its properties), a client with the root
 // key, the test's context and a sender to the queue.
-func sdkQueue(t *testing.T, name string, mut func(*store.Properties)) (*broker, *azservicebus.Client, context.Context, *azservicebus.Sender) {
+func sdkQueue(t *testing.T, name string, mut func(*broker.Properties)) (*testBroker, *azservicebus.Client, context.Context, *azservicebus.Sender) {
 	t.Helper()
 	b := newBroker(t)
 	b.createQueue(t, name, mut)

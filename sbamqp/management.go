@@ -10,8 +10,8 @@ import (
 
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/store"
 )
 
 // managementReceiver takes requests to an entity's $management node (docs/amqp.md §4); the
@@ -32,7 +32,7 @@ func (r *managementReceiver) Deliver(l *amqp.ReceiverLink, d *amqp.Delivery) {
 		}
 		return managementReply(body, err)
 	}, func(err error) *amqp.Message {
-		return managementReply(nil, amqp.Errorf(amqp.ErrCondInternalError, "The reply could not be encoded: %s", store.Clip(err.Error())))
+		return managementReply(nil, amqp.Errorf(amqp.ErrCondInternalError, "The reply could not be encoded: %s", broker.Clip(err.Error())))
 	})
 	if !started {
 		r.cs.txnRecorded(d)
@@ -83,10 +83,10 @@ func (r *managementReceiver) ReceiverDetached(*amqp.ReceiverLink, error) {}
 // messageNotFound gives a missing message the condition the SDKs map to their
 // message-not-found error; amqp:not-found reads as a missing entity.
 func messageNotFound(err error) error {
-	if store.ErrorCode(err) != store.CodeNotFound {
+	if broker.ErrorCode(err) != broker.CodeNotFound {
 		return err
 	}
-	return &amqp.Error{Condition: condMessageNotFound, Description: store.ErrorMessage(err)}
+	return &amqp.Error{Condition: condMessageNotFound, Description: broker.ErrorMessage(err)}
 }
 
 func badField(format string, args ...any) error {
@@ -99,9 +99,9 @@ type mgmtRequest struct {
 	cs   *conn
 	m    *amqp.Message
 	body amqp.Map
-	e    *store.Entity
-	sq   store.SubQueue
-	t    store.Target // with the session's lock when the operation runs under one
+	e    *broker.Entity
+	sq   broker.SubQueue
+	t    broker.Target // with the session's lock when the operation runs under one
 	sid  string
 	// hasSession says a session was named (sid may be "", a session like any other).
 	hasSession bool
@@ -146,7 +146,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message, sessio
 	}
 	op, ok := managementOps[name]
 	if !ok {
-		return nil, unsupported("The management operation '%s' is not supported.", store.Clip(name))
+		return nil, unsupported("The management operation '%s' is not supported.", broker.Clip(name))
 	}
 	var t *txn
 	if state != nil {
@@ -170,7 +170,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message, sessio
 		return nil, aerr
 	}
 	body, _ := m.Value.(amqp.Map)
-	q := &mgmtRequest{cs: r.cs, m: m, body: body, e: e, sq: sq, t: store.Target{Entity: e, SubQueue: sq}, txn: t, txnSession: session}
+	q := &mgmtRequest{cs: r.cs, m: m, body: body, e: e, sq: sq, t: broker.Target{Entity: e, SubQueue: sq}, txn: t, txnSession: session}
 	q.sid, q.hasSession = mapString(body, "session-id")
 	if !q.hasSession {
 		// The SDKs name the session receiver's link instead of the session on some requests
@@ -186,7 +186,7 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message, sessio
 	if q.hasSession && op.inSession {
 		lock, ok := r.cs.sessionLock(e.Path, q.sid)
 		if !ok {
-			return nil, &amqp.Error{Condition: condSessionLockLost, Description: "This connection holds no lock on session '" + store.Clip(q.sid) + "'."}
+			return nil, &amqp.Error{Condition: condSessionLockLost, Description: "This connection holds no lock on session '" + broker.Clip(q.sid) + "'."}
 		}
 		q.t.Session = &lock
 	}
@@ -205,18 +205,18 @@ func (r *managementReceiver) handle(ctx context.Context, m *amqp.Message, sessio
 func inTransaction(op string) error {
 	switch op {
 	case "com.microsoft:cancel-scheduled-message", "com.microsoft:add-rule", "com.microsoft:remove-rule":
-		return &amqp.Error{Condition: condNotAllowed, Description: fmt.Sprintf("The management operation '%s' cannot be part of a transaction.", store.Clip(op))}
+		return &amqp.Error{Condition: condNotAllowed, Description: fmt.Sprintf("The management operation '%s' cannot be part of a transaction.", broker.Clip(op))}
 	}
 	return nil
 }
 
 // store is the store the request runs against.
-func (q *mgmtRequest) store() store.Store { return q.cs.h.cfg.Store }
+func (q *mgmtRequest) store() broker.Store { return q.cs.h.cfg.Store }
 
 // session is the session lock of an operation that needs one.
-func (q *mgmtRequest) session() (store.SessionLock, error) {
+func (q *mgmtRequest) session() (broker.SessionLock, error) {
 	if q.t.Session == nil {
-		return store.SessionLock{}, badField("the request has no 'session-id'")
+		return broker.SessionLock{}, badField("the request has no 'session-id'")
 	}
 	return *q.t.Session, nil
 }
@@ -260,7 +260,7 @@ func setSessionState(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 		return nil, badField("'session-state' must be binary or null")
 	}
 	if q.txn != nil {
-		if aerr := q.txn.addSessionState(q.cs, q.txnSession, store.TxSessionState{Entity: q.e, Lock: sl, State: state}); aerr != nil {
+		if aerr := q.txn.addSessionState(q.cs, q.txnSession, broker.TxSessionState{Entity: q.e, Lock: sl, State: state}); aerr != nil {
 			return nil, aerr
 		}
 		return amqp.Map{}, nil
@@ -278,9 +278,9 @@ func renewLocks(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	if err != nil {
 		return nil, err
 	}
-	reqs := make([]store.SettleRequest, len(toks))
+	reqs := make([]broker.SettleRequest, len(toks))
 	for i, tok := range toks {
-		reqs[i] = store.SettleRequest{Op: store.RenewLock, Token: tok}
+		reqs[i] = broker.SettleRequest{Op: broker.RenewLock, Token: tok}
 	}
 	res := q.store().Settle(ctx, q.t, reqs)
 	exp := make([]any, len(res))
@@ -309,7 +309,7 @@ func peekMessages(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	if q.hasSession {
 		sid = q.sid
 	}
-	msgs, err := peek(ctx, q.store(), q.e, q.sq, q.hasSession, sid, from, int(min(n, store.MaxBrowse)))
+	msgs, err := peek(ctx, q.store(), q.e, q.sq, q.hasSession, sid, from, int(min(n, broker.MaxBrowse)))
 	if err != nil {
 		return nil, err
 	}
@@ -333,9 +333,9 @@ func receiveBySequenceNumber(ctx context.Context, q *mgmtRequest) (amqp.Map, err
 	if err != nil {
 		return nil, err
 	}
-	mode := store.PeekLock
+	mode := broker.PeekLock
 	if v, _ := q.body.Get("receiver-settle-mode"); v == uint32(0) {
-		mode = store.ReceiveAndDelete
+		mode = broker.ReceiveAndDelete
 	}
 	// All or nothing in one store call: taking them one by one deleted (or locked) those
 	// before a missing one, and the client, answered not-found, never got them.
@@ -350,7 +350,7 @@ func receiveBySequenceNumber(ctx context.Context, q *mgmtRequest) (amqp.Map, err
 			return nil, err
 		}
 		entry := amqp.Map{{Key: "message", Value: b}}
-		if mode == store.PeekLock {
+		if mode == broker.PeekLock {
 			entry = append(entry, amqp.MapEntry{Key: "lock-token", Value: amqp.UUID(sm.LockToken)})
 		}
 		list = append(list, entry)
@@ -363,7 +363,7 @@ func updateDisposition(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	if err != nil {
 		return nil, err
 	}
-	var modify store.UserProperties
+	var modify broker.UserProperties
 	if v, ok := q.body.Get("properties-to-modify"); ok && v != nil {
 		pm, ok := v.(amqp.Map)
 		if !ok {
@@ -375,29 +375,29 @@ func updateDisposition(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	}
 	statusV, _ := q.body.Get("disposition-status")
 	status, _ := statusV.(string)
-	var req store.SettleRequest
+	var req broker.SettleRequest
 	switch strings.ToLower(status) {
 	case "completed":
-		req.Op = store.Complete
+		req.Op = broker.Complete
 	case "abandoned":
-		req.Op = store.Abandon
+		req.Op = broker.Abandon
 	case "suspended":
-		req.Op = store.DeadLetter
+		req.Op = broker.DeadLetter
 		req.Reason, _ = mapString(q.body, "deadletter-reason")
 		req.Description, _ = mapString(q.body, "deadletter-description")
 	case "defered", "deferred":
-		req.Op = store.Defer
+		req.Op = broker.Defer
 	default:
-		return nil, badField("disposition-status '%s' is not completed, abandoned, suspended or defered", store.Clip(status))
+		return nil, badField("disposition-status '%s' is not completed, abandoned, suspended or defered", broker.Clip(status))
 	}
-	if len(modify) > 0 && req.Op == store.Complete {
+	if len(modify) > 0 && req.Op == broker.Complete {
 		return nil, badField("properties cannot be modified on a completion")
 	}
 	req.PropertiesToModify = modify
 	if q.txn != nil {
-		sts := make([]store.TxSettle, len(toks))
+		sts := make([]broker.TxSettle, len(toks))
 		for i, tok := range toks {
-			sts[i] = store.TxSettle{Target: q.t, Request: req}
+			sts[i] = broker.TxSettle{Target: q.t, Request: req}
 			sts[i].Request.Token = tok
 		}
 		if aerr := q.txn.addSettles(q.cs, q.txnSession, sts); aerr != nil {
@@ -405,7 +405,7 @@ func updateDisposition(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 		}
 		return amqp.Map{}, nil
 	}
-	reqs := make([]store.SettleRequest, len(toks))
+	reqs := make([]broker.SettleRequest, len(toks))
 	for i, tok := range toks {
 		reqs[i] = req
 		reqs[i].Token = tok
@@ -428,7 +428,7 @@ func scheduleMessages(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 // scheduleInTxn schedules messages in the request's transaction: their numbers are drawn now,
 // for the reply, and they are stored with those numbers when the transaction commits.
 func scheduleInTxn(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
-	if q.sq != store.SubQueueMain {
+	if q.sq != broker.SubQueueMain {
 		return nil, badField("scheduled messages live in the entity, not its dead-letter subqueue")
 	}
 	msgs, size, err := scheduledMessages(q.body)
@@ -442,7 +442,7 @@ func scheduleInTxn(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	if err != nil {
 		return nil, err
 	}
-	if aerr := q.txn.addSends(q.cs, q.e.Path, q.txnSession, store.TxSend{Entity: q.e, Messages: msgs, Numbers: nums}, size); aerr != nil {
+	if aerr := q.txn.addSends(q.cs, q.e.Path, q.txnSession, broker.TxSend{Entity: q.e, Messages: msgs, Numbers: nums}, size); aerr != nil {
 		return nil, aerr
 	}
 	return sequenceNumbers(nums), nil
@@ -464,8 +464,8 @@ func cancelScheduled(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 // schedule runs schedule-message and cancel-scheduled-message on e. On a topic, or an entity
 // that forwards its messages, the number a message gets names all its copies (in the topic's
 // subscriptions, or where it was forwarded to), and cancelling it cancels them all.
-func schedule(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueue, op string, body amqp.Map) (amqp.Map, error) {
-	if sq != store.SubQueueMain {
+func schedule(ctx context.Context, st broker.Store, e *broker.Entity, sq broker.SubQueue, op string, body amqp.Map) (amqp.Map, error) {
+	if sq != broker.SubQueueMain {
 		return nil, badField("scheduled messages live in the entity, not its dead-letter subqueue")
 	}
 	if op == "com.microsoft:cancel-scheduled-message" {
@@ -491,7 +491,7 @@ func schedule(ctx context.Context, st store.Store, e *store.Entity, sq store.Sub
 }
 
 // scheduledMessages decodes the messages of a schedule-message request, and their encoded size.
-func scheduledMessages(body amqp.Map) ([]store.Message, int, error) {
+func scheduledMessages(body amqp.Map) ([]broker.Message, int, error) {
 	es, err := elems(body, "messages")
 	if err != nil {
 		return nil, 0, err
@@ -499,7 +499,7 @@ func scheduledMessages(body amqp.Map) ([]store.Message, int, error) {
 	if len(es) == 0 {
 		return nil, 0, badField("'messages' is empty")
 	}
-	msgs := make([]store.Message, len(es))
+	msgs := make([]broker.Message, len(es))
 	size := 0
 	for i, el := range es {
 		entry, _ := el.(amqp.Map)
@@ -523,13 +523,13 @@ func scheduledMessages(body amqp.Map) ([]store.Message, int, error) {
 // peek browses up to n messages from sequence number from on; with a session (hasSession, sid
 // possibly ""), only that session's, paging through the entity's messages (the store browses by
 // sequence number only, so a session peek reads the messages of the other sessions in between).
-func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueue, hasSession bool, sid string, from int64, n int) ([]*store.Message, error) {
+func peek(ctx context.Context, st broker.Store, e *broker.Entity, sq broker.SubQueue, hasSession bool, sid string, from int64, n int) ([]*broker.Message, error) {
 	if !hasSession {
 		return st.Browse(ctx, e, sq, from, n)
 	}
-	var out []*store.Message
+	var out []*broker.Message
 	for len(out) < n {
-		page, err := st.Browse(ctx, e, sq, from, store.MaxBrowse)
+		page, err := st.Browse(ctx, e, sq, from, broker.MaxBrowse)
 		if err != nil {
 			return nil, err
 		}
@@ -538,7 +538,7 @@ func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueu
 				out = append(out, m)
 			}
 		}
-		if len(page) < store.MaxBrowse {
+		if len(page) < broker.MaxBrowse {
 			break
 		}
 		from = page[len(page)-1].SequenceNumber + 1
@@ -548,8 +548,8 @@ func peek(ctx context.Context, st store.Store, e *store.Entity, sq store.SubQueu
 
 // sessionErr maps a lost lock inside a session to com.microsoft:session-lock-lost.
 func sessionErr(err error) error {
-	if store.ErrorCode(err) == store.CodeLockLost {
-		return &amqp.Error{Condition: condSessionLockLost, Description: store.ErrorMessage(err)}
+	if broker.ErrorCode(err) == broker.CodeLockLost {
+		return &amqp.Error{Condition: condSessionLockLost, Description: broker.ErrorMessage(err)}
 	}
 	return err
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sbgate/sbgate/amqp"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Message annotations of the Service Bus profile (docs/amqp.md §3).
@@ -56,14 +56,14 @@ func unsupported(format string, args ...any) error {
 // (an application property with a key that is not a string, or a list, map, array or unknown
 // described value; an annotation whose key is not a symbol, ulong, string or long) is refused,
 // never dropped.
-func toStore(m *amqp.Message) (store.Message, error) {
-	var sm store.Message
+func toStore(m *amqp.Message) (broker.Message, error) {
+	var sm broker.Message
 	oneData := len(m.Data) == 1 && len(m.Sequence) == 0 && m.Value == nil && !m.HasValue
 	switch {
 	case oneData:
 		sm.Body = m.Data[0]
 	case m.RawBody != nil:
-		sm.Body, sm.BodyType = m.RawBody, store.BodyAMQP
+		sm.Body, sm.BodyType = m.RawBody, broker.BodyAMQP
 	case len(m.Data) == 0 && len(m.Sequence) == 0 && m.Value == nil && !m.HasValue:
 		sm.Body = []byte{} // no body section: received as an empty data section
 	default:
@@ -72,7 +72,7 @@ func toStore(m *amqp.Message) (store.Message, error) {
 		if err != nil {
 			return sm, unsupported("the message body cannot be encoded: %v", err)
 		}
-		sm.Body, sm.BodyType = raw, store.BodyAMQP
+		sm.Body, sm.BodyType = raw, broker.BodyAMQP
 	}
 	if h := m.Header; h != nil {
 		sm.TimeToLive = h.TTL
@@ -124,7 +124,7 @@ func toStore(m *amqp.Message) (store.Message, error) {
 		if err != nil {
 			return sm, err
 		}
-		sm.UserProperties = append(sm.UserProperties, store.Property{Name: name, Value: v})
+		sm.UserProperties = append(sm.UserProperties, broker.Property{Name: name, Value: v})
 	}
 	var err error
 	if sm.AMQPSections, err = senderSections(m); err != nil {
@@ -253,7 +253,7 @@ func idString(id any) (string, error) {
 // userValue converts an application property to the store's type for it, which keeps it
 // exactly: the AMQP primitive types as their Go types (a uuid as a uuid.UUID, a char, decimal or
 // symbol as the store's type of that name), and the three described types of the .NET SDK as
-// store.URI, store.DateTimeOffset and store.TimeSpan; null as nil (present, without a value).
+// broker.URI, broker.DateTimeOffset and broker.TimeSpan; null as nil (present, without a value).
 // Compound values (list, map, array) and other described values are refused.
 func userValue(name string, v any) (any, error) {
 	switch v := v.(type) {
@@ -264,28 +264,28 @@ func userValue(name string, v any) (any, error) {
 	case amqp.UUID:
 		return uuid.UUID(v), nil
 	case amqp.Char:
-		return store.Char(v), nil
+		return broker.Char(v), nil
 	case amqp.Symbol:
-		return store.Symbol(v), nil
+		return broker.Symbol(v), nil
 	case amqp.Decimal32:
-		return store.Decimal32(v), nil
+		return broker.Decimal32(v), nil
 	case amqp.Decimal64:
-		return store.Decimal64(v), nil
+		return broker.Decimal64(v), nil
 	case amqp.Decimal128:
-		return store.Decimal128(v), nil
+		return broker.Decimal128(v), nil
 	case amqp.Described:
 		d, _ := v.Descriptor.(amqp.Symbol)
 		switch x := v.Value.(type) {
 		case string:
 			if d == describedURI {
-				return store.URI(x), nil
+				return broker.URI(x), nil
 			}
 		case int64:
 			switch d {
 			case describedDateTimeOffset:
-				return store.DateTimeOffset(x), nil
+				return broker.DateTimeOffset(x), nil
 			case describedTimeSpan:
-				return store.TimeSpan(x), nil
+				return broker.TimeSpan(x), nil
 			}
 		}
 		return nil, unsupported("application property %q is a described value (%v, %T) the broker cannot keep; "+
@@ -304,24 +304,24 @@ func amqpValue(v any) any {
 	switch v := v.(type) {
 	case uuid.UUID:
 		return amqp.UUID(v)
-	case store.Char:
+	case broker.Char:
 		return amqp.Char(v)
-	case store.Symbol:
+	case broker.Symbol:
 		return amqp.Symbol(v)
-	case store.Decimal32:
+	case broker.Decimal32:
 		return amqp.Decimal32(v)
-	case store.Decimal64:
+	case broker.Decimal64:
 		return amqp.Decimal64(v)
-	case store.Decimal128:
+	case broker.Decimal128:
 		return amqp.Decimal128(v)
-	case store.URI:
+	case broker.URI:
 		return amqp.Described{Descriptor: describedURI, Value: string(v)}
-	case store.DateTimeOffset:
+	case broker.DateTimeOffset:
 		return amqp.Described{Descriptor: describedDateTimeOffset, Value: int64(v)}
-	case store.TimeSpan:
+	case broker.TimeSpan:
 		return amqp.Described{Descriptor: describedTimeSpan, Value: int64(v)}
 	case time.Duration:
-		return amqp.Described{Descriptor: describedTimeSpan, Value: int64(store.TimeSpanOf(v))}
+		return amqp.Described{Descriptor: describedTimeSpan, Value: int64(broker.TimeSpanOf(v))}
 	}
 	return v
 }
@@ -339,7 +339,7 @@ func amqpValue(v any) any {
 // one (the TTL that applies, the sender's capped by the entity's default), as the service does
 // (a message without one is received without a ttl, whatever the entity's default). The
 // properties' creation-time and absolute-expiry-time are the sender's, never the broker's.
-func fromStore(m *store.Message, now time.Time) (*amqp.Message, error) {
+func fromStore(m *broker.Message, now time.Time) (*amqp.Message, error) {
 	var x amqp.Message
 	if len(m.AMQPSections) > 0 {
 		sent, err := amqp.Unmarshal(m.AMQPSections)
@@ -352,7 +352,7 @@ func fromStore(m *store.Message, now time.Time) (*amqp.Message, error) {
 	if x.Header != nil {
 		h.Durable, h.Priority, h.FirstAcquirer = x.Header.Durable, x.Header.Priority, x.Header.FirstAcquirer
 	}
-	if m.TimeToLiveFromSender && m.TimeToLive > 0 && m.TimeToLive != store.Infinite {
+	if m.TimeToLiveFromSender && m.TimeToLive > 0 && m.TimeToLive != broker.Infinite {
 		h.TTL = m.TimeToLive
 	}
 	if m.DeliveryCount > 1 {
@@ -380,7 +380,7 @@ func fromStore(m *store.Message, now time.Time) (*amqp.Message, error) {
 	if now.IsZero() && m.LockToken != uuid.Nil {
 		am.DeliveryAnnotations = append(am.DeliveryAnnotations, amqp.MapEntry{Key: annLockToken, Value: amqp.UUID(m.LockToken)})
 	}
-	if m.BodyType == store.BodyAMQP {
+	if m.BodyType == broker.BodyAMQP {
 		am.RawBody = m.Body // the sections as the sender encoded them
 	} else {
 		am.Data = [][]byte{m.Body}
@@ -400,9 +400,9 @@ func fromStore(m *store.Message, now time.Time) (*amqp.Message, error) {
 		ann = append(ann, amqp.MapEntry{Key: annLockedUntil, Value: m.LockedUntil})
 	}
 	switch {
-	case m.State == store.StateDeferred:
+	case m.State == broker.StateDeferred:
 		ann = append(ann, amqp.MapEntry{Key: annMessageState, Value: int32(1)}) // an int: Java reads nothing else
-	case !now.IsZero() && m.State == store.StateActive && m.ScheduledEnqueueTime.After(now):
+	case !now.IsZero() && m.State == broker.StateActive && m.ScheduledEnqueueTime.After(now):
 		ann = append(ann, amqp.MapEntry{Key: annMessageState, Value: int32(2)})
 	}
 	if !m.ScheduledEnqueueTime.IsZero() {
@@ -421,12 +421,12 @@ func fromStore(m *store.Message, now time.Time) (*amqp.Message, error) {
 		ann = append(ann, amqp.MapEntry{Key: annEnqueueSequenceNumber, Value: m.EnqueuedSequenceNumber})
 	}
 	am.MessageAnnotations = append(ann, x.MessageAnnotations...) // the sender's hold none of the broker's
-	if len(m.UserProperties) > 0 || m.State == store.StateDeadLetter {
+	if len(m.UserProperties) > 0 || m.State == broker.StateDeadLetter {
 		props := make(amqp.Map, 0, len(m.UserProperties)+2)
 		for _, p := range m.UserProperties {
 			props = append(props, amqp.MapEntry{Key: p.Name, Value: amqpValue(p.Value)})
 		}
-		if m.State == store.StateDeadLetter {
+		if m.State == broker.StateDeadLetter {
 			if m.DeadLetterReason != "" {
 				props.Set(propDeadLetterReason, m.DeadLetterReason)
 			}
@@ -441,7 +441,7 @@ func fromStore(m *store.Message, now time.Time) (*amqp.Message, error) {
 
 // encodeStored is the encoding of fromStore(m, now): a message as a link delivers it, or as
 // $management's peek and receive-by-sequence-number replies carry it.
-func encodeStored(m *store.Message, now time.Time) ([]byte, error) {
+func encodeStored(m *broker.Message, now time.Time) ([]byte, error) {
 	am, err := fromStore(m, now)
 	if err != nil {
 		return nil, err

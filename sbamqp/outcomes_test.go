@@ -9,13 +9,13 @@ import (
 	goamqp "github.com/Azure/go-amqp"
 	"github.com/google/uuid"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // settleGate holds the first settlement the AMQP door asks of the store until opened, and
 // records how many requests each settlement carried.
 type settleGate struct {
-	store.Store
+	broker.Store
 	entered, open chan struct{}
 	once          sync.Once
 
@@ -24,7 +24,7 @@ type settleGate struct {
 	more  chan struct{} // a settlement after the first was asked
 }
 
-func (g *settleGate) Settle(ctx context.Context, t store.Target, reqs []store.SettleRequest) []store.SettleResult {
+func (g *settleGate) Settle(ctx context.Context, t broker.Target, reqs []broker.SettleRequest) []broker.SettleResult {
 	g.mu.Lock()
 	g.sizes = append(g.sizes, len(reqs))
 	n := len(g.sizes)
@@ -49,12 +49,12 @@ func (g *settleGate) Settle(ctx context.Context, t store.Target, reqs []store.Se
 // the mode accepts), the others complete, abandon and dead-letter their own messages.
 func TestOutcomesOfALinkAppliedTogether(t *testing.T) {
 	gate := &settleGate{entered: make(chan struct{}), open: make(chan struct{}), more: make(chan struct{}, 1)}
-	b := newBrokerWith(t, nil, func(st store.Store) store.Store { gate.Store = st; return gate })
+	b := newBrokerWith(t, nil, func(st broker.Store) broker.Store { gate.Store = st; return gate })
 	q := b.createQueue(t, "q", nil)
 	ctx := ctxT(t)
-	msgs := make([]store.Message, 10)
+	msgs := make([]broker.Message, 10)
 	for i := range msgs {
-		msgs[i] = store.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)}
+		msgs[i] = broker.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)}
 	}
 	if err := b.store.Send(ctx, q, msgs); err != nil {
 		t.Fatal(err)
@@ -74,11 +74,11 @@ func TestOutcomesOfALinkAppliedTogether(t *testing.T) {
 		}
 	}
 	// Messages 0-2 are completed elsewhere: their locks are gone when the peer completes them.
-	var lost []store.SettleRequest
+	var lost []broker.SettleRequest
 	for _, m := range got[:3] {
-		lost = append(lost, store.SettleRequest{Op: store.Complete, Token: tagToken(m.DeliveryTag)})
+		lost = append(lost, broker.SettleRequest{Op: broker.Complete, Token: tagToken(m.DeliveryTag)})
 	}
-	for _, res := range b.store.Settle(ctx, store.Target{Entity: q}, lost) {
+	for _, res := range b.store.Settle(ctx, broker.Target{Entity: q}, lost) {
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/store"
 )
 
 // putTokenAs sends a put-token request with the given message id, token type and reply-to ("":
@@ -142,7 +142,7 @@ func TestManagementToken(t *testing.T) {
 // and those changed after a time.
 func TestListSessions(t *testing.T) {
 	b := newBroker(t)
-	b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	b.createQueue(t, "sq", func(p *broker.Properties) { p.RequiresSession = true })
 	c := b.client(t, "root")
 	ctx := ctxT(t)
 	s := newSender(t, c, "sq")
@@ -172,7 +172,7 @@ func TestListSessions(t *testing.T) {
 		t.Errorf("sessions changed after a later time: %d %s %s", code, cond, desc)
 	}
 	empty := "empty"
-	b.createQueue(t, empty, func(p *store.Properties) { p.RequiresSession = true })
+	b.createQueue(t, empty, func(p *broker.Properties) { p.RequiresSession = true })
 	if code, _, desc := dialCBS(t, b, goamqp.SASLTypePlain("root", "key")).management(t, empty)("com.microsoft:get-message-sessions",
 		map[string]any{"last-updated-time": time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), "skip": int32(0), "top": int32(10)}); code != 204 {
 		t.Errorf("sessions of an empty queue: %d %s", code, desc)
@@ -185,10 +185,10 @@ func TestListSessions(t *testing.T) {
 func TestRuleOperations(t *testing.T) {
 	b := newBroker(t)
 	ctx := context.Background()
-	if _, err := b.store.CreateEntity(ctx, store.KindTopic, "t", store.DefaultProperties(store.KindTopic)); err != nil {
+	if _, err := b.store.CreateEntity(ctx, broker.KindTopic, "t", broker.DefaultProperties(broker.KindTopic)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.CreateSubscription(ctx, "t/Subscriptions/s", store.DefaultProperties(store.KindSubscription), nil); err != nil {
+	if _, err := b.store.CreateSubscription(ctx, "t/Subscriptions/s", broker.DefaultProperties(broker.KindSubscription), nil); err != nil {
 		t.Fatal(err)
 	}
 	mgmt := dialCBS(t, b, goamqp.SASLTypePlain("root", "key")).management(t, "t/Subscriptions/s")
@@ -296,8 +296,8 @@ func TestRuleOperations(t *testing.T) {
 // whole namespace: an entity's key holder must not reach the other entities.
 func TestEntityKeyGrantStaysOnItsEntity(t *testing.T) {
 	b := newBroker(t)
-	b.createQueue(t, "q", func(p *store.Properties) {
-		p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "qkey", PrimaryKey: "qsecret", Rights: []string{"Send", "Listen"}}}
+	b.createQueue(t, "q", func(p *broker.Properties) {
+		p.AuthorizationRules = []broker.AuthorizationRule{{KeyName: "qkey", PrimaryKey: "qsecret", Rights: []string{"Send", "Listen"}}}
 	})
 	b.createQueue(t, "other", nil)
 	c := dialCBS(t, b, goamqp.SASLTypeAnonymous())

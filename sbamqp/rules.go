@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/amqp"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // maxListTop bounds the page a listing operation returns (get-message-sessions,
@@ -21,7 +21,7 @@ var listLastUpdated = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // with a last-updated-time at DateTime.MaxValue, every session holding messages or state; with
 // another, the sessions that changed after it. skip and top page through them; 204 when none.
 func getMessageSessions(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
-	if q.sq != store.SubQueueMain {
+	if q.sq != broker.SubQueueMain {
 		return nil, badField("sessions are listed on the entity, not its dead-letter subqueue")
 	}
 	skip, top, err := page(q.body)
@@ -97,16 +97,16 @@ const (
 )
 
 // subscriptionOf is the subscription a rule operation acts on.
-func subscriptionOf(q *mgmtRequest) (*store.Entity, error) {
-	if q.e.Kind != store.KindSubscription || q.sq != store.SubQueueMain {
-		return nil, badField("rules are managed on a subscription's $management node, not on '%s'", store.Clip(q.e.Path))
+func subscriptionOf(q *mgmtRequest) (*broker.Entity, error) {
+	if q.e.Kind != broker.KindSubscription || q.sq != broker.SubQueueMain {
+		return nil, badField("rules are managed on a subscription's $management node, not on '%s'", broker.Clip(q.e.Path))
 	}
 	return q.e, nil
 }
 
 // namedRule is the subscription and the rule-name of an operation on one rule (add-rule,
 // remove-rule).
-func namedRule(q *mgmtRequest) (*store.Entity, string, error) {
+func namedRule(q *mgmtRequest) (*broker.Entity, string, error) {
 	sub, err := subscriptionOf(q)
 	if err != nil {
 		return nil, "", err
@@ -131,7 +131,7 @@ func addRule(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 	if !ok {
 		return nil, badField("the request has no 'rule-description' map")
 	}
-	rule := store.Rule{Name: name}
+	rule := broker.Rule{Name: name}
 	sqlV, hasSQL := desc.Get("sql-filter")
 	corrV, hasCorr := desc.Get("correlation-filter")
 	hasSQL, hasCorr = hasSQL && sqlV != nil, hasCorr && corrV != nil
@@ -144,7 +144,7 @@ func addRule(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 		if !ok || expr == "" {
 			return nil, badField("'sql-filter' must be a map with an 'expression'")
 		}
-		rule.Filter = store.RuleFilter{Kind: store.FilterSQL, SQLExpression: expr}
+		rule.Filter = broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: expr}
 	case hasCorr:
 		m, ok := corrV.(amqp.Map)
 		if !ok {
@@ -154,7 +154,7 @@ func addRule(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 		if err != nil {
 			return nil, err
 		}
-		rule.Filter = store.RuleFilter{Kind: store.FilterCorrelation, Correlation: cf}
+		rule.Filter = broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: cf}
 	default:
 		return nil, badField("the rule description has no 'sql-filter' or 'correlation-filter'")
 	}
@@ -164,7 +164,7 @@ func addRule(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 		if !ok || expr == "" {
 			return nil, badField("'sql-rule-action' must be a map with an 'expression'")
 		}
-		rule.Action = &store.RuleAction{SQLExpression: expr}
+		rule.Action = &broker.RuleAction{SQLExpression: expr}
 	}
 	if _, err := q.store().PutRule(ctx, sub.Path, rule, false); err != nil {
 		return nil, ruleErr(err)
@@ -174,8 +174,8 @@ func addRule(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 
 // correlationFilter reads the correlation-filter map of add-rule: each system property as a
 // string (absent or null: not matched on) and the user properties to match.
-func correlationFilter(m amqp.Map) (*store.CorrelationFilter, error) {
-	cf := &store.CorrelationFilter{}
+func correlationFilter(m amqp.Map) (*broker.CorrelationFilter, error) {
+	cf := &broker.CorrelationFilter{}
 	for _, f := range []struct {
 		key string
 		dst *string
@@ -207,7 +207,7 @@ func correlationFilter(m amqp.Map) (*store.CorrelationFilter, error) {
 		if err != nil {
 			return nil, err
 		}
-		cf.Properties = append(cf.Properties, store.Property{Name: name, Value: v})
+		cf.Properties = append(cf.Properties, broker.Property{Name: name, Value: v})
 	}
 	return cf, nil
 }
@@ -250,17 +250,17 @@ func enumerateRules(ctx context.Context, q *mgmtRequest) (amqp.Map, error) {
 }
 
 // ruleDescription encodes a rule as the described list com.microsoft:rule-description:list.
-func ruleDescription(r *store.Rule) amqp.Described {
+func ruleDescription(r *broker.Rule) amqp.Described {
 	var filter amqp.Described
 	switch r.Filter.Kind {
-	case store.FilterTrue:
+	case broker.FilterTrue:
 		filter = amqp.Described{Descriptor: descTrueFilter, Value: amqp.List{}}
-	case store.FilterFalse:
+	case broker.FilterFalse:
 		filter = amqp.Described{Descriptor: descFalseFilter, Value: amqp.List{}}
-	case store.FilterCorrelation:
+	case broker.FilterCorrelation:
 		cf := r.Filter.Correlation
 		if cf == nil {
-			cf = &store.CorrelationFilter{}
+			cf = &broker.CorrelationFilter{}
 		}
 		props := amqp.Map{}
 		for _, p := range cf.Properties {
@@ -301,8 +301,8 @@ func ruleValue(v any) any {
 // ruleErr gives an existing rule the condition the rule managers map to "already exists" (a
 // missing one is amqp:not-found, 404, as for any missing entity).
 func ruleErr(err error) error {
-	if store.ErrorCode(err) == store.CodeConflict {
-		return &amqp.Error{Condition: condEntityAlreadyExists, Description: store.ErrorMessage(err)}
+	if broker.ErrorCode(err) == broker.CodeConflict {
+		return &amqp.Error{Condition: condEntityAlreadyExists, Description: broker.ErrorMessage(err)}
 	}
 	return err
 }

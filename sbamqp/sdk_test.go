@@ -12,7 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/google/uuid"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 func TestSDKSendReceiveAndDelete(t *testing.T) {
@@ -78,7 +78,7 @@ func TestSDKSendReceiveAndDelete(t *testing.T) {
 
 // waitEmpty waits until the entity at path holds no message: completions run after the
 // deliveries they follow are handed to the connection, so a client may be a moment ahead.
-func waitEmpty(t *testing.T, b *broker, path string) {
+func waitEmpty(t *testing.T, b *testBroker, path string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -171,18 +171,18 @@ func TestSDKBatchAndPeekLockSettlements(t *testing.T) {
 	if err != nil || e.Counts.Total() != 0 {
 		t.Errorf("left: %+v, %v", e.Counts, err)
 	}
-	_ = store.KindQueue
+	_ = broker.KindQueue
 }
 
 // gatedCompletes holds every completion back until release is closed, telling pending first.
 type gatedCompletes struct {
-	store.Store
+	broker.Store
 	pending chan struct{}
 	release chan struct{}
 }
 
-func (g *gatedCompletes) Settle(ctx context.Context, t store.Target, reqs []store.SettleRequest) []store.SettleResult {
-	if len(reqs) > 0 && reqs[0].Op == store.Complete {
+func (g *gatedCompletes) Settle(ctx context.Context, t broker.Target, reqs []broker.SettleRequest) []broker.SettleResult {
+	if len(reqs) > 0 && reqs[0].Op == broker.Complete {
 		select {
 		case g.pending <- struct{}{}:
 		default:
@@ -199,7 +199,7 @@ func TestReceiveAndDeleteDeletesBeforeItSends(t *testing.T) {
 	gate := &gatedCompletes{pending: make(chan struct{}, 1), release: make(chan struct{})}
 	release := sync.OnceFunc(func() { close(gate.release) })
 	t.Cleanup(release) // a failed test leaves no completion waiting
-	b := newBrokerWith(t, nil, func(s store.Store) store.Store { gate.Store = s; return gate })
+	b := newBrokerWith(t, nil, func(s broker.Store) broker.Store { gate.Store = s; return gate })
 	b.createQueue(t, "q", nil)
 	c := b.client(t, "root")
 	ctx := ctxT(t)
@@ -236,7 +236,7 @@ func TestReceiveAndDeleteDeletesBeforeItSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if left, err := b.store.Browse(ctx, e, store.SubQueueMain, 0, 10); err != nil || len(left) != 0 {
+	if left, err := b.store.Browse(ctx, e, broker.SubQueueMain, 0, 10); err != nil || len(left) != 0 {
 		t.Fatalf("the queue still holds %d message(s) after the receive (%v)", len(left), err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/sbgate/sbgate/amqp"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // sdkWhole is the message the Azure SDK for Go's live test
@@ -132,7 +132,7 @@ func receive1(t *testing.T, r *azservicebus.Receiver) *azservicebus.ReceivedMess
 // deferred message, from the dead-letter subqueue, after a REST client locked and abandoned it,
 // and as a topic's copy, an action's copy and a forwarded copy.
 func TestSDKWholeMessageEveryPath(t *testing.T) {
-	b, c, ctx, s := sdkQueue(t, "q", func(p *store.Properties) { p.DefaultMessageTimeToLive = time.Hour })
+	b, c, ctx, s := sdkQueue(t, "q", func(p *broker.Properties) { p.DefaultMessageTimeToLive = time.Hour })
 	if err := s.SendAMQPAnnotatedMessage(ctx, sdkWhole(), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -188,18 +188,18 @@ func TestSDKWholeMessageEveryPath(t *testing.T) {
 	checkWhole(t, "receive-and-delete", receive1(t, rnd), wantWhole{})
 
 	// A topic's copies, one changed by a rule action, and a copy forwarded on.
-	if _, err := b.store.CreateEntity(ctx, store.KindTopic, "t", store.DefaultProperties(store.KindTopic)); err != nil {
+	if _, err := b.store.CreateEntity(ctx, broker.KindTopic, "t", broker.DefaultProperties(broker.KindTopic)); err != nil {
 		t.Fatal(err)
 	}
 	b.createQueue(t, "dst", nil)
-	action := &store.Rule{Name: "act", Filter: store.RuleFilter{Kind: store.FilterSQL, SQLExpression: "1=1"},
-		Action: &store.RuleAction{SQLExpression: "SET user.added = 'yes'"}}
-	fwd := store.DefaultProperties(store.KindSubscription)
+	action := &broker.Rule{Name: "act", Filter: broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: "1=1"},
+		Action: &broker.RuleAction{SQLExpression: "SET user.added = 'yes'"}}
+	fwd := broker.DefaultProperties(broker.KindSubscription)
 	fwd.ForwardTo = "dst"
 	for name, sub := range map[string]struct {
-		rule  *store.Rule
-		props store.Properties
-	}{"plain": {nil, store.DefaultProperties(store.KindSubscription)}, "acted": {action, store.DefaultProperties(store.KindSubscription)}, "fwd": {nil, fwd}} {
+		rule  *broker.Rule
+		props broker.Properties
+	}{"plain": {nil, broker.DefaultProperties(broker.KindSubscription)}, "acted": {action, broker.DefaultProperties(broker.KindSubscription)}, "fwd": {nil, fwd}} {
 		if _, err := b.store.CreateSubscription(ctx, "t/Subscriptions/"+name, sub.props, sub.rule); err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ type rawQueue struct {
 	recv *goamqp.Receiver
 }
 
-func newRawQueue(t *testing.T, b *broker, name string) rawQueue {
+func newRawQueue(t *testing.T, b *testBroker, name string) rawQueue {
 	t.Helper()
 	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
 	ctx := ctxT(t)
@@ -265,7 +265,7 @@ func (q rawQueue) receive(t *testing.T) *goamqp.Message {
 // broker's, whatever the sender put under their names.
 func TestRawWholeMessage(t *testing.T) {
 	b := newBroker(t)
-	b.createQueue(t, "q", func(p *store.Properties) { p.DefaultMessageTimeToLive = time.Hour })
+	b.createQueue(t, "q", func(p *broker.Properties) { p.DefaultMessageTimeToLive = time.Hour })
 	q := newRawQueue(t, b, "q")
 	created := time.UnixMilli(time.Now().UnixMilli()).UTC()
 	sent := &goamqp.Message{
@@ -357,7 +357,7 @@ func sameMap(a, b amqp.Map) bool {
 // (durable false, priority 4, first-acquirer false) with the delivery count.
 func TestTTLOnlyFromTheSender(t *testing.T) {
 	b := newBroker(t)
-	b.createQueue(t, "q", func(p *store.Properties) { p.DefaultMessageTimeToLive = time.Hour })
+	b.createQueue(t, "q", func(p *broker.Properties) { p.DefaultMessageTimeToLive = time.Hour })
 	q := newRawQueue(t, b, "q")
 	if err := q.send(&goamqp.Message{Properties: &goamqp.MessageProperties{MessageID: "none"}, Data: [][]byte{[]byte("x")}}); err != nil {
 		t.Fatal(err)
@@ -400,9 +400,9 @@ func TestTTLOnlyFromTheSender(t *testing.T) {
 // annotations larger than a message's header may be.
 func TestSectionsTheBrokerCannotKeepAreRefused(t *testing.T) {
 	b := newBroker(t)
-	b.createQueue(t, "q", func(p *store.Properties) { p.MaxMessageSizeInKilobytes = 1024 })
+	b.createQueue(t, "q", func(p *broker.Properties) { p.MaxMessageSizeInKilobytes = 1024 })
 	send := rawSender(t, b, "q")
-	big := strings.Repeat("x", store.MaxAMQPSectionsSize)
+	big := strings.Repeat("x", broker.MaxAMQPSectionsSize)
 	for name, tc := range map[string]struct {
 		m    amqp.Message
 		cond goamqp.ErrCond
@@ -422,7 +422,7 @@ func TestSectionsTheBrokerCannotKeepAreRefused(t *testing.T) {
 		var ae *goamqp.Error
 		if err := send(raw); !errors.As(err, &ae) || ae.Condition != tc.cond {
 			t.Errorf("%s: %v; want %s", name, err, tc.cond)
-		} else if !strings.Contains(ae.Description, "key") && !strings.Contains(ae.Description, fmt.Sprint(store.MaxAMQPSectionsSize)) {
+		} else if !strings.Contains(ae.Description, "key") && !strings.Contains(ae.Description, fmt.Sprint(broker.MaxAMQPSectionsSize)) {
 			t.Errorf("%s: %q does not say why", name, ae.Description)
 		}
 	}

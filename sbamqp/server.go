@@ -32,14 +32,14 @@ import (
 
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/store"
 )
 
 // Config configures a Handler.
 type Config struct {
 	// Store is the broker's store.
-	Store store.Store
+	Store broker.Store
 	// Access decides who may do what (the same layer as the REST handlers'): the keys, token
 	// checks, refusal texts. Required.
 	Access *access.Layer
@@ -119,9 +119,9 @@ type conn struct {
 	// revocation detaches them (watch).
 	links map[any]linkAuth
 	// sessions are the session locks held by the connection's links, by entity and session id.
-	sessions map[string]store.SessionLock
+	sessions map[string]broker.SessionLock
 	// linkSessions are the same locks by the name of the link that holds each.
-	linkSessions map[string]store.SessionLock
+	linkSessions map[string]broker.SessionLock
 	// releasing holds, per session, a channel closed once a release under way is done.
 	releasing map[string]chan struct{}
 	// pending holds replies of request/response nodes, encoded, that met a reply link without
@@ -176,7 +176,7 @@ func (cs *conn) recheck(ctx context.Context) {
 	a := cs.h.access
 	if cs.plain != nil {
 		if !a.Valid(ctx, *cs.plain) {
-			_ = cs.c.Close(amqp.Errorf(condUnauthorized, "The key '%s' the connection authenticated with was revoked or rotated.", store.Clip(cs.plain.KeyName)))
+			_ = cs.c.Close(amqp.Errorf(condUnauthorized, "The key '%s' the connection authenticated with was revoked or rotated.", broker.Clip(cs.plain.KeyName)))
 		}
 		return
 	}
@@ -233,7 +233,7 @@ func (cs *conn) authorize(need sas.Rights, paths ...string) *amqp.Error {
 	if refusal != nil {
 		return amqp.Errorf(condUnauthorized, "%s", refusal.Error())
 	}
-	return amqp.Errorf(condUnauthorized, "Unauthorized access: no token authorizes '%s'; put a token for it on $cbs first.", store.Clip(paths[0]))
+	return amqp.Errorf(condUnauthorized, "Unauthorized access: no token authorizes '%s'; put a token for it on $cbs first.", broker.Clip(paths[0]))
 }
 
 // rcvFirst is the receiver settle mode of every link on which sbgate receives (entity senders,
@@ -253,7 +253,7 @@ func (cs *conn) Attach(req *amqp.AttachRequest) {
 		case addr == cbsNode:
 			_, _ = req.AcceptReceiver(&cbsReceiver{cs: cs}, amqp.ReceiverOptions{RcvSettleMode: &rcvFirst, Credit: requestCredit})
 		case isManagement(addr) && !access.ValidPath(managementEntity(addr)):
-			_ = req.Refuse(amqp.Errorf(condNotFound, "The messaging entity '%s' could not be found.", store.Clip(managementEntity(addr))))
+			_ = req.Refuse(amqp.Errorf(condNotFound, "The messaging entity '%s' could not be found.", broker.Clip(managementEntity(addr))))
 		case isManagement(addr):
 			_, _ = req.AcceptReceiver(&managementReceiver{cs: cs, path: managementEntity(addr)}, amqp.ReceiverOptions{RcvSettleMode: &rcvFirst, Credit: requestCredit})
 		default:
@@ -264,7 +264,7 @@ func (cs *conn) Attach(req *amqp.AttachRequest) {
 	addr := req.SourceAddress()
 	switch {
 	case isManagement(addr) && !access.ValidPath(managementEntity(addr)):
-		_ = req.Refuse(amqp.Errorf(condNotFound, "The messaging entity '%s' could not be found.", store.Clip(managementEntity(addr))))
+		_ = req.Refuse(amqp.Errorf(condNotFound, "The messaging entity '%s' could not be found.", broker.Clip(managementEntity(addr))))
 	case addr == cbsNode, isManagement(addr):
 		_, _ = req.AcceptSender(&replySender{cs: cs}, amqp.SenderOptions{})
 	default:
@@ -279,7 +279,7 @@ func isManagement(addr string) bool {
 // managementEntity is the entity path of a $management node address.
 func managementEntity(addr string) string {
 	p, sq := entityAddress(addr[:len(addr)-len("/$management")])
-	if sq == store.SubQueueDeadLetter {
+	if sq == broker.SubQueueDeadLetter {
 		p += "/$DeadLetterQueue"
 	}
 	return p
@@ -362,7 +362,7 @@ func encodeReply(reply *amqp.Message, id any) ([]byte, error) {
 func (cs *conn) reply(replyTo string, from *amqp.ReceiverLink, m []byte) {
 	l := cs.c.ReplyLink(replyTo, from)
 	if l == nil {
-		cs.h.log.Debug("amqp reply dropped: no reply link", "reply_to", store.Clip(replyTo), "request_link", store.Clip(from.Name()))
+		cs.h.log.Debug("amqp reply dropped: no reply link", "reply_to", broker.Clip(replyTo), "request_link", broker.Clip(from.Name()))
 		return
 	}
 	cs.mu.Lock()
@@ -384,7 +384,7 @@ func (cs *conn) flushLocked(l *amqp.SenderLink) {
 			break
 		}
 		if err != nil {
-			cs.h.log.Debug("amqp reply not sent", "link", store.Clip(l.Name()), "err", err)
+			cs.h.log.Debug("amqp reply not sent", "link", broker.Clip(l.Name()), "err", err)
 		}
 		q[0] = nil
 		q = q[1:]

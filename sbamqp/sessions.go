@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/amqp"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 const (
@@ -21,7 +21,7 @@ const (
 // acceptSession locks the session a receive link's session filter asks for (a session id, ""
 // included, or null for the next available) and returns the lock and the attach reply that
 // tells the peer which session it got and until when (docs/amqp.md §5).
-func (cs *conn) acceptSession(req *amqp.AttachRequest, e *store.Entity, filter any) (*store.SessionLock, amqp.SenderOptions, *amqp.Error) {
+func (cs *conn) acceptSession(req *amqp.AttachRequest, e *broker.Entity, filter any) (*broker.SessionLock, amqp.SenderOptions, *amqp.Error) {
 	var opts amqp.SenderOptions
 	desc, ok := filter.(amqp.Described)
 	value := filter
@@ -57,7 +57,7 @@ func (cs *conn) acceptSession(req *amqp.AttachRequest, e *store.Entity, filter a
 			}
 		}
 	}
-	var s *store.Session
+	var s *broker.Session
 	var err error
 	if named {
 		s, err = cs.h.cfg.Store.AcceptSession(req.Context(), e, sid)
@@ -65,7 +65,7 @@ func (cs *conn) acceptSession(req *amqp.AttachRequest, e *store.Entity, filter a
 		s, err = cs.h.cfg.Store.AcceptNextSession(req.Context(), e, wait)
 	}
 	switch {
-	case err != nil && store.ErrorCode(err) == store.CodeConflict:
+	case err != nil && broker.ErrorCode(err) == broker.CodeConflict:
 		return nil, opts, amqp.Errorf(condSessionCannotBeL, "The session '%s' is locked by another receiver.", sid)
 	case err != nil:
 		return nil, opts, amqpError(err)
@@ -76,14 +76,14 @@ func (cs *conn) acceptSession(req *amqp.AttachRequest, e *store.Entity, filter a
 	src.Filter = amqp.Map{{Key: sessionFilter, Value: sessionFilterValue(filter, s.ID)}}
 	opts.Source = &src
 	opts.Properties = amqp.Map{{Key: propLockedUntilUTC, Value: dotnetTicks(s.LockedUntil)}}
-	lock := &store.SessionLock{SessionID: s.ID, Token: s.LockToken}
+	lock := &broker.SessionLock{SessionID: s.ID, Token: s.LockToken}
 	cs.mu.Lock()
 	if cs.sessions == nil {
-		cs.sessions = map[string]store.SessionLock{}
+		cs.sessions = map[string]broker.SessionLock{}
 	}
 	cs.sessions[sessionKey(e.Path, s.ID)] = *lock
 	if cs.linkSessions == nil {
-		cs.linkSessions = map[string]store.SessionLock{}
+		cs.linkSessions = map[string]broker.SessionLock{}
 	}
 	cs.linkSessions[req.Name()] = *lock
 	cs.mu.Unlock()
@@ -101,7 +101,7 @@ func sessionFilterValue(filter any, sid string) any {
 func sessionKey(path, sid string) string { return strings.ToLower(path) + "\x00" + sid }
 
 // sessionLock returns the lock this connection holds on a session of the entity at path.
-func (cs *conn) sessionLock(path, sid string) (store.SessionLock, bool) {
+func (cs *conn) sessionLock(path, sid string) (broker.SessionLock, bool) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	l, ok := cs.sessions[sessionKey(path, sid)]
@@ -110,7 +110,7 @@ func (cs *conn) sessionLock(path, sid string) (store.SessionLock, bool) {
 
 // linkSession returns the session lock of the receive link named name, for $management
 // requests that name their link (associated-link-name) instead of a session id.
-func (cs *conn) linkSession(name string) (store.SessionLock, bool) {
+func (cs *conn) linkSession(name string) (broker.SessionLock, bool) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	l, ok := cs.linkSessions[name]
@@ -122,7 +122,7 @@ func (cs *conn) linkSession(name string) (store.SessionLock, bool) {
 // the link's peer sent before the link ended: a complete that came second would find its lock
 // gone and the message would come back, though a peer that settles first has forgotten it.
 // A new accept of the session waits for the release meanwhile (releasing).
-func (cs *conn) releaseSession(e *store.Entity, lock store.SessionLock, settling *sync.WaitGroup) {
+func (cs *conn) releaseSession(e *broker.Entity, lock broker.SessionLock, settling *sync.WaitGroup) {
 	key := sessionKey(e.Path, lock.SessionID)
 	done := make(chan struct{})
 	cs.mu.Lock()

@@ -12,8 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
-
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 func TestSDKSessions(t *testing.T) {
@@ -196,9 +195,9 @@ func receiveAll(t *testing.T, ctx context.Context, r interface {
 
 // sessionQueue starts a broker with a session queue sq, and gives a client with the root key,
 // the test's context and a sender to sq.
-func sessionQueue(t *testing.T) (*broker, *azservicebus.Client, context.Context, *azservicebus.Sender) {
+func sessionQueue(t *testing.T) (*testBroker, *azservicebus.Client, context.Context, *azservicebus.Sender) {
 	t.Helper()
-	return sdkQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	return sdkQueue(t, "sq", func(p *broker.Properties) { p.RequiresSession = true })
 }
 
 // A session receiver whose peer settles first (go-amqp's default: it forgets a delivery once
@@ -209,12 +208,12 @@ func sessionQueue(t *testing.T) (*broker, *azservicebus.Client, context.Context,
 func TestSessionAcceptThenCloseKeepsTheCompletion(t *testing.T) {
 	b := newBroker(t)
 	ctx := ctxT(t)
-	q := b.createQueue(t, "q", func(p *store.Properties) { p.RequiresSession = true })
+	q := b.createQueue(t, "q", func(p *broker.Properties) { p.RequiresSession = true })
 	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))
 	filter := []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x137000000C, "s1")}
 	for round := range 20 {
 		body := fmt.Sprint("m", round)
-		if err := b.store.Send(ctx, q, []store.Message{{Body: []byte(body), SessionID: "s1"}}); err != nil {
+		if err := b.store.Send(ctx, q, []broker.Message{{Body: []byte(body), SessionID: "s1"}}); err != nil {
 			t.Fatal(err)
 		}
 		r, err := c.sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{Credit: 1, Filters: filter})
@@ -243,8 +242,8 @@ func TestSessionAcceptThenCloseKeepsTheCompletion(t *testing.T) {
 func TestReceiveDeferredAfterTheSessionLockEnded(t *testing.T) {
 	b := newBroker(t)
 	ctx := ctxT(t)
-	q := b.createQueue(t, "q", func(p *store.Properties) { p.RequiresSession = true })
-	if err := b.store.Send(ctx, q, []store.Message{{Body: []byte("a"), SessionID: "s1"}}); err != nil {
+	q := b.createQueue(t, "q", func(p *broker.Properties) { p.RequiresSession = true })
+	if err := b.store.Send(ctx, q, []broker.Message{{Body: []byte("a"), SessionID: "s1"}}); err != nil {
 		t.Fatal(err)
 	}
 	c := dialCBS(t, b, goamqp.SASLTypePlain("root", "key"))

@@ -9,7 +9,7 @@ import (
 
 	goamqp "github.com/Azure/go-amqp"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // A receive link whose max-message-size is below a message's size cannot take it: the link
@@ -22,11 +22,11 @@ func TestReceiveLinkBelowAMessageSize(t *testing.T) {
 	for _, mode := range []string{"peek-lock", "receive-and-delete"} {
 		t.Run(mode, func(t *testing.T) {
 			watch := &releaseWatch{released: make(chan struct{}, 1)}
-			b := newBrokerWith(t, nil, func(s store.Store) store.Store { watch.Store = s; return watch })
+			b := newBrokerWith(t, nil, func(s broker.Store) broker.Store { watch.Store = s; return watch })
 			ctx := ctxT(t)
-			q := b.createQueue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 2 })
+			q := b.createQueue(t, "q", func(p *broker.Properties) { p.MaxDeliveryCount = 2 })
 			big := bytes.Repeat([]byte("b"), 2000)
-			if err := b.store.Send(ctx, q, []store.Message{
+			if err := b.store.Send(ctx, q, []broker.Message{
 				{Body: []byte("a")}, {Body: big}, {Body: []byte("c")},
 			}); err != nil {
 				t.Fatal(err)
@@ -74,7 +74,7 @@ func TestReceiveLinkBelowAMessageSize(t *testing.T) {
 			state := func() []int32 {
 				t.Helper()
 				var got []int32
-				for _, sq := range []store.SubQueue{store.SubQueueMain, store.SubQueueDeadLetter} {
+				for _, sq := range []broker.SubQueue{broker.SubQueueMain, broker.SubQueueDeadLetter} {
 					msgs, err := b.store.Browse(ctx, q, sq, 0, 10)
 					if err != nil {
 						t.Fatal(err)
@@ -121,7 +121,7 @@ func TestReceiveLinkBelowAMessageSize(t *testing.T) {
 			if m := receive(r); string(m.GetData()) != "c" {
 				t.Fatalf("after two counted attempts got %q; want c", m.GetData())
 			}
-			dead, err := b.store.Browse(ctx, q, store.SubQueueDeadLetter, 0, 10)
+			dead, err := b.store.Browse(ctx, q, broker.SubQueueDeadLetter, 0, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,13 +135,13 @@ func TestReceiveLinkBelowAMessageSize(t *testing.T) {
 // releaseWatch is the store the AMQP layer uses, telling when a release (a link giving messages
 // back) has been made.
 type releaseWatch struct {
-	store.Store
+	broker.Store
 	released chan struct{}
 }
 
-func (w *releaseWatch) Settle(ctx context.Context, t store.Target, reqs []store.SettleRequest) []store.SettleResult {
+func (w *releaseWatch) Settle(ctx context.Context, t broker.Target, reqs []broker.SettleRequest) []broker.SettleResult {
 	res := w.Store.Settle(ctx, t, reqs)
-	if len(reqs) > 0 && reqs[0].Op == store.Release {
+	if len(reqs) > 0 && reqs[0].Op == broker.Release {
 		select {
 		case w.released <- struct{}{}:
 		default:

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/amqp"
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Transactions (AMQP part 4, as Service Bus profiles it; amqp-sdks.md "Transactions"). A
@@ -27,7 +27,7 @@ import (
 // transaction's entity and whose com.microsoft:transfer-destination-address names the
 // destination). The .NET SDK's cross-entity transactions instead put the coordinator first on a
 // session and every link after it on that session: on such a session a transaction may touch
-// any entity. A transaction sends at most store.MaxTransactionMessages messages.
+// any entity. A transaction sends at most broker.MaxTransactionMessages messages.
 
 // Conditions of transactions (part 4, section 4.5.2), and the service's text for work that
 // spans entities.
@@ -64,7 +64,7 @@ type txn struct {
 	// entity is the top-level entity (queue or topic path, lower-cased) the transaction works
 	// on, "" until its first operation.
 	entity   string
-	work     store.TxWork
+	work     broker.TxWork
 	messages int
 	held     int64           // bytes of work counted in the connection's txns.held
 	locks    map[[2]any]bool // the locks it settles, by entity path and token
@@ -305,7 +305,7 @@ func (cs *conn) discharge(ctx context.Context, id []byte, fail bool) *amqp.Error
 		t.timer.Stop()
 	}
 	aerr, work, held := t.err, t.work, t.held
-	t.work, t.held = store.TxWork{}, 0
+	t.work, t.held = broker.TxWork{}, 0
 	t.mu.Unlock()
 	cs.txns.release(held)
 	switch {
@@ -344,7 +344,7 @@ func (cs *conn) rollbackAll(match func(*txn) bool, why string) {
 
 // forget drops t's work, giving back what it held.
 func (t *txn) forgetLocked() {
-	t.work = store.TxWork{}
+	t.work = broker.TxWork{}
 	t.coord.cs.txns.release(t.held)
 	t.held = 0
 }
@@ -436,7 +436,7 @@ func (t *txn) add(cs *conn, path string, send bool, session *amqp.Session, recor
 	if t.entity != "" && t.entity != top && !(send && t.coord.cross && session == t.coord.session) {
 		aerr := amqp.Errorf(condNotAllowed, "Local transactions cannot span multiple top-level entities such as queue or topic: "+
 			"this transaction works on '%s', not '%s'. Send to other entities via '%s' (transfer-destination-address), "+
-			"or use cross-entity transactions.", t.entity, store.Clip(top), t.entity)
+			"or use cross-entity transactions.", t.entity, broker.Clip(top), t.entity)
 		t.doomLocked(aerr)
 		return aerr
 	}
@@ -457,10 +457,10 @@ func (t *txn) add(cs *conn, path string, send bool, session *amqp.Session, recor
 }
 
 // addSends records snd, made through via, in t; size is its messages' encoded size.
-func (t *txn) addSends(cs *conn, via string, session *amqp.Session, snd store.TxSend, size int) *amqp.Error {
+func (t *txn) addSends(cs *conn, via string, session *amqp.Session, snd broker.TxSend, size int) *amqp.Error {
 	return t.add(cs, via, true, session, func() *amqp.Error {
-		if t.messages+len(snd.Messages) > store.MaxTransactionMessages {
-			return amqp.Errorf(condResourceLimit, "Cannot send more than %d messages in a single transaction.", store.MaxTransactionMessages)
+		if t.messages+len(snd.Messages) > broker.MaxTransactionMessages {
+			return amqp.Errorf(condResourceLimit, "Cannot send more than %d messages in a single transaction.", broker.MaxTransactionMessages)
 		}
 		if aerr := cs.txns.hold(int64(size)); aerr != nil {
 			return aerr
@@ -473,17 +473,17 @@ func (t *txn) addSends(cs *conn, via string, session *amqp.Session, snd store.Tx
 }
 
 // addSettle records a settlement in t.
-func (t *txn) addSettle(cs *conn, session *amqp.Session, st store.TxSettle) *amqp.Error {
-	return t.addSettles(cs, session, []store.TxSettle{st})
+func (t *txn) addSettle(cs *conn, session *amqp.Session, st broker.TxSettle) *amqp.Error {
+	return t.addSettles(cs, session, []broker.TxSettle{st})
 }
 
 // addSettles records settlements of one entity in t, all or none.
-func (t *txn) addSettles(cs *conn, session *amqp.Session, sts []store.TxSettle) *amqp.Error {
+func (t *txn) addSettles(cs *conn, session *amqp.Session, sts []broker.TxSettle) *amqp.Error {
 	if len(sts) == 0 {
 		return nil
 	}
 	for _, st := range sts {
-		if err := store.CheckTxSettle(st); err != nil {
+		if err := broker.CheckTxSettle(st); err != nil {
 			aerr := amqpError(err)
 			t.doom(aerr)
 			return aerr
@@ -494,7 +494,7 @@ func (t *txn) addSettles(cs *conn, session *amqp.Session, sts []store.TxSettle) 
 		for _, st := range sts {
 			key := [2]any{st.Target.Entity.ID, st.Request.Token}
 			if t.locks[key] || keys[key] {
-				return amqpError(store.ErrLockLost)
+				return amqpError(broker.ErrLockLost)
 			}
 			keys[key] = true
 		}
@@ -515,8 +515,8 @@ func (t *txn) addSettles(cs *conn, session *amqp.Session, sts []store.TxSettle) 
 }
 
 // addSessionState records a session state t sets when it commits.
-func (t *txn) addSessionState(cs *conn, session *amqp.Session, st store.TxSessionState) *amqp.Error {
-	if err := store.CheckTxSessionState(st); err != nil {
+func (t *txn) addSessionState(cs *conn, session *amqp.Session, st broker.TxSessionState) *amqp.Error {
+	if err := broker.CheckTxSessionState(st); err != nil {
 		return amqpError(err)
 	}
 	return t.add(cs, st.Entity.Path, false, session, func() *amqp.Error {
@@ -560,7 +560,7 @@ func (r *entityReceiver) txnOutcome(o outcome, ts amqp.TransactionalState) *amqp
 	if aerr != nil {
 		return aerr
 	}
-	if r.mode != store.PeekLock {
+	if r.mode != broker.PeekLock {
 		return amqp.Errorf(condNotAllowed, "Messages received and deleted are not settled in a transaction.")
 	}
 	req, err := settleRequest(o.d.Tag(), ts.Outcome)
@@ -571,5 +571,5 @@ func (r *entityReceiver) txnOutcome(o outcome, ts amqp.TransactionalState) *amqp
 	if aerr != nil {
 		return aerr
 	}
-	return t.addSettle(r.cs, o.l.Session(), store.TxSettle{Target: tg, Request: req})
+	return t.addSettle(r.cs, o.l.Session(), broker.TxSettle{Target: tg, Request: req})
 }

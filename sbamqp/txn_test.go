@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/sbamqp"
-	"github.com/sbgate/sbgate/store"
 )
 
 // Transactions as the .NET SDK runs them (azure-amqp Transaction/Controller.cs,
@@ -94,13 +94,13 @@ func dnInTxn(id []byte, outcome []byte) []byte {
 }
 
 // messageIDs are the MessageIds of what path's main queue holds, in order.
-func (b *broker) messageIDs(t *testing.T, path string) []string {
+func (b *testBroker) messageIDs(t *testing.T, path string) []string {
 	t.Helper()
 	e, err := b.store.GetEntity(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := b.store.Browse(t.Context(), e, store.SubQueueMain, 0, 100)
+	msgs, err := b.store.Browse(t.Context(), e, broker.SubQueueMain, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,13 +115,13 @@ func (b *broker) messageIDs(t *testing.T, path string) []string {
 // helpers for links.
 type txnClient struct {
 	t   *testing.T
-	b   *broker
+	b   *testBroker
 	c   *dnConn
 	cbs *dnRR
 	co  *dnController
 }
 
-func newTxnClient(t *testing.T, b *broker, paths ...string) *txnClient {
+func newTxnClient(t *testing.T, b *testBroker, paths ...string) *txnClient {
 	tc := dialTxnClient(t, b, paths...)
 	tc.co = tc.c.openController(tc.c.begin(math.MaxUint32))
 	return tc
@@ -129,7 +129,7 @@ func newTxnClient(t *testing.T, b *broker, paths ...string) *txnClient {
 
 // newCrossEntityClient is the .NET SDK's cross-entity mode: the controller is the first link of
 // the one session (returned) every link then uses.
-func newCrossEntityClient(t *testing.T, b *broker, paths ...string) (*txnClient, *dnSession) {
+func newCrossEntityClient(t *testing.T, b *testBroker, paths ...string) (*txnClient, *dnSession) {
 	tc := dialTxnClient(t, b, paths...)
 	s := tc.c.begin(math.MaxUint32)
 	tc.co = tc.c.openController(s)
@@ -137,7 +137,7 @@ func newCrossEntityClient(t *testing.T, b *broker, paths ...string) (*txnClient,
 }
 
 // dialTxnClient connects and puts a token for each of paths; the controller is the caller's.
-func dialTxnClient(t *testing.T, b *broker, paths ...string) *txnClient {
+func dialTxnClient(t *testing.T, b *testBroker, paths ...string) *txnClient {
 	c := dnDial(t, b)
 	c.handshake()
 	tc := &txnClient{t: t, b: b, c: c, cbs: c.openCBS()}
@@ -214,7 +214,7 @@ func TestTransactionSendViaAndComplete(t *testing.T) {
 	b := newBroker(t)
 	in := b.createQueue(t, "in", nil)
 	b.createQueue(t, "out", nil)
-	if err := b.store.Send(t.Context(), in, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+	if err := b.store.Send(t.Context(), in, []broker.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
 		t.Fatal(err)
 	}
 	tc := newTxnClient(t, b, "in", "out")
@@ -266,7 +266,7 @@ func isRejectedWith(st amqp.DeliveryState, cond amqp.Symbol) bool {
 func TestTransactionRollback(t *testing.T) {
 	b := newBroker(t)
 	q := b.createQueue(t, "q", nil)
-	if err := b.store.Send(t.Context(), q, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+	if err := b.store.Send(t.Context(), q, []broker.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
 		t.Fatal(err)
 	}
 	tc := newTxnClient(t, b, "q")
@@ -285,7 +285,7 @@ func TestTransactionRollback(t *testing.T) {
 	}
 	// Still locked by the rolled-back receive: its lock is the receiver's until it ends.
 	e, _ := b.store.GetEntity(t.Context(), "q")
-	res := b.store.Settle(t.Context(), store.Target{Entity: e}, []store.SettleRequest{{Op: store.RenewLock, Token: dnLockToken(tr.DeliveryTag)}})
+	res := b.store.Settle(t.Context(), broker.Target{Entity: e}, []broker.SettleRequest{{Op: broker.RenewLock, Token: dnLockToken(tr.DeliveryTag)}})
 	if res[0].Err != nil {
 		t.Errorf("the lock after the rollback: %v; want still held", res[0].Err)
 	}
@@ -295,8 +295,8 @@ func TestTransactionRollback(t *testing.T) {
 // nothing of the transaction is applied.
 func TestTransactionLockLapsedBeforeCommit(t *testing.T) {
 	b := newBroker(t)
-	q := b.createQueue(t, "q", func(p *store.Properties) { p.LockDuration = 5 * time.Second })
-	if err := b.store.Send(t.Context(), q, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+	q := b.createQueue(t, "q", func(p *broker.Properties) { p.LockDuration = 5 * time.Second })
+	if err := b.store.Send(t.Context(), q, []broker.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
 		t.Fatal(err)
 	}
 	tc := newTxnClient(t, b, "q")
@@ -345,7 +345,7 @@ func TestTransactionCrossEntitySession(t *testing.T) {
 	b := newBroker(t)
 	in := b.createQueue(t, "in", nil)
 	b.createQueue(t, "out", nil)
-	if err := b.store.Send(t.Context(), in, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+	if err := b.store.Send(t.Context(), in, []broker.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
 		t.Fatal(err)
 	}
 	tc, s := newCrossEntityClient(t, b, "in", "out")
@@ -371,7 +371,7 @@ func TestTransactionMessageLimit(t *testing.T) {
 	tc := newTxnClient(t, b, "q")
 	id := tc.co.declare()
 	snd, _ := tc.sender(tc.c.begin(math.MaxUint32), "q", nil)
-	for i := range store.MaxTransactionMessages {
+	for i := range broker.MaxTransactionMessages {
 		if st, raw := tc.send(snd, int32(i), id, "m"); !isTxnAccepted(st) {
 			t.Fatalf("send %d: %#v\n    bytes %s", i, st, hex.EncodeToString(raw))
 		}
@@ -386,7 +386,7 @@ func TestTransactionMessageLimit(t *testing.T) {
 	}
 	// Within the limit, all 100 commit.
 	id = tc.co.declare()
-	for i := range store.MaxTransactionMessages {
+	for i := range broker.MaxTransactionMessages {
 		if st, raw := tc.send(snd, int32(2000+i), id, "m"); !isTxnAccepted(st) {
 			t.Fatalf("send %d: %#v\n    bytes %s", i, st, hex.EncodeToString(raw))
 		}
@@ -394,8 +394,8 @@ func TestTransactionMessageLimit(t *testing.T) {
 	if st := tc.co.discharge(id, false); !isAccepted(st) {
 		t.Fatalf("commit: %#v", st)
 	}
-	if got := b.messageIDs(t, "q"); len(got) != store.MaxTransactionMessages {
-		t.Errorf("q holds %d messages; want %d", len(got), store.MaxTransactionMessages)
+	if got := b.messageIDs(t, "q"); len(got) != broker.MaxTransactionMessages {
+		t.Errorf("q holds %d messages; want %d", len(got), broker.MaxTransactionMessages)
 	}
 }
 
@@ -437,7 +437,7 @@ func TestTransactionTimeout(t *testing.T) {
 func TestTransactionManagementDisposition(t *testing.T) {
 	b := newBroker(t)
 	q := b.createQueue(t, "q", nil)
-	if err := b.store.Send(t.Context(), q, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+	if err := b.store.Send(t.Context(), q, []broker.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
 		t.Fatal(err)
 	}
 	tc := newTxnClient(t, b, "q", "q/$management")
@@ -527,7 +527,7 @@ func TestTransactionsPerConnection(t *testing.T) {
 func TestTransactionManagementDispositionAllOrNone(t *testing.T) {
 	b := newBroker(t)
 	q := b.createQueue(t, "q", nil)
-	if err := b.store.Send(t.Context(), q, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+	if err := b.store.Send(t.Context(), q, []broker.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
 		t.Fatal(err)
 	}
 	tc := newTxnClient(t, b, "q", "q/$management")
@@ -577,11 +577,11 @@ func (tc *txnClient) schedule(mgmt *dnRR, id []byte, msgID string, at time.Time)
 func TestTransactionSchedule(t *testing.T) {
 	b := newBroker(t)
 	q := b.createQueue(t, "q", nil)
-	top, err := b.store.CreateEntity(t.Context(), store.KindTopic, "t", store.DefaultProperties(store.KindTopic))
+	top, err := b.store.CreateEntity(t.Context(), broker.KindTopic, "t", broker.DefaultProperties(broker.KindTopic))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.CreateSubscription(t.Context(), "t/Subscriptions/s", store.DefaultProperties(store.KindSubscription), nil); err != nil {
+	if _, err := b.store.CreateSubscription(t.Context(), "t/Subscriptions/s", broker.DefaultProperties(broker.KindSubscription), nil); err != nil {
 		t.Fatal(err)
 	}
 	tc := newTxnClient(t, b, "q/$management", "t/$management")
@@ -596,7 +596,7 @@ func TestTransactionSchedule(t *testing.T) {
 	if st := tc.co.discharge(id, false); !isAccepted(st) {
 		t.Fatalf("commit: %#v", st)
 	}
-	msgs, err := b.store.Browse(t.Context(), q, store.SubQueueMain, 0, 10)
+	msgs, err := b.store.Browse(t.Context(), q, broker.SubQueueMain, 0, 10)
 	if err != nil || len(msgs) != 1 || msgs[0].SequenceNumber != n || msgs[0].MessageID != "later" {
 		t.Fatalf("q after the commit: %+v, %v; want the message scheduled as number %d", msgs, err, n)
 	}
@@ -685,8 +685,8 @@ func TestTransactionRefusedSendDooms(t *testing.T) {
 // the transaction commits, under the session lock, and not before.
 func TestTransactionSessionState(t *testing.T) {
 	b := newBroker(t)
-	sq := b.createQueue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
-	if err := b.store.Send(t.Context(), sq, []store.Message{{MessageID: "m", Body: []byte("one"), SessionID: "s1"}}); err != nil {
+	sq := b.createQueue(t, "sq", func(p *broker.Properties) { p.RequiresSession = true })
+	if err := b.store.Send(t.Context(), sq, []broker.Message{{MessageID: "m", Body: []byte("one"), SessionID: "s1"}}); err != nil {
 		t.Fatal(err)
 	}
 	tc := newTxnClient(t, b, "sq", "sq/$management")
@@ -734,7 +734,7 @@ func TestTransactionCrossEntitySettleElsewhere(t *testing.T) {
 	b := newBroker(t)
 	in := b.createQueue(t, "in", nil)
 	b.createQueue(t, "out", nil)
-	if err := b.store.Send(t.Context(), in, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+	if err := b.store.Send(t.Context(), in, []broker.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
 		t.Fatal(err)
 	}
 	tc, s := newCrossEntityClient(t, b, "in", "out")
@@ -753,7 +753,7 @@ func TestTransactionCrossEntitySettleElsewhere(t *testing.T) {
 func TestTransactionDischargeAfterSettledWork(t *testing.T) {
 	b := newBroker(t)
 	q := b.createQueue(t, "q", nil)
-	if err := b.store.Send(t.Context(), q, []store.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
+	if err := b.store.Send(t.Context(), q, []broker.Message{{MessageID: "work", Body: []byte("w")}}); err != nil {
 		t.Fatal(err)
 	}
 	tc := newTxnClient(t, b, "q")

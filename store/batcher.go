@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/sbgate/sbgate/broker"
 )
 
 // batcher coalesces concurrent requests into shared statements: group commit. Each writer takes
@@ -95,7 +97,7 @@ func (b *batcher[T]) stop() {
 	}
 }
 
-var errShuttingDown = &Error{Code: CodeUnavailable, Message: "The gateway is shutting down; retry on another."}
+var errShuttingDown = &broker.Error{Code: broker.CodeUnavailable, Message: "The gateway is shutting down; retry on another."}
 
 // submit queues req and waits for its batch to be written.
 func (b *batcher[T]) submit(ctx context.Context, req T) error {

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Requests for messages of one entity by sequence number (deferred receives, cancels of
@@ -34,7 +35,7 @@ func distinctSeqs(seqs []int64) []int64 {
 // 100,000 messages: TestClaimPlanWithStaleStatistics). The plan, a nested loop from the pairs,
 // looks them up in the order given, so ascending order makes two requests for overlapping
 // messages lock them in one order, never each waiting for the other.
-func askSeqs(args pgx.NamedArgs, e *Entity, seqs []int64) {
+func askSeqs(args pgx.NamedArgs, e *broker.Entity, seqs []int64) {
 	sorted := slices.Clone(seqs)
 	slices.Sort(sorted)
 	entities := make([]int64, len(sorted))

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Message states and entity kinds as SQL literals, for statements built from constants: SQL
@@ -211,8 +211,8 @@ var minusInfinity = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity
 
 // claimStatements[mode][inSession] is the whole claim.
 var claimStatements = [2][2]string{
-	PeekLock:         {claimPicks[0] + peekLockTailSQL, claimPicks[1] + inSessionLock(peekLockTailSQL)},
-	ReceiveAndDelete: {claimPicks[0] + receiveAndDeleteTailSQL, claimPicks[1] + receiveAndDeleteTailSQL},
+	broker.PeekLock:         {claimPicks[0] + peekLockTailSQL, claimPicks[1] + inSessionLock(peekLockTailSQL)},
+	broker.ReceiveAndDelete: {claimPicks[0] + receiveAndDeleteTailSQL, claimPicks[1] + receiveAndDeleteTailSQL},
 }
 
 // querier runs a query on the pool or inside a transaction.
@@ -228,7 +228,7 @@ const noDeliveryLimit = 1<<31 - 1
 // reports that the last statement found as many candidates as it asked for, so more may be
 // waiting; otherwise a claim from the head of both ranges found no more. cur, when not nil, is
 // the dispatcher's cursor, which the claim starts from and moves.
-func (s *Postgres) claimMessages(ctx context.Context, t Target, mode ReceiveMode, n int, cur *claimCursor) (msgs []*Message, full bool, err error) {
+func (s *Postgres) claimMessages(ctx context.Context, t broker.Target, mode broker.ReceiveMode, n int, cur *claimCursor) (msgs []*broker.Message, full bool, err error) {
 	fromHead := cur == nil || time.Since(cur.lastHead) >= headClaimEvery
 	for len(msgs) < n {
 		want := n - len(msgs)
@@ -257,7 +257,7 @@ func (s *Postgres) claimMessages(ctx context.Context, t Target, mode ReceiveMode
 
 // sessionLostIfEmpty tells an empty session from one whose lock is gone: a claim in a session
 // that found nothing fails with ErrLockLost when the session lock is no longer held.
-func (s *Postgres) sessionLostIfEmpty(ctx context.Context, t Target, msgs []*Message) error {
+func (s *Postgres) sessionLostIfEmpty(ctx context.Context, t broker.Target, msgs []*broker.Message) error {
 	if len(msgs) > 0 || t.Session == nil {
 		return nil
 	}
@@ -267,18 +267,18 @@ func (s *Postgres) sessionLostIfEmpty(ctx context.Context, t Target, msgs []*Mes
 // newClaim is the claim of up to n messages of t at now, from the head of both ranges or from
 // cur. Its statement is written only when it runs alone (statement): outside a session it
 // usually shares one with the round's other claims (claimmany.go).
-func newClaim(t Target, mode ReceiveMode, n int, cur *claimCursor, fromHead bool, now time.Time) *claimJob {
+func newClaim(t broker.Target, mode broker.ReceiveMode, n int, cur *claimCursor, fromHead bool, now time.Time) *claimJob {
 	e := t.Entity
-	ct := &claimTarget{entity: e.ID, state: int16(t.SubQueue.state()), n: int32(n), dueFrom: minusInfinity, now: now}
+	ct := &claimTarget{entity: e.ID, state: int16(t.SubQueue.State()), n: int32(n), dueFrom: minusInfinity, now: now}
 	if cur != nil && !fromHead {
 		ct.readyFrom = cur.readyFrom
 		if !cur.dueFrom.IsZero() {
 			ct.dueFrom = pgtype.Timestamptz{Time: cur.dueFrom, Valid: true}
 		}
 	}
-	if mode == PeekLock {
+	if mode == broker.PeekLock {
 		ct.maxDelivery = e.Props.MaxDeliveryCount
-		if t.SubQueue == SubQueueDeadLetter {
+		if t.SubQueue == broker.SubQueueDeadLetter {
 			ct.maxDelivery = noDeliveryLimit
 		}
 		ct.lock = e.Props.LockDuration
@@ -295,7 +295,7 @@ func (cj *claimJob) statement() (string, []any, error) {
 		inSession = 1
 		args["session"], args["session_token"] = cj.session.SessionID, cj.session.Token
 	}
-	if cj.mode == PeekLock {
+	if cj.mode == broker.PeekLock {
 		args["lock"], args["max_delivery"] = interval(ct.lock), ct.maxDelivery
 	}
 	return positional(claimStatements[cj.mode][inSession], args)
@@ -304,9 +304,9 @@ func (cj *claimJob) statement() (string, []any, error) {
 // claimOnce runs one claim statement for up to n messages, from the head of both ranges or from
 // cur, and moves cur. It returns the messages delivered and how many rows the statement picked
 // (some may have been dead-lettered instead).
-func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n int, cur *claimCursor, fromHead bool) ([]*Message, int, error) {
+func (s *Postgres) claimOnce(ctx context.Context, t broker.Target, mode broker.ReceiveMode, n int, cur *claimCursor, fromHead bool) ([]*broker.Message, int, error) {
 	e := t.Entity
-	state := t.SubQueue.state()
+	state := t.SubQueue.State()
 	now := s.now()
 	cj := newClaim(t, mode, n, cur, fromHead, now)
 	s.claims.Add(1)
@@ -326,13 +326,13 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 	}
 	// An entity that forwards its dead letters claims in a transaction with the move of any
 	// message the claim dead-lettered, so none waits in its dead-letter subqueue.
-	if mode == PeekLock && t.SubQueue == SubQueueMain && e.Props.ForwardDeadLetteredMessagesTo != "" {
+	if mode == broker.PeekLock && t.SubQueue == broker.SubQueueMain && e.Props.ForwardDeadLetteredMessagesTo != "" {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if err := run(tx); err != nil {
 				return err
 			}
 			for _, r := range rows {
-				if r.State == StateDeadLetter {
+				if r.State == broker.StateDeadLetter {
 					woken, err = s.transferDeadLetters(ctx, tx, e)
 					return err
 				}
@@ -353,7 +353,7 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 		cur.lastHead = time.Now()
 	}
 	cur.move(rows, now)
-	msgs := make([]*Message, 0, len(rows))
+	msgs := make([]*broker.Message, 0, len(rows))
 	for _, r := range rows {
 		m, err := r.message()
 		if err != nil {
@@ -362,7 +362,7 @@ func (s *Postgres) claimOnce(ctx context.Context, t Target, mode ReceiveMode, n 
 		msgs = append(msgs, m)
 	}
 	out := delivered(msgs, state)
-	if len(out) < len(msgs) && state != StateDeadLetter {
+	if len(out) < len(msgs) && state != broker.StateDeadLetter {
 		s.announce(wakeTarget{entity: e.ID}) // dead letters arrived for the dead-letter receivers
 	}
 	return out, len(rows), nil
@@ -410,7 +410,7 @@ func maxTime(a, b time.Time) time.Time {
 
 // delivered keeps, in sequence order, the claimed messages that were handed out rather than
 // dead-lettered for too many deliveries (those left state).
-func delivered(msgs []*Message, state State) []*Message {
+func delivered(msgs []*broker.Message, state broker.State) []*broker.Message {
 	out := msgs[:0]
 	for _, m := range msgs {
 		if m.State == state {
@@ -436,8 +436,8 @@ const nextDueInSessionSQL = `SELECT least(
 // message coming due or a lock running out (and, in a session, the session lock ending, when its
 // receivers must learn that it is lost). Zero when there is none. The time may have passed
 // already (see nextFunc).
-func (s *Postgres) nextDue(ctx context.Context, t Target, since time.Time) (time.Time, error) {
-	args := pgx.NamedArgs{"entity": t.Entity.ID, "state": t.SubQueue.state(), "now": since}
+func (s *Postgres) nextDue(ctx context.Context, t broker.Target, since time.Time) (time.Time, error) {
+	args := pgx.NamedArgs{"entity": t.Entity.ID, "state": t.SubQueue.State(), "now": since}
 	sql := nextDueSQL
 	if t.Session != nil {
 		sql = nextDueInSessionSQL
@@ -473,20 +473,20 @@ func (s *Postgres) nextDue(ctx context.Context, t Target, since time.Time) (time
 // MaxReceiveBatch sequence numbers (counting repeats), for a topic or a dead-letter subqueue;
 // ErrForbidden when receiving is disabled; ErrNotFound as above; ErrLockLost inside a session
 // whose lock is gone.
-func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, mode ReceiveMode) ([]*Message, error) {
+func (s *Postgres) ReceiveDeferred(ctx context.Context, t broker.Target, seqs []int64, mode broker.ReceiveMode) ([]*broker.Message, error) {
 	e := t.Entity
 	if err := checkReceivable(t); err != nil {
 		return nil, err
 	}
-	if t.SubQueue != SubQueueMain {
-		return nil, BadRequest("Deferred messages are received from the entity, not its dead-letter subqueue.")
+	if t.SubQueue != broker.SubQueueMain {
+		return nil, broker.BadRequest("Deferred messages are received from the entity, not its dead-letter subqueue.")
 	}
-	if len(seqs) > MaxReceiveBatch {
-		return nil, BadRequest("A request may receive at most %d deferred messages; this one names %d sequence numbers.", MaxReceiveBatch, len(seqs))
+	if len(seqs) > broker.MaxReceiveBatch {
+		return nil, broker.BadRequest("A request may receive at most %d deferred messages; this one names %d sequence numbers.", broker.MaxReceiveBatch, len(seqs))
 	}
 	want := distinctSeqs(seqs)
 	if len(want) == 0 {
-		return []*Message{}, nil
+		return []*broker.Message{}, nil
 	}
 	s.touch(e)
 	now := s.now()
@@ -496,14 +496,14 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, 
 		args["session"] = t.Session.SessionID
 	}
 	sql := deleteDeferredSQL
-	if mode == PeekLock {
+	if mode == broker.PeekLock {
 		sql = receiveDeferredSQL
 		args["lock"], args["max_delivery"] = interval(e.Props.LockDuration), e.Props.MaxDeliveryCount
 		if t.Session != nil {
 			sql, args["session_token"] = receiveDeferredInSessionSQL, t.Session.Token
 		}
 	}
-	taken := make(map[int64]*Message, len(want))
+	taken := make(map[int64]*broker.Message, len(want))
 	var exhausted []int64 // delivered MaxDeliveryCount times: dead-lettered by the attempt
 	missing, err := s.allOrNone(ctx, want, func(tx pgx.Tx, found map[int64]bool) error {
 		clear(taken)
@@ -522,7 +522,7 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, 
 			return err
 		}
 		for _, m := range msgs {
-			if m.State == StateDeferred {
+			if m.State == broker.StateDeferred {
 				taken[m.SequenceNumber], found[m.SequenceNumber] = m, true
 			} else {
 				exhausted = append(exhausted, m.SequenceNumber)
@@ -530,7 +530,7 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, 
 		}
 		return nil
 	})
-	var de *Error
+	var de *broker.Error
 	if errors.As(err, &de) {
 		return nil, err // as it is: the session lock is gone
 	}
@@ -544,9 +544,9 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, 
 				return nil, err
 			}
 		}
-		return nil, notFound("No deferred message with sequence number %d is available in '%s'.", missing[0], e.Path)
+		return nil, broker.NotFound("No deferred message with sequence number %d is available in '%s'.", missing[0], e.Path)
 	}
-	out := make([]*Message, len(want))
+	out := make([]*broker.Message, len(want))
 	for i, seq := range want {
 		out[i] = taken[seq]
 	}
@@ -557,7 +557,7 @@ func (s *Postgres) ReceiveDeferred(ctx context.Context, t Target, seqs []int64, 
 // MaxDeliveryCount times to the dead-letter subqueue: what a ReceiveDeferred that failed found
 // so and rolled back. The statement checks each again, so one another request took meanwhile
 // stays where it went.
-func (s *Postgres) deadLetterDeferred(ctx context.Context, t Target, seqs []int64, args pgx.NamedArgs) error {
+func (s *Postgres) deadLetterDeferred(ctx context.Context, t broker.Target, seqs []int64, args pgx.NamedArgs) error {
 	moveArgs := pgx.NamedArgs{}
 	for k, v := range args {
 		moveArgs[k] = v
@@ -577,7 +577,7 @@ func (s *Postgres) deadLetterDeferred(ctx context.Context, t Target, seqs []int6
 }
 
 // deadLetterDeferredTx is one attempt of deadLetterDeferred, adding to woken whom it concerns.
-func (s *Postgres) deadLetterDeferredTx(ctx context.Context, t Target, moveArgs pgx.NamedArgs, woken *[]wakeTarget) error {
+func (s *Postgres) deadLetterDeferredTx(ctx context.Context, t broker.Target, moveArgs pgx.NamedArgs, woken *[]wakeTarget) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, deadLetterDeferredSQL, moveArgs)
 		if err != nil || tag.RowsAffected() == 0 {
@@ -639,26 +639,14 @@ WITH removed AS (
 )
 SELECT ` + messageSelect + ` FROM removed`
 
-// String names a target in errors: the entity path, its subqueue, the session.
-func (t Target) String() string {
-	p := t.Entity.Path
-	if t.SubQueue == SubQueueDeadLetter {
-		p += "/$DeadLetterQueue"
-	}
-	if t.Session != nil {
-		p += " (session " + strconv.Quote(Clip(t.Session.SessionID)) + ")"
-	}
-	return p
-}
-
 // claimJob is one dispatcher's claim statement waiting for its round.
 type claimJob struct {
-	mode ReceiveMode
+	mode broker.ReceiveMode
 	// target is what the claim takes; outside a session (session nil) the claim may run as a
 	// target of a statement shared with the claims of other entities in the round
 	// (claimManyStatements).
 	target  *claimTarget
-	session *SessionLock
+	session *broker.SessionLock
 	rows    []claimedRecord
 }
 

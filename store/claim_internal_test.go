@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 )
 
@@ -52,18 +53,18 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 		"ready_from": []int64{0, 0}, "due_from": []pgtype.Timestamptz{minusInfinity, minusInfinity},
 		"lock_us":      []int64{q.Props.LockDuration.Microseconds(), other.Props.LockDuration.Microseconds()},
 		"max_delivery": []int32{q.Props.MaxDeliveryCount, other.Props.MaxDeliveryCount}}
-	base := pgx.NamedArgs{"entity": q.ID, "state": StateActive, "now": s.now(), "n": 16, "ready_from": int64(0), "due_from": minusInfinity}
+	base := pgx.NamedArgs{"entity": q.ID, "state": broker.StateActive, "now": s.now(), "n": 16, "ready_from": int64(0), "due_from": minusInfinity}
 	for _, tc := range []struct {
 		name string
 		sql  string
 		args pgx.NamedArgs
 		hot  bool // run on the generic-plan pool (as well as planned for the values)
 	}{
-		{"peek-lock", claimStatements[PeekLock][0], pgx.NamedArgs{"lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}, true},
-		{"receive-and-delete", claimStatements[ReceiveAndDelete][0], nil, true},
+		{"peek-lock", claimStatements[broker.PeekLock][0], pgx.NamedArgs{"lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}, true},
+		{"receive-and-delete", claimStatements[broker.ReceiveAndDelete][0], nil, true},
 		// A round's claims of several entities share a statement (claimmany.go).
-		{"shared peek-lock", claimManyStatements[PeekLock], sharedArgs, true},
-		{"shared receive-and-delete", claimManyStatements[ReceiveAndDelete], sharedArgs, true},
+		{"shared peek-lock", claimManyStatements[broker.PeekLock], sharedArgs, true},
+		{"shared receive-and-delete", claimManyStatements[broker.ReceiveAndDelete], sharedArgs, true},
 		// nextDue runs on the pool that plans for the values (its generic plan scans the table).
 		{"next due", nextDueSQL, nil, false},
 	} {
@@ -97,7 +98,7 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 	// (None of these is deferred, so nothing changes; the rows are read all the same.)
 	var seqs []int64
 	if err := pool.QueryRow(ctx, `SELECT array_agg(seq) FROM (SELECT seq FROM messages WHERE entity_id = $1
-		ORDER BY seq DESC LIMIT $2) s`, q.ID, MaxReceiveBatch).Scan(&seqs); err != nil {
+		ORDER BY seq DESC LIMIT $2) s`, q.ID, broker.MaxReceiveBatch).Scan(&seqs); err != nil {
 		t.Fatal(err)
 	}
 	deferredArgs := pgx.NamedArgs{"entity": q.ID, "now": s.now(), "session": nil,
@@ -125,13 +126,13 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 	}
 
 	// Settlements run generic plans too: each finds its rows by entity and sequence number.
-	msgs, _, err := s.claimMessages(ctx, Target{Entity: q}, PeekLock, 16, nil)
+	msgs, _, err := s.claimMessages(ctx, broker.Target{Entity: q}, broker.PeekLock, 16, nil)
 	if err != nil || len(msgs) != 16 {
 		t.Fatalf("claim: %d messages, %v", len(msgs), err)
 	}
 	var a settleArgs
 	for _, m := range msgs {
-		a.add(settleItem{t: Target{Entity: q}, req: SettleRequest{Token: m.LockToken, Reason: "r"}})
+		a.add(settleItem{t: broker.Target{Entity: q}, req: broker.SettleRequest{Token: m.LockToken, Reason: "r"}})
 	}
 	for op, sql := range settleStatements {
 		pages, nodes := explainPages(t, ctx, s, sql, a.named(s.now()), true)
@@ -151,14 +152,14 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 	// table's start each chunk). Purge 90,000 of the 100,000 messages, then look at the next chunk.
 	var after int64
 	for range 9 {
-		n, last, err := s.purgeChunk(ctx, q, SubQueueMain, after, math.MaxInt64, 10000)
+		n, last, err := s.purgeChunk(ctx, q, broker.SubQueueMain, after, math.MaxInt64, 10000)
 		if err != nil || n != 10000 || last == nil {
 			t.Fatalf("purge chunk after %d: %d deleted, last %v, %v", after, n, last, err)
 		}
 		after = *last
 	}
 	for _, generic := range []bool{false, true} {
-		pages, nodes := explainPages(t, ctx, s, purgeSQL, pgx.NamedArgs{"entity": q.ID, "after": after, "upto": int64(math.MaxInt64), "state": StateActive, "n": 1000}, generic)
+		pages, nodes := explainPages(t, ctx, s, purgeSQL, pgx.NamedArgs{"entity": q.ID, "after": after, "upto": int64(math.MaxInt64), "state": broker.StateActive, "n": 1000}, generic)
 		t.Logf("purge chunk of 1,000 after 90,000 purged (generic plan %v): %d pages", generic, pages)
 		// Each row deleted costs about two buffer visits (found for the chunk's bound, found
 		// and deleted) and its index pages a few more: 2,302 here. The statement before this
@@ -171,7 +172,7 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 			t.Errorf("purge chunk plan (generic plan %v) has a Seq Scan: %s", generic, nodes)
 		}
 	}
-	n, err := s.Purge(ctx, q, SubQueueMain)
+	n, err := s.Purge(ctx, q, broker.SubQueueMain)
 	if err != nil || n != 10000 {
 		t.Errorf("Purge of the rest = %d, %v; want 10000", n, err)
 	}
@@ -179,15 +180,15 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 
 // planTestQueues starts a store on a database of its own and creates the queues named. Autovacuum
 // is off for the messages table: the plan tests say when statistics are taken.
-func planTestQueues(t *testing.T, names ...string) (*Postgres, []*Entity) {
+func planTestQueues(t *testing.T, names ...string) (*Postgres, []*broker.Entity) {
 	t.Helper()
 	s := New(dbtest.NewPool(t), Options{})
 	if _, err := s.pool.Exec(t.Context(), `ALTER TABLE messages SET (autovacuum_enabled = false)`); err != nil {
 		t.Fatal(err)
 	}
-	qs := make([]*Entity, len(names))
+	qs := make([]*broker.Entity, len(names))
 	for i, name := range names {
-		q, err := s.CreateEntity(t.Context(), KindQueue, name, DefaultProperties(KindQueue))
+		q, err := s.CreateEntity(t.Context(), broker.KindQueue, name, broker.DefaultProperties(broker.KindQueue))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +199,7 @@ func planTestQueues(t *testing.T, names ...string) (*Postgres, []*Entity) {
 
 // insertMessages writes n ready messages with bodies of size bytes to q straight into the table,
 // far faster than sends (no counts: the plan tests do not read them).
-func insertMessages(t *testing.T, s *Postgres, q *Entity, n, size int) {
+func insertMessages(t *testing.T, s *Postgres, q *broker.Entity, n, size int) {
 	t.Helper()
 	if _, err := s.pool.Exec(t.Context(), `INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
 		SELECT $1, now(), md5(g::text), convert_to(repeat('x', $3), 'UTF8'), $3 + 32 FROM generate_series(1, $2) g`,
@@ -326,24 +327,24 @@ func TestReceiverThatLeavesGetsItsMessagesReleased(t *testing.T) {
 	recvCtx, cancel := context.WithCancel(ctx)
 	claiming := make(chan struct{})
 	key := waitKey{entity: q.ID}
-	start := func() *dispatcher[*Message] {
-		d := &dispatcher[*Message]{s: s, key: key, recheck: time.Minute}
-		d.claim = func(ctx context.Context, mode ReceiveMode, n int) ([]*Message, bool, error) {
+	start := func() *dispatcher[*broker.Message] {
+		d := &dispatcher[*broker.Message]{s: s, key: key, recheck: time.Minute}
+		d.claim = func(ctx context.Context, mode broker.ReceiveMode, n int) ([]*broker.Message, bool, error) {
 			close(claiming)
 			<-recvCtx.Done()
-			return s.claimMessages(ctx, Target{Entity: q}, mode, n, nil)
+			return s.claimMessages(ctx, broker.Target{Entity: q}, mode, n, nil)
 		}
 		d.next = func(context.Context, time.Time) (time.Time, error) { return time.Time{}, nil }
 		return d
 	}
 	done := make(chan error, 1)
 	go func() {
-		msgs, err := waitFor(recvCtx, s, key, start, PeekLock, 1, time.Minute)
+		msgs, err := waitFor(recvCtx, s, key, start, broker.PeekLock, 1, time.Minute)
 		if len(msgs) != 1 {
 			done <- fmt.Errorf("the receiver got %d messages from its claim; want 1", len(msgs))
 			return
 		}
-		s.release(context.WithoutCancel(recvCtx), Target{Entity: q}, msgs)
+		s.release(context.WithoutCancel(recvCtx), broker.Target{Entity: q}, msgs)
 		done <- err
 	}()
 	<-claiming
@@ -369,7 +370,7 @@ func TestClaimCursorSkipsTheDeadHead(t *testing.T) {
 	pool := dbtest.NewPool(t)
 	s := New(pool, Options{})
 	ctx := t.Context()
-	q, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
+	q, err := s.CreateEntity(ctx, broker.KindQueue, "q", broker.DefaultProperties(broker.KindQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,30 +383,30 @@ func TestClaimCursorSkipsTheDeadHead(t *testing.T) {
 	}
 	// 20,000 claimed through a cursor, half of them completed: dead entries at the head.
 	cur := &claimCursor{lastHead: time.Now()}
-	var taken []*Message
+	var taken []*broker.Message
 	for len(taken) < 20000 {
-		msgs, _, err := s.claimMessages(ctx, Target{Entity: q}, PeekLock, 1000, cur)
+		msgs, _, err := s.claimMessages(ctx, broker.Target{Entity: q}, broker.PeekLock, 1000, cur)
 		if err != nil {
 			t.Fatal(err)
 		}
 		taken = append(taken, msgs...)
 	}
-	var reqs []SettleRequest
+	var reqs []broker.SettleRequest
 	for _, m := range taken[:10000] {
-		reqs = append(reqs, SettleRequest{Op: Complete, Token: m.LockToken})
+		reqs = append(reqs, broker.SettleRequest{Op: broker.Complete, Token: m.LockToken})
 	}
 	s.settler.start()
 	defer s.settler.stop()
-	for _, res := range s.Settle(ctx, Target{Entity: q}, reqs) {
+	for _, res := range s.Settle(ctx, broker.Target{Entity: q}, reqs) {
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
 	}
-	args := pgx.NamedArgs{"entity": q.ID, "state": StateActive, "now": s.now(), "n": 16,
+	args := pgx.NamedArgs{"entity": q.ID, "state": broker.StateActive, "now": s.now(), "n": 16,
 		"lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount,
 		"ready_from": cur.readyFrom, "due_from": cur.dueFrom}
 	readyPages := func() int {
-		_, nodes := explainPlan(t, ctx, s, claimStatements[PeekLock][0], args)
+		_, nodes := explainPlan(t, ctx, s, claimStatements[broker.PeekLock][0], args)
 		for _, n := range nodes {
 			if n.Index == "messages_ready" {
 				return n.Hit + n.Read
@@ -431,7 +432,7 @@ func TestClaimCursorMissesNothing(t *testing.T) {
 	pool := dbtest.NewPool(t)
 	s := New(pool, Options{})
 	ctx := t.Context()
-	q, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
+	q, err := s.CreateEntity(ctx, broker.KindQueue, "q", broker.DefaultProperties(broker.KindQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +456,7 @@ func TestClaimCursorMissesNothing(t *testing.T) {
 	}
 	insert("a", "b")
 	cur := &claimCursor{lastHead: time.Now()}
-	got, _, err := s.claimMessages(ctx, Target{Entity: q}, ReceiveAndDelete, 2, cur)
+	got, _, err := s.claimMessages(ctx, broker.Target{Entity: q}, broker.ReceiveAndDelete, 2, cur)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("claim a and b = %d, %v", len(got), err)
 	}
@@ -465,7 +466,7 @@ func TestClaimCursorMissesNothing(t *testing.T) {
 	insert("c")
 	// The cursor is past "late"; the claim from it finds c, and then comes back short, so it
 	// looks from the head and finds "late" too.
-	got, full, err := s.claimMessages(ctx, Target{Entity: q}, ReceiveAndDelete, 5, cur)
+	got, full, err := s.claimMessages(ctx, broker.Target{Entity: q}, broker.ReceiveAndDelete, 5, cur)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,27 +492,27 @@ func TestLockEndingDuringAnEmptyClaimIsWaitedFor(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	s, q := startedQueue(t, Options{Now: clock}, "m")
 	ctx := t.Context()
-	locked, _, err := s.claimMessages(ctx, Target{Entity: q}, PeekLock, 1, nil)
+	locked, _, err := s.claimMessages(ctx, broker.Target{Entity: q}, broker.PeekLock, 1, nil)
 	if err != nil || len(locked) != 1 {
 		t.Fatalf("lock the message: %v, %v", locked, err)
 	}
 	key := waitKey{entity: q.ID}
 	var claims int
-	start := func() *dispatcher[*Message] {
-		d := &dispatcher[*Message]{s: s, key: key, recheck: time.Hour}
-		d.claim = func(ctx context.Context, mode ReceiveMode, n int) ([]*Message, bool, error) {
-			got, full, err := s.claimMessages(ctx, Target{Entity: q}, mode, n, nil)
+	start := func() *dispatcher[*broker.Message] {
+		d := &dispatcher[*broker.Message]{s: s, key: key, recheck: time.Hour}
+		d.claim = func(ctx context.Context, mode broker.ReceiveMode, n int) ([]*broker.Message, bool, error) {
+			got, full, err := s.claimMessages(ctx, broker.Target{Entity: q}, mode, n, nil)
 			if claims++; claims == 1 {
 				advance(q.Props.LockDuration + time.Second) // the lock runs out right after the claim
 			}
 			return got, full, err
 		}
 		d.next = func(ctx context.Context, since time.Time) (time.Time, error) {
-			return s.nextDue(ctx, Target{Entity: q}, since)
+			return s.nextDue(ctx, broker.Target{Entity: q}, since)
 		}
 		return d
 	}
-	got, err := waitFor(ctx, s, key, start, ReceiveAndDelete, 1, 30*time.Second)
+	got, err := waitFor(ctx, s, key, start, broker.ReceiveAndDelete, 1, 30*time.Second)
 	if err != nil || len(got) != 1 || got[0].SequenceNumber != locked[0].SequenceNumber {
 		t.Fatalf("receive after the lock ran out: %v, %v; want the message whose lock ended", got, err)
 	}
@@ -522,17 +523,17 @@ func TestLockEndingDuringAnEmptyClaimIsWaitedFor(t *testing.T) {
 
 // startedQueue starts a store with opts on a database of its own (stopped when the test ends)
 // and creates a queue "q" holding a message for each of bodies.
-func startedQueue(t *testing.T, opts Options, bodies ...string) (*Postgres, *Entity) {
+func startedQueue(t *testing.T, opts Options, bodies ...string) (*Postgres, *broker.Entity) {
 	t.Helper()
 	s := New(dbtest.NewPool(t), opts)
 	s.Start(context.Background())
 	t.Cleanup(s.Stop)
-	q, err := s.CreateEntity(t.Context(), KindQueue, "q", DefaultProperties(KindQueue))
+	q, err := s.CreateEntity(t.Context(), broker.KindQueue, "q", broker.DefaultProperties(broker.KindQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range bodies {
-		if err := s.Send(t.Context(), q, []Message{{Body: []byte(b)}}); err != nil {
+		if err := s.Send(t.Context(), q, []broker.Message{{Body: []byte(b)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

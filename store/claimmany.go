@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // A round of the claimer often holds claims of many entities, each for a message or two (64
@@ -87,8 +88,8 @@ SELECT ` + removedSelectFrom("removed") + claimedManySQL + ` FROM removed JOIN p
 
 // claimManyStatements[mode] claims for many targets at once.
 var claimManyStatements = [2]string{
-	PeekLock:         claimManyPickSQL + peekLockManyTailSQL,
-	ReceiveAndDelete: claimManyPickSQL + receiveAndDeleteManyTailSQL,
+	broker.PeekLock:         claimManyPickSQL + peekLockManyTailSQL,
+	broker.ReceiveAndDelete: claimManyPickSQL + receiveAndDeleteManyTailSQL,
 }
 
 // claimTarget is one claim as a target of a shared statement: its entity, subqueue, size and

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 )
 
@@ -20,18 +21,18 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 	s := New(pool, Options{})
 	s.Start(t.Context()) // for the sends; stopped before the claims, so nothing moves the counts meanwhile
 	ctx := t.Context()
-	queue := func(name string, edit func(*Properties), messages int) (*Entity, []int64) {
+	queue := func(name string, edit func(*broker.Properties), messages int) (*broker.Entity, []int64) {
 		t.Helper()
-		props := DefaultProperties(KindQueue)
+		props := broker.DefaultProperties(broker.KindQueue)
 		if edit != nil {
 			edit(&props)
 		}
-		e, err := s.CreateEntity(ctx, KindQueue, name, props)
+		e, err := s.CreateEntity(ctx, broker.KindQueue, name, props)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range messages {
-			if err := s.Send(ctx, e, []Message{{Body: []byte(fmt.Sprint(i))}}); err != nil {
+			if err := s.Send(ctx, e, []broker.Message{{Body: []byte(fmt.Sprint(i))}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -43,8 +44,8 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 		return e, seqs
 	}
 	qa, seqA := queue("a", nil, 4)
-	qb, seqB := queue("b", func(p *Properties) { p.LockDuration = 30 * time.Second }, 1)
-	qc, _ := queue("c", func(p *Properties) { p.MaxDeliveryCount = 1 }, 2)
+	qb, seqB := queue("b", func(p *broker.Properties) { p.LockDuration = 30 * time.Second }, 1)
+	qc, _ := queue("c", func(p *broker.Properties) { p.MaxDeliveryCount = 1 }, 2)
 	qd, seqD := queue("d", nil, 2)
 	qe, seqE := queue("e", nil, 3)
 	qf, seqF := queue("f", nil, 2)
@@ -92,26 +93,26 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 
 	now := s.now()
 	specs := []struct {
-		t    Target
-		mode ReceiveMode
+		t    broker.Target
+		mode broker.ReceiveMode
 		n    int
 		cur  *claimCursor
 	}{
-		{Target{Entity: qa}, PeekLock, 2, &claimCursor{readyFrom: seqA[0]}}, // from its cursor: skips seqA[0]
-		{Target{Entity: qb}, PeekLock, 3, nil},
-		{Target{Entity: qc}, PeekLock, 2, nil},
-		{Target{Entity: qd, SubQueue: SubQueueDeadLetter}, PeekLock, 1, nil},
-		{Target{Entity: qe}, ReceiveAndDelete, 2, nil},
-		{Target{Entity: qf, SubQueue: SubQueueDeadLetter}, ReceiveAndDelete, 1, nil},
-		{Target{Entity: qg}, PeekLock, 1, nil}, // the lapsed lock first (lowest sequence number), nothing more
-		{Target{Entity: qh}, PeekLock, 1, nil}, // the lapsed lock, ahead of the later message abandoned before it lapsed
+		{broker.Target{Entity: qa}, broker.PeekLock, 2, &claimCursor{readyFrom: seqA[0]}}, // from its cursor: skips seqA[0]
+		{broker.Target{Entity: qb}, broker.PeekLock, 3, nil},
+		{broker.Target{Entity: qc}, broker.PeekLock, 2, nil},
+		{broker.Target{Entity: qd, SubQueue: broker.SubQueueDeadLetter}, broker.PeekLock, 1, nil},
+		{broker.Target{Entity: qe}, broker.ReceiveAndDelete, 2, nil},
+		{broker.Target{Entity: qf, SubQueue: broker.SubQueueDeadLetter}, broker.ReceiveAndDelete, 1, nil},
+		{broker.Target{Entity: qg}, broker.PeekLock, 1, nil}, // the lapsed lock first (lowest sequence number), nothing more
+		{broker.Target{Entity: qh}, broker.PeekLock, 1, nil}, // the lapsed lock, ahead of the later message abandoned before it lapsed
 	}
 	var jobs []*job[*claimJob]
 	for _, sp := range specs {
 		jobs = append(jobs, &job[*claimJob]{req: newClaim(sp.t, sp.mode, sp.n, sp.cur, sp.cur == nil, now), done: make(chan error, 1)})
 	}
 	s.writeClaims(jobs)
-	got := make([][]*Message, len(jobs))
+	got := make([][]*broker.Message, len(jobs))
 	for i, j := range jobs {
 		if err := <-j.done; err != nil {
 			t.Fatalf("claim %d: %v", i, err)
@@ -127,7 +128,7 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 	if n := s.sharedClaims.Load(); n != 2 {
 		t.Errorf("%d shared statements; want 2 (one per receive mode)", n)
 	}
-	seqsOf := func(ms []*Message) []int64 {
+	seqsOf := func(ms []*broker.Message) []int64 {
 		var out []int64
 		for _, m := range ms {
 			out = append(out, m.SequenceNumber)
@@ -170,7 +171,7 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 	}
 	// c: both messages were on their last delivery, so the claim moved them to the dead-letter
 	// subqueue instead of handing them out.
-	if len(got[2]) != 2 || got[2][0].State != StateDeadLetter || got[2][1].State != StateDeadLetter {
+	if len(got[2]) != 2 || got[2][0].State != broker.StateDeadLetter || got[2][1].State != broker.StateDeadLetter {
 		t.Errorf("claim of c got %+v; want its 2 messages dead-lettered", got[2])
 	}
 	var dead int
@@ -186,7 +187,7 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 	// Counts: only the entities whose messages moved or went, each by its own amount.
 	after := deltas()
 	for _, c := range []struct {
-		e    *Entity
+		e    *broker.Entity
 		want [2]int64
 	}{{qa, [2]int64{}}, {qb, [2]int64{}}, {qc, [2]int64{-2, 2}}, {qd, [2]int64{}}, {qe, [2]int64{-2, 0}}, {qf, [2]int64{0, -1}}, {qg, [2]int64{}}, {qh, [2]int64{}}} {
 		if d := [2]int64{after[c.e.ID][0] - before[c.e.ID][0], after[c.e.ID][1] - before[c.e.ID][1]}; d != c.want {

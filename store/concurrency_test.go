@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/store"
 )
@@ -26,7 +27,7 @@ func TestCompetingReceivers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := s; i < total; i += 10 {
-				if err := b.store.Send(b.ctx, q, []store.Message{{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)}}); err != nil {
+				if err := b.store.Send(b.ctx, q, []broker.Message{{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)}}); err != nil {
 					t.Errorf("send %d: %v", i, err)
 				}
 			}
@@ -41,7 +42,7 @@ func TestCompetingReceivers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				m, err := receive1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 0)
+				m, err := receive1(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.PeekLock, 0)
 				if err != nil {
 					t.Errorf("receive: %v", err)
 					return
@@ -52,7 +53,7 @@ func TestCompetingReceivers(t *testing.T) {
 				mu.Lock()
 				seen[m.MessageID]++
 				mu.Unlock()
-				if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, m.MessageID, m.LockToken); err != nil {
+				if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.Complete, m.MessageID, m.LockToken); err != nil {
 					t.Errorf("complete %s: %v", m.MessageID, err)
 				}
 			}
@@ -79,12 +80,12 @@ func TestCompetingReceivers(t *testing.T) {
 func TestCompetingReceiversOnManyQueues(t *testing.T) {
 	b := setup(t, setupOptions{realClock: true})
 	const queues, perQueue, receivers = 16, 40, 2
-	qs := make([]*store.Entity, queues)
+	qs := make([]*broker.Entity, queues)
 	for i := range qs {
 		qs[i] = b.queue(t, fmt.Sprintf("q%d", i), nil)
-		batch := make([]store.Message, perQueue)
+		batch := make([]broker.Message, perQueue)
 		for j := range batch {
-			batch[j] = store.Message{Body: []byte(fmt.Sprint(j)), MessageID: fmt.Sprintf("q%d-%d", i, j)}
+			batch[j] = broker.Message{Body: []byte(fmt.Sprint(j)), MessageID: fmt.Sprintf("q%d-%d", i, j)}
 		}
 		if err := b.store.Send(b.ctx, qs[i], batch); err != nil {
 			t.Fatal(err)
@@ -95,11 +96,11 @@ func TestCompetingReceiversOnManyQueues(t *testing.T) {
 	seen := make(map[string]int)
 	var wg sync.WaitGroup
 	for i, q := range qs {
-		mode := store.PeekLock
+		mode := broker.PeekLock
 		if i%2 == 1 {
-			mode = store.ReceiveAndDelete
+			mode = broker.ReceiveAndDelete
 		}
-		target := store.Target{Entity: q, SubQueue: store.SubQueueMain}
+		target := broker.Target{Entity: q, SubQueue: broker.SubQueueMain}
 		for range receivers {
 			wg.Add(1)
 			go func() {
@@ -119,8 +120,8 @@ func TestCompetingReceiversOnManyQueues(t *testing.T) {
 					mu.Lock()
 					seen[m.MessageID]++
 					mu.Unlock()
-					if mode == store.PeekLock {
-						if _, err := settle1(b.ctx, b.store, target, store.Complete, m.MessageID, m.LockToken); err != nil {
+					if mode == broker.PeekLock {
+						if _, err := settle1(b.ctx, b.store, target, broker.Complete, m.MessageID, m.LockToken); err != nil {
 							t.Errorf("complete %s: %v", m.MessageID, err)
 						}
 					}
@@ -151,7 +152,7 @@ func TestCompetingReceiversOnManyQueues(t *testing.T) {
 // of every send is committed.
 func TestGroupCommitManySenders(t *testing.T) {
 	b := setup(t, setupOptions{realClock: true, opts: store.Options{SendWriters: 1}})
-	queues := []*store.Entity{b.queue(t, "a", nil), b.queue(t, "b", nil)}
+	queues := []*broker.Entity{b.queue(t, "a", nil), b.queue(t, "b", nil)}
 	const senders, each = 32, 25
 	var wg sync.WaitGroup
 	for s := range senders {
@@ -160,7 +161,7 @@ func TestGroupCommitManySenders(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				q := queues[(s+i)%2]
-				if err := b.store.Send(b.ctx, q, []store.Message{body("x"), body("y")}); err != nil {
+				if err := b.store.Send(b.ctx, q, []broker.Message{body("x"), body("y")}); err != nil {
 					t.Errorf("send: %v", err)
 				}
 			}
@@ -188,7 +189,7 @@ func TestWakeAcrossGateways(t *testing.T) {
 	}
 	gwA, gwB := open(), open()
 	ctx := t.Context()
-	q, err := gwA.CreateEntity(ctx, store.KindQueue, "q", store.DefaultProperties(store.KindQueue))
+	q, err := gwA.CreateEntity(ctx, broker.KindQueue, "q", broker.DefaultProperties(broker.KindQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,9 +197,9 @@ func TestWakeAcrossGateways(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *store.Message, 1)
+	got := make(chan *broker.Message, 1)
 	go func() {
-		m, err := receive1(ctx, gwB, store.Target{Entity: qB, SubQueue: store.SubQueueMain}, store.ReceiveAndDelete, time.Minute)
+		m, err := receive1(ctx, gwB, broker.Target{Entity: qB, SubQueue: broker.SubQueueMain}, broker.ReceiveAndDelete, time.Minute)
 		if err != nil {
 			t.Errorf("receive on gateway B: %v", err)
 		}
@@ -217,7 +218,7 @@ func TestWakeAcrossGateways(t *testing.T) {
 			}
 			return
 		case <-tick.C:
-			if err := gwA.Send(ctx, q, []store.Message{body("ping")}); err != nil {
+			if err := gwA.Send(ctx, q, []broker.Message{body("ping")}); err != nil {
 				t.Fatal(err)
 			}
 		case <-deadline:
@@ -239,15 +240,15 @@ func TestEntityChangeReachesOtherGateway(t *testing.T) {
 	}
 	gwA, gwB := open(), open()
 	ctx := t.Context()
-	if _, err := gwA.CreateEntity(ctx, store.KindQueue, "q", store.DefaultProperties(store.KindQueue)); err != nil {
+	if _, err := gwA.CreateEntity(ctx, broker.KindQueue, "q", broker.DefaultProperties(broker.KindQueue)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := gwB.Resolve(ctx, "q"); err != nil { // now cached on B for an hour
 		t.Fatal(err)
 	}
-	p := store.DefaultProperties(store.KindQueue)
+	p := broker.DefaultProperties(broker.KindQueue)
 	p.MaxDeliveryCount = 3
-	if _, err := gwA.UpdateEntity(ctx, store.KindQueue, "q", p); err != nil {
+	if _, err := gwA.UpdateEntity(ctx, broker.KindQueue, "q", p); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, func() bool {
@@ -292,9 +293,9 @@ func TestConcurrentReceiveDeferred(t *testing.T) {
 				for i := range ask {
 					ask[i] = d[rand.IntN(total)].SequenceNumber
 				}
-				msgs, err := b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, ask, store.ReceiveAndDelete)
+				msgs, err := b.store.ReceiveDeferred(b.ctx, broker.Target{Entity: q}, ask, broker.ReceiveAndDelete)
 				if err != nil {
-					if !errors.Is(err, store.ErrNotFound) {
+					if !errors.Is(err, broker.ErrNotFound) {
 						t.Errorf("receive deferred %v: %v", ask, err)
 					}
 					continue
@@ -315,7 +316,7 @@ func TestConcurrentReceiveDeferred(t *testing.T) {
 		}
 	}
 	if len(left) > 0 {
-		msgs, err := b.store.ReceiveDeferred(b.ctx, store.Target{Entity: q}, left, store.ReceiveAndDelete)
+		msgs, err := b.store.ReceiveDeferred(b.ctx, broker.Target{Entity: q}, left, broker.ReceiveAndDelete)
 		if err != nil {
 			t.Fatalf("receive the %d left: %v", len(left), err)
 		}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // rowLocker holds row locks on messages in an open transaction, as another writer would (a
@@ -34,7 +34,7 @@ func newRowLocker(t *testing.T, b *bundle) *rowLocker {
 
 // lock takes the row lock of message seq of e, waiting for it if another holds it; with nowait
 // it fails instead of waiting.
-func (l *rowLocker) lock(e *store.Entity, seq int64, nowait bool) {
+func (l *rowLocker) lock(e *broker.Entity, seq int64, nowait bool) {
 	l.t.Helper()
 	sql := `SELECT 1 FROM messages WHERE entity_id = $1 AND seq = $2 FOR UPDATE`
 	if nowait {
@@ -81,12 +81,12 @@ func (l *rowLocker) awaitLockWaiter() {
 }
 
 // lockedPair sends two messages to a new queue and peek-locks both.
-func lockedPair(t *testing.T, b *bundle) (*store.Entity, *store.Message, *store.Message) {
+func lockedPair(t *testing.T, b *bundle) (*broker.Entity, *broker.Message, *broker.Message) {
 	t.Helper()
 	q := b.queue(t, "q", nil)
 	b.send(t, q, body("first"), body("second"))
-	m1 := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	m2 := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	m1 := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+	m2 := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 	if m1 == nil || m2 == nil || m1.SequenceNumber > m2.SequenceNumber {
 		t.Fatalf("received %+v and %+v; want both, in order", m1, m2)
 	}
@@ -96,16 +96,16 @@ func lockedPair(t *testing.T, b *bundle) (*store.Entity, *store.Message, *store.
 // completeAroundLocks completes msgs while another transaction holds the row lock of message
 // first, and, once the completion waits for a lock, takes the row lock of message then too
 // (failing instead of waiting with nowait), then ends. Every complete must succeed.
-func completeAroundLocks(t *testing.T, b *bundle, q *store.Entity, first, then int64, nowait bool, msgs ...*store.Message) {
+func completeAroundLocks(t *testing.T, b *bundle, q *broker.Entity, first, then int64, nowait bool, msgs ...*broker.Message) {
 	t.Helper()
-	var reqs []store.SettleRequest
+	var reqs []broker.SettleRequest
 	for _, m := range msgs {
-		reqs = append(reqs, store.SettleRequest{Op: store.Complete, Token: m.LockToken})
+		reqs = append(reqs, broker.SettleRequest{Op: broker.Complete, Token: m.LockToken})
 	}
 	other := newRowLocker(t, b)
 	other.lock(q, first, false)
-	done := make(chan []store.SettleResult, 1)
-	go func() { done <- b.store.Settle(b.ctx, store.Target{Entity: q, SubQueue: store.SubQueueMain}, reqs) }()
+	done := make(chan []broker.SettleResult, 1)
+	go func() { done <- b.store.Settle(b.ctx, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, reqs) }()
 	other.awaitLockWaiter()
 	other.lock(q, then, nowait)
 	other.release()
@@ -123,10 +123,10 @@ type purged struct {
 }
 
 // purgeAsync purges q's messages in the background.
-func purgeAsync(b *bundle, q *store.Entity) <-chan purged {
+func purgeAsync(b *bundle, q *broker.Entity) <-chan purged {
 	done := make(chan purged, 1)
 	go func() {
-		n, err := b.store.Purge(b.ctx, q, store.SubQueueMain)
+		n, err := b.store.Purge(b.ctx, q, broker.SubQueueMain)
 		done <- purged{n, err}
 	}()
 	return done
@@ -166,7 +166,7 @@ func TestPurgeDeadlockIsRetried(t *testing.T) {
 	b := setup(t)
 	q := b.queue(t, "q", nil)
 	b.send(t, q, body("1"), body("2"), body("3"))
-	msgs, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 3)
+	msgs, err := b.store.Browse(b.ctx, q, broker.SubQueueMain, 0, 3)
 	if err != nil || len(msgs) != 3 {
 		t.Fatalf("browse: %d messages, %v", len(msgs), err)
 	}
@@ -189,14 +189,14 @@ func TestPurgeDeadlockIsRetried(t *testing.T) {
 // ends in a deadlock over them is run again, not failed with every send coalesced with it.
 func TestSendDeadlockIsRetried(t *testing.T) {
 	b := setup(t)
-	q := b.queue(t, "q", func(p *store.Properties) { p.RequiresDuplicateDetection = true })
-	b.send(t, q, store.Message{MessageID: "a", Body: []byte("1")}, store.Message{MessageID: "b", Body: []byte("2")})
+	q := b.queue(t, "q", func(p *broker.Properties) { p.RequiresDuplicateDetection = true })
+	b.send(t, q, broker.Message{MessageID: "a", Body: []byte("1")}, broker.Message{MessageID: "b", Body: []byte("2")})
 	const lockID = `SELECT 1 FROM dedup WHERE entity_id = $1 AND message_id = $2 FOR UPDATE`
 	other := newRowLocker(t, b)
 	other.lockRow(lockID, q.ID, "b")
 	done := make(chan error, 1)
 	go func() {
-		done <- b.store.Send(b.ctx, q, []store.Message{{MessageID: "b", Body: []byte("3")}, {MessageID: "a", Body: []byte("4")}})
+		done <- b.store.Send(b.ctx, q, []broker.Message{{MessageID: "b", Body: []byte("3")}, {MessageID: "a", Body: []byte("4")}})
 	}()
 	other.awaitLockWaiter()
 	other.lockRow(lockID, q.ID, "a")
@@ -218,21 +218,21 @@ func TestSendDeadlockIsRetried(t *testing.T) {
 func TestReceiveDeferredDeadlockIsRetried(t *testing.T) {
 	b := setup(t)
 	q, m1, m2 := lockedPair(t, b)
-	main := store.Target{Entity: q, SubQueue: store.SubQueueMain}
-	for _, m := range []*store.Message{m1, m2} {
-		if _, err := settle1(b.ctx, b.store, main, store.Defer, "", m.LockToken); err != nil {
+	main := broker.Target{Entity: q, SubQueue: broker.SubQueueMain}
+	for _, m := range []*broker.Message{m1, m2} {
+		if _, err := settle1(b.ctx, b.store, main, broker.Defer, "", m.LockToken); err != nil {
 			t.Fatal(err)
 		}
 	}
 	other := newRowLocker(t, b)
 	other.lock(q, m2.SequenceNumber, false)
 	type received struct {
-		msgs []*store.Message
+		msgs []*broker.Message
 		err  error
 	}
 	done := make(chan received, 1)
 	go func() {
-		msgs, err := b.store.ReceiveDeferred(b.ctx, main, []int64{m2.SequenceNumber, m1.SequenceNumber}, store.ReceiveAndDelete)
+		msgs, err := b.store.ReceiveDeferred(b.ctx, main, []int64{m2.SequenceNumber, m1.SequenceNumber}, broker.ReceiveAndDelete)
 		done <- received{msgs, err}
 	}()
 	other.awaitLockWaiter()

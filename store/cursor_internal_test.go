@@ -3,6 +3,8 @@ package store
 import (
 	"testing"
 	"time"
+
+	"github.com/sbgate/sbgate/broker"
 )
 
 // TestDispatchersKeepTheirSubqueuesCursor: a dispatcher ends when no receiver waits; the next one
@@ -13,12 +15,12 @@ func TestDispatchersKeepTheirSubqueuesCursor(t *testing.T) {
 	t.Parallel()
 	s, q := startedQueue(t, Options{}, "0", "1", "2")
 	ctx := t.Context()
-	key := waitKey{entity: q.ID, sq: SubQueueMain}
+	key := waitKey{entity: q.ID, sq: broker.SubQueueMain}
 	// receive takes one message and waits for its dispatcher to end, then returns the message
 	// and the subqueue's kept cursor.
-	receive := func() (*Message, *claimCursor) {
+	receive := func() (*broker.Message, *claimCursor) {
 		t.Helper()
-		msgs, err := s.Receive(ctx, ReceiveRequest{Target: Target{Entity: q}, Mode: PeekLock, Max: 1})
+		msgs, err := s.Receive(ctx, broker.ReceiveRequest{Target: broker.Target{Entity: q}, Mode: broker.PeekLock, Max: 1})
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("receive: %v, %v", msgs, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Receivers of this gateway that wait on the same target are served by one dispatcher: one claim
@@ -24,14 +25,14 @@ import (
 // held under one lock, or (accept) the next session of a session entity.
 type waitKey struct {
 	entity  int64
-	sq      SubQueue
+	sq      broker.SubQueue
 	session string
 	token   uuid.UUID
 	accept  bool
 }
 
 // maxClaim bounds the messages one claim statement takes for the receivers waiting.
-const maxClaim = MaxReceiveBatch
+const maxClaim = broker.MaxReceiveBatch
 
 // waker is what wake-ups and shutdown reach: dispatchers of either kind.
 type waker interface {
@@ -92,7 +93,7 @@ func (w *waiting) forgetCursors(cutoff time.Time) {
 
 // waiter is one receive waiting for up to max items (messages, or a session).
 type waiter[T any] struct {
-	mode   ReceiveMode
+	mode   broker.ReceiveMode
 	max    int
 	zero   bool // it does not wait: answer as soon as the target is known to be empty
 	elem   *list.Element
@@ -110,7 +111,7 @@ type waiter[T any] struct {
 // that look (a lock running out) would be neither claimed nor waited for, and its receivers would
 // wait for the recheck backstop.
 type (
-	claimFunc[T any] func(ctx context.Context, mode ReceiveMode, n int) (got []T, full bool, err error)
+	claimFunc[T any] func(ctx context.Context, mode broker.ReceiveMode, n int) (got []T, full bool, err error)
 	nextFunc         func(ctx context.Context, since time.Time) (time.Time, error)
 )
 
@@ -175,7 +176,7 @@ func (d *dispatcher[T]) answerQueued(pick func(*waiter[T]) bool) {
 // waitFor queues a receive on key and waits up to wait for it to be served. A receive whose
 // wait ends while a claim for it runs gets that claim's result: claimed messages are never
 // dropped. It returns nothing when the store is stopping.
-func waitFor[T any](ctx context.Context, s *Postgres, key waitKey, start func() *dispatcher[T], mode ReceiveMode, max int, wait time.Duration) ([]T, error) {
+func waitFor[T any](ctx context.Context, s *Postgres, key waitKey, start func() *dispatcher[T], mode broker.ReceiveMode, max int, wait time.Duration) ([]T, error) {
 	w := &waiter[T]{mode: mode, max: max, zero: wait <= 0, done: make(chan struct{})}
 	d := enqueue(s, key, start, w)
 	if d == nil {
@@ -340,7 +341,7 @@ func (d *dispatcher[T]) run() {
 
 // pin picks the receivers the next claim serves: the oldest receiver's mode, and every queued
 // receiver in that mode, up to maxClaim items. Called with d.mu held.
-func (d *dispatcher[T]) pin() (batch []*waiter[T], mode ReceiveMode, n int) {
+func (d *dispatcher[T]) pin() (batch []*waiter[T], mode broker.ReceiveMode, n int) {
 	mode = d.queue.Front().Value.(*waiter[T]).mode
 	for e := d.queue.Front(); e != nil && n < maxClaim; e = e.Next() {
 		w := e.Value.(*waiter[T])

@@ -10,14 +10,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/store"
 )
 
 // receiveAsync starts n receivers of t that each wait up to wait for one message; the channel
 // gets each receiver's message (nil when none came) as it returns.
-func receiveAsync(ctx context.Context, t *testing.T, st store.Store, target store.Target, mode store.ReceiveMode, n int, wait time.Duration) <-chan *store.Message {
+func receiveAsync(ctx context.Context, t *testing.T, st broker.Store, target broker.Target, mode broker.ReceiveMode, n int, wait time.Duration) <-chan *broker.Message {
 	t.Helper()
-	out := make(chan *store.Message, n)
+	out := make(chan *broker.Message, n)
 	for range n {
 		go func() {
 			m, err := receive1(ctx, st, target, mode, wait)
@@ -50,11 +51,11 @@ func TestReceiversShareClaims(t *testing.T) {
 	b := setup(t, setupOptions{realClock: true})
 	q := b.queue(t, "q", nil)
 	const receivers = 64
-	got := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.PeekLock, receivers, time.Minute)
+	got := receiveAsync(b.ctx, t, b.store, broker.Target{Entity: q}, broker.PeekLock, receivers, time.Minute)
 	waitForClaims(t, b.store, 1)
-	msgs := make([]store.Message, receivers)
+	msgs := make([]broker.Message, receivers)
 	for i := range msgs {
-		msgs[i] = store.Message{Body: []byte("m"), MessageID: fmt.Sprint(i)}
+		msgs[i] = broker.Message{Body: []byte("m"), MessageID: fmt.Sprint(i)}
 	}
 	before := b.store.Claims()
 	b.send(t, q, msgs...)
@@ -79,9 +80,9 @@ func TestReceiversShareClaims(t *testing.T) {
 // not one per receiver per poll: the store's backstop is an hour here, and nothing else happens.
 func TestIdleReceiversDoNotPoll(t *testing.T) {
 	b := setup(t, setupOptions{realClock: true, opts: store.Options{Recheck: time.Hour}})
-	q := b.queue(t, "q", func(p *store.Properties) { p.LockDuration = 5 * time.Minute })
+	q := b.queue(t, "q", func(p *broker.Properties) { p.LockDuration = 5 * time.Minute })
 	const receivers = 500
-	got := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.PeekLock, receivers, 500*time.Millisecond)
+	got := receiveAsync(b.ctx, t, b.store, broker.Target{Entity: q}, broker.PeekLock, receivers, 500*time.Millisecond)
 	for range receivers {
 		if m := <-got; m != nil {
 			t.Fatalf("a receiver of an empty queue got %v", m)
@@ -97,7 +98,7 @@ func TestIdleReceiversDoNotPoll(t *testing.T) {
 func TestSendWakesAsManyReceiversAsItHasMessages(t *testing.T) {
 	b := setup(t, setupOptions{realClock: true})
 	q := b.queue(t, "q", nil)
-	got := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.ReceiveAndDelete, 10, time.Minute)
+	got := receiveAsync(b.ctx, t, b.store, broker.Target{Entity: q}, broker.ReceiveAndDelete, 10, time.Minute)
 	waitForClaims(t, b.store, 1)
 	b.send(t, q, body("1"), body("2"), body("3"))
 	for range 3 {
@@ -124,10 +125,10 @@ func TestSendWakesAsManyReceiversAsItHasMessages(t *testing.T) {
 // scheduled gets it when it comes due, from the dispatcher's timer (the backstop is an hour).
 func TestScheduledMessageWakesWaitingReceiver(t *testing.T) {
 	b := setup(t, setupOptions{realClock: true, opts: store.Options{Recheck: time.Hour}})
-	q := b.queue(t, "q", func(p *store.Properties) { p.LockDuration = 5 * time.Minute })
+	q := b.queue(t, "q", func(p *broker.Properties) { p.LockDuration = 5 * time.Minute })
 	at := time.Now().Add(300 * time.Millisecond)
-	b.send(t, q, store.Message{Body: []byte("later"), ScheduledEnqueueTime: at})
-	m, err := receive1(b.ctx, b.store, store.Target{Entity: q}, store.ReceiveAndDelete, 30*time.Second)
+	b.send(t, q, broker.Message{Body: []byte("later"), ScheduledEnqueueTime: at})
+	m, err := receive1(b.ctx, b.store, broker.Target{Entity: q}, broker.ReceiveAndDelete, 30*time.Second)
 	if err != nil || m == nil {
 		t.Fatalf("receive = %v, %v; want the scheduled message", m, err)
 	}
@@ -143,8 +144,8 @@ func TestLapsedLockReachesWaitingReceiver(t *testing.T) {
 	b := setup(t, setupOptions{opts: store.Options{Recheck: 20 * time.Millisecond}})
 	q := b.queue(t, "q", nil)
 	b.send(t, q, body("m"))
-	first := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	got := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.PeekLock, 1, time.Minute)
+	first := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+	got := receiveAsync(b.ctx, t, b.store, broker.Target{Entity: q}, broker.PeekLock, 1, time.Minute)
 	b.clock.Advance(time.Minute)
 	m := <-got
 	if m == nil || m.SequenceNumber != first.SequenceNumber || m.DeliveryCount != 2 {
@@ -157,7 +158,7 @@ func TestLapsedLockReachesWaitingReceiver(t *testing.T) {
 func TestStopAnswersWaitingReceivers(t *testing.T) {
 	b := setup(t, setupOptions{realClock: true})
 	q := b.queue(t, "q", nil)
-	got := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.PeekLock, 20, time.Hour)
+	got := receiveAsync(b.ctx, t, b.store, broker.Target{Entity: q}, broker.PeekLock, 20, time.Hour)
 	waitForClaims(t, b.store, 1)
 	start := time.Now()
 	b.store.Stop()
@@ -174,7 +175,7 @@ func TestStopAnswersWaitingReceivers(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("shutdown took %v with waiting receivers", d)
 	}
-	if m, err := receive1(b.ctx, b.store, store.Target{Entity: q}, store.PeekLock, time.Hour); m != nil || err != nil {
+	if m, err := receive1(b.ctx, b.store, broker.Target{Entity: q}, broker.PeekLock, time.Hour); m != nil || err != nil {
 		t.Errorf("receive after Stop = %v, %v; want nothing at once", m, err)
 	}
 }
@@ -184,12 +185,12 @@ func TestStopAnswersWaitingReceivers(t *testing.T) {
 // receiver see it, rather than at the next receive of the queue.
 func TestAbandonOfLastDeliveryDeadLetters(t *testing.T) {
 	b := setup(t)
-	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	q := b.queue(t, "q", func(p *broker.Properties) { p.MaxDeliveryCount = 1 })
 	b.send(t, q, body("a"), body("b"), body("c"), body("d"))
-	b.send(t, q, store.Message{Body: []byte("later"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
-	dead := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q, SubQueue: store.SubQueueDeadLetter}, store.PeekLock, 1, time.Minute)
-	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Abandon, "", m.LockToken); err != nil {
+	b.send(t, q, broker.Message{Body: []byte("later"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
+	dead := receiveAsync(b.ctx, t, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueDeadLetter}, broker.PeekLock, 1, time.Minute)
+	m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q}, broker.Abandon, "", m.LockToken); err != nil {
 		t.Fatalf("abandon: %v", err)
 	}
 	if c := b.counts(t, "q"); c.Active != 3 || c.DeadLetter != 1 || c.Scheduled != 1 {
@@ -203,10 +204,10 @@ func TestAbandonOfLastDeliveryDeadLetters(t *testing.T) {
 		t.Errorf("DeadLetterErrorDescription = %q", dl.DeadLetterDescription)
 	}
 	// An abandon before the last delivery puts the message back.
-	q2 := b.queue(t, "q2", func(p *store.Properties) { p.MaxDeliveryCount = 2 })
+	q2 := b.queue(t, "q2", func(p *broker.Properties) { p.MaxDeliveryCount = 2 })
 	b.send(t, q2, body("x"))
-	m = b.receive(t, q2, store.SubQueueMain, store.PeekLock)
-	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q2}, store.Abandon, "", m.LockToken); err != nil {
+	m = b.receive(t, q2, broker.SubQueueMain, broker.PeekLock)
+	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q2}, broker.Abandon, "", m.LockToken); err != nil {
 		t.Fatal(err)
 	}
 	if c := b.counts(t, "q2"); c.Active != 1 || c.DeadLetter != 0 {
@@ -219,26 +220,26 @@ func TestAbandonOfLastDeliveryDeadLetters(t *testing.T) {
 // receiver waiting for it is woken.
 func TestReleaseDoesNotCountTheDelivery(t *testing.T) {
 	b := setup(t)
-	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	q := b.queue(t, "q", func(p *broker.Properties) { p.MaxDeliveryCount = 1 })
 	b.send(t, q, body("a"))
 	for range 3 {
-		m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+		m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 		if m.DeliveryCount != 1 {
 			t.Fatalf("delivery count %d; want 1 after releases", m.DeliveryCount)
 		}
-		waiting := receiveAsync(b.ctx, t, b.store, store.Target{Entity: q}, store.PeekLock, 1, time.Minute)
-		if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Release, "", m.LockToken); err != nil {
+		waiting := receiveAsync(b.ctx, t, b.store, broker.Target{Entity: q}, broker.PeekLock, 1, time.Minute)
+		if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q}, broker.Release, "", m.LockToken); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 		got := <-waiting
 		if got == nil || got.SequenceNumber != m.SequenceNumber || got.DeliveryCount != 1 {
 			t.Fatalf("waiting receiver got %+v; want the released message, delivery 1", got)
 		}
-		if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Release, "", got.LockToken); err != nil {
+		if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q}, broker.Release, "", got.LockToken); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 		// A released lock is gone.
-		if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Complete, "", got.LockToken); !errors.Is(err, store.ErrLockLost) {
+		if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q}, broker.Complete, "", got.LockToken); !errors.Is(err, broker.ErrLockLost) {
 			t.Fatalf("complete after release: %v", err)
 		}
 	}
@@ -252,9 +253,9 @@ func TestReleaseDoesNotCountTheDelivery(t *testing.T) {
 // the queue needed.
 func TestLapsedLastLockDeadLettersInTheSweep(t *testing.T) {
 	b := setup(t, setupOptions{opts: store.Options{MaintenanceInterval: time.Hour}})
-	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	q := b.queue(t, "q", func(p *broker.Properties) { p.MaxDeliveryCount = 1 })
 	b.send(t, q, body("a"), body("b"))
-	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 	b.clock.Advance(59 * time.Second)
 	if err := b.store.Maintain(b.ctx); err != nil {
 		t.Fatal(err)
@@ -269,11 +270,11 @@ func TestLapsedLastLockDeadLettersInTheSweep(t *testing.T) {
 	if c := b.counts(t, "q"); c.Active != 1 || c.DeadLetter != 1 {
 		t.Fatalf("counts after the last lock lapsed = %+v; want 1 active, 1 dead letter", c)
 	}
-	dl := b.receive(t, q, store.SubQueueDeadLetter, store.ReceiveAndDelete)
+	dl := b.receive(t, q, broker.SubQueueDeadLetter, broker.ReceiveAndDelete)
 	if dl == nil || dl.SequenceNumber != m.SequenceNumber || dl.DeadLetterReason != store.ReasonMaxDeliveryCount {
 		t.Fatalf("dead letter = %+v; want the lapsed message", dl)
 	}
-	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Complete, "", m.LockToken); !errors.Is(err, store.ErrLockLost) {
+	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q}, broker.Complete, "", m.LockToken); !errors.Is(err, broker.ErrLockLost) {
 		t.Errorf("complete after the lapse: %v; want ErrLockLost", err)
 	}
 }
@@ -286,15 +287,15 @@ func TestTwoGatewaysCompetingReceivers(t *testing.T) {
 	url := newSharedDatabase(t)
 	gws := []*store.Postgres{openStore(t, url), openStore(t, url)}
 	ctx := t.Context()
-	q, err := gws[0].CreateEntity(ctx, store.KindQueue, "q", store.DefaultProperties(store.KindQueue))
+	q, err := gws[0].CreateEntity(ctx, broker.KindQueue, "q", broker.DefaultProperties(broker.KindQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const total = 2000
 	for i := 0; i < total; i += 100 {
-		batch := make([]store.Message, 100)
+		batch := make([]broker.Message, 100)
 		for k := range batch {
-			batch[k] = store.Message{Body: []byte("m"), MessageID: fmt.Sprint(i + k)}
+			batch[k] = broker.Message{Body: []byte("m"), MessageID: fmt.Sprint(i + k)}
 		}
 		if err := gws[i/100%2].Send(ctx, q, batch); err != nil {
 			t.Fatal(err)
@@ -309,7 +310,7 @@ func TestTwoGatewaysCompetingReceivers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				m, err := receive1(ctx, gw, store.Target{Entity: q}, store.PeekLock, 0)
+				m, err := receive1(ctx, gw, broker.Target{Entity: q}, broker.PeekLock, 0)
 				if err != nil {
 					t.Errorf("receive: %v", err)
 					return
@@ -320,7 +321,7 @@ func TestTwoGatewaysCompetingReceivers(t *testing.T) {
 				mu.Lock()
 				seen[m.MessageID]++
 				mu.Unlock()
-				if _, err := settle1(ctx, gw, store.Target{Entity: q}, store.Complete, "", m.LockToken); err != nil {
+				if _, err := settle1(ctx, gw, broker.Target{Entity: q}, broker.Complete, "", m.LockToken); err != nil {
 					t.Errorf("complete %s: %v", m.MessageID, err)
 				}
 			}
@@ -343,27 +344,27 @@ func TestRestoreReceiveAndDeleteMessages(t *testing.T) {
 	b := setup(t, manual)
 	q := b.queue(t, "q", nil)
 	for _, id := range []string{"a", "b", "c", "d"} {
-		b.send(t, q, store.Message{Body: []byte(id), MessageID: id, Label: "l-" + id})
+		b.send(t, q, broker.Message{Body: []byte(id), MessageID: id, Label: "l-" + id})
 	}
-	before, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 10)
+	before, err := b.store.Browse(b.ctx, q, broker.SubQueueMain, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	taken, err := receiveN(b.ctx, b.store, store.Target{Entity: q}, store.ReceiveAndDelete, 3, 0)
+	taken, err := receiveN(b.ctx, b.store, broker.Target{Entity: q}, broker.ReceiveAndDelete, 3, 0)
 	if err != nil || len(taken) != 3 {
 		t.Fatalf("receive-and-delete: %d, %v", len(taken), err)
 	}
 	if c := b.counts(t, "q"); c.Active != 1 {
 		t.Fatalf("counts after taking 3: %+v", c)
 	}
-	n, err := b.store.Restore(b.ctx, store.Target{Entity: q}, taken[1:])
+	n, err := b.store.Restore(b.ctx, broker.Target{Entity: q}, taken[1:])
 	if err != nil || n != 2 {
 		t.Fatalf("Restore = %d, %v; want 2", n, err)
 	}
 	if c := b.counts(t, "q"); c.Active != 3 || c.SizeInBytes != b.sizeOf(t, before[1:]) {
 		t.Errorf("counts after restoring 2: %+v; want 3 active of %d bytes", c, b.sizeOf(t, before[1:]))
 	}
-	after, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 10)
+	after, err := b.store.Browse(b.ctx, q, broker.SubQueueMain, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,10 +372,10 @@ func TestRestoreReceiveAndDeleteMessages(t *testing.T) {
 		t.Errorf("restored messages differ (-before +after):\n%s", diff)
 	}
 	// A second restore of the same messages puts nothing back twice.
-	if n, err := b.store.Restore(b.ctx, store.Target{Entity: q}, taken[1:]); err != nil || n != 0 {
+	if n, err := b.store.Restore(b.ctx, broker.Target{Entity: q}, taken[1:]); err != nil || n != 0 {
 		t.Errorf("second Restore = %d, %v; want 0", n, err)
 	}
-	got, err := receiveN(b.ctx, b.store, store.Target{Entity: q}, store.PeekLock, 3, 0)
+	got, err := receiveN(b.ctx, b.store, broker.Target{Entity: q}, broker.PeekLock, 3, 0)
 	if err != nil || len(got) != 3 || got[0].MessageID != "b" || got[1].MessageID != "c" || got[2].MessageID != "d" {
 		t.Fatalf("receive after the restore: %v, %v; want b, c, d", got, err)
 	}
@@ -384,7 +385,7 @@ func TestRestoreReceiveAndDeleteMessages(t *testing.T) {
 }
 
 // sizeOf is the bytes msgs count for, as SizeInBytes shows them.
-func (b *bundle) sizeOf(t *testing.T, msgs []*store.Message) int64 {
+func (b *bundle) sizeOf(t *testing.T, msgs []*broker.Message) int64 {
 	t.Helper()
 	var n int64
 	for _, m := range msgs {
@@ -402,9 +403,9 @@ func (b *bundle) sizeOf(t *testing.T, msgs []*store.Message) int64 {
 func TestRestoreIntoASessionReopensIt(t *testing.T) {
 	b := setup(t, manual)
 	q := b.sessionQueue(t, "sq", nil)
-	b.send(t, q, store.Message{Body: []byte("s"), MessageID: "s", SessionID: "s", HasSessionID: true})
+	b.send(t, q, broker.Message{Body: []byte("s"), MessageID: "s", SessionID: "s", HasSessionID: true})
 	s := b.accept(t, q, "s")
-	taken, err := receiveN(b.ctx, b.store, inSession(q, lockOf(s)), store.ReceiveAndDelete, 1, 0)
+	taken, err := receiveN(b.ctx, b.store, inSession(q, lockOf(s)), broker.ReceiveAndDelete, 1, 0)
 	if err != nil || len(taken) != 1 {
 		t.Fatalf("receive-and-delete in the session: %v, %v", taken, err)
 	}
@@ -414,7 +415,7 @@ func TestRestoreIntoASessionReopensIt(t *testing.T) {
 	if next := b.acceptNext(t, q); next != nil {
 		t.Fatalf("a session was acceptable before the restore: %q", next.ID)
 	}
-	if n, err := b.store.Restore(b.ctx, store.Target{Entity: q}, taken); err != nil || n != 1 {
+	if n, err := b.store.Restore(b.ctx, broker.Target{Entity: q}, taken); err != nil || n != 1 {
 		t.Fatalf("Restore = %d, %v", n, err)
 	}
 	next := b.acceptNext(t, q)

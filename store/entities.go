@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // entityRecord is a row of the entities table, every column of it. Columns are matched to fields
@@ -21,7 +22,7 @@ import (
 // write (see colGenerated, colInsertOnly).
 type entityRecord struct {
 	ID                                int64              `db:"id,generated"`
-	Kind                              Kind               `db:"kind,insertonly"`
+	Kind                              broker.Kind        `db:"kind,insertonly"`
 	PathKey                           string             `db:"path_key,insertonly"`
 	Path                              string             `db:"path,insertonly"`
 	ParentID                          pgtype.Int8        `db:"parent_id,insertonly"`
@@ -64,11 +65,11 @@ var (
 )
 
 // entityRecordOf returns the row that stores e.
-func entityRecordOf(e *Entity) (*entityRecord, error) {
+func entityRecordOf(e *broker.Entity) (*entityRecord, error) {
 	p := &e.Props
 	rules := p.AuthorizationRules
 	if rules == nil {
-		rules = []AuthorizationRule{}
+		rules = []broker.AuthorizationRule{}
 	}
 	rulesJSON, err := json.Marshal(rules)
 	if err != nil {
@@ -77,7 +78,7 @@ func entityRecordOf(e *Entity) (*entityRecord, error) {
 	return &entityRecord{
 		ID:                                e.ID,
 		Kind:                              e.Kind,
-		PathKey:                           Key(e.Path),
+		PathKey:                           broker.Key(e.Path),
 		Path:                              e.Path,
 		ParentID:                          pgtype.Int8{Int64: e.ParentID, Valid: e.ParentID != 0},
 		LockDuration:                      interval(p.LockDuration),
@@ -112,14 +113,14 @@ func entityRecordOf(e *Entity) (*entityRecord, error) {
 }
 
 // entity turns a row into an Entity (without counts).
-func (r *entityRecord) entity() (*Entity, error) {
-	e := &Entity{
+func (r *entityRecord) entity() (*broker.Entity, error) {
+	e := &broker.Entity{
 		ID:       r.ID,
 		Kind:     r.Kind,
 		Path:     r.Path,
 		Name:     r.Path,
 		ParentID: r.ParentID.Int64,
-		Props: Properties{
+		Props: broker.Properties{
 			LockDuration:                        duration(r.LockDuration),
 			MaxSizeInMegabytes:                  r.MaxSizeMB,
 			RequiresDuplicateDetection:          r.RequiresDuplicateDetection,
@@ -131,7 +132,7 @@ func (r *entityRecord) entity() (*Entity, error) {
 			MaxDeliveryCount:                    r.MaxDeliveryCount,
 			EnableBatchedOperations:             r.EnableBatchedOperations,
 			IsAnonymousAccessible:               r.IsAnonymousAccessible,
-			Status:                              Status(r.Status),
+			Status:                              broker.Status(r.Status),
 			ForwardTo:                           r.ForwardTo,
 			ForwardDeadLetteredMessagesTo:       r.ForwardDeadLetteredTo,
 			ForwardToURL:                        r.ForwardToURL,
@@ -154,19 +155,19 @@ func (r *entityRecord) entity() (*Entity, error) {
 			return nil, fmt.Errorf("decode authorization rules of %s: %w", e.Path, err)
 		}
 	}
-	if _, name, ok := SplitSubscriptionPath(e.Path); ok && e.Kind == KindSubscription {
+	if _, name, ok := broker.SplitSubscriptionPath(e.Path); ok && e.Kind == broker.KindSubscription {
 		e.Name = name
 	}
 	return e, nil
 }
 
 // queryEntities runs sql, which selects entitySelect, and reads every row as an entity.
-func queryEntities(ctx context.Context, q querier, sql string, args ...any) ([]*Entity, error) {
+func queryEntities(ctx context.Context, q querier, sql string, args ...any) ([]*broker.Entity, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Entity, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*broker.Entity, error) {
 		rec, err := pgx.RowToStructByName[entityRecord](r)
 		if err != nil {
 			return nil, err
@@ -177,7 +178,7 @@ func queryEntities(ctx context.Context, q querier, sql string, args ...any) ([]*
 
 // queryEntity runs sql, which returns at most one row of entitySelect, and reads it as an
 // entity; pgx.ErrNoRows when there is none.
-func queryEntity(ctx context.Context, q querier, sql string, args ...any) (*Entity, error) {
+func queryEntity(ctx context.Context, q querier, sql string, args ...any) (*broker.Entity, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -199,17 +200,17 @@ RETURNING ` + entitySelect
 
 // CreateEntity creates a queue, topic or subscription. A subscription gets the $Default rule
 // (every message). See Store.
-func (s *Postgres) CreateEntity(ctx context.Context, kind Kind, path string, p Properties) (*Entity, error) {
+func (s *Postgres) CreateEntity(ctx context.Context, kind broker.Kind, path string, p broker.Properties) (*broker.Entity, error) {
 	return s.createEntity(ctx, kind, path, p, nil)
 }
 
 // CreateSubscription creates a subscription whose first rule is rule ($Default, every message,
 // when rule is nil). Errors: as CreateEntity, and ErrBadRequest for an invalid rule.
-func (s *Postgres) CreateSubscription(ctx context.Context, path string, p Properties, rule *Rule) (*Entity, error) {
-	return s.createEntity(ctx, KindSubscription, path, p, rule)
+func (s *Postgres) CreateSubscription(ctx context.Context, path string, p broker.Properties, rule *broker.Rule) (*broker.Entity, error) {
+	return s.createEntity(ctx, broker.KindSubscription, path, p, rule)
 }
 
-func (s *Postgres) createEntity(ctx context.Context, kind Kind, path string, p Properties, rule *Rule) (*Entity, error) {
+func (s *Postgres) createEntity(ctx context.Context, kind broker.Kind, path string, p broker.Properties, rule *broker.Rule) (*broker.Entity, error) {
 	parentID, err := s.checkNewEntity(ctx, kind, path, &p)
 	if err != nil {
 		return nil, err
@@ -217,21 +218,21 @@ func (s *Postgres) createEntity(ctx context.Context, kind Kind, path string, p P
 	if err := s.checkForwarding(ctx, path, &p); err != nil {
 		return nil, err
 	}
-	var first Rule
-	if kind == KindSubscription {
-		first = TrueRule(DefaultRuleName)
+	var first broker.Rule
+	if kind == broker.KindSubscription {
+		first = broker.TrueRule(broker.DefaultRuleName)
 		if rule != nil {
 			first = *rule
 		}
-		if _, err := compileRule(first); err != nil {
+		if _, err := broker.CompileRule(first); err != nil {
 			return nil, err
 		}
 	}
 	now := s.now()
-	e := &Entity{Kind: kind, Path: path, ParentID: parentID, Props: p, CreatedAt: now, UpdatedAt: now}
+	e := &broker.Entity{Kind: kind, Path: path, ParentID: parentID, Props: p, CreatedAt: now, UpdatedAt: now}
 	// The service sets a new subscription's AccessedAt at creation; a new queue's or topic's
 	// stays zero until first used.
-	if kind == KindSubscription {
+	if kind == broker.KindSubscription {
 		e.AccessedAt = now
 	}
 	rec, err := entityRecordOf(e)
@@ -242,9 +243,9 @@ func (s *Postgres) createEntity(ctx context.Context, kind Kind, path string, p P
 		var err error
 		e, err = queryEntity(ctx, tx, insertEntitySQL, pgx.StructArgs(rec))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return &Error{Code: CodeConflict, Message: fmt.Sprintf("The messaging entity '%s' already exists.", path)}
+			return &broker.Error{Code: broker.CodeConflict, Message: fmt.Sprintf("The messaging entity '%s' already exists.", path)}
 		}
-		if err != nil || kind != KindSubscription {
+		if err != nil || kind != broker.KindSubscription {
 			return err
 		}
 		first.CreatedAt = now
@@ -259,31 +260,31 @@ func (s *Postgres) createEntity(ctx context.Context, kind Kind, path string, p P
 
 // checkNewEntity validates the name and properties of an entity about to be created and returns
 // the id of its parent topic for a subscription.
-func (s *Postgres) checkNewEntity(ctx context.Context, kind Kind, path string, p *Properties) (int64, error) {
+func (s *Postgres) checkNewEntity(ctx context.Context, kind broker.Kind, path string, p *broker.Properties) (int64, error) {
 	if err := p.Validate(kind); err != nil {
 		return 0, err
 	}
 	switch kind {
-	case KindQueue, KindTopic:
-		return 0, ValidateEntityPath(path)
-	case KindSubscription:
-		topic, name, ok := SplitSubscriptionPath(path)
+	case broker.KindQueue, broker.KindTopic:
+		return 0, broker.ValidateEntityPath(path)
+	case broker.KindSubscription:
+		topic, name, ok := broker.SplitSubscriptionPath(path)
 		if !ok {
-			return 0, BadRequest("'%s' is not a subscription path.", Clip(path))
+			return 0, broker.BadRequest("'%s' is not a subscription path.", broker.Clip(path))
 		}
-		if err := ValidateSubscriptionName(name); err != nil {
+		if err := broker.ValidateSubscriptionName(name); err != nil {
 			return 0, err
 		}
 		t, err := s.lookup(ctx, topic)
 		if err != nil {
 			return 0, err
 		}
-		if t.Kind != KindTopic {
-			return 0, notFound("The messaging entity '%s' is not a topic.", topic)
+		if t.Kind != broker.KindTopic {
+			return 0, broker.NotFound("The messaging entity '%s' is not a topic.", topic)
 		}
 		return t.ID, nil
 	}
-	return 0, BadRequest("unknown entity kind %d", kind)
+	return 0, broker.BadRequest("unknown entity kind %d", kind)
 }
 
 // updateEntitySQL writes the columns an update may change: the description and updated_at.
@@ -298,21 +299,21 @@ WHERE id = @id
 RETURNING ` + entitySelect
 
 // UpdateEntity replaces an entity's description. See Store.
-func (s *Postgres) UpdateEntity(ctx context.Context, kind Kind, path string, p Properties) (*Entity, error) {
+func (s *Postgres) UpdateEntity(ctx context.Context, kind broker.Kind, path string, p broker.Properties) (*broker.Entity, error) {
 	if err := p.Validate(kind); err != nil {
 		return nil, err
 	}
-	var updated *Entity
+	var updated *broker.Entity
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		old, err := queryEntity(ctx, tx, `SELECT `+entitySelect+` FROM entities WHERE path_key = $1 FOR UPDATE`, Key(path))
+		old, err := queryEntity(ctx, tx, `SELECT `+entitySelect+` FROM entities WHERE path_key = $1 FOR UPDATE`, broker.Key(path))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound("The messaging entity '%s' could not be found.", path)
+			return broker.NotFound("The messaging entity '%s' could not be found.", path)
 		}
 		if err != nil {
 			return err
 		}
 		if old.Kind != kind {
-			return BadRequest("The messaging entity '%s' is a %s, not a %s.", path, strings.ToLower(old.Kind.String()), strings.ToLower(kind.String()))
+			return broker.BadRequest("The messaging entity '%s' is a %s, not a %s.", path, strings.ToLower(old.Kind.String()), strings.ToLower(kind.String()))
 		}
 		if err := checkImmutable(old, &p); err != nil {
 			return err
@@ -345,41 +346,41 @@ func (s *Postgres) UpdateEntity(ctx context.Context, kind Kind, path string, p P
 // service's words (the Service Bus resource manager exceptions document; the SDKs' own tests match
 // on them): "The value for the RequiresSession property of an existing Queue cannot be changed",
 // "Partitioning cannot be changed for Topic. ".
-func checkImmutable(old *Entity, p *Properties) error {
+func checkImmutable(old *broker.Entity, p *broker.Properties) error {
 	kind := old.Kind.String()
 	switch {
 	case old.Props.RequiresSession != p.RequiresSession:
-		return BadRequest("SubCode=40000. The value for the RequiresSession property of an existing %s cannot be changed.", kind)
+		return broker.BadRequest("SubCode=40000. The value for the RequiresSession property of an existing %s cannot be changed.", kind)
 	case old.Props.RequiresDuplicateDetection != p.RequiresDuplicateDetection:
-		return BadRequest("SubCode=40000. The value for the requires duplicate detection property of an existing %s cannot be changed.", kind)
+		return broker.BadRequest("SubCode=40000. The value for the requires duplicate detection property of an existing %s cannot be changed.", kind)
 	case old.Props.EnablePartitioning != p.EnablePartitioning:
-		return BadRequest("SubCode=40000. Partitioning cannot be changed for %s. ", kind)
+		return broker.BadRequest("SubCode=40000. Partitioning cannot be changed for %s. ", kind)
 	}
 	return nil
 }
 
 // lookup reads the entity at path without counts.
-func (s *Postgres) lookup(ctx context.Context, path string) (*Entity, error) {
-	e, err := queryEntity(ctx, s.pool, `SELECT `+entitySelect+` FROM entities WHERE path_key = $1`, Key(path))
+func (s *Postgres) lookup(ctx context.Context, path string) (*broker.Entity, error) {
+	e, err := queryEntity(ctx, s.pool, `SELECT `+entitySelect+` FROM entities WHERE path_key = $1`, broker.Key(path))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("The messaging entity '%s' could not be found.", Clip(path))
+		return nil, broker.NotFound("The messaging entity '%s' could not be found.", broker.Clip(path))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("look up %s: %w", Clip(path), interpretError(err))
+		return nil, fmt.Errorf("look up %s: %w", broker.Clip(path), interpretError(err))
 	}
 	return e, nil
 }
 
 // GetEntity returns an entity with its counts. See Store.
-func (s *Postgres) GetEntity(ctx context.Context, path string) (*Entity, error) {
+func (s *Postgres) GetEntity(ctx context.Context, path string) (*broker.Entity, error) {
 	e, err := s.lookup(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.fillCounts(ctx, []*Entity{e}); err != nil {
+	if err := s.fillCounts(ctx, []*broker.Entity{e}); err != nil {
 		return nil, err
 	}
-	s.seenTouches([]*Entity{e})
+	s.seenTouches([]*broker.Entity{e})
 	return e, nil
 }
 
@@ -387,7 +388,7 @@ func (s *Postgres) GetEntity(ctx context.Context, path string) (*Entity, error) 
 func (s *Postgres) DeleteEntity(ctx context.Context, path string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `DELETE FROM entities WHERE path_key = $1 OR parent_id IN
-			(SELECT id FROM entities WHERE path_key = $1) RETURNING id`, Key(path))
+			(SELECT id FROM entities WHERE path_key = $1) RETURNING id`, broker.Key(path))
 		if err != nil {
 			return err
 		}
@@ -396,7 +397,7 @@ func (s *Postgres) DeleteEntity(ctx context.Context, path string) error {
 			return err
 		}
 		if len(ids) == 0 {
-			return notFound("The messaging entity '%s' could not be found.", Clip(path))
+			return broker.NotFound("The messaging entity '%s' could not be found.", broker.Clip(path))
 		}
 		for _, sql := range []string{
 			`DELETE FROM messages WHERE entity_id = ANY($1)`,
@@ -412,22 +413,22 @@ func (s *Postgres) DeleteEntity(ctx context.Context, path string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("delete %s: %w", Clip(path), interpretError(err))
+		return fmt.Errorf("delete %s: %w", broker.Clip(path), interpretError(err))
 	}
 	s.entityChanged(ctx, path)
 	return nil
 }
 
 // ListEntities lists entities of a kind. See Store.
-func (s *Postgres) ListEntities(ctx context.Context, kind Kind, parent string, skip, top int) ([]*Entity, error) {
+func (s *Postgres) ListEntities(ctx context.Context, kind broker.Kind, parent string, skip, top int) ([]*broker.Entity, error) {
 	var parentID int64
-	if kind == KindSubscription {
+	if kind == broker.KindSubscription {
 		t, err := s.lookup(ctx, parent)
 		if err != nil {
 			return nil, err
 		}
-		if t.Kind != KindTopic {
-			return nil, notFound("The messaging entity '%s' is not a topic.", parent)
+		if t.Kind != broker.KindTopic {
+			return nil, broker.NotFound("The messaging entity '%s' is not a topic.", parent)
 		}
 		parentID = t.ID
 	}
@@ -482,11 +483,11 @@ LEFT JOIN entity_counts c ON c.entity_id = s.id
 LEFT JOIN LATERAL (SELECT sum(bytes) AS bytes FROM entity_count_deltas x WHERE x.entity_id = s.id) d ON true
 GROUP BY t.id`
 
-func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
+func (s *Postgres) fillCounts(ctx context.Context, list []*broker.Entity) error {
 	if len(list) == 0 {
 		return nil
 	}
-	byID := make(map[int64]*Entity, len(list))
+	byID := make(map[int64]*broker.Entity, len(list))
 	ids := make([]int64, 0, len(list))
 	for _, e := range list {
 		byID[e.ID] = e
@@ -508,7 +509,7 @@ func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
 		}
 		// An expired message the sweep has not reached is already gone for a client, or already
 		// dead-lettered where the entity says so.
-		c := Counts{Active: main - scheduled - expired, DeadLetter: dead, Scheduled: scheduled, SizeInBytes: bytes}
+		c := broker.Counts{Active: main - scheduled - expired, DeadLetter: dead, Scheduled: scheduled, SizeInBytes: bytes}
 		if e.Props.DeadLetteringOnMessageExpiration {
 			c.DeadLetter += expired
 		} else {
@@ -521,7 +522,7 @@ func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
 	}
 	var topics []int64
 	for _, e := range list {
-		if e.Kind == KindTopic {
+		if e.Kind == broker.KindTopic {
 			topics = append(topics, e.ID)
 		}
 	}
@@ -564,13 +565,13 @@ func (s *Postgres) fillCounts(ctx context.Context, list []*Entity) error {
 
 // entityChanged drops path from this gateway's cache and tells the other gateways to do the same.
 func (s *Postgres) entityChanged(ctx context.Context, path string) {
-	s.cache.invalidate(Key(path))
-	s.listener.announceEntityChange(Key(path))
+	s.cache.invalidate(broker.Key(path))
+	s.listener.announceEntityChange(broker.Key(path))
 }
 
 // Resolve returns the entity at path from the cache, reading it when absent or stale. See Store.
-func (s *Postgres) Resolve(ctx context.Context, path string) (*Entity, error) {
-	key := Key(path)
+func (s *Postgres) Resolve(ctx context.Context, path string) (*broker.Entity, error) {
+	key := broker.Key(path)
 	if e := s.cache.get(key); e != nil {
 		return e, nil
 	}
@@ -595,7 +596,7 @@ type entityCache struct {
 }
 
 type cachedEntity struct {
-	e       *Entity
+	e       *broker.Entity
 	expires time.Time
 }
 
@@ -608,7 +609,7 @@ func newEntityCache(ttl time.Duration, now func() time.Time) *entityCache {
 	return &entityCache{ttl: ttl, now: now, m: make(map[string]cachedEntity), routes: make(map[string]cachedRoutes)}
 }
 
-func (c *entityCache) get(key string) *Entity {
+func (c *entityCache) get(key string) *broker.Entity {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ce, ok := c.m[key]
@@ -618,7 +619,7 @@ func (c *entityCache) get(key string) *Entity {
 	return ce.e
 }
 
-func (c *entityCache) put(key string, e *Entity) {
+func (c *entityCache) put(key string, e *broker.Entity) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.m[key] = cachedEntity{e: e, expires: c.now().Add(c.ttl)}
@@ -647,10 +648,10 @@ func (c *entityCache) invalidate(key string) {
 	defer c.mu.Unlock()
 	delete(c.m, key)
 	delete(c.routes, key)
-	if topic, _, ok := SplitSubscriptionPath(key); ok {
+	if topic, _, ok := broker.SplitSubscriptionPath(key); ok {
 		delete(c.routes, topic)
 	}
-	prefix := key + strings.ToLower(subscriptionsSegment)
+	prefix := key + strings.ToLower(broker.SubscriptionsSegment)
 	for k := range c.m {
 		if strings.HasPrefix(k, prefix) {
 			delete(c.m, k)

@@ -7,24 +7,23 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 func TestCreateGetDeleteQueue(t *testing.T) {
 	b := setup(t)
-	p := store.DefaultProperties(store.KindQueue)
+	p := broker.DefaultProperties(broker.KindQueue)
 	p.LockDuration = 30 * time.Second
 	p.MaxDeliveryCount = 3
 	p.UserMetadata = "owner=team-a"
 	p.DefaultMessageTimeToLive = time.Hour
-	p.AuthorizationRules = []store.AuthorizationRule{{KeyName: "k", PrimaryKey: "p", SecondaryKey: "s", Rights: []string{"Send"},
+	p.AuthorizationRules = []broker.AuthorizationRule{{KeyName: "k", PrimaryKey: "p", SecondaryKey: "s", Rights: []string{"Send"},
 		CreatedTime: b.clock.Now(), ModifiedTime: b.clock.Now()}}
-	created, err := b.store.CreateEntity(b.ctx, store.KindQueue, "Orders/EU", p)
+	created, err := b.store.CreateEntity(b.ctx, broker.KindQueue, "Orders/EU", p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if created.Path != "Orders/EU" || created.Name != "Orders/EU" || created.Kind != store.KindQueue {
+	if created.Path != "Orders/EU" || created.Name != "Orders/EU" || created.Kind != broker.KindQueue {
 		t.Errorf("created = %+v", created)
 	}
 	if !created.CreatedAt.Equal(b.clock.Now()) {
@@ -43,18 +42,18 @@ func TestCreateGetDeleteQueue(t *testing.T) {
 		t.Errorf("Path = %q; want the created casing", got.Path)
 	}
 
-	_, err = b.store.CreateEntity(b.ctx, store.KindQueue, "ORDERS/eu", store.DefaultProperties(store.KindQueue))
-	if !errors.Is(err, store.ErrConflict) {
+	_, err = b.store.CreateEntity(b.ctx, broker.KindQueue, "ORDERS/eu", broker.DefaultProperties(broker.KindQueue))
+	if !errors.Is(err, broker.ErrConflict) {
 		t.Errorf("second create: err = %v; want ErrConflict", err)
 	}
 
 	if err := b.store.DeleteEntity(b.ctx, "orders/EU"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.GetEntity(b.ctx, "orders/eu"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.store.GetEntity(b.ctx, "orders/eu"); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("get after delete: err = %v; want ErrNotFound", err)
 	}
-	if err := b.store.DeleteEntity(b.ctx, "orders/eu"); !errors.Is(err, store.ErrNotFound) {
+	if err := b.store.DeleteEntity(b.ctx, "orders/eu"); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("second delete: err = %v; want ErrNotFound", err)
 	}
 }
@@ -71,7 +70,7 @@ func TestDeleteQueueDeletesMessages(t *testing.T) {
 	if c := b.counts(t, "q"); c.Total() != 0 {
 		t.Errorf("counts of the recreated queue = %+v; want none", c)
 	}
-	if m := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete); m != nil {
+	if m := b.receive(t, q, broker.SubQueueMain, broker.ReceiveAndDelete); m != nil {
 		t.Errorf("received %q from the recreated queue", m.Body)
 	}
 }
@@ -81,14 +80,14 @@ func TestUpdateQueue(t *testing.T) {
 	b.queue(t, "q", nil)
 	b.clock.Advance(time.Minute)
 
-	p := store.DefaultProperties(store.KindQueue)
+	p := broker.DefaultProperties(broker.KindQueue)
 	p.LockDuration = 2 * time.Minute
-	p.Status = store.StatusSendDisabled
-	e, err := b.store.UpdateEntity(b.ctx, store.KindQueue, "Q", p)
+	p.Status = broker.StatusSendDisabled
+	e, err := b.store.UpdateEntity(b.ctx, broker.KindQueue, "Q", p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Props.LockDuration != 2*time.Minute || e.Props.Status != store.StatusSendDisabled {
+	if e.Props.LockDuration != 2*time.Minute || e.Props.Status != broker.StatusSendDisabled {
 		t.Errorf("updated props = %+v", e.Props)
 	}
 	if !e.UpdatedAt.After(e.CreatedAt) {
@@ -97,22 +96,22 @@ func TestUpdateQueue(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		edit func(p *store.Properties)
+		edit func(p *broker.Properties)
 	}{
-		{"RequiresSession", func(p *store.Properties) { p.RequiresSession = true }},
-		{"RequiresDuplicateDetection", func(p *store.Properties) { p.RequiresDuplicateDetection = true }},
-		{"EnablePartitioning", func(p *store.Properties) { p.EnablePartitioning = true }},
+		{"RequiresSession", func(p *broker.Properties) { p.RequiresSession = true }},
+		{"RequiresDuplicateDetection", func(p *broker.Properties) { p.RequiresDuplicateDetection = true }},
+		{"EnablePartitioning", func(p *broker.Properties) { p.EnablePartitioning = true }},
 	} {
-		p := store.DefaultProperties(store.KindQueue)
+		p := broker.DefaultProperties(broker.KindQueue)
 		tc.edit(&p)
-		if _, err := b.store.UpdateEntity(b.ctx, store.KindQueue, "q", p); !errors.Is(err, store.ErrBadRequest) {
+		if _, err := b.store.UpdateEntity(b.ctx, broker.KindQueue, "q", p); !errors.Is(err, broker.ErrBadRequest) {
 			t.Errorf("changing %s: err = %v; want ErrBadRequest", tc.name, err)
 		}
 	}
-	if _, err := b.store.UpdateEntity(b.ctx, store.KindQueue, "missing", p); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.store.UpdateEntity(b.ctx, broker.KindQueue, "missing", p); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("update of a missing queue: err = %v; want ErrNotFound", err)
 	}
-	if _, err := b.store.UpdateEntity(b.ctx, store.KindTopic, "q", store.DefaultProperties(store.KindTopic)); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := b.store.UpdateEntity(b.ctx, broker.KindTopic, "q", broker.DefaultProperties(broker.KindTopic)); !errors.Is(err, broker.ErrBadRequest) {
 		t.Errorf("update of a queue as a topic: err = %v; want ErrBadRequest", err)
 	}
 }
@@ -121,7 +120,7 @@ func TestCreateValidation(t *testing.T) {
 	b := setup(t)
 	for _, tc := range []struct {
 		path string
-		edit func(p *store.Properties)
+		edit func(p *broker.Properties)
 	}{
 		{"", nil},
 		{"/q", nil},
@@ -135,28 +134,28 @@ func TestCreateValidation(t *testing.T) {
 		{"Subscriptions", nil},
 		{"-q", nil},
 		{string(make([]byte, 261)), nil},
-		{"q", func(p *store.Properties) { p.LockDuration = 6 * time.Minute }},
-		{"q", func(p *store.Properties) { p.LockDuration = time.Second }},
-		{"q", func(p *store.Properties) { p.MaxDeliveryCount = 0 }},
-		{"q", func(p *store.Properties) { p.DuplicateDetectionHistoryTimeWindow = 10 * time.Second }},
-		{"q", func(p *store.Properties) { p.DuplicateDetectionHistoryTimeWindow = 8 * 24 * time.Hour }},
-		{"q", func(p *store.Properties) { p.AutoDeleteOnIdle = time.Minute }},
-		{"q", func(p *store.Properties) { p.MaxSizeInMegabytes = 1000 }},
-		{"q", func(p *store.Properties) { p.Status = "Paused" }},
-		{"q", func(p *store.Properties) { p.MaxMessageSizeInKilobytes = 0 }},
-		{"q", func(p *store.Properties) { p.DefaultMessageTimeToLive = 0 }},
+		{"q", func(p *broker.Properties) { p.LockDuration = 6 * time.Minute }},
+		{"q", func(p *broker.Properties) { p.LockDuration = time.Second }},
+		{"q", func(p *broker.Properties) { p.MaxDeliveryCount = 0 }},
+		{"q", func(p *broker.Properties) { p.DuplicateDetectionHistoryTimeWindow = 10 * time.Second }},
+		{"q", func(p *broker.Properties) { p.DuplicateDetectionHistoryTimeWindow = 8 * 24 * time.Hour }},
+		{"q", func(p *broker.Properties) { p.AutoDeleteOnIdle = time.Minute }},
+		{"q", func(p *broker.Properties) { p.MaxSizeInMegabytes = 1000 }},
+		{"q", func(p *broker.Properties) { p.Status = "Paused" }},
+		{"q", func(p *broker.Properties) { p.MaxMessageSizeInKilobytes = 0 }},
+		{"q", func(p *broker.Properties) { p.DefaultMessageTimeToLive = 0 }},
 	} {
-		p := store.DefaultProperties(store.KindQueue)
+		p := broker.DefaultProperties(broker.KindQueue)
 		if tc.edit != nil {
 			tc.edit(&p)
 		}
-		_, err := b.store.CreateEntity(b.ctx, store.KindQueue, tc.path, p)
-		if !errors.Is(err, store.ErrBadRequest) {
+		_, err := b.store.CreateEntity(b.ctx, broker.KindQueue, tc.path, p)
+		if !errors.Is(err, broker.ErrBadRequest) {
 			t.Errorf("CreateEntity(%.30q, %+v) err = %v; want ErrBadRequest", tc.path, p, err)
 		}
 	}
 	for _, ok := range []string{"q", "a/b/c", "A.b-c_d", "x1/y2/z3"} {
-		if _, err := b.store.CreateEntity(b.ctx, store.KindQueue, ok, store.DefaultProperties(store.KindQueue)); err != nil {
+		if _, err := b.store.CreateEntity(b.ctx, broker.KindQueue, ok, broker.DefaultProperties(broker.KindQueue)); err != nil {
 			t.Errorf("CreateEntity(%q) = %v; want success", ok, err)
 		}
 	}
@@ -169,7 +168,7 @@ func TestListQueuesPages(t *testing.T) {
 	}
 	var names []string
 	for skip := 0; ; skip += 3 {
-		page, err := b.store.ListEntities(b.ctx, store.KindQueue, "", skip, 3)
+		page, err := b.store.ListEntities(b.ctx, broker.KindQueue, "", skip, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,19 +187,19 @@ func TestListQueuesPages(t *testing.T) {
 
 func TestCounts(t *testing.T) {
 	b := setup(t)
-	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	q := b.queue(t, "q", func(p *broker.Properties) { p.MaxDeliveryCount = 1 })
 	b.send(t, q, body("active-1"), body("active-2"), body("to-dead-letter"))
-	b.send(t, q, store.Message{Body: []byte("later"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
+	b.send(t, q, broker.Message{Body: []byte("later"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
 
 	// Lock one message (still active), and dead-letter another by exceeding MaxDeliveryCount.
-	first := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Abandon, first.MessageID, first.LockToken); err != nil {
+	first := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.Abandon, first.MessageID, first.LockToken); err != nil {
 		t.Fatal(err)
 	}
-	b.receive(t, q, store.SubQueueMain, store.PeekLock) // active-1 again: dead-lettered, active-2 returned instead
+	b.receive(t, q, broker.SubQueueMain, broker.PeekLock) // active-1 again: dead-lettered, active-2 returned instead
 
 	c := b.counts(t, "q")
-	want := store.Counts{Active: 2, DeadLetter: 1, Scheduled: 1}
+	want := broker.Counts{Active: 2, DeadLetter: 1, Scheduled: 1}
 	c.SizeInBytes = 0
 	if c != want {
 		t.Errorf("counts = %+v; want %+v", c, want)
@@ -226,7 +225,7 @@ func TestResolveSeesChanges(t *testing.T) {
 	}
 	p := e.Props
 	p.LockDuration = 10 * time.Second
-	if _, err := b.store.UpdateEntity(b.ctx, store.KindQueue, "q", p); err != nil {
+	if _, err := b.store.UpdateEntity(b.ctx, broker.KindQueue, "q", p); err != nil {
 		t.Fatal(err)
 	}
 	e, err = b.store.Resolve(b.ctx, "q")
@@ -239,14 +238,14 @@ func TestResolveSeesChanges(t *testing.T) {
 	if err := b.store.DeleteEntity(b.ctx, "q"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.Resolve(b.ctx, "q"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.store.Resolve(b.ctx, "q"); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("Resolve after delete: err = %v; want ErrNotFound", err)
 	}
 }
 
 func TestNamespaceKey(t *testing.T) {
 	b := setup(t)
-	if _, err := b.store.NamespaceKey(b.ctx, "Root", false); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.store.NamespaceKey(b.ctx, "Root", false); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("missing key: err = %v; want ErrNotFound", err)
 	}
 	k1, err := b.store.NamespaceKey(b.ctx, "Root", true)
@@ -266,7 +265,7 @@ func TestNamespaceKey(t *testing.T) {
 }
 
 func TestTotalMaxSizeInMegabytes(t *testing.T) {
-	p := store.DefaultProperties(store.KindQueue)
+	p := broker.DefaultProperties(broker.KindQueue)
 	p.MaxSizeInMegabytes = 4096
 	if got := p.TotalMaxSizeInMegabytes(); got != 4096 {
 		t.Errorf("unpartitioned: %d; want 4096", got)
@@ -286,11 +285,11 @@ func TestNamespaceKeyManagement(t *testing.T) {
 	if len(sender.PrimaryKey) != 44 || sender.PrimaryKey == sender.SecondaryKey {
 		t.Errorf("created key = %+v", sender)
 	}
-	if _, err := b.store.CreateNamespaceKey(b.ctx, "app-send", []string{"Listen"}); !errors.Is(err, store.ErrConflict) {
+	if _, err := b.store.CreateNamespaceKey(b.ctx, "app-send", []string{"Listen"}); !errors.Is(err, broker.ErrConflict) {
 		t.Errorf("second create: err = %v; want ErrConflict", err)
 	}
 	for _, bad := range []string{"", "a b", "ä"} {
-		if _, err := b.store.CreateNamespaceKey(b.ctx, bad, []string{"Send"}); !errors.Is(err, store.ErrBadRequest) {
+		if _, err := b.store.CreateNamespaceKey(b.ctx, bad, []string{"Send"}); !errors.Is(err, broker.ErrBadRequest) {
 			t.Errorf("create %q: err = %v; want ErrBadRequest", bad, err)
 		}
 	}
@@ -322,10 +321,10 @@ func TestNamespaceKeyManagement(t *testing.T) {
 	if err := b.store.DeleteNamespaceKey(b.ctx, "app-send"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.DeleteNamespaceKey(b.ctx, "app-send"); !errors.Is(err, store.ErrNotFound) {
+	if err := b.store.DeleteNamespaceKey(b.ctx, "app-send"); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("second delete: err = %v; want ErrNotFound", err)
 	}
-	if _, err := b.store.RotateNamespaceKey(b.ctx, "app-send", false); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.store.RotateNamespaceKey(b.ctx, "app-send", false); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("rotate deleted: err = %v; want ErrNotFound", err)
 	}
 	if keys, _ := b.store.NamespaceKeys(b.ctx); len(keys) != 1 {

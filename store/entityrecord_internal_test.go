@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 )
 
@@ -57,8 +58,8 @@ func TestEntityRecordCoversTable(t *testing.T) {
 // distinctProperties differs from DefaultProperties in every field, and its durations, integers
 // and strings differ from each other, so a value written to or read from another field's
 // column shows.
-func distinctProperties(now time.Time) Properties {
-	return Properties{
+func distinctProperties(now time.Time) broker.Properties {
+	return broker.Properties{
 		LockDuration:                        17 * time.Second,
 		MaxSizeInMegabytes:                  3072,
 		RequiresDuplicateDetection:          true,
@@ -70,9 +71,9 @@ func distinctProperties(now time.Time) Properties {
 		MaxDeliveryCount:                    7,
 		EnableBatchedOperations:             false,
 		IsAnonymousAccessible:               true,
-		AuthorizationRules: []AuthorizationRule{{KeyName: "k", PrimaryKey: "p", SecondaryKey: "s",
+		AuthorizationRules: []broker.AuthorizationRule{{KeyName: "k", PrimaryKey: "p", SecondaryKey: "s",
 			Rights: []string{"Listen", "Send"}, CreatedTime: now, ModifiedTime: now.Add(time.Minute)}},
-		Status:                            StatusSendDisabled,
+		Status:                            broker.StatusSendDisabled,
 		ForwardTo:                         "fwd-a",
 		ForwardDeadLetteredMessagesTo:     "fwd-b",
 		ForwardToURL:                      "sb://ns/fwd-a",
@@ -134,9 +135,9 @@ func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 	ctx := t.Context()
 
 	distinct := distinctProperties(now)
-	var variants []Properties
+	var variants []broker.Properties
 	var columns []string // the one column each variant but the last changes
-	dv, defaults := reflect.ValueOf(distinct), reflect.ValueOf(DefaultProperties(KindQueue))
+	dv, defaults := reflect.ValueOf(distinct), reflect.ValueOf(broker.DefaultProperties(broker.KindQueue))
 	for i := range dv.NumField() {
 		name := dv.Type().Field(i).Name
 		if reflect.DeepEqual(dv.Field(i).Interface(), defaults.Field(i).Interface()) {
@@ -145,7 +146,7 @@ func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 		if propertyColumns[name] == "" {
 			t.Fatalf("propertyColumns lacks %s", name)
 		}
-		p := DefaultProperties(KindQueue)
+		p := broker.DefaultProperties(broker.KindQueue)
 		reflect.ValueOf(&p).Elem().Field(i).Set(dv.Field(i))
 		variants = append(variants, p)
 		columns = append(columns, propertyColumns[name])
@@ -176,17 +177,17 @@ func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 	}
 
 	for _, path := range []string{"fwd-a", "fwd-b"} {
-		if _, err := s.CreateEntity(ctx, KindQueue, path, DefaultProperties(KindQueue)); err != nil {
+		if _, err := s.CreateEntity(ctx, broker.KindQueue, path, broker.DefaultProperties(broker.KindQueue)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	topic, err := s.CreateEntity(ctx, KindTopic, "t", DefaultProperties(KindTopic))
+	topic, err := s.CreateEntity(ctx, broker.KindTopic, "t", broker.DefaultProperties(broker.KindTopic))
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	want := make(map[string]*Entity) // by path
-	check := func(how string, got *Entity) {
+	want := make(map[string]*broker.Entity) // by path
+	check := func(how string, got *broker.Entity) {
 		t.Helper()
 		w := want[got.Path]
 		if w == nil {
@@ -196,7 +197,7 @@ func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 			t.Errorf("%s %s (-want +got):\n%s", how, got.Path, diff)
 		}
 	}
-	checkList := func(how string, list []*Entity, paths []string) {
+	checkList := func(how string, list []*broker.Entity, paths []string) {
 		t.Helper()
 		seen := 0
 		for _, e := range list {
@@ -210,7 +211,7 @@ func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 		}
 	}
 
-	if _, err := s.CreateEntity(ctx, KindQueue, "base", DefaultProperties(KindQueue)); err != nil {
+	if _, err := s.CreateEntity(ctx, broker.KindQueue, "base", broker.DefaultProperties(broker.KindQueue)); err != nil {
 		t.Fatal(err)
 	}
 	base := described("base")
@@ -219,11 +220,11 @@ func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 	var queues, subs, forwarders []string
 	for i, p := range variants {
 		q := fmt.Sprintf("q%02d", i)
-		e, err := s.CreateEntity(ctx, KindQueue, q, p)
+		e, err := s.CreateEntity(ctx, broker.KindQueue, q, p)
 		if err != nil {
 			t.Fatalf("create %s: %v", q, err)
 		}
-		want[q] = &Entity{ID: e.ID, Kind: KindQueue, Path: q, Name: q, Props: p, CreatedAt: created, UpdatedAt: created}
+		want[q] = &broker.Entity{ID: e.ID, Kind: broker.KindQueue, Path: q, Name: q, Props: p, CreatedAt: created, UpdatedAt: created}
 		check("CreateEntity", e)
 
 		sub := "t/Subscriptions/s" + fmt.Sprint(i)
@@ -231,23 +232,23 @@ func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 		if err != nil {
 			t.Fatalf("create %s: %v", sub, err)
 		}
-		want[sub] = &Entity{ID: e.ID, Kind: KindSubscription, Path: sub, Name: "s" + fmt.Sprint(i), ParentID: topic.ID,
+		want[sub] = &broker.Entity{ID: e.ID, Kind: broker.KindSubscription, Path: sub, Name: "s" + fmt.Sprint(i), ParentID: topic.ID,
 			Props: p, CreatedAt: created, UpdatedAt: created, AccessedAt: created}
 		check("CreateSubscription", e)
 
 		// Created with the defaults (but the properties fixed at creation), then updated to p a
 		// minute later: the update writes every settable column and leaves created_at.
 		u := fmt.Sprintf("u%02d", i)
-		first := DefaultProperties(KindQueue)
+		first := broker.DefaultProperties(broker.KindQueue)
 		first.RequiresSession, first.RequiresDuplicateDetection, first.EnablePartitioning =
 			p.RequiresSession, p.RequiresDuplicateDetection, p.EnablePartitioning
-		e, err = s.CreateEntity(ctx, KindQueue, u, first)
+		e, err = s.CreateEntity(ctx, broker.KindQueue, u, first)
 		if err != nil {
 			t.Fatalf("create %s: %v", u, err)
 		}
 		now = now.Add(time.Minute)
-		want[u] = &Entity{ID: e.ID, Kind: KindQueue, Path: u, Name: u, Props: p, CreatedAt: created, UpdatedAt: now}
-		e, err = s.UpdateEntity(ctx, KindQueue, u, p)
+		want[u] = &broker.Entity{ID: e.ID, Kind: broker.KindQueue, Path: u, Name: u, Props: p, CreatedAt: created, UpdatedAt: now}
+		e, err = s.UpdateEntity(ctx, broker.KindQueue, u, p)
 		if err != nil {
 			t.Fatalf("update %s: %v", u, err)
 		}
@@ -280,12 +281,12 @@ func TestEntityPropertiesSurviveEveryPath(t *testing.T) {
 		}
 		check("Resolve", e)
 	}
-	list, err := s.ListEntities(ctx, KindQueue, "", 0, 1000)
+	list, err := s.ListEntities(ctx, broker.KindQueue, "", 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkList("ListEntities(queues)", list, queues)
-	if list, err = s.ListEntities(ctx, KindSubscription, topic.Path, 0, 1000); err != nil {
+	if list, err = s.ListEntities(ctx, broker.KindSubscription, topic.Path, 0, 1000); err != nil {
 		t.Fatal(err)
 	}
 	checkList("ListEntities(subscriptions)", list, subs)

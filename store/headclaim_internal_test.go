@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // TestHeadClaimPastLocksInFlight: a claim from the head (a dispatcher's periodic look behind
@@ -20,7 +21,7 @@ func TestHeadClaimPastLocksInFlight(t *testing.T) {
 	insertMessages(t, s, q, 20000, 512)
 	const inFlight = 10000
 	for locked := 0; locked < inFlight; {
-		msgs, _, err := s.claimMessages(ctx, Target{Entity: q}, PeekLock, 500, nil)
+		msgs, _, err := s.claimMessages(ctx, broker.Target{Entity: q}, broker.PeekLock, 500, nil)
 		if err != nil || len(msgs) == 0 {
 			t.Fatalf("lock the head: %d messages, %v", len(msgs), err)
 		}
@@ -38,9 +39,9 @@ func TestHeadClaimPastLocksInFlight(t *testing.T) {
 		sql  string
 		args pgx.NamedArgs
 	}{
-		{"peek-lock from the head", claimStatements[PeekLock][0], pgx.NamedArgs{"entity": q.ID, "state": StateActive, "now": s.now(), "n": 16,
+		{"peek-lock from the head", claimStatements[broker.PeekLock][0], pgx.NamedArgs{"entity": q.ID, "state": broker.StateActive, "now": s.now(), "n": 16,
 			"ready_from": int64(0), "due_from": minusInfinity, "lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}},
-		{"shared peek-lock from the head", claimManyStatements[PeekLock], sharedArgs},
+		{"shared peek-lock from the head", claimManyStatements[broker.PeekLock], sharedArgs},
 	} {
 		// Through messages_ready a claim reads about 250 pages once the locked rows' dead index
 		// entries are marked dead, and about 800 while they are not yet (seen when another test

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // BenchmarkInsertArgs measures building the arguments of insertMessagesSQL for 100 rows, the
@@ -57,13 +58,13 @@ func insertArgOIDs() []uint32 {
 
 // benchRows are 100 rows of a queue with most properties set.
 func benchRows(b *testing.B, now time.Time) []messageRow {
-	e := &Entity{ID: 1, Kind: KindQueue, Path: "q", Props: DefaultProperties(KindQueue)}
+	e := &broker.Entity{ID: 1, Kind: broker.KindQueue, Path: "q", Props: broker.DefaultProperties(broker.KindQueue)}
 	rows := make([]messageRow, 100)
 	for i := range rows {
-		m := Message{
+		m := broker.Message{
 			Body: make([]byte, 256), MessageID: "id-" + strconv.Itoa(i), CorrelationID: "c", Label: "l",
 			To: "t", ReplyTo: "r", ContentType: "application/json", SessionID: "s", ReplyToSessionID: "rs",
-			TimeToLive: time.Hour, UserProperties: UserProperties{{Name: "a", Value: "b"}, {Name: "n", Value: int64(i)}},
+			TimeToLive: time.Hour, UserProperties: broker.UserProperties{{Name: "a", Value: "b"}, {Name: "n", Value: int64(i)}},
 		}
 		if err := prepareMessage(e, &m, now); err != nil {
 			b.Fatal(err)
@@ -78,7 +79,7 @@ func benchRows(b *testing.B, now time.Time) []messageRow {
 // BenchmarkMessageRows measures turning 100 prepared messages into rows, as a send does.
 func BenchmarkMessageRows(b *testing.B) {
 	rows := benchRows(b, time.Now())
-	msgs := make([]Message, len(rows))
+	msgs := make([]broker.Message, len(rows))
 	for i := range rows {
 		m, err := rows[i].message()
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/db/dbtest"
 )
@@ -113,13 +114,13 @@ func TestInsertRowKeepsEveryColumn(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	s := New(pool, Options{Now: func() time.Time { return now }})
 	ctx := context.Background()
-	e, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
+	e, err := s.CreateEntity(ctx, broker.KindQueue, "q", broker.DefaultProperties(broker.KindQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := Message{
+	m := broker.Message{
 		Body:                   []byte("body\x00\xff"),
-		BodyType:               BodyAMQP,
+		BodyType:               broker.BodyAMQP,
 		ContentType:            "content-type",
 		MessageID:              "message-id",
 		CorrelationID:          "correlation-id",
@@ -135,18 +136,18 @@ func TestInsertRowKeepsEveryColumn(t *testing.T) {
 		TimeToLiveFromSender:   true,
 		AMQPSections:           []byte("amqp\x00sections"),
 		ScheduledEnqueueTime:   now.Add(time.Hour),
-		UserProperties:         UserProperties{{Name: "n", Value: int64(5)}, {Name: "s", Value: "v"}},
+		UserProperties:         broker.UserProperties{{Name: "n", Value: int64(5)}, {Name: "s", Value: "v"}},
 		EnqueuedSequenceNumber: 12345,
 		EnqueuedTime:           now.Add(time.Hour),
 		ExpiresAt:              now.Add(4 * time.Hour),
-		State:                  StateDeadLetter,
+		State:                  broker.StateDeadLetter,
 		DeadLetterReason:       "reason",
 		DeadLetterDescription:  "description",
 		DeadLetterSource:       "source",
 	}
 	// What the insert leaves to the table's defaults; everything else must be set above.
 	defaults := []string{"SequenceNumber", "DeliveryCount", "LockToken", "LockedUntil"}
-	for _, f := range reflect.VisibleFields(reflect.TypeFor[Message]()) {
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[broker.Message]()) {
 		if !slices.Contains(defaults, f.Name) && reflect.ValueOf(m).FieldByIndex(f.Index).IsZero() {
 			t.Errorf("the test leaves Message.%s unset", f.Name)
 		}
@@ -159,7 +160,7 @@ func TestInsertRowKeepsEveryColumn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Browse(ctx, e, SubQueueDeadLetter, 0, 10)
+	got, err := s.Browse(ctx, e, broker.SubQueueDeadLetter, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestInsertRowKeepsEveryColumn(t *testing.T) {
 	if entityID != e.ID || int(size) != int(r.Size) || r.Size == 0 || visible != nil {
 		t.Errorf("entity_id, size, visible_at = %d, %d, %v; want %d, %d, NULL (a dead letter is receivable at once)", entityID, size, visible, e.ID, r.Size)
 	}
-	m.State, m.MessageID = StateActive, "scheduled"
+	m.State, m.MessageID = broker.StateActive, "scheduled"
 	r = messageRow{}
 	if err := r.set(e.ID, &m, nil, true); err != nil {
 		t.Fatal(err)

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/sbgate/sbgate/store"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // brokerSet are the fields of a Message the broker sets, not the sender; the others are all
@@ -21,10 +20,10 @@ var brokerSet = []string{"SequenceNumber", "EnqueuedSequenceNumber", "EnqueuedTi
 // fullMessages are two messages that give every property a sender sets a value of its own, tag
 // telling one test's apart. One carries a PartitionKey, the other a SessionId: a message with
 // both must have them equal, and a column mixed up with another must show.
-func fullMessages(tag string) []store.Message {
-	msg := func(n int) store.Message {
+func fullMessages(tag string) []broker.Message {
+	msg := func(n int) broker.Message {
 		s := tag + "-" + strconv.Itoa(n)
-		return store.Message{
+		return broker.Message{
 			Body:                 []byte("body\x00\xff" + s),
 			ContentType:          "content-type-" + s,
 			MessageID:            "message-id-" + s,
@@ -38,7 +37,7 @@ func fullMessages(tag string) []store.Message {
 			TimeToLiveFromSender: true, // what Send makes of a TimeToLive
 			AMQPSections:         []byte("amqp-sections-" + s),
 			ScheduledEnqueueTime: time.Date(2026, 1, 1, 0, 0, n, 123000, time.UTC), // past: receivable, kept as sent
-			UserProperties: store.UserProperties{
+			UserProperties: broker.UserProperties{
 				{Name: "b", Value: n == 1}, {Name: "f", Value: 2.5 + float64(n)},
 				{Name: "i", Value: int64(-7 - n)}, {Name: "s", Value: "user-" + s},
 			},
@@ -46,16 +45,16 @@ func fullMessages(tag string) []store.Message {
 	}
 	a, b := msg(1), msg(2)
 	a.PartitionKey = "partition-key-" + tag
-	a.BodyType = store.BodyAMQP // the store keeps the bytes as they are; it does not read them
+	a.BodyType = broker.BodyAMQP // the store keeps the bytes as they are; it does not read them
 	b.SessionID, b.HasSessionID = "session-id-"+tag, true
-	return []store.Message{a, b}
+	return []broker.Message{a, b}
 }
 
 // TestFullMessagesSetEverySenderProperty keeps fullMessages whole: a property added to Message
 // must be given a value there (or be listed in brokerSet), so that the tests below cover it.
 func TestFullMessagesSetEverySenderProperty(t *testing.T) {
 	msgs := fullMessages("x")
-	for _, f := range reflect.VisibleFields(reflect.TypeFor[store.Message]()) {
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[broker.Message]()) {
 		if slices.Contains(brokerSet, f.Name) {
 			continue
 		}
@@ -76,37 +75,37 @@ func TestEveryInsertPathKeepsEveryProperty(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		// write sends msgs its way and returns the entities they end up in.
-		write func(t *testing.T, b *bundle, msgs []store.Message) []*store.Entity
+		write func(t *testing.T, b *bundle, msgs []broker.Message) []*broker.Entity
 		// forwarded: the messages carry the sequence number of their original send.
 		forwarded bool
 		// data: the way has bodies of bytes only (SQL sends).
 		data bool
 	}{
-		{name: "send", write: func(t *testing.T, b *bundle, msgs []store.Message) []*store.Entity {
+		{name: "send", write: func(t *testing.T, b *bundle, msgs []broker.Message) []*broker.Entity {
 			q := b.queue(t, "q", nil)
 			for _, m := range msgs {
 				b.send(t, q, m)
 			}
-			return []*store.Entity{q}
+			return []*broker.Entity{q}
 		}},
-		{name: "batch", write: func(t *testing.T, b *bundle, msgs []store.Message) []*store.Entity {
+		{name: "batch", write: func(t *testing.T, b *bundle, msgs []broker.Message) []*broker.Entity {
 			q := b.queue(t, "q", nil)
 			b.send(t, q, msgs...)
-			return []*store.Entity{q}
+			return []*broker.Entity{q}
 		}},
-		{name: "topic", write: func(t *testing.T, b *bundle, msgs []store.Message) []*store.Entity {
+		{name: "topic", write: func(t *testing.T, b *bundle, msgs []broker.Message) []*broker.Entity {
 			tp := b.topic(t, "t", nil)
 			s1, s2 := b.sub(t, "t", "s1", nil, nil), b.sub(t, "t", "s2", nil, nil)
 			b.send(t, tp, msgs...)
-			return []*store.Entity{s1, s2}
+			return []*broker.Entity{s1, s2}
 		}},
-		{name: "forward", forwarded: true, write: func(t *testing.T, b *bundle, msgs []store.Message) []*store.Entity {
+		{name: "forward", forwarded: true, write: func(t *testing.T, b *bundle, msgs []broker.Message) []*broker.Entity {
 			dst := b.queue(t, "dst", nil)
-			src := b.queue(t, "src", func(p *store.Properties) { p.ForwardTo = "dst" })
+			src := b.queue(t, "src", func(p *broker.Properties) { p.ForwardTo = "dst" })
 			b.send(t, src, msgs...)
-			return []*store.Entity{dst}
+			return []*broker.Entity{dst}
 		}},
-		{name: "relay", write: func(t *testing.T, b *bundle, msgs []store.Message) []*store.Entity {
+		{name: "relay", write: func(t *testing.T, b *bundle, msgs []broker.Message) []*broker.Entity {
 			q := b.queue(t, "q", nil)
 			for _, m := range msgs {
 				if _, err := b.pool.Exec(b.ctx, `SELECT sbgate.send('q', $1::bytea, $2::jsonb)`, m.Body, stagedJSON(t, m)); err != nil {
@@ -116,7 +115,7 @@ func TestEveryInsertPathKeepsEveryProperty(t *testing.T) {
 			if n := b.relayPending(t); n != len(msgs) {
 				t.Fatalf("relayed %d messages; want %d", n, len(msgs))
 			}
-			return []*store.Entity{q}
+			return []*broker.Entity{q}
 		}, data: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,7 +123,7 @@ func TestEveryInsertPathKeepsEveryProperty(t *testing.T) {
 			sent := fullMessages(c.name)
 			now := b.clock.Now()
 			for _, e := range c.write(t, b, slices.Clone(sent)) {
-				got, err := b.store.Browse(b.ctx, e, store.SubQueueMain, 0, 10)
+				got, err := b.store.Browse(b.ctx, e, broker.SubQueueMain, 0, 10)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -137,7 +136,7 @@ func TestEveryInsertPathKeepsEveryProperty(t *testing.T) {
 						want.PartitionKey = want.SessionID // its default
 					}
 					if c.data {
-						want.BodyType = store.BodyData
+						want.BodyType = broker.BodyData
 						want.AMQPSections = nil // SQL sends have none
 					}
 					want.SequenceNumber = g.SequenceNumber
@@ -164,7 +163,7 @@ func TestEveryInsertPathKeepsEveryProperty(t *testing.T) {
 }
 
 // stagedJSON is m as sbgate.send takes it.
-func stagedJSON(t *testing.T, m store.Message) string {
+func stagedJSON(t *testing.T, m broker.Message) string {
 	t.Helper()
 	bp := map[string]any{
 		"MessageId": m.MessageID, "CorrelationId": m.CorrelationID, "ReplyToSessionId": m.ReplyToSessionID,

@@ -8,12 +8,13 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // NamespaceKey returns (and with create, makes) a namespace-level key. See Store.
-func (s *Postgres) NamespaceKey(ctx context.Context, name string, create bool) (NamespaceKey, error) {
+func (s *Postgres) NamespaceKey(ctx context.Context, name string, create bool) (broker.NamespaceKey, error) {
 	const selectSQL = `SELECT name, primary_key, secondary_key, rights FROM namespace_keys WHERE name = $1`
-	var k NamespaceKey
+	var k broker.NamespaceKey
 	err := s.pool.QueryRow(ctx, selectSQL, name).Scan(&k.Name, &k.PrimaryKey, &k.SecondaryKey, &k.Rights)
 	if err == nil {
 		return k, nil
@@ -22,7 +23,7 @@ func (s *Postgres) NamespaceKey(ctx context.Context, name string, create bool) (
 		return k, fmt.Errorf("read key %s: %w", name, interpretError(err))
 	}
 	if !create {
-		return k, notFound("No shared access key named '%s'.", name)
+		return k, broker.NotFound("No shared access key named '%s'.", name)
 	}
 	primary, secondary := randomKey(), randomKey()
 	// Several gateways may start at once on an empty database: the first insert wins and every
@@ -47,13 +48,13 @@ func randomKey() string {
 }
 
 // NamespaceKeys lists the namespace-level keys kept in the database, by name.
-func (s *Postgres) NamespaceKeys(ctx context.Context) ([]NamespaceKey, error) {
+func (s *Postgres) NamespaceKeys(ctx context.Context) ([]broker.NamespaceKey, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name, primary_key, secondary_key, rights FROM namespace_keys ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", interpretError(err))
 	}
-	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (NamespaceKey, error) {
-		var k NamespaceKey
+	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (broker.NamespaceKey, error) {
+		var k broker.NamespaceKey
 		err := row.Scan(&k.Name, &k.PrimaryKey, &k.SecondaryKey, &k.Rights)
 		return k, err
 	})
@@ -65,21 +66,21 @@ func (s *Postgres) NamespaceKeys(ctx context.Context) ([]NamespaceKey, error) {
 
 // CreateNamespaceKey makes a namespace-level key named name with the given rights and random
 // primary and secondary keys. A key of that name already existing is a conflict.
-func (s *Postgres) CreateNamespaceKey(ctx context.Context, name string, rights []string) (NamespaceKey, error) {
+func (s *Postgres) CreateNamespaceKey(ctx context.Context, name string, rights []string) (broker.NamespaceKey, error) {
 	if err := validKeyName(name); err != nil {
-		return NamespaceKey{}, err
+		return broker.NamespaceKey{}, err
 	}
 	if len(rights) == 0 {
-		return NamespaceKey{}, BadRequest("A key needs at least one right: Send, Listen or Manage.")
+		return broker.NamespaceKey{}, broker.BadRequest("A key needs at least one right: Send, Listen or Manage.")
 	}
-	k := NamespaceKey{Name: name, PrimaryKey: randomKey(), SecondaryKey: randomKey(), Rights: rights, Created: true}
+	k := broker.NamespaceKey{Name: name, PrimaryKey: randomKey(), SecondaryKey: randomKey(), Rights: rights, Created: true}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO namespace_keys (name, primary_key, secondary_key, rights)
 		VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING`, k.Name, k.PrimaryKey, k.SecondaryKey, k.Rights)
 	if err != nil {
-		return NamespaceKey{}, fmt.Errorf("create key %s: %w", name, interpretError(err))
+		return broker.NamespaceKey{}, fmt.Errorf("create key %s: %w", name, interpretError(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return NamespaceKey{}, &Error{Code: CodeConflict, Message: fmt.Sprintf("A key named '%s' already exists.", name)}
+		return broker.NamespaceKey{}, &broker.Error{Code: broker.CodeConflict, Message: fmt.Sprintf("A key named '%s' already exists.", name)}
 	}
 	return k, nil
 }
@@ -87,16 +88,16 @@ func (s *Postgres) CreateNamespaceKey(ctx context.Context, name string, rights [
 // RotateNamespaceKey replaces the primary (or, with secondary, the secondary) key of the key named
 // name with a new random one; tokens signed with the old one stop working. The other key is kept,
 // so clients can move to it first.
-func (s *Postgres) RotateNamespaceKey(ctx context.Context, name string, secondary bool) (NamespaceKey, error) {
+func (s *Postgres) RotateNamespaceKey(ctx context.Context, name string, secondary bool) (broker.NamespaceKey, error) {
 	column := "primary_key"
 	if secondary {
 		column = "secondary_key"
 	}
-	var k NamespaceKey
+	var k broker.NamespaceKey
 	err := s.pool.QueryRow(ctx, `UPDATE namespace_keys SET `+column+` = $2 WHERE name = $1
 		RETURNING name, primary_key, secondary_key, rights`, name, randomKey()).Scan(&k.Name, &k.PrimaryKey, &k.SecondaryKey, &k.Rights)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return k, notFound("No shared access key named '%s'.", name)
+		return k, broker.NotFound("No shared access key named '%s'.", name)
 	}
 	if err != nil {
 		return k, fmt.Errorf("rotate key %s: %w", name, interpretError(err))
@@ -111,7 +112,7 @@ func (s *Postgres) DeleteNamespaceKey(ctx context.Context, name string) error {
 		return fmt.Errorf("delete key %s: %w", name, interpretError(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return notFound("No shared access key named '%s'.", name)
+		return broker.NotFound("No shared access key named '%s'.", name)
 	}
 	return nil
 }
@@ -120,11 +121,11 @@ func (s *Postgres) DeleteNamespaceKey(ctx context.Context, name string) error {
 // letters, digits, periods, hyphens and underscores.
 func validKeyName(name string) error {
 	if name == "" || len(name) > 256 {
-		return BadRequest("A key name has 1 to 256 characters.")
+		return broker.BadRequest("A key name has 1 to 256 characters.")
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
-			return BadRequest("The key name '%s' may contain only letters, digits, periods, hyphens and underscores.", name)
+			return broker.BadRequest("The key name '%s' may contain only letters, digits, periods, hyphens and underscores.", name)
 		}
 	}
 	return nil

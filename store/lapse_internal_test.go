@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // TestClaimCursorStopsAtDueRowsOthersHold: a claim skips the due rows another claim holds at
@@ -38,7 +39,7 @@ func TestClaimCursorStopsAtDueRowsOthersHold(t *testing.T) {
 	cur := &claimCursor{lastHead: time.Now()} // no claim from the head for the next 250 ms
 	take := func() string {
 		t.Helper()
-		msgs, full, err := s.claimMessages(ctx, Target{Entity: q}, ReceiveAndDelete, 1, cur)
+		msgs, full, err := s.claimMessages(ctx, broker.Target{Entity: q}, broker.ReceiveAndDelete, 1, cur)
 		if err != nil || len(msgs) != 1 || !full {
 			t.Fatalf("claim: %v (full %t), %v; want one message", msgs, full, err)
 		}
@@ -72,7 +73,7 @@ func TestClaimOfManyDueRowsReadsABoundedWindow(t *testing.T) {
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE messages`); err != nil {
 		t.Fatal(err)
 	}
-	args := pgx.NamedArgs{"entity": q.ID, "state": StateActive, "now": s.now(), "n": 16, "ready_from": int64(0),
+	args := pgx.NamedArgs{"entity": q.ID, "state": broker.StateActive, "now": s.now(), "n": 16, "ready_from": int64(0),
 		"due_from": minusInfinity, "lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}
 	sharedArgs := pgx.NamedArgs{"entity": []int64{q.ID}, "state": []int16{0}, "n": []int32{16},
 		"ready_from": []int64{0}, "due_from": []pgtype.Timestamptz{minusInfinity}, "now": s.now(),
@@ -82,8 +83,8 @@ func TestClaimOfManyDueRowsReadsABoundedWindow(t *testing.T) {
 		sql  string
 		args pgx.NamedArgs
 	}{
-		{"peek-lock", claimStatements[PeekLock][0], args},
-		{"shared peek-lock", claimManyStatements[PeekLock], sharedArgs},
+		{"peek-lock", claimStatements[broker.PeekLock][0], args},
+		{"shared peek-lock", claimManyStatements[broker.PeekLock], sharedArgs},
 	} {
 		for _, generic := range []bool{false, true} {
 			pages, nodes := explainPages(t, ctx, s, tc.sql, tc.args, generic)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -12,7 +13,7 @@ import (
 // (delivery 2), not B: a message whose lock lapses is available again in its place, ahead of
 // every later message, though it came due after B's last abandon. take peek-locks one message
 // (the gateway doing so varies by test), abandon abandons it, advance moves the clock.
-func lapseScenario(t *testing.T, take func(step string) *store.Message, abandon func(m *store.Message), advance func(time.Duration)) {
+func lapseScenario(t *testing.T, take func(step string) *broker.Message, abandon func(m *broker.Message), advance func(time.Duration)) {
 	t.Helper()
 	a := take("peek-lock A")
 	if string(a.Body) != "A" {
@@ -38,7 +39,7 @@ func lapseScenario(t *testing.T, take func(step string) *store.Message, abandon 
 }
 
 // fiveSecondLocks is the lock duration of the scenario's queue.
-func fiveSecondLocks(p *store.Properties) { p.LockDuration = 5 * time.Second }
+func fiveSecondLocks(p *broker.Properties) { p.LockDuration = 5 * time.Second }
 
 // TestLapsedLockComesBackFirst: a lapsed lock is visible to the very next claim, ahead of a
 // message abandoned before the lock lapsed, through the receive path (dispatcher and cursor).
@@ -48,15 +49,15 @@ func TestLapsedLockComesBackFirst(t *testing.T) {
 	for trial := range 3 {
 		q := b.queue(t, "q"+string(rune('a'+trial)), fiveSecondLocks)
 		b.send(t, q, body("A"), body("B"))
-		target := store.Target{Entity: q}
-		lapseScenario(t, func(step string) *store.Message {
-			m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+		target := broker.Target{Entity: q}
+		lapseScenario(t, func(step string) *broker.Message {
+			m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 			if m == nil {
 				t.Fatalf("trial %d, %s: nothing received", trial+1, step)
 			}
 			return m
-		}, func(m *store.Message) {
-			if _, err := settle1(b.ctx, b.store, target, store.Abandon, "", m.LockToken); err != nil {
+		}, func(m *broker.Message) {
+			if _, err := settle1(b.ctx, b.store, target, broker.Abandon, "", m.LockToken); err != nil {
 				t.Fatalf("trial %d, abandon: %v", trial+1, err)
 			}
 		}, b.clock.Advance)
@@ -69,10 +70,10 @@ func TestLapsedLockComesBackFirst(t *testing.T) {
 func TestLapsedLockComesBackFirstInSession(t *testing.T) {
 	b := setup(t, manual)
 	q := b.sessionQueue(t, "q", fiveSecondLocks)
-	inS := func(s string) store.Message { return store.Message{Body: []byte(s), SessionID: "s"} }
+	inS := func(s string) broker.Message { return broker.Message{Body: []byte(s), SessionID: "s"} }
 	b.send(t, q, inS("A"), inS("B"))
 	sess := b.accept(t, q, "s")
-	lapseScenario(t, func(step string) *store.Message {
+	lapseScenario(t, func(step string) *broker.Message {
 		if !sess.LockedUntil.After(b.clock.Now()) {
 			sess = b.accept(t, q, "s") // the lapsed session taken again
 		}
@@ -81,8 +82,8 @@ func TestLapsedLockComesBackFirstInSession(t *testing.T) {
 			t.Fatalf("%s: %d messages received in the session", step, len(msgs))
 		}
 		return msgs[0]
-	}, func(m *store.Message) {
-		if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(sess)), store.Abandon, "", m.LockToken); err != nil {
+	}, func(m *broker.Message) {
+		if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(sess)), broker.Abandon, "", m.LockToken); err != nil {
 			t.Fatalf("abandon: %v", err)
 		}
 	}, b.clock.Advance)
@@ -100,20 +101,20 @@ func TestLapsedLockComesBackFirstOnTwoGateways(t *testing.T) {
 	gws := []*store.Postgres{openStore(t, url, opts), openStore(t, url, opts)}
 	ctx := t.Context()
 	for _, next := range []int{1, 0} { // which gateway claims after the lapse
-		q, err := gws[0].CreateEntity(ctx, store.KindQueue, "q"+string(rune('0'+next)), func() store.Properties {
-			p := store.DefaultProperties(store.KindQueue)
+		q, err := gws[0].CreateEntity(ctx, broker.KindQueue, "q"+string(rune('0'+next)), func() broker.Properties {
+			p := broker.DefaultProperties(broker.KindQueue)
 			fiveSecondLocks(&p)
 			return p
 		}())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := gws[0].Send(ctx, q, []store.Message{body("A"), body("B")}); err != nil {
+		if err := gws[0].Send(ctx, q, []broker.Message{body("A"), body("B")}); err != nil {
 			t.Fatal(err)
 		}
-		target := store.Target{Entity: q}
+		target := broker.Target{Entity: q}
 		takes := 0
-		lapseScenario(t, func(step string) *store.Message {
+		lapseScenario(t, func(step string) *broker.Message {
 			// A through gateway 0, B's takes through gateway 1, then the claim after the lapse
 			// through gateway next and the one after it through the other.
 			gw := gws[1]
@@ -125,13 +126,13 @@ func TestLapsedLockComesBackFirstOnTwoGateways(t *testing.T) {
 			case takes == 6:
 				gw = gws[1-next]
 			}
-			m, err := receive1(ctx, gw, target, store.PeekLock, 0)
+			m, err := receive1(ctx, gw, target, broker.PeekLock, 0)
 			if err != nil || m == nil {
 				t.Fatalf("%s: %v, %v", step, m, err)
 			}
 			return m
-		}, func(m *store.Message) {
-			if _, err := settle1(ctx, gws[1], target, store.Abandon, "", m.LockToken); err != nil {
+		}, func(m *broker.Message) {
+			if _, err := settle1(ctx, gws[1], target, broker.Abandon, "", m.LockToken); err != nil {
 				t.Fatalf("abandon: %v", err)
 			}
 		}, clock.Advance)

@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/google/uuid"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/sbgate/sbgate/broker"
+
 	"github.com/jackc/pgx/v5"
 )
-
-// MaxBrowse bounds the messages one Browse returns.
-const MaxBrowse = 1000
 
 // browseSQL lists messages of one subqueue from a sequence number on, without locking them.
 // Expired messages the sweep has not removed yet are left out, as a receive would. With $6 (a
@@ -31,16 +30,16 @@ ORDER BY m.seq LIMIT $5`
 // including scheduled (but on a subscription, whose scheduled messages the service keeps in the
 // topic until their time) and deferred ones, without locking them or counting a delivery. Lock tokens
 // are not shown: they belong to whoever holds the lock.
-func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int64, n int) ([]*Message, error) {
-	if e.Kind == KindTopic {
-		return nil, BadRequest("Messages cannot be browsed on topic '%s'; browse one of its subscriptions.", e.Path)
+func (s *Postgres) Browse(ctx context.Context, e *broker.Entity, sq broker.SubQueue, from int64, n int) ([]*broker.Message, error) {
+	if e.Kind == broker.KindTopic {
+		return nil, broker.BadRequest("Messages cannot be browsed on topic '%s'; browse one of its subscriptions.", e.Path)
 	}
-	if n < 1 || n > MaxBrowse {
-		return nil, BadRequest("A browse may return between 1 and %d messages.", MaxBrowse)
+	if n < 1 || n > broker.MaxBrowse {
+		return nil, broker.BadRequest("A browse may return between 1 and %d messages.", broker.MaxBrowse)
 	}
 	s.touch(e)
 	now := s.now()
-	rows, err := s.pool.Query(ctx, browseSQL, e.ID, sq.state(), from, now, n, e.Kind == KindSubscription)
+	rows, err := s.pool.Query(ctx, browseSQL, e.ID, sq.State(), from, now, n, e.Kind == broker.KindSubscription)
 	if err != nil {
 		return nil, fmt.Errorf("browse %s: %w", e.Path, interpretError(err))
 	}
@@ -49,7 +48,7 @@ func (s *Postgres) Browse(ctx context.Context, e *Entity, sq SubQueue, from int6
 		return nil, fmt.Errorf("browse %s: %w", e.Path, interpretError(err))
 	}
 	for _, m := range msgs {
-		if m.LockToken != uuid.Nil && !m.LockedUntil.After(now) && m.State != StateDeadLetter {
+		if m.LockToken != uuid.Nil && !m.LockedUntil.After(now) && m.State != broker.StateDeadLetter {
 			m.DeliveryCount++ // its lock lapsed: that delivery failed, as the next claim counts it
 		}
 		m.LockToken, m.LockedUntil = [16]byte{}, time.Time{}
@@ -91,15 +90,15 @@ SELECT DISTINCT enqueued_seq FROM removed`
 // copyHolders are the entities that hold the copies of what is sent to e when e keeps none: a
 // topic's subscriptions, and where each entity that forwards its messages forwards them to, hop
 // after hop (MaxTransferHops at most).
-func (s *Postgres) copyHolders(ctx context.Context, e *Entity) ([]int64, error) {
+func (s *Postgres) copyHolders(ctx context.Context, e *broker.Entity) ([]int64, error) {
 	var holders []int64
-	var visit func(e *Entity, hops int) error
-	visit = func(e *Entity, hops int) error {
-		if hops > MaxTransferHops || slices.Contains(holders, e.ID) {
+	var visit func(e *broker.Entity, hops int) error
+	visit = func(e *broker.Entity, hops int) error {
+		if hops > broker.MaxTransferHops || slices.Contains(holders, e.ID) {
 			return nil
 		}
 		switch {
-		case e.Kind == KindTopic:
+		case e.Kind == broker.KindTopic:
 			routes, err := s.routesOf(ctx, e)
 			if err != nil {
 				return err
@@ -113,7 +112,7 @@ func (s *Postgres) copyHolders(ctx context.Context, e *Entity) ([]int64, error) 
 		case e.Props.ForwardTo != "":
 			holders = append(holders, e.ID) // a message that could not be forwarded stays
 			next, err := s.Resolve(ctx, e.Props.ForwardTo)
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, broker.ErrNotFound) {
 				return nil
 			}
 			if err != nil {
@@ -138,9 +137,9 @@ func (s *Postgres) copyHolders(ctx context.Context, e *Entity) ([]int64, error) 
 // On a topic, and on an entity that forwards its messages, the numbers are those SendSequenced
 // gave: each names every copy of one message, in the topic's subscriptions or where the messages
 // were forwarded to, and cancelling it removes them all.
-func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seqs []int64) error {
-	if len(seqs) > MaxCancelBatch {
-		return BadRequest("A request may cancel at most %d scheduled messages; this one names %d sequence numbers.", MaxCancelBatch, len(seqs))
+func (s *Postgres) CancelScheduled(ctx context.Context, e *broker.Entity, seqs []int64) error {
+	if len(seqs) > broker.MaxCancelBatch {
+		return broker.BadRequest("A request may cancel at most %d scheduled messages; this one names %d sequence numbers.", broker.MaxCancelBatch, len(seqs))
 	}
 	want := distinctSeqs(seqs)
 	if len(want) == 0 {
@@ -148,7 +147,7 @@ func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seqs []int64)
 	}
 	args := pgx.NamedArgs{"entity": e.ID, "now": s.now()}
 	statement := cancelScheduledSQL
-	if e.Kind == KindTopic || e.Props.ForwardTo != "" {
+	if e.Kind == broker.KindTopic || e.Props.ForwardTo != "" {
 		holders, err := s.copyHolders(ctx, e)
 		if err != nil {
 			return fmt.Errorf("cancel scheduled messages in %s: %w", e.Path, err)
@@ -179,22 +178,17 @@ func (s *Postgres) CancelScheduled(ctx context.Context, e *Entity, seqs []int64)
 		}
 		switch {
 		case len(want) == 1:
-			return notFound("No scheduled message with sequence number %s is waiting in '%s'.", names[0], e.Path)
+			return broker.NotFound("No scheduled message with sequence number %s is waiting in '%s'.", names[0], e.Path)
 		case len(missing) == 1:
-			return notFound("No scheduled message with sequence number %s is waiting in '%s'; none was cancelled.", names[0], e.Path)
+			return broker.NotFound("No scheduled message with sequence number %s is waiting in '%s'; none was cancelled.", names[0], e.Path)
 		case len(missing) > 10:
 			names = append(names, "…")
 		}
-		return notFound("No scheduled messages with sequence numbers %s are waiting in '%s'; none was cancelled.", strings.Join(names, ", "), e.Path)
+		return broker.NotFound("No scheduled messages with sequence numbers %s are waiting in '%s'; none was cancelled.", strings.Join(names, ", "), e.Path)
 	}
 	s.touch(e)
 	return nil
 }
-
-// MaxCancelBatch bounds the sequence numbers one cancel names: one transaction deletes them. It
-// is far above what one schedule request of small messages returns (a few thousand in the
-// size an SDK sends), so what one request scheduled one request can cancel.
-const MaxCancelBatch = 100000
 
 // purgeChunk bounds one purge transaction, so purging millions of messages neither holds one
 // huge transaction nor blocks senders for long.
@@ -232,7 +226,7 @@ SELECT (SELECT count(*) FROM removed), (SELECT last FROM bound)`
 // while it runs may stay (one with a sequence number above the highest at the start does, and
 // one whose send commits after the purge passed its sequence number), so that a purge ends even
 // while senders keep sending.
-func (s *Postgres) Purge(ctx context.Context, e *Entity, sq SubQueue) (int64, error) {
+func (s *Postgres) Purge(ctx context.Context, e *broker.Entity, sq broker.SubQueue) (int64, error) {
 	var upto int64
 	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE entity_id = $1`, e.ID).Scan(&upto); err != nil {
 		return 0, fmt.Errorf("purge %s: %w", e.Path, interpretError(err))
@@ -255,12 +249,12 @@ func (s *Postgres) Purge(ctx context.Context, e *Entity, sq SubQueue) (int64, er
 
 // purgeChunk deletes up to n messages of e's subqueue with sequence numbers in (after, upto], and
 // returns how many it deleted and the last sequence number of the chunk (nil when none was left).
-func (s *Postgres) purgeChunk(ctx context.Context, e *Entity, sq SubQueue, after, upto int64, n int) (int64, *int64, error) {
+func (s *Postgres) purgeChunk(ctx context.Context, e *broker.Entity, sq broker.SubQueue, after, upto int64, n int) (int64, *int64, error) {
 	var deleted int64
 	var last *int64
 	err := s.retryConflicts(ctx, nil, func() error {
 		return s.pool.QueryRow(ctx, purgeSQL, pgx.NamedArgs{
-			"entity": e.ID, "after": after, "upto": upto, "state": sq.state(), "n": n}).Scan(&deleted, &last)
+			"entity": e.ID, "after": after, "upto": upto, "state": sq.State(), "n": n}).Scan(&deleted, &last)
 	})
 	return deleted, last, err
 }
@@ -295,7 +289,7 @@ SELECT count(*) FROM moved`
 // Resubmit moves dead-lettered messages of e back into e as new messages: the one with sequence
 // number seq when seq is not 0, else every one for which match returns true (every one when match
 // is nil). Messages under a valid lock are left alone. It returns how many moved.
-func (s *Postgres) Resubmit(ctx context.Context, e *Entity, seq int64, match func(*Message) bool) (int64, error) {
+func (s *Postgres) Resubmit(ctx context.Context, e *broker.Entity, seq int64, match func(*broker.Message) bool) (int64, error) {
 	var total int64
 	var after int64
 	for {
@@ -332,7 +326,7 @@ func (s *Postgres) Resubmit(ctx context.Context, e *Entity, seq int64, match fun
 		}
 	}
 	if seq != 0 && total == 0 {
-		return 0, notFound("No dead-lettered message with sequence number %d is available in '%s'.", seq, e.Path)
+		return 0, broker.NotFound("No dead-lettered message with sequence number %d is available in '%s'.", seq, e.Path)
 	}
 	if total > 0 {
 		s.touch(e)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -31,7 +32,7 @@ func (b *bundle) maintain(t *testing.T) {
 func TestExpiredMessagesAreRemoved(t *testing.T) {
 	b := setup(t, manual)
 	q := b.queue(t, "q", nil)
-	b.send(t, q, store.Message{Body: []byte("short"), TimeToLive: 10 * time.Second}, store.Message{Body: []byte("long"), TimeToLive: time.Hour})
+	b.send(t, q, broker.Message{Body: []byte("short"), TimeToLive: 10 * time.Second}, broker.Message{Body: []byte("long"), TimeToLive: time.Hour})
 	b.clock.Advance(11 * time.Second)
 
 	// Before the sweep the expired message is already gone for every observer.
@@ -54,19 +55,19 @@ func TestExpiredMessagesAreRemoved(t *testing.T) {
 
 func TestExpiredMessagesAreDeadLettered(t *testing.T) {
 	b := setup(t, manual)
-	q := b.queue(t, "q", func(p *store.Properties) { p.DeadLetteringOnMessageExpiration = true })
-	b.send(t, q, store.Message{Body: []byte("x"), MessageID: "x", TimeToLive: 10 * time.Second})
+	q := b.queue(t, "q", func(p *broker.Properties) { p.DeadLetteringOnMessageExpiration = true })
+	b.send(t, q, broker.Message{Body: []byte("x"), MessageID: "x", TimeToLive: 10 * time.Second})
 	b.clock.Advance(11 * time.Second)
 	if c := b.counts(t, "q"); c.Active != 0 || c.DeadLetter != 1 {
 		t.Errorf("counts before the sweep = %+v; want it counted as dead-lettered", c)
 	}
-	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m != nil {
+	if m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock); m != nil {
 		t.Fatalf("expired message received: %+v", m)
 	}
 	b.maintain(t)
 	b.clock.Advance(1000 * time.Hour) // dead-lettered messages never expire
 	b.maintain(t)
-	dl := b.receive(t, q, store.SubQueueDeadLetter, store.ReceiveAndDelete)
+	dl := b.receive(t, q, broker.SubQueueDeadLetter, broker.ReceiveAndDelete)
 	if dl == nil || dl.MessageID != "x" || dl.DeadLetterReason != "TTLExpiredException" {
 		t.Fatalf("dead-letter subqueue gave %+v; want x with TTLExpiredException", dl)
 	}
@@ -74,25 +75,25 @@ func TestExpiredMessagesAreDeadLettered(t *testing.T) {
 
 func TestLockedMessageDoesNotExpireUntilItsLockEnds(t *testing.T) {
 	b := setup(t, manual)
-	q := b.queue(t, "q", func(p *store.Properties) { p.LockDuration = time.Minute })
-	b.send(t, q, store.Message{Body: []byte("a"), MessageID: "a", TimeToLive: 10 * time.Second},
-		store.Message{Body: []byte("b"), MessageID: "b", TimeToLive: 10 * time.Second})
-	a := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	bm := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	q := b.queue(t, "q", func(p *broker.Properties) { p.LockDuration = time.Minute })
+	b.send(t, q, broker.Message{Body: []byte("a"), MessageID: "a", TimeToLive: 10 * time.Second},
+		broker.Message{Body: []byte("b"), MessageID: "b", TimeToLive: 10 * time.Second})
+	a := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+	bm := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 	b.clock.Advance(30 * time.Second) // both past their TTL, both still locked
 	b.maintain(t)
 	if c := b.counts(t, "q"); c.Active != 2 {
 		t.Errorf("counts with both locked past their TTL = %+v; want 2 active", c)
 	}
 	// A locked, expired message can still be completed.
-	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, a.MessageID, a.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.Complete, a.MessageID, a.LockToken); err != nil {
 		t.Errorf("complete of a locked, expired message: %v", err)
 	}
 	// Abandoning the other makes its expiry take effect at once.
-	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Abandon, bm.MessageID, bm.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.Abandon, bm.MessageID, bm.LockToken); err != nil {
 		t.Fatal(err)
 	}
-	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m != nil {
+	if m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock); m != nil {
 		t.Errorf("abandoned expired message received again: %q", m.Body)
 	}
 	if c := b.counts(t, "q"); c.Total() != 0 {
@@ -103,35 +104,35 @@ func TestLockedMessageDoesNotExpireUntilItsLockEnds(t *testing.T) {
 func TestScheduledCountsAndCancel(t *testing.T) {
 	b := setup(t, manual)
 	q := b.queue(t, "q", nil)
-	b.send(t, q, store.Message{Body: []byte("s1"), ScheduledEnqueueTime: b.clock.Now().Add(time.Minute)},
-		store.Message{Body: []byte("s2"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
+	b.send(t, q, broker.Message{Body: []byte("s1"), ScheduledEnqueueTime: b.clock.Now().Add(time.Minute)},
+		broker.Message{Body: []byte("s2"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
 	if c := b.counts(t, "q"); c.Scheduled != 2 || c.Active != 0 {
 		t.Errorf("counts = %+v; want 2 scheduled", c)
 	}
-	msgs, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 10)
+	msgs, err := b.store.Browse(b.ctx, q, broker.SubQueueMain, 0, 10)
 	if err != nil || len(msgs) != 2 {
 		t.Fatalf("Browse = %d messages, %v", len(msgs), err)
 	}
 	// All or none: with a number that names nothing scheduled, nothing is cancelled.
 	missing := msgs[1].SequenceNumber + 100
 	err = b.store.CancelScheduled(b.ctx, q, []int64{msgs[1].SequenceNumber, missing})
-	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprint(missing)) {
+	if !errors.Is(err, broker.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprint(missing)) {
 		t.Errorf("cancel [s2, missing]: err = %v; want ErrNotFound naming %d", err, missing)
 	}
 	if c := b.counts(t, "q"); c.Scheduled != 2 {
 		t.Errorf("counts after the refused cancel = %+v; want 2 scheduled still", c)
 	}
-	if err := b.store.CancelScheduled(b.ctx, q, make([]int64, store.MaxCancelBatch+1)); !errors.Is(err, store.ErrBadRequest) {
-		t.Errorf("cancel of %d numbers: err = %v; want ErrBadRequest", store.MaxCancelBatch+1, err)
+	if err := b.store.CancelScheduled(b.ctx, q, make([]int64, broker.MaxCancelBatch+1)); !errors.Is(err, broker.ErrBadRequest) {
+		t.Errorf("cancel of %d numbers: err = %v; want ErrBadRequest", broker.MaxCancelBatch+1, err)
 	}
 	if err := b.store.CancelScheduled(b.ctx, q, []int64{msgs[1].SequenceNumber, msgs[1].SequenceNumber}); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
-	if err := b.store.CancelScheduled(b.ctx, q, []int64{msgs[1].SequenceNumber}); !errors.Is(err, store.ErrNotFound) {
+	if err := b.store.CancelScheduled(b.ctx, q, []int64{msgs[1].SequenceNumber}); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("second cancel: err = %v; want ErrNotFound", err)
 	}
 	b.clock.Advance(2 * time.Minute)
-	if err := b.store.CancelScheduled(b.ctx, q, []int64{msgs[0].SequenceNumber}); !errors.Is(err, store.ErrNotFound) {
+	if err := b.store.CancelScheduled(b.ctx, q, []int64{msgs[0].SequenceNumber}); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("cancel after the schedule passed: err = %v; want ErrNotFound", err)
 	}
 	if c := b.counts(t, "q"); c.Scheduled != 0 || c.Active != 1 {
@@ -141,15 +142,15 @@ func TestScheduledCountsAndCancel(t *testing.T) {
 
 func TestDuplicateDetection(t *testing.T) {
 	b := setup(t, manual)
-	q := b.queue(t, "q", func(p *store.Properties) {
+	q := b.queue(t, "q", func(p *broker.Properties) {
 		p.RequiresDuplicateDetection = true
 		p.DuplicateDetectionHistoryTimeWindow = time.Minute
 	})
 	send := func(ids ...string) {
 		t.Helper()
-		var msgs []store.Message
+		var msgs []broker.Message
 		for _, id := range ids {
-			msgs = append(msgs, store.Message{Body: []byte(id), MessageID: id})
+			msgs = append(msgs, broker.Message{Body: []byte(id), MessageID: id})
 		}
 		b.send(t, q, msgs...)
 	}
@@ -161,7 +162,7 @@ func TestDuplicateDetection(t *testing.T) {
 	}
 	// Consumed or not, the id stays known for the window.
 	for range 3 {
-		b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+		b.receive(t, q, broker.SubQueueMain, broker.ReceiveAndDelete)
 	}
 	send("a")
 	if c := b.counts(t, "q"); c.Active != 0 {
@@ -188,7 +189,7 @@ func TestDuplicateDetection(t *testing.T) {
 // stored once.
 func TestDuplicateDetectionAcrossGateways(t *testing.T) {
 	b := setup(t, setupOptions{realClock: true})
-	q := b.queue(t, "q", func(p *store.Properties) { p.RequiresDuplicateDetection = true })
+	q := b.queue(t, "q", func(p *broker.Properties) { p.RequiresDuplicateDetection = true })
 	other := store.New(b.pool, store.Options{})
 	other.Start(b.ctx)
 	defer other.Stop()
@@ -207,7 +208,7 @@ func TestDuplicateDetectionAcrossGateways(t *testing.T) {
 				st, e = other, qOther
 			}
 			for i := range ids {
-				if err := st.Send(b.ctx, e, []store.Message{{Body: []byte("x"), MessageID: fmt.Sprint(i)}}); err != nil {
+				if err := st.Send(b.ctx, e, []broker.Message{{Body: []byte("x"), MessageID: fmt.Sprint(i)}}); err != nil {
 					t.Errorf("send: %v", err)
 				}
 			}
@@ -222,64 +223,64 @@ func TestDuplicateDetectionAcrossGateways(t *testing.T) {
 func TestDeferral(t *testing.T) {
 	b := setup(t, manual)
 	q := b.queue(t, "q", nil)
-	b.send(t, q, store.Message{Body: []byte("later"), MessageID: "d"}, body("next"))
-	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Defer, m.MessageID, m.LockToken); err != nil {
+	b.send(t, q, broker.Message{Body: []byte("later"), MessageID: "d"}, body("next"))
+	m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.Defer, m.MessageID, m.LockToken); err != nil {
 		t.Fatalf("defer: %v", err)
 	}
-	if next := b.receive(t, q, store.SubQueueMain, store.PeekLock); next == nil || string(next.Body) != "next" {
+	if next := b.receive(t, q, broker.SubQueueMain, broker.PeekLock); next == nil || string(next.Body) != "next" {
 		t.Fatalf("after deferring, received %v; want next", next)
 	}
-	if none := b.receive(t, q, store.SubQueueMain, store.PeekLock); none != nil {
+	if none := b.receive(t, q, broker.SubQueueMain, broker.PeekLock); none != nil {
 		t.Fatalf("deferred message received by a plain receive: %q", none.Body)
 	}
 	// Browsing shows it as deferred.
-	msgs, err := b.store.Browse(b.ctx, q, store.SubQueueMain, m.SequenceNumber, 1)
-	if err != nil || len(msgs) != 1 || msgs[0].State != store.StateDeferred {
+	msgs, err := b.store.Browse(b.ctx, q, broker.SubQueueMain, m.SequenceNumber, 1)
+	if err != nil || len(msgs) != 1 || msgs[0].State != broker.StateDeferred {
 		t.Fatalf("browse = %+v, %v; want the deferred message", msgs, err)
 	}
 	if c := b.counts(t, "q"); c.Active != 2 {
 		t.Errorf("counts = %+v; deferred messages count as active", c)
 	}
-	d, err := receiveDeferred1(b.ctx, b.store, store.Target{Entity: q}, m.SequenceNumber, store.PeekLock)
+	d, err := receiveDeferred1(b.ctx, b.store, broker.Target{Entity: q}, m.SequenceNumber, broker.PeekLock)
 	if err != nil {
 		t.Fatalf("receive deferred: %v", err)
 	}
 	if d.DeliveryCount != 1 || d.LockToken == m.LockToken { // deferring did not fail a delivery
 		t.Errorf("deferred message delivered with count %d, token %v", d.DeliveryCount, d.LockToken)
 	}
-	if _, err := receiveDeferred1(b.ctx, b.store, store.Target{Entity: q}, m.SequenceNumber, store.PeekLock); !errors.Is(err, store.ErrNotFound) {
+	if _, err := receiveDeferred1(b.ctx, b.store, broker.Target{Entity: q}, m.SequenceNumber, broker.PeekLock); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("second receive of a locked deferred message: err = %v; want ErrNotFound", err)
 	}
 	// Abandon keeps it deferred; complete removes it.
-	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Abandon, d.MessageID, d.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.Abandon, d.MessageID, d.LockToken); err != nil {
 		t.Fatal(err)
 	}
-	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m != nil {
+	if m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock); m != nil {
 		t.Errorf("abandoned deferred message came back to the head: %q", m.Body)
 	}
-	d, err = receiveDeferred1(b.ctx, b.store, store.Target{Entity: q}, m.SequenceNumber, store.ReceiveAndDelete)
+	d, err = receiveDeferred1(b.ctx, b.store, broker.Target{Entity: q}, m.SequenceNumber, broker.ReceiveAndDelete)
 	if err != nil || string(d.Body) != "later" {
 		t.Fatalf("receive-and-delete deferred = %v, %v", d, err)
 	}
-	if _, err := receiveDeferred1(b.ctx, b.store, store.Target{Entity: q}, m.SequenceNumber, store.ReceiveAndDelete); !errors.Is(err, store.ErrNotFound) {
+	if _, err := receiveDeferred1(b.ctx, b.store, broker.Target{Entity: q}, m.SequenceNumber, broker.ReceiveAndDelete); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("deferred message received twice: err = %v", err)
 	}
 }
 
 // deferAll sends a message with each body to q and defers it; it returns them, in order, as
 // received before deferring (delivery count 1).
-func (b *bundle) deferAll(t *testing.T, q *store.Entity, bodies ...string) []*store.Message {
+func (b *bundle) deferAll(t *testing.T, q *broker.Entity, bodies ...string) []*broker.Message {
 	t.Helper()
 	for _, s := range bodies {
-		b.send(t, q, store.Message{Body: []byte(s), MessageID: s})
+		b.send(t, q, broker.Message{Body: []byte(s), MessageID: s})
 	}
-	msgs, err := receiveN(b.ctx, b.store, store.Target{Entity: q}, store.PeekLock, len(bodies), 0)
+	msgs, err := receiveN(b.ctx, b.store, broker.Target{Entity: q}, broker.PeekLock, len(bodies), 0)
 	if err != nil || len(msgs) != len(bodies) {
 		t.Fatalf("receive %d to defer: %d, %v", len(bodies), len(msgs), err)
 	}
 	for _, m := range msgs {
-		if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Defer, m.MessageID, m.LockToken); err != nil {
+		if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q}, broker.Defer, m.MessageID, m.LockToken); err != nil {
 			t.Fatalf("defer %s: %v", m.MessageID, err)
 		}
 	}
@@ -287,9 +288,9 @@ func (b *bundle) deferAll(t *testing.T, q *store.Entity, bodies ...string) []*st
 }
 
 // browseOne is the message of e's main subqueue with sequence number seq, as browsing shows it.
-func (b *bundle) browseOne(t *testing.T, e *store.Entity, seq int64) *store.Message {
+func (b *bundle) browseOne(t *testing.T, e *broker.Entity, seq int64) *broker.Message {
 	t.Helper()
-	msgs, err := b.store.Browse(b.ctx, e, store.SubQueueMain, seq, 1)
+	msgs, err := b.store.Browse(b.ctx, e, broker.SubQueueMain, seq, 1)
 	if err != nil || len(msgs) != 1 || msgs[0].SequenceNumber != seq {
 		t.Fatalf("browse %d = %v, %v", seq, msgs, err)
 	}
@@ -305,19 +306,19 @@ func TestReceiveDeferredAllOrNothing(t *testing.T) {
 	d := b.deferAll(t, q, "a", "b", "c")
 	sa, sb, sc := d[0].SequenceNumber, d[1].SequenceNumber, d[2].SequenceNumber
 	missing := sc + 100
-	target := store.Target{Entity: q}
+	target := broker.Target{Entity: q}
 	before := b.counts(t, "q")
 	if before.Active != 3 {
 		t.Fatalf("counts = %+v; want the 3 deferred messages active", before)
 	}
 	notFound := func(what string, err error, seq int64) {
 		t.Helper()
-		if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", seq)) {
+		if !errors.Is(err, broker.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", seq)) {
 			t.Errorf("%s: err = %v; want ErrNotFound naming %d", what, err, seq)
 		}
 	}
 
-	for _, mode := range []store.ReceiveMode{store.ReceiveAndDelete, store.PeekLock} {
+	for _, mode := range []broker.ReceiveMode{broker.ReceiveAndDelete, broker.PeekLock} {
 		msgs, err := b.store.ReceiveDeferred(b.ctx, target, []int64{sa, missing, sb}, mode)
 		notFound(fmt.Sprintf("mode %v: [a, missing, b]", mode), err, missing)
 		if msgs != nil {
@@ -325,7 +326,7 @@ func TestReceiveDeferredAllOrNothing(t *testing.T) {
 		}
 		for _, m := range d[:2] {
 			got := b.browseOne(t, q, m.SequenceNumber)
-			if got.State != store.StateDeferred || got.DeliveryCount != 1 {
+			if got.State != broker.StateDeferred || got.DeliveryCount != 1 {
 				t.Errorf("mode %v: after the failed request %s is %v, delivery count %d; want deferred, 1 (and not locked: see below)",
 					mode, got.MessageID, got.State, got.DeliveryCount)
 			}
@@ -335,15 +336,15 @@ func TestReceiveDeferredAllOrNothing(t *testing.T) {
 		}
 	}
 	// A message locked by another receiver counts as missing too.
-	locked, err := receiveDeferred1(b.ctx, b.store, target, sc, store.PeekLock)
+	locked, err := receiveDeferred1(b.ctx, b.store, target, sc, broker.PeekLock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{sa, sc}, store.ReceiveAndDelete)
+	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{sa, sc}, broker.ReceiveAndDelete)
 	notFound("[a, c locked]", err, sc)
 
 	// All there (so not locked by the failed requests): in the order asked, a repeat once.
-	msgs, err := b.store.ReceiveDeferred(b.ctx, target, []int64{sb, sa, sb}, store.PeekLock)
+	msgs, err := b.store.ReceiveDeferred(b.ctx, target, []int64{sb, sa, sb}, broker.PeekLock)
 	if err != nil || len(msgs) != 2 || msgs[0].MessageID != "b" || msgs[1].MessageID != "a" {
 		t.Fatalf("peek-lock [b, a, b] = %q, %v; want b, a", bodies(msgs), err)
 	}
@@ -352,7 +353,7 @@ func TestReceiveDeferredAllOrNothing(t *testing.T) {
 		if m.DeliveryCount != 1 || m.LockToken == (uuid.UUID{}) || m.LockToken == d[0].LockToken || m.LockToken == d[1].LockToken {
 			t.Errorf("%s: delivery count %d, lock %v; want 1 and a new lock", m.MessageID, m.DeliveryCount, m.LockToken)
 		}
-		if _, err := settle1(b.ctx, b.store, target, store.RenewLock, m.MessageID, m.LockToken); err != nil {
+		if _, err := settle1(b.ctx, b.store, target, broker.RenewLock, m.MessageID, m.LockToken); err != nil {
 			t.Errorf("renew the lock of %s: %v", m.MessageID, err)
 		}
 	}
@@ -364,11 +365,11 @@ func TestReceiveDeferredAllOrNothing(t *testing.T) {
 	}
 	// Abandoned, they are deferred again, and a receive-and-delete takes all three.
 	for _, m := range append(msgs, locked) {
-		if _, err := settle1(b.ctx, b.store, target, store.Abandon, m.MessageID, m.LockToken); err != nil {
+		if _, err := settle1(b.ctx, b.store, target, broker.Abandon, m.MessageID, m.LockToken); err != nil {
 			t.Fatal(err)
 		}
 	}
-	msgs, err = b.store.ReceiveDeferred(b.ctx, target, []int64{sc, sa, sb}, store.ReceiveAndDelete)
+	msgs, err = b.store.ReceiveDeferred(b.ctx, target, []int64{sc, sa, sb}, broker.ReceiveAndDelete)
 	if err != nil || len(msgs) != 3 || msgs[0].MessageID != "c" || msgs[1].MessageID != "a" || msgs[2].MessageID != "b" {
 		t.Fatalf("receive-and-delete [c, a, b] = %q, %v; want c, a, b", bodies(msgs), err)
 	}
@@ -380,14 +381,14 @@ func TestReceiveDeferredAllOrNothing(t *testing.T) {
 	if c := b.counts(t, "q"); c.Active != 0 || c.SizeInBytes != 0 || c.DeadLetter != 0 {
 		t.Errorf("counts after receive-and-delete of all = %+v; want none", c)
 	}
-	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{sa}, store.ReceiveAndDelete)
+	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{sa}, broker.ReceiveAndDelete)
 	notFound("a again", err, sa)
 
-	if none, err := b.store.ReceiveDeferred(b.ctx, target, nil, store.PeekLock); err != nil || len(none) != 0 {
+	if none, err := b.store.ReceiveDeferred(b.ctx, target, nil, broker.PeekLock); err != nil || len(none) != 0 {
 		t.Errorf("no sequence numbers = %v, %v; want none", none, err)
 	}
-	if _, err := b.store.ReceiveDeferred(b.ctx, target, make([]int64, store.MaxReceiveBatch+1), store.PeekLock); !errors.Is(err, store.ErrBadRequest) {
-		t.Errorf("%d sequence numbers: err = %v; want ErrBadRequest", store.MaxReceiveBatch+1, err)
+	if _, err := b.store.ReceiveDeferred(b.ctx, target, make([]int64, broker.MaxReceiveBatch+1), broker.PeekLock); !errors.Is(err, broker.ErrBadRequest) {
+		t.Errorf("%d sequence numbers: err = %v; want ErrBadRequest", broker.MaxReceiveBatch+1, err)
 	}
 }
 
@@ -397,53 +398,53 @@ func TestReceiveDeferredAllOrNothing(t *testing.T) {
 // locked nor counted as delivered.
 func TestReceiveDeferredPastMaxDeliveryCount(t *testing.T) {
 	b := setup(t, manual)
-	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
-	target := store.Target{Entity: q}
+	q := b.queue(t, "q", func(p *broker.Properties) { p.MaxDeliveryCount = 1 })
+	target := broker.Target{Entity: q}
 	d := b.deferAll(t, q, "worn", "fresh", "other")
 	worn, fresh, other := d[0].SequenceNumber, d[1].SequenceNumber, d[2].SequenceNumber
 	// Its delivery by number lapses (an abandon would dead-letter it at once): it is deferred
 	// again, with as many failed deliveries as the queue allows.
-	m, err := receiveDeferred1(b.ctx, b.store, target, worn, store.PeekLock)
+	m, err := receiveDeferred1(b.ctx, b.store, target, worn, broker.PeekLock)
 	if err != nil || m.DeliveryCount != 1 {
 		t.Fatalf("delivery of worn by number = %v, %v", m, err)
 	}
 	b.clock.Advance(q.Props.LockDuration + time.Second)
-	if got := b.browseOne(t, q, worn); got.State != store.StateDeferred {
+	if got := b.browseOne(t, q, worn); got.State != broker.StateDeferred {
 		t.Fatalf("worn after its lock ran out: %v; want deferred", got.State)
 	}
 	sizeBefore := b.counts(t, "q").SizeInBytes
 
-	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{fresh, worn}, store.PeekLock)
-	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", worn)) {
+	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{fresh, worn}, broker.PeekLock)
+	if !errors.Is(err, broker.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", worn)) {
 		t.Fatalf("peek-lock [fresh, worn]: err = %v; want ErrNotFound naming worn (%d)", err, worn)
 	}
-	if got := b.browseOne(t, q, fresh); got.State != store.StateDeferred || got.DeliveryCount != 1 {
+	if got := b.browseOne(t, q, fresh); got.State != broker.StateDeferred || got.DeliveryCount != 1 {
 		t.Errorf("fresh after the request: %v, delivery count %d; want deferred, 1 (and not locked: see below)", got.State, got.DeliveryCount)
 	}
 	if c := b.counts(t, "q"); c.Active != 2 || c.DeadLetter != 1 || c.SizeInBytes != sizeBefore {
 		t.Errorf("counts = %+v; want 2 active, 1 dead letter, %d bytes", c, sizeBefore)
 	}
-	dl := b.drain(t, q, store.SubQueueDeadLetter)
+	dl := b.drain(t, q, broker.SubQueueDeadLetter)
 	if len(dl) != 1 || dl[0].MessageID != "worn" || dl[0].DeadLetterReason != store.ReasonMaxDeliveryCount {
 		t.Fatalf("dead letters = %+v; want worn, dead-lettered for its deliveries", dl)
 	}
 
 	// A missing message named first is the one the error names; a worn one behind it is
 	// dead-lettered all the same.
-	if _, err = receiveDeferred1(b.ctx, b.store, target, other, store.PeekLock); err != nil {
+	if _, err = receiveDeferred1(b.ctx, b.store, target, other, broker.PeekLock); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(q.Props.LockDuration + time.Second)
-	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{worn, other, fresh}, store.PeekLock)
-	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", worn)) {
+	_, err = b.store.ReceiveDeferred(b.ctx, target, []int64{worn, other, fresh}, broker.PeekLock)
+	if !errors.Is(err, broker.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", worn)) {
 		t.Errorf("peek-lock [worn (gone), other (worn), fresh]: err = %v; want ErrNotFound naming %d", err, worn)
 	}
-	if dl := b.drain(t, q, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != "other" {
+	if dl := b.drain(t, q, broker.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != "other" {
 		t.Errorf("dead letters = %q; want other", bodies(dl))
 	}
 
 	// The one left was not locked and is received as usual.
-	msgs, err := b.store.ReceiveDeferred(b.ctx, target, []int64{fresh}, store.PeekLock)
+	msgs, err := b.store.ReceiveDeferred(b.ctx, target, []int64{fresh}, broker.PeekLock)
 	if err != nil || len(msgs) != 1 || msgs[0].DeliveryCount != 1 {
 		t.Fatalf("peek-lock [fresh] = %v, %v; want it with delivery count 1", msgs, err)
 	}
@@ -456,10 +457,10 @@ func TestBrowseDoesNotLockOrCount(t *testing.T) {
 	b := setup(t, manual)
 	q := b.queue(t, "q", nil)
 	for i := range 5 {
-		b.send(t, q, store.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)})
+		b.send(t, q, broker.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)})
 	}
-	locked := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	all, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 100)
+	locked := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+	all, err := b.store.Browse(b.ctx, q, broker.SubQueueMain, 0, 100)
 	if err != nil || len(all) != 5 {
 		t.Fatalf("Browse all = %d, %v", len(all), err)
 	}
@@ -471,12 +472,12 @@ func TestBrowseDoesNotLockOrCount(t *testing.T) {
 			t.Errorf("browse exposes the lock of %s", m.MessageID)
 		}
 	}
-	page, err := b.store.Browse(b.ctx, q, store.SubQueueMain, all[2].SequenceNumber, 2)
+	page, err := b.store.Browse(b.ctx, q, broker.SubQueueMain, all[2].SequenceNumber, 2)
 	if err != nil || len(page) != 2 || page[0].MessageID != "2" || page[1].MessageID != "3" {
 		t.Errorf("Browse from the third, 2 = %+v, %v", page, err)
 	}
 	// Browsing took no lock and counted no delivery.
-	next := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	next := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 	if next.MessageID != "1" || next.DeliveryCount != 1 {
 		t.Errorf("after browsing, received %s with DeliveryCount %d", next.MessageID, next.DeliveryCount)
 	}
@@ -487,9 +488,9 @@ func TestReceiveBatch(t *testing.T) {
 	b := setup(t, manual)
 	q := b.queue(t, "q", nil)
 	for i := range 7 {
-		b.send(t, q, store.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)})
+		b.send(t, q, broker.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint(i)})
 	}
-	got, err := receiveN(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 5, 0)
+	got, err := receiveN(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.PeekLock, 5, 0)
 	if err != nil || len(got) != 5 {
 		t.Fatalf("ReceiveBatch(5) = %d, %v", len(got), err)
 	}
@@ -498,11 +499,11 @@ func TestReceiveBatch(t *testing.T) {
 			t.Errorf("batch[%d] = %s (token %v)", i, m.MessageID, m.LockToken)
 		}
 	}
-	rest, err := receiveN(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.ReceiveAndDelete, 5, 0)
+	rest, err := receiveN(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.ReceiveAndDelete, 5, 0)
 	if err != nil || len(rest) != 2 || rest[0].MessageID != "5" {
 		t.Fatalf("second batch = %+v, %v", rest, err)
 	}
-	if _, err := receiveN(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 0, 0); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := receiveN(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.PeekLock, 0, 0); !errors.Is(err, broker.ErrBadRequest) {
 		t.Errorf("ReceiveBatch(0): err = %v; want ErrBadRequest", err)
 	}
 }
@@ -511,21 +512,21 @@ func TestExplicitDeadLetterAndResubmit(t *testing.T) {
 	b := setup(t, manual)
 	q := b.queue(t, "q", nil)
 	for _, id := range []string{"a", "b", "c"} {
-		b.send(t, q, store.Message{Body: []byte(id), MessageID: id, TimeToLive: time.Hour, Label: "l-" + id})
+		b.send(t, q, broker.Message{Body: []byte(id), MessageID: id, TimeToLive: time.Hour, Label: "l-" + id})
 	}
 	for range 3 {
-		m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-		if err := deadLetter1(b.ctx, b.store, store.Target{Entity: q}, m.MessageID, m.LockToken, "Broken"+m.MessageID, "cannot parse"); err != nil {
+		m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+		if err := deadLetter1(b.ctx, b.store, broker.Target{Entity: q}, m.MessageID, m.LockToken, "Broken"+m.MessageID, "cannot parse"); err != nil {
 			t.Fatalf("dead-letter %s: %v", m.MessageID, err)
 		}
-		if err := deadLetter1(b.ctx, b.store, store.Target{Entity: q}, m.MessageID, m.LockToken, "again", ""); !errors.Is(err, store.ErrLockLost) {
+		if err := deadLetter1(b.ctx, b.store, broker.Target{Entity: q}, m.MessageID, m.LockToken, "again", ""); !errors.Is(err, broker.ErrLockLost) {
 			t.Errorf("second dead-letter: err = %v; want ErrLockLost", err)
 		}
 	}
 	if c := b.counts(t, "q"); c.DeadLetter != 3 || c.Active != 0 {
 		t.Errorf("counts = %+v; want 3 dead-lettered", c)
 	}
-	dl, err := b.store.Browse(b.ctx, q, store.SubQueueDeadLetter, 0, 10)
+	dl, err := b.store.Browse(b.ctx, q, broker.SubQueueDeadLetter, 0, 10)
 	if err != nil || len(dl) != 3 || dl[0].DeadLetterReason != "Brokena" || dl[0].DeadLetterDescription != "cannot parse" {
 		t.Fatalf("dead-letter browse = %+v, %v", dl, err)
 	}
@@ -535,18 +536,18 @@ func TestExplicitDeadLetterAndResubmit(t *testing.T) {
 	if n, err := b.store.Resubmit(b.ctx, q, dl[0].SequenceNumber, nil); err != nil || n != 1 {
 		t.Fatalf("resubmit one = %d, %v", n, err)
 	}
-	if _, err := b.store.Resubmit(b.ctx, q, dl[0].SequenceNumber, nil); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.store.Resubmit(b.ctx, q, dl[0].SequenceNumber, nil); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("resubmit of a message no longer dead-lettered: err = %v; want ErrNotFound", err)
 	}
 	// All matching.
-	n, err := b.store.Resubmit(b.ctx, q, 0, func(m *store.Message) bool { return m.Label == "l-c" })
+	n, err := b.store.Resubmit(b.ctx, q, 0, func(m *broker.Message) bool { return m.Label == "l-c" })
 	if err != nil || n != 1 {
 		t.Fatalf("resubmit matching = %d, %v", n, err)
 	}
 	if c := b.counts(t, "q"); c.DeadLetter != 1 || c.Active != 2 {
 		t.Errorf("counts after resubmits = %+v; want 2 active, 1 dead-lettered", c)
 	}
-	a := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	a := b.receive(t, q, broker.SubQueueMain, broker.ReceiveAndDelete)
 	if a.MessageID != "a" || a.SequenceNumber <= dl[2].SequenceNumber || a.DeadLetterReason != "" || a.DeliveryCount != 1 {
 		t.Errorf("resubmitted a = %+v; want a new sequence number, no dead-letter reason, a fresh delivery count", a)
 	}
@@ -557,25 +558,25 @@ func TestExplicitDeadLetterAndResubmit(t *testing.T) {
 
 func TestPurge(t *testing.T) {
 	b := setup(t, manual)
-	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	q := b.queue(t, "q", func(p *broker.Properties) { p.MaxDeliveryCount = 1 })
 	for i := range 5 {
 		b.send(t, q, body(fmt.Sprint(i)))
 	}
-	b.send(t, q, store.Message{Body: []byte("scheduled"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
-	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if err := deadLetter1(b.ctx, b.store, store.Target{Entity: q}, m.MessageID, m.LockToken, "r", "d"); err != nil {
+	b.send(t, q, broker.Message{Body: []byte("scheduled"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
+	m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+	if err := deadLetter1(b.ctx, b.store, broker.Target{Entity: q}, m.MessageID, m.LockToken, "r", "d"); err != nil {
 		t.Fatal(err)
 	}
-	b.receive(t, q, store.SubQueueMain, store.PeekLock) // one locked
-	n, err := b.store.Purge(b.ctx, q, store.SubQueueDeadLetter)
+	b.receive(t, q, broker.SubQueueMain, broker.PeekLock) // one locked
+	n, err := b.store.Purge(b.ctx, q, broker.SubQueueDeadLetter)
 	if err != nil || n != 1 {
 		t.Fatalf("purge dead-letter = %d, %v", n, err)
 	}
-	n, err = b.store.Purge(b.ctx, q, store.SubQueueMain)
+	n, err = b.store.Purge(b.ctx, q, broker.SubQueueMain)
 	if err != nil || n != 5 {
 		t.Fatalf("purge main = %d, %v; want 4 plus the scheduled one", n, err)
 	}
-	if c := b.counts(t, "q"); c != (store.Counts{}) {
+	if c := b.counts(t, "q"); c != (broker.Counts{}) {
 		t.Errorf("counts after purge = %+v", c)
 	}
 }
@@ -612,7 +613,7 @@ func TestPurgeTakesRowsUpdatedWhileItRuns(t *testing.T) {
 	if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM messages WHERE entity_id = $1`, q.ID).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d messages left after the purge (%v)", left, err)
 	}
-	if c := b.counts(t, "q"); c != (store.Counts{}) {
+	if c := b.counts(t, "q"); c != (broker.Counts{}) {
 		t.Errorf("counts after purge = %+v", c)
 	}
 }
@@ -628,18 +629,18 @@ func TestMaxSizeInMegabytes(t *testing.T) {
 	}
 	b.maintain(t)
 	waitFor(t, 5*time.Second, func() bool { // the size is remembered for a second
-		err := b.store.Send(b.ctx, q, []store.Message{body("too much")})
-		return errors.Is(err, store.ErrQuota)
+		err := b.store.Send(b.ctx, q, []broker.Message{body("too much")})
+		return errors.Is(err, broker.ErrQuota)
 	})
 }
 
 func TestAutoDeleteOnIdle(t *testing.T) {
 	b := setup(t, manual)
-	idle := b.queue(t, "idle", func(p *store.Properties) { p.AutoDeleteOnIdle = 5 * time.Minute })
-	busy := b.queue(t, "busy", func(p *store.Properties) { p.AutoDeleteOnIdle = 5 * time.Minute })
-	waiting := b.queue(t, "waiting", func(p *store.Properties) { p.AutoDeleteOnIdle = 5 * time.Minute })
+	idle := b.queue(t, "idle", func(p *broker.Properties) { p.AutoDeleteOnIdle = 5 * time.Minute })
+	busy := b.queue(t, "busy", func(p *broker.Properties) { p.AutoDeleteOnIdle = 5 * time.Minute })
+	waiting := b.queue(t, "waiting", func(p *broker.Properties) { p.AutoDeleteOnIdle = 5 * time.Minute })
 	b.queue(t, "forever", nil)
-	b.send(t, waiting, store.Message{Body: []byte("x"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
+	b.send(t, waiting, broker.Message{Body: []byte("x"), ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)})
 	_ = idle
 
 	b.clock.Advance(4 * time.Minute)
@@ -704,7 +705,7 @@ func TestCountsDoNotScan(t *testing.T) {
 // should still be there, once each.
 func TestDrainGetsExactlyTheExpectedSet(t *testing.T) {
 	b := setup(t)
-	q := b.queue(t, "q", func(p *store.Properties) {
+	q := b.queue(t, "q", func(p *broker.Properties) {
 		p.RequiresDuplicateDetection = true
 		p.DuplicateDetectionHistoryTimeWindow = time.Hour
 	})
@@ -749,8 +750,8 @@ func TestDrainGetsExactlyTheExpectedSet(t *testing.T) {
 			defer wg.Done()
 			for i := s; i < len(plans); i += 8 {
 				p := plans[i]
-				m := store.Message{Body: []byte(p.id), MessageID: p.id, TimeToLive: p.ttl, ScheduledEnqueueTime: p.scheduled}
-				if err := b.store.Send(b.ctx, q, []store.Message{m}); err != nil {
+				m := broker.Message{Body: []byte(p.id), MessageID: p.id, TimeToLive: p.ttl, ScheduledEnqueueTime: p.scheduled}
+				if err := b.store.Send(b.ctx, q, []broker.Message{m}); err != nil {
 					t.Errorf("send %s: %v", p.id, err)
 				}
 			}
@@ -760,7 +761,7 @@ func TestDrainGetsExactlyTheExpectedSet(t *testing.T) {
 	b.clock.Advance(time.Hour)
 	got := map[string]bool{}
 	for {
-		msgs, err := receiveN(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.ReceiveAndDelete, 500, 0)
+		msgs, err := receiveN(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.ReceiveAndDelete, 500, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -794,7 +795,7 @@ func TestResetConnections(t *testing.T) {
 	b := setup(t)
 	q := b.queue(t, "q", nil)
 	b.send(t, q, body("1"), body("2"))
-	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 	// The connections idle before the reset (the background tasks may hold others a moment).
 	var pool, hot []uint32
 	for range 100 {
@@ -813,10 +814,10 @@ func TestResetConnections(t *testing.T) {
 			t.Errorf("backend %d, idle before the reset, is still in a pool (pool %v, generic-plan pool %v after)", pid, poolAfter, hotAfter)
 		}
 	}
-	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.Complete, "", m.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.Complete, "", m.LockToken); err != nil {
 		t.Errorf("complete after the reset: %v", err)
 	}
-	if m := b.receive(t, q, store.SubQueueMain, store.PeekLock); m == nil {
+	if m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock); m == nil {
 		t.Error("receive after the reset: nothing")
 	}
 }
@@ -827,24 +828,24 @@ func TestResetConnections(t *testing.T) {
 func TestReceiveDeferredPastMaxDeliveryCountForwards(t *testing.T) {
 	b := setup(t, manual)
 	collector := b.queue(t, "collector", nil)
-	q := b.queue(t, "q", func(p *store.Properties) {
+	q := b.queue(t, "q", func(p *broker.Properties) {
 		p.MaxDeliveryCount = 1
 		p.ForwardDeadLetteredMessagesTo = "collector"
 	})
-	target := store.Target{Entity: q}
+	target := broker.Target{Entity: q}
 	worn := b.deferAll(t, q, "worn")[0].SequenceNumber
 	// Its one allowed delivery by number lapses.
-	if _, err := receiveDeferred1(b.ctx, b.store, target, worn, store.PeekLock); err != nil {
+	if _, err := receiveDeferred1(b.ctx, b.store, target, worn, broker.PeekLock); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(q.Props.LockDuration + time.Second)
-	if _, err := receiveDeferred1(b.ctx, b.store, target, worn, store.PeekLock); !errors.Is(err, store.ErrNotFound) {
+	if _, err := receiveDeferred1(b.ctx, b.store, target, worn, broker.PeekLock); !errors.Is(err, broker.ErrNotFound) {
 		t.Fatalf("receive of a worn deferred message: %v; want ErrNotFound", err)
 	}
 	if c := b.counts(t, "q"); c.Total() != 0 {
 		t.Errorf("q counts %+v; want nothing left, not even a dead letter", c)
 	}
-	got := b.drain(t, collector, store.SubQueueMain)
+	got := b.drain(t, collector, broker.SubQueueMain)
 	if len(got) != 1 || got[0].MessageID != "worn" || got[0].DeadLetterSource != "q" {
 		t.Fatalf("collector holds %+v; want worn, from q", got)
 	}
@@ -857,9 +858,9 @@ func TestReceiveDeferredPastMaxDeliveryCountForwards(t *testing.T) {
 // service (TestMessageSettlementUsingReceiver, TestDeferredMessages/Abandon).
 func TestDeliveryCountAsTheServiceCountsIt(t *testing.T) {
 	b := setup(t, manual)
-	q := b.queue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 10 })
-	main, dlq := store.Target{Entity: q}, store.Target{Entity: q, SubQueue: store.SubQueueDeadLetter}
-	count := func(what string, m *store.Message, want int32) {
+	q := b.queue(t, "q", func(p *broker.Properties) { p.MaxDeliveryCount = 10 })
+	main, dlq := broker.Target{Entity: q}, broker.Target{Entity: q, SubQueue: broker.SubQueueDeadLetter}
+	count := func(what string, m *broker.Message, want int32) {
 		t.Helper()
 		if m == nil {
 			t.Fatalf("%s: no message", what)
@@ -868,72 +869,72 @@ func TestDeliveryCountAsTheServiceCountsIt(t *testing.T) {
 			t.Errorf("%s: DeliveryCount %d; want %d", what, m.DeliveryCount, want)
 		}
 	}
-	settle := func(tg store.Target, op store.Settlement, m *store.Message) {
+	settle := func(tg broker.Target, op broker.Settlement, m *broker.Message) {
 		t.Helper()
 		if _, err := settle1(b.ctx, b.store, tg, op, m.MessageID, m.LockToken); err != nil {
 			t.Fatalf("%v of %s: %v", op, m.MessageID, err)
 		}
 	}
 
-	b.send(t, q, store.Message{Body: []byte("a"), MessageID: "a"})
-	all, err := b.store.Browse(b.ctx, q, store.SubQueueMain, 0, 1)
+	b.send(t, q, broker.Message{Body: []byte("a"), MessageID: "a"})
+	all, err := b.store.Browse(b.ctx, q, broker.SubQueueMain, 0, 1)
 	if err != nil || len(all) != 1 {
 		t.Fatalf("browse: %v, %v", all, err)
 	}
 	seq := all[0].SequenceNumber
 	count("peek before any delivery", b.browseOne(t, q, seq), 1)
-	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 	count("first delivery", m, 1)
 	count("peek while locked", b.browseOne(t, q, seq), 1)
-	settle(main, store.Abandon, m)
+	settle(main, broker.Abandon, m)
 	count("peek after an abandon", b.browseOne(t, q, seq), 2)
-	m = b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	m = b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 	count("delivery after an abandon", m, 2)
-	settle(main, store.DeadLetter, m)
-	m = b.receive(t, q, store.SubQueueDeadLetter, store.PeekLock)
+	settle(main, broker.DeadLetter, m)
+	m = b.receive(t, q, broker.SubQueueDeadLetter, broker.PeekLock)
 	count("first delivery from the dead-letter subqueue", m, 2)
-	settle(dlq, store.Abandon, m)
-	m = b.receive(t, q, store.SubQueueDeadLetter, store.PeekLock)
+	settle(dlq, broker.Abandon, m)
+	m = b.receive(t, q, broker.SubQueueDeadLetter, broker.PeekLock)
 	count("dead letter after an abandon there", m, 2)
 	b.clock.Advance(q.Props.LockDuration + time.Second)
-	m = b.receive(t, q, store.SubQueueDeadLetter, store.PeekLock)
+	m = b.receive(t, q, broker.SubQueueDeadLetter, broker.PeekLock)
 	count("dead letter after its lock lapsed", m, 2)
-	settle(dlq, store.Complete, m)
+	settle(dlq, broker.Complete, m)
 
 	// Deferred: received by number, abandoned, peeked.
 	d := b.deferAll(t, q, "d")[0]
-	m, err = receiveDeferred1(b.ctx, b.store, main, d.SequenceNumber, store.PeekLock)
+	m, err = receiveDeferred1(b.ctx, b.store, main, d.SequenceNumber, broker.PeekLock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	count("deferred message received by number", m, 1)
-	settle(main, store.Abandon, m)
+	settle(main, broker.Abandon, m)
 	count("peek of the deferred message after an abandon", b.browseOne(t, q, d.SequenceNumber), 2)
-	m, err = receiveDeferred1(b.ctx, b.store, main, d.SequenceNumber, store.PeekLock)
+	m, err = receiveDeferred1(b.ctx, b.store, main, d.SequenceNumber, broker.PeekLock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	count("deferred message received again", m, 2)
-	settle(main, store.Complete, m)
+	settle(main, broker.Complete, m)
 
 	// A lapsed lock counts; a release (a delivery the receiver never saw) does not.
-	b.send(t, q, store.Message{Body: []byte("l"), MessageID: "l"})
-	m = b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	b.send(t, q, broker.Message{Body: []byte("l"), MessageID: "l"})
+	m = b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 	count("first delivery of l", m, 1)
 	b.clock.Advance(q.Props.LockDuration + time.Second)
 	count("peek after a lapsed lock", b.browseOne(t, q, m.SequenceNumber), 2)
-	m = b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	m = b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 	count("delivery after a lapsed lock", m, 2)
-	settle(main, store.Release, m)
-	m = b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	settle(main, broker.Release, m)
+	m = b.receive(t, q, broker.SubQueueMain, broker.ReceiveAndDelete)
 	count("receive-and-delete after a release", m, 2)
 
 	// Receive-and-delete takes a message whose lock lapsed with that delivery counted, and
 	// without the lapsed lock's token.
-	b.send(t, q, store.Message{Body: []byte("r"), MessageID: "r"})
-	count("first delivery of r", b.receive(t, q, store.SubQueueMain, store.PeekLock), 1)
+	b.send(t, q, broker.Message{Body: []byte("r"), MessageID: "r"})
+	count("first delivery of r", b.receive(t, q, broker.SubQueueMain, broker.PeekLock), 1)
 	b.clock.Advance(q.Props.LockDuration + time.Second)
-	m = b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	m = b.receive(t, q, broker.SubQueueMain, broker.ReceiveAndDelete)
 	count("receive-and-delete after a lapsed lock", m, 2)
 	if m.LockToken != uuid.Nil {
 		t.Errorf("receive-and-delete after a lapsed lock gave lock token %v", m.LockToken)
@@ -941,7 +942,7 @@ func TestDeliveryCountAsTheServiceCountsIt(t *testing.T) {
 
 	// A message locked under a session lock that was released counts that delivery.
 	sq := b.sessionQueue(t, "sq", nil)
-	b.send(t, sq, store.Message{Body: []byte("s"), MessageID: "s", SessionID: "one", HasSessionID: true})
+	b.send(t, sq, broker.Message{Body: []byte("s"), MessageID: "s", SessionID: "one", HasSessionID: true})
 	s := b.accept(t, sq, "one")
 	got := b.receiveIn(t, sq, s, 1)
 	if len(got) != 1 {

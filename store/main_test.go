@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/store"
@@ -76,20 +77,20 @@ func setup(t *testing.T, so ...setupOptions) *bundle {
 }
 
 // queue creates a queue with the default description changed by edit.
-func (b *bundle) queue(t *testing.T, path string, edit func(p *store.Properties)) *store.Entity {
+func (b *bundle) queue(t *testing.T, path string, edit func(p *broker.Properties)) *broker.Entity {
 	t.Helper()
-	p := store.DefaultProperties(store.KindQueue)
+	p := broker.DefaultProperties(broker.KindQueue)
 	if edit != nil {
 		edit(&p)
 	}
-	e, err := b.store.CreateEntity(b.ctx, store.KindQueue, path, p)
+	e, err := b.store.CreateEntity(b.ctx, broker.KindQueue, path, p)
 	if err != nil {
 		t.Fatalf("CreateEntity(%q): %v", path, err)
 	}
 	return e
 }
 
-func (b *bundle) send(t *testing.T, e *store.Entity, msgs ...store.Message) {
+func (b *bundle) send(t *testing.T, e *broker.Entity, msgs ...broker.Message) {
 	t.Helper()
 	if err := b.store.Send(b.ctx, e, msgs); err != nil {
 		t.Fatalf("Send to %s: %v", e.Path, err)
@@ -97,16 +98,16 @@ func (b *bundle) send(t *testing.T, e *store.Entity, msgs ...store.Message) {
 }
 
 // receive takes one message without waiting; nil when there is none.
-func (b *bundle) receive(t *testing.T, e *store.Entity, sq store.SubQueue, mode store.ReceiveMode) *store.Message {
+func (b *bundle) receive(t *testing.T, e *broker.Entity, sq broker.SubQueue, mode broker.ReceiveMode) *broker.Message {
 	t.Helper()
-	m, err := receive1(b.ctx, b.store, store.Target{Entity: e, SubQueue: sq}, mode, 0)
+	m, err := receive1(b.ctx, b.store, broker.Target{Entity: e, SubQueue: sq}, mode, 0)
 	if err != nil {
 		t.Fatalf("Receive from %s: %v", e.Path, err)
 	}
 	return m
 }
 
-func (b *bundle) counts(t *testing.T, path string) store.Counts {
+func (b *bundle) counts(t *testing.T, path string) broker.Counts {
 	t.Helper()
 	e, err := b.store.GetEntity(b.ctx, path)
 	if err != nil {
@@ -115,7 +116,7 @@ func (b *bundle) counts(t *testing.T, path string) store.Counts {
 	return e.Counts
 }
 
-func body(s string) store.Message { return store.Message{Body: []byte(s)} }
+func body(s string) broker.Message { return broker.Message{Body: []byte(s)} }
 
 // openPool opens a pool on url, closed when the test ends.
 func openPool(t *testing.T, url string) *pgxpool.Pool {
@@ -129,7 +130,7 @@ func openPool(t *testing.T, url string) *pgxpool.Pool {
 }
 
 // receive1 takes one message of t, waiting up to wait; nil when none came.
-func receive1(ctx context.Context, st store.Store, t store.Target, mode store.ReceiveMode, wait time.Duration) (*store.Message, error) {
+func receive1(ctx context.Context, st broker.Store, t broker.Target, mode broker.ReceiveMode, wait time.Duration) (*broker.Message, error) {
 	msgs, err := receiveN(ctx, st, t, mode, 1, wait)
 	if len(msgs) == 0 {
 		return nil, err
@@ -138,12 +139,12 @@ func receive1(ctx context.Context, st store.Store, t store.Target, mode store.Re
 }
 
 // receiveN takes up to n messages of t, waiting up to wait for the first.
-func receiveN(ctx context.Context, st store.Store, t store.Target, mode store.ReceiveMode, n int, wait time.Duration) ([]*store.Message, error) {
-	return st.Receive(ctx, store.ReceiveRequest{Target: t, Mode: mode, Max: n, Wait: wait})
+func receiveN(ctx context.Context, st broker.Store, t broker.Target, mode broker.ReceiveMode, n int, wait time.Duration) ([]*broker.Message, error) {
+	return st.Receive(ctx, broker.ReceiveRequest{Target: t, Mode: mode, Max: n, Wait: wait})
 }
 
 // receiveDeferred1 takes the one deferred message of t with sequence number seq.
-func receiveDeferred1(ctx context.Context, st store.Store, t store.Target, seq int64, mode store.ReceiveMode) (*store.Message, error) {
+func receiveDeferred1(ctx context.Context, st broker.Store, t broker.Target, seq int64, mode broker.ReceiveMode) (*broker.Message, error) {
 	msgs, err := st.ReceiveDeferred(ctx, t, []int64{seq}, mode)
 	if err != nil {
 		return nil, err
@@ -152,20 +153,20 @@ func receiveDeferred1(ctx context.Context, st store.Store, t store.Target, seq i
 }
 
 // settle1 settles one lock of t: the message with sequence number or MessageId id.
-func settle1(ctx context.Context, st store.Store, t store.Target, op store.Settlement, id string, token uuid.UUID) (time.Time, error) {
-	res := st.Settle(ctx, t, []store.SettleRequest{{Op: op, Token: token, ID: id}})[0]
+func settle1(ctx context.Context, st broker.Store, t broker.Target, op broker.Settlement, id string, token uuid.UUID) (time.Time, error) {
+	res := st.Settle(ctx, t, []broker.SettleRequest{{Op: op, Token: token, ID: id}})[0]
 	return res.LockedUntil, res.Err
 }
 
 // deadLetter1 dead-letters one locked message of t.
-func deadLetter1(ctx context.Context, st store.Store, t store.Target, id string, token uuid.UUID, reason, description string) error {
-	res := st.Settle(ctx, t, []store.SettleRequest{{Op: store.DeadLetter, Token: token, ID: id, Reason: reason, Description: description}})[0]
+func deadLetter1(ctx context.Context, st broker.Store, t broker.Target, id string, token uuid.UUID, reason, description string) error {
+	res := st.Settle(ctx, t, []broker.SettleRequest{{Op: broker.DeadLetter, Token: token, ID: id, Reason: reason, Description: description}})[0]
 	return res.Err
 }
 
 // inSession is the target of a session held under sl.
-func inSession(e *store.Entity, sl store.SessionLock) store.Target {
-	return store.Target{Entity: e, Session: &sl}
+func inSession(e *broker.Entity, sl broker.SessionLock) broker.Target {
+	return broker.Target{Entity: e, Session: &sl}
 }
 
 // newSharedDatabase is a database of the test's own for several stores (gateways) to share.

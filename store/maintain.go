@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Advisory lock keys of the background tasks. Every gateway runs the tasks; the lock makes one
@@ -200,7 +201,7 @@ func (s *Postgres) autoDelete(ctx context.Context, now time.Time) error {
 	}
 	var errs []error
 	for _, p := range paths {
-		if err := s.DeleteEntity(ctx, p); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := s.DeleteEntity(ctx, p); err != nil && !errors.Is(err, broker.ErrNotFound) {
 			errs = append(errs, err)
 			continue
 		}
@@ -219,7 +220,7 @@ type touches struct {
 }
 
 // touch notes that e (and, for a subscription, its topic) was used now.
-func (s *Postgres) touch(e *Entity) {
+func (s *Postgres) touch(e *broker.Entity) {
 	now := s.now()
 	s.touched.mu.Lock()
 	defer s.touched.mu.Unlock()
@@ -234,7 +235,7 @@ func (s *Postgres) touch(e *Entity) {
 
 // seenTouches moves the AccessedAt of each entity of list to the last use this gateway noted
 // and has not flushed, when that is later.
-func (s *Postgres) seenTouches(list []*Entity) {
+func (s *Postgres) seenTouches(list []*broker.Entity) {
 	s.touched.mu.Lock()
 	defer s.touched.mu.Unlock()
 	for _, e := range list {
@@ -305,13 +306,13 @@ type cachedSize struct {
 const sizeCacheTTL = time.Second
 
 // checkQuota refuses a send of size bytes to an entity that is full.
-func (s *Postgres) checkQuota(ctx context.Context, e *Entity, size int64) error {
+func (s *Postgres) checkQuota(ctx context.Context, e *broker.Entity, size int64) error {
 	s.sizes.mu.Lock()
 	c, ok := s.sizes.m[e.ID]
 	s.sizes.mu.Unlock()
 	if !ok || time.Since(c.read) > sizeCacheTTL {
 		probe := *e
-		if err := s.fillCounts(ctx, []*Entity{&probe}); err != nil {
+		if err := s.fillCounts(ctx, []*broker.Entity{&probe}); err != nil {
 			return err
 		}
 		c = cachedSize{bytes: probe.Counts.SizeInBytes, read: time.Now()}
@@ -324,7 +325,7 @@ func (s *Postgres) checkQuota(ctx context.Context, e *Entity, size int64) error 
 	}
 	limit := e.Props.TotalMaxSizeInMegabytes() << 20
 	if c.bytes+size > limit {
-		return &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf(
+		return &broker.Error{Code: broker.CodeQuotaExceeded, Message: fmt.Sprintf(
 			"SubCode=40300. The maximum entity size has been reached or exceeded for %s: '%s'. Size of entity in bytes: %d, Max entity size in bytes: %d.",
 			e.Kind, e.Path, c.bytes, limit)}
 	}

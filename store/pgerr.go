@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // interpretError turns database errors into domain errors: a lost or refused connection becomes
@@ -18,7 +19,7 @@ func interpretError(err error) error {
 	if err == nil {
 		return nil
 	}
-	var de *Error
+	var de *broker.Error
 	if errors.As(err, &de) {
 		return err
 	}
@@ -31,13 +32,13 @@ func interpretError(err error) error {
 		case "08", // connection exception
 			"53", // insufficient resources (too many connections, disk full)
 			"57": // operator intervention: admin shutdown, crash shutdown, cannot connect now
-			return &Error{Code: CodeUnavailable, Message: "The database is unavailable; retry shortly."}
+			return &broker.Error{Code: broker.CodeUnavailable, Message: "The database is unavailable; retry shortly."}
 		}
 		if pgErr.Code == "25006" { // read_only_sql_transaction: connected to a standby
-			return &Error{Code: CodeUnavailable, Message: "The database is read-only (a standby); retry shortly."}
+			return &broker.Error{Code: broker.CodeUnavailable, Message: "The database is read-only (a standby); retry shortly."}
 		}
 		if conflicted(err) {
-			return &Error{Code: CodeUnavailable, Message: "A conflicting operation is in progress; retry shortly."}
+			return &broker.Error{Code: broker.CodeUnavailable, Message: "A conflicting operation is in progress; retry shortly."}
 		}
 		return err
 	}
@@ -47,7 +48,7 @@ func interpretError(err error) error {
 	// pgx reports that as an unexpected EOF, which is the database being unavailable too.
 	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return &Error{Code: CodeUnavailable, Message: "The database is unavailable; retry shortly."}
+		return &broker.Error{Code: broker.CodeUnavailable, Message: "The database is unavailable; retry shortly."}
 	}
 	return err
 }
@@ -85,7 +86,7 @@ func (s *Postgres) retryConflicts(ctx context.Context, reset func(), run func() 
 
 // interval encodes a duration for an interval column; Infinite is NULL.
 func interval(d time.Duration) pgtype.Interval {
-	if d == Infinite {
+	if d == broker.Infinite {
 		return pgtype.Interval{}
 	}
 	return pgtype.Interval{Microseconds: d.Microseconds(), Valid: true}
@@ -94,7 +95,7 @@ func interval(d time.Duration) pgtype.Interval {
 // duration decodes an interval column; NULL is Infinite.
 func duration(iv pgtype.Interval) time.Duration {
 	if !iv.Valid {
-		return Infinite
+		return broker.Infinite
 	}
 	const day = 24 * time.Hour
 	return time.Duration(iv.Microseconds)*time.Microsecond + time.Duration(iv.Days)*day + time.Duration(iv.Months)*30*day
@@ -111,7 +112,7 @@ func timestamptz(t time.Time) pgtype.Timestamptz {
 // addClamped returns t+d, or the zero time ("never") when d is Infinite or the sum would pass
 // PostgreSQL's (and any useful) range.
 func addClamped(t time.Time, d time.Duration) time.Time {
-	if d == Infinite {
+	if d == broker.Infinite {
 		return time.Time{}
 	}
 	limit := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // TestInterpretLostConnection: a connection the server closed in the middle of an answer (the
@@ -20,7 +21,7 @@ func TestInterpretLostConnection(t *testing.T) {
 		// has become, a standby.
 		fmt.Errorf("store messages: %w", &pgconn.PgError{Code: "25006", Message: "cannot execute INSERT in a read-only transaction"}),
 	} {
-		if got := interpretError(err); !errors.Is(got, ErrUnavailable) {
+		if got := interpretError(err); !errors.Is(got, broker.ErrUnavailable) {
 			t.Errorf("interpretError(%v) = %v; want ErrUnavailable", err, got)
 		}
 	}

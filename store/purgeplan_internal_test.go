@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // TestPurgeChunksStayFlat: a purge deletes a queue in chunks, and each chunk must cost what the
@@ -29,7 +30,7 @@ func TestPurgeChunksStayFlat(t *testing.T) {
 	insertMessages(t, s, behind, 100000, 100)
 
 	const chunks, chunk, looked = 10, 5000, 1000
-	for _, q := range []*Entity{unseen, full} {
+	for _, q := range []*broker.Entity{unseen, full} {
 		var upto int64
 		if err := pool.QueryRow(ctx, `SELECT max(seq) FROM messages WHERE entity_id = $1`, q.ID).Scan(&upto); err != nil {
 			t.Fatal(err)
@@ -40,7 +41,7 @@ func TestPurgeChunksStayFlat(t *testing.T) {
 			// Look at the next chunk of 1,000 (rolled back), then purge the next 5,000.
 			for g, generic := range []bool{false, true} {
 				pages, nodes := explainPages(t, ctx, s, purgeSQL, pgx.NamedArgs{"entity": q.ID, "after": after, "upto": upto,
-					"state": StateActive, "n": looked}, generic)
+					"state": broker.StateActive, "n": looked}, generic)
 				t.Logf("%s: chunk of %d after %d purged (generic plan %v): %d pages", q.Path, looked, i*chunk, generic, pages)
 				if i == 0 {
 					first[g] = pages
@@ -58,7 +59,7 @@ func TestPurgeChunksStayFlat(t *testing.T) {
 					t.Errorf("%s: purge chunk plan (generic plan %v) has a Seq Scan: %s", q.Path, generic, nodes)
 				}
 			}
-			n, last, err := s.purgeChunk(ctx, q, SubQueueMain, after, upto, chunk)
+			n, last, err := s.purgeChunk(ctx, q, broker.SubQueueMain, after, upto, chunk)
 			if err != nil || n != chunk || last == nil {
 				t.Fatalf("%s: purge chunk after %d: %d deleted, last %v, %v", q.Path, after, n, last, err)
 			}
@@ -67,7 +68,7 @@ func TestPurgeChunksStayFlat(t *testing.T) {
 	}
 	// The others are untouched.
 	for _, c := range []struct {
-		e    *Entity
+		e    *broker.Entity
 		want int
 	}{{ahead, 300000}, {behind, 100000}} {
 		var n int

@@ -6,38 +6,36 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sbgate/sbgate/broker"
 )
-
-// MaxReceiveBatch bounds the messages one Receive takes.
-const MaxReceiveBatch = 1000
 
 // Receive takes up to r.Max messages of r's target, waiting up to r.Wait for the first. See
 // Store.
-func (s *Postgres) Receive(ctx context.Context, r ReceiveRequest) ([]*Message, error) {
+func (s *Postgres) Receive(ctx context.Context, r broker.ReceiveRequest) ([]*broker.Message, error) {
 	t := r.Target
 	if err := checkReceivable(t); err != nil {
 		return nil, err
 	}
-	if r.Max < 1 || r.Max > MaxReceiveBatch {
-		return nil, BadRequest("A receive may take between 1 and %d messages.", MaxReceiveBatch)
+	if r.Max < 1 || r.Max > broker.MaxReceiveBatch {
+		return nil, broker.BadRequest("A receive may take between 1 and %d messages.", broker.MaxReceiveBatch)
 	}
 	s.touch(t.Entity)
 	key := waitKey{entity: t.Entity.ID, sq: t.SubQueue}
 	if t.Session != nil {
 		key.session, key.token = t.Session.SessionID, t.Session.Token
 	}
-	start := func() *dispatcher[*Message] {
-		d := &dispatcher[*Message]{s: s, key: key, recheck: s.recheck(t.Entity)}
+	start := func() *dispatcher[*broker.Message] {
+		d := &dispatcher[*broker.Message]{s: s, key: key, recheck: s.recheck(t.Entity)}
 		// The main queue, where throughput matters, claims from a cursor; sessions and
 		// dead-letter subqueues, whose rows come back below any cursor (a session released, a
 		// message dead-lettered), claim from the head.
 		var cur *claimCursor
-		if t.Session == nil && t.SubQueue == SubQueueMain {
+		if t.Session == nil && t.SubQueue == broker.SubQueueMain {
 			cur = s.waiting.cursorFor(key) // start runs under s.waiting.mu
 		}
 		// Each claim reads the entity afresh (from the cache), so a change of its lock
 		// duration, delivery limit or status applies to receivers already waiting.
-		d.claim = func(ctx context.Context, mode ReceiveMode, n int) ([]*Message, bool, error) {
+		d.claim = func(ctx context.Context, mode broker.ReceiveMode, n int) ([]*broker.Message, bool, error) {
 			now, err := s.currentTarget(ctx, t)
 			if err != nil {
 				return nil, false, err
@@ -54,7 +52,7 @@ func (s *Postgres) Receive(ctx context.Context, r ReceiveRequest) ([]*Message, e
 		return d
 	}
 	msgs, err := waitFor(ctx, s, key, start, r.Mode, r.Max, r.Wait)
-	if len(msgs) > 0 && ctx.Err() != nil && r.Mode == PeekLock {
+	if len(msgs) > 0 && ctx.Err() != nil && r.Mode == broker.PeekLock {
 		// Whoever asked is gone and never saw these: give them back at once, as not delivered,
 		// rather than leave them locked until their locks run out.
 		s.release(context.WithoutCancel(ctx), t, msgs)
@@ -65,13 +63,13 @@ func (s *Postgres) Receive(ctx context.Context, r ReceiveRequest) ([]*Message, e
 
 // currentTarget is t with its entity read again from the cache, refusing receives the entity no
 // longer allows. Errors: ErrNotFound when it was deleted (or replaced by another of its name).
-func (s *Postgres) currentTarget(ctx context.Context, t Target) (Target, error) {
+func (s *Postgres) currentTarget(ctx context.Context, t broker.Target) (broker.Target, error) {
 	e, err := s.Resolve(ctx, t.Entity.Path)
 	if err == nil && e.ID != t.Entity.ID {
-		err = notFound("The messaging entity '%s' could not be found.", t.Entity.Path)
+		err = broker.NotFound("The messaging entity '%s' could not be found.", t.Entity.Path)
 	}
 	if err != nil {
-		return Target{}, err
+		return broker.Target{}, err
 	}
 	t.Entity = e
 	return t, checkReceivable(t)
@@ -80,7 +78,7 @@ func (s *Postgres) currentTarget(ctx context.Context, t Target) (Target, error) 
 // recheck is how long a dispatcher of e that found nothing waits before it looks again by itself:
 // no longer than a lock of e lasts, since a lock another gateway took just as this one looked
 // ends within that time and nothing announces it.
-func (s *Postgres) recheck(e *Entity) time.Duration {
+func (s *Postgres) recheck(e *broker.Entity) time.Duration {
 	return min(e.Props.LockDuration, s.opts.Recheck)
 }
 
@@ -93,7 +91,7 @@ WHERE m.entity_id = @entity AND m.seq = r.seq AND m.lock_token = r.token`
 
 // release unlocks msgs without counting their delivery, for messages claimed for a receiver that
 // left before they reached it.
-func (s *Postgres) release(ctx context.Context, t Target, msgs []*Message) {
+func (s *Postgres) release(ctx context.Context, t broker.Target, msgs []*broker.Message) {
 	seqs, tokens := make([]int64, len(msgs)), make([][16]byte, len(msgs))
 	for i, m := range msgs {
 		seqs[i], tokens[i] = m.SequenceNumber, m.LockToken
@@ -111,22 +109,22 @@ func (s *Postgres) release(ctx context.Context, t Target, msgs []*Message) {
 }
 
 // checkReceivable refuses receives the target does not allow.
-func checkReceivable(t Target) error {
+func checkReceivable(t broker.Target) error {
 	e := t.Entity
 	switch {
-	case e.Kind == KindTopic:
-		return BadRequest("Messages cannot be received from topic '%s'; receive them from one of its subscriptions.", e.Path)
-	case e.Props.Status == StatusDisabled || e.Props.Status == StatusReceiveDisabled:
-		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
+	case e.Kind == broker.KindTopic:
+		return broker.BadRequest("Messages cannot be received from topic '%s'; receive them from one of its subscriptions.", e.Path)
+	case e.Props.Status == broker.StatusDisabled || e.Props.Status == broker.StatusReceiveDisabled:
+		return &broker.Error{Code: broker.CodeForbidden, Message: fmt.Sprintf(
 			"SubCode=40301. The messaging entity '%s' is disabled for receiving (status %s).", e.Path, e.Props.Status)}
 	case t.Session != nil && !e.Props.RequiresSession:
-		return BadRequest("The entity '%s' does not require sessions; receive from it without a session.", e.Path)
-	case t.Session != nil && t.SubQueue != SubQueueMain:
-		return BadRequest("Sessions live in the entity, not its dead-letter subqueue.")
-	case t.Session == nil && e.Props.RequiresSession && t.SubQueue == SubQueueMain:
-		return BadRequest("The entity '%s' requires sessions: accept a session and receive from it (POST %s/sessions/$accept); Service Bus REST cannot receive from session entities.", e.Path, e.Path)
+		return broker.BadRequest("The entity '%s' does not require sessions; receive from it without a session.", e.Path)
+	case t.Session != nil && t.SubQueue != broker.SubQueueMain:
+		return broker.BadRequest("Sessions live in the entity, not its dead-letter subqueue.")
+	case t.Session == nil && e.Props.RequiresSession && t.SubQueue == broker.SubQueueMain:
+		return broker.BadRequest("The entity '%s' requires sessions: accept a session and receive from it (POST %s/sessions/$accept); Service Bus REST cannot receive from session entities.", e.Path, e.Path)
 	}
-	return checkSessionLockID(e, t.Session)
+	return broker.CheckSessionLockID(e, t.Session)
 }
 
 // announce wakes the receivers waiting for what changed, here and on other gateways.

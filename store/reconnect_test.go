@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/store"
 )
@@ -39,11 +40,11 @@ func TestDatabaseRestart(t *testing.T) {
 	s := store.New(pool, store.Options{MaintenanceInterval: time.Hour})
 	s.Start(ctx)
 	defer s.Stop()
-	q, err := s.CreateEntity(ctx, store.KindQueue, "q", store.DefaultProperties(store.KindQueue))
+	q, err := s.CreateEntity(ctx, broker.KindQueue, "q", broker.DefaultProperties(broker.KindQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Send(ctx, q, []store.Message{body("before")}); err != nil {
+	if err := s.Send(ctx, q, []broker.Message{body("before")}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -51,11 +52,11 @@ func TestDatabaseRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	err = s.Send(ctx, q, []store.Message{body("while down")})
-	if !errors.Is(err, store.ErrUnavailable) {
+	err = s.Send(ctx, q, []broker.Message{body("while down")})
+	if !errors.Is(err, broker.ErrUnavailable) {
 		t.Errorf("send with the database down: err = %v; want ErrUnavailable", err)
 	}
-	if _, err := receive1(ctx, s, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 0); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := receive1(ctx, s, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.PeekLock, 0); !errors.Is(err, broker.ErrUnavailable) {
 		t.Errorf("receive with the database down: err = %v; want ErrUnavailable", err)
 	}
 	if took := time.Since(start); took > 20*time.Second {
@@ -66,8 +67,8 @@ func TestDatabaseRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool { return s.Send(ctx, q, []store.Message{body("after")}) == nil })
-	m, err := receive1(ctx, s, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.ReceiveAndDelete, 0)
+	waitFor(t, 30*time.Second, func() bool { return s.Send(ctx, q, []broker.Message{body("after")}) == nil })
+	m, err := receive1(ctx, s, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.ReceiveAndDelete, 0)
 	if err != nil || m == nil || string(m.Body) != "before" {
 		t.Errorf("first message after the restart = %v, %v; want the one sent before", m, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // The SQL send functions (migrations/000007_sql_send.up.sql) write messages into sbgate.outbox
@@ -227,7 +228,7 @@ func (r *Relay) RelayPending(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		n, claimed, err := r.pass(ctx, relayBatch)
-		if err != nil && claimed > 1 && !errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+		if err != nil && claimed > 1 && !errors.Is(err, broker.ErrUnavailable) && ctx.Err() == nil {
 			// One message broke the shared INSERT: relay the rows one at a time, so the others
 			// go and the culprit is recorded with its error.
 			for range claimed {
@@ -269,7 +270,7 @@ FROM unnest($2::bigint[], $3::text[], $4::timestamptz[]) AS f(id, err, retry)
 WHERE o.id = f.id`
 
 type relayed struct {
-	e     *Entity
+	e     *broker.Entity
 	size  int
 	wakes []wakeTarget
 }
@@ -287,7 +288,7 @@ func (r *Relay) pass(ctx context.Context, limit int) (delivered, claimed int, er
 		type staged struct {
 			id       int64
 			path     string
-			m        Message
+			m        broker.Message
 			attempts int
 		}
 		var batch []staged
@@ -333,8 +334,8 @@ func (r *Relay) pass(ctx context.Context, limit int) (delivered, claimed int, er
 		for _, st := range batch {
 			d, size, e, err := r.prepare(ctx, st.path, st.m)
 			if err != nil {
-				var se *Error
-				if !errors.As(err, &se) || se.Code == CodeUnavailable || se.Code == CodeInternal {
+				var se *broker.Error
+				if !errors.As(err, &se) || se.Code == broker.CodeUnavailable || se.Code == broker.CodeInternal {
 					return err // the database, not the message: try the whole pass again later
 				}
 				failedIDs = append(failedIDs, st.id)
@@ -365,7 +366,7 @@ func (r *Relay) pass(ctx context.Context, limit int) (delivered, claimed int, er
 	if errors.As(err, &ie) {
 		s.log.Error("relay SQL send: the message cannot be stored", "outbox_id", ie.id, "err", ie.err)
 		_, err = s.pool.Exec(ctx, relayDoneSQL, []int64{}, []int64{ie.id},
-			[]string{"The message could not be stored."}, []pgtype.Timestamptz{retryTime(CodeInternal, ie.attempts, s.now())})
+			[]string{"The message could not be stored."}, []pgtype.Timestamptz{retryTime(broker.CodeInternal, ie.attempts, s.now())})
 		return 0, claimed, interpretError(err)
 	}
 	if err != nil {
@@ -391,20 +392,20 @@ type relayInsertError struct {
 func (e *relayInsertError) Error() string { return e.err.Error() }
 
 // prepare runs one staged message through the checks and routing of an HTTP send.
-func (r *Relay) prepare(ctx context.Context, path string, m Message) (*delivery, int, *Entity, error) {
+func (r *Relay) prepare(ctx context.Context, path string, m broker.Message) (*delivery, int, *broker.Entity, error) {
 	e, err := r.s.Resolve(ctx, path)
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	d, size, err := r.s.prepareSend(ctx, e, []Message{m})
+	d, size, err := r.s.prepareSend(ctx, e, []broker.Message{m})
 	return d, size, e, err
 }
 
 // retryTime is when a message refused with code is tried again: never for a refusal that the
 // message itself earned (it would be refused again), with a doubling wait for one that may pass.
-func retryTime(code Code, attempts int, now time.Time) pgtype.Timestamptz {
+func retryTime(code broker.Code, attempts int, now time.Time) pgtype.Timestamptz {
 	switch code {
-	case CodeBadRequest, CodeNotFound, CodeTooLarge:
+	case broker.CodeBadRequest, broker.CodeNotFound, broker.CodeTooLarge:
 		return pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
 	}
 	wait := time.Second << min(attempts, 20)
@@ -414,8 +415,8 @@ func retryTime(code Code, attempts int, now time.Time) pgtype.Timestamptz {
 // secondsToTTL turns a TimeToLive in seconds, as the wire and the outbox give it, into a
 // duration; anything beyond what a duration holds never expires (as handlers read it).
 func secondsToTTL(secs float64) time.Duration {
-	if secs >= Infinite.Seconds() {
-		return Infinite
+	if secs >= broker.Infinite.Seconds() {
+		return broker.Infinite
 	}
 	return max(time.Duration(secs*float64(time.Second)), time.Nanosecond)
 }
@@ -423,7 +424,7 @@ func secondsToTTL(secs float64) time.Duration {
 // decodeStagedProperties reads the user properties the SQL functions checked: a JSON object of
 // strings, numbers and booleans. Numbers are typed as in a batch send: integers int64, others
 // float64. They are sorted by name, the order jsonb keeps.
-func decodeStagedProperties(raw []byte) (UserProperties, error) {
+func decodeStagedProperties(raw []byte) (broker.UserProperties, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
@@ -433,7 +434,7 @@ func decodeStagedProperties(raw []byte) (UserProperties, error) {
 	if err := dec.Decode(&obj); err != nil {
 		return nil, err
 	}
-	props := make(UserProperties, 0, len(obj))
+	props := make(broker.UserProperties, 0, len(obj))
 	for name, v := range obj {
 		switch x := v.(type) {
 		case json.Number:
@@ -448,7 +449,7 @@ func decodeStagedProperties(raw []byte) (UserProperties, error) {
 		default:
 			return nil, fmt.Errorf("user property %q has type %T", name, v)
 		}
-		props = append(props, Property{Name: name, Value: v})
+		props = append(props, broker.Property{Name: name, Value: v})
 	}
 	sort.Slice(props, func(i, j int) bool { return props[i].Name < props[j].Name })
 	return props, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -48,7 +49,7 @@ func (b *bundle) outboxRows(t *testing.T) int {
 
 func TestSQLSendCommitDeliversOnce(t *testing.T) {
 	b := setup(t, manual)
-	q := b.queue(t, "orders", func(p *store.Properties) { p.DefaultMessageTimeToLive = 30 * time.Second })
+	q := b.queue(t, "orders", func(p *broker.Properties) { p.DefaultMessageTimeToLive = 30 * time.Second })
 
 	tx, err := b.pool.Begin(b.ctx)
 	if err != nil {
@@ -80,16 +81,16 @@ func TestSQLSendCommitDeliversOnce(t *testing.T) {
 	if n := b.outboxRows(t); n != 0 {
 		t.Errorf("outbox keeps %d rows after the relay", n)
 	}
-	got := b.drain(t, q, store.SubQueueMain)
+	got := b.drain(t, q, broker.SubQueueMain)
 	if len(got) != 1 {
 		t.Fatalf("received %d messages, want 1", len(got))
 	}
 	m := got[0]
-	want := store.Message{Body: []byte("hello"), MessageID: "m1", Label: "new", CorrelationID: "c", To: "t", ReplyTo: "r",
+	want := broker.Message{Body: []byte("hello"), MessageID: "m1", Label: "new", CorrelationID: "c", To: "t", ReplyTo: "r",
 		ContentType: "text/plain", TimeToLive: 30 * time.Second, TimeToLiveFromSender: true, // capped by the queue
-		UserProperties: store.UserProperties{{Name: "f", Value: 1.5}, {Name: "n", Value: int64(3)}, {Name: "ok", Value: true}, {Name: "region", Value: "eu"}}}
-	if diff := cmp.Diff(want, *m, cmpopts.IgnoreFields(store.Message{}, "SequenceNumber", "EnqueuedTime", "ExpiresAt", "LockToken", "LockedUntil", "DeliveryCount"),
-		cmpopts.SortSlices(func(a, b store.Property) bool { return a.Name < b.Name })); diff != "" {
+		UserProperties: broker.UserProperties{{Name: "f", Value: 1.5}, {Name: "n", Value: int64(3)}, {Name: "ok", Value: true}, {Name: "region", Value: "eu"}}}
+	if diff := cmp.Diff(want, *m, cmpopts.IgnoreFields(broker.Message{}, "SequenceNumber", "EnqueuedTime", "ExpiresAt", "LockToken", "LockedUntil", "DeliveryCount"),
+		cmpopts.SortSlices(func(a, b broker.Property) bool { return a.Name < b.Name })); diff != "" {
 		t.Errorf("received (-want +got):\n%s", diff)
 	}
 	if !m.EnqueuedTime.Equal(b.clock.Now()) {
@@ -114,16 +115,16 @@ func TestSQLSendRollbackDeliversNothing(t *testing.T) {
 	if n := b.relayPending(t); n != 0 {
 		t.Errorf("relayed %d messages of a rolled-back transaction", n)
 	}
-	if got := b.drain(t, q, store.SubQueueMain); len(got) != 0 {
+	if got := b.drain(t, q, broker.SubQueueMain); len(got) != 0 {
 		t.Errorf("received %q", bodies(got))
 	}
 }
 
 func TestSQLSendRefusesAtCallTime(t *testing.T) {
 	b := setup(t, manual)
-	b.queue(t, "small", func(p *store.Properties) { p.MaxMessageSizeInKilobytes = 1 })
-	b.queue(t, "sess", func(p *store.Properties) { p.RequiresSession = true })
-	b.queue(t, "off", func(p *store.Properties) { p.Status = store.StatusSendDisabled })
+	b.queue(t, "small", func(p *broker.Properties) { p.MaxMessageSizeInKilobytes = 1 })
+	b.queue(t, "sess", func(p *broker.Properties) { p.RequiresSession = true })
+	b.queue(t, "off", func(p *broker.Properties) { p.Status = broker.StatusSendDisabled })
 	b.topic(t, "t", nil)
 	b.sub(t, "t", "s", nil, nil)
 
@@ -167,28 +168,28 @@ func TestSQLSendRefusesAtCallTime(t *testing.T) {
 func TestSQLSendTopicFansOutAsASend(t *testing.T) {
 	b := setup(t, manual)
 	topic := b.topic(t, "orders", nil)
-	subs := []*store.Entity{
+	subs := []*broker.Entity{
 		b.sub(t, "orders", "all", nil, nil),
 		b.sub(t, "orders", "eu", sqlRule("eu", "region = 'eu' AND amount > 100"), nil),
-		b.sub(t, "orders", "corr", &store.Rule{Name: "c", Filter: store.RuleFilter{Kind: store.FilterCorrelation,
-			Correlation: &store.CorrelationFilter{Label: "urgent"}}}, nil),
-		b.sub(t, "orders", "act", &store.Rule{Name: "a", Filter: store.RuleFilter{Kind: store.FilterSQL, SQLExpression: "1=1"},
-			Action: &store.RuleAction{SQLExpression: "SET tagged = 'yes'"}}, nil),
-		b.sub(t, "orders", "broken", sqlRule("b", "amount / 0 > 1"), func(p *store.Properties) { p.DeadLetteringOnFilterEvaluation = true }),
+		b.sub(t, "orders", "corr", &broker.Rule{Name: "c", Filter: broker.RuleFilter{Kind: broker.FilterCorrelation,
+			Correlation: &broker.CorrelationFilter{Label: "urgent"}}}, nil),
+		b.sub(t, "orders", "act", &broker.Rule{Name: "a", Filter: broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: "1=1"},
+			Action: &broker.RuleAction{SQLExpression: "SET tagged = 'yes'"}}, nil),
+		b.sub(t, "orders", "broken", sqlRule("b", "amount / 0 > 1"), func(p *broker.Properties) { p.DeadLetteringOnFilterEvaluation = true }),
 	}
 	type sent struct {
 		body, label string
-		props       store.UserProperties
+		props       broker.UserProperties
 	}
 	cases := []sent{
-		{"eu-big", "", store.UserProperties{{Name: "amount", Value: int64(500)}, {Name: "region", Value: "eu"}}},
-		{"eu-small", "urgent", store.UserProperties{{Name: "amount", Value: 50.5}, {Name: "region", Value: "eu"}}},
+		{"eu-big", "", broker.UserProperties{{Name: "amount", Value: int64(500)}, {Name: "region", Value: "eu"}}},
+		{"eu-small", "urgent", broker.UserProperties{{Name: "amount", Value: 50.5}, {Name: "region", Value: "eu"}}},
 		{"plain", "", nil},
 	}
 	received := func() map[string][]string {
 		out := map[string][]string{}
 		for _, s := range subs {
-			for _, sq := range []store.SubQueue{store.SubQueueMain, store.SubQueueDeadLetter} {
+			for _, sq := range []broker.SubQueue{broker.SubQueueMain, broker.SubQueueDeadLetter} {
 				for _, m := range b.drain(t, s, sq) {
 					out[s.Path] = append(out[s.Path], fmt.Sprintf("%d %s %s %v %s", sq, m.Body, m.Label, m.UserProperties, m.DeadLetterReason))
 				}
@@ -197,7 +198,7 @@ func TestSQLSendTopicFansOutAsASend(t *testing.T) {
 		return out
 	}
 	for _, c := range cases {
-		b.send(t, topic, store.Message{Body: []byte(c.body), Label: c.label, UserProperties: c.props})
+		b.send(t, topic, broker.Message{Body: []byte(c.body), Label: c.label, UserProperties: c.props})
 	}
 	viaSend := received()
 	for _, c := range cases {
@@ -223,11 +224,11 @@ func TestSQLSendTopicFansOutAsASend(t *testing.T) {
 // Duplicate detection and a batch's order hold for messages sent through SQL, as for a send.
 func TestSQLSendBatchKeepsDuplicateDetection(t *testing.T) {
 	b := setup(t, manual)
-	q := b.queue(t, "dd", func(p *store.Properties) {
+	q := b.queue(t, "dd", func(p *broker.Properties) {
 		p.RequiresDuplicateDetection = true
 		p.DuplicateDetectionHistoryTimeWindow = time.Minute
 	})
-	b.send(t, q, store.Message{Body: []byte("first"), MessageID: "x"})
+	b.send(t, q, broker.Message{Body: []byte("first"), MessageID: "x"})
 	var ids []string
 	if err := b.pool.QueryRow(b.ctx, `SELECT sbgate.send_batch('dd',
 		ARRAY[convert_to('dup','UTF8'), convert_to('new','UTF8'), convert_to('anon','UTF8')],
@@ -238,7 +239,7 @@ func TestSQLSendBatchKeepsDuplicateDetection(t *testing.T) {
 		t.Errorf("send_batch returned %q", ids)
 	}
 	b.relayPending(t)
-	if diff := cmp.Diff([]string{"first", "new", "anon"}, bodies(b.drain(t, q, store.SubQueueMain))); diff != "" {
+	if diff := cmp.Diff([]string{"first", "new", "anon"}, bodies(b.drain(t, q, broker.SubQueueMain))); diff != "" {
 		t.Errorf("received (-want +got):\n%s", diff)
 	}
 }
@@ -367,7 +368,7 @@ func TestSQLSendTwoRelaysDeliverOnce(t *testing.T) {
 	t.Parallel()
 	url := newSharedDatabase(t)
 	s1, s2 := openStore(t, url), openStore(t, url)
-	q, err := s1.CreateEntity(t.Context(), store.KindQueue, "q", store.DefaultProperties(store.KindQueue))
+	q, err := s1.CreateEntity(t.Context(), broker.KindQueue, "q", broker.DefaultProperties(broker.KindQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +410,7 @@ func TestSQLSendTwoRelaysDeliverOnce(t *testing.T) {
 	seen := map[string]int{}
 	deadline := time.Now().Add(30 * time.Second)
 	for len(seen) < senders*perTx*txs && time.Now().Before(deadline) {
-		msgs, err := receiveN(t.Context(), s1, store.Target{Entity: q}, store.ReceiveAndDelete, 100, time.Second)
+		msgs, err := receiveN(t.Context(), s1, broker.Target{Entity: q}, broker.ReceiveAndDelete, 100, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -425,7 +426,7 @@ func TestSQLSendTwoRelaysDeliverOnce(t *testing.T) {
 			t.Errorf("%s received %d times", body, n)
 		}
 	}
-	if msgs, _ := receiveN(t.Context(), s2, store.Target{Entity: q}, store.ReceiveAndDelete, 100, 0); len(msgs) != 0 {
+	if msgs, _ := receiveN(t.Context(), s2, broker.Target{Entity: q}, broker.ReceiveAndDelete, 100, 0); len(msgs) != 0 {
 		t.Errorf("%d more messages", len(msgs))
 	}
 }
@@ -450,7 +451,7 @@ func TestSQLSendRingsAnIdleRelay(t *testing.T) {
 	defer r.Stop()
 	for i := range 2 {
 		b.sqlSend(t, "q", fmt.Sprint(i), `{}`)
-		m, err := receive1(b.ctx, b.store, store.Target{Entity: q}, store.ReceiveAndDelete, 20*time.Second)
+		m, err := receive1(b.ctx, b.store, broker.Target{Entity: q}, broker.ReceiveAndDelete, 20*time.Second)
 		if err != nil || m == nil || string(m.Body) != fmt.Sprint(i) {
 			t.Fatalf("message %d: %v, %v", i, m, err)
 		}
@@ -487,7 +488,7 @@ func TestSQLSendWaitsForRoomInAFullEntity(t *testing.T) {
 	}
 	fill(1024 << 20)
 	waitFor(t, 5*time.Second, func() bool { // the size is remembered for a second
-		return errors.Is(b.store.Send(b.ctx, q, []store.Message{body("probe")}), store.ErrQuota)
+		return errors.Is(b.store.Send(b.ctx, q, []broker.Message{body("probe")}), broker.ErrQuota)
 	})
 	b.sqlSend(t, "full", "x", `{"BrokerProperties":{"MessageId":"waits"}}`)
 	if n := b.relayPending(t); n != 0 {
@@ -503,7 +504,7 @@ func TestSQLSendWaitsForRoomInAFullEntity(t *testing.T) {
 	}
 	fill(-(1024 << 20))
 	waitFor(t, 5*time.Second, func() bool {
-		return b.store.Send(b.ctx, q, []store.Message{body("room")}) == nil
+		return b.store.Send(b.ctx, q, []broker.Message{body("room")}) == nil
 	})
 	if n := b.relayPending(t); n != 0 {
 		t.Fatalf("relayed %d messages before their retry time", n)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // restoreSQL inserts rows as they were when a receive-and-delete removed them: their sequence
@@ -40,7 +41,7 @@ SELECT count(*) FROM ins`)
 // Restore puts back messages a receive-and-delete took from t but could not hand out. See
 // Store. A restored message is due now (not in the ready range a claim's cursor may have
 // passed), so the next claim finds it ahead of later messages, as an abandoned one.
-func (s *Postgres) Restore(ctx context.Context, t Target, msgs []*Message) (int, error) {
+func (s *Postgres) Restore(ctx context.Context, t broker.Target, msgs []*broker.Message) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
@@ -52,7 +53,7 @@ func (s *Postgres) Restore(ctx context.Context, t Target, msgs []*Message) (int,
 		if err := rows[i].set(t.Entity.ID, m, nil, true); err != nil {
 			return 0, fmt.Errorf("restore message %d of %s: %w", m.SequenceNumber, t, err)
 		}
-		if m.State != StateDeadLetter && m.State != StateDeferred {
+		if m.State != broker.StateDeadLetter && m.State != broker.StateDeferred {
 			rows[i].VisibleAt = timestamptz(now)
 		}
 		seqs[i], counts[i] = m.SequenceNumber, max(m.DeliveryCount-1, 0)

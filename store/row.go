@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // messageRecord is a row of the messages table as statements return it. Columns are matched to
@@ -23,7 +24,7 @@ import (
 // (insertTypes).
 type messageRecord struct {
 	Seq                   int64              `db:"seq" insert:"default"` // nextval('message_seq')
-	State                 State              `db:"state"`
+	State                 broker.State       `db:"state"`
 	VisibleAt             pgtype.Timestamptz `db:"visible_at"`
 	LockToken             pgtype.UUID        `db:"lock_token" insert:"default"`     // NULL: not locked
 	DeliveryCount         int32              `db:"delivery_count" insert:"default"` // 0
@@ -42,7 +43,7 @@ type messageRecord struct {
 	ContentType           pgtype.Text        `db:"content_type"`
 	UserProps             []byte             `db:"user_props" sqltype:"jsonb"`
 	Body                  []byte             `db:"body"`
-	BodyType              BodyType           `db:"body_type"`
+	BodyType              broker.BodyType    `db:"body_type"`
 	Size                  int32              `db:"size"`
 	DeadLetterReason      pgtype.Text        `db:"dead_letter_reason"`
 	DeadLetterDescription pgtype.Text        `db:"dead_letter_description"`
@@ -106,8 +107,8 @@ var insertTypes = map[reflect.Type]struct {
 	reflect.TypeFor[pgtype.Text]():        {"text", "NULLIF(%s, '')", textArray},
 	reflect.TypeFor[presentText]():        {"text", "%s", presentTextArray},
 	reflect.TypeFor[pgtype.Int8]():        {"bigint", "NULLIF(%s, 0)", int8Array},
-	reflect.TypeFor[State]():              {"smallint", "%s", stateArray},
-	reflect.TypeFor[BodyType]():           {"smallint", "%s", bodyTypeArray},
+	reflect.TypeFor[broker.State]():       {"smallint", "%s", stateArray},
+	reflect.TypeFor[broker.BodyType]():    {"smallint", "%s", bodyTypeArray},
 }
 
 // field is the T field at offset off of row i's messageColumns. The send path builds the
@@ -162,7 +163,7 @@ func bodyTypeArray(off uintptr) func([]messageRow) any {
 	return func(rows []messageRow) any {
 		a := make(pgtype.FlatArray[int16], len(rows))
 		for i := range rows {
-			a[i] = int16(field[BodyType](rows, i, off))
+			a[i] = int16(field[broker.BodyType](rows, i, off))
 		}
 		return a
 	}
@@ -182,7 +183,7 @@ func stateArray(off uintptr) func([]messageRow) any {
 	return func(rows []messageRow) any {
 		a := make(pgtype.FlatArray[int16], len(rows))
 		for i := range rows {
-			a[i] = int16(field[State](rows, i, off))
+			a[i] = int16(field[broker.State](rows, i, off))
 		}
 		return a
 	}
@@ -217,8 +218,8 @@ func columnsOf(t reflect.Type, base uintptr, cols []insertColumn) []insertColumn
 }
 
 // collectMessages reads every row of rows as a message.
-func collectMessages(rows pgx.Rows) ([]*Message, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Message, error) {
+func collectMessages(rows pgx.Rows) ([]*broker.Message, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*broker.Message, error) {
 		rec, err := pgx.RowToStructByName[messageRecord](r)
 		if err != nil {
 			return nil, err
@@ -228,8 +229,8 @@ func collectMessages(rows pgx.Rows) ([]*Message, error) {
 }
 
 // message turns a row into a Message.
-func (r *messageRecord) message() (*Message, error) {
-	m := &Message{
+func (r *messageRecord) message() (*broker.Message, error) {
+	m := &broker.Message{
 		Body:                   r.Body,
 		BodyType:               r.BodyType,
 		AMQPSections:           r.AMQPSections,
@@ -262,7 +263,7 @@ func (r *messageRecord) message() (*Message, error) {
 		m.LockedUntil = r.VisibleAt.Time.UTC()
 	}
 	var err error
-	if m.UserProperties, err = decodeUserProperties(r.UserProps); err != nil {
+	if m.UserProperties, err = broker.DecodeUserProperties(r.UserProps); err != nil {
 		return nil, err
 	}
 	return m, nil

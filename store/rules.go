@@ -10,16 +10,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/sbgate/sbgate/sqlfilter"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // ruleJSON is how a rule's filter and action are kept in the rules table.
 type filterJSON struct {
-	Kind        FilterKind       `json:"kind"`
-	SQL         string           `json:"sql,omitempty"`
-	Params      json.RawMessage  `json:"params,omitempty"`
-	Correlation *correlationJSON `json:"correlation,omitempty"`
+	Kind        broker.FilterKind `json:"kind"`
+	SQL         string            `json:"sql,omitempty"`
+	Params      json.RawMessage   `json:"params,omitempty"`
+	Correlation *correlationJSON  `json:"correlation,omitempty"`
 }
 
 type correlationJSON struct {
@@ -41,18 +40,18 @@ type actionJSON struct {
 
 // encodeTyped keeps typed values (rule parameters, correlation properties) as user properties
 // are kept.
-func encodeTyped(props []Property) (json.RawMessage, error) {
+func encodeTyped(props []broker.Property) (json.RawMessage, error) {
 	if len(props) == 0 {
 		return nil, nil
 	}
-	s, err := encodeUserProperties(props)
+	s, err := broker.EncodeUserProperties(props)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func encodeRule(r Rule) (filter, action []byte, err error) {
+func encodeRule(r broker.Rule) (filter, action []byte, err error) {
 	f := filterJSON{Kind: r.Filter.Kind, SQL: r.Filter.SQLExpression}
 	if f.Params, err = encodeTyped(r.Filter.Parameters); err != nil {
 		return nil, nil, err
@@ -79,21 +78,21 @@ func encodeRule(r Rule) (filter, action []byte, err error) {
 	return filter, action, nil
 }
 
-func decodeRule(name string, filter, action []byte, created time.Time) (Rule, error) {
-	r := Rule{Name: name, CreatedAt: created.UTC()}
+func decodeRule(name string, filter, action []byte, created time.Time) (broker.Rule, error) {
+	r := broker.Rule{Name: name, CreatedAt: created.UTC()}
 	var f filterJSON
 	if err := json.Unmarshal(filter, &f); err != nil {
 		return r, fmt.Errorf("decode filter of rule %s: %w", name, err)
 	}
-	r.Filter = RuleFilter{Kind: f.Kind, SQLExpression: f.SQL}
+	r.Filter = broker.RuleFilter{Kind: f.Kind, SQLExpression: f.SQL}
 	var err error
-	if r.Filter.Parameters, err = decodeUserProperties(f.Params); err != nil {
+	if r.Filter.Parameters, err = broker.DecodeUserProperties(f.Params); err != nil {
 		return r, err
 	}
 	if c := f.Correlation; c != nil {
-		r.Filter.Correlation = &CorrelationFilter{CorrelationID: c.CorrelationID, MessageID: c.MessageID, To: c.To,
+		r.Filter.Correlation = &broker.CorrelationFilter{CorrelationID: c.CorrelationID, MessageID: c.MessageID, To: c.To,
 			ReplyTo: c.ReplyTo, Label: c.Label, SessionID: c.SessionID, ReplyToSessionID: c.ReplyToSessionID, ContentType: c.ContentType}
-		if r.Filter.Correlation.Properties, err = decodeUserProperties(c.Properties); err != nil {
+		if r.Filter.Correlation.Properties, err = broker.DecodeUserProperties(c.Properties); err != nil {
 			return r, err
 		}
 	}
@@ -102,110 +101,19 @@ func decodeRule(name string, filter, action []byte, created time.Time) (Rule, er
 		if err := json.Unmarshal(action, &a); err != nil {
 			return r, fmt.Errorf("decode action of rule %s: %w", name, err)
 		}
-		r.Action = &RuleAction{SQLExpression: a.SQL}
-		if r.Action.Parameters, err = decodeUserProperties(a.Params); err != nil {
+		r.Action = &broker.RuleAction{SQLExpression: a.SQL}
+		if r.Action.Parameters, err = broker.DecodeUserProperties(a.Params); err != nil {
 			return r, err
 		}
 	}
 	return r, nil
 }
 
-func sortProperties(props []Property) {
+func sortProperties(props []broker.Property) {
 	sort.Slice(props, func(i, j int) bool { return props[i].Name < props[j].Name })
 }
 
-// compiledRule is a rule ready to run on messages.
-type compiledRule struct {
-	name   string
-	match  func(sqlfilter.Message, *sqlfilter.Budget) (bool, error)
-	action *sqlfilter.Action
-}
-
-func paramMap(props []Property) map[string]any {
-	if len(props) == 0 {
-		return nil
-	}
-	m := make(map[string]any, len(props))
-	for _, p := range props {
-		m[p.Name] = p.Value
-	}
-	return m
-}
-
-// compileRule checks and compiles a rule. Errors: ErrBadRequest pointing at the problem.
-func compileRule(r Rule) (compiledRule, error) {
-	c := compiledRule{name: r.Name}
-	if err := validateRuleName(r.Name); err != nil {
-		return c, err
-	}
-	switch r.Filter.Kind {
-	case FilterTrue:
-		c.match = func(sqlfilter.Message, *sqlfilter.Budget) (bool, error) { return true, nil }
-	case FilterFalse:
-		c.match = func(sqlfilter.Message, *sqlfilter.Budget) (bool, error) { return false, nil }
-	case FilterSQL:
-		if len(r.Filter.SQLExpression) > MaxExpressionLength {
-			return c, BadRequest("The filter expression of rule '%s' is longer than %d characters.", r.Name, MaxExpressionLength)
-		}
-		f, err := sqlfilter.ParseFilter(r.Filter.SQLExpression, paramMap(r.Filter.Parameters))
-		if err != nil {
-			return c, BadRequest("The filter of rule '%s' is not valid: %s", r.Name, err.Error())
-		}
-		c.match = f.MatchWithin
-	case FilterCorrelation:
-		cf := r.Filter.Correlation
-		if cf == nil || cf.CorrelationID+cf.MessageID+cf.To+cf.ReplyTo+cf.Label+cf.SessionID+cf.ReplyToSessionID+cf.ContentType == "" && len(cf.Properties) == 0 {
-			return c, BadRequest("The correlation filter of rule '%s' sets no property; set at least one.", r.Name)
-		}
-		compiled := &sqlfilter.CorrelationFilter{CorrelationID: cf.CorrelationID, MessageID: cf.MessageID, To: cf.To,
-			ReplyTo: cf.ReplyTo, Label: cf.Label, SessionID: cf.SessionID, ReplyToSessionID: cf.ReplyToSessionID,
-			ContentType: cf.ContentType, Properties: paramMap(cf.Properties)}
-		c.match = func(m sqlfilter.Message, _ *sqlfilter.Budget) (bool, error) { return compiled.Match(m), nil }
-	default:
-		return c, BadRequest("Rule '%s' has an unknown filter type '%s'.", r.Name, Clip(string(r.Filter.Kind)))
-	}
-	if r.Action != nil {
-		if len(r.Action.SQLExpression) > MaxExpressionLength {
-			return c, BadRequest("The action of rule '%s' is longer than %d characters.", r.Name, MaxExpressionLength)
-		}
-		a, err := sqlfilter.ParseAction(r.Action.SQLExpression, paramMap(r.Action.Parameters))
-		if err != nil {
-			return c, BadRequest("The action of rule '%s' is not valid: %s", r.Name, err.Error())
-		}
-		c.action = a
-	}
-	return c, nil
-}
-
-// ValidateRule checks a rule as PutRule and CreateSubscription would, without a database: its
-// name, and that its filter and action compile. Declarative configuration (package nsconfig)
-// checks every rule before it changes anything. Errors: ErrBadRequest saying what is wrong.
-func ValidateRule(r Rule) error {
-	_, err := compileRule(r)
-	return err
-}
-
-// validateRuleName allows what subscription names allow, plus a leading '$' ("$Default").
-func validateRuleName(name string) error {
-	if name == "" {
-		return BadRequest("The rule name is empty.")
-	}
-	if len(name) > MaxRuleNameLength {
-		return BadRequest("The rule name '%s' is longer than %d characters.", Clip(name), MaxRuleNameLength)
-	}
-	if reservedSegments[strings.ToLower(name)] {
-		return BadRequest("'%s' is a reserved word and cannot be a rule name.", name)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !isAlnum(c) && c != '.' && c != '-' && c != '_' && !(c == '$' && i == 0) {
-			return BadRequest("The rule name '%s' contains character(s) that are not allowed: use letters, numbers, periods, hyphens and underscores.", Clip(name))
-		}
-	}
-	return nil
-}
-
-func insertRule(ctx context.Context, tx pgx.Tx, subID int64, r Rule) error {
+func insertRule(ctx context.Context, tx pgx.Tx, subID int64, r broker.Rule) error {
 	filter, action, err := encodeRule(r)
 	if err != nil {
 		return err
@@ -216,19 +124,19 @@ func insertRule(ctx context.Context, tx pgx.Tx, subID int64, r Rule) error {
 		return err
 	}
 	if tag.RowsAffected() == 0 {
-		return &Error{Code: CodeConflict, Message: fmt.Sprintf("The messaging entity rule '%s' already exists.", r.Name)}
+		return &broker.Error{Code: broker.CodeConflict, Message: fmt.Sprintf("The messaging entity rule '%s' already exists.", r.Name)}
 	}
 	return nil
 }
 
 // subscription reads the subscription at path. Errors: ErrNotFound.
-func (s *Postgres) subscription(ctx context.Context, path string) (*Entity, error) {
+func (s *Postgres) subscription(ctx context.Context, path string) (*broker.Entity, error) {
 	e, err := s.lookup(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	if e.Kind != KindSubscription {
-		return nil, notFound("The messaging entity '%s' is not a subscription.", Clip(path))
+	if e.Kind != broker.KindSubscription {
+		return nil, broker.NotFound("The messaging entity '%s' is not a subscription.", broker.Clip(path))
 	}
 	return e, nil
 }
@@ -236,8 +144,8 @@ func (s *Postgres) subscription(ctx context.Context, path string) (*Entity, erro
 // PutRule creates a rule on the subscription at subPath, or with update replaces an existing
 // one. Errors: ErrNotFound (subscription, or the rule on update), ErrConflict (create of an
 // existing rule), ErrBadRequest (invalid filter, action or name), ErrQuota (too many rules).
-func (s *Postgres) PutRule(ctx context.Context, subPath string, r Rule, update bool) (*Rule, error) {
-	if _, err := compileRule(r); err != nil {
+func (s *Postgres) PutRule(ctx context.Context, subPath string, r broker.Rule, update bool) (*broker.Rule, error) {
+	if _, err := broker.CompileRule(r); err != nil {
 		return nil, err
 	}
 	// Answer with the parameters in the order a later read gives them.
@@ -264,7 +172,7 @@ func (s *Postgres) PutRule(ctx context.Context, subPath string, r Rule, update b
 				WHERE subscription_id = $1 AND name_key = $2 RETURNING created_at`,
 				sub.ID, strings.ToLower(r.Name), filter, action, r.Name).Scan(&created)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return notFound("The rule '%s' does not exist on '%s'.", r.Name, sub.Path)
+				return broker.NotFound("The rule '%s' does not exist on '%s'.", r.Name, sub.Path)
 			}
 			r.CreatedAt = created.UTC()
 			return err
@@ -273,8 +181,8 @@ func (s *Postgres) PutRule(ctx context.Context, subPath string, r Rule, update b
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM rules WHERE subscription_id = $1`, sub.ID).Scan(&n); err != nil {
 			return err
 		}
-		if n >= MaxRulesPerSub {
-			return &Error{Code: CodeQuotaExceeded, Message: fmt.Sprintf("SubCode=40300. The subscription '%s' already has %d rules, the most allowed.", sub.Path, n)}
+		if n >= broker.MaxRulesPerSub {
+			return &broker.Error{Code: broker.CodeQuotaExceeded, Message: fmt.Sprintf("SubCode=40300. The subscription '%s' already has %d rules, the most allowed.", sub.Path, n)}
 		}
 		return insertRule(ctx, tx, sub.ID, r)
 	})
@@ -286,7 +194,7 @@ func (s *Postgres) PutRule(ctx context.Context, subPath string, r Rule, update b
 }
 
 // GetRule returns one rule of the subscription at subPath. Errors: ErrNotFound.
-func (s *Postgres) GetRule(ctx context.Context, subPath, name string) (*Rule, error) {
+func (s *Postgres) GetRule(ctx context.Context, subPath, name string) (*broker.Rule, error) {
 	sub, err := s.subscription(ctx, subPath)
 	if err != nil {
 		return nil, err
@@ -297,10 +205,10 @@ func (s *Postgres) GetRule(ctx context.Context, subPath, name string) (*Rule, er
 	err = s.pool.QueryRow(ctx, `SELECT name, filter, action, created_at FROM rules WHERE subscription_id = $1 AND name_key = $2`,
 		sub.ID, strings.ToLower(name)).Scan(&ruleName, &filter, &action, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("The rule '%s' does not exist on '%s'.", Clip(name), sub.Path)
+		return nil, broker.NotFound("The rule '%s' does not exist on '%s'.", broker.Clip(name), sub.Path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get rule %s: %w", Clip(name), interpretError(err))
+		return nil, fmt.Errorf("get rule %s: %w", broker.Clip(name), interpretError(err))
 	}
 	r, err := decodeRule(ruleName, filter, action, created)
 	return &r, err
@@ -314,17 +222,17 @@ func (s *Postgres) DeleteRule(ctx context.Context, subPath, name string) error {
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM rules WHERE subscription_id = $1 AND name_key = $2`, sub.ID, strings.ToLower(name))
 	if err != nil {
-		return fmt.Errorf("delete rule %s: %w", Clip(name), interpretError(err))
+		return fmt.Errorf("delete rule %s: %w", broker.Clip(name), interpretError(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return notFound("The rule '%s' does not exist on '%s'.", Clip(name), sub.Path)
+		return broker.NotFound("The rule '%s' does not exist on '%s'.", broker.Clip(name), sub.Path)
 	}
 	s.entityChanged(ctx, sub.Path)
 	return nil
 }
 
 // ListRules lists a subscription's rules in name order. Errors: ErrNotFound.
-func (s *Postgres) ListRules(ctx context.Context, subPath string, skip, top int) ([]*Rule, error) {
+func (s *Postgres) ListRules(ctx context.Context, subPath string, skip, top int) ([]*broker.Rule, error) {
 	sub, err := s.subscription(ctx, subPath)
 	if err != nil {
 		return nil, err
@@ -332,13 +240,13 @@ func (s *Postgres) ListRules(ctx context.Context, subPath string, skip, top int)
 	return s.rulesOf(ctx, sub.ID, skip, top)
 }
 
-func (s *Postgres) rulesOf(ctx context.Context, subID int64, skip, top int) ([]*Rule, error) {
+func (s *Postgres) rulesOf(ctx context.Context, subID int64, skip, top int) ([]*broker.Rule, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name, filter, action, created_at FROM rules WHERE subscription_id = $1
 		ORDER BY name_key OFFSET $2 LIMIT $3`, subID, skip, top)
 	if err != nil {
 		return nil, fmt.Errorf("list rules: %w", interpretError(err))
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Rule, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*broker.Rule, error) {
 		var name string
 		var filter, action []byte
 		var created time.Time

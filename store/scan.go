@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // The claims return their rows as records (claimedRecord) matched to columns by name, as
@@ -76,8 +77,8 @@ var scanPointers = map[reflect.Type]func(unsafe.Pointer) any{
 	reflect.TypeFor[pgtype.Text]():        pointerTo[pgtype.Text],
 	reflect.TypeFor[pgtype.Int8]():        pointerTo[pgtype.Int8],
 	reflect.TypeFor[presentText]():        pointerTo[presentText],
-	reflect.TypeFor[State]():              pointerTo[State],
-	reflect.TypeFor[BodyType]():           pointerTo[BodyType],
+	reflect.TypeFor[broker.State]():       pointerTo[broker.State],
+	reflect.TypeFor[broker.BodyType]():    pointerTo[broker.BodyType],
 }
 
 func pointerTo[T any](p unsafe.Pointer) any { return (*T)(p) }

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
 )
 
@@ -20,13 +21,13 @@ func TestCollectRecords(t *testing.T) {
 	s.Start(t.Context())
 	defer s.Stop()
 	ctx := t.Context()
-	e, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
+	e, err := s.CreateEntity(ctx, broker.KindQueue, "q", broker.DefaultProperties(broker.KindQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := []Message{
+	msgs := []broker.Message{
 		{Body: []byte("one"), Label: "l", SessionID: "", HasSessionID: true, CorrelationID: "c",
-			UserProperties: UserProperties{{Name: "n", Value: int64(7)}}},
+			UserProperties: broker.UserProperties{{Name: "n", Value: int64(7)}}},
 		{Body: []byte{}, ContentType: "text/plain"},
 	}
 	if err := s.Send(ctx, e, msgs); err != nil {

@@ -10,37 +10,27 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
-
-// Limits on sender-set broker properties (protocol.md §7.1).
-const (
-	MaxMessageIDLength = 128
-	MaxSessionIDLength = 128
-)
-
-// MaxAMQPSectionsSize bounds Message.AMQPSections: with the application properties, they are what
-// the service's 64 KB limit on a message's header covers.
-const MaxAMQPSectionsSize = MaxAllPropertiesSize
 
 // Send stores msgs in e, all or none. See Store.
-func (s *Postgres) Send(ctx context.Context, e *Entity, msgs []Message) error {
+func (s *Postgres) Send(ctx context.Context, e *broker.Entity, msgs []broker.Message) error {
 	_, err := s.send(ctx, e, msgs, false)
 	return err
 }
 
 // SendSequenced is Send that also returns the number that cancels each message. See Store.
-func (s *Postgres) SendSequenced(ctx context.Context, e *Entity, msgs []Message) ([]int64, error) {
+func (s *Postgres) SendSequenced(ctx context.Context, e *broker.Entity, msgs []broker.Message) ([]int64, error) {
 	return s.send(ctx, e, msgs, true)
 }
 
 // send stores msgs in e; with numbered it returns the numbers SendSequenced promises (a topic's
 // copies, and messages forwarded on, then share one drawn for them), else sequence numbers in e
 // only (0 for those stored elsewhere).
-func (s *Postgres) send(ctx context.Context, e *Entity, msgs []Message, numbered bool) ([]int64, error) {
+func (s *Postgres) send(ctx context.Context, e *broker.Entity, msgs []broker.Message, numbered bool) ([]int64, error) {
 	d, total, err := s.prepareSendNumbered(ctx, e, msgs, numbered)
 	if err != nil {
 		return nil, err
@@ -111,16 +101,16 @@ func (s *Postgres) originNumbers(ctx context.Context, rows []messageRow, stored 
 // prepareSend checks msgs against every rule of e and returns the rows that store them (with
 // topic copies and forwarding resolved) and their total size; the caller writes the rows. The
 // SQL-send relay writes them in its own transaction (relay.go).
-func (s *Postgres) prepareSend(ctx context.Context, e *Entity, msgs []Message) (*delivery, int, error) {
+func (s *Postgres) prepareSend(ctx context.Context, e *broker.Entity, msgs []broker.Message) (*delivery, int, error) {
 	return s.prepareSendNumbered(ctx, e, msgs, false)
 }
 
 // prepareSendNumbered is prepareSend; with numbered, a message that has no row in e (a topic's
 // copies, a message forwarded on) gets a number its copies share as their
 // EnqueuedSequenceNumber, so that it can be cancelled by it (SendSequenced, CancelScheduled).
-func (s *Postgres) prepareSendNumbered(ctx context.Context, e *Entity, msgs []Message, numbered bool) (*delivery, int, error) {
+func (s *Postgres) prepareSendNumbered(ctx context.Context, e *broker.Entity, msgs []broker.Message, numbered bool) (*delivery, int, error) {
 	if len(msgs) == 0 {
-		return nil, 0, BadRequest("The batch contains no messages.")
+		return nil, 0, broker.BadRequest("The batch contains no messages.")
 	}
 	if err := checkSendable(e); err != nil {
 		return nil, 0, err
@@ -128,30 +118,30 @@ func (s *Postgres) prepareSendNumbered(ctx context.Context, e *Entity, msgs []Me
 	now := s.now()
 	total := 0
 	// Each message's properties are checked and encoded once; its row reuses the encoding.
-	encoded := make(map[*Message][]byte, len(msgs))
+	encoded := make(map[*broker.Message][]byte, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		if err := prepareMessage(e, m, now); err != nil {
 			if len(msgs) > 1 {
-				return nil, 0, &Error{Code: ErrorCode(err), Message: fmt.Sprintf("Message %d of the batch: %s", i+1, ErrorMessage(err))}
+				return nil, 0, &broker.Error{Code: broker.ErrorCode(err), Message: fmt.Sprintf("Message %d of the batch: %s", i+1, broker.ErrorMessage(err))}
 			}
 			return nil, 0, err
 		}
-		props, err := encodeUserProperties(m.UserProperties)
+		props, err := broker.EncodeUserProperties(m.UserProperties)
 		if err != nil {
 			if len(msgs) > 1 {
-				return nil, 0, &Error{Code: ErrorCode(err), Message: fmt.Sprintf("Message %d of the batch: %s", i+1, ErrorMessage(err))}
+				return nil, 0, &broker.Error{Code: broker.ErrorCode(err), Message: fmt.Sprintf("Message %d of the batch: %s", i+1, broker.ErrorMessage(err))}
 			}
 			return nil, 0, err
 		}
 		encoded[m] = props
-		total += messageSize(m, len(props))
+		total += broker.MessageSize(m, len(props))
 	}
 	if limit := e.Props.MaxMessageSizeInKilobytes * 1024; int64(total) > limit {
-		return nil, 0, &Error{Code: CodeTooLarge, Message: fmt.Sprintf(
+		return nil, 0, &broker.Error{Code: broker.CodeTooLarge, Message: fmt.Sprintf(
 			"The message (size %d bytes) exceeds the limit of %d bytes allowed on entity '%s'.", total, limit, e.Path)}
 	}
-	if e.Kind == KindQueue {
+	if e.Kind == broker.KindQueue {
 		if err := s.checkQuota(ctx, e, int64(total)); err != nil {
 			return nil, 0, err
 		}
@@ -173,45 +163,45 @@ func (s *Postgres) prepareSendNumbered(ctx context.Context, e *Entity, msgs []Me
 }
 
 // checkSendable refuses sends the entity does not take.
-func checkSendable(e *Entity) error {
+func checkSendable(e *broker.Entity) error {
 	switch {
-	case e.Kind == KindSubscription:
-		return BadRequest("Messages cannot be sent to subscription '%s'; send them to its topic.", e.Path)
-	case e.Props.Status == StatusDisabled || e.Props.Status == StatusSendDisabled:
-		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
+	case e.Kind == broker.KindSubscription:
+		return broker.BadRequest("Messages cannot be sent to subscription '%s'; send them to its topic.", e.Path)
+	case e.Props.Status == broker.StatusDisabled || e.Props.Status == broker.StatusSendDisabled:
+		return &broker.Error{Code: broker.CodeForbidden, Message: fmt.Sprintf(
 			"SubCode=40301. The messaging entity '%s' is disabled for sending (status %s).", e.Path, e.Props.Status)}
 	}
 	return nil
 }
 
 // prepareMessage validates the sender-set properties of m and fills the defaults the broker sets.
-func prepareMessage(e *Entity, m *Message, now time.Time) error {
+func prepareMessage(e *broker.Entity, m *broker.Message, now time.Time) error {
 	switch {
-	case len(m.MessageID) > MaxMessageIDLength:
-		return BadRequest("The MessageId is longer than %d characters.", MaxMessageIDLength)
-	case len(m.SessionID) > MaxSessionIDLength:
-		return BadRequest("The SessionId is longer than %d characters.", MaxSessionIDLength)
+	case len(m.MessageID) > broker.MaxMessageIDLength:
+		return broker.BadRequest("The MessageId is longer than %d characters.", broker.MaxMessageIDLength)
+	case len(m.SessionID) > broker.MaxSessionIDLength:
+		return broker.BadRequest("The SessionId is longer than %d characters.", broker.MaxSessionIDLength)
 	case m.PartitionKey != "" && m.InSession() && m.PartitionKey != m.SessionID:
-		return BadRequest("The PartitionKey '%s' must be equal to the SessionId '%s'.", Clip(m.PartitionKey), Clip(m.SessionID))
+		return broker.BadRequest("The PartitionKey '%s' must be equal to the SessionId '%s'.", broker.Clip(m.PartitionKey), broker.Clip(m.SessionID))
 	case m.TimeToLive < 0:
-		return BadRequest("The TimeToLive must be positive.")
-	case m.BodyType != BodyData && m.BodyType != BodyAMQP:
-		return BadRequest("Unknown body type %d.", m.BodyType)
-	case m.BodyType == BodyAMQP && len(m.Body) == 0:
-		return BadRequest("An AMQP body holds at least one body section.")
-	case len(m.AMQPSections) > MaxAMQPSectionsSize:
-		return BadRequest("The message's AMQP header, annotations, properties and footer take %d bytes, more than the %d allowed.",
-			len(m.AMQPSections), MaxAMQPSectionsSize)
+		return broker.BadRequest("The TimeToLive must be positive.")
+	case m.BodyType != broker.BodyData && m.BodyType != broker.BodyAMQP:
+		return broker.BadRequest("Unknown body type %d.", m.BodyType)
+	case m.BodyType == broker.BodyAMQP && len(m.Body) == 0:
+		return broker.BadRequest("An AMQP body holds at least one body section.")
+	case len(m.AMQPSections) > broker.MaxAMQPSectionsSize:
+		return broker.BadRequest("The message's AMQP header, annotations, properties and footer take %d bytes, more than the %d allowed.",
+			len(m.AMQPSections), broker.MaxAMQPSectionsSize)
 	case e.Props.RequiresSession && !m.InSession():
-		return BadRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s'. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.", e.Path)
+		return broker.BadRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s'. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.", e.Path)
 	}
 	for _, f := range []struct{ name, v string }{
 		{"MessageId", m.MessageID}, {"CorrelationId", m.CorrelationID}, {"SessionId", m.SessionID},
 		{"ReplyToSessionId", m.ReplyToSessionID}, {"Label", m.Label}, {"To", m.To}, {"ReplyTo", m.ReplyTo},
 		{"PartitionKey", m.PartitionKey}, {"ViaPartitionKey", m.ViaPartitionKey}, {"ContentType", m.ContentType},
 	} {
-		if !validText(f.v) {
-			return BadRequest("The %s is not valid UTF-8 text (or contains a NUL character).", f.name)
+		if !broker.ValidText(f.v) {
+			return broker.BadRequest("The %s is not valid UTF-8 text (or contains a NUL character).", f.name)
 		}
 	}
 	if m.MessageID == "" {
@@ -239,16 +229,11 @@ func prepareMessage(e *Entity, m *Message, now time.Time) error {
 
 // scheduledVisible is when a message becomes receivable: its scheduled time when that was in the
 // future at the send (prepareMessage made it the enqueued time), else the zero time (now).
-func scheduledVisible(m *Message) time.Time {
+func scheduledVisible(m *broker.Message) time.Time {
 	if m.ScheduledEnqueueTime.IsZero() || m.ScheduledEnqueueTime.Before(m.EnqueuedTime) {
 		return time.Time{}
 	}
 	return m.ScheduledEnqueueTime
-}
-
-// validText reports whether s can be stored as PostgreSQL text: valid UTF-8 without NUL.
-func validText(s string) bool {
-	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 // newMessageID returns 32 lower-case hex digits, the form the service generates.
@@ -280,10 +265,10 @@ type messageRow struct {
 // set makes the zero row r hold m as a row of entity entityID; props is m's encoded user
 // properties, or nil with encode set to have them encoded here. Empty text is stored as NULL.
 // The row is filled in place: it is large, and sends build one per message.
-func (r *messageRow) set(entityID int64, m *Message, props []byte, encode bool) error {
+func (r *messageRow) set(entityID int64, m *broker.Message, props []byte, encode bool) error {
 	if encode {
 		var err error
-		if props, err = encodeUserProperties(m.UserProperties); err != nil {
+		if props, err = broker.EncodeUserProperties(m.UserProperties); err != nil {
 			return err
 		}
 	}
@@ -314,13 +299,13 @@ func (r *messageRow) set(entityID int64, m *Message, props []byte, encode bool) 
 		r.AMQPSections = m.AMQPSections // else NULL
 	}
 	r.TTLFromSender = m.TimeToLiveFromSender
-	r.Size = int32(messageSize(m, len(props)))
+	r.Size = int32(broker.MessageSize(m, len(props)))
 	r.DeadLetterReason = text(m.DeadLetterReason)
 	r.DeadLetterDescription = text(m.DeadLetterDescription)
 	r.DeadLetterSource = text(m.DeadLetterSource)
 	r.ViaPartitionKey = text(m.ViaPartitionKey)
 	r.EnqueuedSeq = pgtype.Int8{Int64: m.EnqueuedSequenceNumber, Valid: m.EnqueuedSequenceNumber != 0}
-	if m.State == StateDeadLetter {
+	if m.State == broker.StateDeadLetter {
 		r.VisibleAt = pgtype.Timestamptz{} // a dead letter is receivable at once, whatever its schedule
 	}
 	return nil
@@ -329,14 +314,6 @@ func (r *messageRow) set(entityID int64, m *Message, props []byte, encode bool) 
 // text is s as a nullable text column: "" is NULL.
 func text(s string) pgtype.Text {
 	return pgtype.Text{String: s, Valid: s != ""}
-}
-
-// messageSize is what counts against the entity's message size limit and SizeInBytes: the body,
-// the application properties, the broker properties and the other AMQP sections the sender
-// gave, as Service Bus counts them (the whole message, headers and body).
-func messageSize(m *Message, userPropsLen int) int {
-	return len(m.Body) + len(m.AMQPSections) + userPropsLen + len(m.MessageID) + len(m.CorrelationID) + len(m.SessionID) +
-		len(m.ReplyToSessionID) + len(m.Label) + len(m.To) + len(m.ReplyTo) + len(m.PartitionKey) + len(m.ViaPartitionKey) + len(m.ContentType)
 }
 
 // insertMessagesSQL writes a group of messages in one statement, so in one transaction, with
@@ -607,7 +584,7 @@ func (s *Postgres) writeSends(jobs []*job[*sendRequest]) {
 		return seqs, interpretError(err)
 	}
 	seqs, err := insert(rows)
-	if err != nil && len(jobs) > 1 && !errors.Is(err, ErrUnavailable) {
+	if err != nil && len(jobs) > 1 && !errors.Is(err, broker.ErrUnavailable) {
 		// One request's rows failed the shared statement; write each alone so the others commit.
 		for _, j := range jobs {
 			var err error

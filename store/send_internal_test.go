@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/db/dbtest"
 )
@@ -24,12 +25,12 @@ func TestGroupCommitIsolatesAFailingRequest(t *testing.T) {
 	defer pool.Close()
 	s := New(pool, Options{SendWriters: 1})
 	ctx := context.Background()
-	e, err := s.CreateEntity(ctx, KindQueue, "q", DefaultProperties(KindQueue))
+	e, err := s.CreateEntity(ctx, broker.KindQueue, "q", broker.DefaultProperties(broker.KindQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
 	row := func(label string) []messageRow {
-		m := Message{Body: []byte("x"), Label: "ok"}
+		m := broker.Message{Body: []byte("x"), Label: "ok"}
 		if err := prepareMessage(e, &m, s.now()); err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +58,7 @@ func TestGroupCommitIsolatesAFailingRequest(t *testing.T) {
 	if errs[0] != nil || errs[2] != nil {
 		t.Errorf("good requests failed: %v, %v", errs[0], errs[2])
 	}
-	if errs[1] == nil || errors.Is(errs[1], ErrUnavailable) {
+	if errs[1] == nil || errors.Is(errs[1], broker.ErrUnavailable) {
 		t.Errorf("bad request err = %v; want a database error", errs[1])
 	}
 	var n int
@@ -80,41 +81,41 @@ func TestCoalescedSettlementsAnswerEachLock(t *testing.T) {
 	defer pool.Close()
 	s := New(pool, Options{SendWriters: 1})
 	ctx := context.Background()
-	var qs [2]*Entity
-	var msgs [2][]*Message
+	var qs [2]*broker.Entity
+	var msgs [2][]*broker.Message
 	for i, name := range []string{"a", "b"} {
-		if qs[i], err = s.CreateEntity(ctx, KindQueue, name, DefaultProperties(KindQueue)); err != nil {
+		if qs[i], err = s.CreateEntity(ctx, broker.KindQueue, name, broker.DefaultProperties(broker.KindQueue)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s.batcher.start()
 	defer s.batcher.stop()
 	for i, q := range qs {
-		if err := s.Send(ctx, q, []Message{{Body: []byte("1")}, {Body: []byte("2")}, {Body: []byte("3")}}); err != nil {
+		if err := s.Send(ctx, q, []broker.Message{{Body: []byte("1")}, {Body: []byte("2")}, {Body: []byte("3")}}); err != nil {
 			t.Fatal(err)
 		}
-		if msgs[i], _, err = s.claimMessages(ctx, Target{Entity: q}, PeekLock, 3, nil); err != nil || len(msgs[i]) != 3 {
+		if msgs[i], _, err = s.claimMessages(ctx, broker.Target{Entity: q}, broker.PeekLock, 3, nil); err != nil || len(msgs[i]) != 3 {
 			t.Fatalf("claim = %d, %v", len(msgs[i]), err)
 		}
 	}
 	a, b := msgs[0], msgs[1]
 	jobs := []*settleJob{
 		{items: []settleItem{
-			{t: Target{Entity: qs[0]}, req: SettleRequest{Op: Complete, Token: a[0].LockToken, ID: a[0].MessageID}},
-			{t: Target{Entity: qs[0]}, req: SettleRequest{Op: Complete, Token: [16]byte{7}}},                   // no such lock
-			{t: Target{Entity: qs[0]}, req: SettleRequest{Op: Abandon, Token: a[1].LockToken, ID: "wrong-id"}}, // right lock, wrong message
+			{t: broker.Target{Entity: qs[0]}, req: broker.SettleRequest{Op: broker.Complete, Token: a[0].LockToken, ID: a[0].MessageID}},
+			{t: broker.Target{Entity: qs[0]}, req: broker.SettleRequest{Op: broker.Complete, Token: [16]byte{7}}},                   // no such lock
+			{t: broker.Target{Entity: qs[0]}, req: broker.SettleRequest{Op: broker.Abandon, Token: a[1].LockToken, ID: "wrong-id"}}, // right lock, wrong message
 		}},
 		{items: []settleItem{
-			{t: Target{Entity: qs[1]}, req: SettleRequest{Op: Complete, Token: a[1].LockToken}}, // another entity's lock
-			{t: Target{Entity: qs[1]}, req: SettleRequest{Op: DeadLetter, Token: b[0].LockToken, Reason: "r"}},
-			{t: Target{Entity: qs[1]}, req: SettleRequest{Op: RenewLock, Token: b[1].LockToken, ID: itoa(b[1].SequenceNumber)}},
-			{t: Target{Entity: qs[0]}, req: SettleRequest{Op: Defer, Token: a[2].LockToken}},
-			{t: Target{Entity: qs[1]}, req: SettleRequest{Op: Abandon, Token: b[2].LockToken}},
+			{t: broker.Target{Entity: qs[1]}, req: broker.SettleRequest{Op: broker.Complete, Token: a[1].LockToken}}, // another entity's lock
+			{t: broker.Target{Entity: qs[1]}, req: broker.SettleRequest{Op: broker.DeadLetter, Token: b[0].LockToken, Reason: "r"}},
+			{t: broker.Target{Entity: qs[1]}, req: broker.SettleRequest{Op: broker.RenewLock, Token: b[1].LockToken, ID: itoa(b[1].SequenceNumber)}},
+			{t: broker.Target{Entity: qs[0]}, req: broker.SettleRequest{Op: broker.Defer, Token: a[2].LockToken}},
+			{t: broker.Target{Entity: qs[1]}, req: broker.SettleRequest{Op: broker.Abandon, Token: b[2].LockToken}},
 		}},
 	}
 	queued := make([]*job[*settleJob], len(jobs))
 	for i, sj := range jobs {
-		sj.results = make([]SettleResult, len(sj.items))
+		sj.results = make([]broker.SettleResult, len(sj.items))
 		for k := range sj.items {
 			sj.items[k].res = &sj.results[k]
 		}
@@ -128,7 +129,7 @@ func TestCoalescedSettlementsAnswerEachLock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := [][]error{{nil, ErrLockLost, ErrLockLost}, {ErrLockLost, nil, nil, nil, nil}}
+	want := [][]error{{nil, broker.ErrLockLost, broker.ErrLockLost}, {broker.ErrLockLost, nil, nil, nil, nil}}
 	for i, sj := range jobs {
 		for k, res := range sj.results {
 			if w := want[i][k]; !errors.Is(res.Err, w) && !(w == nil && res.Err == nil) {

@@ -6,64 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
-
-// SessionLock names a session a receiver holds: its id and the lock token it was accepted with.
-type SessionLock struct {
-	SessionID string
-	Token     uuid.UUID
-}
-
-// Session is an accepted session.
-type Session struct {
-	ID          string
-	LockToken   uuid.UUID
-	LockedUntil time.Time
-}
-
-// SessionInfo describes a session for listing.
-type SessionInfo struct {
-	ID          string
-	LockedUntil time.Time // zero when not locked
-	HasMessages bool
-	HasState    bool
-}
-
-// MaxSessionStateSize bounds a session's state.
-const MaxSessionStateSize = 256 * 1024
-
-// errSessionLockLost is what every operation under a session lock answers once the lock is gone.
-func errSessionLockLost(e *Entity, sessionID string) error {
-	return &Error{Code: CodeLockLost, Message: fmt.Sprintf(
-		"The session lock has expired on the session '%s' of '%s', or it is held under another token. Accept the session again.", Clip(sessionID), e.Path)}
-}
-
-// checkSessionLockID answers a session lock whose SessionId no session can have (not UTF-8
-// text without NUL, which sends and accepts refuse, and which PostgreSQL's text cannot hold) as
-// not held, without asking the database: there the id would fail the statement, and with it
-// every settlement coalesced into it.
-func checkSessionLockID(e *Entity, sl *SessionLock) error {
-	if sl != nil && !validText(sl.SessionID) {
-		return errSessionLockLost(e, sl.SessionID)
-	}
-	return nil
-}
-
-func checkSessionful(e *Entity) error {
-	switch {
-	case e.Kind == KindTopic:
-		return BadRequest("Sessions are accepted on queues and subscriptions, not on topic '%s'.", e.Path)
-	case !e.Props.RequiresSession:
-		return BadRequest("The entity '%s' does not require sessions; receive from it without a session.", e.Path)
-	case e.Props.Status == StatusDisabled || e.Props.Status == StatusReceiveDisabled:
-		return &Error{Code: CodeForbidden, Message: fmt.Sprintf(
-			"SubCode=40301. The messaging entity '%s' is disabled for receiving (status %s).", e.Path, e.Props.Status)}
-	}
-	return nil
-}
 
 // nextAvailableSQL is when the session $2 can next give a message: now if it holds a receivable
 // message (or one under a message lock, which accepting the session releases), the earliest
@@ -88,12 +34,12 @@ WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NOT NULL AND lock_tok
 // earlier lock become receivable again. Errors: ErrBadRequest (not a session entity, an id
 // longer than MaxSessionIDLength or not text), ErrConflict (the session is locked by another
 // receiver).
-func (s *Postgres) AcceptSession(ctx context.Context, e *Entity, sessionID string) (*Session, error) {
-	if err := checkSessionful(e); err != nil {
+func (s *Postgres) AcceptSession(ctx context.Context, e *broker.Entity, sessionID string) (*broker.Session, error) {
+	if err := broker.CheckSessionful(e); err != nil {
 		return nil, err
 	}
-	if len(sessionID) > MaxSessionIDLength || !validText(sessionID) {
-		return nil, BadRequest("The SessionId is not valid UTF-8 text of at most %d characters.", MaxSessionIDLength)
+	if len(sessionID) > broker.MaxSessionIDLength || !broker.ValidText(sessionID) {
+		return nil, broker.BadRequest("The SessionId is not valid UTF-8 text of at most %d characters.", broker.MaxSessionIDLength)
 	}
 	return s.acceptNamed(ctx, e, sessionID)
 }
@@ -102,20 +48,20 @@ func (s *Postgres) AcceptSession(ctx context.Context, e *Entity, sessionID strin
 // waited longest, waiting up to wait for one. It returns nil, nil when no session became
 // available. Messages the session held under an earlier lock become receivable again. Errors:
 // ErrBadRequest (not a session entity).
-func (s *Postgres) AcceptNextSession(ctx context.Context, e *Entity, wait time.Duration) (*Session, error) {
-	if err := checkSessionful(e); err != nil {
+func (s *Postgres) AcceptNextSession(ctx context.Context, e *broker.Entity, wait time.Duration) (*broker.Session, error) {
+	if err := broker.CheckSessionful(e); err != nil {
 		return nil, err
 	}
 	s.touch(e)
 	key := waitKey{entity: e.ID, accept: true}
-	start := func() *dispatcher[*Session] {
-		d := &dispatcher[*Session]{s: s, key: key, recheck: s.recheck(e)}
-		d.claim = func(ctx context.Context, _ ReceiveMode, n int) ([]*Session, bool, error) {
+	start := func() *dispatcher[*broker.Session] {
+		d := &dispatcher[*broker.Session]{s: s, key: key, recheck: s.recheck(e)}
+		d.claim = func(ctx context.Context, _ broker.ReceiveMode, n int) ([]*broker.Session, bool, error) {
 			now, err := s.currentSessionEntity(ctx, e)
 			if err != nil {
 				return nil, false, err
 			}
-			var got []*Session
+			var got []*broker.Session
 			for range n {
 				sess, err := s.acceptNext(ctx, now)
 				if err != nil || sess == nil {
@@ -136,37 +82,37 @@ func (s *Postgres) AcceptNextSession(ctx context.Context, e *Entity, wait time.D
 		}
 		return d
 	}
-	got, err := waitFor(ctx, s, key, start, PeekLock, 1, wait)
+	got, err := waitFor(ctx, s, key, start, broker.PeekLock, 1, wait)
 	if len(got) == 0 {
 		return nil, err
 	}
 	if ctx.Err() != nil {
 		// Whoever asked is gone: let the session go at once rather than when its lock ends.
-		_ = s.ReleaseSession(context.WithoutCancel(ctx), e, SessionLock{SessionID: got[0].ID, Token: got[0].LockToken})
+		_ = s.ReleaseSession(context.WithoutCancel(ctx), e, broker.SessionLock{SessionID: got[0].ID, Token: got[0].LockToken})
 		return nil, ctx.Err()
 	}
 	return got[0], nil
 }
 
 // currentSessionEntity is e read again from the cache, refusing accepts it no longer allows.
-func (s *Postgres) currentSessionEntity(ctx context.Context, e *Entity) (*Entity, error) {
+func (s *Postgres) currentSessionEntity(ctx context.Context, e *broker.Entity) (*broker.Entity, error) {
 	now, err := s.Resolve(ctx, e.Path)
 	if err == nil && now.ID != e.ID {
-		err = notFound("The messaging entity '%s' could not be found.", e.Path)
+		err = broker.NotFound("The messaging entity '%s' could not be found.", e.Path)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return now, checkSessionful(now)
+	return now, broker.CheckSessionful(now)
 }
 
 // maxAcceptCandidates bounds how many stale candidates (sessions whose messages are gone) one
 // accept clears before it reports that none is available.
 const maxAcceptCandidates = 50
 
-func (s *Postgres) acceptNext(ctx context.Context, e *Entity) (*Session, error) {
+func (s *Postgres) acceptNext(ctx context.Context, e *broker.Entity) (*broker.Session, error) {
 	for range maxAcceptCandidates {
-		var sess *Session
+		var sess *broker.Session
 		stale := false
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			now := s.now()
@@ -194,7 +140,7 @@ func (s *Postgres) acceptNext(ctx context.Context, e *Entity) (*Session, error) 
 
 // lockSession locks session id (whose row tx holds) if it has a message to give, or records when
 // it will have one. stale reports the latter.
-func (s *Postgres) lockSession(ctx context.Context, tx pgx.Tx, e *Entity, id string, now time.Time) (*Session, bool, error) {
+func (s *Postgres) lockSession(ctx context.Context, tx pgx.Tx, e *broker.Entity, id string, now time.Time) (*broker.Session, bool, error) {
 	var next pgtype.Timestamptz
 	if err := tx.QueryRow(ctx, nextAvailableSQL, e.ID, id, now).Scan(&next); err != nil {
 		return nil, false, err
@@ -208,11 +154,11 @@ func (s *Postgres) lockSession(ctx context.Context, tx pgx.Tx, e *Entity, id str
 	return sess, false, err
 }
 
-func (s *Postgres) takeSessionLock(ctx context.Context, tx pgx.Tx, e *Entity, id string, now time.Time) (*Session, error) {
+func (s *Postgres) takeSessionLock(ctx context.Context, tx pgx.Tx, e *broker.Entity, id string, now time.Time) (*broker.Session, error) {
 	if _, err := tx.Exec(ctx, releaseMessageLocksSQL, e.ID, id); err != nil {
 		return nil, err
 	}
-	sess := &Session{ID: id}
+	sess := &broker.Session{ID: id}
 	err := tx.QueryRow(ctx, `UPDATE sessions SET lock_token = gen_random_uuid(), locked_until = $3::timestamptz + $4::interval,
 			available_at = $3::timestamptz + $4::interval
 		WHERE entity_id = $1 AND session_id = $2 RETURNING lock_token, locked_until`,
@@ -221,9 +167,9 @@ func (s *Postgres) takeSessionLock(ctx context.Context, tx pgx.Tx, e *Entity, id
 	return sess, err
 }
 
-func (s *Postgres) acceptNamed(ctx context.Context, e *Entity, id string) (*Session, error) {
+func (s *Postgres) acceptNamed(ctx context.Context, e *broker.Entity, id string) (*broker.Session, error) {
 	s.touch(e)
-	var sess *Session
+	var sess *broker.Session
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.now()
 		var lockedUntil pgtype.Timestamptz
@@ -234,20 +180,20 @@ func (s *Postgres) acceptNamed(ctx context.Context, e *Entity, id string) (*Sess
 			return err
 		}
 		if lockedUntil.Valid && lockedUntil.Time.After(now) {
-			return &Error{Code: CodeConflict, Message: fmt.Sprintf(
-				"SessionCannotBeLocked: the session '%s' of '%s' is locked by another receiver until %s.", Clip(id), e.Path, lockedUntil.Time.UTC().Format(time.RFC3339))}
+			return &broker.Error{Code: broker.CodeConflict, Message: fmt.Sprintf(
+				"SessionCannotBeLocked: the session '%s' of '%s' is locked by another receiver until %s.", broker.Clip(id), e.Path, lockedUntil.Time.UTC().Format(time.RFC3339))}
 		}
 		sess, err = s.takeSessionLock(ctx, tx, e, id, now)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("accept session %s of %s: %w", Clip(id), e.Path, interpretError(err))
+		return nil, fmt.Errorf("accept session %s of %s: %w", broker.Clip(id), e.Path, interpretError(err))
 	}
 	return sess, nil
 }
 
 // checkSessionLock verifies that sl is the valid lock of its session. Errors: ErrLockLost.
-func (s *Postgres) checkSessionLock(ctx context.Context, db querier, e *Entity, sl SessionLock, now time.Time) error {
+func (s *Postgres) checkSessionLock(ctx context.Context, db querier, e *broker.Entity, sl broker.SessionLock, now time.Time) error {
 	rows, err := db.Query(ctx, `SELECT 1 FROM sessions WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
 		e.ID, sl.SessionID, sl.Token, now)
 	if err != nil {
@@ -259,7 +205,7 @@ func (s *Postgres) checkSessionLock(ctx context.Context, db querier, e *Entity, 
 		return interpretError(err)
 	}
 	if !held {
-		return errSessionLockLost(e, sl.SessionID)
+		return broker.SessionLockLost(e, sl.SessionID)
 	}
 	return nil
 }
@@ -278,18 +224,18 @@ SELECT locked_until FROM renewed`
 
 // RenewSessionLock extends a session lock by the entity's LockDuration, and the locks of the
 // messages received under it, and returns its new end. Errors: ErrLockLost.
-func (s *Postgres) RenewSessionLock(ctx context.Context, e *Entity, sl SessionLock) (time.Time, error) {
-	if err := checkSessionLockID(e, &sl); err != nil {
+func (s *Postgres) RenewSessionLock(ctx context.Context, e *broker.Entity, sl broker.SessionLock) (time.Time, error) {
+	if err := broker.CheckSessionLockID(e, &sl); err != nil {
 		return time.Time{}, err
 	}
 	var until time.Time
 	err := s.pool.QueryRow(ctx, renewSessionLockSQL,
 		e.ID, sl.SessionID, sl.Token, s.now(), interval(e.Props.LockDuration)).Scan(&until)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, errSessionLockLost(e, sl.SessionID)
+		return time.Time{}, broker.SessionLockLost(e, sl.SessionID)
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("renew session %s: %w", Clip(sl.SessionID), interpretError(err))
+		return time.Time{}, fmt.Errorf("renew session %s: %w", broker.Clip(sl.SessionID), interpretError(err))
 	}
 	s.touch(e)
 	return until.UTC(), nil
@@ -297,8 +243,8 @@ func (s *Postgres) RenewSessionLock(ctx context.Context, e *Entity, sl SessionLo
 
 // ReleaseSession gives a session up: it can be accepted again at once if it holds messages.
 // Messages still locked under it become receivable by the next holder. Errors: ErrLockLost.
-func (s *Postgres) ReleaseSession(ctx context.Context, e *Entity, sl SessionLock) error {
-	if err := checkSessionLockID(e, &sl); err != nil {
+func (s *Postgres) ReleaseSession(ctx context.Context, e *broker.Entity, sl broker.SessionLock) error {
+	if err := broker.CheckSessionLockID(e, &sl); err != nil {
 		return err
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -309,7 +255,7 @@ func (s *Postgres) ReleaseSession(ctx context.Context, e *Entity, sl SessionLock
 			return err
 		}
 		if !held {
-			return errSessionLockLost(e, sl.SessionID)
+			return broker.SessionLockLost(e, sl.SessionID)
 		}
 		if _, err := tx.Exec(ctx, releaseMessageLocksSQL, e.ID, sl.SessionID); err != nil {
 			return err
@@ -323,52 +269,41 @@ func (s *Postgres) ReleaseSession(ctx context.Context, e *Entity, sl SessionLock
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("release session %s: %w", Clip(sl.SessionID), interpretError(err))
+		return fmt.Errorf("release session %s: %w", broker.Clip(sl.SessionID), interpretError(err))
 	}
 	s.announce(wakeTarget{entity: e.ID})
 	return nil
 }
 
 // SessionState returns a session's state (nil when it has none). Errors: ErrLockLost.
-func (s *Postgres) SessionState(ctx context.Context, e *Entity, sl SessionLock) ([]byte, error) {
-	if err := checkSessionLockID(e, &sl); err != nil {
+func (s *Postgres) SessionState(ctx context.Context, e *broker.Entity, sl broker.SessionLock) ([]byte, error) {
+	if err := broker.CheckSessionLockID(e, &sl); err != nil {
 		return nil, err
 	}
 	var state []byte
 	err := s.pool.QueryRow(ctx, `SELECT state FROM sessions WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
 		e.ID, sl.SessionID, sl.Token, s.now()).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errSessionLockLost(e, sl.SessionID)
+		return nil, broker.SessionLockLost(e, sl.SessionID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read state of session %s: %w", Clip(sl.SessionID), interpretError(err))
+		return nil, fmt.Errorf("read state of session %s: %w", broker.Clip(sl.SessionID), interpretError(err))
 	}
 	return state, nil
 }
 
 // SetSessionState replaces a session's state; nil or empty clears it. Errors: ErrLockLost,
 // ErrTooLarge.
-func (s *Postgres) SetSessionState(ctx context.Context, e *Entity, sl SessionLock, state []byte) error {
-	if err := checkSessionState(e, sl, state); err != nil {
+func (s *Postgres) SetSessionState(ctx context.Context, e *broker.Entity, sl broker.SessionLock, state []byte) error {
+	if err := broker.CheckSessionState(e, sl, state); err != nil {
 		return err
 	}
 	return s.setSessionState(ctx, s.pool, e, sl, state, s.now())
 }
 
-// checkSessionState refuses a session state no lock can make right.
-func checkSessionState(e *Entity, sl SessionLock, state []byte) error {
-	if err := checkSessionLockID(e, &sl); err != nil {
-		return err
-	}
-	if len(state) > MaxSessionStateSize {
-		return &Error{Code: CodeTooLarge, Message: fmt.Sprintf("A session state may be at most %d bytes.", MaxSessionStateSize)}
-	}
-	return nil
-}
-
 // setSessionState replaces the state of the session sl locks, on db (the pool, or a
 // transaction's connection), if the lock is still held at now.
-func (s *Postgres) setSessionState(ctx context.Context, db execer, e *Entity, sl SessionLock, state []byte, now time.Time) error {
+func (s *Postgres) setSessionState(ctx context.Context, db execer, e *broker.Entity, sl broker.SessionLock, state []byte, now time.Time) error {
 	if len(state) == 0 {
 		state = nil
 	}
@@ -376,17 +311,17 @@ func (s *Postgres) setSessionState(ctx context.Context, db execer, e *Entity, sl
 		WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
 		e.ID, sl.SessionID, sl.Token, now, state)
 	if err != nil {
-		return fmt.Errorf("set state of session %s: %w", Clip(sl.SessionID), interpretError(err))
+		return fmt.Errorf("set state of session %s: %w", broker.Clip(sl.SessionID), interpretError(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return errSessionLockLost(e, sl.SessionID)
+		return broker.SessionLockLost(e, sl.SessionID)
 	}
 	return nil
 }
 
 // ListSessions lists the sessions of e that hold messages or state, or are locked, by id.
-func (s *Postgres) ListSessions(ctx context.Context, e *Entity, skip, top int) ([]SessionInfo, error) {
-	if err := checkSessionful(e); err != nil && !errors.Is(err, ErrForbidden) {
+func (s *Postgres) ListSessions(ctx context.Context, e *broker.Entity, skip, top int) ([]broker.SessionInfo, error) {
+	if err := broker.CheckSessionful(e); err != nil && !errors.Is(err, broker.ErrForbidden) {
 		return nil, err
 	}
 	now := s.now()
@@ -400,8 +335,8 @@ func (s *Postgres) ListSessions(ctx context.Context, e *Entity, skip, top int) (
 	if err != nil {
 		return nil, fmt.Errorf("list sessions of %s: %w", e.Path, interpretError(err))
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (SessionInfo, error) {
-		var info SessionInfo
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (broker.SessionInfo, error) {
+		var info broker.SessionInfo
 		var locked pgtype.Timestamptz
 		err := r.Scan(&info.ID, &locked, &info.HasState, &info.HasMessages)
 		if locked.Valid && locked.Time.After(now) {

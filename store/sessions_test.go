@@ -11,12 +11,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/store"
 )
 
-func (b *bundle) sessionQueue(t *testing.T, path string, edit func(p *store.Properties)) *store.Entity {
+func (b *bundle) sessionQueue(t *testing.T, path string, edit func(p *broker.Properties)) *broker.Entity {
 	t.Helper()
-	return b.queue(t, path, func(p *store.Properties) {
+	return b.queue(t, path, func(p *broker.Properties) {
 		p.RequiresSession = true
 		if edit != nil {
 			edit(p)
@@ -24,7 +25,7 @@ func (b *bundle) sessionQueue(t *testing.T, path string, edit func(p *store.Prop
 	})
 }
 
-func (b *bundle) accept(t *testing.T, e *store.Entity, id string) *store.Session {
+func (b *bundle) accept(t *testing.T, e *broker.Entity, id string) *broker.Session {
 	t.Helper()
 	s, err := b.store.AcceptSession(b.ctx, e, id)
 	if err != nil {
@@ -34,7 +35,7 @@ func (b *bundle) accept(t *testing.T, e *store.Entity, id string) *store.Session
 }
 
 // acceptNext accepts the next available session of e without waiting; nil when there is none.
-func (b *bundle) acceptNext(t *testing.T, e *store.Entity) *store.Session {
+func (b *bundle) acceptNext(t *testing.T, e *broker.Entity) *broker.Session {
 	t.Helper()
 	s, err := b.store.AcceptNextSession(b.ctx, e, 0)
 	if err != nil {
@@ -43,13 +44,13 @@ func (b *bundle) acceptNext(t *testing.T, e *store.Entity) *store.Session {
 	return s
 }
 
-func lockOf(s *store.Session) store.SessionLock {
-	return store.SessionLock{SessionID: s.ID, Token: s.LockToken}
+func lockOf(s *broker.Session) broker.SessionLock {
+	return broker.SessionLock{SessionID: s.ID, Token: s.LockToken}
 }
 
-func (b *bundle) receiveIn(t *testing.T, e *store.Entity, s *store.Session, n int) []*store.Message {
+func (b *bundle) receiveIn(t *testing.T, e *broker.Entity, s *broker.Session, n int) []*broker.Message {
 	t.Helper()
-	msgs, err := receiveN(b.ctx, b.store, inSession(e, lockOf(s)), store.PeekLock, n, 0)
+	msgs, err := receiveN(b.ctx, b.store, inSession(e, lockOf(s)), broker.PeekLock, n, 0)
 	if err != nil {
 		t.Fatalf("ReceiveSession(%s): %v", s.ID, err)
 	}
@@ -61,7 +62,7 @@ func TestSessionsAreExclusiveAndOrdered(t *testing.T) {
 	q := b.sessionQueue(t, "q", nil)
 	for i := range 3 {
 		for _, sid := range []string{"a", "b"} {
-			b.send(t, q, store.Message{Body: []byte(fmt.Sprintf("%s%d", sid, i)), SessionID: sid})
+			b.send(t, q, broker.Message{Body: []byte(fmt.Sprintf("%s%d", sid, i)), SessionID: sid})
 		}
 	}
 	// The session whose messages waited longest comes first.
@@ -76,7 +77,7 @@ func TestSessionsAreExclusiveAndOrdered(t *testing.T) {
 	if s3 := b.acceptNext(t, q); s3 != nil {
 		t.Fatalf("third accept = %+v; want none while both are held", s3)
 	}
-	if _, err := b.store.AcceptSession(b.ctx, q, "a"); !errors.Is(err, store.ErrConflict) {
+	if _, err := b.store.AcceptSession(b.ctx, q, "a"); !errors.Is(err, broker.ErrConflict) {
 		t.Errorf("accepting a held session by name: err = %v; want ErrConflict", err)
 	}
 	got := b.receiveIn(t, q, s1, 10)
@@ -84,25 +85,25 @@ func TestSessionsAreExclusiveAndOrdered(t *testing.T) {
 		t.Errorf("session a (-want +got):\n%s", diff)
 	}
 	for _, m := range got {
-		if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s2)), store.Complete, m.MessageID, m.LockToken); !errors.Is(err, store.ErrLockLost) {
+		if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s2)), broker.Complete, m.MessageID, m.LockToken); !errors.Is(err, broker.ErrLockLost) {
 			t.Errorf("settling a's message under b's lock: err = %v; want ErrLockLost", err)
 		}
-		if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s1)), store.Complete, m.MessageID, m.LockToken); err != nil {
+		if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s1)), broker.Complete, m.MessageID, m.LockToken); err != nil {
 			t.Errorf("complete in session: %v", err)
 		}
 	}
 	// Plain receives and settlements do not work on a session queue.
-	if _, err := receive1(b.ctx, b.store, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.PeekLock, 0); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := receive1(b.ctx, b.store, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.PeekLock, 0); !errors.Is(err, broker.ErrBadRequest) {
 		t.Errorf("plain receive: err = %v; want ErrBadRequest", err)
 	}
-	if err := b.store.Send(b.ctx, q, []store.Message{body("no session")}); !errors.Is(err, store.ErrBadRequest) {
+	if err := b.store.Send(b.ctx, q, []broker.Message{body("no session")}); !errors.Is(err, broker.ErrBadRequest) {
 		t.Errorf("send without SessionId: err = %v; want ErrBadRequest", err)
 	}
 	// Released with no messages left, a session is no longer offered.
 	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s1)); !errors.Is(err, store.ErrLockLost) {
+	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s1)); !errors.Is(err, broker.ErrLockLost) {
 		t.Errorf("second release: err = %v; want ErrLockLost", err)
 	}
 	if s := b.acceptNext(t, q); s != nil {
@@ -112,13 +113,13 @@ func TestSessionsAreExclusiveAndOrdered(t *testing.T) {
 
 func TestSessionLockExpiryHandsOver(t *testing.T) {
 	b := setup(t, manual)
-	q := b.sessionQueue(t, "q", func(p *store.Properties) { p.LockDuration = 30 * time.Second })
+	q := b.sessionQueue(t, "q", func(p *broker.Properties) { p.LockDuration = 30 * time.Second })
 	for i := range 4 {
-		b.send(t, q, store.Message{Body: []byte(fmt.Sprint(i)), SessionID: "s"})
+		b.send(t, q, broker.Message{Body: []byte(fmt.Sprint(i)), SessionID: "s"})
 	}
 	first := b.acceptNext(t, q)
 	msgs := b.receiveIn(t, q, first, 2)
-	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(first)), store.Complete, msgs[0].MessageID, msgs[0].LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(first)), broker.Complete, msgs[0].MessageID, msgs[0].LockToken); err != nil {
 		t.Fatal(err)
 	}
 	renewed, err := b.store.RenewSessionLock(b.ctx, q, lockOf(first))
@@ -127,7 +128,7 @@ func TestSessionLockExpiryHandsOver(t *testing.T) {
 	}
 	// The receiver dies holding the session and message 1.
 	b.clock.Advance(31 * time.Second)
-	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(first)), store.Complete, msgs[1].MessageID, msgs[1].LockToken); !errors.Is(err, store.ErrLockLost) {
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(first)), broker.Complete, msgs[1].MessageID, msgs[1].LockToken); !errors.Is(err, broker.ErrLockLost) {
 		t.Errorf("settle after the session lock expired: err = %v; want ErrLockLost", err)
 	}
 	second := b.acceptNext(t, q)
@@ -141,7 +142,7 @@ func TestSessionLockExpiryHandsOver(t *testing.T) {
 	if rest[0].DeliveryCount != 2 {
 		t.Errorf("message 1 redelivered with DeliveryCount %d; want 2", rest[0].DeliveryCount)
 	}
-	if _, err := receiveN(b.ctx, b.store, inSession(q, lockOf(first)), store.PeekLock, 1, 0); !errors.Is(err, store.ErrLockLost) {
+	if _, err := receiveN(b.ctx, b.store, inSession(q, lockOf(first)), broker.PeekLock, 1, 0); !errors.Is(err, broker.ErrLockLost) {
 		t.Errorf("receive under the expired lock: err = %v; want ErrLockLost", err)
 	}
 }
@@ -156,8 +157,8 @@ func TestSessionState(t *testing.T) {
 	if err := b.store.SetSessionState(b.ctx, q, lockOf(s), []byte("step=3")); err != nil {
 		t.Fatal(err)
 	}
-	other := store.SessionLock{SessionID: "device-7", Token: [16]byte{1}}
-	if err := b.store.SetSessionState(b.ctx, q, other, []byte("x")); !errors.Is(err, store.ErrLockLost) {
+	other := broker.SessionLock{SessionID: "device-7", Token: [16]byte{1}}
+	if err := b.store.SetSessionState(b.ctx, q, other, []byte("x")); !errors.Is(err, broker.ErrLockLost) {
 		t.Errorf("set state without the lock: err = %v; want ErrLockLost", err)
 	}
 	if err := b.store.ReleaseSession(b.ctx, q, lockOf(s)); err != nil {
@@ -186,36 +187,36 @@ func TestSessionState(t *testing.T) {
 
 func TestSessionLifecycleFeatures(t *testing.T) {
 	b := setup(t, manual)
-	q := b.sessionQueue(t, "q", func(p *store.Properties) { p.MaxDeliveryCount = 1 })
+	q := b.sessionQueue(t, "q", func(p *broker.Properties) { p.MaxDeliveryCount = 1 })
 	b.send(t, q,
-		store.Message{Body: []byte("later"), SessionID: "s", ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)},
-		store.Message{Body: []byte("short"), SessionID: "s", TimeToLive: time.Second},
-		store.Message{Body: []byte("defer-me"), SessionID: "s", MessageID: "d"},
-		store.Message{Body: []byte("poison"), SessionID: "s", MessageID: "p"})
+		broker.Message{Body: []byte("later"), SessionID: "s", ScheduledEnqueueTime: b.clock.Now().Add(time.Hour)},
+		broker.Message{Body: []byte("short"), SessionID: "s", TimeToLive: time.Second},
+		broker.Message{Body: []byte("defer-me"), SessionID: "s", MessageID: "d"},
+		broker.Message{Body: []byte("poison"), SessionID: "s", MessageID: "p"})
 	b.clock.Advance(2 * time.Second) // "short" expires
 	s := b.acceptNext(t, q)
 	msgs := b.receiveIn(t, q, s, 10)
 	if diff := cmp.Diff([]string{"defer-me", "poison"}, bodies(msgs)); diff != "" {
 		t.Fatalf("session receive (-want +got):\n%s", diff)
 	}
-	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Defer, "d", msgs[0].LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), broker.Defer, "d", msgs[0].LockToken); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Abandon, "p", msgs[1].LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), broker.Abandon, "p", msgs[1].LockToken); err != nil {
 		t.Fatal(err)
 	}
 	// The poison message was delivered MaxDeliveryCount times: the next receive dead-letters it.
 	if again := b.receiveIn(t, q, s, 10); len(again) != 0 {
 		t.Errorf("received %q; want nothing (deferred, dead-lettered, scheduled)", bodies(again))
 	}
-	if dl := b.drain(t, q, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != "p" {
+	if dl := b.drain(t, q, broker.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != "p" {
 		t.Errorf("dead letters = %q; want the poison message", bodies(dl))
 	}
-	d, err := receiveDeferred1(b.ctx, b.store, inSession(q, lockOf(s)), msgs[0].SequenceNumber, store.ReceiveAndDelete)
+	d, err := receiveDeferred1(b.ctx, b.store, inSession(q, lockOf(s)), msgs[0].SequenceNumber, broker.ReceiveAndDelete)
 	if err != nil || string(d.Body) != "defer-me" {
 		t.Fatalf("deferred receive = %v, %v", d, err)
 	}
-	if err := deadLetter1(b.ctx, b.store, inSession(q, lockOf(s)), "x", [16]byte{9}, "r", "d"); !errors.Is(err, store.ErrLockLost) {
+	if err := deadLetter1(b.ctx, b.store, inSession(q, lockOf(s)), "x", [16]byte{9}, "r", "d"); !errors.Is(err, broker.ErrLockLost) {
 		t.Errorf("dead-letter with a wrong message lock: err = %v", err)
 	}
 	// The scheduled message makes the session available again when it is due.
@@ -249,9 +250,9 @@ func TestManySessionsManyReceivers(t *testing.T) {
 			defer wg.Done()
 			sid := fmt.Sprintf("s%02d", s)
 			for i := 0; i < perSession; i += 10 {
-				batch := make([]store.Message, 10)
+				batch := make([]broker.Message, 10)
 				for j := range batch {
-					batch[j] = store.Message{Body: []byte(fmt.Sprint(i + j)), SessionID: sid}
+					batch[j] = broker.Message{Body: []byte(fmt.Sprint(i + j)), SessionID: sid}
 				}
 				if err := b.store.Send(b.ctx, q, batch); err != nil {
 					t.Errorf("send %s: %v", sid, err)
@@ -285,7 +286,7 @@ func TestManySessionsManyReceivers(t *testing.T) {
 				holder[s.ID] = r
 				mu.Unlock()
 				for {
-					msgs, err := receiveN(b.ctx, b.store, inSession(q, lockOf(s)), store.PeekLock, 25, 0)
+					msgs, err := receiveN(b.ctx, b.store, inSession(q, lockOf(s)), broker.PeekLock, 25, 0)
 					if err != nil {
 						t.Errorf("receive in %s: %v", s.ID, err)
 						return
@@ -300,7 +301,7 @@ func TestManySessionsManyReceivers(t *testing.T) {
 						}
 						next[s.ID]++
 						mu.Unlock()
-						if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Complete, m.MessageID, m.LockToken); err != nil {
+						if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), broker.Complete, m.MessageID, m.LockToken); err != nil {
 							t.Errorf("complete: %v", err)
 						}
 					}
@@ -334,22 +335,22 @@ func TestManySessionsManyReceivers(t *testing.T) {
 func TestSessionLockWithUnstorableID(t *testing.T) {
 	b := setup(t, manual)
 	q := b.sessionQueue(t, "q", nil)
-	b.send(t, q, store.Message{Body: []byte("a0"), SessionID: "a"})
+	b.send(t, q, broker.Message{Body: []byte("a0"), SessionID: "a"})
 	s := b.accept(t, q, "a")
 	m := b.receiveIn(t, q, s, 1)[0]
 	for _, id := range []string{"\xff", "a\x00"} {
-		bad := store.SessionLock{SessionID: id, Token: lockOf(s).Token}
+		bad := broker.SessionLock{SessionID: id, Token: lockOf(s).Token}
 		check := func(what string, err error) {
 			t.Helper()
-			if !errors.Is(err, store.ErrLockLost) {
+			if !errors.Is(err, broker.ErrLockLost) {
 				t.Errorf("%s in session %q: err = %v; want ErrLockLost", what, id, err)
 			}
 		}
-		res := b.store.Settle(b.ctx, inSession(q, bad), []store.SettleRequest{{Op: store.Complete, Token: m.LockToken}})
+		res := b.store.Settle(b.ctx, inSession(q, bad), []broker.SettleRequest{{Op: broker.Complete, Token: m.LockToken}})
 		check("complete", res[0].Err)
-		_, err := receive1(b.ctx, b.store, inSession(q, bad), store.PeekLock, 0)
+		_, err := receive1(b.ctx, b.store, inSession(q, bad), broker.PeekLock, 0)
 		check("receive", err)
-		_, err = receiveDeferred1(b.ctx, b.store, inSession(q, bad), m.SequenceNumber, store.PeekLock)
+		_, err = receiveDeferred1(b.ctx, b.store, inSession(q, bad), m.SequenceNumber, broker.PeekLock)
 		check("receive deferred", err)
 		_, err = b.store.RenewSessionLock(b.ctx, q, bad)
 		check("renew", err)
@@ -358,7 +359,7 @@ func TestSessionLockWithUnstorableID(t *testing.T) {
 		check("set state", b.store.SetSessionState(b.ctx, q, bad, []byte("x")))
 		check("release", b.store.ReleaseSession(b.ctx, q, bad))
 	}
-	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Complete, "", m.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), broker.Complete, "", m.LockToken); err != nil {
 		t.Errorf("complete under the real lock: %v", err)
 	}
 }
@@ -368,16 +369,16 @@ func TestSessionLockWithUnstorableID(t *testing.T) {
 func TestReceiveDeferredInSessionAllOrNothing(t *testing.T) {
 	b := setup(t, manual)
 	q := b.sessionQueue(t, "q", nil)
-	b.send(t, q, store.Message{Body: []byte("a0"), SessionID: "a", MessageID: "a0"},
-		store.Message{Body: []byte("a1"), SessionID: "a", MessageID: "a1"},
-		store.Message{Body: []byte("b0"), SessionID: "b", MessageID: "b0"})
+	b.send(t, q, broker.Message{Body: []byte("a0"), SessionID: "a", MessageID: "a0"},
+		broker.Message{Body: []byte("a1"), SessionID: "a", MessageID: "a1"},
+		broker.Message{Body: []byte("b0"), SessionID: "b", MessageID: "b0"})
 	var seqs []int64
-	sessions := map[string]*store.Session{}
+	sessions := map[string]*broker.Session{}
 	for _, id := range []string{"a", "b"} {
 		s := b.accept(t, q, id)
 		sessions[id] = s
 		for _, m := range b.receiveIn(t, q, s, 10) {
-			if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Defer, m.MessageID, m.LockToken); err != nil {
+			if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), broker.Defer, m.MessageID, m.LockToken); err != nil {
 				t.Fatal(err)
 			}
 			seqs = append(seqs, m.SequenceNumber)
@@ -387,11 +388,11 @@ func TestReceiveDeferredInSessionAllOrNothing(t *testing.T) {
 		t.Fatalf("deferred %d messages; want 3", len(seqs))
 	}
 	inA := inSession(q, lockOf(sessions["a"]))
-	_, err := b.store.ReceiveDeferred(b.ctx, inA, []int64{seqs[0], seqs[1], seqs[2]}, store.ReceiveAndDelete)
-	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", seqs[2])) {
+	_, err := b.store.ReceiveDeferred(b.ctx, inA, []int64{seqs[0], seqs[1], seqs[2]}, broker.ReceiveAndDelete)
+	if !errors.Is(err, broker.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("sequence number %d ", seqs[2])) {
 		t.Fatalf("receive-and-delete in session a of a0, a1, b0: err = %v; want ErrNotFound naming b0 (%d)", err, seqs[2])
 	}
-	msgs, err := b.store.ReceiveDeferred(b.ctx, inA, []int64{seqs[1], seqs[0]}, store.ReceiveAndDelete)
+	msgs, err := b.store.ReceiveDeferred(b.ctx, inA, []int64{seqs[1], seqs[0]}, broker.ReceiveAndDelete)
 	if err != nil || len(msgs) != 2 || msgs[0].MessageID != "a1" || msgs[1].MessageID != "a0" {
 		t.Fatalf("receive-and-delete in session a of a1, a0 = %q, %v", bodies(msgs), err)
 	}
@@ -409,7 +410,7 @@ func TestSessionsUpdatedSinceCountStateUpdatesOnly(t *testing.T) {
 	since := b.clock.Now()
 	b.clock.Advance(time.Second)
 	for _, id := range []string{"msg-only", "state", "cleared"} {
-		b.send(t, q, store.Message{Body: []byte(id), SessionID: id, HasSessionID: true})
+		b.send(t, q, broker.Message{Body: []byte(id), SessionID: id, HasSessionID: true})
 	}
 	for _, id := range []string{"state", "cleared", "locked-only"} {
 		s := b.accept(t, q, id)
@@ -439,7 +440,7 @@ func TestSessionsUpdatedSinceCountStateUpdatesOnly(t *testing.T) {
 	// A later time lists none; a send after it does not list its session.
 	later := b.clock.Now()
 	b.clock.Advance(time.Second)
-	b.send(t, q, store.Message{Body: []byte("again"), SessionID: "state", HasSessionID: true})
+	b.send(t, q, broker.Message{Body: []byte("again"), SessionID: "state", HasSessionID: true})
 	if got, err := b.store.ListSessionsUpdatedSince(b.ctx, q, later, 0, 10); err != nil || len(got) != 0 {
 		t.Errorf("sessions updated since after a send: %q, %v; want none", got, err)
 	}
@@ -452,14 +453,14 @@ func TestSessionsUpdatedSinceCountStateUpdatesOnly(t *testing.T) {
 func TestSessionMessagesAreLockedWithTheirSession(t *testing.T) {
 	b := setup(t, manual)
 	q := b.sessionQueue(t, "q", nil)
-	b.send(t, q, store.Message{Body: []byte("a"), MessageID: "a", SessionID: "s", HasSessionID: true},
-		store.Message{Body: []byte("b"), MessageID: "b", SessionID: "s", HasSessionID: true})
+	b.send(t, q, broker.Message{Body: []byte("a"), MessageID: "a", SessionID: "s", HasSessionID: true},
+		broker.Message{Body: []byte("b"), MessageID: "b", SessionID: "s", HasSessionID: true})
 	s := b.accept(t, q, "s")
 	got := b.receiveIn(t, q, s, 1)
 	if len(got) != 1 || !got[0].LockedUntil.Equal(s.LockedUntil) {
 		t.Fatalf("received %v; want a locked until the session lock's end %v", got, s.LockedUntil)
 	}
-	d, err := b.store.ReceiveDeferred(b.ctx, inSession(q, lockOf(s)), nil, store.PeekLock)
+	d, err := b.store.ReceiveDeferred(b.ctx, inSession(q, lockOf(s)), nil, broker.PeekLock)
 	if err != nil || len(d) != 0 {
 		t.Fatalf("receive deferred of none: %v, %v", d, err)
 	}
@@ -474,12 +475,12 @@ func TestSessionMessagesAreLockedWithTheirSession(t *testing.T) {
 	if len(more) != 1 || more[0].MessageID != "b" {
 		t.Fatalf("the session's receiver got %v; want b alone (a is still its own)", more)
 	}
-	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Complete, "a", got[0].LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), broker.Complete, "a", got[0].LockToken); err != nil {
 		t.Errorf("complete a after %v of renewed session: %v", 3*(q.Props.LockDuration-time.Second), err)
 	}
 	// And with the session lock run out, its messages' locks are gone with it.
 	b.clock.Advance(q.Props.LockDuration + time.Second)
-	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), store.Complete, "b", more[0].LockToken); !errors.Is(err, store.ErrLockLost) {
+	if _, err := settle1(b.ctx, b.store, inSession(q, lockOf(s)), broker.Complete, "b", more[0].LockToken); !errors.Is(err, broker.ErrLockLost) {
 		t.Errorf("complete after the session lock ended: %v; want ErrLockLost", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // Settlement is concurrent requests coalesced, like sends: each writer takes every settlement
@@ -25,15 +26,15 @@ import (
 // settleItem is one lock to settle, with what its statement needs to know of its target, and
 // where its result goes (in its job, which its caller reads only once the job is done).
 type settleItem struct {
-	t   Target
-	req SettleRequest
-	res *SettleResult
+	t   broker.Target
+	req broker.SettleRequest
+	res *broker.SettleResult
 }
 
 // settleJob is one Settle call waiting for its statements.
 type settleJob struct {
 	items   []settleItem
-	results []SettleResult
+	results []broker.SettleResult
 }
 
 // settleBatchSize bounds the locks one round of statements settles.
@@ -44,22 +45,22 @@ func newSettler(s *Postgres) *batcher[*settleJob] {
 }
 
 // Settle settles each request on its own. See Store.
-func (s *Postgres) Settle(ctx context.Context, t Target, reqs []SettleRequest) []SettleResult {
-	results := make([]SettleResult, len(reqs))
-	if err := checkSettleTarget(t); err != nil {
+func (s *Postgres) Settle(ctx context.Context, t broker.Target, reqs []broker.SettleRequest) []broker.SettleResult {
+	results := make([]broker.SettleResult, len(reqs))
+	if err := broker.CheckSettleTarget(t); err != nil {
 		for i := range results {
 			results[i].Err = err
 		}
 		return results
 	}
-	job := &settleJob{results: make([]SettleResult, len(reqs))}
+	job := &settleJob{results: make([]broker.SettleResult, len(reqs))}
 	var index []int // of each item in results
 	for i, r := range reqs {
-		if err := checkSettleRequest(t, r); err != nil {
+		if err := broker.CheckSettleRequest(t, r); err != nil {
 			results[i].Err = err
 			continue
 		}
-		if !validText(r.ID) {
+		if !broker.ValidText(r.ID) {
 			// No message has this MessageId (they are UTF-8 text without NUL, which is all
 			// PostgreSQL's text holds): its lock is not held. Sent to the database, it would fail
 			// the statement of every settlement coalesced with it.
@@ -85,49 +86,6 @@ func (s *Postgres) Settle(ctx context.Context, t Target, reqs []SettleRequest) [
 	}
 	s.touch(t.Entity)
 	return results
-}
-
-// checkSettleTarget refuses settlements the target cannot take.
-func checkSettleTarget(t Target) error {
-	e := t.Entity
-	switch {
-	case e.Kind == KindTopic:
-		return BadRequest("Messages are not settled on topic '%s'; settle them on the subscription they were received from.", e.Path)
-	case t.Session == nil && t.SubQueue == SubQueueMain && e.Props.RequiresSession:
-		return BadRequest("Messages of '%s' are settled in their session: use the session's settlement path.", e.Path)
-	case t.Session != nil && (!e.Props.RequiresSession || t.SubQueue != SubQueueMain):
-		return BadRequest("'%s' has no sessions to settle messages in.", t)
-	}
-	return checkSessionLockID(e, t.Session)
-}
-
-// checkSettleRequest refuses a request that cannot be right whatever the lock's state.
-func checkSettleRequest(t Target, r SettleRequest) error {
-	if len(r.PropertiesToModify) > 0 {
-		switch r.Op {
-		case Abandon, Defer, DeadLetter:
-			if _, err := encodeUserProperties(r.PropertiesToModify); err != nil {
-				return BadRequest("The properties to modify: %s", ErrorMessage(err))
-			}
-		default:
-			return BadRequest("Properties are modified by an abandon, a defer or a dead-lettering, not by a %s.", r.Op.noun())
-		}
-	}
-	switch r.Op {
-	case Complete, Abandon, RenewLock, Defer, Release:
-		// A dead letter cannot be deferred: its lock simply is not one that can be, which the
-		// statement answers as a lost lock, as the service does.
-	case DeadLetter:
-		if t.SubQueue == SubQueueDeadLetter {
-			return BadRequest("A dead-lettered message cannot be dead-lettered again.")
-		}
-		if !validText(r.Reason) || !validText(r.Description) || len(r.Reason) > MaxPropertySize || len(r.Description) > MaxPropertySize {
-			return BadRequest("The dead-letter reason and description must be UTF-8 text of at most %d bytes.", MaxPropertySize)
-		}
-	default:
-		return BadRequest("Unknown settlement %d.", r.Op)
-	}
-	return nil
 }
 
 // The settlement statements take one array per field of the requests (unnest keeps them in
@@ -160,8 +118,8 @@ WITH r AS (
 // settleStatementTemplates are the statements by settlement, with the marks of the modifying
 // variants. Each returns, for every request it satisfied, its ord (1-based), the message's
 // entity, session, state after, MessageId and lock end.
-var settleStatementTemplates = map[Settlement]string{
-	Complete: settleInputSQL + `, done AS (
+var settleStatementTemplates = map[broker.Settlement]string{
+	broker.Complete: settleInputSQL + `, done AS (
 	DELETE FROM messages m USING r WHERE ` + settleMatchSQL + `
 	RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, m.size, NULL::timestamptz AS until
 ), counted AS (
@@ -176,7 +134,7 @@ SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FR
 	// below their cursor). If that delivery was the last MaxDeliveryCount allows, the message
 	// goes to the dead-letter subqueue now, not at the next receive (which may never come). A
 	// deferred message stays deferred.
-	Abandon: settleInputSQL + `, done AS (
+	broker.Abandon: settleInputSQL + `, done AS (
 	UPDATE messages m SET {{set}}lock_token = NULL,
 		delivery_count = m.delivery_count + CASE WHEN m.state <> ` + sqlDeadLetter + ` THEN 1 ELSE 0 END,
 		visible_at = CASE WHEN ` + abandonedLastSQL + ` THEN NULL ELSE @now::timestamptz END,
@@ -197,7 +155,7 @@ SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FR
 	// lock ends (the expiry document: expiration does not affect a locked message, and takes
 	// effect when the lock expires or is abandoned), but its lock is not renewed: renewals would
 	// otherwise keep an expired message out of the expiry sweep and the dead-letter queue forever.
-	RenewLock: settleInputSQL + `
+	broker.RenewLock: settleInputSQL + `
 UPDATE messages m SET visible_at = CASE WHEN ` + expiredSQL + ` THEN m.visible_at
 	ELSE @now::timestamptz + r.lock_us * interval '1 microsecond' END
 FROM r WHERE ` + settleMatchSQL + `
@@ -205,19 +163,19 @@ RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, m.visible_at 
 
 	// A deferred message leaves the head of the queue; it is received again only by its
 	// sequence number.
-	Defer: settleInputSQL + `
+	broker.Defer: settleInputSQL + `
 UPDATE messages m SET {{set}}state = ` + sqlDeferred + `, lock_token = NULL, visible_at = NULL
 FROM r WHERE ` + settleMatchSQL + ` AND m.state <> ` + sqlDeadLetter + `{{match}}
 RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timestamptz AS until, false AS expired`,
 
 	// A release undoes the delivery: the lock ends and the message is receivable again at once,
 	// without counting the delivery, so it never dead-letters a message.
-	Release: settleInputSQL + `
+	broker.Release: settleInputSQL + `
 UPDATE messages m SET lock_token = NULL, visible_at = @now::timestamptz
 FROM r WHERE ` + settleMatchSQL + `
 RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timestamptz AS until, false AS expired`,
 
-	DeadLetter: settleInputSQL + `, done AS (
+	broker.DeadLetter: settleInputSQL + `, done AS (
 	UPDATE messages m SET {{set}}state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
 		dead_letter_reason = r.reason, dead_letter_description = r.description
 	FROM r WHERE ` + settleMatchSQL + ` AND m.state <> ` + sqlDeadLetter + `{{match}}
@@ -231,8 +189,8 @@ SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FR
 
 // settleStatements are the statements of requests without modifications; modifyStatements those
 // of the settlements that can modify properties.
-var settleStatements, modifyStatements = func() (plain, modify map[Settlement]string) {
-	plain, modify = map[Settlement]string{}, map[Settlement]string{}
+var settleStatements, modifyStatements = func() (plain, modify map[broker.Settlement]string) {
+	plain, modify = map[broker.Settlement]string{}, map[broker.Settlement]string{}
 	bare := strings.NewReplacer("{{inputs}}", "", "{{columns}}", "", "{{set}}", "", "{{match}}", "")
 	marked := strings.NewReplacer("{{inputs}}", ", @props::jsonb[], @size::int[]", "{{columns}}", ", props, size",
 		"{{set}}", "user_props = r.props, size = r.size, ", "{{match}}", " AND r.props IS NOT NULL")
@@ -274,7 +232,7 @@ type settleArgs struct {
 	props                   [][]byte
 	size                    []int32
 	items                   []settleItem
-	forwards                map[int64]*Entity // entities that forward their dead letters
+	forwards                map[int64]*broker.Entity // entities that forward their dead letters
 	// modify: the requests modify properties, and run modifyStatements.
 	modify bool
 }
@@ -294,7 +252,7 @@ func (a *settleArgs) add(it settleItem) {
 	a.entity = append(a.entity, e.ID)
 	a.seq = append(a.seq, lockTokenSeq(it.req.Token))
 	a.token = append(a.token, it.req.Token)
-	a.state = append(a.state, int16(it.t.SubQueue.state()))
+	a.state = append(a.state, int16(it.t.SubQueue.State()))
 	a.id = append(a.id, it.req.ID)
 	var session string
 	var sessionToken [16]byte
@@ -308,9 +266,9 @@ func (a *settleArgs) add(it settleItem) {
 	a.lockMicros = append(a.lockMicros, e.Props.LockDuration.Microseconds())
 	a.reason = append(a.reason, it.req.Reason)
 	a.description = append(a.description, it.req.Description)
-	if e.Props.ForwardDeadLetteredMessagesTo != "" && it.t.SubQueue == SubQueueMain {
+	if e.Props.ForwardDeadLetteredMessagesTo != "" && it.t.SubQueue == broker.SubQueueMain {
 		if a.forwards == nil {
-			a.forwards = make(map[int64]*Entity)
+			a.forwards = make(map[int64]*broker.Entity)
 		}
 		a.forwards[e.ID] = e
 	}
@@ -333,7 +291,7 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 	defer cancel()
 	// One statement per kind, and for the settlements that modify properties one of their own.
 	type kind struct {
-		op     Settlement
+		op     broker.Settlement
 		modify bool
 	}
 	kindOf := func(it settleItem) kind { return kind{it.req.Op, len(it.req.PropertiesToModify) > 0} }
@@ -350,7 +308,7 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 	}
 	for _, k := range kinds {
 		err := s.settleItems(ctx, k.op, k.modify, byKind[k])
-		if err == nil || len(jobs) == 1 || errors.Is(err, ErrUnavailable) {
+		if err == nil || len(jobs) == 1 || errors.Is(err, broker.ErrUnavailable) {
 			continue
 		}
 		// One request's settlements failed the shared statement (as sends do, writeSends): each
@@ -375,9 +333,9 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 // settleItems makes the settlements items of kind op in one statement (with modify, the one that
 // also modifies their properties) and fills their results; it returns the statement's error,
 // which is each item's too.
-func (s *Postgres) settleItems(ctx context.Context, op Settlement, modify bool, items []settleItem) error {
+func (s *Postgres) settleItems(ctx context.Context, op broker.Settlement, modify bool, items []settleItem) error {
 	for _, it := range items {
-		*it.res = SettleResult{} // a request's earlier round may have failed
+		*it.res = broker.SettleResult{} // a request's earlier round may have failed
 	}
 	// Each statement locks its rows in primary-key order (its plans join the sorted input
 	// first), the order every other settlement locks them in and a purge of a large queue
@@ -407,7 +365,7 @@ func (s *Postgres) settleItems(ctx context.Context, op Settlement, modify bool, 
 // settleOp runs the statement of op for the requests in a, filling their results. It returns
 // the wake-ups the settlements call for: an abandoned message is receivable again, a
 // dead-lettered one is in its dead-letter subqueue.
-func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) ([]wakeTarget, error) {
+func (s *Postgres) settleOp(ctx context.Context, op broker.Settlement, a *settleArgs) ([]wakeTarget, error) {
 	var woken []wakeTarget
 	found := make([]bool, len(a.items))
 	ids := make([]string, len(a.items))   // the MessageId of the message each found request settled
@@ -415,7 +373,7 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 	err := s.retryConflicts(ctx, func() { woken = woken[:0] }, func() (err error) {
 		// Each attempt looks at its own time: a retry comes a deadlock_timeout later.
 		now := s.now()
-		if a.modify || (op == Abandon || op == DeadLetter) && len(a.forwards) > 0 {
+		if a.modify || (op == broker.Abandon || op == broker.DeadLetter) && len(a.forwards) > 0 {
 			// Properties are modified from the messages as they are, read and locked in the
 			// transaction that settles them; dead letters of an entity that forwards them move
 			// on in it.
@@ -437,7 +395,7 @@ func (s *Postgres) settleOp(ctx context.Context, op Settlement, a *settleArgs) (
 
 // lostLocks gives each request of a that the statement did not satisfy, and that was not
 // refused, the lock-lost error.
-func (s *Postgres) lostLocks(op Settlement, a *settleArgs, found []bool, ids []string, refused []bool) {
+func (s *Postgres) lostLocks(op broker.Settlement, a *settleArgs, found []bool, ids []string, refused []bool) {
 	sameLockOnce(op, a.items, found, ids)
 	for i, it := range a.items {
 		if !found[i] && !refused[i] {
@@ -450,14 +408,14 @@ func (s *Postgres) lostLocks(op Settlement, a *settleArgs, found []bool, ids []s
 func clearResults(a *settleArgs, found, refused []bool) {
 	for i, it := range a.items {
 		found[i], refused[i] = false, false
-		*it.res = SettleResult{}
+		*it.res = broker.SettleResult{}
 	}
 }
 
 // settleWithin makes the settlements of a in tx: it modifies their properties, runs op's
 // statement, counts what the modifications grew and moves the dead letters of entities that
 // forward them on. found, ids and refused are filled as settleOp describes them.
-func (s *Postgres) settleWithin(ctx context.Context, tx pgx.Tx, op Settlement, a *settleArgs, now time.Time,
+func (s *Postgres) settleWithin(ctx context.Context, tx pgx.Tx, op broker.Settlement, a *settleArgs, now time.Time,
 	found []bool, ids []string, refused []bool) ([]wakeTarget, error) {
 	clearResults(a, found, refused)
 	var grown map[int64]int64
@@ -474,7 +432,7 @@ func (s *Postgres) settleWithin(ctx context.Context, tx pgx.Tx, op Settlement, a
 	if err := s.countGrowth(ctx, tx, a, found, grown); err != nil {
 		return nil, err
 	}
-	if op != Abandon && op != DeadLetter {
+	if op != broker.Abandon && op != broker.DeadLetter {
 		return woken, nil
 	}
 	// In one order, so that two of these transactions do not deadlock.
@@ -491,7 +449,7 @@ func (s *Postgres) settleWithin(ctx context.Context, tx pgx.Tx, op Settlement, a
 // runSettle runs op's statement for the requests of a on q, marks each request it satisfied
 // in found (with the MessageId of its message in ids) and fills its result; it returns the
 // wake-ups the settlements call for.
-func (s *Postgres) runSettle(ctx context.Context, q querier, op Settlement, a *settleArgs, now time.Time, found []bool, ids []string) ([]wakeTarget, error) {
+func (s *Postgres) runSettle(ctx context.Context, q querier, op broker.Settlement, a *settleArgs, now time.Time, found []bool, ids []string) ([]wakeTarget, error) {
 	statement := settleStatements[op]
 	if a.modify {
 		statement = modifyStatements[op]
@@ -509,7 +467,7 @@ func (s *Postgres) runSettle(ctx context.Context, q querier, op Settlement, a *s
 	for rows.Next() {
 		var ord, entity int64
 		var session pgtype.Text
-		var state State
+		var state broker.State
 		var messageID string
 		var until pgtype.Timestamptz
 		var expired bool
@@ -521,15 +479,15 @@ func (s *Postgres) runSettle(ctx context.Context, q querier, op Settlement, a *s
 		a.items[i].res.LockedUntil = timeOrZero(until)
 		if expired {
 			it := a.items[i]
-			it.res.Err = &Error{Code: CodeLockLost, Message: fmt.Sprintf(
+			it.res.Err = &broker.Error{Code: broker.CodeLockLost, Message: fmt.Sprintf(
 				"The lock of message %d in '%s' is not renewed: the message's time to live ended while it was locked. "+
 					"It stays locked until %s; complete or abandon it before then.",
 				lockTokenSeq(it.req.Token), it.t.Entity.Path, timeOrZero(until).Format(time.RFC3339))}
 		}
 		switch {
-		case (op == Abandon || op == Release) && state != StateDeadLetter:
+		case (op == broker.Abandon || op == broker.Release) && state != broker.StateDeadLetter:
 			woken = append(woken, wakeTarget{entity: entity, session: session.String})
-		case op == DeadLetter, op == Abandon:
+		case op == broker.DeadLetter, op == broker.Abandon:
 			woken = append(woken, wakeTarget{entity: entity})
 		}
 	}
@@ -582,24 +540,24 @@ func (s *Postgres) modifyProperties(ctx context.Context, tx pgx.Tx, a *settleArg
 
 // modified is m's user properties encoded with mods set over them by name, and m's size then.
 // Errors: ErrBadRequest when the result breaks a limit of a send.
-func modified(e *Entity, m *Message, mods UserProperties) ([]byte, int, error) {
+func modified(e *broker.Entity, m *broker.Message, mods broker.UserProperties) ([]byte, int, error) {
 	props := slices.Clone(m.UserProperties)
 	for _, p := range mods {
-		i := slices.IndexFunc(props, func(q Property) bool { return q.Name == p.Name })
+		i := slices.IndexFunc(props, func(q broker.Property) bool { return q.Name == p.Name })
 		if i < 0 {
-			props = append(props, Property{Name: p.Name, Value: p.Value})
+			props = append(props, broker.Property{Name: p.Name, Value: p.Value})
 		} else {
 			props[i].Value = p.Value
 		}
 	}
-	enc, err := encodeUserProperties(props)
+	enc, err := broker.EncodeUserProperties(props)
 	if err != nil {
-		return nil, 0, BadRequest("The message's properties as modified: %s", ErrorMessage(err))
+		return nil, 0, broker.BadRequest("The message's properties as modified: %s", broker.ErrorMessage(err))
 	}
 	m.UserProperties = props
-	size := messageSize(m, len(enc))
+	size := broker.MessageSize(m, len(enc))
 	if limit := e.Props.MaxMessageSizeInKilobytes * 1024; int64(size) > limit {
-		return nil, 0, BadRequest("The message as modified (size %d bytes) would exceed the limit of %d bytes allowed on entity '%s'.",
+		return nil, 0, broker.BadRequest("The message as modified (size %d bytes) would exceed the limit of %d bytes allowed on entity '%s'.",
 			size, limit, e.Path)
 	}
 	return enc, size, nil
@@ -635,21 +593,21 @@ func (s *Postgres) countGrowth(ctx context.Context, tx pgx.Tx, a *settleArgs, fo
 // what the statement returned for the request it reported). A request with another id names no
 // lock and keeps its lock lost. items are sorted by entity and sequence number, the client's
 // order kept among equal ones.
-func sameLockOnce(op Settlement, items []settleItem, found []bool, ids []string) {
+func sameLockOnce(op broker.Settlement, items []settleItem, found []bool, ids []string) {
 	type lock struct {
 		entity  int64
-		state   State
-		session SessionLock
+		state   broker.State
+		session broker.SessionLock
 		token   uuid.UUID
 		// A dead-lettering's reason and description are written, and properties to modify:
 		// the request whose values PostgreSQL wrote is the one that made it.
 		reason, description, props string
 	}
 	key := func(it settleItem) lock {
-		k := lock{entity: it.t.Entity.ID, state: it.t.SubQueue.state(), token: it.req.Token,
+		k := lock{entity: it.t.Entity.ID, state: it.t.SubQueue.State(), token: it.req.Token,
 			reason: it.req.Reason, description: it.req.Description}
 		if len(it.req.PropertiesToModify) > 0 {
-			enc, _ := encodeUserProperties(it.req.PropertiesToModify) // checked already
+			enc, _ := broker.EncodeUserProperties(it.req.PropertiesToModify) // checked already
 			k.props = string(enc)
 		}
 		if it.t.Session != nil {
@@ -666,7 +624,7 @@ func sameLockOnce(op Settlement, items []settleItem, found []bool, ids []string)
 		return
 	}
 	type made struct {
-		res       SettleResult
+		res       broker.SettleResult
 		messageID string
 	}
 	settled := make(map[lock]made)
@@ -682,55 +640,23 @@ func sameLockOnce(op Settlement, items []settleItem, found []bool, ids []string)
 		if !ok || id != "" && id != m.messageID && id != strconv.FormatInt(lockTokenSeq(it.req.Token), 10) {
 			continue
 		}
-		found[i] = op == RenewLock || !seen[key(it)]
+		found[i] = op == broker.RenewLock || !seen[key(it)]
 		seen[key(it)] = true
 		if found[i] {
 			*it.res = m.res
 		} else {
-			*it.res = SettleResult{}
+			*it.res = broker.SettleResult{}
 		}
 	}
 }
 
 // lockLost is the error of a settlement whose lock is not held.
-func lockLost(t Target, r SettleRequest) error {
+func lockLost(t broker.Target, r broker.SettleRequest) error {
 	id := r.ID
 	if id == "" {
 		id = strconv.FormatInt(lockTokenSeq(r.Token), 10)
 	}
-	return &Error{Code: CodeLockLost, Message: fmt.Sprintf(
+	return &broker.Error{Code: broker.CodeLockLost, Message: fmt.Sprintf(
 		"The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue. Reference: %s, entity '%s', message '%s'.",
-		r.Token, t.Entity.Path, Clip(id))}
-}
-
-// noun names a settlement as a noun, in errors.
-func (op Settlement) noun() string {
-	switch op {
-	case Complete:
-		return "completion"
-	case RenewLock:
-		return "lock renewal"
-	case Release:
-		return "release"
-	}
-	return op.String()
-}
-
-// String names a settlement in errors.
-func (op Settlement) String() string {
-	switch op {
-	case Complete:
-		return "complete"
-	case Abandon:
-		return "abandon"
-	case RenewLock:
-		return "renew the lock of"
-	case Defer:
-		return "defer"
-	case DeadLetter:
-		return "dead-letter"
-	case Release:
-		return "release"
-	}
-	return "settle"
+		r.Token, t.Entity.Path, broker.Clip(id))}
 }

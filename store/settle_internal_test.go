@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sbgate/sbgate/broker"
 )
 
 // A request whose settlement fails the statement it shares with others (a value PostgreSQL
@@ -12,13 +14,13 @@ import (
 func TestSharedSettlementFailureFailsOneRequest(t *testing.T) {
 	t.Parallel()
 	s, q := startedQueue(t, Options{}, "a", "b")
-	msgs, err := s.Receive(t.Context(), ReceiveRequest{Target: Target{Entity: q}, Mode: PeekLock, Max: 2})
+	msgs, err := s.Receive(t.Context(), broker.ReceiveRequest{Target: broker.Target{Entity: q}, Mode: broker.PeekLock, Max: 2})
 	if err != nil || len(msgs) != 2 {
 		t.Fatalf("receive: %d, %v", len(msgs), err)
 	}
-	jobOf := func(m *Message, id string) *job[*settleJob] {
-		sj := &settleJob{results: make([]SettleResult, 1)}
-		sj.items = []settleItem{{t: Target{Entity: q}, req: SettleRequest{Op: Complete, Token: m.LockToken, ID: id}, res: &sj.results[0]}}
+	jobOf := func(m *broker.Message, id string) *job[*settleJob] {
+		sj := &settleJob{results: make([]broker.SettleResult, 1)}
+		sj.items = []settleItem{{t: broker.Target{Entity: q}, req: broker.SettleRequest{Op: broker.Complete, Token: m.LockToken, ID: id}, res: &sj.results[0]}}
 		return &job[*settleJob]{req: sj, done: make(chan error, 1)}
 	}
 	good, bad := jobOf(msgs[0], ""), jobOf(msgs[1], "a\x00b")
@@ -26,10 +28,10 @@ func TestSharedSettlementFailureFailsOneRequest(t *testing.T) {
 	if err := good.req.results[0].Err; err != nil {
 		t.Errorf("the other request's complete: %v; want made", err)
 	}
-	if err := bad.req.results[0].Err; err == nil || errors.Is(err, ErrLockLost) {
+	if err := bad.req.results[0].Err; err == nil || errors.Is(err, broker.ErrLockLost) {
 		t.Errorf("the refused request's complete: %v; want the statement's error", err)
 	}
-	if m, err := s.Receive(t.Context(), ReceiveRequest{Target: Target{Entity: q}, Mode: PeekLock, Max: 2}); err != nil || len(m) != 0 {
+	if m, err := s.Receive(t.Context(), broker.ReceiveRequest{Target: broker.Target{Entity: q}, Mode: broker.PeekLock, Max: 2}); err != nil || len(m) != 0 {
 		t.Errorf("after the settlements: %d messages receivable (%v); want none (one completed, one still locked)", len(m), err)
 	}
 }
@@ -48,7 +50,7 @@ func TestSettleStatementsWithoutModifications(t *testing.T) {
 		}
 		modify, ok := modifyStatements[op]
 		if !ok {
-			if op == Abandon || op == Defer || op == DeadLetter {
+			if op == broker.Abandon || op == broker.Defer || op == broker.DeadLetter {
 				t.Errorf("%s has no modifying statement", op)
 			}
 			continue
@@ -60,7 +62,7 @@ func TestSettleStatementsWithoutModifications(t *testing.T) {
 			t.Errorf("the modifying %s statement does not write only checked properties:\n%s", op, modify)
 		}
 	}
-	for _, op := range []Settlement{Complete, RenewLock, Release} {
+	for _, op := range []broker.Settlement{broker.Complete, broker.RenewLock, broker.Release} {
 		if _, ok := modifyStatements[op]; ok {
 			t.Errorf("%s has a modifying statement", op)
 		}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sbgate/sbgate/broker"
 )
 
 // TestSQLNamesMatchGoValues: the SQL literals statements are built with are the numbers State
@@ -16,10 +18,10 @@ func TestSQLNamesMatchGoValues(t *testing.T) {
 		name, sql string
 		value     int
 	}{
-		{"sqlActive", sqlActive, int(StateActive)},
-		{"sqlDeferred", sqlDeferred, int(StateDeferred)},
-		{"sqlDeadLetter", sqlDeadLetter, int(StateDeadLetter)},
-		{"sqlTopic", sqlTopic, int(KindTopic)},
+		{"sqlActive", sqlActive, int(broker.StateActive)},
+		{"sqlDeferred", sqlDeferred, int(broker.StateDeferred)},
+		{"sqlDeadLetter", sqlDeadLetter, int(broker.StateDeadLetter)},
+		{"sqlTopic", sqlTopic, int(broker.KindTopic)},
 	} {
 		if want := strconv.Itoa(c.value); c.sql != want {
 			t.Errorf("%s = %q; want %q", c.name, c.sql, want)

@@ -10,12 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sqlfilter"
 )
-
-// MaxTransferHops bounds an auto-forwarding chain: a message that would be forwarded a fifth
-// time is dead-lettered where it is, with MaxTransferHopCountExceeded.
-const MaxTransferHops = 4
 
 // Dead-letter reasons the broker sets.
 const (
@@ -31,15 +28,15 @@ const (
 
 // subRoute is a subscription of a topic with its compiled rules.
 type subRoute struct {
-	sub   *Entity
-	rules []compiledRule
+	sub   *broker.Entity
+	rules []broker.CompiledRule
 }
 
 // routesOf returns the subscriptions of topic with their compiled rules, from the cache when
 // fresh. Rule matching then runs in memory: a send does not query the database per
 // subscription, let alone per message.
-func (s *Postgres) routesOf(ctx context.Context, topic *Entity) ([]subRoute, error) {
-	key := Key(topic.Path)
+func (s *Postgres) routesOf(ctx context.Context, topic *broker.Entity) ([]subRoute, error) {
+	key := broker.Key(topic.Path)
 	if r, ok := s.cache.getRoutes(key); ok {
 		return r, nil
 	}
@@ -53,7 +50,7 @@ func (s *Postgres) routesOf(ctx context.Context, topic *Entity) ([]subRoute, err
 		return nil, fmt.Errorf("read rules of %s: %w", topic.Path, interpretError(err))
 	}
 	defer ruleRows.Close()
-	bySub := make(map[int64][]compiledRule)
+	bySub := make(map[int64][]broker.CompiledRule)
 	for ruleRows.Next() {
 		var subID int64
 		var name string
@@ -64,8 +61,8 @@ func (s *Postgres) routesOf(ctx context.Context, topic *Entity) ([]subRoute, err
 		}
 		r, err := decodeRule(name, filter, action, created)
 		if err == nil {
-			var c compiledRule
-			if c, err = compileRule(r); err == nil {
+			var c broker.CompiledRule
+			if c, err = broker.CompileRule(r); err == nil {
 				bySub[subID] = append(bySub[subID], c)
 				continue
 			}
@@ -97,7 +94,7 @@ type delivery struct {
 	dedupUntil  time.Time
 	// encoded holds the user properties Send already encoded, by message; copies changed by an
 	// action are not in it and are encoded when placed.
-	encoded map[*Message][]byte
+	encoded map[*broker.Message][]byte
 	// starts holds, for each message prepareSend delivered, the index of its first row.
 	starts []int
 	// numberedIn, when not 0, is the entity the messages were sent to, which asked for a number
@@ -127,7 +124,7 @@ func (d *delivery) wakeTargets() []wakeTarget {
 
 // begin starts the delivery of one sent message to e: its rows get their own number, and e's
 // duplicate history when e keeps one.
-func (d *delivery) begin(e *Entity) {
+func (d *delivery) begin(e *broker.Entity) {
 	d.msgIndex = int(d.s.msgCounter.Add(1))
 	d.dedupEntity, d.dedupUntil = 0, time.Time{}
 	if e.Props.RequiresDuplicateDetection {
@@ -137,21 +134,21 @@ func (d *delivery) begin(e *Entity) {
 
 // deliver places m (prepared for the entity the client sent to) in target, hops forwards into
 // the chain. sent is the entity the message was last addressed to.
-func (d *delivery) deliver(target *Entity, m *Message, sent *Entity, hops int) error {
-	if target.Kind == KindTopic {
+func (d *delivery) deliver(target *broker.Entity, m *broker.Message, sent *broker.Entity, hops int) error {
+	if target.Kind == broker.KindTopic {
 		return d.fanOut(target, m, hops)
 	}
-	if fwd := target.Props.ForwardTo; fwd != "" && m.State != StateDeadLetter {
-		if hops >= MaxTransferHops {
+	if fwd := target.Props.ForwardTo; fwd != "" && m.State != broker.StateDeadLetter {
+		if hops >= broker.MaxTransferHops {
 			dl := *m
-			dl.State, dl.DeadLetterReason, dl.DeadLetterDescription = StateDeadLetter, ReasonMaxTransferHopCount, descriptionMaxTransferHops
+			dl.State, dl.DeadLetterReason, dl.DeadLetterDescription = broker.StateDeadLetter, ReasonMaxTransferHopCount, descriptionMaxTransferHops
 			return d.place(target, &dl, hops)
 		}
 		next, err := d.s.Resolve(d.ctx, fwd)
 		if err != nil {
 			// The target was deleted after the forwarding was set up: keep the message here
 			// rather than lose it.
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, broker.ErrNotFound) {
 				return d.place(target, m, hops)
 			}
 			return err
@@ -166,10 +163,10 @@ func (d *delivery) deliver(target *Entity, m *Message, sent *Entity, hops int) e
 // no row anywhere and reports false: it stays in from's dead-letter subqueue, as when the
 // target is gone. Failing instead would undo the transaction that dead-lettered it — a
 // settlement, a claim, the maintenance run of every entity — again at every attempt.
-func (d *delivery) forwardDeadLetter(next *Entity, m *Message, from *Entity) (bool, error) {
+func (d *delivery) forwardDeadLetter(next *broker.Entity, m *broker.Message, from *broker.Entity) (bool, error) {
 	n := len(d.rows)
 	err := d.deliver(next, m, from, 1)
-	if ErrorCode(err) == CodeBadRequest {
+	if broker.ErrorCode(err) == broker.CodeBadRequest {
 		d.rows = d.rows[:n]
 		return false, nil
 	}
@@ -180,15 +177,15 @@ func (d *delivery) forwardDeadLetter(next *Entity, m *Message, from *Entity) (bo
 // ForwardDeadLetteredMessagesTo when it has one. hops is how many times m was auto-forwarded to
 // get here: a forwarded message carries the sequence number of its original send as its
 // EnqueuedSequenceNumber, drawn with its row when it never had a row where it was sent.
-func (d *delivery) place(e *Entity, m *Message, hops int) error {
-	if e.Props.RequiresSession && !m.InSession() && m.State != StateDeadLetter {
+func (d *delivery) place(e *broker.Entity, m *broker.Message, hops int) error {
+	if e.Props.RequiresSession && !m.InSession() && m.State != broker.StateDeadLetter {
 		// A copy no session could ever receive: refuse the send, as for a session queue.
-		return BadRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s', which requires sessions.", e.Path)
+		return broker.BadRequest("The SessionId was not set on a message, and it cannot be sent to the entity '%s', which requires sessions.", e.Path)
 	}
-	if m.State == StateDeadLetter && e.Props.ForwardDeadLetteredMessagesTo != "" && m.DeadLetterSource == "" {
+	if m.State == broker.StateDeadLetter && e.Props.ForwardDeadLetteredMessagesTo != "" && m.DeadLetterSource == "" {
 		if next, err := d.s.Resolve(d.ctx, e.Props.ForwardDeadLetteredMessagesTo); err == nil {
 			fwd := *m
-			fwd.State, fwd.DeadLetterSource = StateActive, e.Path
+			fwd.State, fwd.DeadLetterSource = broker.StateActive, e.Path
 			if ok, err := d.forwardDeadLetter(next, &fwd, e); ok || err != nil {
 				return err
 			}
@@ -206,7 +203,7 @@ func (d *delivery) place(e *Entity, m *Message, hops int) error {
 	if m.EnqueuedSequenceNumber == 0 && (hops > 0 || (d.numberedIn != 0 && e.ID != d.numberedIn)) {
 		r.originOf = int64(d.msgIndex)
 	}
-	r.sessioned = e.Props.RequiresSession && m.InSession() && m.State != StateDeadLetter
+	r.sessioned = e.Props.RequiresSession && m.InSession() && m.State != broker.StateDeadLetter
 	if !d.dedupUntil.IsZero() {
 		r.dedupEntity, r.dedupUntil = d.dedupEntity, timestamptz(d.dedupUntil)
 	}
@@ -226,7 +223,7 @@ func (d *delivery) place(e *Entity, m *Message, hops int) error {
 // failing filter: the evaluation error quotes the expression, which may be long.
 const maxEvaluationDescription = 300
 
-func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
+func (d *delivery) fanOut(topic *broker.Entity, m *broker.Message, hops int) error {
 	routes, err := d.s.routesOf(d.ctx, topic)
 	if err != nil {
 		return err
@@ -234,29 +231,29 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 	budget := sqlfilter.NewBudget(sqlfilter.DefaultBudget)
 	for _, rt := range routes {
 		sub := rt.sub
-		if sub.Props.Status == StatusDisabled {
+		if sub.Props.Status == broker.StatusDisabled {
 			continue
 		}
 		budget.Reset()
 		var evalErr error
 		for _, rule := range rt.rules {
-			ok, err := rule.match(FilterView(m), budget)
+			ok, err := rule.Match(broker.FilterView(m), budget)
 			if errors.Is(err, sqlfilter.ErrBudgetExceeded) {
 				// The remaining rules would find the budget spent too; say which rule ran out.
-				evalErr = fmt.Errorf("rule %s: %w", rule.name, err)
+				evalErr = fmt.Errorf("rule %s: %w", rule.Name, err)
 				break
 			}
 			if err != nil {
-				evalErr = fmt.Errorf("rule %s: %w", rule.name, err)
+				evalErr = fmt.Errorf("rule %s: %w", rule.Name, err)
 				continue
 			}
 			if !ok {
 				continue
 			}
 			c := copyFor(sub, m, d.now)
-			if rule.action != nil {
-				if err := rule.action.ApplyWithin(FilterView(c), budget); err != nil {
-					evalErr = fmt.Errorf("rule %s action: %w", rule.name, err)
+			if rule.Action != nil {
+				if err := rule.Action.ApplyWithin(broker.FilterView(c), budget); err != nil {
+					evalErr = fmt.Errorf("rule %s action: %w", rule.Name, err)
 					if errors.Is(err, sqlfilter.ErrBudgetExceeded) {
 						break
 					}
@@ -266,8 +263,8 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 					// The action grew the copy past what may be kept or received: it is
 					// dead-lettered as it was before the action, and the send goes on.
 					c = copyFor(sub, m, d.now)
-					c.State, c.DeadLetterReason = StateDeadLetter, ReasonActionResult
-					c.DeadLetterDescription = ClipTo(fmt.Sprintf("The action of rule %s: %s", rule.name, ErrorMessage(err)), maxEvaluationDescription)
+					c.State, c.DeadLetterReason = broker.StateDeadLetter, ReasonActionResult
+					c.DeadLetterDescription = broker.ClipTo(fmt.Sprintf("The action of rule %s: %s", rule.Name, broker.ErrorMessage(err)), maxEvaluationDescription)
 				}
 			}
 			if err := d.deliver(sub, c, topic, hops); err != nil {
@@ -276,8 +273,8 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 		}
 		if evalErr != nil && sub.Props.DeadLetteringOnFilterEvaluation {
 			c := copyFor(sub, m, d.now)
-			c.State, c.DeadLetterReason = StateDeadLetter, ReasonFilterEvaluation
-			c.DeadLetterDescription = ClipTo(evalErr.Error(), maxEvaluationDescription)
+			c.State, c.DeadLetterReason = broker.StateDeadLetter, ReasonFilterEvaluation
+			c.DeadLetterDescription = broker.ClipTo(evalErr.Error(), maxEvaluationDescription)
 			if err := d.place(sub, c, hops); err != nil {
 				return err
 			}
@@ -288,8 +285,8 @@ func (d *delivery) fanOut(topic *Entity, m *Message, hops int) error {
 
 // checkCopy checks a copy a rule action changed: the store's property limits, then the door's
 // (Options.CheckCopy).
-func (d *delivery) checkCopy(c *Message) error {
-	if _, err := encodeUserProperties(c.UserProperties); err != nil {
+func (d *delivery) checkCopy(c *broker.Message) error {
+	if _, err := broker.EncodeUserProperties(c.UserProperties); err != nil {
 		return err
 	}
 	if check := d.s.opts.CheckCopy; check != nil {
@@ -300,7 +297,7 @@ func (d *delivery) checkCopy(c *Message) error {
 
 // copyFor is a subscription's own copy of m: its properties can be changed by an action without
 // touching the other copies, and its TTL is also capped by the subscription's default.
-func copyFor(sub *Entity, m *Message, now time.Time) *Message {
+func copyFor(sub *broker.Entity, m *broker.Message, now time.Time) *broker.Message {
 	c := *m
 	c.UserProperties = slices.Clone(m.UserProperties)
 	if c.TimeToLive > sub.Props.DefaultMessageTimeToLive {
@@ -313,7 +310,7 @@ func copyFor(sub *Entity, m *Message, now time.Time) *Message {
 // checkForwarding validates ForwardTo and ForwardDeadLetteredMessagesTo of the entity at path:
 // each target must exist and be a queue or topic, and following the forwarding from it must not
 // lead back to path (a loop). Targets are stored as entity paths.
-func (s *Postgres) checkForwarding(ctx context.Context, path string, p *Properties) error {
+func (s *Postgres) checkForwarding(ctx context.Context, path string, p *broker.Properties) error {
 	for _, f := range []struct {
 		name   string
 		target *string
@@ -328,20 +325,20 @@ func (s *Postgres) checkForwarding(ctx context.Context, path string, p *Properti
 			continue
 		}
 		target, err := s.lookup(ctx, t)
-		if errors.Is(err, ErrNotFound) {
-			return BadRequest("SubCode=40400. The auto forwarding destination entity '%s' of %s doesn't exist.", Clip(t), f.name)
+		if errors.Is(err, broker.ErrNotFound) {
+			return broker.BadRequest("SubCode=40400. The auto forwarding destination entity '%s' of %s doesn't exist.", broker.Clip(t), f.name)
 		}
 		if err != nil {
 			return err
 		}
-		if target.Kind == KindSubscription {
-			return BadRequest("The %s destination '%s' is a subscription; forward to a queue or topic.", f.name, target.Path)
+		if target.Kind == broker.KindSubscription {
+			return broker.BadRequest("The %s destination '%s' is a subscription; forward to a queue or topic.", f.name, target.Path)
 		}
 		*f.target = target.Path
-		if loop, err := s.forwardsTo(ctx, target, Key(path), 0); err != nil {
+		if loop, err := s.forwardsTo(ctx, target, broker.Key(path), 0); err != nil {
 			return err
 		} else if loop {
-			return BadRequest("SubCode=40000. %s '%s' would make messages go round in a loop back to '%s'.", f.name, target.Path, path)
+			return broker.BadRequest("SubCode=40000. %s '%s' would make messages go round in a loop back to '%s'.", f.name, target.Path, path)
 		}
 	}
 	return nil
@@ -349,17 +346,17 @@ func (s *Postgres) checkForwarding(ctx context.Context, path string, p *Properti
 
 // forwardsTo reports whether messages arriving at e can come back to the entity with key back:
 // e is it, or forwards (directly or through a topic's subscriptions) to something that does.
-func (s *Postgres) forwardsTo(ctx context.Context, e *Entity, back string, depth int) (bool, error) {
-	if Key(e.Path) == back {
+func (s *Postgres) forwardsTo(ctx context.Context, e *broker.Entity, back string, depth int) (bool, error) {
+	if broker.Key(e.Path) == back {
 		return true, nil
 	}
-	if depth > 2*MaxTransferHops+2 {
+	if depth > 2*broker.MaxTransferHops+2 {
 		return false, nil // longer chains dead-letter anyway
 	}
 	var next []string
 	switch e.Kind {
-	case KindTopic:
-		if strings.HasPrefix(back, Key(e.Path)+strings.ToLower(subscriptionsSegment)) {
+	case broker.KindTopic:
+		if strings.HasPrefix(back, broker.Key(e.Path)+strings.ToLower(broker.SubscriptionsSegment)) {
 			return true, nil // a subscription forwarding to its own topic
 		}
 		rows, err := s.pool.Query(ctx, `SELECT forward_to FROM entities WHERE parent_id = $1 AND forward_to <> ''`, e.ID)
@@ -376,7 +373,7 @@ func (s *Postgres) forwardsTo(ctx context.Context, e *Entity, back string, depth
 	}
 	for _, n := range next {
 		t, err := s.lookup(ctx, n)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, broker.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -395,12 +392,12 @@ func (s *Postgres) forwardsTo(ctx context.Context, e *Entity, back string, depth
 // in e's dead-letter subqueue, and by the background tasks for any an interrupted move left.
 //
 // It returns the entities that received messages, for the caller to wake once tx commits.
-func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity) ([]wakeTarget, error) {
+func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *broker.Entity) ([]wakeTarget, error) {
 	if e.Props.ForwardDeadLetteredMessagesTo == "" {
 		return nil, nil
 	}
 	target, err := s.Resolve(ctx, e.Props.ForwardDeadLetteredMessagesTo)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, broker.ErrNotFound) {
 		return nil, nil // the target is gone: the dead letters stay where they are
 	}
 	if err != nil {
@@ -412,7 +409,7 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 	// A session queue refuses a message without a SessionId: those are not even read, so the
 	// dead letters it refused cost nothing to every later dead-lettering of e. (A topic's
 	// session subscriptions refuse them too; those are read, tried and left each time.)
-	sessionsOnly := target.Kind == KindQueue && target.Props.ForwardTo == "" && target.Props.RequiresSession
+	sessionsOnly := target.Kind == broker.KindQueue && target.Props.ForwardTo == "" && target.Props.RequiresSession
 	for {
 		now := s.now()
 		rows, err := tx.Query(ctx, `SELECT `+messageSelectFrom("m")+` FROM messages m
@@ -435,7 +432,7 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 			seq := m.SequenceNumber
 			// A new message of the target: enqueued now, its time to live counted from now (an
 			// expired dead letter would otherwise arrive expired), capped by the target's.
-			m.State, m.DeadLetterSource = StateActive, e.Path
+			m.State, m.DeadLetterSource = broker.StateActive, e.Path
 			if m.EnqueuedSequenceNumber == 0 {
 				m.EnqueuedSequenceNumber = m.SequenceNumber // its first sequence number, in e
 			}
@@ -472,5 +469,3 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *Entity
 		}
 	}
 }
-
-var _ sqlfilter.Message = filterView{}

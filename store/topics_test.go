@@ -12,16 +12,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/store"
 )
 
-func (b *bundle) topic(t *testing.T, path string, edit func(p *store.Properties)) *store.Entity {
+func (b *bundle) topic(t *testing.T, path string, edit func(p *broker.Properties)) *broker.Entity {
 	t.Helper()
-	p := store.DefaultProperties(store.KindTopic)
+	p := broker.DefaultProperties(broker.KindTopic)
 	if edit != nil {
 		edit(&p)
 	}
-	e, err := b.store.CreateEntity(b.ctx, store.KindTopic, path, p)
+	e, err := b.store.CreateEntity(b.ctx, broker.KindTopic, path, p)
 	if err != nil {
 		t.Fatalf("create topic %s: %v", path, err)
 	}
@@ -29,29 +30,29 @@ func (b *bundle) topic(t *testing.T, path string, edit func(p *store.Properties)
 }
 
 // sub creates a subscription with one rule (nil: $Default, everything).
-func (b *bundle) sub(t *testing.T, topic, name string, rule *store.Rule, edit func(p *store.Properties)) *store.Entity {
+func (b *bundle) sub(t *testing.T, topic, name string, rule *broker.Rule, edit func(p *broker.Properties)) *broker.Entity {
 	t.Helper()
-	p := store.DefaultProperties(store.KindSubscription)
+	p := broker.DefaultProperties(broker.KindSubscription)
 	if edit != nil {
 		edit(&p)
 	}
-	e, err := b.store.CreateSubscription(b.ctx, store.SubscriptionPath(topic, name), p, rule)
+	e, err := b.store.CreateSubscription(b.ctx, broker.SubscriptionPath(topic, name), p, rule)
 	if err != nil {
 		t.Fatalf("create subscription %s/%s: %v", topic, name, err)
 	}
 	return e
 }
 
-func sqlRule(name, expr string, params ...store.Property) *store.Rule {
-	return &store.Rule{Name: name, Filter: store.RuleFilter{Kind: store.FilterSQL, SQLExpression: expr, Parameters: params}}
+func sqlRule(name, expr string, params ...broker.Property) *broker.Rule {
+	return &broker.Rule{Name: name, Filter: broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: expr, Parameters: params}}
 }
 
 // drain receives everything in e's subqueue and returns the bodies in order.
-func (b *bundle) drain(t *testing.T, e *store.Entity, sq store.SubQueue) []*store.Message {
+func (b *bundle) drain(t *testing.T, e *broker.Entity, sq broker.SubQueue) []*broker.Message {
 	t.Helper()
-	var out []*store.Message
+	var out []*broker.Message
 	for {
-		msgs, err := receiveN(b.ctx, b.store, store.Target{Entity: e, SubQueue: sq}, store.ReceiveAndDelete, 100, 0)
+		msgs, err := receiveN(b.ctx, b.store, broker.Target{Entity: e, SubQueue: sq}, broker.ReceiveAndDelete, 100, 0)
 		if err != nil {
 			t.Fatalf("drain %s: %v", e.Path, err)
 		}
@@ -62,7 +63,7 @@ func (b *bundle) drain(t *testing.T, e *store.Entity, sq store.SubQueue) []*stor
 	}
 }
 
-func bodies(msgs []*store.Message) []string {
+func bodies(msgs []*broker.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = string(m.Body)
@@ -74,21 +75,21 @@ func TestTopicRoutesBySQLAndCorrelationFilters(t *testing.T) {
 	b := setup(t, manual)
 	topic := b.topic(t, "orders", nil)
 	all := b.sub(t, "orders", "all", nil, nil)
-	eu := b.sub(t, "orders", "eu", sqlRule("eu", "region = @r AND amount > 100", store.Property{Name: "@r", Value: "eu"}), nil)
-	corr := b.sub(t, "orders", "corr", &store.Rule{Name: "c", Filter: store.RuleFilter{Kind: store.FilterCorrelation,
-		Correlation: &store.CorrelationFilter{Label: "urgent", Properties: []store.Property{{Name: "prio", Value: int64(1)}}}}}, nil)
-	none := b.sub(t, "orders", "none", &store.Rule{Name: "never", Filter: store.RuleFilter{Kind: store.FilterFalse, SQLExpression: "1=0"}}, nil)
+	eu := b.sub(t, "orders", "eu", sqlRule("eu", "region = @r AND amount > 100", broker.Property{Name: "@r", Value: "eu"}), nil)
+	corr := b.sub(t, "orders", "corr", &broker.Rule{Name: "c", Filter: broker.RuleFilter{Kind: broker.FilterCorrelation,
+		Correlation: &broker.CorrelationFilter{Label: "urgent", Properties: []broker.Property{{Name: "prio", Value: int64(1)}}}}}, nil)
+	none := b.sub(t, "orders", "none", &broker.Rule{Name: "never", Filter: broker.RuleFilter{Kind: broker.FilterFalse, SQLExpression: "1=0"}}, nil)
 
-	send := func(body, label string, props ...store.Property) {
-		b.send(t, topic, store.Message{Body: []byte(body), Label: label, UserProperties: props})
+	send := func(body, label string, props ...broker.Property) {
+		b.send(t, topic, broker.Message{Body: []byte(body), Label: label, UserProperties: props})
 	}
-	send("eu-big", "", store.Property{Name: "Region", Value: "eu"}, store.Property{Name: "amount", Value: int64(500)})
-	send("eu-small", "", store.Property{Name: "region", Value: "eu"}, store.Property{Name: "amount", Value: 50.0})
-	send("urgent", "urgent", store.Property{Name: "prio", Value: 1.0})
-	send("urgent-wrong-prio", "urgent", store.Property{Name: "prio", Value: int64(2)})
+	send("eu-big", "", broker.Property{Name: "Region", Value: "eu"}, broker.Property{Name: "amount", Value: int64(500)})
+	send("eu-small", "", broker.Property{Name: "region", Value: "eu"}, broker.Property{Name: "amount", Value: 50.0})
+	send("urgent", "urgent", broker.Property{Name: "prio", Value: 1.0})
+	send("urgent-wrong-prio", "urgent", broker.Property{Name: "prio", Value: int64(2)})
 
 	for _, tc := range []struct {
-		sub  *store.Entity
+		sub  *broker.Entity
 		want []string
 	}{
 		{all, []string{"eu-big", "eu-small", "urgent", "urgent-wrong-prio"}},
@@ -96,7 +97,7 @@ func TestTopicRoutesBySQLAndCorrelationFilters(t *testing.T) {
 		{corr, []string{"urgent"}},
 		{none, nil},
 	} {
-		if diff := cmp.Diff(tc.want, bodies(b.drain(t, tc.sub, store.SubQueueMain)), cmpopts.EquateEmpty()); diff != "" {
+		if diff := cmp.Diff(tc.want, bodies(b.drain(t, tc.sub, broker.SubQueueMain)), cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("%s received (-want +got):\n%s", tc.sub.Path, diff)
 		}
 	}
@@ -113,27 +114,27 @@ func TestTopicRoutesBySQLAndCorrelationFilters(t *testing.T) {
 func TestRuleActionsChangeOnlyTheirCopy(t *testing.T) {
 	b := setup(t, manual)
 	topic := b.topic(t, "t", nil)
-	tagged := b.sub(t, "t", "tagged", &store.Rule{Name: "tag", Filter: store.RuleFilter{Kind: store.FilterTrue, SQLExpression: "1=1"},
-		Action: &store.RuleAction{SQLExpression: "SET user.seen = 'yes'; SET sys.Label = 'relabelled'; SET total = amount * 2; REMOVE secret"}}, nil)
+	tagged := b.sub(t, "t", "tagged", &broker.Rule{Name: "tag", Filter: broker.RuleFilter{Kind: broker.FilterTrue, SQLExpression: "1=1"},
+		Action: &broker.RuleAction{SQLExpression: "SET user.seen = 'yes'; SET sys.Label = 'relabelled'; SET total = amount * 2; REMOVE secret"}}, nil)
 	plain := b.sub(t, "t", "plain", nil, nil)
 	// Two matching rules give two copies, each with its own action.
-	if _, err := b.store.PutRule(b.ctx, "t/Subscriptions/plain", store.Rule{Name: "second",
-		Filter: store.RuleFilter{Kind: store.FilterSQL, SQLExpression: "amount > 1"},
-		Action: &store.RuleAction{SQLExpression: "SET copy = 2"}}, false); err != nil {
+	if _, err := b.store.PutRule(b.ctx, "t/Subscriptions/plain", broker.Rule{Name: "second",
+		Filter: broker.RuleFilter{Kind: broker.FilterSQL, SQLExpression: "amount > 1"},
+		Action: &broker.RuleAction{SQLExpression: "SET copy = 2"}}, false); err != nil {
 		t.Fatal(err)
 	}
-	b.send(t, topic, store.Message{Body: []byte("m"), Label: "orig", UserProperties: store.UserProperties{
+	b.send(t, topic, broker.Message{Body: []byte("m"), Label: "orig", UserProperties: broker.UserProperties{
 		{Name: "amount", Value: int64(21)}, {Name: "secret", Value: "s"}}})
 
-	got := b.drain(t, tagged, store.SubQueueMain)
+	got := b.drain(t, tagged, broker.SubQueueMain)
 	if len(got) != 1 {
 		t.Fatalf("tagged got %d copies", len(got))
 	}
-	want := store.UserProperties{{Name: "amount", Value: int64(21)}, {Name: "seen", Value: "yes"}, {Name: "total", Value: int64(42)}}
+	want := broker.UserProperties{{Name: "amount", Value: int64(21)}, {Name: "seen", Value: "yes"}, {Name: "total", Value: int64(42)}}
 	if diff := cmp.Diff(want, got[0].UserProperties); diff != "" || got[0].Label != "relabelled" {
 		t.Errorf("tagged copy: label %q, properties (-want +got):\n%s", got[0].Label, diff)
 	}
-	copies := b.drain(t, plain, store.SubQueueMain)
+	copies := b.drain(t, plain, broker.SubQueueMain)
 	if len(copies) != 2 {
 		t.Fatalf("plain got %d copies; want one per matching rule", len(copies))
 	}
@@ -161,16 +162,16 @@ func TestFilterEvaluationErrors(t *testing.T) {
 	topic := b.topic(t, "t", nil)
 	// sys.Nonsense is no broker property: evaluating it is an error.
 	dl := b.sub(t, "t", "dl", sqlRule("bad", "sys.Nonsense = 1"), nil)
-	drop := b.sub(t, "t", "drop", sqlRule("bad", "sys.Nonsense = 1"), func(p *store.Properties) { p.DeadLetteringOnFilterEvaluation = false })
-	b.send(t, topic, store.Message{Body: []byte("x"), MessageID: "x"})
-	if got := b.drain(t, dl, store.SubQueueMain); len(got) != 0 {
+	drop := b.sub(t, "t", "drop", sqlRule("bad", "sys.Nonsense = 1"), func(p *broker.Properties) { p.DeadLetteringOnFilterEvaluation = false })
+	b.send(t, topic, broker.Message{Body: []byte("x"), MessageID: "x"})
+	if got := b.drain(t, dl, broker.SubQueueMain); len(got) != 0 {
 		t.Errorf("dl subscription received %d messages", len(got))
 	}
-	dead := b.drain(t, dl, store.SubQueueDeadLetter)
+	dead := b.drain(t, dl, broker.SubQueueDeadLetter)
 	if len(dead) != 1 || dead[0].DeadLetterReason != store.ReasonFilterEvaluation || !strings.Contains(dead[0].DeadLetterDescription, "Nonsense") {
 		t.Errorf("dl dead letters = %+v", dead)
 	}
-	if got := b.drain(t, drop, store.SubQueueDeadLetter); len(got) != 0 {
+	if got := b.drain(t, drop, broker.SubQueueDeadLetter); len(got) != 0 {
 		t.Errorf("drop subscription dead-lettered %d messages", len(got))
 	}
 }
@@ -184,9 +185,9 @@ func TestFilterEvaluationBudget(t *testing.T) {
 	topic := b.topic(t, "t", nil)
 	// Never matches, and costs about 2 × 30 Ki × 16 units a message: five such rules are more
 	// than one subscription's budget.
-	pattern := store.Property{Name: "@p", Value: "%" + strings.Repeat("a_", 500) + "c%"}
-	slow := func(name string, dl bool) *store.Entity {
-		e := b.sub(t, "t", name, sqlRule("r0", "s LIKE @p OR u LIKE @p", pattern), func(p *store.Properties) { p.DeadLetteringOnFilterEvaluation = dl })
+	pattern := broker.Property{Name: "@p", Value: "%" + strings.Repeat("a_", 500) + "c%"}
+	slow := func(name string, dl bool) *broker.Entity {
+		e := b.sub(t, "t", name, sqlRule("r0", "s LIKE @p OR u LIKE @p", pattern), func(p *broker.Properties) { p.DeadLetteringOnFilterEvaluation = dl })
 		for i := 1; i < 6; i++ {
 			if _, err := b.store.PutRule(b.ctx, e.Path, *sqlRule(fmt.Sprintf("r%d", i), "s LIKE @p OR u LIKE @p", pattern), false); err != nil {
 				t.Fatal(err)
@@ -197,22 +198,22 @@ func TestFilterEvaluationBudget(t *testing.T) {
 	dl := slow("dl", true)
 	drop := slow("drop", false)
 	cheap := b.sub(t, "t", "cheap", sqlRule("has", "EXISTS(s) AND s LIKE 'a%'"), nil)
-	b.send(t, topic, store.Message{Body: []byte("x"), MessageID: "x",
-		UserProperties: []store.Property{{Name: "s", Value: strings.Repeat("a", 30*1024)}, {Name: "u", Value: strings.Repeat("a", 30*1024)}}})
-	if got := b.drain(t, dl, store.SubQueueMain); len(got) != 0 {
+	b.send(t, topic, broker.Message{Body: []byte("x"), MessageID: "x",
+		UserProperties: []broker.Property{{Name: "s", Value: strings.Repeat("a", 30*1024)}, {Name: "u", Value: strings.Repeat("a", 30*1024)}}})
+	if got := b.drain(t, dl, broker.SubQueueMain); len(got) != 0 {
 		t.Errorf("dl subscription received %d messages", len(got))
 	}
-	dead := b.drain(t, dl, store.SubQueueDeadLetter)
+	dead := b.drain(t, dl, broker.SubQueueDeadLetter)
 	if len(dead) != 1 || dead[0].DeadLetterReason != store.ReasonFilterEvaluation || !strings.Contains(dead[0].DeadLetterDescription, "budget") {
 		t.Errorf("dl dead letters = %d, want 1 with reason %s and the budget in the description", len(dead), store.ReasonFilterEvaluation)
 		for _, m := range dead {
 			t.Logf("%s: %s", m.DeadLetterReason, m.DeadLetterDescription)
 		}
 	}
-	if got := len(b.drain(t, drop, store.SubQueueMain)) + len(b.drain(t, drop, store.SubQueueDeadLetter)); got != 0 {
+	if got := len(b.drain(t, drop, broker.SubQueueMain)) + len(b.drain(t, drop, broker.SubQueueDeadLetter)); got != 0 {
 		t.Errorf("drop subscription kept %d messages; want the copy dropped", got)
 	}
-	if got := b.drain(t, cheap, store.SubQueueMain); len(got) != 1 {
+	if got := b.drain(t, cheap, broker.SubQueueMain); len(got) != 1 {
 		t.Errorf("cheap subscription received %d messages; want 1", len(got))
 	}
 }
@@ -224,18 +225,18 @@ func TestRuleParameterAndPatternLimits(t *testing.T) {
 	b.topic(t, "t", nil)
 	b.sub(t, "t", "s", nil, nil)
 	sp := "t/Subscriptions/s"
-	long := store.Property{Name: "@p", Value: strings.Repeat("_", 20000)}
-	half := store.Property{Name: "@p", Value: strings.Repeat("_", 600)}
+	long := broker.Property{Name: "@p", Value: strings.Repeat("_", 20000)}
+	half := broker.Property{Name: "@p", Value: strings.Repeat("_", 600)}
 	action := sqlRule("action", "1=1")
-	action.Action = &store.RuleAction{SQLExpression: "SET x = @p", Parameters: []store.Property{long}}
-	for _, bad := range []*store.Rule{
+	action.Action = &broker.RuleAction{SQLExpression: "SET x = @p", Parameters: []broker.Property{long}}
+	for _, bad := range []*broker.Rule{
 		sqlRule("param", "s LIKE @p", long),
 		sqlRule("unused", "s = 'x'", long),
 		sqlRule("concat", "s LIKE @p + @p", half),
 		action,
 	} {
 		_, err := b.store.PutRule(b.ctx, sp, *bad, false)
-		if !errors.Is(err, store.ErrBadRequest) || !strings.Contains(err.Error(), "limit is 1024") {
+		if !errors.Is(err, broker.ErrBadRequest) || !strings.Contains(err.Error(), "limit is 1024") {
 			t.Errorf("PutRule(%s) err = %v; want ErrBadRequest naming the limit", bad.Name, err)
 		}
 	}
@@ -250,16 +251,16 @@ func TestRuleManagement(t *testing.T) {
 	b.sub(t, "t", "s", nil, nil)
 	sp := "t/Subscriptions/s"
 	rules, err := b.store.ListRules(b.ctx, sp, 0, 100)
-	if err != nil || len(rules) != 1 || rules[0].Name != "$Default" || rules[0].Filter.Kind != store.FilterTrue {
+	if err != nil || len(rules) != 1 || rules[0].Name != "$Default" || rules[0].Filter.Kind != broker.FilterTrue {
 		t.Fatalf("new subscription rules = %+v, %v; want $Default", rules, err)
 	}
-	r := sqlRule("big", "amount > @min AND sys.TimeToLive > @ttl", store.Property{Name: "@min", Value: int64(10)},
-		store.Property{Name: "@ttl", Value: 90 * time.Second})
-	r.Action = &store.RuleAction{SQLExpression: "SET big = TRUE"}
+	r := sqlRule("big", "amount > @min AND sys.TimeToLive > @ttl", broker.Property{Name: "@min", Value: int64(10)},
+		broker.Property{Name: "@ttl", Value: 90 * time.Second})
+	r.Action = &broker.RuleAction{SQLExpression: "SET big = TRUE"}
 	if _, err := b.store.PutRule(b.ctx, sp, *r, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.PutRule(b.ctx, sp, *r, false); !errors.Is(err, store.ErrConflict) {
+	if _, err := b.store.PutRule(b.ctx, sp, *r, false); !errors.Is(err, broker.ErrConflict) {
 		t.Errorf("second create: err = %v; want ErrConflict", err)
 	}
 	got, err := b.store.GetRule(b.ctx, sp, "BIG")
@@ -269,16 +270,16 @@ func TestRuleManagement(t *testing.T) {
 	if diff := cmp.Diff(r.Filter, got.Filter); diff != "" || got.Action == nil || got.Action.SQLExpression != r.Action.SQLExpression {
 		t.Errorf("rule read back differs (-want +got):\n%s", diff)
 	}
-	for _, bad := range []store.Rule{
+	for _, bad := range []broker.Rule{
 		*sqlRule("syntax", "amount >"),
 		*sqlRule("unbound", "amount > @nope"),
-		{Name: "noaction", Filter: store.RuleFilter{Kind: store.FilterTrue, SQLExpression: "1=1"}, Action: &store.RuleAction{SQLExpression: "SET"}},
-		{Name: "emptycorr", Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{}}},
+		{Name: "noaction", Filter: broker.RuleFilter{Kind: broker.FilterTrue, SQLExpression: "1=1"}, Action: &broker.RuleAction{SQLExpression: "SET"}},
+		{Name: "emptycorr", Filter: broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{}}},
 		*sqlRule("bad name!", "1=1"),
 		*sqlRule("long", strings.Repeat("a = 1 OR ", 200)+"a = 1"),
 	} {
 		_, err := b.store.PutRule(b.ctx, sp, bad, false)
-		if !errors.Is(err, store.ErrBadRequest) {
+		if !errors.Is(err, broker.ErrBadRequest) {
 			t.Errorf("PutRule(%s) err = %v; want ErrBadRequest", bad.Name, err)
 		}
 	}
@@ -289,42 +290,42 @@ func TestRuleManagement(t *testing.T) {
 	if err := b.store.DeleteRule(b.ctx, sp, "$default"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.DeleteRule(b.ctx, sp, "$default"); !errors.Is(err, store.ErrNotFound) {
+	if err := b.store.DeleteRule(b.ctx, sp, "$default"); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("second delete: err = %v", err)
 	}
-	if _, err := b.store.PutRule(b.ctx, "t/Subscriptions/missing", *r, false); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.store.PutRule(b.ctx, "t/Subscriptions/missing", *r, false); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("rule on a missing subscription: err = %v", err)
 	}
 }
 
 func TestSubscriptionLifecycle(t *testing.T) {
 	b := setup(t, manual)
-	topic := b.topic(t, "t", func(p *store.Properties) { p.DefaultMessageTimeToLive = time.Hour })
-	s := b.sub(t, "t", "s", nil, func(p *store.Properties) { p.DefaultMessageTimeToLive = 10 * time.Minute; p.MaxDeliveryCount = 1 })
-	if _, err := b.store.CreateSubscription(b.ctx, "missing/Subscriptions/s", store.DefaultProperties(store.KindSubscription), nil); !errors.Is(err, store.ErrNotFound) {
+	topic := b.topic(t, "t", func(p *broker.Properties) { p.DefaultMessageTimeToLive = time.Hour })
+	s := b.sub(t, "t", "s", nil, func(p *broker.Properties) { p.DefaultMessageTimeToLive = 10 * time.Minute; p.MaxDeliveryCount = 1 })
+	if _, err := b.store.CreateSubscription(b.ctx, "missing/Subscriptions/s", broker.DefaultProperties(broker.KindSubscription), nil); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("subscription on a missing topic: err = %v", err)
 	}
-	if _, err := b.store.CreateSubscription(b.ctx, "t/Subscriptions/s", store.DefaultProperties(store.KindSubscription), nil); !errors.Is(err, store.ErrConflict) {
+	if _, err := b.store.CreateSubscription(b.ctx, "t/Subscriptions/s", broker.DefaultProperties(broker.KindSubscription), nil); !errors.Is(err, broker.ErrConflict) {
 		t.Errorf("second subscription: err = %v", err)
 	}
-	if err := b.store.Send(b.ctx, s, []store.Message{body("x")}); !errors.Is(err, store.ErrBadRequest) {
+	if err := b.store.Send(b.ctx, s, []broker.Message{body("x")}); !errors.Is(err, broker.ErrBadRequest) {
 		t.Errorf("send to a subscription: err = %v", err)
 	}
-	if _, err := receive1(b.ctx, b.store, store.Target{Entity: topic, SubQueue: store.SubQueueMain}, store.PeekLock, 0); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := receive1(b.ctx, b.store, broker.Target{Entity: topic, SubQueue: broker.SubQueueMain}, broker.PeekLock, 0); !errors.Is(err, broker.ErrBadRequest) {
 		t.Errorf("receive from a topic: err = %v", err)
 	}
 	// TTL: the message's, capped by the topic's, capped by the subscription's.
-	b.send(t, topic, store.Message{Body: []byte("ttl"), TimeToLive: 2 * time.Hour})
-	m := b.receive(t, s, store.SubQueueMain, store.PeekLock)
+	b.send(t, topic, broker.Message{Body: []byte("ttl"), TimeToLive: 2 * time.Hour})
+	m := b.receive(t, s, broker.SubQueueMain, broker.PeekLock)
 	if m.TimeToLive != 10*time.Minute {
 		t.Errorf("copy TTL = %v; want the subscription's 10m", m.TimeToLive)
 	}
 	// Locks, MaxDeliveryCount and the dead-letter subqueue work as on queues.
 	b.clock.Advance(2 * time.Minute)
-	if again := b.receive(t, s, store.SubQueueMain, store.PeekLock); again != nil {
+	if again := b.receive(t, s, broker.SubQueueMain, broker.PeekLock); again != nil {
 		t.Errorf("message past MaxDeliveryCount delivered again")
 	}
-	if dl := b.drain(t, s, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].DeadLetterReason != store.ReasonMaxDeliveryCount {
+	if dl := b.drain(t, s, broker.SubQueueDeadLetter); len(dl) != 1 || dl[0].DeadLetterReason != store.ReasonMaxDeliveryCount {
 		t.Errorf("dead letters = %+v", dl)
 	}
 	// Deleting the topic deletes its subscriptions, rules and messages.
@@ -332,7 +333,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 	if err := b.store.DeleteEntity(b.ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.GetEntity(b.ctx, "t/Subscriptions/s"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.store.GetEntity(b.ctx, "t/Subscriptions/s"); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("subscription after its topic was deleted: err = %v", err)
 	}
 	var n int
@@ -345,14 +346,14 @@ func TestTopicSendNeedsSessionForSessionSubscriptions(t *testing.T) {
 	b := setup(t, manual)
 	topic := b.topic(t, "t", nil)
 	plain := b.sub(t, "t", "plain", nil, nil)
-	sessioned := b.sub(t, "t", "sess", nil, func(p *store.Properties) { p.RequiresSession = true })
-	if err := b.store.Send(b.ctx, topic, []store.Message{body("no session")}); !errors.Is(err, store.ErrBadRequest) {
+	sessioned := b.sub(t, "t", "sess", nil, func(p *broker.Properties) { p.RequiresSession = true })
+	if err := b.store.Send(b.ctx, topic, []broker.Message{body("no session")}); !errors.Is(err, broker.ErrBadRequest) {
 		t.Fatalf("send without SessionId to a topic with a session subscription: err = %v; want ErrBadRequest", err)
 	}
 	if c := b.counts(t, plain.Path); c.Total() != 0 {
 		t.Errorf("the refused send left %d copies in plain", c.Total())
 	}
-	b.send(t, topic, store.Message{Body: []byte("with session"), SessionID: "s1"})
+	b.send(t, topic, broker.Message{Body: []byte("with session"), SessionID: "s1"})
 	s, err := b.store.AcceptNextSession(b.ctx, sessioned, 0)
 	if err != nil || s == nil || s.ID != "s1" {
 		t.Fatalf("accept on the session subscription = %+v, %v", s, err)
@@ -361,15 +362,15 @@ func TestTopicSendNeedsSessionForSessionSubscriptions(t *testing.T) {
 
 func TestTopicDuplicateDetection(t *testing.T) {
 	b := setup(t, manual)
-	topic := b.topic(t, "t", func(p *store.Properties) { p.RequiresDuplicateDetection = true })
+	topic := b.topic(t, "t", func(p *broker.Properties) { p.RequiresDuplicateDetection = true })
 	a := b.sub(t, "t", "a", nil, nil)
 	c := b.sub(t, "t", "c", nil, nil)
 	for range 3 {
-		b.send(t, topic, store.Message{Body: []byte("once"), MessageID: "id-1"})
+		b.send(t, topic, broker.Message{Body: []byte("once"), MessageID: "id-1"})
 	}
-	b.send(t, topic, store.Message{Body: []byte("x"), MessageID: "id-2"}, store.Message{Body: []byte("dup"), MessageID: "id-2"})
-	for _, s := range []*store.Entity{a, c} {
-		if got := bodies(b.drain(t, s, store.SubQueueMain)); !cmp.Equal(got, []string{"once", "x"}) {
+	b.send(t, topic, broker.Message{Body: []byte("x"), MessageID: "id-2"}, broker.Message{Body: []byte("dup"), MessageID: "id-2"})
+	for _, s := range []*broker.Entity{a, c} {
+		if got := bodies(b.drain(t, s, broker.SubQueueMain)); !cmp.Equal(got, []string{"once", "x"}) {
 			t.Errorf("%s received %q; want each id once, in every subscription", s.Path, got)
 		}
 	}
@@ -378,16 +379,16 @@ func TestTopicDuplicateDetection(t *testing.T) {
 func TestAutoForwarding(t *testing.T) {
 	b := setup(t, manual)
 	final := b.queue(t, "final", nil)
-	b.queue(t, "hop2", func(p *store.Properties) { p.ForwardTo = "final" })
-	hop1 := b.queue(t, "hop1", func(p *store.Properties) { p.ForwardTo = "sb://somewhere.example/hop2" })
+	b.queue(t, "hop2", func(p *broker.Properties) { p.ForwardTo = "final" })
+	hop1 := b.queue(t, "hop1", func(p *broker.Properties) { p.ForwardTo = "sb://somewhere.example/hop2" })
 	if hop1.Props.ForwardTo != "hop2" {
 		t.Errorf("ForwardTo stored as %q; want the entity path hop2", hop1.Props.ForwardTo)
 	}
 	topic := b.topic(t, "t", nil)
-	b.sub(t, "t", "fwd", nil, func(p *store.Properties) { p.ForwardTo = "hop1" })
+	b.sub(t, "t", "fwd", nil, func(p *broker.Properties) { p.ForwardTo = "hop1" })
 	b.send(t, hop1, body("via queues"))
 	b.send(t, topic, body("via topic"))
-	if got := bodies(b.drain(t, final, store.SubQueueMain)); !cmp.Equal(got, []string{"via queues", "via topic"}) {
+	if got := bodies(b.drain(t, final, broker.SubQueueMain)); !cmp.Equal(got, []string{"via queues", "via topic"}) {
 		t.Errorf("final received %q", got)
 	}
 	for _, q := range []string{"hop1", "hop2", "t/Subscriptions/fwd"} {
@@ -403,21 +404,21 @@ func TestAutoForwarding(t *testing.T) {
 		{"x2", "t/Subscriptions/fwd"},
 		{"final", "hop1"}, // final -> hop1 -> hop2 -> final
 	} {
-		p := store.DefaultProperties(store.KindQueue)
+		p := broker.DefaultProperties(broker.KindQueue)
 		p.ForwardTo = tc.fwd
 		var err error
 		if tc.path == "final" {
-			_, err = b.store.UpdateEntity(b.ctx, store.KindQueue, tc.path, p)
+			_, err = b.store.UpdateEntity(b.ctx, broker.KindQueue, tc.path, p)
 		} else {
-			_, err = b.store.CreateEntity(b.ctx, store.KindQueue, tc.path, p)
+			_, err = b.store.CreateEntity(b.ctx, broker.KindQueue, tc.path, p)
 		}
-		if !errors.Is(err, store.ErrBadRequest) {
+		if !errors.Is(err, broker.ErrBadRequest) {
 			t.Errorf("ForwardTo %s -> %s: err = %v; want ErrBadRequest", tc.path, tc.fwd, err)
 		}
 	}
-	p := store.DefaultProperties(store.KindSubscription)
+	p := broker.DefaultProperties(broker.KindSubscription)
 	p.ForwardTo = "t"
-	if _, err := b.store.CreateSubscription(b.ctx, "t/Subscriptions/self", p, nil); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := b.store.CreateSubscription(b.ctx, "t/Subscriptions/self", p, nil); !errors.Is(err, broker.ErrBadRequest) {
 		t.Errorf("a subscription forwarding to its own topic: err = %v; want ErrBadRequest", err)
 	}
 }
@@ -427,12 +428,12 @@ func TestForwardingHopLimit(t *testing.T) {
 	// q0 -> q1 -> q2 -> q3 -> q4 -> q5: five hops, one too many.
 	b.queue(t, "q5", nil)
 	for i := 4; i >= 0; i-- {
-		b.queue(t, fmt.Sprintf("q%d", i), func(p *store.Properties) { p.ForwardTo = fmt.Sprintf("q%d", i+1) })
+		b.queue(t, fmt.Sprintf("q%d", i), func(p *broker.Properties) { p.ForwardTo = fmt.Sprintf("q%d", i+1) })
 	}
 	q0, _ := b.store.Resolve(b.ctx, "q0")
 	b.send(t, q0, body("far"))
 	q4, _ := b.store.Resolve(b.ctx, "q4")
-	dead := b.drain(t, q4, store.SubQueueDeadLetter)
+	dead := b.drain(t, q4, broker.SubQueueDeadLetter)
 	if len(dead) != 1 || dead[0].DeadLetterReason != store.ReasonMaxTransferHopCount {
 		t.Fatalf("q4 dead letters = %+v; want the message, with MaxTransferHopCountExceeded", dead)
 	}
@@ -441,23 +442,23 @@ func TestForwardingHopLimit(t *testing.T) {
 func TestForwardDeadLetteredMessages(t *testing.T) {
 	b := setup(t, manual)
 	dlq := b.queue(t, "collector", nil)
-	q := b.queue(t, "work", func(p *store.Properties) {
+	q := b.queue(t, "work", func(p *broker.Properties) {
 		p.ForwardDeadLetteredMessagesTo = "collector"
 		p.DeadLetteringOnMessageExpiration = true
 		p.MaxDeliveryCount = 1
 		p.LockDuration = 10 * time.Second
 	})
-	b.send(t, q, store.Message{Body: []byte("explicit"), MessageID: "e"}, store.Message{Body: []byte("poison"), MessageID: "p"},
-		store.Message{Body: []byte("expiring"), MessageID: "x", TimeToLive: time.Minute})
+	b.send(t, q, broker.Message{Body: []byte("explicit"), MessageID: "e"}, broker.Message{Body: []byte("poison"), MessageID: "p"},
+		broker.Message{Body: []byte("expiring"), MessageID: "x", TimeToLive: time.Minute})
 	// Explicit dead-lettering.
-	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if err := deadLetter1(b.ctx, b.store, store.Target{Entity: q}, m.MessageID, m.LockToken, "Bad", "bad input"); err != nil {
+	m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+	if err := deadLetter1(b.ctx, b.store, broker.Target{Entity: q}, m.MessageID, m.LockToken, "Bad", "bad input"); err != nil {
 		t.Fatal(err)
 	}
 	// MaxDeliveryCount.
-	b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 	b.clock.Advance(11 * time.Second)
-	b.receive(t, q, store.SubQueueMain, store.PeekLock) // dead-letters "poison", locks "expiring"
+	b.receive(t, q, broker.SubQueueMain, broker.PeekLock) // dead-letters "poison", locks "expiring"
 	// Expiry.
 	b.clock.Advance(2 * time.Minute)
 	b.maintain(t)
@@ -465,7 +466,7 @@ func TestForwardDeadLetteredMessages(t *testing.T) {
 	if c := b.counts(t, "work"); c.DeadLetter != 0 {
 		t.Errorf("work keeps %d dead letters; all should have moved", c.DeadLetter)
 	}
-	got := b.drain(t, dlq, store.SubQueueMain)
+	got := b.drain(t, dlq, broker.SubQueueMain)
 	sort.Slice(got, func(i, j int) bool { return got[i].MessageID < got[j].MessageID })
 	if len(got) != 3 {
 		t.Fatalf("collector got %d messages; want 3", len(got))
@@ -497,11 +498,11 @@ func TestConcurrentPublishersAndSubscriptionChanges(t *testing.T) {
 			default:
 			}
 			name := fmt.Sprintf("churn%d", i)
-			if _, err := b.store.CreateSubscription(b.ctx, store.SubscriptionPath("t", name), store.DefaultProperties(store.KindSubscription), nil); err != nil {
+			if _, err := b.store.CreateSubscription(b.ctx, broker.SubscriptionPath("t", name), broker.DefaultProperties(broker.KindSubscription), nil); err != nil {
 				t.Errorf("create %s: %v", name, err)
 				return
 			}
-			if err := b.store.DeleteEntity(b.ctx, store.SubscriptionPath("t", name)); err != nil {
+			if err := b.store.DeleteEntity(b.ctx, broker.SubscriptionPath("t", name)); err != nil {
 				t.Errorf("delete %s: %v", name, err)
 				return
 			}
@@ -513,7 +514,7 @@ func TestConcurrentPublishersAndSubscriptionChanges(t *testing.T) {
 		go func() {
 			defer pubs.Done()
 			for i := range each {
-				if err := b.store.Send(b.ctx, topic, []store.Message{{Body: []byte("m"), MessageID: fmt.Sprintf("%d-%d", p, i)}}); err != nil {
+				if err := b.store.Send(b.ctx, topic, []broker.Message{{Body: []byte("m"), MessageID: fmt.Sprintf("%d-%d", p, i)}}); err != nil {
 					t.Errorf("publish: %v", err)
 				}
 			}
@@ -522,7 +523,7 @@ func TestConcurrentPublishersAndSubscriptionChanges(t *testing.T) {
 	pubs.Wait()
 	close(stop)
 	wg.Wait()
-	got := b.drain(t, stable, store.SubQueueMain)
+	got := b.drain(t, stable, broker.SubQueueMain)
 	seen := map[string]bool{}
 	for _, m := range got {
 		if seen[m.MessageID] {
@@ -547,13 +548,13 @@ func TestConcurrentPublishersAndSubscriptionChanges(t *testing.T) {
 func TestFiltersReadPropertiesKeptAsSent(t *testing.T) {
 	b := setup(t, manual)
 	topic := b.topic(t, "t", nil)
-	sub := b.sub(t, "t", "s", &store.Rule{Name: "r", Filter: store.RuleFilter{Kind: store.FilterSQL,
+	sub := b.sub(t, "t", "s", &broker.Rule{Name: "r", Filter: broker.RuleFilter{Kind: broker.FilterSQL,
 		SQLExpression: "sys.ViaPartitionKey = 'p1' AND sys.ScheduledEnqueueTimeUtc IS NOT NULL"}}, nil)
 	past := b.clock.Now().Add(-time.Hour)
-	b.send(t, topic, store.Message{Body: []byte("match"), ViaPartitionKey: "p1", ScheduledEnqueueTime: past},
-		store.Message{Body: []byte("other via"), ViaPartitionKey: "p2", ScheduledEnqueueTime: past},
-		store.Message{Body: []byte("no schedule"), ViaPartitionKey: "p1"})
-	if diff := cmp.Diff([]string{"match"}, bodies(b.drain(t, sub, store.SubQueueMain))); diff != "" {
+	b.send(t, topic, broker.Message{Body: []byte("match"), ViaPartitionKey: "p1", ScheduledEnqueueTime: past},
+		broker.Message{Body: []byte("other via"), ViaPartitionKey: "p2", ScheduledEnqueueTime: past},
+		broker.Message{Body: []byte("no schedule"), ViaPartitionKey: "p1"})
+	if diff := cmp.Diff([]string{"match"}, bodies(b.drain(t, sub, broker.SubQueueMain))); diff != "" {
 		t.Errorf("received (-want +got):\n%s", diff)
 	}
 }
@@ -565,14 +566,14 @@ func TestRuleValuesKeepTheirDeclaredType(t *testing.T) {
 	b := setup(t, manual)
 	topic := b.topic(t, "typed", nil)
 	sp := "typed/Subscriptions/s"
-	typed := func(name, typ string, v any) store.Property { return store.Property{Name: name, Value: v, Type: typ} }
-	corr := &store.Rule{Name: "corr", Filter: store.RuleFilter{Kind: store.FilterCorrelation, Correlation: &store.CorrelationFilter{
-		Properties: []store.Property{typed("big", "long", int64(5000000000)), typed("g", store.TypeSerGUID, "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"), typed("n", "double", 5.0)}}}}
+	typed := func(name, typ string, v any) broker.Property { return broker.Property{Name: name, Value: v, Type: typ} }
+	corr := &broker.Rule{Name: "corr", Filter: broker.RuleFilter{Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{
+		Properties: []broker.Property{typed("big", "long", int64(5000000000)), typed("g", broker.TypeSerGUID, "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"), typed("n", "double", 5.0)}}}}
 	sub := b.sub(t, "typed", "s", corr, nil)
 	sql := sqlRule("sql", "go = @go AND s < @s AND d = @d AND w = @w",
 		typed("@go", "int", int64(6000000000)), typed("@s", "short", int64(7)), typed("@d", "decimal", 0.5),
-		typed("@w", store.TypeSerDuration, 90*time.Second), store.Property{Name: "@plain", Value: int64(1)})
-	sql.Action = &store.RuleAction{SQLExpression: "SET tag = @t", Parameters: []store.Property{typed("@t", "unsignedInt", int64(4000000000))}}
+		typed("@w", broker.TypeSerDuration, 90*time.Second), broker.Property{Name: "@plain", Value: int64(1)})
+	sql.Action = &broker.RuleAction{SQLExpression: "SET tag = @t", Parameters: []broker.Property{typed("@t", "unsignedInt", int64(4000000000))}}
 	if _, err := b.store.PutRule(b.ctx, sp, *sql, false); err != nil {
 		t.Fatal(err)
 	}
@@ -595,16 +596,16 @@ func TestRuleValuesKeepTheirDeclaredType(t *testing.T) {
 		t.Errorf("action read back differs (-want +got):\n%s", diff)
 	}
 
-	send := func(body string, props ...store.Property) {
-		b.send(t, topic, store.Message{Body: []byte(body), UserProperties: props})
+	send := func(body string, props ...broker.Property) {
+		b.send(t, topic, broker.Message{Body: []byte(body), UserProperties: props})
 	}
-	send("corr", store.Property{Name: "big", Value: int64(5000000000)}, store.Property{Name: "n", Value: int64(5)},
-		store.Property{Name: "g", Value: "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"})
-	send("corr-other", store.Property{Name: "big", Value: int64(5000000001)}, store.Property{Name: "n", Value: int64(5)},
-		store.Property{Name: "g", Value: "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"})
-	send("sql", store.Property{Name: "go", Value: int64(6000000000)}, store.Property{Name: "s", Value: 6.5},
-		store.Property{Name: "d", Value: 0.5}, store.Property{Name: "w", Value: 90 * time.Second})
-	msgs := b.drain(t, sub, store.SubQueueMain)
+	send("corr", broker.Property{Name: "big", Value: int64(5000000000)}, broker.Property{Name: "n", Value: int64(5)},
+		broker.Property{Name: "g", Value: "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"})
+	send("corr-other", broker.Property{Name: "big", Value: int64(5000000001)}, broker.Property{Name: "n", Value: int64(5)},
+		broker.Property{Name: "g", Value: "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}"})
+	send("sql", broker.Property{Name: "go", Value: int64(6000000000)}, broker.Property{Name: "s", Value: 6.5},
+		broker.Property{Name: "d", Value: 0.5}, broker.Property{Name: "w", Value: 90 * time.Second})
+	msgs := b.drain(t, sub, broker.SubQueueMain)
 	if diff := cmp.Diff([]string{"corr", "sql"}, bodies(msgs)); diff != "" {
 		t.Fatalf("received (-want +got):\n%s", diff)
 	}
@@ -623,11 +624,11 @@ func TestRuleValuesKeepTheirDeclaredType(t *testing.T) {
 
 	// A declared type that cannot hold its value is refused, not kept.
 	bad := sqlRule("bad", "a = @a", typed("@a", "long", "text"))
-	if _, err := b.store.PutRule(b.ctx, sp, *bad, false); !errors.Is(err, store.ErrBadRequest) || !strings.Contains(err.Error(), "declared type 'long'") {
+	if _, err := b.store.PutRule(b.ctx, sp, *bad, false); !errors.Is(err, broker.ErrBadRequest) || !strings.Contains(err.Error(), "declared type 'long'") {
 		t.Errorf("PutRule with a string declared long: err = %v; want ErrBadRequest", err)
 	}
 	bad = sqlRule("bad", "a = @a", typed("@a", "xs:int", int64(1)))
-	if _, err := b.store.PutRule(b.ctx, sp, *bad, false); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := b.store.PutRule(b.ctx, sp, *bad, false); !errors.Is(err, broker.ErrBadRequest) {
 		t.Errorf("PutRule with an unknown declared type: err = %v; want ErrBadRequest", err)
 	}
 }
@@ -637,7 +638,7 @@ func TestRuleValuesKeepTheirDeclaredType(t *testing.T) {
 func TestRuleValuesStoredWithoutType(t *testing.T) {
 	b := setup(t, manual)
 	b.topic(t, "old", nil)
-	b.sub(t, "old", "s", sqlRule("legacy", "a = @a", store.Property{Name: "@a", Value: int64(1), Type: "long"}), nil)
+	b.sub(t, "old", "s", sqlRule("legacy", "a = @a", broker.Property{Name: "@a", Value: int64(1), Type: "long"}), nil)
 	if _, err := b.pool.Exec(b.ctx, `UPDATE rules SET filter = '{"kind":"SqlFilter","sql":"a = @a","params":{"@a":{"i":5000000000}}}' WHERE name = 'legacy'`); err != nil {
 		t.Fatal(err)
 	}
@@ -645,7 +646,7 @@ func TestRuleValuesStoredWithoutType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]store.Property{{Name: "@a", Value: int64(5000000000)}}, got.Filter.Parameters); diff != "" {
+	if diff := cmp.Diff([]broker.Property{{Name: "@a", Value: int64(5000000000)}}, got.Filter.Parameters); diff != "" {
 		t.Errorf("legacy parameters (-want +got):\n%s", diff)
 	}
 }
@@ -657,34 +658,34 @@ func TestRuleValuesStoredWithoutType(t *testing.T) {
 // queue's expired message stayed).
 func TestForwardedDeadLetterRefusedByTheTarget(t *testing.T) {
 	b := setup(t, manual)
-	b.queue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
-	q := b.queue(t, "q", func(p *store.Properties) {
+	b.queue(t, "sq", func(p *broker.Properties) { p.RequiresSession = true })
+	q := b.queue(t, "q", func(p *broker.Properties) {
 		p.MaxDeliveryCount = 1
 		p.ForwardDeadLetteredMessagesTo = "sq"
 	})
 	other := b.queue(t, "other", nil)
-	b.send(t, q, store.Message{Body: []byte("plain"), MessageID: "plain"},
-		store.Message{Body: []byte("sessioned"), MessageID: "sessioned", SessionID: "s"})
-	b.send(t, other, store.Message{Body: []byte("short"), TimeToLive: time.Minute})
+	b.send(t, q, broker.Message{Body: []byte("plain"), MessageID: "plain"},
+		broker.Message{Body: []byte("sessioned"), MessageID: "sessioned", SessionID: "s"})
+	b.send(t, other, broker.Message{Body: []byte("short"), TimeToLive: time.Minute})
 	for range 2 {
-		m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+		m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 		// Its last delivery: the abandon dead-letters it, and forwards what sq takes.
-		if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Abandon, "", m.LockToken); err != nil {
+		if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q}, broker.Abandon, "", m.LockToken); err != nil {
 			t.Fatalf("abandon of %s: %v", m.MessageID, err)
 		}
 	}
-	if dl := b.drain(t, q, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != "plain" {
+	if dl := b.drain(t, q, broker.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != "plain" {
 		t.Errorf("q's dead letters = %q; want plain, which sq refuses", bodies(dl))
 	}
 	b.clock.Advance(2 * time.Minute)
-	b.send(t, q, store.Message{Body: []byte("later"), MessageID: "later"})
-	m := b.receive(t, q, store.SubQueueMain, store.PeekLock)
+	b.send(t, q, broker.Message{Body: []byte("later"), MessageID: "later"})
+	m := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
 	b.clock.Advance(q.Props.LockDuration + time.Second) // its lock lapses: the sweep dead-letters it
 	b.maintain(t)
 	if c := b.counts(t, "other"); c.Total() != 0 {
 		t.Errorf("other's counts after maintenance = %+v; want its expired message gone", c)
 	}
-	if dl := b.drain(t, q, store.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != m.MessageID {
+	if dl := b.drain(t, q, broker.SubQueueDeadLetter); len(dl) != 1 || dl[0].MessageID != m.MessageID {
 		t.Errorf("q's dead letters after maintenance = %q; want later", bodies(dl))
 	}
 	if c := b.counts(t, "sq"); c.Active != 1 || c.DeadLetter != 0 {
@@ -698,14 +699,14 @@ func TestForwardedDeadLetterRefusedByTheTarget(t *testing.T) {
 func TestRefusedDeadLettersPastAPage(t *testing.T) {
 	b := setup(t, manual)
 	b.topic(t, "t", nil)
-	b.sub(t, "t", "s", nil, func(p *store.Properties) { p.RequiresSession = true })
-	q := b.queue(t, "q", func(p *store.Properties) {
+	b.sub(t, "t", "s", nil, func(p *broker.Properties) { p.RequiresSession = true })
+	q := b.queue(t, "q", func(p *broker.Properties) {
 		p.ForwardDeadLetteredMessagesTo = "t"
 		p.DeadLetteringOnMessageExpiration = true
 	})
-	msgs := make([]store.Message, 600)
+	msgs := make([]broker.Message, 600)
 	for i := range msgs {
-		msgs[i] = store.Message{Body: []byte("x"), TimeToLive: time.Minute}
+		msgs[i] = broker.Message{Body: []byte("x"), TimeToLive: time.Minute}
 	}
 	b.send(t, q, msgs...)
 	b.clock.Advance(2 * time.Minute)
@@ -725,11 +726,11 @@ func TestSubscriptionBrowseHidesScheduledMessages(t *testing.T) {
 	sub := b.sub(t, "t", "s", nil, nil)
 	q := b.queue(t, "q", nil)
 	at := b.clock.Now().Add(time.Hour)
-	b.send(t, topic, store.Message{Body: []byte("later"), ScheduledEnqueueTime: at})
-	b.send(t, q, store.Message{Body: []byte("later"), ScheduledEnqueueTime: at})
-	browse := func(e *store.Entity) int {
+	b.send(t, topic, broker.Message{Body: []byte("later"), ScheduledEnqueueTime: at})
+	b.send(t, q, broker.Message{Body: []byte("later"), ScheduledEnqueueTime: at})
+	browse := func(e *broker.Entity) int {
 		t.Helper()
-		msgs, err := b.store.Browse(b.ctx, e, store.SubQueueMain, 0, 10)
+		msgs, err := b.store.Browse(b.ctx, e, broker.SubQueueMain, 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -753,7 +754,7 @@ func TestTopicCountsScheduledMessagesAndSize(t *testing.T) {
 	b.sub(t, "t", "a", nil, nil)
 	b.sub(t, "t", "b", nil, nil)
 	later := b.clock.Now().Add(2 * time.Hour)
-	if _, err := b.store.SendSequenced(b.ctx, topic, []store.Message{{Body: []byte("later"), ScheduledEnqueueTime: later}}); err != nil {
+	if _, err := b.store.SendSequenced(b.ctx, topic, []broker.Message{{Body: []byte("later"), ScheduledEnqueueTime: later}}); err != nil {
 		t.Fatal(err)
 	}
 	e, err := b.store.GetEntity(b.ctx, "t")
@@ -763,12 +764,12 @@ func TestTopicCountsScheduledMessagesAndSize(t *testing.T) {
 	if e.SubscriptionCount != 2 || e.Counts.Scheduled != 1 || e.Counts.SizeInBytes <= 0 {
 		t.Errorf("topic: %d subscriptions, counts %+v; want 2, 1 scheduled, some bytes", e.SubscriptionCount, e.Counts)
 	}
-	list, err := b.store.ListEntities(b.ctx, store.KindTopic, "", 0, 10)
+	list, err := b.store.ListEntities(b.ctx, broker.KindTopic, "", 0, 10)
 	if err != nil || len(list) != 1 || list[0].Counts != e.Counts {
 		t.Errorf("listed topic: %v, %v; want counts %+v", list, err, e.Counts)
 	}
 	// One sent with a ScheduledEnqueueTime (REST, .NET, Java, Python) counts once too.
-	if err := b.store.Send(b.ctx, topic, []store.Message{{Body: []byte("later too"), MessageID: "m2", ScheduledEnqueueTime: later}}); err != nil {
+	if err := b.store.Send(b.ctx, topic, []broker.Message{{Body: []byte("later too"), MessageID: "m2", ScheduledEnqueueTime: later}}); err != nil {
 		t.Fatal(err)
 	}
 	if e, err = b.store.GetEntity(b.ctx, "t"); err != nil || e.Counts.Scheduled != 2 {
@@ -796,12 +797,12 @@ func TestAccessedAtShowsUseAtOnce(t *testing.T) {
 		t.Fatalf("new queue AccessedAt %v, %v; want zero", e.AccessedAt, err)
 	}
 	b.clock.Advance(time.Minute)
-	b.send(t, q, store.Message{Body: []byte("x")})
+	b.send(t, q, broker.Message{Body: []byte("x")})
 	e, err = b.store.GetEntity(b.ctx, "q")
 	if err != nil || !e.AccessedAt.Equal(b.clock.Now()) {
 		t.Errorf("AccessedAt after a send %v, %v; want %v", e.AccessedAt, err, b.clock.Now())
 	}
-	list, err := b.store.ListEntities(b.ctx, store.KindQueue, "", 0, 10)
+	list, err := b.store.ListEntities(b.ctx, broker.KindQueue, "", 0, 10)
 	if err != nil || len(list) != 1 || !list[0].AccessedAt.Equal(b.clock.Now()) {
 		t.Errorf("listed AccessedAt %v, %v; want %v", list, err, b.clock.Now())
 	}

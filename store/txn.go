@@ -9,52 +9,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sbgate/sbgate/broker"
 )
 
 // A client transaction (AMQP's transaction coordinator: declare, work, discharge) is kept by the
 // gateway of its connection until it is discharged: nothing it does touches the database before
 // its commit, which is one PostgreSQL transaction for all of it. A gateway that dies before the
 // commit leaves nothing behind; one that dies during it leaves what PostgreSQL's commit decided.
-
-// MaxTransactionMessages is how many messages one transaction may send, as the service allows.
-const MaxTransactionMessages = 100
-
-// TxSend is a send a transaction makes when it commits. Numbers, when set, are the numbers
-// ReserveSequenceNumbers gave its messages (scheduled through $management, whose reply names
-// them before the commit): each message is then known by its number, as SendSequenced's are —
-// its sequence number in Entity, or the EnqueuedSequenceNumber of its copies elsewhere.
-type TxSend struct {
-	Entity   *Entity
-	Messages []Message
-	Numbers  []int64
-}
-
-// TxSettle is a settlement a transaction makes when it commits: Complete, Abandon, Defer or
-// DeadLetter.
-type TxSettle struct {
-	Target  Target
-	Request SettleRequest
-}
-
-// TxSessionState is a session state a transaction sets when it commits, under the session lock
-// it names, which must still be held then.
-type TxSessionState struct {
-	Entity *Entity
-	Lock   SessionLock
-	State  []byte
-}
-
-// TxWork is the work of one client transaction.
-type TxWork struct {
-	Sends         []TxSend
-	Settles       []TxSettle
-	SessionStates []TxSessionState
-}
-
-// CheckTxSessionState refuses a session state no lock can make right (as SetSessionState).
-func CheckTxSessionState(st TxSessionState) error {
-	return checkSessionState(st.Entity, st.Lock, st.State)
-}
 
 // execer runs a statement on the pool or inside a transaction.
 type execer interface {
@@ -73,25 +34,11 @@ func (s *Postgres) ReserveSequenceNumbers(ctx context.Context, n int) ([]int64, 
 }
 
 // CheckSend runs msgs through the checks of a send to e. See Store.
-func (s *Postgres) CheckSend(ctx context.Context, e *Entity, msgs []Message) error {
+func (s *Postgres) CheckSend(ctx context.Context, e *broker.Entity, msgs []broker.Message) error {
 	// On copies: preparing a message fills in what the send decides (its id, enqueue time, time
 	// to live from the entity), which the commit's own preparation must find as the sender left it.
 	_, _, err := s.prepareSend(ctx, e, slices.Clone(msgs))
 	return err
-}
-
-// CheckTxSettle refuses, when it is asked, a settlement a transaction cannot make whatever the
-// state of its lock.
-func CheckTxSettle(st TxSettle) error {
-	switch st.Request.Op {
-	case Complete, Abandon, Defer, DeadLetter:
-	default:
-		return BadRequest("A %s is not made in a transaction.", st.Request.Op.noun())
-	}
-	if err := checkSettleTarget(st.Target); err != nil {
-		return err
-	}
-	return checkSettleRequest(st.Target, st.Request)
 }
 
 // CommitTransaction applies w in one PostgreSQL transaction: every send stored (with its
@@ -100,13 +47,13 @@ func CheckTxSettle(st TxSettle) error {
 // outside the transaction) fails the whole with ErrLockLost naming it, and so does a session
 // state whose session lock is gone. Errors: those of Send, Settle and SetSessionState,
 // ErrUnavailable.
-func (s *Postgres) CommitTransaction(ctx context.Context, w TxWork) error {
+func (s *Postgres) CommitTransaction(ctx context.Context, w broker.TxWork) error {
 	sends, err := s.prepareTxSends(ctx, w.Sends)
 	if err != nil {
 		return err
 	}
 	for _, st := range w.SessionStates {
-		if err := CheckTxSessionState(st); err != nil {
+		if err := broker.CheckTxSessionState(st); err != nil {
 			return err
 		}
 	}
@@ -149,13 +96,13 @@ type txSends struct {
 
 // txSent is what one send of a transaction grew its entity by, and wakes, once committed.
 type txSent struct {
-	e     *Entity
+	e     *broker.Entity
 	size  int
 	woken []wakeTarget
 }
 
 // prepareTxSends runs a transaction's sends through the checks and routing of a send.
-func (s *Postgres) prepareTxSends(ctx context.Context, sends []TxSend) (*txSends, error) {
+func (s *Postgres) prepareTxSends(ctx context.Context, sends []broker.TxSend) (*txSends, error) {
 	p := &txSends{}
 	for _, snd := range sends {
 		msgs := snd.Messages
@@ -185,7 +132,7 @@ func (s *Postgres) prepareTxSends(ctx context.Context, sends []TxSend) (*txSends
 
 // commitWithin applies a transaction's work in tx: its settlements, each of whose locks must be
 // held, its session states, and its sends. It returns the wake-ups the settlements call for.
-func (s *Postgres) commitWithin(ctx context.Context, tx pgx.Tx, groups []*settleArgs, states []TxSessionState, sends *txSends) ([]wakeTarget, error) {
+func (s *Postgres) commitWithin(ctx context.Context, tx pgx.Tx, groups []*settleArgs, states []broker.TxSessionState, sends *txSends) ([]wakeTarget, error) {
 	now := s.now()
 	var woken []wakeTarget
 	for _, a := range groups {
@@ -252,21 +199,21 @@ func renumber(ctx context.Context, tx pgx.Tx, rows []messageRow, stored []int64,
 // txSettleGroups checks settles and sorts them into one statement's arguments per kind (the
 // settlement, and whether it modifies properties), each in primary-key order, as writeSettles
 // runs them. Two settlements of one lock are refused: the second would find it gone.
-func txSettleGroups(settles []TxSettle) ([]*settleArgs, error) {
+func txSettleGroups(settles []broker.TxSettle) ([]*settleArgs, error) {
 	type kind struct {
-		op     Settlement
+		op     broker.Settlement
 		modify bool
 	}
 	byKind := make(map[kind][]settleItem)
 	var kinds []kind
 	seen := make(map[[2]int64]bool)
-	results := make([]SettleResult, len(settles))
+	results := make([]broker.SettleResult, len(settles))
 	for i, st := range settles {
-		if err := CheckTxSettle(st); err != nil {
+		if err := broker.CheckTxSettle(st); err != nil {
 			return nil, err
 		}
 		lock := [2]int64{st.Target.Entity.ID, lockTokenSeq(st.Request.Token)}
-		if seen[lock] || !validText(st.Request.ID) {
+		if seen[lock] || !broker.ValidText(st.Request.ID) {
 			return nil, lockLost(st.Target, st.Request)
 		}
 		seen[lock] = true

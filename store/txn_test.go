@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -18,16 +19,16 @@ func TestCommitTransactionAppliesAll(t *testing.T) {
 	top := b.topic(t, "t", nil)
 	b.sub(t, "t", "a", nil, nil)
 	b.sub(t, "t", "b", nil, nil)
-	dd := b.queue(t, "dd", func(p *store.Properties) { p.RequiresDuplicateDetection = true })
+	dd := b.queue(t, "dd", func(p *broker.Properties) { p.RequiresDuplicateDetection = true })
 	b.send(t, in, body("work"))
-	m := b.receive(t, in, store.SubQueueMain, store.PeekLock)
-	w := store.TxWork{
-		Sends: []store.TxSend{
-			{Entity: top, Messages: []store.Message{body("fan-out")}},
-			{Entity: dd, Messages: []store.Message{{MessageID: "once", Body: []byte("1")}}},
-			{Entity: dd, Messages: []store.Message{{MessageID: "once", Body: []byte("2")}}},
+	m := b.receive(t, in, broker.SubQueueMain, broker.PeekLock)
+	w := broker.TxWork{
+		Sends: []broker.TxSend{
+			{Entity: top, Messages: []broker.Message{body("fan-out")}},
+			{Entity: dd, Messages: []broker.Message{{MessageID: "once", Body: []byte("1")}}},
+			{Entity: dd, Messages: []broker.Message{{MessageID: "once", Body: []byte("2")}}},
 		},
-		Settles: []store.TxSettle{{Target: store.Target{Entity: in}, Request: store.SettleRequest{Op: store.Complete, Token: m.LockToken}}},
+		Settles: []broker.TxSettle{{Target: broker.Target{Entity: in}, Request: broker.SettleRequest{Op: broker.Complete, Token: m.LockToken}}},
 	}
 	if err := b.store.CommitTransaction(b.ctx, w); err != nil {
 		t.Fatal(err)
@@ -42,7 +43,7 @@ func TestCommitTransactionAppliesAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := receive1(b.ctx, other, store.Target{Entity: sub}, store.ReceiveAndDelete, 0)
+	got, err := receive1(b.ctx, other, broker.Target{Entity: sub}, broker.ReceiveAndDelete, 0)
 	if err != nil || got == nil || string(got.Body) != "fan-out" {
 		t.Errorf("through another gateway: %v, %v; want the message sent in the transaction", got, err)
 	}
@@ -53,33 +54,33 @@ func TestCommitTransactionLockLostAppliesNothing(t *testing.T) {
 	b := setup(t, manual)
 	q := b.queue(t, "q", nil)
 	b.send(t, q, body("a"), body("b"))
-	ma := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	mb := b.receive(t, q, store.SubQueueMain, store.PeekLock)
-	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Complete, "", mb.LockToken); err != nil {
+	ma := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+	mb := b.receive(t, q, broker.SubQueueMain, broker.PeekLock)
+	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q}, broker.Complete, "", mb.LockToken); err != nil {
 		t.Fatal(err)
 	}
-	w := store.TxWork{
-		Sends: []store.TxSend{{Entity: q, Messages: []store.Message{body("new")}}},
-		Settles: []store.TxSettle{
-			{Target: store.Target{Entity: q}, Request: store.SettleRequest{Op: store.Complete, Token: ma.LockToken}},
-			{Target: store.Target{Entity: q}, Request: store.SettleRequest{Op: store.DeadLetter, Token: mb.LockToken}},
+	w := broker.TxWork{
+		Sends: []broker.TxSend{{Entity: q, Messages: []broker.Message{body("new")}}},
+		Settles: []broker.TxSettle{
+			{Target: broker.Target{Entity: q}, Request: broker.SettleRequest{Op: broker.Complete, Token: ma.LockToken}},
+			{Target: broker.Target{Entity: q}, Request: broker.SettleRequest{Op: broker.DeadLetter, Token: mb.LockToken}},
 		},
 	}
-	if err := b.store.CommitTransaction(b.ctx, w); !errors.Is(err, store.ErrLockLost) {
+	if err := b.store.CommitTransaction(b.ctx, w); !errors.Is(err, broker.ErrLockLost) {
 		t.Fatalf("commit with a lock gone: %v; want ErrLockLost", err)
 	}
 	if c := b.counts(t, "q"); c.Active != 1 || c.DeadLetter != 0 {
 		t.Errorf("q after the failed commit: %+v; want only a, still locked", c)
 	}
 	// a is still locked by its receiver: its completion outside the transaction works.
-	if _, err := settle1(b.ctx, b.store, store.Target{Entity: q}, store.Complete, "", ma.LockToken); err != nil {
+	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q}, broker.Complete, "", ma.LockToken); err != nil {
 		t.Errorf("a's lock after the failed commit: %v", err)
 	}
 	// A renewal or a settlement of one lock twice is no transaction's work.
-	for _, w := range []store.TxWork{
-		{Settles: []store.TxSettle{{Target: store.Target{Entity: q}, Request: store.SettleRequest{Op: store.RenewLock, Token: uuid.New()}}}},
+	for _, w := range []broker.TxWork{
+		{Settles: []broker.TxSettle{{Target: broker.Target{Entity: q}, Request: broker.SettleRequest{Op: broker.RenewLock, Token: uuid.New()}}}},
 	} {
-		if err := b.store.CommitTransaction(b.ctx, w); !errors.Is(err, store.ErrBadRequest) {
+		if err := b.store.CommitTransaction(b.ctx, w); !errors.Is(err, broker.ErrBadRequest) {
 			t.Errorf("%+v: %v; want ErrBadRequest", w, err)
 		}
 	}
@@ -96,15 +97,15 @@ func TestCommitTransactionReservedNumberIsClaimed(t *testing.T) {
 	}
 	b.send(t, q, body("a"), body("b"))
 	for range 2 { // the claims' cursor passes the reserved number
-		if m := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete); m == nil {
+		if m := b.receive(t, q, broker.SubQueueMain, broker.ReceiveAndDelete); m == nil {
 			t.Fatal("a sent message was not received")
 		}
 	}
-	m := store.Message{MessageID: "reserved", Body: []byte("r"), ScheduledEnqueueTime: b.clock.Now().Add(-time.Second)}
-	if err := b.store.CommitTransaction(b.ctx, store.TxWork{Sends: []store.TxSend{{Entity: q, Messages: []store.Message{m}, Numbers: nums}}}); err != nil {
+	m := broker.Message{MessageID: "reserved", Body: []byte("r"), ScheduledEnqueueTime: b.clock.Now().Add(-time.Second)}
+	if err := b.store.CommitTransaction(b.ctx, broker.TxWork{Sends: []broker.TxSend{{Entity: q, Messages: []broker.Message{m}, Numbers: nums}}}); err != nil {
 		t.Fatal(err)
 	}
-	got := b.receive(t, q, store.SubQueueMain, store.ReceiveAndDelete)
+	got := b.receive(t, q, broker.SubQueueMain, broker.ReceiveAndDelete)
 	if got == nil || got.MessageID != "reserved" || got.SequenceNumber != nums[0] {
 		t.Fatalf("after the commit: %+v; want the message with the reserved number %d", got, nums[0])
 	}
@@ -114,19 +115,19 @@ func TestCommitTransactionReservedNumberIsClaimed(t *testing.T) {
 // the transaction is applied.
 func TestCommitTransactionSessionStateNeedsTheLock(t *testing.T) {
 	b := setup(t, manual)
-	sq := b.queue(t, "sq", func(p *store.Properties) { p.RequiresSession = true })
+	sq := b.queue(t, "sq", func(p *broker.Properties) { p.RequiresSession = true })
 	q := b.queue(t, "q", nil)
 	sess, err := b.store.AcceptSession(b.ctx, sq, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock := store.SessionLock{SessionID: "s1", Token: sess.LockToken}
-	gone := store.SessionLock{SessionID: "s1", Token: uuid.New()}
-	w := store.TxWork{
-		Sends:         []store.TxSend{{Entity: q, Messages: []store.Message{body("x")}}},
-		SessionStates: []store.TxSessionState{{Entity: sq, Lock: gone, State: []byte("state")}},
+	lock := broker.SessionLock{SessionID: "s1", Token: sess.LockToken}
+	gone := broker.SessionLock{SessionID: "s1", Token: uuid.New()}
+	w := broker.TxWork{
+		Sends:         []broker.TxSend{{Entity: q, Messages: []broker.Message{body("x")}}},
+		SessionStates: []broker.TxSessionState{{Entity: sq, Lock: gone, State: []byte("state")}},
 	}
-	if err := b.store.CommitTransaction(b.ctx, w); store.ErrorCode(err) != store.CodeLockLost {
+	if err := b.store.CommitTransaction(b.ctx, w); broker.ErrorCode(err) != broker.CodeLockLost {
 		t.Fatalf("commit with a session lock not held: %v; want the session lock lost", err)
 	}
 	if c := b.counts(t, "q"); c.Active != 0 {

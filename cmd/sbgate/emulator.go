@@ -9,9 +9,9 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/emulator"
 	"github.com/sbgate/sbgate/nsconfig"
-	"github.com/sbgate/sbgate/store"
 )
 
 // readConfigFile reads and checks the emulator Config.json at path (nil for no path).
@@ -27,7 +27,7 @@ func readConfigFile(path string) (*nsconfig.File, error) {
 }
 
 // applyConfigFile makes the namespace match the file declared with -config.
-func applyConfigFile(ctx context.Context, cfg serveConfig, st store.Store, f *nsconfig.File, log *slog.Logger) error {
+func applyConfigFile(ctx context.Context, cfg serveConfig, st broker.Store, f *nsconfig.File, log *slog.Logger) error {
 	rep, err := nsconfig.Apply(ctx, nsconfig.StoreNamespace(st), f, nsconfig.Options{Prune: cfg.ConfigPrune, Logger: log})
 	var errs nsconfig.Errors
 	if errors.As(err, &errs) {

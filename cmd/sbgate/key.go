@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
@@ -140,14 +141,14 @@ func key(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // keyError is the text of a store error: its client-safe message when it has one.
 func keyError(err error) string {
-	if m := store.ErrorMessage(err); m != "" {
+	if m := broker.ErrorMessage(err); m != "" {
 		return m
 	}
 	return err.Error()
 }
 
 // printKey prints a key and the part of a connection string that names it.
-func printKey(w io.Writer, k store.NamespaceKey) {
+func printKey(w io.Writer, k broker.NamespaceKey) {
 	fmt.Fprintf(w, "name:      %s\nrights:    %s\nprimary:   %s\nsecondary: %s\n", k.Name, strings.Join(k.Rights, ","), k.PrimaryKey, k.SecondaryKey)
 	fmt.Fprintf(w, "connection string: Endpoint=sb://<host:port>/;SharedAccessKeyName=%s;SharedAccessKey=%s\n", k.Name, k.PrimaryKey)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/amqpws"
+	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/emulator"
 	"github.com/sbgate/sbgate/handlers"
@@ -311,7 +312,7 @@ func servePprof(addr string, log *slog.Logger) (func(), error) {
 
 // namespaceKey is the configured key, or the one kept in the database; generated says it was
 // made by this start (the database had none).
-func namespaceKey(ctx context.Context, cfg serveConfig, st store.Store) (key sas.Key, generated bool, err error) {
+func namespaceKey(ctx context.Context, cfg serveConfig, st broker.Store) (key sas.Key, generated bool, err error) {
 	if cfg.Emulator {
 		return sas.Key{Name: emulator.KeyName, Primary: emulator.Key, Rights: sas.Manage}, false, nil
 	}

@@ -1,4 +1,4 @@
-package store
+package broker
 
 import (
 	"fmt"
@@ -75,7 +75,7 @@ func (v filterView) System(name string) (any, bool) {
 	case "deliverycount":
 		return int64(m.DeliveryCount), true
 	case "size":
-		return int64(messageSize(m, 0) + userPropertiesSize(m.UserProperties)), true
+		return int64(MessageSize(m, 0) + userPropertiesSize(m.UserProperties)), true
 	case "deadlettersource":
 		return optional(m.DeadLetterSource), true
 	}

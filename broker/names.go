@@ -1,23 +1,23 @@
-package store
+package broker
 
 import (
 	"strings"
 )
 
-// subscriptionsSegment joins a topic path and a subscription name.
-const subscriptionsSegment = "/Subscriptions/"
+// SubscriptionsSegment joins a topic path and a subscription name.
+const SubscriptionsSegment = "/Subscriptions/"
 
 // SubscriptionPath returns the path of subscription name on topic.
-func SubscriptionPath(topic, name string) string { return topic + subscriptionsSegment + name }
+func SubscriptionPath(topic, name string) string { return topic + SubscriptionsSegment + name }
 
 // SplitSubscriptionPath splits "topic/Subscriptions/name" (any casing). ok is false for a path
 // that does not name a subscription.
 func SplitSubscriptionPath(path string) (topic, name string, ok bool) {
-	i := strings.LastIndex(strings.ToLower(path), strings.ToLower(subscriptionsSegment))
+	i := strings.LastIndex(strings.ToLower(path), strings.ToLower(SubscriptionsSegment))
 	if i <= 0 {
 		return "", "", false
 	}
-	topic, name = path[:i], path[i+len(subscriptionsSegment):]
+	topic, name = path[:i], path[i+len(SubscriptionsSegment):]
 	if name == "" || strings.Contains(name, "/") {
 		return "", "", false
 	}

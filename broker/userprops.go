@@ -1,4 +1,4 @@
-package store
+package broker
 
 import (
 	"encoding/json"
@@ -62,10 +62,10 @@ const (
 	tagNull           = "null"       // nil: a property present with no value (AMQP null), no field
 )
 
-// encodeUserProperties checks the properties and returns their jsonb text, or nil when there are
+// EncodeUserProperties checks the properties and returns their jsonb text, or nil when there are
 // none. Errors: ErrBadRequest for a duplicate name, an unsupported type, a non-finite number or a
 // size over the limits.
-func encodeUserProperties(props UserProperties) ([]byte, error) {
+func EncodeUserProperties(props UserProperties) ([]byte, error) {
 	if len(props) == 0 {
 		return nil, nil
 	}
@@ -78,7 +78,7 @@ func encodeUserProperties(props UserProperties) ([]byte, error) {
 		if _, dup := m[p.Name]; dup {
 			return nil, BadRequest("The application property '%s' is given more than once.", Clip(p.Name))
 		}
-		if p.Name == "" || !validText(p.Name) {
+		if p.Name == "" || !ValidText(p.Name) {
 			return nil, BadRequest("An application property name is empty, not valid UTF-8 or contains a NUL character.")
 		}
 		tv, size, err := encodeValue(p.Name, p.Value)
@@ -117,7 +117,7 @@ func encodeValue(name string, v any) (typedValue, int, error) {
 		return tv, size, nil
 	}
 	text := func(s, tag string) (typedValue, int, error) {
-		if !validText(s) {
+		if !ValidText(s) {
 			return tv, 0, BadRequest("The application property '%s' is not valid UTF-8 text (or contains a NUL character).", Clip(name))
 		}
 		tv.S, tv.K = &s, tag
@@ -209,8 +209,8 @@ func encodeValue(name string, v any) (typedValue, int, error) {
 	return tv, 0, BadRequest("The application property '%s' has an unsupported type %T.", Clip(name), v)
 }
 
-// decodeUserProperties reverses encodeUserProperties; properties come back sorted by name.
-func decodeUserProperties(raw []byte) (UserProperties, error) {
+// DecodeUserProperties reverses encodeUserProperties; properties come back sorted by name.
+func DecodeUserProperties(raw []byte) (UserProperties, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package store
+package broker
 
 import (
 	"errors"
@@ -101,6 +101,6 @@ func ClipTo(s string, limit int) string {
 	return s[:cut] + "..."
 }
 
-func notFound(format string, args ...any) error {
+func NotFound(format string, args ...any) error {
 	return &Error{Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
 }

@@ -1,4 +1,4 @@
-package store
+package broker
 
 import (
 	"time"
@@ -26,7 +26,7 @@ const (
 	SubQueueDeadLetter
 )
 
-func (s SubQueue) state() State {
+func (s SubQueue) State() State {
 	if s == SubQueueDeadLetter {
 		return StateDeadLetter
 	}
