@@ -17,9 +17,9 @@ import (
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
-	"github.com/sbgate/sbgate/handlers"
+	amqpdoor "github.com/sbgate/sbgate/handlers/amqp"
+	"github.com/sbgate/sbgate/handlers/rest"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/sbamqp"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -49,10 +49,10 @@ func newBroker(t *testing.T, opts amqpws.Options) *testBroker {
 	st := store.New(dbtest.NewPool(t), store.Options{})
 	st.Start(context.Background())
 	t.Cleanup(st.Stop)
-	ah := sbamqp.New(sbamqp.Config{Store: st, Access: access.New(access.Config{Keys: testKeys, Source: st})})
+	ah := amqpdoor.New(amqpdoor.Config{Store: st, Access: access.New(access.Config{Keys: testKeys, Source: st})})
 	srv := amqp.NewServer(ah, amqp.Options{Authenticate: ah.Authenticate})
 	ws := amqpws.New(srv, opts)
-	h := handlers.NewServer(st, handlers.Config{Keys: testKeys, AMQPWebSocket: ws})
+	h := rest.NewServer(st, rest.Config{Keys: testKeys, AMQPWebSocket: ws})
 	b := &testBroker{store: st, amqp: srv, ws: ws, http: httptest.NewServer(h), https: httptest.NewTLSServer(h)}
 	t.Cleanup(b.http.Close)
 	t.Cleanup(b.https.Close)

@@ -13,7 +13,7 @@ import (
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
-	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/handlers/rest"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -98,7 +98,7 @@ func TestNotEnabled(t *testing.T) {
 	st := store.New(dbtest.NewPool(t), store.Options{})
 	st.Start(context.Background())
 	t.Cleanup(st.Stop)
-	srv := httptest.NewServer(handlers.NewServer(st, handlers.Config{Keys: testKeys}))
+	srv := httptest.NewServer(rest.NewServer(st, rest.Config{Keys: testKeys}))
 	defer srv.Close()
 	_, resp, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(srv.URL, "http")+amqpws.Path, &websocket.DialOptions{Subprotocols: []string{amqpws.SubprotocolAMQPWSB10}})
 	if err == nil || resp == nil || resp.StatusCode != 404 {

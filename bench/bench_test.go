@@ -19,9 +19,9 @@ import (
 	"github.com/sbgate/sbgate/bench"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/db/dbtest"
-	"github.com/sbgate/sbgate/handlers"
+	amqpdoor "github.com/sbgate/sbgate/handlers/amqp"
+	"github.com/sbgate/sbgate/handlers/rest"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/sbamqp"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -65,7 +65,7 @@ func gatewaysWrapped(t *testing.T, n int, wrap func(int, http.Handler) http.Hand
 		relay := store.NewRelay(st, store.RelayOptions{}) // as sbgate serve runs it, for sql-send
 		relay.Start(context.Background())
 		t.Cleanup(relay.Stop)
-		var web http.Handler = handlers.NewServer(st, handlers.Config{Keys: keys})
+		var web http.Handler = rest.NewServer(st, rest.Config{Keys: keys})
 		if wrap != nil {
 			web = wrap(i, web)
 		}
@@ -73,7 +73,7 @@ func gatewaysWrapped(t *testing.T, n int, wrap func(int, http.Handler) http.Hand
 		t.Cleanup(srv.Close)
 		conns = append(conns, "Endpoint="+srv.URL+"/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey="+testKey)
 
-		h := sbamqp.New(sbamqp.Config{Store: st, Access: access.New(access.Config{Keys: keys, Source: st})})
+		h := amqpdoor.New(amqpdoor.Config{Store: st, Access: access.New(access.Config{Keys: keys, Source: st})})
 		asrv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// Code classifies a domain error. handlers maps each code to one HTTP status and Service Bus
+// Code classifies a domain error. The REST door (handlers/rest) maps each code to one HTTP status and Service Bus
 // error detail in a single table.
 type Code string
 

@@ -90,7 +90,7 @@ type Message struct {
 	UserProperties UserProperties
 
 	// AMQPSections is what an AMQP sender put in the message beyond the fields above, as the AMQP
-	// encoding of the sections that hold it (package sbamqp writes and reads it: the header's
+	// encoding of the sections that hold it (package handlers/amqp writes and reads it: the header's
 	// flags, delivery and message annotations, the properties no field models, the footer). The
 	// store keeps the bytes as they are and never reads them; they count in the message's size
 	// and go with every copy of it. nil when there is nothing (REST sends none).

@@ -1,7 +1,7 @@
 // Package broker is sbgate's domain: entities and their properties, messages, rules, sessions,
 // the limits and errors of Service Bus, and Store, the interface both protocol doors (REST in
-// handlers, AMQP in sbamqp) act through. It imports no database driver: store implements Store
-// on PostgreSQL.
+// handlers/rest, AMQP in handlers/amqp) act through. It imports no database driver: package
+// store implements Store on PostgreSQL.
 package broker
 
 import (
@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Store is what the protocol doors (REST in handlers, AMQP in sbamqp) ask of the broker.
+// Store is what the protocol doors (REST in handlers/rest, AMQP in handlers/amqp) ask of the broker.
 // store.Postgres implements it on PostgreSQL.
 type Store interface {
 	// CreateEntity creates a queue or topic at path (or a subscription when kind is

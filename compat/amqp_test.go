@@ -9,8 +9,8 @@ import (
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
+	amqpdoor "github.com/sbgate/sbgate/handlers/amqp"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/sbamqp"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -31,7 +31,7 @@ func TestJSServiceBusClientAMQP(t *testing.T) {
 	if _, err := st.CreateEntity(ctx, broker.KindQueue, "js-sq", sp); err != nil {
 		t.Fatal(err)
 	}
-	h := sbamqp.New(sbamqp.Config{Store: st, Access: access.New(access.Config{
+	h := amqpdoor.New(amqpdoor.Config{Store: st, Access: access.New(access.Config{
 		Keys: []sas.Key{{Name: "RootManageSharedAccessKey", Primary: key, Rights: sas.Manage}}, Source: st})})
 	srv := amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

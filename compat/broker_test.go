@@ -27,10 +27,10 @@ import (
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
-	"github.com/sbgate/sbgate/handlers"
+	amqpdoor "github.com/sbgate/sbgate/handlers/amqp"
+	"github.com/sbgate/sbgate/handlers/rest"
 	"github.com/sbgate/sbgate/portmux"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/sbamqp"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -64,7 +64,7 @@ type brokerOptions struct {
 	// OnePort also serves every protocol on one more port (broker.OnePort), for clients that
 	// derive both their AMQP and their https endpoint from one host:port, as the Go SDK does.
 	OnePort bool
-	// TransactionTimeout replaces the service's 2 minutes (sbamqp.Config.TransactionTimeout),
+	// TransactionTimeout replaces the service's 2 minutes (amqpdoor.Config.TransactionTimeout),
 	// for a scenario that waits for a transaction to time out.
 	TransactionTimeout time.Duration
 }
@@ -91,10 +91,10 @@ func startBroker(t *testing.T, opts *brokerOptions) *testBroker {
 
 	// One AMQP server behind the AMQP listeners and the WebSocket endpoint of the http and https
 	// servers, as sbgate serve runs it.
-	ah := sbamqp.New(sbamqp.Config{Store: st, Access: acc, TransactionTimeout: opts.TransactionTimeout})
+	ah := amqpdoor.New(amqpdoor.Config{Store: st, Access: acc, TransactionTimeout: opts.TransactionTimeout})
 	srv := amqp.NewServer(ah, amqp.Options{Authenticate: ah.Authenticate})
 	tunnels := amqpws.New(srv, amqpws.Options{})
-	h := handlers.NewServer(st, handlers.Config{Access: acc, AMQPWebSocket: tunnels})
+	h := rest.NewServer(st, rest.Config{Access: acc, AMQPWebSocket: tunnels})
 	plain := httptest.NewServer(h)
 	t.Cleanup(plain.Close)
 	secure := httptest.NewTLSServer(h)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/db/dbtest"
-	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/handlers/rest"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -58,7 +58,7 @@ func newServer(t *testing.T, start func(http.Handler) *httptest.Server) *httptes
 	st := store.New(pool, store.Options{})
 	st.Start(context.Background())
 	t.Cleanup(st.Stop)
-	srv := start(handlers.NewServer(st, handlers.Config{Keys: testKeys}))
+	srv := start(rest.NewServer(st, rest.Config{Keys: testKeys}))
 	t.Cleanup(srv.Close)
 	return srv
 }

@@ -11,15 +11,15 @@ import (
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/broker"
+	amqpdoor "github.com/sbgate/sbgate/handlers/amqp"
 	"github.com/sbgate/sbgate/sas"
-	"github.com/sbgate/sbgate/sbamqp"
 )
 
-// newAMQPServer is the AMQP server (the Service Bus profile of package sbamqp) behind every AMQP
-// door: the AMQP listeners, and WebSocket tunnels on the HTTP(S) listener (package amqpws), so
+// newAMQPServer is the AMQP server (the AMQP door, package handlers/amqp) behind every AMQP
+// entry: the AMQP listeners, and WebSocket tunnels on the HTTP(S) listener (package amqpws), so
 // all share one set of limits, keys and connections to shut down.
 func newAMQPServer(cfg serveConfig, st broker.Store, log *slog.Logger, acc *access.Layer) *amqp.Server {
-	h := sbamqp.New(sbamqp.Config{Store: st, Access: acc, MaxReceiveWait: cfg.MaxReceiveWait, Logger: log})
+	h := amqpdoor.New(amqpdoor.Config{Store: st, Access: acc, MaxReceiveWait: cfg.MaxReceiveWait, Logger: log})
 	return amqp.NewServer(h, amqp.Options{Authenticate: h.Authenticate, Logger: log,
 		MaxConnections: cfg.AMQPMaxConnections, MaxHandshakes: cfg.AMQPMaxHandshakes})
 }

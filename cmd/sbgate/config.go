@@ -14,7 +14,7 @@ import (
 
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/emulator"
-	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/handlers/rest"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -89,14 +89,14 @@ var serveFlags = []envFlag{
 	{"namespace", "SBGATE_NAMESPACE", "sbgate", "namespace name shown in entity descriptions and errors"},
 	{"log-level", "SBGATE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "SBGATE_LOG_FORMAT", "text", "text or json"},
-	{"max-receive-wait", "SBGATE_MAX_RECEIVE_WAIT", seconds(handlers.DefaultMaxReceiveWait), "longest a receive may wait for a message (its timeout is capped to this)"},
+	{"max-receive-wait", "SBGATE_MAX_RECEIVE_WAIT", seconds(rest.DefaultMaxReceiveWait), "longest a receive may wait for a message (its timeout is capped to this)"},
 	{"send-writers", "SBGATE_SEND_WRITERS", strconv.Itoa(store.DefaultSendWriters), "group-commit writers running at once"},
 	{"amqp-max-connections", "SBGATE_AMQP_MAX_CONNECTIONS", "10000", "AMQP connections served at once (TCP, TLS and WebSocket together); at the limit a new one takes the place of one still in its handshake, or is refused"},
 	{"amqp-max-handshakes", "SBGATE_AMQP_MAX_HANDSHAKES", "4096", "AMQP connections that have not completed SASL and open; past it the oldest of them is closed for the new one"},
 	{"recheck-interval", "SBGATE_RECHECK_INTERVAL", seconds(store.DefaultRecheck), "longest receivers waiting on an entity with nothing for them go without looking again (a backstop: sends, abandons and timers for scheduled messages and lock ends wake them)"},
 	{"shutdown-grace", "SBGATE_SHUTDOWN_GRACE", "30s", "how long shutdown waits for requests in flight"},
-	{"body-timeout", "SBGATE_BODY_TIMEOUT", seconds(handlers.DefaultBodyTimeout), "how long a request's body may take to arrive (raise it for very large messages over slow links)"},
-	{"write-timeout", "SBGATE_WRITE_TIMEOUT", seconds(handlers.DefaultWriteTimeout), "how long an answer may take to write, from its first byte (long-poll waits do not count)"},
+	{"body-timeout", "SBGATE_BODY_TIMEOUT", seconds(rest.DefaultBodyTimeout), "how long a request's body may take to arrive (raise it for very large messages over slow links)"},
+	{"write-timeout", "SBGATE_WRITE_TIMEOUT", seconds(rest.DefaultWriteTimeout), "how long an answer may take to write, from its first byte (long-poll waits do not count)"},
 	{"pprof-listen", "SBGATE_PPROF_LISTEN", "", "address to serve Go's /debug/pprof profiles on (off when empty; keep it private)"},
 	{"trusted-proxies", "SBGATE_TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of reverse proxies whose Forwarded / X-Forwarded-Proto / X-Forwarded-Host " +
 		"headers say how clients reached them (for https settlement URLs behind a TLS-terminating proxy); from other peers those headers are user properties"},

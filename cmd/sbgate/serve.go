@@ -23,7 +23,7 @@ import (
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/emulator"
-	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/handlers/rest"
 	"github.com/sbgate/sbgate/metrics"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
@@ -144,7 +144,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	health := embeddedHealth{pg}
 
 	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, Recheck: cfg.Recheck,
-		CheckCopy: handlers.CheckDeliverable})
+		CheckCopy: rest.CheckDeliverable})
 	st.Start(ctx)
 	defer st.Stop()
 	openStore.Store(st)
@@ -183,7 +183,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// waited for, and the process exits in moments rather than at the end of long polls.
 	drain, startDraining := context.WithCancel(context.Background())
 	defer startDraining()
-	handler := handlers.NewServer(st, handlers.Config{
+	handler := rest.NewServer(st, rest.Config{
 		Namespace:      cfg.Namespace,
 		Access:         acc,
 		MaxReceiveWait: cfg.MaxReceiveWait,
