@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // Message states and entity kinds as SQL literals, for statements built from constants: SQL
@@ -339,8 +340,8 @@ func (s *Postgres) claimOnce(ctx context.Context, t broker.Target, mode broker.R
 			}
 			return nil
 		})
-	} else if s.claimer.running() {
-		err = s.claimer.submit(ctx, cj)
+	} else if s.claimer.Running() {
+		err = s.claimer.Submit(ctx, cj)
 		rows = cj.rows
 	} else {
 		err = run(s.hotPool())
@@ -658,23 +659,23 @@ const claimRoundSize = 64
 // A round runs those waiting in one pipeline and one transaction, the claims outside sessions
 // in one statement per receive mode: one round trip, one commit and few statements instead of
 // one each (claimmany.go).
-func newClaimer(s *Postgres) *batcher[*claimJob] {
-	return newBatcher(s.opts.SendWriters, claimRoundSize, func(*claimJob) int { return 1 }, s.writeClaims)
+func newClaimer(s *Postgres) *engine.Batcher[*claimJob] {
+	return engine.NewBatcher(s.opts.SendWriters, claimRoundSize, func(*claimJob) int { return 1 }, s.writeClaims)
 }
 
 // claimPart is a statement of a round: one claim, or the shared claim of several targets.
 type claimPart struct {
-	jobs   []*job[*claimJob]
+	jobs   []*engine.Job[*claimJob]
 	shared bool
 }
 
 // writeClaims runs one round of claims and answers each once the round has committed: a claim
 // answered before its commit could hand out a lock the database never kept.
-func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+func (s *Postgres) writeClaims(jobs []*engine.Job[*claimJob]) {
+	ctx, cancel := context.WithTimeout(context.Background(), engine.WriteTimeout)
 	defer cancel()
 	var parts []claimPart
-	var shareable [2][]*job[*claimJob] // by mode
+	var shareable [2][]*engine.Job[*claimJob] // by mode
 	// Targets of one statement must differ: the claims of one statement see the rows as they
 	// were before it, so two claims of one subqueue in it could pick the same message (in
 	// statements of their own, the later one sees the earlier one's locks). One dispatcher
@@ -685,11 +686,11 @@ func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 	}
 	seen := make(map[subqueue]bool, len(jobs))
 	for _, j := range jobs {
-		if t := j.req.target; j.req.session == nil && !seen[subqueue{t.entity, t.state}] {
+		if t := j.Req.target; j.Req.session == nil && !seen[subqueue{t.entity, t.state}] {
 			seen[subqueue{t.entity, t.state}] = true
-			shareable[j.req.mode] = append(shareable[j.req.mode], j)
+			shareable[j.Req.mode] = append(shareable[j.Req.mode], j)
 		} else {
-			parts = append(parts, claimPart{jobs: []*job[*claimJob]{j}})
+			parts = append(parts, claimPart{jobs: []*engine.Job[*claimJob]{j}})
 		}
 	}
 	for _, js := range shareable {
@@ -705,13 +706,13 @@ func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 		var err error
 		if p.shared {
 			s.sharedClaims.Add(1)
-			sql, values, err = positional(claimManyStatements[p.jobs[0].req.mode], claimManyArgs(p.jobs))
+			sql, values, err = positional(claimManyStatements[p.jobs[0].Req.mode], claimManyArgs(p.jobs))
 		} else {
-			sql, values, err = p.jobs[0].req.statement()
+			sql, values, err = p.jobs[0].Req.statement()
 		}
 		if err != nil { // a statement that cannot be built fails its claims and stays out of the round
 			for _, j := range p.jobs {
-				j.finish(err)
+				j.Finish(err)
 			}
 			continue
 		}
@@ -733,16 +734,16 @@ func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 			}
 			errs[i] = err
 		case !p.shared:
-			p.jobs[0].req.rows, errs[i] = collectRecords[claimedRecord](r, int(p.jobs[0].req.target.n))
+			p.jobs[0].Req.rows, errs[i] = collectRecords[claimedRecord](r, int(p.jobs[0].Req.target.n))
 		default:
 			n := 0
 			for _, j := range p.jobs {
-				n += int(j.req.target.n)
+				n += int(j.Req.target.n)
 			}
 			var rows []claimedManyRecord
 			if rows, errs[i] = collectRecords[claimedManyRecord](r, n); errs[i] == nil {
 				for _, row := range rows {
-					j := p.jobs[row.K-1].req
+					j := p.jobs[row.K-1].Req
 					j.rows = append(j.rows, row.claimedRecord)
 				}
 			}
@@ -756,9 +757,9 @@ func (s *Postgres) writeClaims(jobs []*job[*claimJob]) {
 		}
 		for _, j := range p.jobs {
 			if err != nil {
-				j.req.rows = nil
+				j.Req.rows = nil
 			}
-			j.finish(err)
+			j.Finish(err)
 		}
 	}
 }

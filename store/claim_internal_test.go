@@ -17,6 +17,7 @@ import (
 
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // TestClaimPlanWithStaleStatistics: a queue filled faster than autoanalyze runs must be drained
@@ -326,20 +327,20 @@ func TestReceiverThatLeavesGetsItsMessagesReleased(t *testing.T) {
 	// The receiver's caller gives up while its claim runs: the claim is held until then.
 	recvCtx, cancel := context.WithCancel(ctx)
 	claiming := make(chan struct{})
-	key := waitKey{entity: q.ID}
-	start := func() *dispatcher[*broker.Message] {
-		d := &dispatcher[*broker.Message]{s: s, key: key, recheck: time.Minute}
-		d.claim = func(ctx context.Context, mode broker.ReceiveMode, n int) ([]*broker.Message, bool, error) {
+	key := engine.Key{Entity: q.ID}
+	start := func() engine.Claimer[*broker.Message] {
+		d := engine.Claimer[*broker.Message]{Recheck: time.Minute}
+		d.Claim = func(ctx context.Context, mode broker.ReceiveMode, n int) ([]*broker.Message, bool, error) {
 			close(claiming)
 			<-recvCtx.Done()
 			return s.claimMessages(ctx, broker.Target{Entity: q}, mode, n, nil)
 		}
-		d.next = func(context.Context, time.Time) (time.Time, error) { return time.Time{}, nil }
+		d.Next = func(context.Context, time.Time) (time.Time, error) { return time.Time{}, nil }
 		return d
 	}
 	done := make(chan error, 1)
 	go func() {
-		msgs, err := waitFor(recvCtx, s, key, start, broker.PeekLock, 1, time.Minute)
+		msgs, err := engine.WaitFor(recvCtx, s.hub, key, start, broker.PeekLock, 1, time.Minute)
 		if len(msgs) != 1 {
 			done <- fmt.Errorf("the receiver got %d messages from its claim; want 1", len(msgs))
 			return
@@ -395,8 +396,8 @@ func TestClaimCursorSkipsTheDeadHead(t *testing.T) {
 	for _, m := range taken[:10000] {
 		reqs = append(reqs, broker.SettleRequest{Op: broker.Complete, Token: m.LockToken})
 	}
-	s.settler.start()
-	defer s.settler.stop()
+	s.settler.Start()
+	defer s.settler.Stop()
 	for _, res := range s.Settle(ctx, broker.Target{Entity: q}, reqs) {
 		if res.Err != nil {
 			t.Fatal(res.Err)
@@ -496,23 +497,23 @@ func TestLockEndingDuringAnEmptyClaimIsWaitedFor(t *testing.T) {
 	if err != nil || len(locked) != 1 {
 		t.Fatalf("lock the message: %v, %v", locked, err)
 	}
-	key := waitKey{entity: q.ID}
+	key := engine.Key{Entity: q.ID}
 	var claims int
-	start := func() *dispatcher[*broker.Message] {
-		d := &dispatcher[*broker.Message]{s: s, key: key, recheck: time.Hour}
-		d.claim = func(ctx context.Context, mode broker.ReceiveMode, n int) ([]*broker.Message, bool, error) {
+	start := func() engine.Claimer[*broker.Message] {
+		d := engine.Claimer[*broker.Message]{Recheck: time.Hour}
+		d.Claim = func(ctx context.Context, mode broker.ReceiveMode, n int) ([]*broker.Message, bool, error) {
 			got, full, err := s.claimMessages(ctx, broker.Target{Entity: q}, mode, n, nil)
 			if claims++; claims == 1 {
 				advance(q.Props.LockDuration + time.Second) // the lock runs out right after the claim
 			}
 			return got, full, err
 		}
-		d.next = func(ctx context.Context, since time.Time) (time.Time, error) {
+		d.Next = func(ctx context.Context, since time.Time) (time.Time, error) {
 			return s.nextDue(ctx, broker.Target{Entity: q}, since)
 		}
 		return d
 	}
-	got, err := waitFor(ctx, s, key, start, broker.ReceiveAndDelete, 1, 30*time.Second)
+	got, err := engine.WaitFor(ctx, s.hub, key, start, broker.ReceiveAndDelete, 1, 30*time.Second)
 	if err != nil || len(got) != 1 || got[0].SequenceNumber != locked[0].SequenceNumber {
 		t.Fatalf("receive after the lock ran out: %v, %v; want the message whose lock ended", got, err)
 	}

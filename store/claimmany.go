@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // A round of the claimer often holds claims of many entities, each for a message or two (64
@@ -112,14 +113,14 @@ type claimedManyRecord struct {
 }
 
 // claimManyArgs are the arguments of claimManyStatements for the claims of jobs, in order.
-func claimManyArgs(jobs []*job[*claimJob]) pgx.NamedArgs {
+func claimManyArgs(jobs []*engine.Job[*claimJob]) pgx.NamedArgs {
 	n := len(jobs)
 	entity, state, size := make([]int64, n), make([]int16, n), make([]int32, n)
 	readyFrom, dueFrom := make([]int64, n), make([]pgtype.Timestamptz, n)
 	lockMicros, maxDelivery := make([]int64, n), make([]int32, n)
 	var now time.Time
 	for i, j := range jobs {
-		t := j.req.target
+		t := j.Req.target
 		entity[i], state[i], size[i], readyFrom[i], dueFrom[i] = t.entity, t.state, t.n, t.readyFrom, t.dueFrom
 		lockMicros[i], maxDelivery[i] = t.lock.Microseconds(), t.maxDelivery
 		// Every claim of the round looks up to the latest of their times: a claim never

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // TestSharedClaimIsEachTargetsOwnClaim: a round of claims of eight subqueues runs as two shared
@@ -107,17 +108,17 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 		{broker.Target{Entity: qg}, broker.PeekLock, 1, nil}, // the lapsed lock first (lowest sequence number), nothing more
 		{broker.Target{Entity: qh}, broker.PeekLock, 1, nil}, // the lapsed lock, ahead of the later message abandoned before it lapsed
 	}
-	var jobs []*job[*claimJob]
+	var jobs []*engine.Job[*claimJob]
 	for _, sp := range specs {
-		jobs = append(jobs, &job[*claimJob]{req: newClaim(sp.t, sp.mode, sp.n, sp.cur, sp.cur == nil, now), done: make(chan error, 1)})
+		jobs = append(jobs, engine.NewJob(newClaim(sp.t, sp.mode, sp.n, sp.cur, sp.cur == nil, now)))
 	}
 	s.writeClaims(jobs)
 	got := make([][]*broker.Message, len(jobs))
 	for i, j := range jobs {
-		if err := <-j.done; err != nil {
+		if err := s.claimer.Wait(t.Context(), j); err != nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
-		for _, r := range j.req.rows {
+		for _, r := range j.Req.rows {
 			m, err := r.message()
 			if err != nil {
 				t.Fatal(err)

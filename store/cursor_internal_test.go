@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // TestDispatchersKeepTheirSubqueuesCursor: a dispatcher ends when no receiver waits; the next one
@@ -15,7 +16,7 @@ func TestDispatchersKeepTheirSubqueuesCursor(t *testing.T) {
 	t.Parallel()
 	s, q := startedQueue(t, Options{}, "0", "1", "2")
 	ctx := t.Context()
-	key := waitKey{entity: q.ID, sq: broker.SubQueueMain}
+	key := engine.Key{Entity: q.ID, SubQueue: broker.SubQueueMain}
 	// receive takes one message and waits for its dispatcher to end, then returns the message
 	// and the subqueue's kept cursor.
 	receive := func() (*broker.Message, *claimCursor) {
@@ -25,15 +26,12 @@ func TestDispatchersKeepTheirSubqueuesCursor(t *testing.T) {
 			t.Fatalf("receive: %v, %v", msgs, err)
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			s.waiting.mu.Lock()
-			_, running := s.waiting.byEntity[key.entity][key]
-			kept := s.waiting.cursors[key]
-			s.waiting.mu.Unlock()
+			kept, running := s.hub.Kept(key)
 			if !running {
 				if kept == nil {
 					t.Fatal("no cursor kept for the queue after its dispatcher ended")
 				}
-				return msgs[0], kept.cur
+				return msgs[0], kept.(*claimCursor)
 			}
 			if time.Now().After(deadline) {
 				t.Fatal("the dispatcher did not end")
@@ -51,18 +49,12 @@ func TestDispatchersKeepTheirSubqueuesCursor(t *testing.T) {
 	if second.SequenceNumber <= first.SequenceNumber || again.readyFrom != second.SequenceNumber {
 		t.Errorf("second message %d, cursor at %d; want the next message and the cursor past it", second.SequenceNumber, again.readyFrom)
 	}
-	s.waiting.forgetCursors(time.Now().Add(-time.Hour)) // used just now: kept
-	s.waiting.mu.Lock()
-	kept := s.waiting.cursors[key] != nil
-	s.waiting.mu.Unlock()
-	if !kept {
+	s.hub.ForgetCursors(time.Now().Add(-time.Hour)) // used just now: kept
+	if kept, _ := s.hub.Kept(key); kept == nil {
 		t.Error("a cursor used a moment ago was forgotten")
 	}
-	s.waiting.forgetCursors(time.Now().Add(time.Hour)) // as if unused for longer than cursorKeep
-	s.waiting.mu.Lock()
-	kept = s.waiting.cursors[key] != nil
-	s.waiting.mu.Unlock()
-	if kept {
+	s.hub.ForgetCursors(time.Now().Add(time.Hour)) // as if unused for longer than CursorKeep
+	if kept, _ := s.hub.Kept(key); kept != nil {
 		t.Error("an unused cursor was not forgotten")
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // Advisory lock keys of the background tasks. Every gateway runs the tasks; the lock makes one
@@ -117,7 +118,7 @@ var deadLetterForwardersSQL = `SELECT ` + entitySelect + ` FROM entities WHERE f
 // gateway at a time through an advisory lock, and each is idempotent.
 func (s *Postgres) Maintain(ctx context.Context) error {
 	now := s.now()
-	s.waiting.forgetCursors(time.Now().Add(-cursorKeep))
+	s.hub.ForgetCursors(time.Now().Add(-engine.CursorKeep))
 	errs := []error{s.flushTouches(ctx, now)}
 	var woken []wakeTarget
 	errs = append(errs, s.led(ctx, lockExpire, func(tx pgx.Tx) error {

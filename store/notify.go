@@ -195,7 +195,7 @@ func (l *listener) listenOnce(ctx context.Context) error {
 	}
 	// Whatever happened while we were not listening is unknown: look again. And tell the other
 	// gateways that one more listens, so they notify from now on.
-	l.s.wakeAll()
+	l.s.hub.WakeAll()
 	l.s.cache.clear()
 	l.mu.Lock()
 	l.hello = true

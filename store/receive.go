@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // Receive takes up to r.Max messages of r's target, waiting up to r.Wait for the first. See
@@ -20,29 +21,29 @@ func (s *Postgres) Receive(ctx context.Context, r broker.ReceiveRequest) ([]*bro
 		return nil, broker.BadRequest("A receive may take between 1 and %d messages.", broker.MaxReceiveBatch)
 	}
 	s.touch(t.Entity)
-	key := waitKey{entity: t.Entity.ID, sq: t.SubQueue}
+	key := engine.Key{Entity: t.Entity.ID, SubQueue: t.SubQueue}
 	if t.Session != nil {
-		key.session, key.token = t.Session.SessionID, t.Session.Token
+		key.Session, key.Token = t.Session.SessionID, t.Session.Token
 	}
-	start := func() *dispatcher[*broker.Message] {
-		d := &dispatcher[*broker.Message]{s: s, key: key, recheck: s.recheck(t.Entity)}
+	start := func() engine.Claimer[*broker.Message] {
+		d := engine.Claimer[*broker.Message]{Recheck: s.recheck(t.Entity)}
 		// The main queue, where throughput matters, claims from a cursor; sessions and
 		// dead-letter subqueues, whose rows come back below any cursor (a session released, a
 		// message dead-lettered), claim from the head.
 		var cur *claimCursor
 		if t.Session == nil && t.SubQueue == broker.SubQueueMain {
-			cur = s.waiting.cursorFor(key) // start runs under s.waiting.mu
+			cur = engine.CursorFor[claimCursor](s.hub, key) // start runs under the hub's lock
 		}
 		// Each claim reads the entity afresh (from the cache), so a change of its lock
 		// duration, delivery limit or status applies to receivers already waiting.
-		d.claim = func(ctx context.Context, mode broker.ReceiveMode, n int) ([]*broker.Message, bool, error) {
+		d.Claim = func(ctx context.Context, mode broker.ReceiveMode, n int) ([]*broker.Message, bool, error) {
 			now, err := s.currentTarget(ctx, t)
 			if err != nil {
 				return nil, false, err
 			}
 			return s.claimMessages(ctx, now, mode, n, cur)
 		}
-		d.next = func(ctx context.Context, since time.Time) (time.Time, error) {
+		d.Next = func(ctx context.Context, since time.Time) (time.Time, error) {
 			now, err := s.currentTarget(ctx, t)
 			if err != nil {
 				return time.Time{}, err
@@ -51,7 +52,7 @@ func (s *Postgres) Receive(ctx context.Context, r broker.ReceiveRequest) ([]*bro
 		}
 		return d
 	}
-	msgs, err := waitFor(ctx, s, key, start, r.Mode, r.Max, r.Wait)
+	msgs, err := engine.WaitFor(ctx, s.hub, key, start, r.Mode, r.Max, r.Wait)
 	if len(msgs) > 0 && ctx.Err() != nil && r.Mode == broker.PeekLock {
 		// Whoever asked is gone and never saw these: give them back at once, as not delivered,
 		// rather than leave them locked until their locks run out.

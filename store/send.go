@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // Send stores msgs in e, all or none. See Store.
@@ -36,7 +37,7 @@ func (s *Postgres) send(ctx context.Context, e *broker.Entity, msgs []broker.Mes
 		return nil, err
 	}
 	req := &sendRequest{rows: d.rows, woken: d.wakeTargets()}
-	if err := s.batcher.submit(ctx, req); err != nil {
+	if err := s.batcher.Submit(ctx, req); err != nil {
 		return nil, err
 	}
 	s.grew(e.ID, int64(total))
@@ -562,17 +563,17 @@ type sendRequest struct {
 }
 
 // newSendBatcher group-commits concurrent sends: their rows go into one INSERT.
-func newSendBatcher(s *Postgres) *batcher[*sendRequest] {
-	return newBatcher(s.opts.SendWriters, s.opts.MaxBatchRows,
+func newSendBatcher(s *Postgres) *engine.Batcher[*sendRequest] {
+	return engine.NewBatcher(s.opts.SendWriters, s.opts.MaxBatchRows,
 		func(r *sendRequest) int { return len(r.rows) }, s.writeSends)
 }
 
-func (s *Postgres) writeSends(jobs []*job[*sendRequest]) {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+func (s *Postgres) writeSends(jobs []*engine.Job[*sendRequest]) {
+	ctx, cancel := context.WithTimeout(context.Background(), engine.WriteTimeout)
 	defer cancel()
 	var rows []messageRow
 	for _, j := range jobs {
-		rows = append(rows, j.req.rows...)
+		rows = append(rows, j.Req.rows...)
 	}
 	// insert writes rows in one statement, again after a deadlock (the duplicate-detection
 	// entries are locked in one order, but other writers lock them too).
@@ -588,24 +589,24 @@ func (s *Postgres) writeSends(jobs []*job[*sendRequest]) {
 		// One request's rows failed the shared statement; write each alone so the others commit.
 		for _, j := range jobs {
 			var err error
-			j.req.seqs, err = insert(j.req.rows)
+			j.Req.seqs, err = insert(j.Req.rows)
 			s.finishSend(j, err)
 		}
 		return
 	}
 	for _, j := range jobs {
 		if err == nil {
-			j.req.seqs, seqs = seqs[:len(j.req.rows)], seqs[len(j.req.rows):]
+			j.Req.seqs, seqs = seqs[:len(j.Req.rows)], seqs[len(j.Req.rows):]
 		}
 		s.finishSend(j, err)
 	}
 }
 
-func (s *Postgres) finishSend(j *job[*sendRequest], err error) {
+func (s *Postgres) finishSend(j *engine.Job[*sendRequest], err error) {
 	if err == nil {
-		s.announce(j.req.woken...)
+		s.announce(j.Req.woken...)
 	} else {
 		err = fmt.Errorf("store messages: %w", err)
 	}
-	j.finish(err)
+	j.Finish(err)
 }

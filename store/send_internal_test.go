@@ -11,6 +11,7 @@ import (
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // TestGroupCommitIsolatesAFailingRequest: requests that share a group commit with one the
@@ -47,10 +48,12 @@ func TestGroupCommitIsolatesAFailingRequest(t *testing.T) {
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
 		r.woken = []wakeTarget{{entity: e.ID}}
-		j := &job[*sendRequest]{req: r, done: make(chan error, 1)}
-		s.batcher.reqs <- j
+		j, err := s.batcher.Queue(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = <-j.done }()
+		go func() { defer wg.Done(); errs[i] = s.batcher.Wait(ctx, j) }()
 	}
 	s.Start(ctx)
 	defer s.Stop()
@@ -88,8 +91,8 @@ func TestCoalescedSettlementsAnswerEachLock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.batcher.start()
-	defer s.batcher.stop()
+	s.batcher.Start()
+	defer s.batcher.Stop()
 	for i, q := range qs {
 		if err := s.Send(ctx, q, []broker.Message{{Body: []byte("1")}, {Body: []byte("2")}, {Body: []byte("3")}}); err != nil {
 			t.Fatal(err)
@@ -113,19 +116,22 @@ func TestCoalescedSettlementsAnswerEachLock(t *testing.T) {
 			{t: broker.Target{Entity: qs[1]}, req: broker.SettleRequest{Op: broker.Abandon, Token: b[2].LockToken}},
 		}},
 	}
-	queued := make([]*job[*settleJob], len(jobs))
+	queued := make([]*engine.Job[*settleJob], len(jobs))
 	for i, sj := range jobs {
 		sj.results = make([]broker.SettleResult, len(sj.items))
 		for k := range sj.items {
 			sj.items[k].res = &sj.results[k]
 		}
-		queued[i] = &job[*settleJob]{req: sj, done: make(chan error, 1)}
-		s.settler.reqs <- queued[i] // queued before any writer runs: one round takes them all
+		var err error
+		// queued before any writer runs: one round takes them all
+		if queued[i], err = s.settler.Queue(ctx, sj); err != nil {
+			t.Fatal(err)
+		}
 	}
-	s.settler.start()
-	defer s.settler.stop()
+	s.settler.Start()
+	defer s.settler.Stop()
 	for _, j := range queued {
-		if err := <-j.done; err != nil {
+		if err := s.settler.Wait(ctx, j); err != nil {
 			t.Fatal(err)
 		}
 	}

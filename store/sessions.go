@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // nextAvailableSQL is when the session $2 can next give a message: now if it holds a receivable
@@ -53,10 +54,10 @@ func (s *Postgres) AcceptNextSession(ctx context.Context, e *broker.Entity, wait
 		return nil, err
 	}
 	s.touch(e)
-	key := waitKey{entity: e.ID, accept: true}
-	start := func() *dispatcher[*broker.Session] {
-		d := &dispatcher[*broker.Session]{s: s, key: key, recheck: s.recheck(e)}
-		d.claim = func(ctx context.Context, _ broker.ReceiveMode, n int) ([]*broker.Session, bool, error) {
+	key := engine.Key{Entity: e.ID, Accept: true}
+	start := func() engine.Claimer[*broker.Session] {
+		d := engine.Claimer[*broker.Session]{Recheck: s.recheck(e)}
+		d.Claim = func(ctx context.Context, _ broker.ReceiveMode, n int) ([]*broker.Session, bool, error) {
 			now, err := s.currentSessionEntity(ctx, e)
 			if err != nil {
 				return nil, false, err
@@ -71,7 +72,7 @@ func (s *Postgres) AcceptNextSession(ctx context.Context, e *broker.Entity, wait
 			}
 			return got, true, nil
 		}
-		d.next = func(ctx context.Context, since time.Time) (time.Time, error) {
+		d.Next = func(ctx context.Context, since time.Time) (time.Time, error) {
 			var next pgtype.Timestamptz
 			err := s.pool.QueryRow(ctx, `SELECT min(available_at) FROM sessions WHERE entity_id = $1 AND available_at > $2`,
 				e.ID, since).Scan(&next)
@@ -82,7 +83,7 @@ func (s *Postgres) AcceptNextSession(ctx context.Context, e *broker.Entity, wait
 		}
 		return d
 	}
-	got, err := waitFor(ctx, s, key, start, broker.PeekLock, 1, wait)
+	got, err := engine.WaitFor(ctx, s.hub, key, start, broker.PeekLock, 1, wait)
 	if len(got) == 0 {
 		return nil, err
 	}

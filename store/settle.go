@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // Settlement is concurrent requests coalesced, like sends: each writer takes every settlement
@@ -40,8 +41,8 @@ type settleJob struct {
 // settleBatchSize bounds the locks one round of statements settles.
 const settleBatchSize = 1000
 
-func newSettler(s *Postgres) *batcher[*settleJob] {
-	return newBatcher(s.opts.SendWriters, settleBatchSize, func(j *settleJob) int { return len(j.items) }, s.writeSettles)
+func newSettler(s *Postgres) *engine.Batcher[*settleJob] {
+	return engine.NewBatcher(s.opts.SendWriters, settleBatchSize, func(j *settleJob) int { return len(j.items) }, s.writeSettles)
 }
 
 // Settle settles each request on its own. See Store.
@@ -74,7 +75,7 @@ func (s *Postgres) Settle(ctx context.Context, t broker.Target, reqs []broker.Se
 	if len(job.items) == 0 {
 		return results
 	}
-	if err := s.settler.submit(ctx, job); err != nil {
+	if err := s.settler.Submit(ctx, job); err != nil {
 		// The settlements may or may not be made; whoever asked has gone, or the gateway stops.
 		for _, i := range index {
 			results[i].Err = err
@@ -286,8 +287,8 @@ func (a *settleArgs) named(now time.Time) pgx.NamedArgs {
 
 // writeSettles runs one statement per kind of settlement for every job waiting, and answers
 // each request.
-func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+func (s *Postgres) writeSettles(jobs []*engine.Job[*settleJob]) {
+	ctx, cancel := context.WithTimeout(context.Background(), engine.WriteTimeout)
 	defer cancel()
 	// One statement per kind, and for the settlements that modify properties one of their own.
 	type kind struct {
@@ -298,7 +299,7 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 	byKind := make(map[kind][]settleItem)
 	var kinds []kind // in the order first seen
 	for _, j := range jobs {
-		for _, it := range j.req.items {
+		for _, it := range j.Req.items {
 			k := kindOf(it)
 			if byKind[k] == nil {
 				kinds = append(kinds, k)
@@ -315,7 +316,7 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 		// request's are made alone, so that the others' are not failed with them.
 		for _, j := range jobs {
 			var mine []settleItem
-			for _, it := range j.req.items {
+			for _, it := range j.Req.items {
 				if kindOf(it) == k {
 					mine = append(mine, it)
 				}
@@ -326,7 +327,7 @@ func (s *Postgres) writeSettles(jobs []*job[*settleJob]) {
 		}
 	}
 	for _, j := range jobs {
-		j.finish(nil)
+		j.Finish(nil)
 	}
 }
 

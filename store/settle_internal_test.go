@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // A request whose settlement fails the statement it shares with others (a value PostgreSQL
@@ -18,17 +19,17 @@ func TestSharedSettlementFailureFailsOneRequest(t *testing.T) {
 	if err != nil || len(msgs) != 2 {
 		t.Fatalf("receive: %d, %v", len(msgs), err)
 	}
-	jobOf := func(m *broker.Message, id string) *job[*settleJob] {
+	jobOf := func(m *broker.Message, id string) *engine.Job[*settleJob] {
 		sj := &settleJob{results: make([]broker.SettleResult, 1)}
 		sj.items = []settleItem{{t: broker.Target{Entity: q}, req: broker.SettleRequest{Op: broker.Complete, Token: m.LockToken, ID: id}, res: &sj.results[0]}}
-		return &job[*settleJob]{req: sj, done: make(chan error, 1)}
+		return engine.NewJob(sj)
 	}
 	good, bad := jobOf(msgs[0], ""), jobOf(msgs[1], "a\x00b")
-	s.writeSettles([]*job[*settleJob]{bad, good})
-	if err := good.req.results[0].Err; err != nil {
+	s.writeSettles([]*engine.Job[*settleJob]{bad, good})
+	if err := good.Req.results[0].Err; err != nil {
 		t.Errorf("the other request's complete: %v; want made", err)
 	}
-	if err := bad.req.results[0].Err; err == nil || errors.Is(err, broker.ErrLockLost) {
+	if err := bad.Req.results[0].Err; err == nil || errors.Is(err, broker.ErrLockLost) {
 		t.Errorf("the refused request's complete: %v; want the statement's error", err)
 	}
 	if m, err := s.Receive(t.Context(), broker.ReceiveRequest{Target: broker.Target{Entity: q}, Mode: broker.PeekLock, Max: 2}); err != nil || len(m) != 0 {

@@ -1,8 +1,9 @@
-// Package store implements broker.Store on PostgreSQL: the statements, and the machinery that
-// makes them cheap per message (group-commit batchers, per-entity dispatchers with claim cursors,
-// LISTEN/NOTIFY wake-ups across gateways, the maintenance loop and the SQL relay). The domain it
-// keeps — entities, messages, rules, sessions, their limits and errors — is package broker's,
-// which neither protocol door needs a database driver to use.
+// Package store implements broker.Store on PostgreSQL: the statements, run through package
+// engine's group-commit batchers and per-target dispatchers (store gives them the claims, with
+// their cursors, and the writes), the LISTEN/NOTIFY wake-ups across gateways, the maintenance
+// loop and the SQL relay. The domain it keeps — entities, messages, rules, sessions, their
+// limits and errors — is package broker's, which neither protocol door needs a database driver
+// to use.
 //
 // Every lock is row state: a peek-lock sets lock_token and visible_at in one statement and holds
 // no transaction; settlement matches the token and its expiry, so an expired lock simply stops
@@ -19,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/engine"
 )
 
 // Options configures a Postgres store.
@@ -93,15 +95,15 @@ type Postgres struct {
 	opts    Options
 	log     *slog.Logger
 	cache   *entityCache
-	batcher *batcher[*sendRequest]
+	batcher *engine.Batcher[*sendRequest]
 	// settler coalesces settlements the same way: one statement per kind for many locks.
-	settler *batcher[*settleJob]
+	settler *engine.Batcher[*settleJob]
 	// claimer coalesces the claims of different entities into rounds (newClaimer).
-	claimer  *batcher[*claimJob]
+	claimer  *engine.Batcher[*claimJob]
 	listener *listener
-	waiting  waiting
-	// dispatchers counts the running dispatchers; lifetime ends at Stop.
-	dispatchers sync.WaitGroup
+	// hub runs the dispatchers of the receivers waiting on this gateway.
+	hub *engine.Hub
+	// lifetime ends at Stop.
 	lifetime    context.Context
 	endLifetime context.CancelFunc
 	touched     touches
@@ -128,8 +130,8 @@ var _ broker.Store = (*Postgres)(nil)
 func New(pool *pgxpool.Pool, opts Options) *Postgres {
 	opts.setDefaults()
 	s := &Postgres{pool: pool, opts: opts, log: opts.Logger}
-	s.waiting.byEntity = make(map[int64]map[waitKey]waker)
 	s.lifetime, s.endLifetime = context.WithCancel(context.Background())
+	s.hub = engine.NewHub(s.lifetime, s.now, s.log)
 	// The cache expires by the wall clock: it is an optimisation, not part of the semantics that
 	// tests move the store clock for.
 	s.cache = newEntityCache(opts.EntityCacheTTL, time.Now)
@@ -146,9 +148,9 @@ func (s *Postgres) Start(ctx context.Context) {
 	if hot := genericPlanPool(s.pool); hot != nil && !s.hot.CompareAndSwap(nil, hot) {
 		hot.Close() // started already
 	}
-	s.batcher.start()
-	s.settler.start()
-	s.claimer.start()
+	s.batcher.Start()
+	s.settler.Start()
+	s.claimer.Start()
 	s.listener.start(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -166,7 +168,7 @@ func (s *Postgres) Start(ctx context.Context) {
 // Stop ends the background work started by Start and waits for it: receivers still waiting are
 // answered with nothing, claims and writes under way finish. It is idempotent.
 func (s *Postgres) Stop() {
-	s.haltReceivers()
+	s.hub.Halt()
 	s.mu.Lock()
 	stop, done := s.stopLoop, s.loopDone
 	s.mu.Unlock()
@@ -175,9 +177,9 @@ func (s *Postgres) Stop() {
 		<-done
 	}
 	s.listener.stop()
-	s.batcher.stop()
-	s.settler.stop()
-	s.claimer.stop()
+	s.batcher.Stop()
+	s.settler.Stop()
+	s.claimer.Stop()
 	s.endLifetime()
 	if hot := s.hot.Swap(nil); hot != nil {
 		hot.Close() // waits for the statements under way

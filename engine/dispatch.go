@@ -1,8 +1,9 @@
-package store
+package engine
 
 import (
 	"container/list"
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -21,18 +22,18 @@ import (
 // its timer, set to when the next scheduled message or lock end comes due. Receivers that wait
 // cost nothing in between, however many they are: there is no per-receiver polling.
 
-// waitKey names what receivers wait for: the messages of an entity's subqueue, of one session
-// held under one lock, or (accept) the next session of a session entity.
-type waitKey struct {
-	entity  int64
-	sq      broker.SubQueue
-	session string
-	token   uuid.UUID
-	accept  bool
+// Key names what receivers wait for: the messages of an entity's subqueue, of one session held
+// under one lock, or (Accept) the next session of a session entity.
+type Key struct {
+	Entity   int64
+	SubQueue broker.SubQueue
+	Session  string
+	Token    uuid.UUID
+	Accept   bool
 }
 
-// maxClaim bounds the messages one claim statement takes for the receivers waiting.
-const maxClaim = broker.MaxReceiveBatch
+// MaxClaim bounds the items one claim takes for the receivers waiting.
+const MaxClaim = broker.MaxReceiveBatch
 
 // waker is what wake-ups and shutdown reach: dispatchers of either kind.
 type waker interface {
@@ -40,11 +41,16 @@ type waker interface {
 	halt()
 }
 
-// waiting registers the running dispatchers of a store by entity, and the claim cursors of the
-// subqueues received from lately.
-type waiting struct {
+// Hub registers the running dispatchers of a gateway by entity, and the claim cursors of the
+// subqueues received from lately; wake-ups reach the dispatchers through it.
+type Hub struct {
+	now      func() time.Time // the store clock, which tests move
+	lifetime context.Context  // ends when the store stops: claims running then are cut short
+	log      *slog.Logger
+	running  sync.WaitGroup // the running dispatchers
+
 	mu       sync.Mutex
-	byEntity map[int64]map[waitKey]waker
+	byEntity map[int64]map[Key]waker
 	halted   bool
 	// cursors outlive dispatchers: a dispatcher ends whenever no receiver waits, which under
 	// load is many times a second (every receiver busy settling), and one starting with a new
@@ -52,43 +58,60 @@ type waiting struct {
 	// flight: 6,000 pages a head claim, against 250 from the cursor). A new dispatcher takes
 	// over its subqueue's cursor; one dispatcher runs per subqueue at a time, so they never share
 	// it. A cursor unused for cursorKeep is forgotten.
-	cursors map[waitKey]*keptCursor
+	cursors map[Key]*keptCursor
+}
+
+// NewHub returns a hub whose dispatchers read the time from now and claim under lifetime.
+func NewHub(lifetime context.Context, now func() time.Time, log *slog.Logger) *Hub {
+	return &Hub{now: now, lifetime: lifetime, log: log, byEntity: make(map[int64]map[Key]waker)}
 }
 
 // keptCursor is a claim cursor between dispatchers, and when one last took it.
 type keptCursor struct {
-	cur  *claimCursor
+	cur  any       // *C of the CursorFor that made it
 	used time.Time // wall clock
 }
 
-// cursorKeep is how long a subqueue's claim cursor is kept with no dispatcher using it.
-const cursorKeep = time.Minute
+// CursorKeep is how long a subqueue's claim cursor is kept with no dispatcher using it.
+const CursorKeep = time.Minute
 
-// cursorFor returns the claim cursor of key, kept from its last dispatcher or new. The caller
-// holds w.mu (dispatchers start under it).
-func (w *waiting) cursorFor(key waitKey) *claimCursor {
-	if w.cursors == nil {
-		w.cursors = make(map[waitKey]*keptCursor)
+// CursorFor returns the claim cursor of key, kept from its last dispatcher or a new C. It is
+// called from a start function of WaitFor, which runs under the hub's lock; the cursor is the
+// claim's to read and move (the engine only keeps it).
+func CursorFor[C any](h *Hub, key Key) *C {
+	if h.cursors == nil {
+		h.cursors = make(map[Key]*keptCursor)
 	}
-	k := w.cursors[key]
+	k := h.cursors[key]
 	if k == nil {
-		k = &keptCursor{cur: &claimCursor{}}
-		w.cursors[key] = k
+		k = &keptCursor{cur: new(C)}
+		h.cursors[key] = k
 	}
 	k.used = time.Now()
-	return k.cur
+	return k.cur.(*C)
 }
 
-// forgetCursors drops the cursors that no running dispatcher uses and none took since before
+// ForgetCursors drops the cursors that no running dispatcher uses and none took since before
 // cutoff.
-func (w *waiting) forgetCursors(cutoff time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for key, k := range w.cursors {
-		if _, running := w.byEntity[key.entity][key]; !running && k.used.Before(cutoff) {
-			delete(w.cursors, key)
+func (h *Hub) ForgetCursors(cutoff time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key, k := range h.cursors {
+		if _, running := h.byEntity[key.Entity][key]; !running && k.used.Before(cutoff) {
+			delete(h.cursors, key)
 		}
 	}
+}
+
+// Kept returns the cursor kept for key (nil when none is), and whether a dispatcher runs for it.
+func (h *Hub) Kept(key Key) (cur any, running bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, running = h.byEntity[key.Entity][key]
+	if k := h.cursors[key]; k != nil {
+		cur = k.cur
+	}
+	return cur, running
 }
 
 // waiter is one receive waiting for up to max items (messages, or a session).
@@ -104,27 +127,32 @@ type waiter[T any] struct {
 	err    error
 }
 
-// claimFunc claims up to n items for receivers in mode; full reports that n were found, so more
-// may be there. nextFunc says when the target next has an item that nothing announces (zero:
+// ClaimFunc claims up to n items for receivers in mode; full reports that n were found, so more
+// may be there. NextFunc says when the target next has an item that nothing announces (zero:
 // never), after since: the time on the store clock just before the claim that found the target
 // empty. Not after the time nextFunc itself looks: an item that came due between the claim and
 // that look (a lock running out) would be neither claimed nor waited for, and its receivers would
 // wait for the recheck backstop.
 type (
-	claimFunc[T any] func(ctx context.Context, mode broker.ReceiveMode, n int) (got []T, full bool, err error)
-	nextFunc         func(ctx context.Context, since time.Time) (time.Time, error)
+	ClaimFunc[T any] func(ctx context.Context, mode broker.ReceiveMode, n int) (got []T, full bool, err error)
+	NextFunc         func(ctx context.Context, since time.Time) (time.Time, error)
 )
+
+// Claimer is how a dispatcher serves its target: what a start function of WaitFor returns.
+type Claimer[T any] struct {
+	Claim ClaimFunc[T]
+	Next  NextFunc
+	// Recheck is the longest an idle dispatcher goes without looking at its target again: the
+	// entity's lock duration (a lock taken by another gateway just as this one found the target
+	// empty ends within it), capped by the store's backstop.
+	Recheck time.Duration
+}
 
 // dispatcher serves the receivers waiting on one key.
 type dispatcher[T any] struct {
-	s     *Postgres
-	key   waitKey
-	claim claimFunc[T]
-	next  nextFunc
-	// recheck is the longest an idle dispatcher goes without looking at its target again: the
-	// entity's lock duration (a lock taken by another gateway just as this one found the target
-	// empty ends within it), capped by the store's backstop.
-	recheck time.Duration
+	h   *Hub
+	key Key
+	Claimer[T]
 
 	mu      sync.Mutex
 	queue   list.List // *waiter[T], in arrival order
@@ -173,12 +201,13 @@ func (d *dispatcher[T]) answerQueued(pick func(*waiter[T]) bool) {
 	}
 }
 
-// waitFor queues a receive on key and waits up to wait for it to be served. A receive whose
-// wait ends while a claim for it runs gets that claim's result: claimed messages are never
-// dropped. It returns nothing when the store is stopping.
-func waitFor[T any](ctx context.Context, s *Postgres, key waitKey, start func() *dispatcher[T], mode broker.ReceiveMode, max int, wait time.Duration) ([]T, error) {
+// WaitFor queues a receive on key and waits up to wait for it to be served. A receive whose
+// wait ends while a claim for it runs gets that claim's result: claimed items are never
+// dropped. When no dispatcher serves key, start (called under the hub's lock) says how one
+// does. It returns nothing when the hub is halted.
+func WaitFor[T any](ctx context.Context, h *Hub, key Key, start func() Claimer[T], mode broker.ReceiveMode, max int, wait time.Duration) ([]T, error) {
 	w := &waiter[T]{mode: mode, max: max, zero: wait <= 0, done: make(chan struct{})}
-	d := enqueue(s, key, start, w)
+	d := enqueue(h, key, start, w)
 	if d == nil {
 		return nil, nil
 	}
@@ -217,26 +246,25 @@ func waitFor[T any](ctx context.Context, s *Postgres, key waitKey, start func() 
 }
 
 // enqueue adds w to the dispatcher of key, starting one when none runs. It returns nil when the
-// store is stopping.
-func enqueue[T any](s *Postgres, key waitKey, start func() *dispatcher[T], w *waiter[T]) *dispatcher[T] {
-	s.waiting.mu.Lock()
-	defer s.waiting.mu.Unlock()
-	if s.waiting.halted {
+// hub is halted.
+func enqueue[T any](h *Hub, key Key, start func() Claimer[T], w *waiter[T]) *dispatcher[T] {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.halted {
 		return nil
 	}
-	byKey := s.waiting.byEntity[key.entity]
+	byKey := h.byEntity[key.Entity]
 	if byKey == nil {
-		byKey = make(map[waitKey]waker)
-		s.waiting.byEntity[key.entity] = byKey
+		byKey = make(map[Key]waker)
+		h.byEntity[key.Entity] = byKey
 	}
 	d, _ := byKey[key].(*dispatcher[T])
 	if d == nil {
-		d = start()
-		d.kick = make(chan struct{}, 1)
+		d = &dispatcher[T]{h: h, key: key, Claimer: start(), kick: make(chan struct{}, 1)}
 		byKey[key] = d
-		s.dispatchers.Add(1)
+		h.running.Add(1)
 		go func() {
-			defer s.dispatchers.Done()
+			defer h.running.Done()
 			d.run()
 		}()
 	}
@@ -250,25 +278,25 @@ func enqueue[T any](s *Postgres, key waitKey, start func() *dispatcher[T], w *wa
 // leave removes the dispatcher from the registry if it has no receivers left; the registry lock
 // is taken first so that no receiver joins a dispatcher that is ending.
 func (d *dispatcher[T]) leave() bool {
-	d.s.waiting.mu.Lock()
-	defer d.s.waiting.mu.Unlock()
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.queue.Len() > 0 {
 		return false
 	}
-	byKey := d.s.waiting.byEntity[d.key.entity]
+	byKey := d.h.byEntity[d.key.Entity]
 	delete(byKey, d.key)
 	if len(byKey) == 0 {
-		delete(d.s.waiting.byEntity, d.key.entity)
+		delete(d.h.byEntity, d.key.Entity)
 	}
 	return true
 }
 
 // run claims for the queued receivers until none is left.
 func (d *dispatcher[T]) run() {
-	ctx := d.s.lifetime
-	timer := time.NewTimer(d.recheck)
+	ctx := d.h.lifetime
+	timer := time.NewTimer(d.Recheck)
 	defer timer.Stop()
 	for {
 		if d.leave() {
@@ -280,7 +308,7 @@ func (d *dispatcher[T]) run() {
 			d.mu.Unlock()
 			continue // leave() ends it once the claim running is answered
 		}
-		if d.empty && d.emptyAt == d.wakes && (d.dueAt.IsZero() || d.s.now().Before(d.dueAt)) {
+		if d.empty && d.emptyAt == d.wakes && (d.dueAt.IsZero() || d.h.now().Before(d.dueAt)) {
 			// Nothing changed since the target was found empty, and nothing has come due since
 			// (a receiver joining before the timer fires, or after a test moved the clock, must
 			// not be told "empty" about a scheduled message or lock end that is due): receivers
@@ -297,7 +325,7 @@ func (d *dispatcher[T]) run() {
 				d.mu.Lock()
 				d.wakes++
 				d.mu.Unlock()
-				timer.Reset(d.recheck)
+				timer.Reset(d.Recheck)
 			}
 			continue
 		}
@@ -305,13 +333,13 @@ func (d *dispatcher[T]) run() {
 		started := d.wakes
 		d.mu.Unlock()
 
-		claimCtx, cancel := context.WithTimeout(ctx, writeTimeout)
-		looked := d.s.now()
-		got, full, err := d.claim(claimCtx, mode, n)
+		claimCtx, cancel := context.WithTimeout(ctx, WriteTimeout)
+		looked := d.h.now()
+		got, full, err := d.Claim(claimCtx, mode, n)
 		var next time.Time
 		if err == nil && !full {
 			// Found empty: the timer goes off when the target next has something by itself.
-			next, err = d.next(claimCtx, looked)
+			next, err = d.Next(claimCtx, looked)
 		}
 		cancel()
 
@@ -323,10 +351,10 @@ func (d *dispatcher[T]) run() {
 		d.empty, d.emptyAt, d.dueAt = err == nil && !full, started, next
 		d.mu.Unlock()
 		if err == nil && !full {
-			wait := d.recheck
+			wait := d.Recheck
 			if !next.IsZero() {
 				// The store clock may be a test's: wait by how far ahead it says the time is.
-				wait = min(wait, max(next.Sub(d.s.now()), time.Millisecond))
+				wait = min(wait, max(next.Sub(d.h.now()), time.Millisecond))
 			}
 			if !timer.Stop() {
 				select {
@@ -340,10 +368,10 @@ func (d *dispatcher[T]) run() {
 }
 
 // pin picks the receivers the next claim serves: the oldest receiver's mode, and every queued
-// receiver in that mode, up to maxClaim items. Called with d.mu held.
+// receiver in that mode, up to MaxClaim items. Called with d.mu held.
 func (d *dispatcher[T]) pin() (batch []*waiter[T], mode broker.ReceiveMode, n int) {
 	mode = d.queue.Front().Value.(*waiter[T]).mode
-	for e := d.queue.Front(); e != nil && n < maxClaim; e = e.Next() {
+	for e := d.queue.Front(); e != nil && n < MaxClaim; e = e.Next() {
 		w := e.Value.(*waiter[T])
 		if w.mode != mode {
 			continue
@@ -352,7 +380,7 @@ func (d *dispatcher[T]) pin() (batch []*waiter[T], mode broker.ReceiveMode, n in
 		batch = append(batch, w)
 		n += w.max
 	}
-	return batch, mode, min(n, maxClaim)
+	return batch, mode, min(n, MaxClaim)
 }
 
 // hand gives the claimed items to the pinned receivers in arrival order, each up to what it
@@ -377,54 +405,49 @@ func (d *dispatcher[T]) hand(batch []*waiter[T], got []T, err error) {
 	if len(got) > 0 {
 		// More came than the receivers asked for: can only happen if n was miscounted; the
 		// claim is sized from the receivers, so this is a bug, but messages must not be lost.
-		d.s.log.Error("a claim returned more messages than its receivers asked for", "extra", len(got))
+		d.h.log.Error("a claim returned more messages than its receivers asked for", "extra", len(got))
 	}
 }
 
-// wakeTarget names what a change concerns: an entity, and a session of it ("" for every
-// receiver of the entity).
-type wakeTarget struct {
-	entity  int64
-	session string
-}
-
-// wake wakes the dispatchers of this gateway that t concerns.
-func (s *Postgres) wake(t wakeTarget) {
-	s.waiting.mu.Lock()
-	defer s.waiting.mu.Unlock()
-	for key, d := range s.waiting.byEntity[t.entity] {
-		if t.session == "" || key.session == "" || key.session == t.session {
+// Wake wakes the dispatchers whose target a change of entity may concern: all of them, or
+// with session not "" those of that session and those not of one session (accepting).
+func (h *Hub) Wake(entity int64, session string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key, d := range h.byEntity[entity] {
+		if session == "" || key.Session == "" || key.Session == session {
 			d.wake()
 		}
 	}
 }
 
-// wakeAll wakes every dispatcher, after notifications from other gateways may have been missed.
-func (s *Postgres) wakeAll() {
-	s.waiting.mu.Lock()
-	defer s.waiting.mu.Unlock()
-	for _, byKey := range s.waiting.byEntity {
+// WakeAll wakes every dispatcher, after notifications from other gateways may have been missed.
+func (h *Hub) WakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, byKey := range h.byEntity {
 		for _, d := range byKey {
 			d.wake()
 		}
 	}
 }
 
-// haltReceivers answers every waiting receive with nothing and refuses new ones. Claims running
-// finish and their receivers get what they claimed: cancelling one could lose messages a
-// receive-and-delete had already removed when the cancel arrived.
-func (s *Postgres) haltReceivers() {
-	s.waiting.mu.Lock()
-	s.waiting.halted = true
+// Halt answers every waiting receive with nothing, refuses new ones and waits for the
+// dispatchers to end. Claims running finish and their receivers get what they claimed:
+// cancelling one could lose messages a receive-and-delete had already removed when the cancel
+// arrived.
+func (h *Hub) Halt() {
+	h.mu.Lock()
+	h.halted = true
 	var all []waker
-	for _, byKey := range s.waiting.byEntity {
+	for _, byKey := range h.byEntity {
 		for _, d := range byKey {
 			all = append(all, d)
 		}
 	}
-	s.waiting.mu.Unlock()
+	h.mu.Unlock()
 	for _, d := range all {
 		d.halt()
 	}
-	s.dispatchers.Wait()
+	h.running.Wait()
 }
