@@ -17,6 +17,7 @@ import (
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/handlers"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/sbamqp"
 	"github.com/sbgate/sbgate/store"
@@ -73,7 +74,7 @@ func (b *broker) createQueue(t *testing.T, name string) {
 // waitEmpty waits until the queue holds no message.
 func (b *broker) waitEmpty(t *testing.T, queue string) {
 	t.Helper()
-	waitFor(t, queue+" empty", func() bool {
+	eventually.True(t, queue+" empty", func() bool {
 		e, err := b.store.GetEntity(t.Context(), queue)
 		return err == nil && e.Counts.Total() == 0
 	})
@@ -82,19 +83,7 @@ func (b *broker) waitEmpty(t *testing.T, queue string) {
 // waitTunnels waits until the handler serves n tunnels.
 func (b *broker) waitTunnels(t *testing.T, n int) {
 	t.Helper()
-	waitFor(t, "open tunnels", func() bool { return amqpws.OpenTunnels(b.ws) == n })
-}
-
-// waitFor polls cond until it holds, failing the test after 20 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, "open tunnels", func() bool { return amqpws.OpenTunnels(b.ws) == n })
 }
 
 func ctxT(t *testing.T) context.Context {
