@@ -3,6 +3,8 @@ package store
 import (
 	"testing"
 	"time"
+
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // TestDispatchersKeepTheirSubqueuesCursor: a dispatcher ends when no receiver waits; the next one
@@ -22,21 +24,18 @@ func TestDispatchersKeepTheirSubqueuesCursor(t *testing.T) {
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("receive: %v, %v", msgs, err)
 		}
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		var kept *keptCursor
+		eventually.True(t, "the dispatcher to end", func() bool {
 			s.waiting.mu.Lock()
+			defer s.waiting.mu.Unlock()
 			_, running := s.waiting.byEntity[key.entity][key]
-			kept := s.waiting.cursors[key]
-			s.waiting.mu.Unlock()
-			if !running {
-				if kept == nil {
-					t.Fatal("no cursor kept for the queue after its dispatcher ended")
-				}
-				return msgs[0], kept.cur
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the dispatcher did not end")
-			}
+			kept = s.waiting.cursors[key]
+			return !running
+		})
+		if kept == nil {
+			t.Fatal("no cursor kept for the queue after its dispatcher ended")
 		}
+		return msgs[0], kept.cur
 	}
 	first, cur := receive()
 	if cur.readyFrom != first.SequenceNumber {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -627,7 +628,8 @@ func TestMaxSizeInMegabytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.maintain(t)
-	waitFor(t, 5*time.Second, func() bool { // the size is remembered for a second
+	// The size is remembered for a second.
+	eventually.True(t, "the full queue to refuse a send", func() bool {
 		err := b.store.Send(b.ctx, q, []store.Message{body("too much")})
 		return errors.Is(err, store.ErrQuota)
 	})

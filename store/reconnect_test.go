@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -66,7 +67,9 @@ func TestDatabaseRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool { return s.Send(ctx, q, []store.Message{body("after")}) == nil })
+	eventually.NoError(t, "a send after the restart", func() error {
+		return s.Send(ctx, q, []store.Message{body("after")})
+	})
 	m, err := receive1(ctx, s, store.Target{Entity: q, SubQueue: store.SubQueueMain}, store.ReceiveAndDelete, 0)
 	if err != nil || m == nil || string(m.Body) != "before" {
 		t.Errorf("first message after the restart = %v, %v; want the one sent before", m, err)
