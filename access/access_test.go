@@ -10,6 +10,7 @@ import (
 	"github.com/sbgate/sbgate/access"
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
 )
@@ -179,20 +180,8 @@ func TestProvenTokensFollowTheirKeys(t *testing.T) {
 	if _, err := st.UpdateEntity(ctx, broker.KindQueue, "q1", p); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new rights of the queue's key", func() bool {
+	eventually.True(t, "the new rights of the queue's key", func() bool {
 		g, err := l.Verify(ctx, wide, "q1/$DeadLetterQueue")
 		return err == nil && g.Rights == sas.Listen|sas.Send
 	})
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

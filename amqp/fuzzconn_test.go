@@ -1,10 +1,13 @@
 package amqp
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // FuzzConnection writes arbitrary byte streams — protocol headers, SASL, open, begin, attach,
@@ -33,13 +36,12 @@ func FuzzConnection(f *testing.F) {
 		_ = nc.Close()
 		checkHealthy(t, addr)
 		// Every connection ends: the fuzzed one and the health check's.
-		deadline := time.Now().Add(5 * time.Second)
-		for b.srv.Stats().Connections > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d connections still served 5 s after their peers closed", b.srv.Stats().Connections)
+		eventually.Within(5*time.Second).NoError(t, "the connections to end", func() error {
+			if n := b.srv.Stats().Connections; n > 0 {
+				return fmt.Errorf("%d connections still served after their peers closed", n)
 			}
-			time.Sleep(time.Millisecond)
-		}
+			return nil
+		})
 	})
 }
 

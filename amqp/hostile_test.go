@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // Tests of what a peer that pays nothing can make the server hold (the findings of an outside
@@ -22,18 +24,6 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
-}
-
-// waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // A refused link is forgotten at once: a peer that attaches links the handler refuses, each with
@@ -226,7 +216,7 @@ func TestConnectionLimits(t *testing.T) {
 	b, addr := newTestBroker(t, Options{MaxHandshakes: 2})
 	s1 := dialSilent(addr)
 	dialSilent(addr)
-	waitFor(t, 5*time.Second, "two handshakes", func() bool { return b.srv.Stats().Handshaking == 2 })
+	eventually.True(t, "two handshakes", func() bool { return b.srv.Stats().Handshaking == 2 })
 	dialSilent(addr) // the third evicts the first
 	if !closed(s1) {
 		t.Error("the oldest handshake was not closed")
@@ -239,7 +229,7 @@ func TestConnectionLimits(t *testing.T) {
 	b, addr = newTestBroker(t, Options{MaxConnections: 2})
 	dial(t, addr, nil)
 	pending := dialSilent(addr)
-	waitFor(t, 5*time.Second, "one handshake", func() bool { return b.srv.Stats().Handshaking == 1 })
+	eventually.True(t, "one handshake", func() bool { return b.srv.Stats().Handshaking == 1 })
 	dial(t, addr, nil) // takes the place of the one in its handshake
 	if !closed(pending) {
 		t.Error("a connection in its handshake was kept at MaxConnections for a new one")

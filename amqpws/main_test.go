@@ -19,6 +19,7 @@ import (
 	"github.com/sbgate/sbgate/db/dbtest"
 	amqpdoor "github.com/sbgate/sbgate/handlers/amqp"
 	"github.com/sbgate/sbgate/handlers/rest"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 	"github.com/sbgate/sbgate/store"
 )
@@ -74,7 +75,7 @@ func (b *testBroker) createQueue(t *testing.T, name string) {
 // waitEmpty waits until the queue holds no message.
 func (b *testBroker) waitEmpty(t *testing.T, queue string) {
 	t.Helper()
-	waitFor(t, queue+" empty", func() bool {
+	eventually.True(t, queue+" empty", func() bool {
 		e, err := b.store.GetEntity(t.Context(), queue)
 		return err == nil && e.Counts.Total() == 0
 	})
@@ -83,19 +84,7 @@ func (b *testBroker) waitEmpty(t *testing.T, queue string) {
 // waitTunnels waits until the handler serves n tunnels.
 func (b *testBroker) waitTunnels(t *testing.T, n int) {
 	t.Helper()
-	waitFor(t, "open tunnels", func() bool { return amqpws.OpenTunnels(b.ws) == n })
-}
-
-// waitFor polls cond until it holds, failing the test after 20 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, "open tunnels", func() bool { return amqpws.OpenTunnels(b.ws) == n })
 }
 
 func ctxT(t *testing.T) context.Context {

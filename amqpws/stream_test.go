@@ -18,6 +18,7 @@ import (
 
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/amqpws"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 )
 
@@ -334,7 +335,7 @@ func TestPingPong(t *testing.T) {
 		_, _, err := ws.Read(ctx)
 		read <- err
 	}()
-	waitFor(t, "three pings", func() bool {
+	eventually.True(t, "three pings", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return pings >= 3
@@ -401,18 +402,16 @@ func TestSlowReaderBackpressure(t *testing.T) {
 	defer ws.CloseNow()
 	// Stalled: the count stops growing while the client reads nothing, far below the total.
 	const bound = 32 << 20
-	last, still := int64(-1), 0
-	waitFor(t, "the server's writes to stall", func() bool {
+	last, since := int64(-1), time.Now()
+	eventually.True(t, "the server's writes to stall", func() bool {
 		n := w.written()
 		if n > bound {
 			t.Fatalf("the server wrote %d bytes to a client that reads nothing", n)
 		}
-		if n == last {
-			still++
-		} else {
-			last, still = n, 0
+		if n != last {
+			last, since = n, time.Now()
 		}
-		return n > 0 && still >= 20 // 100 ms without progress
+		return n > 0 && time.Since(since) >= 100*time.Millisecond // 100 ms without progress
 	})
 	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
 	ws.SetReadLimit(-1)
@@ -431,7 +430,7 @@ func TestSlowReaderBackpressure(t *testing.T) {
 		}
 	}
 	_ = nc.Close()
-	waitFor(t, "the tunnel to end", func() bool { return amqpws.OpenTunnels(h) == 0 })
+	eventually.True(t, "the tunnel to end", func() bool { return amqpws.OpenTunnels(h) == 0 })
 }
 
 // streamWriter is a ConnServer that writes total bytes (byte i is i mod 251) in 64 KiB writes,

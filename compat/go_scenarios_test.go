@@ -1188,7 +1188,7 @@ func goListSessions(ctx context.Context, e *goScenarioEnv, sc *goScenarioRun) er
 	// Only b's state changes after since. since is the next millisecond (the wire's precision),
 	// so c's state, set before, is not after it; b's is set once the clock has passed it.
 	since := time.Now().Truncate(time.Millisecond).Add(time.Millisecond)
-	time.Sleep(time.Until(since)) // at most a millisecond: the clock must pass since
+	time.Sleep(time.Until(since)) // the clock must pass since (under 1 ms): a time, not an event
 	sr, err = c.AcceptSessionForQueue(ctx, q, "b", nil)
 	if err != nil {
 		return fmt.Errorf("AcceptSessionForQueue b: %w (%v)", err, p.err())

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // execSQL runs statements on url.
@@ -235,7 +236,7 @@ func TestEmbeddedStopsWhenSbgateIsKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = helper.Wait()
-	waitFor(t, 30*time.Second, fmt.Sprintf("postmaster %d to exit after its sbgate was killed", pid),
+	eventually.True(t, fmt.Sprintf("postmaster %d to exit after its sbgate was killed", pid),
 		func() bool { return processExited(pid) })
 
 	// The kernel released the helper's lock; the data is intact.
@@ -327,7 +328,7 @@ func TestEmbeddedRestartsAfterCrash(t *testing.T) {
 	}
 	// The killed postmaster's children notice its death and exit; a new server cannot start
 	// while they hold the old shared memory.
-	waitFor(t, 30*time.Second, "the crashed server's children to exit", func() bool {
+	eventually.True(t, "the crashed server's children to exit", func() bool {
 		return len(processesIn(pgData)) == 0
 	})
 

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // durableSettings keep synchronous_commit on, so that a commit has reached the WAL (in the OS's
@@ -100,17 +101,19 @@ func TestEmbeddedSupervisorRestartsKilledServer(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, 30*time.Second, "200 inserts", func() bool { return inserted.Load() >= 200 })
+	eventually.True(t, "200 inserts", func() bool { return inserted.Load() >= 200 })
 	old := e.PIDForTest()
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the supervisor to restart the server", func() bool {
+	eventually.Within(60*time.Second).True(t, "the supervisor to restart the server", func() bool {
 		return e.Status() == db.StatusRunning && e.PIDForTest() != old
 	})
 	// The writers go on through the same pool.
 	after := inserted.Load()
-	waitFor(t, 30*time.Second, "inserts through the old pool after the restart", func() bool { return inserted.Load() >= after+100 })
+	eventually.True(t, "inserts through the old pool after the restart", func() bool {
+		return inserted.Load() >= after+100
+	})
 	close(stop)
 	wg.Wait()
 
@@ -218,14 +221,18 @@ func TestEmbeddedStopDuringRestart(t *testing.T) {
 	if err := syscall.Kill(e.PIDForTest(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the supervisor to notice", func() bool { return e.Status() == db.StatusRestarting })
+	eventually.True(t, "the supervisor to notice", func() bool {
+		return e.Status() == db.StatusRestarting
+	})
 	if err := e.Stop(t.Context()); err != nil {
 		t.Errorf("Stop: %v", err)
 	}
 	if s := e.Status(); s != db.StatusStopped {
 		t.Errorf("Status after Stop = %v; want stopped", s)
 	}
-	waitFor(t, 30*time.Second, "the crashed server's children to exit", func() bool { return len(processesIn(pgData)) == 0 })
+	eventually.True(t, "the crashed server's children to exit", func() bool {
+		return len(processesIn(pgData)) == 0
+	})
 }
 
 func TestStatusString(t *testing.T) {
@@ -257,7 +264,7 @@ func TestEmbeddedNotRunningOnceThePostmasterIsGone(t *testing.T) {
 		_, err := conn.Exec(context.Background(), `SET statement_timeout = '60s'; SELECT count(*) FROM (SELECT generate_series(1, 100000000000)) s`)
 		busy <- err
 	}()
-	waitFor(t, 30*time.Second, "the busy query to run", func() bool {
+	eventually.True(t, "the busy query to run", func() bool {
 		var n int
 		c, err := pgx.Connect(t.Context(), e.URL())
 		if err != nil {
@@ -270,7 +277,9 @@ func TestEmbeddedNotRunningOnceThePostmasterIsGone(t *testing.T) {
 	if err := syscall.Kill(e.PIDForTest(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the status to leave running", func() bool { return e.Status() != db.StatusRunning })
+	eventually.True(t, "the status to leave running", func() bool {
+		return e.Status() != db.StatusRunning
+	})
 	if strings.Contains(logs.String(), "exited unexpectedly") {
 		t.Error("the status left running only once the crash was logged, after the orphaned backend's log was waited for")
 	}

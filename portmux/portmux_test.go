@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sbgate/sbgate/amqp"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/portmux"
 )
 
@@ -531,13 +532,12 @@ func TestManyConnections(t *testing.T) {
 		t.Error(err)
 	}
 	// Every client closed its connection: the Mux's goroutines for them end.
-	deadline := time.Now().Add(30 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines remain; %d before the clients", runtime.NumGoroutine(), before)
+	eventually.NoError(t, "the Mux's goroutines to end", func() error {
+		if n := runtime.NumGoroutine(); n > before {
+			return fmt.Errorf("%d goroutines remain; %d before the clients", n, before)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestMaxSniffing: past Options.MaxSniffing, silent connections make room by closing the

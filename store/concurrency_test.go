@@ -11,6 +11,7 @@ import (
 
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -207,23 +208,20 @@ func TestWakeAcrossGateways(t *testing.T) {
 	}()
 	// A gateway notifies once it has seen another listening (it checks every 2s), so keep
 	// sending until the waiter is woken.
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	var m *broker.Message
+	eventually.True(t, "gateway B to be woken by gateway A's sends", func() bool {
 		select {
-		case m := <-got:
-			if m == nil {
-				t.Fatal("gateway B's receive returned nothing")
-			}
-			return
-		case <-tick.C:
-			if err := gwA.Send(ctx, q, []broker.Message{body("ping")}); err != nil {
-				t.Fatal(err)
-			}
-		case <-deadline:
-			t.Fatal("gateway B was never woken by gateway A's sends")
+		case m = <-got:
+			return true
+		default:
 		}
+		if err := gwA.Send(ctx, q, []broker.Message{body("ping")}); err != nil {
+			t.Fatal(err)
+		}
+		return false
+	})
+	if m == nil {
+		t.Fatal("gateway B's receive returned nothing")
 	}
 }
 
@@ -251,22 +249,10 @@ func TestEntityChangeReachesOtherGateway(t *testing.T) {
 	if _, err := gwA.UpdateEntity(ctx, broker.KindQueue, "q", p); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	eventually.True(t, "gateway B to see the change", func() bool {
 		e, err := gwB.Resolve(ctx, "q")
 		return err == nil && e.Props.MaxDeliveryCount == 3
 	})
-}
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestConcurrentReceiveDeferred: receivers ask at once for overlapping sets of deferred messages,

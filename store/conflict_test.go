@@ -3,11 +3,11 @@ package store_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // rowLocker holds row locks on messages in an open transaction, as another writer would (a
@@ -63,21 +63,14 @@ func (l *rowLocker) release() {
 // awaitLockWaiter returns once another backend of the test's database waits for a lock.
 func (l *rowLocker) awaitLockWaiter() {
 	l.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually.True(l.t, "a statement to wait for the locked rows", func() bool {
 		var n int
 		if err := l.b.pool.QueryRow(l.b.ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
 			l.t.Fatal(err)
 		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			l.t.Fatal("no statement came to wait for the locked rows")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return n > 0
+	})
 }
 
 // lockedPair sends two messages to a new queue and peek-locks both.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/engine"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // TestDispatchersKeepTheirSubqueuesCursor: a dispatcher ends when no receiver waits; the next one
@@ -25,18 +26,16 @@ func TestDispatchersKeepTheirSubqueuesCursor(t *testing.T) {
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("receive: %v, %v", msgs, err)
 		}
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			kept, running := s.hub.Kept(key)
-			if !running {
-				if kept == nil {
-					t.Fatal("no cursor kept for the queue after its dispatcher ended")
-				}
-				return msgs[0], kept.(*claimCursor)
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the dispatcher did not end")
-			}
+		var kept any
+		eventually.True(t, "the dispatcher to end", func() bool {
+			var running bool
+			kept, running = s.hub.Kept(key)
+			return !running
+		})
+		if kept == nil {
+			t.Fatal("no cursor kept for the queue after its dispatcher ended")
 		}
+		return msgs[0], kept.(*claimCursor)
 	}
 	first, cur := receive()
 	if cur.readyFrom != first.SequenceNumber {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -35,13 +36,12 @@ func receiveAsync(ctx context.Context, t *testing.T, st broker.Store, target bro
 // receiveAsync are known to be waiting.
 func waitForClaims(t *testing.T, s *store.Postgres, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Claims() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the store ran %d claims; want at least %d", s.Claims(), n)
+	eventually.NoError(t, "the receivers' claims", func() error {
+		if c := s.Claims(); c < n {
+			return fmt.Errorf("the store ran %d claims; want at least %d", c, n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestReceiversShareClaims: 64 receivers waiting on one queue are served by a few claim

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -628,7 +629,8 @@ func TestMaxSizeInMegabytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.maintain(t)
-	waitFor(t, 5*time.Second, func() bool { // the size is remembered for a second
+	// The size is remembered for a second.
+	eventually.True(t, "the full queue to refuse a send", func() bool {
 		err := b.store.Send(b.ctx, q, []broker.Message{body("too much")})
 		return errors.Is(err, broker.ErrQuota)
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -189,7 +190,7 @@ func openStore(t *testing.T, url string, opts ...store.Options) *store.Postgres 
 // a lock in the test's database.
 func (b *bundle) waitForLockWaiter(t *testing.T, like string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() bool {
+	eventually.True(t, "a statement like "+like+" to wait for a lock", func() bool {
 		var waiting bool
 		if err := b.pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1)`, like).Scan(&waiting); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -67,7 +68,9 @@ func TestDatabaseRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool { return s.Send(ctx, q, []broker.Message{body("after")}) == nil })
+	eventually.NoError(t, "a send after the restart", func() error {
+		return s.Send(ctx, q, []broker.Message{body("after")})
+	})
 	m, err := receive1(ctx, s, broker.Target{Entity: q, SubQueue: broker.SubQueueMain}, broker.ReceiveAndDelete, 0)
 	if err != nil || m == nil || string(m.Body) != "before" {
 		t.Errorf("first message after the restart = %v, %v; want the one sent before", m, err)

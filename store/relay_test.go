@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/store"
 )
 
@@ -408,16 +409,21 @@ func TestSQLSendTwoRelaysDeliverOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(seen) < senders*perTx*txs && time.Now().Before(deadline) {
-		msgs, err := receiveN(t.Context(), s1, broker.Target{Entity: q}, broker.ReceiveAndDelete, 100, time.Second)
+	eventually.NoError(t, "every message sent through SQL", func() error {
+		msgs, err := receiveN(t.Context(), s1, broker.Target{Entity: q}, broker.ReceiveAndDelete,
+			100, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range msgs {
 			seen[string(m.Body)]++
 		}
-	}
+		if len(seen) < senders*perTx*txs {
+			return fmt.Errorf("received %d distinct messages, want %d",
+				len(seen), senders*perTx*txs)
+		}
+		return nil
+	})
 	if len(seen) != senders*perTx*txs {
 		t.Fatalf("received %d distinct messages, want %d", len(seen), senders*perTx*txs)
 	}
@@ -456,19 +462,13 @@ func TestSQLSendRingsAnIdleRelay(t *testing.T) {
 			t.Fatalf("message %d: %v, %v", i, m, err)
 		}
 		// Until the relay has let go of the doorbell lock, it is polling, not waiting.
-		for deadline := time.Now().Add(20 * time.Second); ; {
+		eventually.True(t, "the relay to let go of the doorbell lock", func() bool {
 			var free bool
 			if err := b.pool.QueryRow(b.ctx, `SELECT pg_try_advisory_lock_shared(7367, 1) AND pg_advisory_unlock_shared(7367, 1)`).Scan(&free); err != nil {
 				t.Fatal(err)
 			}
-			if free {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the relay kept the doorbell lock for 20s without work")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return free
+		})
 	}
 }
 
@@ -487,7 +487,8 @@ func TestSQLSendWaitsForRoomInAFullEntity(t *testing.T) {
 		b.maintain(t)
 	}
 	fill(1024 << 20)
-	waitFor(t, 5*time.Second, func() bool { // the size is remembered for a second
+	// The size is remembered for a second.
+	eventually.True(t, "the full queue to refuse a send", func() bool {
 		return errors.Is(b.store.Send(b.ctx, q, []broker.Message{body("probe")}), broker.ErrQuota)
 	})
 	b.sqlSend(t, "full", "x", `{"BrokerProperties":{"MessageId":"waits"}}`)
@@ -503,8 +504,8 @@ func TestSQLSendWaitsForRoomInAFullEntity(t *testing.T) {
 		t.Fatalf("undelivered = %q, %q, retry %v; want the quota refusal and a retry time", mid, reason, retry)
 	}
 	fill(-(1024 << 20))
-	waitFor(t, 5*time.Second, func() bool {
-		return b.store.Send(b.ctx, q, []broker.Message{body("room")}) == nil
+	eventually.NoError(t, "a send to the emptied queue", func() error {
+		return b.store.Send(b.ctx, q, []broker.Message{body("room")})
 	})
 	if n := b.relayPending(t); n != 0 {
 		t.Fatalf("relayed %d messages before their retry time", n)

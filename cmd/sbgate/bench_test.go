@@ -18,6 +18,7 @@ import (
 
 	"github.com/sbgate/sbgate/bench"
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // benchReport is the part of `sbgate bench -o json` the tests look at.
@@ -121,7 +122,9 @@ func TestBenchSpawnInterrupted(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"bench", "-clients", "2", "-duration", "1m", "-baseline-clients", "2", "-ops", "send"}, env(), &out, &progress)
 	}()
-	waitFor(t, "a measuring phase", func() bool { return strings.Contains(progress.String(), "pg-insert ") })
+	eventually.Within(time.Minute).True(t, "a measuring phase", func() bool {
+		return strings.Contains(progress.String(), "pg-insert ")
+	})
 	cancel()
 	select {
 	case err := <-done:

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
+
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // chaosRounds is how many times the chaos test kills something. Each round waits for the load
@@ -75,7 +77,8 @@ func runChaos(t *testing.T, overAMQP bool) {
 	}
 	for round := range chaosRounds {
 		sent, settled := c.sent.Load(), c.completes.Load()
-		waitUntil(t, 60*time.Second, fmt.Sprintf("round %d: load to make progress", round), func() bool {
+		progress := fmt.Sprintf("round %d: load to make progress", round)
+		eventually.Within(60*time.Second).True(t, progress, func() bool {
 			return c.sent.Load() >= sent+30 && c.completes.Load() >= settled+10
 		})
 		// The first two rounds kill one of each; the rest choose at random.
@@ -90,9 +93,8 @@ func runChaos(t *testing.T, overAMQP bool) {
 	}
 	// Let the last kill be followed by some work too.
 	sent, settled := c.sent.Load(), c.completes.Load()
-	waitUntil(t, 60*time.Second, "load to make progress after the last kill", func() bool {
-		return c.sent.Load() >= sent+30 && c.completes.Load() >= settled+10
-	})
+	eventually.Within(60*time.Second).True(t, "load to make progress after the last kill",
+		func() bool { return c.sent.Load() >= sent+30 && c.completes.Load() >= settled+10 })
 	close(stop)
 	wg.Wait()
 
@@ -109,18 +111,23 @@ func runChaos(t *testing.T, overAMQP bool) {
 	}
 	acked, settledN, uncertainN := len(c.acked), len(c.settled), len(c.uncertain)
 	c.mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for len(missing) > 0 && time.Now().Before(deadline) {
-		id, ok := c.receiveOnce(http.MethodDelete, "timeout=2")
-		if ok {
+	// Each check drains what is there; in between, locks of lost answers expire.
+	eventually.Within(60*time.Second).NoError(t, "the acknowledged messages", func() error {
+		for {
+			id, ok := c.receiveOnce(http.MethodDelete, "timeout=2")
+			if !ok {
+				break
+			}
 			delete(missing, id)
 		}
-	}
+		if len(missing) > 0 {
+			return fmt.Errorf("%d of %d acknowledged messages lost, e.g. %v",
+				len(missing), acked, firstKeys(missing, 5))
+		}
+		return nil
+	})
 	t.Logf("%d sends acknowledged, %d completes acknowledged, %d completes without an answer, %d redelivered after settlement, %d lost",
 		acked, settledN, uncertainN, c.redelivered.Load(), len(missing))
-	if len(missing) > 0 {
-		t.Errorf("%d of %d acknowledged messages lost, e.g. %v", len(missing), acked, firstKeys(missing, 5))
-	}
 	if n := c.redelivered.Load(); n > 0 {
 		t.Errorf("%d messages received again after their complete got 200, e.g. %s", n, c.firstRedelivered.Load())
 	}
@@ -158,7 +165,7 @@ func (c *chaos) startGateway() {
 	cmd, exited := sbgateProcess(c.t, c.out, "SBGATE_DATA_DIR="+c.dir, "SBGATE_SAS_KEY="+testKey,
 		"SBGATE_READY_FILE="+c.readyFile)
 	c.gateway, c.exited = cmd.Process, exited
-	waitUntil(c.t, 2*time.Minute, "the gateway's ready file", func() bool {
+	eventually.Within(2*time.Minute).True(c.t, "the gateway's ready file", func() bool {
 		select {
 		case err := <-exited:
 			c.t.Fatalf("gateway exited before it was ready: %v", err)
@@ -202,7 +209,7 @@ func (c *chaos) stopGateway() {
 // may be missing or stale while the supervisor restarts the server).
 func (c *chaos) killPostmaster() {
 	c.t.Helper()
-	waitUntil(c.t, 60*time.Second, "a postmaster to kill", func() bool {
+	eventually.Within(60*time.Second).True(c.t, "a postmaster to kill", func() bool {
 		b, err := os.ReadFile(filepath.Join(c.dir, "pg", "postmaster.pid"))
 		if err != nil {
 			return false
@@ -242,7 +249,7 @@ func (c *chaos) sender(w int, stop <-chan struct{}) {
 		id := fmt.Sprintf("m-%d-%d", w, i)
 		resp, err := c.do(http.MethodPost, "chaos/messages", `{"MessageId":"`+id+`"}`, id)
 		if err != nil {
-			time.Sleep(10 * time.Millisecond) // the gateway is being replaced
+			time.Sleep(10 * time.Millisecond) // load's pause: the gateway is being replaced
 			continue
 		}
 		resp.Body.Close()
@@ -264,7 +271,7 @@ func (c *chaos) receiver(stop <-chan struct{}) {
 		default:
 		}
 		if _, ok := c.receiveOnce(http.MethodPost, "timeout=1"); !ok {
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // load's pause: nothing to receive, or no gateway
 		}
 	}
 }
@@ -358,7 +365,7 @@ func (c *chaos) amqpSender(w int, stop <-chan struct{}) {
 			if conn, snd, err = amqpLink(c, func(ctx context.Context, s *goamqp.Session) (*goamqp.Sender, error) {
 				return s.NewSender(ctx, "chaos", nil)
 			}); err != nil {
-				time.Sleep(10 * time.Millisecond) // the gateway is being replaced
+				time.Sleep(10 * time.Millisecond) // load's pause: the gateway is being replaced
 				continue
 			}
 		}
@@ -400,7 +407,7 @@ func (c *chaos) amqpReceiver(stop <-chan struct{}) {
 				return s.NewReceiver(ctx, "chaos", &goamqp.ReceiverOptions{Credit: 1,
 					SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr()})
 			}); err != nil {
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(10 * time.Millisecond) // load's pause: the gateway is being replaced
 				continue
 			}
 		}
@@ -446,17 +453,5 @@ func (c *chaos) checkRedelivery(id string, began time.Time) {
 		if c.redelivered.Add(1) == 1 {
 			c.firstRedelivered.Store(id)
 		}
-	}
-}
-
-// waitUntil polls cond until it holds or timeout passes.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // cliBroker is a running sbgate on its own database and the connection string of its
@@ -324,17 +324,10 @@ func TestCLIKeys(t *testing.T) {
 	sender := "Endpoint=" + b.endpoint + ";SharedAccessKeyName=sender;SharedAccessKey=" + m[1]
 	b.ok(t, "queue", "create", "q")
 	// The gateway learns of the new key within seconds; poll until a send with it works.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	eventually.NoError(t, "a send with the new Send key", func() error {
 		_, err := b.sbAs(t, sender, "send", "q", "hi")
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a send with the new Send key still fails: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 	_, err = b.sbAs(t, sender, "queue", "create", "other")
 	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "Manage") {
 		t.Errorf("queue create with a Send key: %v; want 401 naming Manage", err)

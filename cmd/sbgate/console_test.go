@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // The console's tests drive a real headless Chromium (Debian's chromium package, which `make
@@ -99,31 +101,39 @@ func (b *browser) pageText() string {
 	return s
 }
 
-// waitFor evaluates a JavaScript condition every 50 ms until it is true, for up to 20 s. (It
-// does not use chromedp.Poll, whose promise sometimes never settled with this Chromium although
-// the condition had become true.)
+// waitFor evaluates a JavaScript condition until it is true. (It does not use chromedp.Poll,
+// whose promise sometimes never settled with this Chromium although the condition had become
+// true.) If it gives up, the page's state and text follow the failure.
 func (b *browser) waitFor(what, expr string) {
 	b.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	var last string
-	for {
+	held := false
+	defer func() { // runs after the wait's t.Fatalf too
+		if !held {
+			var st string
+			_ = chromedp.Run(b.ctx, chromedp.Evaluate(`location.hash + ' ready=' +
+				document.getElementById('app').dataset.ready`, &st))
+			b.t.Logf("state: %s\npage: %s", st, b.pageText())
+		}
+	}()
+	var last error
+	eventually.NoError(b.t, what+" ("+expr+")", func() error {
+		if b.ctx.Err() != nil {
+			b.t.Fatalf("waiting for %s (%s): the browser is gone (%v); last error %v",
+				what, expr, b.ctx.Err(), last)
+		}
 		var ok bool
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 		err := chromedp.Run(ctx, chromedp.Evaluate(`!!(`+expr+`)`, &ok))
 		cancel()
-		if err == nil && ok {
-			return
-		}
 		if err != nil {
-			last = err.Error()
+			last = err
 		}
-		if time.Now().After(deadline) || b.ctx.Err() != nil {
-			var st string
-			_ = chromedp.Run(b.ctx, chromedp.Evaluate(`location.hash + ' ready=' + document.getElementById('app').dataset.ready`, &st))
-			b.t.Fatalf("waiting for %s (%s): not true after 20 s %s\nstate: %s\npage: %s", what, expr, last, st, b.pageText())
+		if err == nil && ok {
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("not true; last error %v", last)
+	})
+	held = true
 }
 
 func (b *browser) eval(expr string, res any) {
@@ -471,16 +481,11 @@ func TestConsoleMissingRight(t *testing.T) {
 		t.Fatalf("key create printed no key:\n%s", keyOut.String())
 	}
 	reader := "Endpoint=" + b.endpoint + ";SharedAccessKeyName=reader;SharedAccessKey=" + m[1]
-	deadline := time.Now().Add(15 * time.Second)
-	for { // the gateway learns of the new key within seconds
-		if _, err := b.sbAs(t, reader, "peek", "orders"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the new Listen key is not accepted")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The gateway learns of the new key within seconds.
+	eventually.NoError(t, "the new Listen key to be accepted", func() error {
+		_, err := b.sbAs(t, reader, "peek", "orders")
+		return err
+	})
 
 	br := newBrowser(t)
 	br.run("open the console", chromedp.Navigate(b.endpoint+"$console/"), chromedp.WaitVisible("#keyname", chromedp.ByQuery))

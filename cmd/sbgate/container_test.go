@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbgate/sbgate/emulator"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 )
 
@@ -182,18 +183,17 @@ func TestEmulatorContainerContract(t *testing.T) {
 		}
 		out := &syncBuffer{}
 		cmd, done := imageProcess(t, st, e, out)
-		deadline := time.Now().Add(3 * time.Minute)
-		for !strings.Contains(out.String(), emulator.ReadyLine) {
+		eventually.Within(3*time.Minute).NoError(t, emulator.ReadyLine, func() error {
 			select {
 			case err := <-done:
 				t.Fatalf("the entrypoint exited before it was ready: %v\n%s", err, out)
 			default:
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q within 3 minutes:\n%s", emulator.ReadyLine, out)
+			if !strings.Contains(out.String(), emulator.ReadyLine) {
+				return outputSoFar{out}
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		return cmd, done, out
 	}
 	stop := func(cmd *exec.Cmd, done <-chan error) {

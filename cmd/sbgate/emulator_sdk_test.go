@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/emulator"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // TestEmulatorSDKsVerbatim runs the SDK stacks that honour UseDevelopmentEmulator against sbgate
@@ -33,7 +34,9 @@ func TestEmulatorSDKsVerbatim(t *testing.T) {
 	certFile, keyFile, pool := localhostCert(t)
 	_, stop, out := startRun(t, env("DATABASE_URL", dbtest.NewDatabase(t), "SBGATE_EMULATOR", "true", "SBGATE_CONFIG", sampleConfig),
 		"-amqp-listen", "127.0.0.1:5672", "-emulator-http-listen", "127.0.0.1:5300", "-mux-listen", "127.0.0.1:443", "-tls-cert", certFile, "-tls-key", keyFile)
-	waitFor(t, "the readiness line", func() bool { return strings.Contains(out.String(), emulator.ReadyLine) })
+	eventually.Within(time.Minute).True(t, "the readiness line", func() bool {
+		return strings.Contains(out.String(), emulator.ReadyLine)
+	})
 	const data = "Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
 	const admin = "Endpoint=sb://localhost:5300;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
 	if !strings.Contains(out.String(), `connection_string="`+data+`"`) || !strings.Contains(out.String(), `connection_string="`+admin+`"`) {

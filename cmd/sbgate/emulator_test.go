@@ -22,6 +22,7 @@ import (
 
 	"github.com/sbgate/sbgate/db/dbtest"
 	"github.com/sbgate/sbgate/emulator"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 )
 
@@ -133,7 +134,9 @@ func TestEmulatorMode(t *testing.T) {
 	endpoint, stop, out := startRun(t, env("DATABASE_URL", dbtest.NewDatabase(t), "SBGATE_EMULATOR", "true", "EMULATOR_HTTP_PORT", "0",
 		"ACCEPT_EULA", "Y", "SQL_SERVER", "sqledge", "MSSQL_SA_PASSWORD", "Secret-Passw0rd", "SQL_WAIT_INTERVAL", "0", "SBGATE_CONFIG", sampleConfig),
 		"-tls-cert", certFile, "-tls-key", keyFile)
-	waitFor(t, "the readiness line", func() bool { return strings.Contains(out.String(), emulator.ReadyLine) })
+	eventually.Within(time.Minute).True(t, "the readiness line", func() bool {
+		return strings.Contains(out.String(), emulator.ReadyLine)
+	})
 	log := out.String()
 	for _, want := range []string{"emulator mode: for development and tests only", "SAS_KEY_VALUE is public", "variable=ACCEPT_EULA",
 		"variable=MSSQL_SA_PASSWORD", "variable=SQL_SERVER", "variable=SQL_WAIT_INTERVAL", `msg="configuration file applied"`} {
@@ -200,7 +203,9 @@ func TestEmulatorKeyOnlyInEmulatorMode(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDatabase(t)
 	_, stopEmu, emuOut := startRun(t, env("DATABASE_URL", url, "SBGATE_EMULATOR", "true", "EMULATOR_HTTP_PORT", "0"))
-	waitFor(t, "the readiness line", func() bool { return strings.Contains(emuOut.String(), emulator.ReadyLine) })
+	eventually.Within(time.Minute).True(t, "the readiness line", func() bool {
+		return strings.Contains(emuOut.String(), emulator.ReadyLine)
+	})
 	if err := stopEmu(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // TestFailover builds a primary and a streaming standby from the installed PostgreSQL binaries,
@@ -114,12 +116,14 @@ func runFailover(t *testing.T, syncRepl bool) failoverResult {
 				default:
 				}
 				if st := f.send(fmt.Sprintf("load-%d-%d", w, i)); st != http.StatusCreated {
-					time.Sleep(50 * time.Millisecond)
+					time.Sleep(50 * time.Millisecond) // load's pause when refused; not a wait
 				}
 			}
 		})
 	}
-	waitUntil(t, 60*time.Second, "sends before the kill", func() bool { return f.sent.Load() >= 200 })
+	eventually.Within(60*time.Second).True(t, "sends before the kill", func() bool {
+		return f.sent.Load() >= 200
+	})
 
 	killedAt := time.Now()
 	pair.primary.kill()
@@ -139,13 +143,15 @@ func runFailover(t *testing.T, syncRepl bool) failoverResult {
 		if st := f.send(fmt.Sprintf("probe-%d", time.Now().UnixNano())); st != http.StatusServiceUnavailable {
 			t.Errorf("send without a primary: %d, want 503", st)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // probes spread over the 3 s observed without a primary
 	}
 
 	promotedAt := time.Now()
 	pair.standby.promote()
 	sentAtPromotion := f.sent.Load()
-	waitUntil(t, 30*time.Second, "a send to succeed after the promotion", func() bool { return f.sent.Load() > sentAtPromotion })
+	eventually.True(t, "a send to succeed after the promotion", func() bool {
+		return f.sent.Load() > sentAtPromotion
+	})
 	if d := time.Since(promotedAt); d > 10*time.Second {
 		t.Errorf("the gateway served again %v after the promotion; want within 10s", d)
 	} else {
@@ -156,7 +162,9 @@ func runFailover(t *testing.T, syncRepl bool) failoverResult {
 		t.Fatalf("the gateway exited during the failover: %v", err)
 	default:
 	}
-	waitUntil(t, 60*time.Second, "sends after the promotion", func() bool { return f.sent.Load() >= sentAtPromotion+100 })
+	eventually.Within(60*time.Second).True(t, "sends after the promotion", func() bool {
+		return f.sent.Load() >= sentAtPromotion+100
+	})
 	close(stop)
 	wg.Wait()
 
@@ -183,28 +191,28 @@ func runFailover(t *testing.T, syncRepl bool) failoverResult {
 	acked := len(f.acked)
 	f.mu.Unlock()
 	received := map[string]int{}
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		st, h, body := call(t, http.MethodDelete, ep+"fo/messages/head?timeout=2", nil, "")
-		if st == http.StatusNoContent {
-			if time.Since(lockedAt) > failoverLock+time.Second {
-				break
+	// Each check drains what is there; it is done once the queue is empty after the last lock.
+	drained := "the queue to drain after the last lock"
+	eventually.Within(90*time.Second).True(t, drained, func() bool {
+		for {
+			st, h, body := call(t, http.MethodDelete, ep+"fo/messages/head?timeout=2", nil, "")
+			if st == http.StatusNoContent {
+				return time.Since(lockedAt) > failoverLock+time.Second
 			}
-			continue
+			if st != http.StatusOK {
+				t.Fatalf("drain: %d %s", st, body)
+			}
+			id := messageID(t, h)
+			received[id]++
+			if received[id] == 2 {
+				t.Errorf("message %s received twice", id)
+			}
+			if f.settled[id] {
+				t.Errorf("message %s received after its complete got 200", id)
+			}
+			delete(missing, id)
 		}
-		if st != http.StatusOK {
-			t.Fatalf("drain: %d %s", st, body)
-		}
-		id := messageID(t, h)
-		received[id]++
-		if received[id] == 2 {
-			t.Errorf("message %s received twice", id)
-		}
-		if f.settled[id] {
-			t.Errorf("message %s received after its complete got 200", id)
-		}
-		delete(missing, id)
-	}
+	})
 	t.Logf("%d sends acknowledged, %d received in the drain, %d completed before", acked, len(received), len(f.settled))
 
 	r := failoverResult{acked: acked, lost: missing}

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // entityChangeBound is how long an entity change made through one gateway may take to be in
@@ -123,7 +124,7 @@ func TestGatewaysSideBySide(t *testing.T) {
 			}
 			got <- idOf(h)
 		}()
-		waitUntil(t, 10*time.Second, "C's receive waiting", func() bool {
+		eventually.True(t, "C's receive waiting", func() bool {
 			return !strings.Contains(metricsText(t, c.ep), "sbgate_receivers_waiting 0\n")
 		})
 		if st := a.sendBatch("lp", []string{"wake-me"}); st != http.StatusCreated {
@@ -200,7 +201,9 @@ func TestGatewaysSideBySide(t *testing.T) {
 		t.Errorf("the queue gateway A kept using was auto-deleted")
 	}
 	// Unused, it goes once its 8 s pass.
-	waitUntil(t, 60*time.Second, "the idle queue to be auto-deleted", func() bool { return !idleExists() })
+	eventually.Within(60*time.Second).True(t, "the idle queue to be auto-deleted", func() bool {
+		return !idleExists()
+	})
 }
 
 // checkEntityChanges makes changes through A and B after C has the entities cached, waits
@@ -236,7 +239,7 @@ func checkEntityChanges(t *testing.T, a, b, c *sideGateway) {
 	}
 	a.mustPut(t, "ent-top/subscriptions/s/rules/red", `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"><RuleDescription xmlns:i="http://www.w3.org/2001/XMLSchema-instance" xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><Filter i:type="SqlFilter"><SqlExpression>color = 'red'</SqlExpression></Filter><Action i:type="EmptyRuleAction"/></RuleDescription></content></entry>`)
 	a.mustPut(t, "ent-new", queueXML(""))
-	time.Sleep(entityChangeBound)
+	time.Sleep(entityChangeBound) // the promise under test: C has the changes within this bound
 
 	if st := c.sendBatch("ent-new", []string{"new"}); st != http.StatusCreated {
 		t.Errorf("send through C to a queue created through A %v before: %d", entityChangeBound, st)
@@ -364,7 +367,9 @@ func checkLoad(t *testing.T, gws []*sideGateway, dbURL string) {
 		receivers.Go(func() { l.receive(t, alive, i, stop, &dead, b) })
 	}
 
-	waitUntil(t, 10*time.Minute, "a third of the messages completed", func() bool { return l.completes.Load() >= int64(total/3) })
+	eventually.Within(10*time.Minute).True(t, "a third of the messages completed", func() bool {
+		return l.completes.Load() >= int64(total/3)
+	})
 	var conns int
 	queryDB(t, dbURL, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`, &conns)
 	t.Logf("%d connections to the database from 3 gateways under load (24 receivers, 9 senders)", conns-1)
@@ -378,7 +383,7 @@ func checkLoad(t *testing.T, gws []*sideGateway, dbURL string) {
 	senders.Wait()
 
 	// Every acknowledged message gets completed, the held ones once their lock ends.
-	waitUntil(t, 10*time.Minute, "every acknowledged message completed", func() bool {
+	eventually.Within(10*time.Minute).True(t, "every acknowledged message completed", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for id := range l.acked {
@@ -446,7 +451,7 @@ func (l *loadTally) receive(t *testing.T, alive func(int) *sideGateway, i int, s
 		}
 		if st != http.StatusCreated {
 			t.Errorf("peek-lock through %s: %d %s", g.name, st, body)
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // load's pause after an error; nothing waits on it
 			continue
 		}
 		id := idOf(h)

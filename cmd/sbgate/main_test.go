@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 )
 
@@ -62,8 +63,8 @@ var probeClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.
 // answers.
 func waitEndpoint(t *testing.T, out fmt.Stringer, done <-chan error) string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	var endpoint string
+	eventually.Within(60*time.Second).NoError(t, "sbgate to come up", func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("sbgate stopped before serving: %v\n%s", err, out)
@@ -74,15 +75,21 @@ func waitEndpoint(t *testing.T, out fmt.Stringer, done <-chan error) string {
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
-					return m[1]
+					endpoint = m[1]
+					return nil
 				}
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("sbgate did not come up:\n%s", out)
-	return ""
+		return outputSoFar{out}
+	})
+	return endpoint
 }
+
+// outputSoFar is the error of a process not ready yet. It shows the process's output, read when
+// a wait gives up and the error is printed, not at every check.
+type outputSoFar struct{ out fmt.Stringer }
+
+func (e outputSoFar) Error() string { return "not ready; its output so far:\n" + e.out.String() }
 
 // env builds a getenv over the given variables only, so the tests do not depend on the
 // developer's environment.

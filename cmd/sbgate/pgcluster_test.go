@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // pgNode is one PostgreSQL server of a replication pair the failover tests build from the
@@ -114,7 +115,7 @@ func newPGPair(t *testing.T, sync bool) *pgPair {
 	if sync {
 		want = "sync"
 	}
-	waitUntil(t, 60*time.Second, "the standby to stream", func() bool {
+	eventually.Within(60*time.Second).True(t, "the standby to stream", func() bool {
 		var state string
 		err := p.primary.queryRow(`SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1' AND state = 'streaming'`, &state)
 		return err == nil && state == want
@@ -152,7 +153,8 @@ func (p *pgPair) startNode(t *testing.T, name, dir string, args []string) *pgNod
 			t.Logf("%s PostgreSQL log:\n%s", name, n.log)
 		}
 	})
-	waitUntil(t, 60*time.Second, name+" PostgreSQL to accept connections", func() bool {
+	accepting := name + " PostgreSQL to accept connections"
+	eventually.Within(60*time.Second).True(t, accepting, func() bool {
 		select {
 		case err := <-n.exited:
 			t.Fatalf("%s PostgreSQL exited: %v\n%s", name, err, n.log)

@@ -14,6 +14,7 @@ import (
 	goamqp "github.com/Azure/go-amqp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 )
 
@@ -26,7 +27,7 @@ func TestServeReadyFile(t *testing.T) {
 	endpoint, stop, _ := startRun(t, env("SBGATE_DATA_DIR", dir, "SBGATE_SAS_KEY", testKey), "-ready-file", path)
 
 	var ready readyInfo
-	waitFor(t, "the ready file", func() bool {
+	eventually.Within(time.Minute).True(t, "the ready file", func() bool {
 		b, err := os.ReadFile(path)
 		return err == nil && json.Unmarshal(b, &ready) == nil
 	})
@@ -82,17 +83,5 @@ func TestServeReadyFile(t *testing.T) {
 	}
 	if matches, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".ready.json*")); len(matches) > 0 {
 		t.Errorf("temporary files left beside the ready file: %q", matches)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 )
 
@@ -47,9 +48,10 @@ func TestShutdownAnswersWaitingReceivers(t *testing.T) {
 	}
 	// Poll the gauge until every receiver waits in the server: a request still in the
 	// listener's backlog when it closes is refused, which says nothing about draining.
-	for !strings.Contains(metricsText(t, endpoint), fmt.Sprintf("sbgate_receivers_waiting %d\n", receivers)) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, "every receiver to wait", func() bool {
+		return strings.Contains(metricsText(t, endpoint),
+			fmt.Sprintf("sbgate_receivers_waiting %d\n", receivers))
+	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
 	select {

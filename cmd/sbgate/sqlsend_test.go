@@ -15,6 +15,7 @@ import (
 
 	"github.com/sbgate/sbgate/db"
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // TestSQLSendsSurviveAKilledRelay: 16 application transactions at a time send 10,000 messages
@@ -65,13 +66,12 @@ func TestSQLSendsSurviveAKilledRelay(t *testing.T) {
 		}()
 	}
 	// Kill the gateway once it has relayed part of the messages, while more are committed.
-	deadline := time.Now().Add(60 * time.Second)
-	for delivered() < 1500 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway relayed %d messages in 60s", delivered())
+	eventually.Within(60*time.Second).NoError(t, "1500 relayed messages", func() error {
+		if n := delivered(); n < 1500 {
+			return fmt.Errorf("the gateway relayed %d messages", n)
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := p1.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +89,9 @@ func TestSQLSendsSurviveAKilledRelay(t *testing.T) {
 	out2 := &syncBuffer{}
 	_, exited2 := sbgateProcess(t, out2, "DATABASE_URL="+url, "SBGATE_SAS_KEY="+testKey)
 	waitEndpoint(t, out2, exited2)
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		var rows, distinct, staged int
+	var rows int
+	eventually.Within(60*time.Second).NoError(t, "every staged message relayed", func() error {
+		var distinct, staged int
 		if err := app.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT message_id), (SELECT count(*) FROM sbgate.outbox)
 			FROM messages`).Scan(&rows, &distinct, &staged); err != nil {
 			t.Fatal(err)
@@ -99,18 +99,15 @@ func TestSQLSendsSurviveAKilledRelay(t *testing.T) {
 		if rows > distinct {
 			t.Fatalf("%d messages delivered twice", rows-distinct)
 		}
-		if staged == 0 {
-			if rows != senders*txsEach*perTx {
-				t.Fatalf("%d messages in the queue and none staged; want %d", rows, senders*txsEach*perTx)
-			}
-			t.Logf("%d of %d relayed before the kill", before, rows)
-			return
+		if staged > 0 {
+			return fmt.Errorf("%d messages still staged", staged)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d messages still staged after 60s", staged)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if rows != senders*txsEach*perTx {
+		t.Fatalf("%d messages in the queue and none staged; want %d", rows, senders*txsEach*perTx)
 	}
+	t.Logf("%d of %d relayed before the kill", before, rows)
 }
 
 // TestSQLSendFansOutAsHTTP: the same messages sent to a topic once through an HTTP batch send and
@@ -192,19 +189,16 @@ func TestSQLSendFansOutAsHTTP(t *testing.T) {
 	if _, err := app.Exec(t.Context(), `SELECT sbgate.send_batch('shop', $1, $2::jsonb[])`, bodies, props); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	eventually.NoError(t, "the SQL send to be relayed", func() error {
 		var staged int
 		if err := app.QueryRow(t.Context(), `SELECT count(*) FROM sbgate.outbox`).Scan(&staged); err != nil {
 			t.Fatal(err)
 		}
-		if staged == 0 {
-			break
+		if staged > 0 {
+			return fmt.Errorf("%d messages not relayed", staged)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d messages not relayed in 30s", staged)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	viaSQL := received()
 	if diff := cmp.Diff(viaHTTP, viaSQL); diff != "" {
 		t.Errorf("subscriptions after an HTTP send (-) and a SQL send (+):\n%s", diff)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // TestStandbyOnlyWaitsForPrimary: a gateway whose DATABASE_URL leads only to a read-only
@@ -26,7 +28,7 @@ func TestStandbyOnlyWaitsForPrimary(t *testing.T) {
 	for _, u := range urls {
 		g := &gateway{out: &syncBuffer{}}
 		_, g.exited = sbgateProcess(t, g.out, "DATABASE_URL="+u, "SBGATE_SAS_KEY="+testKey)
-		waitUntil(t, 60*time.Second, "the no-primary log line", func() bool {
+		eventually.Within(60*time.Second).True(t, "the no-primary log line", func() bool {
 			select {
 			case err := <-g.exited:
 				t.Fatalf("gateway on a standby exited: %v\n%s", err, g.out)
@@ -68,7 +70,7 @@ func TestStandbyOnlyWaitsForPrimary(t *testing.T) {
 				t.Errorf("/healthz while on a standby: %d; want 200 (the process is fine)", resp.StatusCode)
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // checks spread over the 3 s the test observes
 	}
 	for _, g := range gws {
 		select {

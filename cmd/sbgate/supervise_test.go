@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sbgate/sbgate/db"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // TestEmbeddedPostgresSupervised kills the embedded postmaster with SIGKILL. /readyz answers 503
@@ -49,7 +51,7 @@ func TestEmbeddedPostgresSupervised(t *testing.T) {
 	killPostmaster(t, dir)
 	waitStatus(t, endpoint+"readyz", http.StatusServiceUnavailable)
 	// Only once the supervisor is on it does a 200 from /readyz mean the server is back.
-	waitFor(t, "the supervisor to restart the server", func() bool {
+	eventually.Within(time.Minute).True(t, "the supervisor to restart the server", func() bool {
 		return strings.Contains(out.String(), `msg="restarting embedded postgres"`)
 	})
 	if st := status(t, endpoint+"healthz"); st != http.StatusOK {
@@ -132,13 +134,10 @@ func status(t *testing.T, url string) int {
 // waitStatus polls url until it answers want.
 func waitStatus(t *testing.T, url string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	last := 0
-	for time.Now().Before(deadline) {
-		if last = status(t, url); last == want {
-			return
+	eventually.Within(60*time.Second).NoError(t, "GET "+url+" to answer", func() error {
+		if got := status(t, url); got != want {
+			return fmt.Errorf("GET %s: %d; want %d", url, got, want)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("GET %s still %d after 60s; want %d", url, last, want)
+		return nil
+	})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // txnPeer is a minimal AMQP client, enough to run a transaction against a gateway process:
@@ -238,7 +239,7 @@ func TestKilledGatewayTransactions(t *testing.T) {
 	}
 	defer watch.Close(t.Context())
 	p.dischargeAsync(id)
-	waitUntil(t, 30*time.Second, "the commit waiting for the lock", func() bool {
+	eventually.True(t, "the commit waiting for the lock", func() bool {
 		var waiting bool
 		_ = watch.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH input AS%')`).Scan(&waiting) // the message insert (its text is cut at 1 KiB here)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sbgate/sbgate/db/dbtest"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 )
 
@@ -172,8 +174,7 @@ func (w *endWatch) Close() error {
 // waitMetric polls sbgate's /metrics until a line is metric.
 func waitMetric(t *testing.T, client *http.Client, endpoint, metric string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually.NoError(t, metric+" in the metrics", func() error {
 		resp, err := client.Get(endpoint + "metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -181,11 +182,8 @@ func waitMetric(t *testing.T, client *http.Client, endpoint, metric string) {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if slices.Contains(strings.Split(string(body), "\n"), metric) {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s in the metrics:\n%s", metric, body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("no %s in the metrics:\n%s", metric, body)
+	})
 }

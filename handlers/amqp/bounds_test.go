@@ -8,12 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/sbgate/sbgate/broker"
 	amqpdoor "github.com/sbgate/sbgate/handlers/amqp"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // liveHeap is the heap in use after a collection: what the process keeps, not what it made.
@@ -145,15 +145,14 @@ func TestReceiveAndDeleteDetachLosesNothing(t *testing.T) {
 	for m := r.Prefetched(); m != nil; m = r.Prefetched() {
 		got++
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	eventually.NoError(t, "the sends to come back to the queue", func() error {
 		e, err := b.store.GetEntity(t.Context(), "q")
 		if err == nil && e.Counts.Active+int64(got) == total {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d received, %+v in the queue (%v); want all %d", got, e.Counts, err, total)
-		}
-	}
+		return fmt.Errorf("%d received, %+v in the queue (%v); want all %d",
+			got, e.Counts, err, total)
+	})
 	if got != 0 {
 		t.Logf("%d of %d reached the peer before its detach", got, total)
 	}

@@ -43,6 +43,7 @@ import (
 
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 )
 
@@ -1010,21 +1011,17 @@ func TestDotNetSendReceive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.NoError(t, "step 5: the completion to reach the store", func() error {
 		msgs, err := b.store.Browse(t.Context(), e, broker.SubQueueMain, 0, 10)
 		var ids []string
 		for _, m := range msgs {
 			ids = append(ids, m.MessageID)
 		}
 		if err == nil && slices.Equal(ids, []string{"m2", "m3"}) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("step 5: q holds %q (%v) after the completion; want m2 and m3 only", ids, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("q holds %q (%v) after the completion; want m2 and m3 only", ids, err)
+	})
 }
 
 // dnCheckSendOutcome waits for the disposition of a sent delivery: SendingAmqpLink completes the

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 func TestSDKSendReceiveAndDelete(t *testing.T) {
@@ -80,17 +81,13 @@ func TestSDKSendReceiveAndDelete(t *testing.T) {
 // deliveries they follow are handed to the connection, so a client may be a moment ahead.
 func waitEmpty(t *testing.T, b *testBroker, path string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.NoError(t, path+" to be empty", func() error {
 		e, err := b.store.GetEntity(t.Context(), path)
 		if err == nil && e.Counts.Total() == 0 {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still holds %+v (%v)", path, e.Counts, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("%s still holds %+v (%v)", path, e.Counts, err)
+	})
 }
 
 func TestSDKBatchAndPeekLockSettlements(t *testing.T) {

@@ -3,6 +3,7 @@ package amqp_test
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/broker"
 	amqpdoor "github.com/sbgate/sbgate/handlers/amqp"
+	"github.com/sbgate/sbgate/internal/eventually"
 	"github.com/sbgate/sbgate/sas"
 )
 
@@ -413,17 +415,16 @@ func TestTransactionTimeout(t *testing.T) {
 	snd, _ := tc.sender(tc.c.begin(math.MaxUint32), "q", nil)
 	tc.send(snd, 1, id, "late")
 	// A send after the timeout is refused with it: that is the condition waited for.
-	deadline := time.Now().Add(10 * time.Second)
-	for tag := int32(2); ; tag++ {
+	// Each probe is one of the transaction's 100 messages: the waiter's pauses keep them few.
+	tag := int32(2)
+	eventually.NoError(t, "the transaction to time out", func() error {
 		st, _ := tc.send(snd, tag, id, "probe")
+		tag++
 		if isRejectedWith(st, "amqp:transaction:timeout") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the transaction did not time out: %#v", st)
-		}
-		time.Sleep(20 * time.Millisecond) // polling: each probe is one of the transaction's 100 messages
-	}
+		return fmt.Errorf("the transaction did not time out: %#v", st)
+	})
 	if st := tc.co.discharge(id, false); !isRejectedWith(st, "amqp:transaction:timeout") {
 		t.Errorf("commit after the timeout: %#v; want rejected with amqp:transaction:timeout", st)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/handlers/rest"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // enteringStore counts the waits that have reached the store.
@@ -61,9 +62,9 @@ func TestDrainAnswersWaitingReceivers(t *testing.T) {
 			}()
 		}
 	}
-	for counted.waits.Load() < int64(each*len(paths)) {
-		time.Sleep(time.Millisecond) // polling for the receivers to arrive; no timing is asserted
-	}
+	eventually.True(t, "the receivers to wait", func() bool {
+		return counted.waits.Load() >= int64(each*len(paths))
+	})
 	startDraining()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // wire is a response as it was on the wire: header names in their sent casing.
@@ -493,19 +495,22 @@ func TestEmptyQueueWaitsForTimeout(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		done <- result{status: resp.StatusCode, body: string(body)}
 	}()
-	// Send until the waiting receiver has taken one; each send wakes it.
-	deadline := time.After(20 * time.Second)
-	for i := 0; ; i++ {
-		b.send(t, "q", fmt.Sprintf("m%d", i), nil)
-		select {
-		case r := <-done:
-			if r.status != http.StatusCreated || r.body != "m0" {
-				t.Fatalf("waiting peek-lock = %d %q; want 201 %q", r.status, r.body, "m0")
+	// Send until the waiting receiver has taken one; each send wakes it. The bound is below the
+	// receive's timeout, so that only a send can have answered it.
+	sent := 0
+	var r result
+	eventually.Within(20*time.Second).True(t, "the waiting peek-lock to return after a send",
+		func() bool {
+			b.send(t, "q", fmt.Sprintf("m%d", sent), nil)
+			sent++
+			select {
+			case r = <-done:
+				return true
+			case <-time.After(200 * time.Millisecond):
+				return false
 			}
-			return
-		case <-time.After(200 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("waiting peek-lock did not return after a send")
-		}
+		})
+	if r.status != http.StatusCreated || r.body != "m0" {
+		t.Fatalf("waiting peek-lock = %d %q; want 201 %q", r.status, r.body, "m0")
 	}
 }

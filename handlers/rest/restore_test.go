@@ -2,12 +2,13 @@ package rest_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/internal/eventually"
 )
 
 // leavingStore is the store the handlers use, holding the first receive-and-delete that took
@@ -61,11 +62,12 @@ func TestReceiveAndDeleteForAClientThatLeftRestores(t *testing.T) {
 			if err := <-done; err == nil {
 				t.Fatal("the request was answered; the test needs a client that left first")
 			}
-			for deadline := time.Now().Add(10 * time.Second); b.counts(t, "q").Active != 3; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("q holds %+v; want all 3 back", b.counts(t, "q"))
+			eventually.NoError(t, "the messages to be restored", func() error {
+				if c := b.counts(t, "q"); c.Active != 3 {
+					return fmt.Errorf("q holds %+v; want all 3 back", c)
 				}
-			}
+				return nil
+			})
 			got := b.do(t, call{method: http.MethodDelete, path: "/q/messages/head?timeout=0"})
 			if got.status != http.StatusOK || got.body != "a" {
 				t.Errorf("receive after the restore: %d %q; want 200 a, first in its place", got.status, got.body)
