@@ -206,66 +206,12 @@ func (c *Conn) serve() error {
 // When it returns a handler the server's open has been queued.
 func (c *Conn) handshake() (ConnHandler, error) {
 	_ = c.nc.SetDeadline(time.Now().Add(c.opts.HandshakeTimeout))
-	hdr, err := c.readHeader()
-	if err != nil {
+	if err := c.exchangeHeaders(); err != nil {
 		return nil, err
 	}
-	switch hdr {
-	case headerSASL:
-		if err := c.sasl(); err != nil {
-			return nil, err
-		}
-		if hdr, err = c.readHeader(); err != nil {
-			return nil, err
-		}
-		if hdr != headerAMQP {
-			c.refuseHeader(headerAMQP)
-			return nil, fmt.Errorf("amqp: protocol header %q after SASL", hdr[:])
-		}
-	case headerAMQP:
-		if !c.opts.AllowNoSASL {
-			c.refuseHeader(headerSASL)
-			return nil, errors.New("amqp: client skipped SASL")
-		}
-	default:
-		if c.opts.AllowNoSASL {
-			c.refuseHeader(headerAMQP)
-		} else {
-			c.refuseHeader(headerSASL)
-		}
-		return nil, fmt.Errorf("amqp: unsupported protocol header %q", hdr[:])
-	}
-	if _, err := c.nc.Write(headerAMQP[:]); err != nil {
-		return nil, fmt.Errorf("amqp: write protocol header: %w", err)
-	}
-
-	typ, _, body, err := c.readFrame(preOpenMaxFrame)
+	open, err := c.readOpen()
 	if err != nil {
-		return nil, fmt.Errorf("amqp: read open: %w", err)
-	}
-	var open *Open
-	if typ == FrameTypeAMQP && len(body) > 0 {
-		d := newDecoder(body)
-		p, derr := decodePerformative(&d, true, nil)
-		if derr == nil && d.off != len(body) {
-			derr = d.errorf("bytes after open")
-		}
-		open, _ = p.(*Open)
-		if derr != nil {
-			err = derr
-		}
-	}
-	refuse := func(e *Error) (ConnHandler, error) {
-		c.handshakeClose(e)
-		return nil, e
-	}
-	switch {
-	case err != nil:
-		return refuse(protocolError(err))
-	case open == nil:
-		return refuse(Errorf(ErrCondIllegalState, "the first frame must be open"))
-	case open.MaxFrameSize < minMaxFrameSize:
-		return refuse(Errorf(ErrCondInvalidField, "max-frame-size %d is below 512", open.MaxFrameSize))
+		return nil, err
 	}
 	c.peerOpen = open
 	c.peerMaxFrame = open.MaxFrameSize
@@ -291,10 +237,10 @@ func (c *Conn) handshake() (ConnHandler, error) {
 			c.log.Error("amqp: handler refused connection", slog.Any("error", err))
 			e = &Error{Condition: ErrCondInternalError}
 		}
-		return refuse(e)
+		return nil, c.refuseOpen(e)
 	}
 	if h == nil {
-		return refuse(&Error{Condition: ErrCondInternalError})
+		return nil, c.refuseOpen(&Error{Condition: ErrCondInternalError})
 	}
 	c.srv.opened(c)
 	c.br = bufio.NewReaderSize(&prefixReader{prefix: c.buffered(), r: c.nc}, openReadBuffer)
@@ -309,6 +255,81 @@ func (c *Conn) handshake() (ConnHandler, error) {
 		_ = c.nc.Close()
 	}
 	return h, nil
+}
+
+// exchangeHeaders reads the client's protocol headers, runs SASL when the client asks for it
+// (or refuses a client that skips it and must not), and answers the AMQP header.
+func (c *Conn) exchangeHeaders() error {
+	hdr, err := c.readHeader()
+	if err != nil {
+		return err
+	}
+	switch hdr {
+	case headerSASL:
+		if err := c.sasl(); err != nil {
+			return err
+		}
+		if hdr, err = c.readHeader(); err != nil {
+			return err
+		}
+		if hdr != headerAMQP {
+			c.refuseHeader(headerAMQP)
+			return fmt.Errorf("amqp: protocol header %q after SASL", hdr[:])
+		}
+	case headerAMQP:
+		if !c.opts.AllowNoSASL {
+			c.refuseHeader(headerSASL)
+			return errors.New("amqp: client skipped SASL")
+		}
+	default:
+		if c.opts.AllowNoSASL {
+			c.refuseHeader(headerAMQP)
+		} else {
+			c.refuseHeader(headerSASL)
+		}
+		return fmt.Errorf("amqp: unsupported protocol header %q", hdr[:])
+	}
+	if _, err := c.nc.Write(headerAMQP[:]); err != nil {
+		return fmt.Errorf("amqp: write protocol header: %w", err)
+	}
+	return nil
+}
+
+// readOpen reads the peer's first frame, which must be an acceptable open; otherwise it
+// refuses the connection (refuseOpen) and returns the refusal.
+func (c *Conn) readOpen() (*Open, error) {
+	typ, _, body, err := c.readFrame(preOpenMaxFrame)
+	if err != nil {
+		return nil, fmt.Errorf("amqp: read open: %w", err)
+	}
+	var open *Open
+	if typ == FrameTypeAMQP && len(body) > 0 {
+		d := newDecoder(body)
+		p, derr := decodePerformative(&d, true, nil)
+		if derr == nil && d.off != len(body) {
+			derr = d.errorf("bytes after open")
+		}
+		open, _ = p.(*Open)
+		if derr != nil {
+			err = derr
+		}
+	}
+	switch {
+	case err != nil:
+		return nil, c.refuseOpen(protocolError(err))
+	case open == nil:
+		return nil, c.refuseOpen(Errorf(ErrCondIllegalState, "the first frame must be open"))
+	case open.MaxFrameSize < minMaxFrameSize:
+		return nil, c.refuseOpen(Errorf(ErrCondInvalidField, "max-frame-size %d is below 512",
+			open.MaxFrameSize))
+	}
+	return open, nil
+}
+
+// refuseOpen answers the peer's open with an open and a close carrying e, and returns e.
+func (c *Conn) refuseOpen(e *Error) error {
+	c.handshakeClose(e)
+	return e
 }
 
 func (c *Conn) localOpen() *Open {

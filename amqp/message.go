@@ -84,19 +84,7 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 	b := dst
 	var err error
 	if h := m.Header; h != nil {
-		w := beginFields(b, descHeader)
-		w.boolOpt(h.Durable)
-		if h.Priority == 4 {
-			w.null()
-		} else {
-			w.ubyte(h.Priority)
-		}
-		w.millis(h.TTL)
-		w.boolOpt(h.FirstAcquirer)
-		// Written even when 0: the pure-Python client fills absent header fields with None,
-		// not the specification's defaults, and reports a first delivery's count as None.
-		w.uint(h.DeliveryCount)
-		if b, err = w.finish(); err != nil {
+		if b, err = appendHeader(b, h); err != nil {
 			return dst, err
 		}
 	}
@@ -107,31 +95,7 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		return dst, err
 	}
 	if p := m.Properties; p != nil {
-		if err := checkMessageID(p.MessageID); err != nil {
-			return dst, fmt.Errorf("message-id: %w", err)
-		}
-		if err := checkMessageID(p.CorrelationID); err != nil {
-			return dst, fmt.Errorf("correlation-id: %w", err)
-		}
-		w := beginFields(b, descProperties)
-		w.value(p.MessageID)
-		w.binaryOpt(p.UserID)
-		w.stringOpt(p.To)
-		w.stringOpt(p.Subject)
-		w.stringOpt(p.ReplyTo)
-		w.value(p.CorrelationID)
-		w.symbolOpt(p.ContentType)
-		w.symbolOpt(p.ContentEncoding)
-		w.timestamp(p.AbsoluteExpiryTime)
-		w.timestamp(p.CreationTime)
-		if p.HasGroupID && p.GroupID == "" {
-			w.value("")
-		} else {
-			w.stringOpt(p.GroupID)
-		}
-		w.uintPtr(p.GroupSequence)
-		w.stringOpt(p.ReplyToGroupID)
-		if b, err = w.finish(); err != nil {
+		if b, err = appendProperties(b, p); err != nil {
 			return dst, err
 		}
 	}
@@ -140,31 +104,86 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 	}
 	if m.RawBody != nil {
 		b = append(b, m.RawBody...)
-	} else {
-		if n := bodyKinds(m); n > 1 {
-			return dst, fmt.Errorf("%w: a message body is data, amqp-sequence or amqp-value sections, not a mix", ErrEncode)
-		}
-		for _, data := range m.Data {
-			b = appendUlong(append(b, codeDescribed), descData)
-			if b, err = appendBinary(b, data); err != nil {
-				return dst, err
-			}
-		}
-		for _, seq := range m.Sequence {
-			b = appendUlong(append(b, codeDescribed), descSequence)
-			if b, err = appendList(b, seq, 0); err != nil {
-				return dst, err
-			}
-		}
-		if m.Value != nil || m.HasValue {
-			b = appendUlong(append(b, codeDescribed), descValue)
-			if b, err = appendValue(b, m.Value, 0); err != nil {
-				return dst, err
-			}
-		}
+	} else if b, err = appendBody(b, m); err != nil {
+		return dst, err
 	}
 	if b, err = appendMapSection(b, descFooter, m.Footer); err != nil {
 		return dst, err
+	}
+	return b, nil
+}
+
+// appendHeader appends the header section h.
+func appendHeader(b []byte, h *Header) ([]byte, error) {
+	w := beginFields(b, descHeader)
+	w.boolOpt(h.Durable)
+	if h.Priority == 4 {
+		w.null()
+	} else {
+		w.ubyte(h.Priority)
+	}
+	w.millis(h.TTL)
+	w.boolOpt(h.FirstAcquirer)
+	// Written even when 0: the pure-Python client fills absent header fields with None,
+	// not the specification's defaults, and reports a first delivery's count as None.
+	w.uint(h.DeliveryCount)
+	return w.finish()
+}
+
+// appendProperties appends the properties section p, once its message ids are checked.
+func appendProperties(b []byte, p *Properties) ([]byte, error) {
+	if err := checkMessageID(p.MessageID); err != nil {
+		return b, fmt.Errorf("message-id: %w", err)
+	}
+	if err := checkMessageID(p.CorrelationID); err != nil {
+		return b, fmt.Errorf("correlation-id: %w", err)
+	}
+	w := beginFields(b, descProperties)
+	w.value(p.MessageID)
+	w.binaryOpt(p.UserID)
+	w.stringOpt(p.To)
+	w.stringOpt(p.Subject)
+	w.stringOpt(p.ReplyTo)
+	w.value(p.CorrelationID)
+	w.symbolOpt(p.ContentType)
+	w.symbolOpt(p.ContentEncoding)
+	w.timestamp(p.AbsoluteExpiryTime)
+	w.timestamp(p.CreationTime)
+	if p.HasGroupID && p.GroupID == "" {
+		w.value("")
+	} else {
+		w.stringOpt(p.GroupID)
+	}
+	w.uintPtr(p.GroupSequence)
+	w.stringOpt(p.ReplyToGroupID)
+	return w.finish()
+}
+
+// appendBody appends the body sections of a message built from Data, Sequence or Value (not
+// RawBody): one kind of them only.
+func appendBody(b []byte, m *Message) ([]byte, error) {
+	if n := bodyKinds(m); n > 1 {
+		return b, fmt.Errorf("%w: a message body is data, amqp-sequence or amqp-value sections, not a mix",
+			ErrEncode)
+	}
+	var err error
+	for _, data := range m.Data {
+		b = appendUlong(append(b, codeDescribed), descData)
+		if b, err = appendBinary(b, data); err != nil {
+			return b, err
+		}
+	}
+	for _, seq := range m.Sequence {
+		b = appendUlong(append(b, codeDescribed), descSequence)
+		if b, err = appendList(b, seq, 0); err != nil {
+			return b, err
+		}
+	}
+	if m.Value != nil || m.HasValue {
+		b = appendUlong(append(b, codeDescribed), descValue)
+		if b, err = appendValue(b, m.Value, 0); err != nil {
+			return b, err
+		}
 	}
 	return b, nil
 }
@@ -232,12 +251,8 @@ func unmarshal(data []byte, keepBody bool) (*Message, error) {
 		if code < descHeader || code > descFooter {
 			return nil, d.errorf("message section with descriptor %#x %q", code, name)
 		}
-		repeatable := (code == descData || code == descSequence) && code == last
-		switch {
-		case code < last, code == last && !repeatable:
-			return nil, d.errorf("message section %#x after %#x", code, last)
-		case last >= descData && last <= descValue && code >= descData && code <= descValue && code != last:
-			return nil, d.errorf("message body mixes section %#x and %#x", last, code)
+		if err := d.checkSectionOrder(code, last); err != nil {
+			return nil, err
 		}
 		last = code
 		if err := d.enter(); err != nil {
@@ -261,26 +276,12 @@ func unmarshal(data []byte, keepBody bool) (*Message, error) {
 				dataAt = append(dataAt, [2]int{end - len(b), end})
 			}
 		case descSequence:
-			var v any
-			d.checkOnly = keepBody
-			v, err = d.value()
-			d.checkOnly = false
-			if err == nil {
-				l, ok := v.(List)
-				if !ok {
-					err = d.errorf("amqp-sequence section holding %T", v)
-				}
-				if !keepBody {
-					m.Sequence = append(m.Sequence, l)
-				}
+			var l List
+			if l, err = d.readSequence(keepBody); err == nil && !keepBody {
+				m.Sequence = append(m.Sequence, l)
 			}
 		case descValue:
-			d.checkOnly = keepBody
-			m.Value, err = d.value()
-			d.checkOnly = false
-			if keepBody {
-				m.Value = nil
-			}
+			m.Value, err = d.readValue(keepBody)
 			m.HasValue = true
 		case descFooter:
 			m.Footer, err = d.readMapSection()
@@ -304,6 +305,47 @@ func unmarshal(data []byte, keepBody bool) (*Message, error) {
 		}
 	}
 	return m, nil
+}
+
+// checkSectionOrder refuses a section with descriptor code after one with last: sections come
+// in the specification's order, each once except data and amqp-sequence sections, and a body
+// is of one kind.
+func (d *decoder) checkSectionOrder(code, last uint64) error {
+	repeatable := (code == descData || code == descSequence) && code == last
+	switch {
+	case code < last, code == last && !repeatable:
+		return d.errorf("message section %#x after %#x", code, last)
+	case last >= descData && last <= descValue && code >= descData && code <= descValue && code != last:
+		return d.errorf("message body mixes section %#x and %#x", last, code)
+	}
+	return nil
+}
+
+// readSequence reads an amqp-sequence section's list; with checkOnly it only checks it.
+func (d *decoder) readSequence(checkOnly bool) (List, error) {
+	d.checkOnly = checkOnly
+	v, err := d.value()
+	d.checkOnly = false
+	if err != nil {
+		return nil, err
+	}
+	l, ok := v.(List)
+	if !ok {
+		return nil, d.errorf("amqp-sequence section holding %T", v)
+	}
+	return l, nil
+}
+
+// readValue reads an amqp-value section's value; with checkOnly it only checks it and returns
+// nil.
+func (d *decoder) readValue(checkOnly bool) (any, error) {
+	d.checkOnly = checkOnly
+	v, err := d.value()
+	d.checkOnly = false
+	if checkOnly {
+		v = nil
+	}
+	return v, err
 }
 
 // readMapSection reads an annotations or application-properties map; null reads as empty.

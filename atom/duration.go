@@ -52,17 +52,10 @@ var designatorUnit = [...]time.Duration{
 // ("P", "PT"), designators out of order or repeated, a fraction on anything but seconds, and any
 // other text. The error is a plain error; DecodeProperties wraps it into a *broker.Error.
 func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, errors.New("empty duration")
+	rest, err := durationBody(s)
+	if err != nil {
+		return 0, err
 	}
-	if s[0] == '-' {
-		return 0, errors.New("negative durations are not allowed")
-	}
-	if s[0] != 'P' {
-		return 0, errors.New("a duration must start with 'P'")
-	}
-	rest := s[1:]
 	var (
 		total    uint64 // nanoseconds; saturates once overflow is set
 		overflow bool
@@ -100,19 +93,9 @@ func ParseDuration(s string) (time.Duration, error) {
 		if rest != "" && rest[0] == '.' {
 			hasFrac = true
 			rest = rest[1:]
-			fd := 0
-			for fd < len(rest) && isDigit(rest[fd]) {
-				// Only the first 7 digits count: TimeSpan stores 100 ns ticks and .NET drops the rest.
-				if fd < 7 {
-					frac = frac*10 + uint64(rest[fd]-'0')
-				}
-				fd++
-			}
-			if fd == 0 {
+			var fd int
+			if frac, fd = fraction(rest); fd == 0 {
 				return 0, errors.New("expected digits after '.'")
-			}
-			for i := min(fd, 7); i < 9; i++ {
-				frac *= 10
 			}
 			rest = rest[fd:]
 		}
@@ -147,6 +130,37 @@ func ParseDuration(s string) (time.Duration, error) {
 		return broker.Infinite, nil
 	}
 	return time.Duration(total), nil
+}
+
+// durationBody is s, trimmed, after its leading 'P'.
+func durationBody(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", errors.New("empty duration")
+	}
+	if s[0] == '-' {
+		return "", errors.New("negative durations are not allowed")
+	}
+	if s[0] != 'P' {
+		return "", errors.New("a duration must start with 'P'")
+	}
+	return s[1:], nil
+}
+
+// fraction reads the digits at the start of s, those after a decimal point, as nanoseconds; n
+// is how many digits there were.
+func fraction(s string) (nanos uint64, n int) {
+	for n < len(s) && isDigit(s[n]) {
+		// Only the first 7 digits count: TimeSpan stores 100 ns ticks and .NET drops the rest.
+		if n < 7 {
+			nanos = nanos*10 + uint64(s[n]-'0')
+		}
+		n++
+	}
+	for i := min(n, 7); i < 9; i++ {
+		nanos *= 10
+	}
+	return nanos, n
 }
 
 // leadingNumber reads the decimal digits at the start of s. big reports a value too large for

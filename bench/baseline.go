@@ -68,8 +68,24 @@ func (r *runner) runBaseline(ctx context.Context, m *Machine) ([]Result, error) 
 	}
 	r.logf("baseline: PostgreSQL alone, %d connections, scratch table %s", len(conns), table)
 
+	ins, err := r.baselineInsert(ctx, conns, table)
+	out := []Result{ins}
+	if err != nil {
+		return out, err
+	}
+	if err := r.prefillBaseline(ctx, admin, table, ins, len(conns)); err != nil {
+		return out, err
+	}
+	claim, err := r.baselineClaim(ctx, conns, table)
+	return append(out, claim), err
+}
+
+// baselineInsert measures BaselineInsert: single-row inserts into table over conns.
+func (r *runner) baselineInsert(ctx context.Context, conns []*pgx.Conn,
+	table string) (Result, error) {
 	insertSQL := `INSERT INTO ` + table + ` (body) VALUES ($1)`
-	ins, err := r.measure(ctx, Result{Operation: BaselineInsert, Clients: len(conns)}, func(w int) (iteration, error) {
+	res := Result{Operation: BaselineInsert, Clients: len(conns)}
+	return r.measure(ctx, res, func(w int) (iteration, error) {
 		c := conns[w]
 		return func(ctx context.Context) (int, error) {
 			if _, err := c.Exec(ctx, insertSQL, r.body); err != nil {
@@ -78,35 +94,43 @@ func (r *runner) runBaseline(ctx context.Context, m *Machine) ([]Result, error) 
 			return 1, nil
 		}, nil
 	})
-	out := []Result{ins}
-	if err != nil {
-		return out, err
-	}
+}
 
+// prefillBaseline fills table for the claim phase, given the insert phase ins and the number of
+// connections.
+func (r *runner) prefillBaseline(ctx context.Context, admin *pgx.Conn, table string, ins Result,
+	conns int) error {
 	// Enough rows for the claim to stay busy: it is slower than the insert (two commits a row),
 	// so the insert's rate bounds it.
 	var rows int64
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&rows); err != nil {
-		return out, fmt.Errorf("bench: baseline: %w", err)
+		return fmt.Errorf("bench: baseline: %w", err)
 	}
-	want := int64(max(ins.Rate(), 2000)*(r.cfg.Duration.Seconds()*1.2+0.5)) + int64(len(conns))
+	want := int64(max(ins.Rate(), 2000)*(r.cfg.Duration.Seconds()*1.2+0.5)) + int64(conns)
 	for rows < want {
 		n := min(want-rows, baselinePrefillChunk)
 		if _, err := admin.Exec(ctx, `INSERT INTO `+table+` (body) SELECT $1::bytea FROM generate_series(1, $2::int)`, r.body, n); err != nil {
-			return out, fmt.Errorf("bench: baseline: prefill: %w", err)
+			return fmt.Errorf("bench: baseline: prefill: %w", err)
 		}
 		rows += n
 	}
 	// Fresh statistics, so that the claim's plan is the index scan it would have in a table
 	// that grew slowly.
 	if _, err := admin.Exec(ctx, `ANALYZE `+table); err != nil {
-		return out, fmt.Errorf("bench: baseline: analyze: %w", err)
+		return fmt.Errorf("bench: baseline: analyze: %w", err)
 	}
+	return nil
+}
 
+// baselineClaim measures BaselineClaim: a SKIP LOCKED claim of the oldest row of table, then its
+// deletion, over conns.
+func (r *runner) baselineClaim(ctx context.Context, conns []*pgx.Conn,
+	table string) (Result, error) {
 	claimSQL := `UPDATE ` + table + ` SET locked = true WHERE seq = (SELECT seq FROM ` + table +
 		` WHERE NOT locked ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING seq, body`
 	deleteSQL := `DELETE FROM ` + table + ` WHERE seq = $1`
-	claim, err := r.measure(ctx, Result{Operation: BaselineClaim, Clients: len(conns)}, func(w int) (iteration, error) {
+	res := Result{Operation: BaselineClaim, Clients: len(conns)}
+	return r.measure(ctx, res, func(w int) (iteration, error) {
 		c := conns[w]
 		var seq int64
 		var body []byte
@@ -123,7 +147,6 @@ func (r *runner) runBaseline(ctx context.Context, m *Machine) ([]Result, error) 
 			return 1, nil
 		}, nil
 	})
-	return append(out, claim), err
 }
 
 // localPostmaster is the process of the PostgreSQL server at url when it runs on this machine,

@@ -585,56 +585,19 @@ func (r *runner) measure(ctx context.Context, res Result, newWorker func(w int) 
 		}
 		workers[w] = it
 	}
-	var messages, iterations, errs atomic.Int64
-	var drainedAt atomic.Int64 // nanoseconds after start, 0: not drained
-	var firstErr atomic.Pointer[string]
+	var t phaseTally
 	latencies := make([][]time.Duration, res.Clients)
 	var wg sync.WaitGroup
 	stopProfile := r.prof.start(ctx, res, r.label(res), r.cfg.Duration)
 	stopCPU := r.cpuMeasure()
 	start := time.Now()
 	deadline := start.Add(r.cfg.Duration)
-	stopProgress := r.progress(res.Operation, res.Clients, start, &messages)
+	stopProgress := r.progress(res.Operation, res.Clients, start, &t.messages)
 	for w, it := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lat := make([]time.Duration, 0, 1024)
-			defer func() { latencies[w] = lat }()
-			failures := 0
-			// An iteration begun before the deadline runs to its end and counts: the phase
-			// lasts until the last one ends. Cutting iterations short would waste their work
-			// (and make a phase shorter than one slow iteration measure nothing).
-			for t0 := time.Now(); t0.Before(deadline); t0 = time.Now() {
-				n, err := it(ctx)
-				if ctx.Err() != nil {
-					return
-				}
-				if errors.Is(err, errEmpty) {
-					messages.Add(int64(n))
-					at := time.Now()
-					if late, ok := err.(emptySince); ok {
-						at = late.at
-					}
-					drainedAt.CompareAndSwap(0, int64(max(at.Sub(start), 1)))
-					return
-				}
-				if errors.Is(err, errIdle) {
-					continue
-				}
-				if err != nil {
-					errs.Add(1)
-					msg := err.Error()
-					firstErr.CompareAndSwap(nil, &msg)
-					failures++
-					backOff(ctx, failures)
-					continue
-				}
-				failures = 0
-				lat = append(lat, time.Since(t0))
-				iterations.Add(1)
-				messages.Add(int64(n))
-			}
+			latencies[w] = t.work(ctx, it, start, deadline)
 		}()
 	}
 	wg.Wait()
@@ -644,18 +607,67 @@ func (r *runner) measure(ctx context.Context, res Result, newWorker func(w int) 
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	res.Messages, res.Iterations, res.Errors = messages.Load(), iterations.Load(), errs.Load()
+	res.Messages, res.Iterations, res.Errors = t.messages.Load(), t.iterations.Load(), t.errs.Load()
 	res.Requests = res.Iterations * int64(requestsPerIteration(res.Operation))
-	if at := drainedAt.Load(); at > 0 {
+	if at := t.drainedAt.Load(); at > 0 {
 		res.Drained, res.DrainedAfter = true, time.Duration(at)
 	}
-	if p := firstErr.Load(); p != nil {
+	if p := t.firstErr.Load(); p != nil {
 		res.FirstError = *p
 	}
 	res.P50, res.P99 = percentiles(slices.Concat(latencies...))
 	stopProfile(res)
 	r.noteRate(res)
 	return res, nil
+}
+
+// phaseTally is what the workers of a phase count, all at once.
+type phaseTally struct {
+	messages, iterations, errs atomic.Int64
+	drainedAt                  atomic.Int64 // nanoseconds after start, 0: not drained
+	firstErr                   atomic.Pointer[string]
+}
+
+// work runs it until deadline, ctx's end or the queue found empty, counting into t, and
+// returns the latencies of its iterations that succeeded.
+func (t *phaseTally) work(ctx context.Context, it iteration,
+	start, deadline time.Time) []time.Duration {
+	lat := make([]time.Duration, 0, 1024)
+	failures := 0
+	// An iteration begun before the deadline runs to its end and counts: the phase
+	// lasts until the last one ends. Cutting iterations short would waste their work
+	// (and make a phase shorter than one slow iteration measure nothing).
+	for t0 := time.Now(); t0.Before(deadline); t0 = time.Now() {
+		n, err := it(ctx)
+		if ctx.Err() != nil {
+			return lat
+		}
+		if errors.Is(err, errEmpty) {
+			t.messages.Add(int64(n))
+			at := time.Now()
+			if late, ok := err.(emptySince); ok {
+				at = late.at
+			}
+			t.drainedAt.CompareAndSwap(0, int64(max(at.Sub(start), 1)))
+			return lat
+		}
+		if errors.Is(err, errIdle) {
+			continue
+		}
+		if err != nil {
+			t.errs.Add(1)
+			msg := err.Error()
+			t.firstErr.CompareAndSwap(nil, &msg)
+			failures++
+			backOff(ctx, failures)
+			continue
+		}
+		failures = 0
+		lat = append(lat, time.Since(t0))
+		t.iterations.Add(1)
+		t.messages.Add(int64(n))
+	}
+	return lat
 }
 
 // requestsPerIteration is how many HTTP requests an iteration of op makes.

@@ -49,17 +49,9 @@ func (r *runner) wakePhase(ctx context.Context, receivers int, variant string, r
 	res := Result{Operation: OpWake, Variant: variant, Clients: receivers, Latency: true}
 	q := r.wakeQueue
 	sender := r.gws[0]
-	send, err := sender.template(client.NewSendMessageRequestWithBody(sender.server, q.name, nil, "application/octet-stream", bytes.NewReader(r.body)))
+	send, recvs, err := r.wakeRequests(q.name, recvGWs)
 	if err != nil {
 		return res, err
-	}
-	poll := wakePollSeconds
-	recvs := make([]*http.Request, len(recvGWs))
-	for i, g := range recvGWs {
-		if recvs[i], err = g.template(client.NewReceiveAndDeleteMessageRequest(g.server, q.name,
-			&client.ReceiveAndDeleteMessageParams{Timeout: &poll})); err != nil {
-			return res, err
-		}
 	}
 
 	// The receivers poll until the sender is done. The sender sends for the phase's duration, and
@@ -84,70 +76,17 @@ func (r *runner) wakePhase(ctx context.Context, receivers int, variant string, r
 		go func() {
 			defer wg.Done()
 			started.Done()
-			failures := 0
-			for recvCtx.Err() == nil {
-				resp, err := g.do(recvCtx, t)
-				if err == nil && resp.StatusCode == http.StatusNoContent {
-					drain(resp)
-					continue
-				}
-				if err == nil {
-					err = expect(resp, http.StatusOK)
-				}
-				if err != nil {
-					if recvCtx.Err() == nil {
-						fail(err)
-						failures++
-						backOff(recvCtx, failures)
-					}
-					continue
-				}
-				failures = 0
-				select { // after expect read the body: the receiver has the message
-				case got <- time.Now():
-				case <-recvCtx.Done():
-				}
-			}
+			wakeReceive(recvCtx, g, t, got, fail)
 		}()
 	}
 
-	var latencies []time.Duration
 	stopCPU := r.cpuMeasure()
 	start := time.Now()
 	deadline := start.Add(r.cfg.Duration)
 	var woken atomic.Int64
 	stopProgress := r.progress("wake, "+variant, receivers, start, &woken)
-	sendErr := func() error {
-		started.Wait()
-		settle := time.NewTimer(min(wakeSettle, r.cfg.Duration/10))
-		defer settle.Stop()
-		select {
-		case <-sendCtx.Done():
-			return nil
-		case <-settle.C:
-		}
-		for time.Now().Before(deadline) || len(latencies) == 0 {
-			resp, err := sender.do(sendCtx, send)
-			if err != nil {
-				if sendCtx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-			if err := expect(resp, http.StatusCreated); err != nil {
-				return err
-			}
-			sent := time.Now()
-			select {
-			case <-sendCtx.Done():
-				return nil
-			case at := <-got:
-				latencies = append(latencies, max(0, at.Sub(sent)))
-				woken.Add(1)
-			}
-		}
-		return nil
-	}()
+	started.Wait()
+	latencies, sendErr := r.wakeSend(sendCtx, sender, send, deadline, got, &woken)
 	stopReceivers()
 	wg.Wait()
 	res.Elapsed = time.Since(start)
@@ -170,4 +109,92 @@ func (r *runner) wakePhase(ctx context.Context, receivers int, variant string, r
 	}
 	res.P50, res.P99 = percentiles(latencies)
 	return res, nil
+}
+
+// wakeRequests are the templates of the wake phase's requests: the send through gateway 0 to
+// queue, and a long-polling receive through each of recvGWs.
+func (r *runner) wakeRequests(queue string,
+	recvGWs []*gateway) (send *http.Request, recvs []*http.Request, err error) {
+	sender := r.gws[0]
+	send, err = sender.template(client.NewSendMessageRequestWithBody(sender.server, queue, nil,
+		"application/octet-stream", bytes.NewReader(r.body)))
+	if err != nil {
+		return nil, nil, err
+	}
+	poll := wakePollSeconds
+	recvs = make([]*http.Request, len(recvGWs))
+	for i, g := range recvGWs {
+		if recvs[i], err = g.template(client.NewReceiveAndDeleteMessageRequest(g.server, queue,
+			&client.ReceiveAndDeleteMessageParams{Timeout: &poll})); err != nil {
+			return nil, nil, err
+		}
+	}
+	return send, recvs, nil
+}
+
+// wakeReceive long-polls through g with the receive t until ctx ends, telling got when it has
+// read a message, and fail each error (backing off while they repeat).
+func wakeReceive(ctx context.Context, g *gateway, t *http.Request, got chan<- time.Time,
+	fail func(error)) {
+	failures := 0
+	for ctx.Err() == nil {
+		resp, err := g.do(ctx, t)
+		if err == nil && resp.StatusCode == http.StatusNoContent {
+			drain(resp)
+			continue
+		}
+		if err == nil {
+			err = expect(resp, http.StatusOK)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				fail(err)
+				failures++
+				backOff(ctx, failures)
+			}
+			continue
+		}
+		failures = 0
+		select { // after expect read the body: the receiver has the message
+		case got <- time.Now():
+		case <-ctx.Done():
+		}
+	}
+}
+
+// wakeSend sends through sender with the send request, once the receivers' first polls have
+// had time to arrive, until deadline and one wake-up at least, each message once the last was
+// received (got), and returns how long each took to be received. ctx ending ends it without
+// an error.
+func (r *runner) wakeSend(ctx context.Context, sender *gateway, send *http.Request,
+	deadline time.Time, got <-chan time.Time, woken *atomic.Int64) ([]time.Duration, error) {
+	var latencies []time.Duration
+	settle := time.NewTimer(min(wakeSettle, r.cfg.Duration/10))
+	defer settle.Stop()
+	select {
+	case <-ctx.Done():
+		return latencies, nil
+	case <-settle.C:
+	}
+	for time.Now().Before(deadline) || len(latencies) == 0 {
+		resp, err := sender.do(ctx, send)
+		if err != nil {
+			if ctx.Err() != nil {
+				return latencies, nil
+			}
+			return latencies, err
+		}
+		if err := expect(resp, http.StatusCreated); err != nil {
+			return latencies, err
+		}
+		sent := time.Now()
+		select {
+		case <-ctx.Done():
+			return latencies, nil
+		case at := <-got:
+			latencies = append(latencies, max(0, at.Sub(sent)))
+			woken.Add(1)
+		}
+	}
+	return latencies, nil
 }

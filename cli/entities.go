@@ -443,34 +443,9 @@ func (c *command) listEntities(ctx context.Context, k *entityKind, parent []stri
 	const top = 100
 	var all []entityEntry
 	for skip := 0; ; skip += top {
-		s, t := skip, top
-		var status int
-		var body []byte
-		switch k {
-		case queueKind:
-			r, err := c.api.ListQueuesWithResponse(ctx, &client.ListQueuesParams{Skip: &s, Top: &t})
-			if err != nil {
-				return err
-			}
-			status, body = r.StatusCode(), r.Body
-		case topicKind:
-			r, err := c.api.ListTopicsWithResponse(ctx, &client.ListTopicsParams{Skip: &s, Top: &t})
-			if err != nil {
-				return err
-			}
-			status, body = r.StatusCode(), r.Body
-		case subscriptionKind:
-			r, err := c.api.ListSubscriptionsWithResponse(ctx, parent[0], &client.ListSubscriptionsParams{Skip: &s, Top: &t})
-			if err != nil {
-				return err
-			}
-			status, body = r.StatusCode(), r.Body
-		case ruleKind:
-			r, err := c.api.ListRulesWithResponse(ctx, parent[0], parent[1], &client.ListRulesParams{Skip: &s, Top: &t})
-			if err != nil {
-				return err
-			}
-			status, body = r.StatusCode(), r.Body
+		status, body, err := c.listPage(ctx, k, parent, skip, top)
+		if err != nil {
+			return err
 		}
 		if err := expect(status, body, http.StatusOK); err != nil {
 			return err
@@ -491,8 +466,48 @@ func (c *command) listEntities(ctx context.Context, k *entityKind, parent []stri
 		}
 		return c.emitJSON(list)
 	}
-	var header []string
-	var rows [][]string
+	if len(all) == 0 {
+		fmt.Fprintf(c.out, "no %ss\n", k.cmd)
+		return nil
+	}
+	return c.table(entityRows(k, all))
+}
+
+// listPage asks for the page of top entities of kind k (under parent) that begins after skip.
+func (c *command) listPage(ctx context.Context, k *entityKind, parent []string,
+	skip, top int) (status int, body []byte, err error) {
+	s, t := skip, top
+	switch k {
+	case queueKind:
+		r, err := c.api.ListQueuesWithResponse(ctx, &client.ListQueuesParams{Skip: &s, Top: &t})
+		if err != nil {
+			return 0, nil, err
+		}
+		status, body = r.StatusCode(), r.Body
+	case topicKind:
+		r, err := c.api.ListTopicsWithResponse(ctx, &client.ListTopicsParams{Skip: &s, Top: &t})
+		if err != nil {
+			return 0, nil, err
+		}
+		status, body = r.StatusCode(), r.Body
+	case subscriptionKind:
+		r, err := c.api.ListSubscriptionsWithResponse(ctx, parent[0], &client.ListSubscriptionsParams{Skip: &s, Top: &t})
+		if err != nil {
+			return 0, nil, err
+		}
+		status, body = r.StatusCode(), r.Body
+	case ruleKind:
+		r, err := c.api.ListRulesWithResponse(ctx, parent[0], parent[1], &client.ListRulesParams{Skip: &s, Top: &t})
+		if err != nil {
+			return 0, nil, err
+		}
+		status, body = r.StatusCode(), r.Body
+	}
+	return status, body, nil
+}
+
+// entityRows is the table sbgate lists entities of kind k in: its header and a row per entity.
+func entityRows(k *entityKind, all []entityEntry) (header []string, rows [][]string) {
 	counts := func(d *xnode, names ...string) []string {
 		var r []string
 		for _, n := range names {
@@ -517,11 +532,7 @@ func (c *command) listEntities(ctx context.Context, k *entityKind, parent []stri
 			rows = append(rows, []string{e.name, describeFilter(d.child("Filter")), describeAction(d.child("Action"))})
 		}
 	}
-	if len(all) == 0 {
-		fmt.Fprintf(c.out, "no %ss\n", k.cmd)
-		return nil
-	}
-	return c.table(header, rows)
+	return header, rows
 }
 
 // describeFilter is a rule's filter on one line.

@@ -63,39 +63,13 @@ func sendCommand(ctx context.Context, args []string, getenv func(string) string,
 		return usageError(messagesUsage, "send: want ENTITY and at most one BODY, got %d argument(s)", len(pos))
 	}
 	entity := pos[0]
-	var body []byte
-	switch {
-	case len(pos) == 2 && *file != "":
-		return errors.New("send: give the body as an argument or with -file, not both")
-	case len(pos) == 2:
-		body = []byte(pos[1])
-	case *file != "" && *file != "-":
-		if body, err = os.ReadFile(*file); err != nil {
-			return fmt.Errorf("send: %w", err)
-		}
-	default:
-		if body, err = readAllLimited(stdin); err != nil {
-			return fmt.Errorf("send: reading stdin: %w", err)
-		}
+	body, err := sendBody(pos, *file, stdin)
+	if err != nil {
+		return err
 	}
-	bp := map[string]any{}
-	for k, v := range str {
-		if *v != "" {
-			bp[k] = *v
-		}
-	}
-	if *ttl < 0 {
-		return errors.New("send: -ttl: must not be negative")
-	}
-	if *ttl > 0 {
-		bp["TimeToLive"] = ttl.Seconds()
-	}
-	if *schedule != "" {
-		t, err := time.Parse(time.RFC3339, *schedule)
-		if err != nil {
-			return fmt.Errorf("send: -schedule: want RFC 3339 (2026-01-02T15:04:05Z): %w", err)
-		}
-		bp["ScheduledEnqueueTimeUtc"] = t.UTC().Format(http.TimeFormat)
+	bp, err := brokerProperties(str, *ttl, *schedule)
+	if err != nil {
+		return err
 	}
 	// One message as a batch of one: user properties travel in JSON, so any name (one that is
 	// not an HTTP header token too) arrives, typed.
@@ -114,12 +88,9 @@ func sendCommand(ctx context.Context, args []string, getenv func(string) string,
 	}
 	msg["BrokerProperties"] = bp
 	if len(props.pairs) > 0 {
-		up := map[string]json.RawMessage{}
-		for _, p := range props.pairs {
-			if _, dup := up[p[0]]; dup {
-				return fmt.Errorf("send: -p %s given twice", p[0])
-			}
-			up[p[0]] = json.RawMessage(propertyValue(p[1]))
+		up, err := userProperties(props.pairs)
+		if err != nil {
+			return err
 		}
 		msg["UserProperties"] = up
 	}
@@ -139,6 +110,66 @@ func sendCommand(ctx context.Context, args []string, getenv func(string) string,
 	}
 	fmt.Fprintf(c.out, "sent %d bytes to %s\n", len(body), entity)
 	return nil
+}
+
+// sendBody is the body sbgate send sends: the second argument in pos, else file's contents (-
+// for stdin), else stdin.
+func sendBody(pos []string, file string, stdin io.Reader) ([]byte, error) {
+	var body []byte
+	var err error
+	switch {
+	case len(pos) == 2 && file != "":
+		return nil, errors.New("send: give the body as an argument or with -file, not both")
+	case len(pos) == 2:
+		body = []byte(pos[1])
+	case file != "" && file != "-":
+		if body, err = os.ReadFile(file); err != nil {
+			return nil, fmt.Errorf("send: %w", err)
+		}
+	default:
+		if body, err = readAllLimited(stdin); err != nil {
+			return nil, fmt.Errorf("send: reading stdin: %w", err)
+		}
+	}
+	return body, nil
+}
+
+// brokerProperties are the BrokerProperties that sbgate send's flags set: the string ones in
+// str (by property name), -ttl and -schedule.
+func brokerProperties(str map[string]*string, ttl time.Duration,
+	schedule string) (map[string]any, error) {
+	bp := map[string]any{}
+	for k, v := range str {
+		if *v != "" {
+			bp[k] = *v
+		}
+	}
+	if ttl < 0 {
+		return nil, errors.New("send: -ttl: must not be negative")
+	}
+	if ttl > 0 {
+		bp["TimeToLive"] = ttl.Seconds()
+	}
+	if schedule != "" {
+		t, err := time.Parse(time.RFC3339, schedule)
+		if err != nil {
+			return nil, fmt.Errorf("send: -schedule: want RFC 3339 (2026-01-02T15:04:05Z): %w", err)
+		}
+		bp["ScheduledEnqueueTimeUtc"] = t.UTC().Format(http.TimeFormat)
+	}
+	return bp, nil
+}
+
+// userProperties are the user properties of sbgate send's -p flags, typed (propertyValue).
+func userProperties(pairs [][2]string) (map[string]json.RawMessage, error) {
+	up := map[string]json.RawMessage{}
+	for _, p := range pairs {
+		if _, dup := up[p[0]]; dup {
+			return nil, fmt.Errorf("send: -p %s given twice", p[0])
+		}
+		up[p[0]] = json.RawMessage(propertyValue(p[1]))
+	}
+	return up, nil
 }
 
 // propertyValue is a user property's JSON value: numbers and booleans as they are, anything else
@@ -190,67 +221,104 @@ func receiveCommand(ctx context.Context, args []string, getenv func(string) stri
 	}
 	entity := pos[0]
 	timeout := int((*wait + time.Second - 1) / time.Second)
-	var msgs []client.Message
 	if *del {
-		r, err := c.api.ReceiveAndDeleteBatchWithResponse(ctx, entity, &client.ReceiveAndDeleteBatchParams{Count: n, Timeout: &timeout})
+		msgs, err := c.receiveAndDelete(ctx, entity, n, &timeout)
 		if err != nil {
-			return fmt.Errorf("receive %s: %w", entity, err)
+			return err
 		}
-		if err := expect(r.StatusCode(), r.Body, http.StatusOK, http.StatusNoContent); err != nil {
-			return fmt.Errorf("receive %s: %w", entity, err)
-		}
-		if r.JSON200 != nil {
-			msgs = *r.JSON200
-		}
-	} else {
-		r, err := c.api.PeekLockBatchWithResponse(ctx, entity, &client.PeekLockBatchParams{Count: n, Timeout: &timeout})
+		return c.printMessages(msgs, false)
+	}
+	msgs, err := c.peekLock(ctx, entity, n, &timeout)
+	if err != nil {
+		return err
+	}
+	if len(msgs) > 0 && *settle != "none" {
+		failed, total, err := c.settle(ctx, entity, msgs, disp)
 		if err != nil {
-			return fmt.Errorf("receive %s: %w", entity, err)
+			return err
 		}
-		if err := expect(r.StatusCode(), r.Body, http.StatusCreated, http.StatusOK, http.StatusNoContent); err != nil {
-			return fmt.Errorf("receive %s: %w", entity, err)
-		}
-		if len(bytes.TrimSpace(r.Body)) > 0 {
-			if err := json.Unmarshal(r.Body, &msgs); err != nil {
-				return fmt.Errorf("receive %s: the broker's answer is not a JSON array: %w", entity, err)
-			}
-		}
-		if len(msgs) > 0 && *settle != "none" {
-			var body client.SettleMessagesJSONRequestBody
-			for _, m := range msgs {
-				if m.BrokerProperties == nil || m.BrokerProperties.LockToken == nil {
-					return fmt.Errorf("receive %s: a locked message came without its LockToken", entity)
-				}
-				body = append(body, client.Settlement{Disposition: disp, LockToken: *m.BrokerProperties.LockToken})
-			}
-			sr, err := c.api.SettleMessagesWithResponse(ctx, entity, nil, body)
-			if err != nil {
-				return fmt.Errorf("receive %s: settling: %w", entity, err)
-			}
-			if err := expect(sr.StatusCode(), sr.Body, http.StatusOK); err != nil {
-				return fmt.Errorf("receive %s: settling: %w", entity, err)
-			}
-			var results []client.SettlementResult
-			if err := json.Unmarshal(sr.Body, &results); err != nil {
-				return fmt.Errorf("receive %s: settling: the broker's answer is not a JSON array: %w", entity, err)
-			}
-			var failed []string
-			for _, res := range results {
-				if res.Status != http.StatusOK {
-					d := ""
-					if res.Detail != nil {
-						d = ": " + *res.Detail
-					}
-					failed = append(failed, fmt.Sprintf("lock %s: %d %s%s", res.LockToken, res.Status, http.StatusText(res.Status), d))
-				}
-			}
-			if len(failed) > 0 {
-				_ = c.printMessages(msgs, false)
-				return fmt.Errorf("receive %s: %s failed for %d of %d messages: %s", entity, *settle, len(failed), len(results), strings.Join(failed, "; "))
-			}
+		if len(failed) > 0 {
+			_ = c.printMessages(msgs, false)
+			return fmt.Errorf("receive %s: %s failed for %d of %d messages: %s", entity, *settle,
+				len(failed), total, strings.Join(failed, "; "))
 		}
 	}
 	return c.printMessages(msgs, false)
+}
+
+// receiveAndDelete receives up to n messages from entity, waiting up to timeout seconds for
+// the first.
+func (c *command) receiveAndDelete(ctx context.Context, entity string,
+	n, timeout *int) ([]client.Message, error) {
+	r, err := c.api.ReceiveAndDeleteBatchWithResponse(ctx, entity,
+		&client.ReceiveAndDeleteBatchParams{Count: n, Timeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("receive %s: %w", entity, err)
+	}
+	if err := expect(r.StatusCode(), r.Body, http.StatusOK, http.StatusNoContent); err != nil {
+		return nil, fmt.Errorf("receive %s: %w", entity, err)
+	}
+	if r.JSON200 == nil {
+		return nil, nil
+	}
+	return *r.JSON200, nil
+}
+
+// peekLock locks up to n messages of entity, waiting up to timeout seconds for the first.
+func (c *command) peekLock(ctx context.Context, entity string,
+	n, timeout *int) ([]client.Message, error) {
+	r, err := c.api.PeekLockBatchWithResponse(ctx, entity,
+		&client.PeekLockBatchParams{Count: n, Timeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("receive %s: %w", entity, err)
+	}
+	if err := expect(r.StatusCode(), r.Body, http.StatusCreated, http.StatusOK, http.StatusNoContent); err != nil {
+		return nil, fmt.Errorf("receive %s: %w", entity, err)
+	}
+	var msgs []client.Message
+	if len(bytes.TrimSpace(r.Body)) > 0 {
+		if err := json.Unmarshal(r.Body, &msgs); err != nil {
+			return nil, fmt.Errorf("receive %s: the broker's answer is not a JSON array: %w",
+				entity, err)
+		}
+	}
+	return msgs, nil
+}
+
+// settle settles the locked msgs of entity with disp in one request: failed describes each
+// settlement the broker refused, of total.
+func (c *command) settle(ctx context.Context, entity string, msgs []client.Message,
+	disp client.SettlementDisposition) (failed []string, total int, err error) {
+	var body client.SettleMessagesJSONRequestBody
+	for _, m := range msgs {
+		if m.BrokerProperties == nil || m.BrokerProperties.LockToken == nil {
+			return nil, 0, fmt.Errorf("receive %s: a locked message came without its LockToken",
+				entity)
+		}
+		body = append(body, client.Settlement{Disposition: disp, LockToken: *m.BrokerProperties.LockToken})
+	}
+	sr, err := c.api.SettleMessagesWithResponse(ctx, entity, nil, body)
+	if err != nil {
+		return nil, 0, fmt.Errorf("receive %s: settling: %w", entity, err)
+	}
+	if err := expect(sr.StatusCode(), sr.Body, http.StatusOK); err != nil {
+		return nil, 0, fmt.Errorf("receive %s: settling: %w", entity, err)
+	}
+	var results []client.SettlementResult
+	if err := json.Unmarshal(sr.Body, &results); err != nil {
+		return nil, 0, fmt.Errorf("receive %s: settling: the broker's answer is not a JSON array: %w",
+			entity, err)
+	}
+	for _, res := range results {
+		if res.Status != http.StatusOK {
+			d := ""
+			if res.Detail != nil {
+				d = ": " + *res.Detail
+			}
+			failed = append(failed, fmt.Sprintf("lock %s: %d %s%s", res.LockToken, res.Status, http.StatusText(res.Status), d))
+		}
+	}
+	return failed, len(results), nil
 }
 
 // browseCommand runs `sbgate peek` and `sbgate dlq list`.
@@ -317,27 +385,12 @@ func dlqCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if len(pos) < 1 {
 		return usageError(messagesUsage, "dlq %s: want ENTITY", verb)
 	}
-	entity := pos[0]
-	dlqPath := entity + "/$DeadLetterQueue"
-	report := func(what string, n int) error {
-		if c.json {
-			return c.emitJSON(map[string]any{what: n, "Entity": entity})
-		}
-		fmt.Fprintf(c.out, "%s %d dead letters of %s\n", strings.ToLower(what), n, entity)
-		return nil
-	}
+	dl := deadLetters{c: c, entity: pos[0], path: pos[0] + "/$DeadLetterQueue"}
 	if verb == "purge" {
 		if len(pos) != 1 {
 			return usageError(messagesUsage, "dlq purge: want one ENTITY, got %d argument(s)", len(pos))
 		}
-		r, err := c.api.PurgeMessagesWithResponse(ctx, dlqPath, nil)
-		if err != nil {
-			return fmt.Errorf("dlq purge %s: %w", entity, err)
-		}
-		if err := expect(r.StatusCode(), r.Body, http.StatusOK); err != nil {
-			return fmt.Errorf("dlq purge %s: %w", entity, err)
-		}
-		return report("Purged", countOf(r.Body))
+		return dl.purge(ctx)
 	}
 	seqs := pos[1:]
 	given := 0
@@ -350,38 +403,80 @@ func dlqCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return usageError(messagesUsage, "dlq resubmit: give sequence numbers, -filter or -all (one of them)")
 	}
 	if len(seqs) == 0 {
-		var params client.ResubmitAllParams
-		if *filter != "" {
-			params.Filter = filter
-		}
-		r, err := c.api.ResubmitAllWithResponse(ctx, dlqPath, &params)
-		if err != nil {
-			return fmt.Errorf("dlq resubmit %s: %w", entity, err)
-		}
-		if err := expect(r.StatusCode(), r.Body, http.StatusOK); err != nil {
-			return fmt.Errorf("dlq resubmit %s: %w", entity, err)
-		}
-		return report("Resubmitted", countOf(r.Body))
+		return dl.resubmitAll(ctx, filter)
 	}
+	return dl.resubmit(ctx, seqs)
+}
+
+// deadLetters is the dead-letter queue (at path) of entity, as sbgate dlq purge and resubmit
+// work on it.
+type deadLetters struct {
+	c      *command
+	entity string
+	path   string
+}
+
+// report says how many dead letters were purged or resubmitted (what: "Purged",
+// "Resubmitted").
+func (dl deadLetters) report(what string, n int) error {
+	if dl.c.json {
+		return dl.c.emitJSON(map[string]any{what: n, "Entity": dl.entity})
+	}
+	fmt.Fprintf(dl.c.out, "%s %d dead letters of %s\n", strings.ToLower(what), n, dl.entity)
+	return nil
+}
+
+// purge deletes every dead letter.
+func (dl deadLetters) purge(ctx context.Context) error {
+	r, err := dl.c.api.PurgeMessagesWithResponse(ctx, dl.path, nil)
+	if err != nil {
+		return fmt.Errorf("dlq purge %s: %w", dl.entity, err)
+	}
+	if err := expect(r.StatusCode(), r.Body, http.StatusOK); err != nil {
+		return fmt.Errorf("dlq purge %s: %w", dl.entity, err)
+	}
+	return dl.report("Purged", countOf(r.Body))
+}
+
+// resubmitAll resubmits every dead letter, or those matching the SQL filter when it is not
+// empty.
+func (dl deadLetters) resubmitAll(ctx context.Context, filter *string) error {
+	var params client.ResubmitAllParams
+	if *filter != "" {
+		params.Filter = filter
+	}
+	r, err := dl.c.api.ResubmitAllWithResponse(ctx, dl.path, &params)
+	if err != nil {
+		return fmt.Errorf("dlq resubmit %s: %w", dl.entity, err)
+	}
+	if err := expect(r.StatusCode(), r.Body, http.StatusOK); err != nil {
+		return fmt.Errorf("dlq resubmit %s: %w", dl.entity, err)
+	}
+	return dl.report("Resubmitted", countOf(r.Body))
+}
+
+// resubmit resubmits the dead letters with the sequence numbers seqs, one request each; when
+// one fails it still reports those resubmitted before it.
+func (dl deadLetters) resubmit(ctx context.Context, seqs []string) error {
 	total := 0
 	for _, s := range seqs {
 		seq, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || seq < 0 {
-			return fmt.Errorf("dlq resubmit %s: %q is not a sequence number", entity, s)
+			return fmt.Errorf("dlq resubmit %s: %q is not a sequence number", dl.entity, s)
 		}
-		r, err := c.api.ResubmitOneWithResponse(ctx, dlqPath, seq, nil)
+		r, err := dl.c.api.ResubmitOneWithResponse(ctx, dl.path, seq, nil)
 		if err != nil {
-			return fmt.Errorf("dlq resubmit %s %d: %w", entity, seq, err)
+			return fmt.Errorf("dlq resubmit %s %d: %w", dl.entity, seq, err)
 		}
 		if err := expect(r.StatusCode(), r.Body, http.StatusOK); err != nil {
 			if total > 0 {
-				_ = report("Resubmitted", total)
+				_ = dl.report("Resubmitted", total)
 			}
-			return fmt.Errorf("dlq resubmit %s %d: %w", entity, seq, err)
+			return fmt.Errorf("dlq resubmit %s %d: %w", dl.entity, seq, err)
 		}
 		total += countOf(r.Body)
 	}
-	return report("Resubmitted", total)
+	return dl.report("Resubmitted", total)
 }
 
 func countOf(body []byte) int {

@@ -114,19 +114,9 @@ func hostPort(host string, port uint16) string {
 // takes no context; a migration interrupted that way leaves the schema marked dirty, which
 // Migrate then reports (migrate.ErrDirty) until an operator resolves it.
 func Migrate(ctx context.Context, url string) (version uint, err error) {
-	connCfg, err := pgx.ParseConfig(url)
+	connCfg, err := migrateConfig(url)
 	if err != nil {
-		return 0, fmt.Errorf("migrate: %w", err)
-	}
-	// The same URL usually feeds Open; its pool settings would reach the server as unknown
-	// run-time parameters.
-	for k := range connCfg.RuntimeParams {
-		if strings.HasPrefix(k, "pool_") {
-			delete(connCfg.RuntimeParams, k)
-		}
-	}
-	if connCfg.ConnectTimeout == 0 {
-		connCfg.ConnectTimeout = defaultConnectTimeout
+		return 0, err
 	}
 	target := describe(connCfg)
 
@@ -145,25 +135,9 @@ func Migrate(ctx context.Context, url string) (version uint, err error) {
 	if err := pinMigrationSchema(ctx, connCfg); err != nil {
 		return 0, fmt.Errorf("migrate database %s: %w", target, withCtx(ctx, err))
 	}
-	sqlDB := stdlib.OpenDB(*connCfg)
-	if err := sqlDB.PingContext(ctx); err != nil {
-		_ = sqlDB.Close()
-		return 0, fmt.Errorf("migrate database %s: %w", target, err)
-	}
-	driver, err := migratepgx.WithInstance(sqlDB, &migratepgx.Config{})
+	m, err := newMigrator(ctx, connCfg, target)
 	if err != nil {
-		_ = sqlDB.Close()
-		return 0, fmt.Errorf("migrate database %s: %w", target, withCtx(ctx, err))
-	}
-	src, err := iofs.New(migrations.FS, ".")
-	if err != nil {
-		_ = driver.Close()
-		return 0, fmt.Errorf("migrate: read embedded migrations: %w", err)
-	}
-	m, err := migrate.NewWithInstance("iofs", src, "pgx5", driver)
-	if err != nil {
-		_ = driver.Close()
-		return 0, fmt.Errorf("migrate database %s: %w", target, err)
+		return 0, err
 	}
 	defer func() {
 		srcErr, dbErr := m.Close()
@@ -194,6 +168,53 @@ func Migrate(ctx context.Context, url string) (version uint, err error) {
 		return v, fmt.Errorf("migrate database %s: %w", target, migrate.ErrDirty{Version: int(v)})
 	}
 	return v, nil
+}
+
+// migrateConfig is the connection configuration of url for migrating: without the pool's
+// settings, and with a connect timeout.
+func migrateConfig(url string) (*pgx.ConnConfig, error) {
+	connCfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	// The same URL usually feeds Open; its pool settings would reach the server as unknown
+	// run-time parameters.
+	for k := range connCfg.RuntimeParams {
+		if strings.HasPrefix(k, "pool_") {
+			delete(connCfg.RuntimeParams, k)
+		}
+	}
+	if connCfg.ConnectTimeout == 0 {
+		connCfg.ConnectTimeout = defaultConnectTimeout
+	}
+	return connCfg, nil
+}
+
+// newMigrator connects to the database of connCfg (target, for errors) and sets up
+// golang-migrate over it with the embedded migrations. Closing it closes the connection.
+func newMigrator(ctx context.Context, connCfg *pgx.ConnConfig,
+	target string) (*migrate.Migrate, error) {
+	sqlDB := stdlib.OpenDB(*connCfg)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("migrate database %s: %w", target, err)
+	}
+	driver, err := migratepgx.WithInstance(sqlDB, &migratepgx.Config{})
+	if err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("migrate database %s: %w", target, withCtx(ctx, err))
+	}
+	src, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		_ = driver.Close()
+		return nil, fmt.Errorf("migrate: read embedded migrations: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "pgx5", driver)
+	if err != nil {
+		_ = driver.Close()
+		return nil, fmt.Errorf("migrate database %s: %w", target, err)
+	}
+	return m, nil
 }
 
 // withCtx adds ctx's error to err when ctx ended, since the error golang-migrate reports after

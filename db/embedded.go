@@ -171,15 +171,9 @@ type Embedded struct {
 	stopTimeout time.Duration
 }
 
-// StartEmbedded initialises the cluster in cfg.DataDir on first use (initdb), starts the server,
-// waits until it accepts connections, creates the database "sbgate" if missing, and returns.
-// Data survives restarts.
-//
-// When running as root the server runs as the postgres system user, which then owns DataDir.
-// Errors: ErrNoBinaries when the server is not installed; ErrDataDirInUse when another sbgate holds
-// DataDir; otherwise an error that says what failed, with the tail of the server log when the
-// server did not come up.
-func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err error) {
+// newEmbedded is the server cfg describes, not started: its data directory, made if missing and
+// with symlinks resolved, its binaries and the user it runs as.
+func newEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("start embedded postgres: no data directory given")
 	}
@@ -207,7 +201,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("start embedded postgres: %w", err)
 	}
-	// Symlinks are resolved so that the permission check below looks at the directories the
+	// Symlinks are resolved so that StartEmbedded's permission check looks at the directories the
 	// server really walks through, and leftover detection compares real paths.
 	if dataDir, err = filepath.EvalSymlinks(dataDir); err != nil {
 		return nil, fmt.Errorf("start embedded postgres: %w", err)
@@ -230,6 +224,23 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		stopped:     make(chan struct{}),
 		stopTimeout: stopTimeout,
 	}
+	return e, nil
+}
+
+// StartEmbedded initialises the cluster in cfg.DataDir on first use (initdb), starts the server,
+// waits until it accepts connections, creates the database "sbgate" if missing, and returns.
+// Data survives restarts.
+//
+// When running as root the server runs as the postgres system user, which then owns DataDir.
+// Errors: ErrNoBinaries when the server is not installed; ErrDataDirInUse when another sbgate holds
+// DataDir; otherwise an error that says what failed, with the tail of the server log when the
+// server did not come up.
+func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err error) {
+	e, err := newEmbedded(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dataDir, su := e.dataDir, e.user
 	if e.lock, err = lockDataDir(dataDir); err != nil {
 		return nil, err
 	}

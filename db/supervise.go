@@ -62,33 +62,8 @@ func (e *Embedded) supervise() {
 			e.finish(StatusFailed)
 			return
 		}
-		for {
-			failures++
-			if failures > e.policy.MaxAttempts {
-				e.log.Error("embedded postgres supervisor gave up: the server does not stay up; "+
-					"requests answer 503 and /healthz reports it until sbgate is restarted",
-					slog.Int("attempts", failures-1), slog.String("data_dir", e.dataDir))
-				e.finish(StatusFailed)
-				return
-			}
-			delay := e.policy.delay(failures)
-			e.log.Warn("restarting embedded postgres", slog.Int("attempt", failures),
-				slog.Int("max_attempts", e.policy.MaxAttempts), slog.Duration("in", delay))
-			t := time.NewTimer(delay)
-			select {
-			case <-e.quit:
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			err := e.restart(ctx)
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				return // Stop stops whatever the attempt left running
-			}
-			e.log.Warn("embedded postgres restart failed", slog.Int("attempt", failures), slog.Any("err", err))
+		if !e.restartUntilUp(ctx, &failures) {
+			return
 		}
 		readyAt = time.Now()
 		// The callback (which drops the pools' dead connections) runs before the server is
@@ -99,6 +74,41 @@ func (e *Embedded) supervise() {
 		e.status.Store(int32(StatusRunning))
 		e.log.Info("embedded postgres restarted", slog.Int("pid", e.current().pid), slog.Int("attempt", failures),
 			slog.Duration("down_for", readyAt.Sub(crashed).Round(time.Millisecond)))
+	}
+}
+
+// restartUntilUp restarts the server, after the policy's delay each time, until it comes up
+// (true), or until Stop or the policy's last attempt (false: the supervisor ends). failures
+// counts the attempts that did not give a server that stayed up.
+func (e *Embedded) restartUntilUp(ctx context.Context, failures *int) bool {
+	for {
+		*failures++
+		if *failures > e.policy.MaxAttempts {
+			e.log.Error("embedded postgres supervisor gave up: the server does not stay up; "+
+				"requests answer 503 and /healthz reports it until sbgate is restarted",
+				slog.Int("attempts", *failures-1), slog.String("data_dir", e.dataDir))
+			e.finish(StatusFailed)
+			return false
+		}
+		delay := e.policy.delay(*failures)
+		e.log.Warn("restarting embedded postgres", slog.Int("attempt", *failures),
+			slog.Int("max_attempts", e.policy.MaxAttempts), slog.Duration("in", delay))
+		t := time.NewTimer(delay)
+		select {
+		case <-e.quit:
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		err := e.restart(ctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false // Stop stops whatever the attempt left running
+		}
+		e.log.Warn("embedded postgres restart failed", slog.Int("attempt", *failures),
+			slog.Any("err", err))
 	}
 }
 

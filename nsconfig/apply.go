@@ -210,10 +210,38 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 	fail := func(path, format string, args ...any) {
 		errs = append(errs, f.errorAt(path, fmt.Sprintf(format, args...)))
 	}
-
-	// What the file names, in file order: queues, topics, then subscriptions.
-	var want []*desired
+	want := wanted(f)
 	named := map[string]*desired{}
+	for _, d := range want {
+		named[broker.Key(d.path)] = d
+	}
+	p.compare(st, want, fail)
+	pruned, isPruned := p.unnamed(st, named, opts.Prune)
+	checkForwarding(st, want, named, isPruned, fail)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+
+	// The order of the changes (see Apply): deletions first, then every existing entity drops
+	// the forwarding it will not keep, so that the forwarding in force stays within the final
+	// one, which has no loop; then creations (a target before anything forwarding to it) and
+	// updates; rules; and last the forwarding of entities whose target was only just created.
+	p.deletions(pruned, isPruned)
+	p.dropForwarding(want)
+	created, later := p.createAndUpdate(st, want)
+	for _, d := range want {
+		if d.sub == nil || d.sub.Rules == nil {
+			continue
+		}
+		planRules(p, d, st.rules[broker.Key(d.path)], created[broker.Key(d.path)])
+	}
+	p.forwardLater(later)
+	return p, nil
+}
+
+// wanted is what f names, in file order: queues, topics, then subscriptions.
+func wanted(f *File) []*desired {
+	var want []*desired
 	for _, q := range f.Queues {
 		want = append(want, &desired{kind: broker.KindQueue, path: q.Name, at: q.at, props: q.Props})
 	}
@@ -226,8 +254,14 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			want = append(want, &desired{kind: broker.KindSubscription, path: broker.SubscriptionPath(t.Name, s.Name), at: s.at, props: s.Props, sub: s})
 		}
 	}
+	return want
+}
+
+// compare sets each wanted entity's current and final properties, notes the values raised to
+// what sbgate keeps, and fails an entity of another kind under the same name and a property
+// that cannot change on an existing entity.
+func (p *planned) compare(st *state, want []*desired, fail func(path, format string, args ...any)) {
 	for _, d := range want {
-		named[broker.Key(d.path)] = d
 		if d.props.DuplicateDetectionHistoryTimeWindow > 0 && d.props.DuplicateDetectionHistoryTimeWindow < broker.MinDuplicateWindow && d.kind != broker.KindSubscription {
 			p.report.Notes = append(p.report.Notes, fmt.Sprintf("%s: DuplicateDetectionHistoryTimeWindow %s raised to %s, the shortest a Service Bus namespace (and sbgate) keeps",
 				join(d.at, "Properties"), atom.FormatDuration(d.props.DuplicateDetectionHistoryTimeWindow), atom.FormatDuration(broker.MinDuplicateWindow)))
@@ -258,14 +292,18 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			}
 		}
 	}
+}
 
-	// Entities that stay although the file does not name them, and those pruned.
-	var pruned []*broker.Entity
+// unnamed sorts the entities the file does not name: with prune they are returned to be
+// deleted (isPruned holds them and, for a topic, its subscriptions), without it they are
+// reported as left alone.
+func (p *planned) unnamed(st *state, named map[string]*desired,
+	prune bool) (pruned []*broker.Entity, isPruned map[string]bool) {
 	for _, e := range append(slices.Clone(st.queues), st.topics...) {
 		if named[broker.Key(e.Path)] != nil {
 			continue
 		}
-		if opts.Prune {
+		if prune {
 			pruned = append(pruned, e)
 		} else {
 			p.report.LeftAlone = append(p.report.LeftAlone, strings.ToLower(e.Kind.String())+" "+e.Path)
@@ -279,14 +317,14 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			if named[broker.Key(s.Path)] != nil {
 				continue
 			}
-			if opts.Prune {
+			if prune {
 				pruned = append(pruned, s)
 			} else {
 				p.report.LeftAlone = append(p.report.LeftAlone, "subscription "+s.Path)
 			}
 		}
 	}
-	isPruned := map[string]bool{}
+	isPruned = map[string]bool{}
 	for _, e := range pruned {
 		isPruned[broker.Key(e.Path)] = true
 		if e.Kind == broker.KindTopic {
@@ -295,9 +333,14 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			}
 		}
 	}
+	return pruned, isPruned
+}
 
-	// The final state's forwarding: every target exists and is a queue or topic, and no chain
-	// comes back to where it started. Unnamed entities that stay keep their forwarding.
+// checkForwarding checks the final state's forwarding: every target exists and is a queue or
+// topic, and no chain comes back to where it started. Unnamed entities that stay keep their
+// forwarding.
+func checkForwarding(st *state, want []*desired, named map[string]*desired,
+	isPruned map[string]bool, fail func(path, format string, args ...any)) {
 	finalKind := func(key string) (broker.Kind, bool) {
 		if d := named[key]; d != nil {
 			return d.kind, true
@@ -346,14 +389,11 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
+}
 
-	// The order of the changes (see Apply): deletions first, then every existing entity drops
-	// the forwarding it will not keep, so that the forwarding in force stays within the final
-	// one, which has no loop; then creations (a target before anything forwarding to it) and
-	// updates; rules; and last the forwarding of entities whose target was only just created.
+// deletions plans the deletion of the pruned entities; a pruned topic's subscriptions go with
+// it.
+func (p *planned) deletions(pruned []*broker.Entity, isPruned map[string]bool) {
 	for _, e := range pruned {
 		if e.Kind == broker.KindSubscription && isPruned[broker.Key(topicOf(e.Path))] {
 			continue
@@ -363,6 +403,10 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			return ns.DeleteEntity(ctx, e.Kind, e.Path)
 		})
 	}
+}
+
+// dropForwarding plans, for every existing entity, dropping the forwarding it will not keep.
+func (p *planned) dropForwarding(want []*desired) {
 	for _, d := range want {
 		if d.cur == nil {
 			continue
@@ -383,8 +427,14 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			d.cur.Props = keep
 		}
 	}
-	created := map[string]bool{}
-	var later []*desired
+}
+
+// createAndUpdate plans the creations and updates, holding back forwarding to targets that do
+// not exist yet: created holds the keys of the entities created, later those whose
+// forwarding is to be set once its target exists (an entity may be in it twice).
+func (p *planned) createAndUpdate(st *state,
+	want []*desired) (created map[string]bool, later []*desired) {
+	created = map[string]bool{}
 	for _, d := range want {
 		d := d
 		if d.cur == nil {
@@ -425,12 +475,12 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			p.report.Unchanged++
 		}
 	}
-	for _, d := range want {
-		if d.sub == nil || d.sub.Rules == nil {
-			continue
-		}
-		planRules(p, d, st.rules[broker.Key(d.path)], created[broker.Key(d.path)])
-	}
+	return created, later
+}
+
+// forwardLater plans setting the forwarding held back until its targets exist, once per
+// entity.
+func (p *planned) forwardLater(later []*desired) {
 	seen := map[*desired]bool{}
 	for _, d := range later {
 		if seen[d] {
@@ -442,7 +492,6 @@ func plan(st *state, f *File, opts Options) (*planned, error) {
 			return ns.UpdateEntity(ctx, d.kind, d.path, d.final)
 		})
 	}
-	return p, nil
 }
 
 // planRules makes a subscription's rules exactly the file's: new ones and changed ones first,

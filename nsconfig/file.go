@@ -687,54 +687,14 @@ func (r *reader) readRule(n *node, path string) (broker.Rule, bool) {
 	case ft.kind != 's':
 	case strings.EqualFold(kind, "Sql"):
 		rule.Filter.Kind = broker.FilterSQL
-		if cf, ok := pm["CorrelationFilter"]; ok && !(cf.kind == 'z' || cf.kind == '{' && len(cf.keys) == 0) {
-			// .NET Aspire writes an empty CorrelationFilter beside every filter; anything else in
-			// it would be ignored, so it is a mistake.
-			r.errorf(join(ppath, "CorrelationFilter"), "a Sql rule takes its filter from SqlFilter; CorrelationFilter must be empty")
-		}
-		sf, ok := pm["SqlFilter"]
-		if !ok {
-			r.errorf(ppath, "SqlFilter is missing: a Sql rule needs SqlFilter.SqlExpression")
-			break
-		}
-		sfPath := join(ppath, "SqlFilter")
-		sm := r.object(sf, sfPath, "SqlExpression")
-		if sm == nil {
-			break
-		}
-		e, ok := sm["SqlExpression"]
-		if !ok {
-			r.errorf(sfPath, "SqlExpression is missing")
-			break
-		}
-		rule.Filter.SQLExpression = r.str(e, join(sfPath, "SqlExpression"))
-		if e.kind == 's' && strings.TrimSpace(rule.Filter.SQLExpression) == "" {
-			r.errorf(join(sfPath, "SqlExpression"), "the expression is empty")
-		}
+		rule.Filter.SQLExpression = r.readSQLFilter(pm, ppath)
 	case strings.EqualFold(kind, "Correlation"):
 		rule.Filter.Kind = broker.FilterCorrelation
-		if _, ok := pm["SqlFilter"]; ok {
-			r.errorf(join(ppath, "SqlFilter"), "a Correlation rule takes its filter from CorrelationFilter; remove SqlFilter or make FilterType \"Sql\"")
-		}
-		cf, ok := pm["CorrelationFilter"]
-		if !ok {
-			r.errorf(ppath, "CorrelationFilter is missing: a Correlation rule needs at least one of %s or Properties", strings.Join(correlationFields, ", "))
-			break
-		}
-		rule.Filter.Correlation = r.readCorrelation(cf, join(ppath, "CorrelationFilter"))
+		rule.Filter.Correlation = r.readCorrelationFilter(pm, ppath)
 	default:
 		r.errorf(ftPath, "FilterType %q: want \"Sql\" or \"Correlation\"", kind)
 	}
-	if an, ok := pm["Action"]; ok && an.kind != 'z' {
-		apath := join(ppath, "Action")
-		if am := r.object(an, apath, "SqlExpression"); am != nil {
-			if e, ok := am["SqlExpression"]; ok {
-				rule.Action = &broker.RuleAction{SQLExpression: r.str(e, join(apath, "SqlExpression"))}
-			} else {
-				r.errorf(apath, "SqlExpression is missing")
-			}
-		}
-	}
+	rule.Action = r.readAction(pm, ppath)
 	if len(r.errs) > before {
 		return rule, false
 	}
@@ -743,6 +703,70 @@ func (r *reader) readRule(n *node, path string) (broker.Rule, bool) {
 		return rule, false
 	}
 	return rule, true
+}
+
+// readSQLFilter reads a Sql rule's expression from the rule's Properties pm (at ppath); ""
+// when it is missing.
+func (r *reader) readSQLFilter(pm map[string]*node, ppath string) string {
+	if cf, ok := pm["CorrelationFilter"]; ok && !(cf.kind == 'z' || cf.kind == '{' && len(cf.keys) == 0) {
+		// .NET Aspire writes an empty CorrelationFilter beside every filter; anything else in
+		// it would be ignored, so it is a mistake.
+		r.errorf(join(ppath, "CorrelationFilter"), "a Sql rule takes its filter from SqlFilter; CorrelationFilter must be empty")
+	}
+	sf, ok := pm["SqlFilter"]
+	if !ok {
+		r.errorf(ppath, "SqlFilter is missing: a Sql rule needs SqlFilter.SqlExpression")
+		return ""
+	}
+	sfPath := join(ppath, "SqlFilter")
+	sm := r.object(sf, sfPath, "SqlExpression")
+	if sm == nil {
+		return ""
+	}
+	e, ok := sm["SqlExpression"]
+	if !ok {
+		r.errorf(sfPath, "SqlExpression is missing")
+		return ""
+	}
+	expr := r.str(e, join(sfPath, "SqlExpression"))
+	if e.kind == 's' && strings.TrimSpace(expr) == "" {
+		r.errorf(join(sfPath, "SqlExpression"), "the expression is empty")
+	}
+	return expr
+}
+
+// readCorrelationFilter reads a Correlation rule's filter from the rule's Properties pm (at
+// ppath); nil when it is missing.
+func (r *reader) readCorrelationFilter(pm map[string]*node, ppath string) *broker.CorrelationFilter {
+	if _, ok := pm["SqlFilter"]; ok {
+		r.errorf(join(ppath, "SqlFilter"), "a Correlation rule takes its filter from CorrelationFilter; remove SqlFilter or make FilterType \"Sql\"")
+	}
+	cf, ok := pm["CorrelationFilter"]
+	if !ok {
+		r.errorf(ppath, "CorrelationFilter is missing: a Correlation rule needs at least one of %s or Properties", strings.Join(correlationFields, ", "))
+		return nil
+	}
+	return r.readCorrelation(cf, join(ppath, "CorrelationFilter"))
+}
+
+// readAction reads a rule's action from the rule's Properties pm (at ppath); nil when there is
+// none.
+func (r *reader) readAction(pm map[string]*node, ppath string) *broker.RuleAction {
+	an, ok := pm["Action"]
+	if !ok || an.kind == 'z' {
+		return nil
+	}
+	apath := join(ppath, "Action")
+	am := r.object(an, apath, "SqlExpression")
+	if am == nil {
+		return nil
+	}
+	e, ok := am["SqlExpression"]
+	if !ok {
+		r.errorf(apath, "SqlExpression is missing")
+		return nil
+	}
+	return &broker.RuleAction{SQLExpression: r.str(e, join(apath, "SqlExpression"))}
 }
 
 func (r *reader) readCorrelation(n *node, path string) *broker.CorrelationFilter {

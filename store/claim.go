@@ -674,6 +674,33 @@ type claimPart struct {
 func (s *Postgres) writeClaims(jobs []*engine.Job[*claimJob]) {
 	ctx, cancel := context.WithTimeout(context.Background(), engine.WriteTimeout)
 	defer cancel()
+	b, parts := s.queueClaims(claimParts(jobs))
+	if len(parts) == 0 {
+		return
+	}
+	errs := make([]error, len(parts))
+	br := s.hotPool().SendBatch(ctx, b)
+	for i, p := range parts {
+		errs[i] = readClaims(br, p)
+	}
+	closeErr := br.Close()
+	for i, p := range parts {
+		err := errs[i]
+		if err == nil {
+			err = closeErr
+		}
+		for _, j := range p.jobs {
+			if err != nil {
+				j.Req.rows = nil
+			}
+			j.Finish(err)
+		}
+	}
+}
+
+// claimParts groups a round's claims into statements: the session-less claims of each mode
+// share one, the others have one each.
+func claimParts(jobs []*engine.Job[*claimJob]) []claimPart {
 	var parts []claimPart
 	var shareable [2][]*engine.Job[*claimJob] // by mode
 	// Targets of one statement must differ: the claims of one statement see the rows as they
@@ -698,6 +725,12 @@ func (s *Postgres) writeClaims(jobs []*engine.Job[*claimJob]) {
 			parts = append(parts, claimPart{jobs: js, shared: len(js) > 1})
 		}
 	}
+	return parts
+}
+
+// queueClaims queues the statement of each part in a batch and returns the parts queued: a
+// statement that cannot be built fails its claims and stays out of the round.
+func (s *Postgres) queueClaims(parts []claimPart) (*pgx.Batch, []claimPart) {
 	b := &pgx.Batch{}
 	queued := parts[:0]
 	for _, p := range parts {
@@ -710,7 +743,7 @@ func (s *Postgres) writeClaims(jobs []*engine.Job[*claimJob]) {
 		} else {
 			sql, values, err = p.jobs[0].Req.statement()
 		}
-		if err != nil { // a statement that cannot be built fails its claims and stays out of the round
+		if err != nil {
 			for _, j := range p.jobs {
 				j.Finish(err)
 			}
@@ -719,47 +752,33 @@ func (s *Postgres) writeClaims(jobs []*engine.Job[*claimJob]) {
 		queued = append(queued, p)
 		b.Queue(sql, values...)
 	}
-	if len(queued) == 0 {
-		return
-	}
-	parts = queued
-	errs := make([]error, len(parts))
-	br := s.hotPool().SendBatch(ctx, b)
-	for i, p := range parts {
-		r, err := br.Query()
-		switch {
-		case err != nil:
-			if r != nil {
-				r.Close()
-			}
-			errs[i] = err
-		case !p.shared:
-			p.jobs[0].Req.rows, errs[i] = collectRecords[claimedRecord](r, int(p.jobs[0].Req.target.n))
-		default:
-			n := 0
-			for _, j := range p.jobs {
-				n += int(j.Req.target.n)
-			}
-			var rows []claimedManyRecord
-			if rows, errs[i] = collectRecords[claimedManyRecord](r, n); errs[i] == nil {
-				for _, row := range rows {
-					j := p.jobs[row.K-1].Req
-					j.rows = append(j.rows, row.claimedRecord)
-				}
-			}
+	return b, queued
+}
+
+// readClaims reads the rows part p's statement claimed into its claims.
+func readClaims(br pgx.BatchResults, p claimPart) error {
+	r, err := br.Query()
+	switch {
+	case err != nil:
+		if r != nil {
+			r.Close()
 		}
+		return err
+	case !p.shared:
+		p.jobs[0].Req.rows, err = collectRecords[claimedRecord](r, int(p.jobs[0].Req.target.n))
+		return err
 	}
-	closeErr := br.Close()
-	for i, p := range parts {
-		err := errs[i]
-		if err == nil {
-			err = closeErr
-		}
-		for _, j := range p.jobs {
-			if err != nil {
-				j.Req.rows = nil
-			}
-			j.Finish(err)
-		}
+	n := 0
+	for _, j := range p.jobs {
+		n += int(j.Req.target.n)
 	}
+	rows, err := collectRecords[claimedManyRecord](r, n)
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		j := p.jobs[row.K-1].Req
+		j.rows = append(j.rows, row.claimedRecord)
+	}
+	return nil
 }

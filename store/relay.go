@@ -281,74 +281,21 @@ func (r *Relay) pass(ctx context.Context, limit int) (delivered, claimed int, er
 	s := r.s
 	var done []relayed
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, claimOutboxSQL, s.now(), limit)
+		batch, err := claimOutbox(ctx, tx, s.now(), limit)
 		if err != nil {
-			return err
-		}
-		type staged struct {
-			id       int64
-			path     string
-			m        broker.Message
-			attempts int
-		}
-		var batch []staged
-		for rows.Next() {
-			var st staged
-			var ttl *float64
-			var sched *time.Time
-			var props []byte
-			m := &st.m
-			if err := rows.Scan(&st.id, &st.path, &m.Body, &m.MessageID, &m.CorrelationID, &m.SessionID,
-				&m.ReplyToSessionID, &m.Label, &m.To, &m.ReplyTo, &m.PartitionKey, &m.ViaPartitionKey,
-				&m.ContentType, &ttl, &sched, &props, &st.attempts); err != nil {
-				rows.Close()
-				return err
-			}
-			if ttl != nil {
-				m.TimeToLive = secondsToTTL(*ttl)
-			}
-			if sched != nil {
-				m.ScheduledEnqueueTime = *sched
-			}
-			if m.UserProperties, err = decodeStagedProperties(props); err != nil {
-				rows.Close()
-				return fmt.Errorf("outbox row %d: %w", st.id, err)
-			}
-			batch = append(batch, st)
-		}
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		claimed = len(batch)
 		if claimed == 0 {
 			return nil
 		}
-		var (
-			ids       []int64
-			failedIDs []int64
-			failures  []string
-			retries   []pgtype.Timestamptz
-			msgRows   []messageRow
-		)
-		now := s.now()
-		for _, st := range batch {
-			d, size, e, err := r.prepare(ctx, st.path, st.m)
-			if err != nil {
-				var se *broker.Error
-				if !errors.As(err, &se) || se.Code == broker.CodeUnavailable || se.Code == broker.CodeInternal {
-					return err // the database, not the message: try the whole pass again later
-				}
-				failedIDs = append(failedIDs, st.id)
-				failures = append(failures, se.Message)
-				retries = append(retries, retryTime(se.Code, st.attempts, now))
-				continue
-			}
-			ids = append(ids, st.id)
-			msgRows = append(msgRows, d.rows...)
-			done = append(done, relayed{e: e, size: size, wakes: d.wakeTargets()})
+		var o relayOutcome
+		if o, err = r.prepareBatch(ctx, batch, s.now()); err != nil {
+			return err
 		}
-		if len(msgRows) > 0 {
-			if _, err := s.insertRows(ctx, tx, msgRows); err != nil {
+		done = o.done
+		if len(o.msgRows) > 0 {
+			if _, err := s.insertRows(ctx, tx, o.msgRows); err != nil {
 				if claimed == 1 {
 					// Alone, so this message is the cause: keep it with its error and retry it
 					// later, in a transaction of its own below.
@@ -357,10 +304,8 @@ func (r *Relay) pass(ctx context.Context, limit int) (delivered, claimed int, er
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, relayDoneSQL, ids, failedIDs, failures, retries); err != nil {
-			return err
-		}
-		return nil
+		_, err = tx.Exec(ctx, relayDoneSQL, o.ids, o.failedIDs, o.failures, o.retries)
+		return err
 	})
 	var ie *relayInsertError
 	if errors.As(err, &ie) {
@@ -381,6 +326,87 @@ func (r *Relay) pass(ctx context.Context, limit int) (delivered, claimed int, er
 	r.relayed += int64(len(done))
 	r.mu.Unlock()
 	return len(done), claimed, nil
+}
+
+// outboxRow is an outbox row claimed for relaying.
+type outboxRow struct {
+	id       int64
+	path     string
+	m        broker.Message
+	attempts int
+}
+
+// claimOutbox claims up to limit outbox rows due at now, in tx.
+func claimOutbox(ctx context.Context, tx pgx.Tx, now time.Time, limit int) ([]outboxRow, error) {
+	rows, err := tx.Query(ctx, claimOutboxSQL, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	var batch []outboxRow
+	for rows.Next() {
+		var st outboxRow
+		var ttl *float64
+		var sched *time.Time
+		var props []byte
+		m := &st.m
+		if err := rows.Scan(&st.id, &st.path, &m.Body, &m.MessageID, &m.CorrelationID, &m.SessionID,
+			&m.ReplyToSessionID, &m.Label, &m.To, &m.ReplyTo, &m.PartitionKey, &m.ViaPartitionKey,
+			&m.ContentType, &ttl, &sched, &props, &st.attempts); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if ttl != nil {
+			m.TimeToLive = secondsToTTL(*ttl)
+		}
+		if sched != nil {
+			m.ScheduledEnqueueTime = *sched
+		}
+		if m.UserProperties, err = decodeStagedProperties(props); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("outbox row %d: %w", st.id, err)
+		}
+		batch = append(batch, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return batch, nil
+}
+
+// relayOutcome is what one pass makes of its claimed rows: the rows to insert into the
+// entities and the outbox rows they came from (ids), the outbox rows that failed with the
+// reason and when to retry, and what to announce once committed.
+type relayOutcome struct {
+	ids       []int64
+	failedIDs []int64
+	failures  []string
+	retries   []pgtype.Timestamptz
+	msgRows   []messageRow
+	done      []relayed
+}
+
+// prepareBatch prepares the sends of batch; a send the message itself fails (not the database)
+// is set aside to retry after a delay that depends on now.
+func (r *Relay) prepareBatch(ctx context.Context, batch []outboxRow,
+	now time.Time) (relayOutcome, error) {
+	var o relayOutcome
+	for _, st := range batch {
+		d, size, e, err := r.prepare(ctx, st.path, st.m)
+		if err != nil {
+			var se *broker.Error
+			if !errors.As(err, &se) || se.Code == broker.CodeUnavailable || se.Code == broker.CodeInternal {
+				return o, err // the database, not the message: try the whole pass again later
+			}
+			o.failedIDs = append(o.failedIDs, st.id)
+			o.failures = append(o.failures, se.Message)
+			o.retries = append(o.retries, retryTime(se.Code, st.attempts, now))
+			continue
+		}
+		o.ids = append(o.ids, st.id)
+		o.msgRows = append(o.msgRows, d.rows...)
+		o.done = append(o.done, relayed{e: e, size: size, wakes: d.wakeTargets()})
+	}
+	return o, nil
 }
 
 type relayInsertError struct {

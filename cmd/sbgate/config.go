@@ -121,26 +121,7 @@ func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Sec
 func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
 	fs := flag.NewFlagSet("sbgate serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	vals := make(map[string]*string, len(serveFlags))
-	for _, f := range serveFlags {
-		def := f.def
-		if v := getenv(f.env); v != "" {
-			def = v
-		}
-		vals[f.name] = fs.String(f.name, def, f.help+" ($"+f.env+")")
-	}
-	var errs []error
-	bools := make(map[string]*bool, len(boolFlags))
-	for _, f := range boolFlags {
-		def := f.def == "true"
-		if v := strings.TrimSpace(getenv(f.env)); v != "" {
-			var err error
-			if def, err = strconv.ParseBool(v); err != nil {
-				errs = append(errs, fmt.Errorf("$%s: want true or false, got %q", f.env, v))
-			}
-		}
-		bools[f.name] = fs.Bool(f.name, def, f.help+" ($"+f.env+")")
-	}
+	vals, bools, errs := declareServeFlags(fs, getenv)
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
 	}
@@ -181,29 +162,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("-log-format: want text or json, got %q", cfg.LogFormat))
 	}
-	durations := map[string]*time.Duration{
-		"max-receive-wait": &cfg.MaxReceiveWait, "recheck-interval": &cfg.Recheck, "shutdown-grace": &cfg.ShutdownGrace,
-		"body-timeout": &cfg.BodyTimeout, "write-timeout": &cfg.WriteTimeout,
-	}
-	for name, dst := range durations {
-		d, err := time.ParseDuration(get(name))
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("-%s: want a positive duration such as 30s, got %q", name, get(name)))
-		}
-		*dst = d
-	}
-	n, err := strconv.Atoi(get("send-writers"))
-	if err != nil || n < 1 {
-		errs = append(errs, fmt.Errorf("-send-writers: want a positive number, got %q", get("send-writers")))
-	}
-	cfg.SendWriters = n
-	for name, dst := range map[string]*int{"amqp-max-connections": &cfg.AMQPMaxConnections, "amqp-max-handshakes": &cfg.AMQPMaxHandshakes} {
-		n, err := strconv.Atoi(get(name))
-		if err != nil || n < 1 {
-			errs = append(errs, fmt.Errorf("-%s: want a positive number, got %q", name, get(name)))
-		}
-		*dst = n
-	}
+	errs = append(errs, cfg.limits(get)...)
 	proxies, err := parsePrefixes(get("trusted-proxies"))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("-trusted-proxies: %w", err))
@@ -228,6 +187,66 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		errs = append(errs, errors.New("-sas-key-name must not be empty"))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// declareServeFlags declares serveFlags and boolFlags on fs, with their variables' values as
+// defaults; errs are the boolean variables that are not true or false.
+func declareServeFlags(fs *flag.FlagSet, getenv func(string) string) (vals map[string]*string,
+	bools map[string]*bool, errs []error) {
+	vals = make(map[string]*string, len(serveFlags))
+	for _, f := range serveFlags {
+		def := f.def
+		if v := getenv(f.env); v != "" {
+			def = v
+		}
+		vals[f.name] = fs.String(f.name, def, f.help+" ($"+f.env+")")
+	}
+	bools = make(map[string]*bool, len(boolFlags))
+	for _, f := range boolFlags {
+		def := f.def == "true"
+		if v := strings.TrimSpace(getenv(f.env)); v != "" {
+			var err error
+			if def, err = strconv.ParseBool(v); err != nil {
+				errs = append(errs, fmt.Errorf("$%s: want true or false, got %q", f.env, v))
+			}
+		}
+		bools[f.name] = fs.Bool(f.name, def, f.help+" ($"+f.env+")")
+	}
+	return vals, bools, errs
+}
+
+// limits reads the settings that are positive durations and counts from get (a flag's value
+// by name), and returns those that are not.
+func (c *serveConfig) limits(get func(name string) string) []error {
+	var errs []error
+	durations := map[string]*time.Duration{
+		"max-receive-wait": &c.MaxReceiveWait, "recheck-interval": &c.Recheck,
+		"shutdown-grace": &c.ShutdownGrace, "body-timeout": &c.BodyTimeout,
+		"write-timeout": &c.WriteTimeout,
+	}
+	for name, dst := range durations {
+		d, err := time.ParseDuration(get(name))
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("-%s: want a positive duration such as 30s, got %q", name, get(name)))
+		}
+		*dst = d
+	}
+	n, err := strconv.Atoi(get("send-writers"))
+	if err != nil || n < 1 {
+		errs = append(errs, fmt.Errorf("-send-writers: want a positive number, got %q", get("send-writers")))
+	}
+	c.SendWriters = n
+	counts := map[string]*int{
+		"amqp-max-connections": &c.AMQPMaxConnections, "amqp-max-handshakes": &c.AMQPMaxHandshakes,
+	}
+	for name, dst := range counts {
+		n, err := strconv.Atoi(get(name))
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("-%s: want a positive number, got %q", name, get(name)))
+		}
+		*dst = n
+	}
+	return errs
 }
 
 // emulatorSettings reads what emulator mode changes. The management address's port is

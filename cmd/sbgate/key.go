@@ -49,33 +49,10 @@ func key(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	name := ""
-	switch sub {
-	case "create", "rotate", "revoke":
-		if fs.NArg() != 1 {
-			return fmt.Errorf("key %s: give exactly one key name\n%s", sub, keyUsage)
-		}
-		name = fs.Arg(0)
-	case "list":
-		if fs.NArg() != 0 {
-			return fmt.Errorf("key list: unexpected arguments: %s", strings.Join(fs.Args(), " "))
-		}
-	default:
-		return fmt.Errorf("unknown key command %q\n%s", sub, keyUsage)
+	name, names, err := keyArgs(sub, fs, *rights)
+	if err != nil {
+		return err
 	}
-	var names []string
-	if sub == "create" {
-		if *rights == "" {
-			return errors.New("key create: -rights is required (Send, Listen, Manage, comma-separated)")
-		}
-		names = strings.Split(*rights, ",")
-		r, err := sas.ParseRights(names)
-		if err != nil {
-			return fmt.Errorf("key create: %w", err)
-		}
-		names = strings.Split(r.String(), ",") // canonical spelling and order
-	}
-
 	if *dbURL == "" && *dataDir == "" {
 		dir, err := db.DefaultDataDir(getenv)
 		if err != nil {
@@ -83,41 +60,15 @@ func key(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		*dataDir = dir
 	}
-	url, stop, err := keyDatabase(ctx, *dbURL, *dataDir)
+	st, stop, err := openKeyStore(ctx, *dbURL, *dataDir)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	if _, err := db.Migrate(ctx, url); err != nil {
-		return err
-	}
-	pool, err := db.Open(ctx, url)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	st := store.New(pool, store.Options{Logger: slog.New(slog.DiscardHandler)})
 
 	switch sub {
 	case "list":
-		keys, err := st.NamespaceKeys(ctx)
-		if err != nil {
-			return err
-		}
-		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		if *showKeys {
-			fmt.Fprintln(w, "NAME\tRIGHTS\tPRIMARY\tSECONDARY")
-		} else {
-			fmt.Fprintln(w, "NAME\tRIGHTS")
-		}
-		for _, k := range keys {
-			if *showKeys {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.Name, strings.Join(k.Rights, ","), k.PrimaryKey, k.SecondaryKey)
-			} else {
-				fmt.Fprintf(w, "%s\t%s\n", k.Name, strings.Join(k.Rights, ","))
-			}
-		}
-		return w.Flush()
+		return listKeys(ctx, st, stdout, *showKeys)
 	case "create":
 		k, err := st.CreateNamespaceKey(ctx, name, names)
 		if err != nil {
@@ -137,6 +88,80 @@ func key(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "revoked %s\n", name)
 	}
 	return nil
+}
+
+// keyArgs checks the arguments of key command sub: the key name it works on ("" for list) and,
+// for create, the names of the rights (-rights) in canonical spelling and order.
+func keyArgs(sub string, fs *flag.FlagSet, rights string) (name string, names []string, err error) {
+	switch sub {
+	case "create", "rotate", "revoke":
+		if fs.NArg() != 1 {
+			return "", nil, fmt.Errorf("key %s: give exactly one key name\n%s", sub, keyUsage)
+		}
+		name = fs.Arg(0)
+	case "list":
+		if fs.NArg() != 0 {
+			return "", nil, fmt.Errorf("key list: unexpected arguments: %s",
+				strings.Join(fs.Args(), " "))
+		}
+	default:
+		return "", nil, fmt.Errorf("unknown key command %q\n%s", sub, keyUsage)
+	}
+	if sub == "create" {
+		if rights == "" {
+			return "", nil, errors.New(
+				"key create: -rights is required (Send, Listen, Manage, comma-separated)")
+		}
+		names = strings.Split(rights, ",")
+		r, err := sas.ParseRights(names)
+		if err != nil {
+			return "", nil, fmt.Errorf("key create: %w", err)
+		}
+		names = strings.Split(r.String(), ",") // canonical spelling and order
+	}
+	return name, names, nil
+}
+
+// openKeyStore opens the store of the key commands' database (keyDatabase), migrated, and
+// returns the function that closes it and stops what keyDatabase started.
+func openKeyStore(ctx context.Context, dbURL, dataDir string) (*store.Postgres, func(), error) {
+	url, stopDB, err := keyDatabase(ctx, dbURL, dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := db.Migrate(ctx, url); err != nil {
+		stopDB()
+		return nil, nil, err
+	}
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		stopDB()
+		return nil, nil, err
+	}
+	st := store.New(pool, store.Options{Logger: slog.New(slog.DiscardHandler)})
+	return st, func() { pool.Close(); stopDB() }, nil
+}
+
+// listKeys prints the namespace keys as a table: names and rights, and with showKeys the keys.
+func listKeys(ctx context.Context, st *store.Postgres, stdout io.Writer, showKeys bool) error {
+	keys, err := st.NamespaceKeys(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	if showKeys {
+		fmt.Fprintln(w, "NAME\tRIGHTS\tPRIMARY\tSECONDARY")
+	} else {
+		fmt.Fprintln(w, "NAME\tRIGHTS")
+	}
+	for _, k := range keys {
+		if showKeys {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.Name, strings.Join(k.Rights, ","), k.PrimaryKey, k.SecondaryKey)
+		} else {
+			fmt.Fprintf(w, "%s\t%s\n", k.Name, strings.Join(k.Rights, ","))
+		}
+	}
+	return w.Flush()
 }
 
 // keyError is the text of a store error: its client-safe message when it has one.

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sbgate/sbgate/access"
+	"github.com/sbgate/sbgate/amqp"
 	"github.com/sbgate/sbgate/amqpws"
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/db"
@@ -111,47 +112,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if cfg.Emulator {
 		announceEmulatorMode(log, cfg)
 	}
-	// After a crash of the embedded server every pooled connection is dead; dropping them at
-	// once spares the next requests a failed first attempt each: the pool's, and once the
-	// store runs, its generic-plan pool's too (claims and settlements).
-	var openPool atomic.Pointer[pgxpool.Pool]
-	var openStore atomic.Pointer[store.Postgres]
-	url, pg, stopDB, err := database(ctx, cfg, log, func() {
-		if st := openStore.Load(); st != nil {
-			st.ResetConnections()
-		} else if p := openPool.Load(); p != nil {
-			p.Reset()
-		}
-	})
-	if err != nil {
+	b, stopped, err := startBackend(ctx, cfg, log)
+	if stopped || err != nil {
 		return err
 	}
-	defer stopDB()
-	if pg == nil {
-		if stopped, err := waitForPrimary(ctx, cfg, log, url); stopped || err != nil {
-			return err
-		}
-	}
-	if _, err := db.Migrate(ctx, url); err != nil {
-		return err
-	}
-	pool, err := db.Open(ctx, url)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	openPool.Store(pool)
-	health := embeddedHealth{pg}
-
-	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, Recheck: cfg.Recheck,
-		CheckCopy: rest.CheckDeliverable})
-	st.Start(ctx)
-	defer st.Stop()
-	openStore.Store(st)
-	// Messages applications send with sbgate.send in their own transactions (README).
-	relay := store.NewRelay(st, store.RelayOptions{})
-	relay.Start(ctx)
-	defer relay.Stop()
+	defer b.stop()
+	st := b.st
 
 	key, generated, err := namespaceKey(ctx, cfg, st)
 	if err != nil {
@@ -163,11 +129,20 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 			return err
 		}
 	}
+	return serveDoors(ctx, cfg, b, key, generated, log)
+}
+
+// serveDoors serves the broker over b until ctx ends or the REST API's server fails: the REST
+// API and AMQP over WebSockets on -listen, AMQP on its own listeners, every protocol on the
+// one-port listeners; and Go's profiles on -pprof-listen.
+func serveDoors(ctx context.Context, cfg serveConfig, b *backend, key sas.Key, generated bool,
+	log *slog.Logger) error {
+	st := b.st
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
-	m := metrics.New(pool, log)
+	m := metrics.New(b.pool, log)
 	// One access layer for both doors: the same keys, cache and refusals over HTTP and AMQP.
 	acc := access.New(access.Config{Keys: configuredKeys(cfg, key), Source: st, StoredKeys: true, Logger: log})
 	// One AMQP server for the AMQP listeners and for WebSocket tunnels through the HTTP one.
@@ -183,68 +158,25 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// waited for, and the process exits in moments rather than at the end of long polls.
 	drain, startDraining := context.WithCancel(context.Background())
 	defer startDraining()
-	handler := rest.NewServer(st, rest.Config{
-		Namespace:      cfg.Namespace,
-		Access:         acc,
-		MaxReceiveWait: cfg.MaxReceiveWait,
-		BodyTimeout:    cfg.BodyTimeout,
-		WriteTimeout:   cfg.WriteTimeout,
-		Logger:         log,
-		Metrics:        m.Handler(),
-		AMQPWebSocket:  tunnels,
-		Observe:        m.Observe,
-		Drain:          drain,
-		Waiting:        m.Waiting,
-		Live:           health.live,
-		Ready:          health.ready,
-		TrustedProxies: cfg.TrustedProxies,
-	})
+	handler := rest.NewServer(st, restConfig(cfg, acc, m, tunnels, drain, b.health, log))
 	srv := newHTTPServer(handler, log)
 	srv.RegisterOnShutdown(startDraining)
-	scheme := "http"
-	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("load TLS certificate: %w", err)
-		}
-		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		ln = tls.NewListener(ln, srv.TLSConfig)
-		scheme = "https"
+	ln, scheme, err := listenTLS(cfg, ln, srv)
+	if err != nil {
+		return err
 	}
 	announce(log, scheme, ln.Addr().String(), key, generated)
 	log.Info("sbgate serving AMQP over WebSockets", "endpoint", strings.Replace(scheme, "http", "ws", 1)+"://"+publicHostPort(ln.Addr().String())+amqpws.Path)
-	// One port for every protocol: -mux-listen, and the emulator's management port. Registered
-	// before stopAMQP, so they stop after it: the AMQP server first ends, gracefully, the AMQP
-	// connections they handed it too; then their HTTP requests drain and they close.
-	muxes := []struct{ addr, name string }{{cfg.MuxListen, "one port"}}
-	if cfg.Emulator {
-		muxes = append(muxes, struct{ addr, name string }{cfg.EmulatorHTTPListen, "emulator management"})
+	// The one-port listeners are registered before stopAMQP, so they stop after it: the AMQP
+	// server first ends, gracefully, the AMQP connections they handed it too; then their HTTP
+	// requests drain and they close.
+	stopMuxes, emulatorHTTPAddr, err := serveMuxes(ctx, cfg, handler, b, srv.TLSConfig, amqpSrv,
+		log, startDraining)
+	if err != nil {
+		ln.Close()
+		return err
 	}
-	var emulatorHTTPAddr string
-	for _, m := range muxes {
-		if m.addr == "" {
-			continue
-		}
-		h := handler
-		if m.name == "emulator management" {
-			h = emulator.Health(handler, func(r *http.Request) error {
-				if err := health.ready(); err != nil {
-					return err
-				}
-				return st.Ping(r.Context())
-			})
-		}
-		stopMux, addr, err := serveMux(ctx, cfg, m.addr, m.name, h, srv.TLSConfig, amqpSrv, log, startDraining)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		defer stopMux()
-		if m.name == "emulator management" {
-			emulatorHTTPAddr = addr
-		}
-	}
+	defer stopMuxes()
 	stopAMQP, amqpAddr, err := serveAMQP(ctx, cfg, amqpSrv, tunnels, log, key, srv.TLSConfig)
 	if err != nil {
 		ln.Close()
@@ -263,7 +195,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if cfg.ReadyFile != "" {
-		if err := writeReadyFile(cfg.ReadyFile, scheme, ln.Addr().String(), amqpAddr, key, url); err != nil {
+		err := writeReadyFile(cfg.ReadyFile, scheme, ln.Addr().String(), amqpAddr, key, b.url)
+		if err != nil {
 			_ = srv.Close()
 			<-served
 			return err
@@ -273,6 +206,163 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if cfg.Emulator {
 		announceEmulatorReady(log, amqpAddr, emulatorHTTPAddr)
 	}
+	return serveUntilDone(ctx, cfg, srv, served, log)
+}
+
+// listenTLS is ln, serving TLS when a certificate is configured (srv.TLSConfig is set then),
+// and its URL scheme. When it fails it has closed ln.
+func listenTLS(cfg serveConfig, ln net.Listener, srv *http.Server) (net.Listener, string, error) {
+	if cfg.TLSCert == "" {
+		return ln, "http", nil
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		ln.Close()
+		return nil, "", fmt.Errorf("load TLS certificate: %w", err)
+	}
+	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return tls.NewListener(ln, srv.TLSConfig), "https", nil
+}
+
+// backend is what the listeners serve: the database, migrated, with the store and the relay
+// over it.
+type backend struct {
+	url    string
+	health embeddedHealth
+	pool   *pgxpool.Pool
+	st     *store.Postgres
+	stops  []func() // in the order started
+}
+
+// stop stops what startBackend started, the last started first.
+func (b *backend) stop() {
+	for i := len(b.stops) - 1; i >= 0; i-- {
+		b.stops[i]()
+	}
+}
+
+// startBackend starts the embedded database, or waits for the external one to be a primary
+// (stopped: ctx ended meanwhile), migrates it, and starts the store and the relay over it. When
+// it returns no backend it has stopped what it started.
+func startBackend(ctx context.Context, cfg serveConfig,
+	log *slog.Logger) (_ *backend, stopped bool, err error) {
+	// After a crash of the embedded server every pooled connection is dead; dropping them at
+	// once spares the next requests a failed first attempt each: the pool's, and once the
+	// store runs, its generic-plan pool's too (claims and settlements).
+	var openPool atomic.Pointer[pgxpool.Pool]
+	var openStore atomic.Pointer[store.Postgres]
+	url, pg, stopDB, err := database(ctx, cfg, log, func() {
+		if st := openStore.Load(); st != nil {
+			st.ResetConnections()
+		} else if p := openPool.Load(); p != nil {
+			p.Reset()
+		}
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	b := &backend{url: url, health: embeddedHealth{pg}, stops: []func(){stopDB}}
+	defer func() {
+		if stopped || err != nil {
+			b.stop()
+		}
+	}()
+	if pg == nil {
+		if stopped, err = waitForPrimary(ctx, cfg, log, url); stopped || err != nil {
+			return nil, stopped, err
+		}
+	}
+	if _, err := db.Migrate(ctx, url); err != nil {
+		return nil, false, err
+	}
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		return nil, false, err
+	}
+	b.stops = append(b.stops, pool.Close)
+	openPool.Store(pool)
+
+	st := store.New(pool, store.Options{Logger: log, SendWriters: cfg.SendWriters, Recheck: cfg.Recheck,
+		CheckCopy: rest.CheckDeliverable})
+	st.Start(ctx)
+	b.stops = append(b.stops, st.Stop)
+	openStore.Store(st)
+	// Messages applications send with sbgate.send in their own transactions (README).
+	relay := store.NewRelay(st, store.RelayOptions{})
+	relay.Start(ctx)
+	b.stops = append(b.stops, relay.Stop)
+	b.pool, b.st = pool, st
+	return b, false, nil
+}
+
+// restConfig is the REST API's configuration.
+func restConfig(cfg serveConfig, acc *access.Layer, m *metrics.Metrics, tunnels *amqpws.Handler,
+	drain context.Context, health embeddedHealth, log *slog.Logger) rest.Config {
+	return rest.Config{
+		Namespace:      cfg.Namespace,
+		Access:         acc,
+		MaxReceiveWait: cfg.MaxReceiveWait,
+		BodyTimeout:    cfg.BodyTimeout,
+		WriteTimeout:   cfg.WriteTimeout,
+		Logger:         log,
+		Metrics:        m.Handler(),
+		AMQPWebSocket:  tunnels,
+		Observe:        m.Observe,
+		Drain:          drain,
+		Waiting:        m.Waiting,
+		Live:           health.live,
+		Ready:          health.ready,
+		TrustedProxies: cfg.TrustedProxies,
+	}
+}
+
+// serveMuxes starts the listeners that serve every protocol on one port: -mux-listen, and the
+// emulator's management port, whose address it returns. stop stops them, the last started
+// first; on an error it has stopped those it started.
+func serveMuxes(ctx context.Context, cfg serveConfig, handler http.Handler, b *backend,
+	tlsConfig *tls.Config, amqpSrv *amqp.Server, log *slog.Logger,
+	onShutdown func()) (stop func(), emulatorHTTPAddr string, err error) {
+	muxes := []struct{ addr, name string }{{cfg.MuxListen, "one port"}}
+	if cfg.Emulator {
+		muxes = append(muxes, struct{ addr, name string }{cfg.EmulatorHTTPListen, "emulator management"})
+	}
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	for _, m := range muxes {
+		if m.addr == "" {
+			continue
+		}
+		h := handler
+		if m.name == "emulator management" {
+			h = emulator.Health(handler, func(r *http.Request) error {
+				if err := b.health.ready(); err != nil {
+					return err
+				}
+				return b.st.Ping(r.Context())
+			})
+		}
+		stopMux, addr, err := serveMux(ctx, cfg, m.addr, m.name, h, tlsConfig, amqpSrv, log,
+			onShutdown)
+		if err != nil {
+			stop()
+			return nil, "", err
+		}
+		stops = append(stops, stopMux)
+		if m.name == "emulator management" {
+			emulatorHTTPAddr = addr
+		}
+	}
+	return stop, emulatorHTTPAddr, nil
+}
+
+// serveUntilDone waits for srv (served receives what its Serve returned) to fail or ctx to
+// end, then shuts it down gracefully within cfg.ShutdownGrace.
+func serveUntilDone(ctx context.Context, cfg serveConfig, srv *http.Server, served chan error,
+	log *slog.Logger) error {
 	select {
 	case err := <-served:
 		return err

@@ -348,18 +348,8 @@ func fromStore(m *broker.Message, now time.Time) (*amqp.Message, error) {
 		}
 		x = *sent
 	}
-	h := &amqp.Header{Priority: 4}
-	if x.Header != nil {
-		h.Durable, h.Priority, h.FirstAcquirer = x.Header.Durable, x.Header.Priority, x.Header.FirstAcquirer
-	}
-	if m.TimeToLiveFromSender && m.TimeToLive > 0 && m.TimeToLive != broker.Infinite {
-		h.TTL = m.TimeToLive
-	}
-	if m.DeliveryCount > 1 {
-		h.DeliveryCount = uint32(m.DeliveryCount - 1)
-	}
 	am := &amqp.Message{
-		Header: h,
+		Header: deliveryHeader(m, x.Header),
 		Properties: &amqp.Properties{
 			To:             m.To,
 			Subject:        m.Label,
@@ -391,7 +381,34 @@ func fromStore(m *broker.Message, now time.Time) (*amqp.Message, error) {
 	if m.CorrelationID != "" {
 		am.Properties.CorrelationID = m.CorrelationID
 	}
-	ann := make(amqp.Map, 0, 4+len(x.MessageAnnotations))
+	ann := brokerAnnotations(m, now, 4+len(x.MessageAnnotations))
+	am.MessageAnnotations = append(ann, x.MessageAnnotations...) // the sender's hold none of the broker's
+	if len(m.UserProperties) > 0 || m.State == broker.StateDeadLetter {
+		am.ApplicationProperties = applicationProperties(m)
+	}
+	return am, nil
+}
+
+// deliveryHeader is the header of a delivery of m: sent, the sender's durable, priority and
+// first-acquirer; the store's TimeToLive, when the sender set it; the broker's delivery-count.
+func deliveryHeader(m *broker.Message, sent *amqp.Header) *amqp.Header {
+	h := &amqp.Header{Priority: 4}
+	if sent != nil {
+		h.Durable, h.Priority, h.FirstAcquirer = sent.Durable, sent.Priority, sent.FirstAcquirer
+	}
+	if m.TimeToLiveFromSender && m.TimeToLive > 0 && m.TimeToLive != broker.Infinite {
+		h.TTL = m.TimeToLive
+	}
+	if m.DeliveryCount > 1 {
+		h.DeliveryCount = uint32(m.DeliveryCount - 1)
+	}
+	return h
+}
+
+// brokerAnnotations are the message annotations the broker sets on m (now: as in fromStore),
+// in a map with room for capacity entries.
+func brokerAnnotations(m *broker.Message, now time.Time, capacity int) amqp.Map {
+	ann := make(amqp.Map, 0, capacity)
 	ann = append(ann,
 		amqp.MapEntry{Key: annSequenceNumber, Value: m.SequenceNumber},
 		amqp.MapEntry{Key: annEnqueuedTime, Value: m.EnqueuedTime},
@@ -420,23 +437,25 @@ func fromStore(m *broker.Message, now time.Time) (*amqp.Message, error) {
 	if m.EnqueuedSequenceNumber != 0 {
 		ann = append(ann, amqp.MapEntry{Key: annEnqueueSequenceNumber, Value: m.EnqueuedSequenceNumber})
 	}
-	am.MessageAnnotations = append(ann, x.MessageAnnotations...) // the sender's hold none of the broker's
-	if len(m.UserProperties) > 0 || m.State == broker.StateDeadLetter {
-		props := make(amqp.Map, 0, len(m.UserProperties)+2)
-		for _, p := range m.UserProperties {
-			props = append(props, amqp.MapEntry{Key: p.Name, Value: amqpValue(p.Value)})
-		}
-		if m.State == broker.StateDeadLetter {
-			if m.DeadLetterReason != "" {
-				props.Set(propDeadLetterReason, m.DeadLetterReason)
-			}
-			if m.DeadLetterDescription != "" {
-				props.Set(propDeadLetterDescription, m.DeadLetterDescription)
-			}
-		}
-		am.ApplicationProperties = props
+	return ann
+}
+
+// applicationProperties are m's user properties and, for a dead letter, its dead-letter
+// reason and description.
+func applicationProperties(m *broker.Message) amqp.Map {
+	props := make(amqp.Map, 0, len(m.UserProperties)+2)
+	for _, p := range m.UserProperties {
+		props = append(props, amqp.MapEntry{Key: p.Name, Value: amqpValue(p.Value)})
 	}
-	return am, nil
+	if m.State == broker.StateDeadLetter {
+		if m.DeadLetterReason != "" {
+			props.Set(propDeadLetterReason, m.DeadLetterReason)
+		}
+		if m.DeadLetterDescription != "" {
+			props.Set(propDeadLetterDescription, m.DeadLetterDescription)
+		}
+	}
+	return props
 }
 
 // encodeStored is the encoding of fromStore(m, now): a message as a link delivers it, or as

@@ -55,22 +55,8 @@ func parseBrokerProperties(raw []byte, m *broker.Message, allowContentType bool)
 	if err := dec.Decode(&fields); err != nil || !atEOF(dec) {
 		return broker.BadRequest("The BrokerProperties header is not a valid JSON object.")
 	}
-	// Keys match without regard to case, so one property can be given twice; the map's order
-	// would pick the winner at random.
-	seen := make(map[string]string, len(fields))
-	for key := range fields {
-		k := strings.ToLower(key)
-		if k == "timetolivetimespan" {
-			k = "timetolive" // another spelling of the same property
-		}
-		if _, ok := brokerStringFields[k]; !ok && k != "contenttype" && k != "timetolive" && k != "scheduledenqueuetimeutc" {
-			continue
-		}
-		if other, dup := seen[k]; dup {
-			a, b := min(key, other), max(key, other)
-			return broker.BadRequest("BrokerProperties gives the same property more than once: '%s' and '%s'.", broker.Clip(a), broker.Clip(b))
-		}
-		seen[k] = key
+	if err := checkBrokerDuplicates(fields); err != nil {
+		return err
 	}
 	for key, val := range fields {
 		k := strings.ToLower(key)
@@ -86,53 +72,108 @@ func parseBrokerProperties(raw []byte, m *broker.Message, allowContentType bool)
 			}
 			continue
 		}
-		switch k {
-		case "contenttype":
+		if k == "contenttype" {
 			if allowContentType {
-				s, err := jsonText(val)
-				if err != nil {
-					return broker.BadRequest("BrokerProperties.%s must be a string.", key)
+				if err := parseBrokerContentType(key, val, m); err != nil {
+					return err
 				}
-				if !headerSafe(s) {
-					return broker.BadRequest("BrokerProperties.%s contains control characters, which cannot be sent in a Content-Type header.", key)
-				}
-				m.ContentType = s
 			}
-		case "timetolive":
-			s, err := jsonText(val)
-			if err != nil || s == "" {
-				return broker.BadRequest("BrokerProperties.TimeToLive must be a number of seconds.")
+			continue
+		}
+		if parse, ok := brokerTypedFields[k]; ok {
+			if err := parse(val, m); err != nil {
+				return err
 			}
-			secs, err := strconv.ParseFloat(s, 64)
-			if err != nil || math.IsNaN(secs) || secs <= 0 {
-				return broker.BadRequest("BrokerProperties.TimeToLive must be a positive number of seconds.")
-			}
-			m.TimeToLive = secondsToDuration(secs)
-		case "timetolivetimespan":
-			s, err := jsonText(val)
-			if err != nil {
-				return broker.BadRequest("BrokerProperties.TimeToLiveTimeSpan must be a string.")
-			}
-			d, err := parseTimeSpan(s)
-			if err != nil || d <= 0 {
-				return broker.BadRequest("BrokerProperties.TimeToLiveTimeSpan must be a positive [d.]hh:mm:ss[.fffffff] time span.")
-			}
-			m.TimeToLive = d
-		case "scheduledenqueuetimeutc":
-			s, err := jsonText(val)
-			if err != nil {
-				return broker.BadRequest("BrokerProperties.ScheduledEnqueueTimeUtc must be a date string.")
-			}
-			if s == "" {
-				continue
-			}
-			t, ok := parseDate(s)
-			if !ok {
-				return broker.BadRequest("BrokerProperties.ScheduledEnqueueTimeUtc '%s' is not an RFC 1123 or ISO 8601 date.", broker.Clip(s))
-			}
-			m.ScheduledEnqueueTime = t
 		}
 	}
+	return nil
+}
+
+// checkBrokerDuplicates refuses BrokerProperties fields that give one property twice. Keys match
+// without regard to case, so one property can be given twice; the map's order would pick the
+// winner at random.
+func checkBrokerDuplicates(fields map[string]json.RawMessage) error {
+	seen := make(map[string]string, len(fields))
+	for key := range fields {
+		k := strings.ToLower(key)
+		if k == "timetolivetimespan" {
+			k = "timetolive" // another spelling of the same property
+		}
+		if _, ok := brokerStringFields[k]; !ok && k != "contenttype" && k != "timetolive" && k != "scheduledenqueuetimeutc" {
+			continue
+		}
+		if other, dup := seen[k]; dup {
+			a, b := min(key, other), max(key, other)
+			return broker.BadRequest("BrokerProperties gives the same property more than once: '%s' and '%s'.", broker.Clip(a), broker.Clip(b))
+		}
+		seen[k] = key
+	}
+	return nil
+}
+
+// parseBrokerContentType reads BrokerProperties.ContentType (given as key) into m.
+func parseBrokerContentType(key string, val json.RawMessage, m *broker.Message) error {
+	s, err := jsonText(val)
+	if err != nil {
+		return broker.BadRequest("BrokerProperties.%s must be a string.", key)
+	}
+	if !headerSafe(s) {
+		return broker.BadRequest("BrokerProperties.%s contains control characters, which cannot be sent in a Content-Type header.", key)
+	}
+	m.ContentType = s
+	return nil
+}
+
+// brokerTypedFields read the broker properties that are neither strings nor ContentType into a
+// message, by lower-case key.
+var brokerTypedFields = map[string]func(val json.RawMessage, m *broker.Message) error{
+	"timetolive":              parseBrokerTTL,
+	"timetolivetimespan":      parseBrokerTTLTimeSpan,
+	"scheduledenqueuetimeutc": parseBrokerScheduledTime,
+}
+
+// parseBrokerTTL reads BrokerProperties.TimeToLive, in seconds.
+func parseBrokerTTL(val json.RawMessage, m *broker.Message) error {
+	s, err := jsonText(val)
+	if err != nil || s == "" {
+		return broker.BadRequest("BrokerProperties.TimeToLive must be a number of seconds.")
+	}
+	secs, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(secs) || secs <= 0 {
+		return broker.BadRequest("BrokerProperties.TimeToLive must be a positive number of seconds.")
+	}
+	m.TimeToLive = secondsToDuration(secs)
+	return nil
+}
+
+// parseBrokerTTLTimeSpan reads BrokerProperties.TimeToLiveTimeSpan, a .NET TimeSpan.
+func parseBrokerTTLTimeSpan(val json.RawMessage, m *broker.Message) error {
+	s, err := jsonText(val)
+	if err != nil {
+		return broker.BadRequest("BrokerProperties.TimeToLiveTimeSpan must be a string.")
+	}
+	d, err := parseTimeSpan(s)
+	if err != nil || d <= 0 {
+		return broker.BadRequest("BrokerProperties.TimeToLiveTimeSpan must be a positive [d.]hh:mm:ss[.fffffff] time span.")
+	}
+	m.TimeToLive = d
+	return nil
+}
+
+// parseBrokerScheduledTime reads BrokerProperties.ScheduledEnqueueTimeUtc; "" schedules nothing.
+func parseBrokerScheduledTime(val json.RawMessage, m *broker.Message) error {
+	s, err := jsonText(val)
+	if err != nil {
+		return broker.BadRequest("BrokerProperties.ScheduledEnqueueTimeUtc must be a date string.")
+	}
+	if s == "" {
+		return nil
+	}
+	t, ok := parseDate(s)
+	if !ok {
+		return broker.BadRequest("BrokerProperties.ScheduledEnqueueTimeUtc '%s' is not an RFC 1123 or ISO 8601 date.", broker.Clip(s))
+	}
+	m.ScheduledEnqueueTime = t
 	return nil
 }
 
