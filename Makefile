@@ -101,13 +101,15 @@ rabbitmq:
 		echo "RabbitMQ not found: install rabbitmq-server (make bench-peers runs it beside sbgate)." >&2; exit 1; \
 	fi
 
-# check is what CI adds to the tests: generated code and go.mod must be up to date, and go vet
+# check is what CI adds to the tests: generated code (the API's, and store's records and
+# statements) and go.mod must be up to date, and go vet
 # and staticcheck (pinned in go.mod as a tool; staticcheck.conf says which check is off and why)
 # must be clean.
 check:
 	$(GO) generate ./...
 	$(GO) mod tidy
-	git diff --exit-code -- api go.mod go.sum
+	git diff --exit-code -- api go.mod go.sum '*.gen.go'
+	test -z "$$(git ls-files --others --exclude-standard -- '*.gen.go')"
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...

@@ -136,3 +136,15 @@ type Property struct {
 // UserProperties is an ordered list of user properties. Names are unique; order is the order the
 // sender gave them in.
 type UserProperties []Property
+
+// Dead-letter reasons the broker sets.
+const (
+	ReasonMaxDeliveryCount    = "MaxDeliveryCountExceeded"
+	ReasonTTLExpired          = "TTLExpiredException"
+	ReasonFilterEvaluation    = "FilterEvaluationException"
+	ReasonMaxTransferHopCount = "MaxTransferHopCountExceeded"
+	// ReasonActionResult dead-letters a subscription's copy that its rule's action made too
+	// large to keep or to receive (store.Options.CheckCopy).
+	ReasonActionResult         = "RuleActionResultTooLarge"
+	DescriptionMaxTransferHops = "The message was auto-forwarded more than 4 times."
+)

@@ -45,10 +45,6 @@ func askSeqs(args pgx.NamedArgs, e *broker.Entity, seqs []int64) {
 	args["seqs"], args["entities"] = sorted, entities
 }
 
-// askedSeqsSQL is the messages asked for (askSeqs), for the FROM of an UPDATE or the USING of
-// a DELETE, as w(entity, seq).
-const askedSeqsSQL = ` unnest(@entities::bigint[], @seqs::bigint[]) w(entity, seq)`
-
 // errNotAll rolls back a request that did not find every message it names.
 var errNotAll = errors.New("not every message asked for is there")
 

@@ -40,7 +40,7 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	insertMessages(t, s, other, 3000, 1024)
+	insertRawMessages(t, s, other, 3000, 1024)
 	// ANALYZE takes the statistics; VACUUM then clears the dead rows the locking left (it keeps
 	// the column statistics), so only the statistics are stale, not the table.
 	for _, sql := range []string{`ANALYZE messages`, `VACUUM messages`} {
@@ -48,7 +48,7 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	insertMessages(t, s, q, 100000, 1024)
+	insertRawMessages(t, s, q, 100000, 1024)
 
 	sharedArgs := pgx.NamedArgs{"entity": []int64{q.ID, other.ID}, "state": []int16{0, 0}, "n": []int32{16, 16},
 		"ready_from": []int64{0, 0}, "due_from": []pgtype.Timestamptz{minusInfinity, minusInfinity},
@@ -57,7 +57,7 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 	base := pgx.NamedArgs{"entity": q.ID, "state": broker.StateActive, "now": s.now(), "n": 16, "ready_from": int64(0), "due_from": minusInfinity}
 	for _, tc := range []struct {
 		name string
-		sql  string
+		sql  statement
 		args pgx.NamedArgs
 		hot  bool // run on the generic-plan pool (as well as planned for the values)
 	}{
@@ -67,7 +67,7 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 		{"shared peek-lock", claimManyStatements[broker.PeekLock], sharedArgs, true},
 		{"shared receive-and-delete", claimManyStatements[broker.ReceiveAndDelete], sharedArgs, true},
 		// nextDue runs on the pool that plans for the values (its generic plan scans the table).
-		{"next due", nextDueSQL, nil, false},
+		{"next due", nextDue, nil, false},
 	} {
 		args := pgx.NamedArgs{}
 		for k, v := range base {
@@ -105,10 +105,13 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 	deferredArgs := pgx.NamedArgs{"entity": q.ID, "now": s.now(), "session": nil,
 		"lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}
 	askSeqs(deferredArgs, q, seqs)
-	for _, tc := range []struct{ name, sql string }{
-		{"receive deferred", receiveDeferredSQL},
-		{"dead-letter deferred", deadLetterDeferredSQL},
-		{"delete deferred", deleteDeferredSQL},
+	for _, tc := range []struct {
+		name string
+		sql  statement
+	}{
+		{"receive deferred", receiveDeferred},
+		{"dead-letter deferred", deadLetterDeferred},
+		{"delete deferred", deleteDeferred},
 	} {
 		for _, generic := range []bool{false, true} {
 			pages, nodes := explainPages(t, ctx, s, tc.sql, deferredArgs, generic)
@@ -160,7 +163,7 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 		after = *last
 	}
 	for _, generic := range []bool{false, true} {
-		pages, nodes := explainPages(t, ctx, s, purgeSQL, pgx.NamedArgs{"entity": q.ID, "after": after, "upto": int64(math.MaxInt64), "state": broker.StateActive, "n": 1000}, generic)
+		pages, nodes := explainPages(t, ctx, s, purgeMessages, pgx.NamedArgs{"entity": q.ID, "after": after, "upto": int64(math.MaxInt64), "state": broker.StateActive, "n": 1000}, generic)
 		t.Logf("purge chunk of 1,000 after 90,000 purged (generic plan %v): %d pages", generic, pages)
 		// Each row deleted costs about two buffer visits (found for the chunk's bound, found
 		// and deleted) and its index pages a few more: 2,302 here. The statement before this
@@ -198,9 +201,9 @@ func planTestQueues(t *testing.T, names ...string) (*Postgres, []*broker.Entity)
 	return s, qs
 }
 
-// insertMessages writes n ready messages with bodies of size bytes to q straight into the table,
+// insertRawMessages writes n ready messages with bodies of size bytes to q straight into the table,
 // far faster than sends (no counts: the plan tests do not read them).
-func insertMessages(t *testing.T, s *Postgres, q *broker.Entity, n, size int) {
+func insertRawMessages(t *testing.T, s *Postgres, q *broker.Entity, n, size int) {
 	t.Helper()
 	if _, err := s.pool.Exec(t.Context(), `INSERT INTO messages (entity_id, enqueued_at, message_id, body, size)
 		SELECT $1, now(), md5(g::text), convert_to(repeat('x', $3), 'UTF8'), $3 + 32 FROM generate_series(1, $2) g`,
@@ -211,9 +214,9 @@ func insertMessages(t *testing.T, s *Postgres, q *broker.Entity, n, size int) {
 
 // explainPages runs sql under EXPLAIN ANALYZE in a transaction it rolls back, and returns the
 // shared pages the statement touched and its plan's node types.
-func explainPages(t *testing.T, ctx context.Context, s *Postgres, sql string, args pgx.NamedArgs, generic bool) (int, string) {
+func explainPages(t *testing.T, ctx context.Context, s *Postgres, st statement, args pgx.NamedArgs, generic bool) (int, string) {
 	t.Helper()
-	top, nodes := explainPlanOf(t, ctx, s, sql, args, generic)
+	top, nodes := explainPlanOf(t, ctx, s, st, args, generic)
 	var names []string
 	for _, n := range nodes {
 		names = append(names, strings.TrimSpace(n.Type+" on "+n.Relation))
@@ -224,15 +227,19 @@ func explainPages(t *testing.T, ctx context.Context, s *Postgres, sql string, ar
 // explainPlan runs sql under EXPLAIN ANALYZE in a transaction it rolls back, with the generic
 // plan the store's claims and settlements run (see genericPlanPool), and returns the top node
 // and every node of its plan.
-func explainPlan(t *testing.T, ctx context.Context, s *Postgres, sql string, args pgx.NamedArgs) (planNode, []planNode) {
+func explainPlan(t *testing.T, ctx context.Context, s *Postgres, st statement, args pgx.NamedArgs) (planNode, []planNode) {
 	t.Helper()
-	return explainPlanOf(t, ctx, s, sql, args, true)
+	return explainPlanOf(t, ctx, s, st, args, true)
 }
 
 // explainPlanOf is explainPlan with the plan chosen: generic, as a prepared statement runs it
 // under plan_cache_mode force_generic_plan, or custom, planned for these arguments' values.
-func explainPlanOf(t *testing.T, ctx context.Context, s *Postgres, sql string, args pgx.NamedArgs, generic bool) (planNode, []planNode) {
+func explainPlanOf(t *testing.T, ctx context.Context, s *Postgres, st statement, args pgx.NamedArgs, generic bool) (planNode, []planNode) {
 	t.Helper()
+	sql, values, err := st.bind(args)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -243,14 +250,10 @@ func explainPlanOf(t *testing.T, ctx context.Context, s *Postgres, sql string, a
 	if generic {
 		// EXPLAIN of a statement with parameters plans it for their values; EXPLAIN EXECUTE of
 		// a prepared statement shows the plan the prepared statement runs.
-		positional, values, err := args.RewriteQuery(ctx, tx.Conn(), sql, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Conn().Prepare(ctx, "explained", positional); err != nil {
+		if _, err := tx.Conn().Prepare(ctx, "explained", sql); err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = tx.Conn().Deallocate(ctx, "explained") }()
@@ -287,7 +290,7 @@ func explainPlanOf(t *testing.T, ctx context.Context, s *Postgres, sql string, a
 		if err != nil {
 			t.Fatalf("explain: %v", err)
 		}
-	} else if err := tx.QueryRow(ctx, explain+sql, args).Scan(&out); err != nil {
+	} else if err := tx.QueryRow(ctx, explain+sql, values...).Scan(&out); err != nil {
 		t.Fatalf("explain: %v", err)
 	}
 	var plans []struct {
@@ -570,7 +573,7 @@ func TestCancelScheduledPlan(t *testing.T) {
 	args := pgx.NamedArgs{"entity": q.ID, "now": s.now()}
 	askSeqs(args, q, []int64{seq})
 	for _, generic := range []bool{false, true} {
-		pages, nodes := explainPages(t, ctx, s, cancelScheduledSQL, args, generic)
+		pages, nodes := explainPages(t, ctx, s, cancelScheduled, args, generic)
 		t.Logf("cancel of one scheduled message (generic plan %v): %d pages", generic, pages)
 		if pages > 50 {
 			t.Errorf("cancel of one scheduled message (generic plan %v) reads %d pages; want a few (plan nodes: %s)", generic, pages, nodes)

@@ -177,7 +177,7 @@ func TestSharedClaimIsEachTargetsOwnClaim(t *testing.T) {
 	}
 	var dead int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM messages WHERE entity_id = $1 AND state = 2 AND dead_letter_reason = $2`,
-		qc.ID, ReasonMaxDeliveryCount).Scan(&dead); err != nil || dead != 2 {
+		qc.ID, broker.ReasonMaxDeliveryCount).Scan(&dead); err != nil || dead != 2 {
 		t.Errorf("c's dead letters: %d, %v; want 2", dead, err)
 	}
 	// Receive-and-delete removed what it returned.

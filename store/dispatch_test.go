@@ -197,7 +197,7 @@ func TestAbandonOfLastDeliveryDeadLetters(t *testing.T) {
 		t.Errorf("counts after the last abandon = %+v; want 3 active, 1 dead letter, 1 scheduled", c)
 	}
 	dl := <-dead
-	if dl == nil || dl.SequenceNumber != m.SequenceNumber || dl.DeadLetterReason != store.ReasonMaxDeliveryCount {
+	if dl == nil || dl.SequenceNumber != m.SequenceNumber || dl.DeadLetterReason != broker.ReasonMaxDeliveryCount {
 		t.Fatalf("dead-letter receiver got %+v; want the abandoned message with MaxDeliveryCountExceeded", dl)
 	}
 	if dl.DeadLetterDescription != "Message could not be consumed after 1 delivery attempts." {
@@ -271,7 +271,7 @@ func TestLapsedLastLockDeadLettersInTheSweep(t *testing.T) {
 		t.Fatalf("counts after the last lock lapsed = %+v; want 1 active, 1 dead letter", c)
 	}
 	dl := b.receive(t, q, broker.SubQueueDeadLetter, broker.ReceiveAndDelete)
-	if dl == nil || dl.SequenceNumber != m.SequenceNumber || dl.DeadLetterReason != store.ReasonMaxDeliveryCount {
+	if dl == nil || dl.SequenceNumber != m.SequenceNumber || dl.DeadLetterReason != broker.ReasonMaxDeliveryCount {
 		t.Fatalf("dead letter = %+v; want the lapsed message", dl)
 	}
 	if _, err := settle1(b.ctx, b.store, broker.Target{Entity: q}, broker.Complete, "", m.LockToken); !errors.Is(err, broker.ErrLockLost) {

@@ -17,8 +17,8 @@ func TestHeadClaimPastLocksInFlight(t *testing.T) {
 	t.Parallel()
 	s, qs := planTestQueues(t, "backlog", "inflight")
 	pool, ctx, backlog, q := s.pool, t.Context(), qs[0], qs[1]
-	insertMessages(t, s, backlog, 200000, 512)
-	insertMessages(t, s, q, 20000, 512)
+	insertRawMessages(t, s, backlog, 200000, 512)
+	insertRawMessages(t, s, q, 20000, 512)
 	const inFlight = 10000
 	for locked := 0; locked < inFlight; {
 		msgs, _, err := s.claimMessages(ctx, broker.Target{Entity: q}, broker.PeekLock, 500, nil)
@@ -36,7 +36,7 @@ func TestHeadClaimPastLocksInFlight(t *testing.T) {
 		"lock_us": []int64{q.Props.LockDuration.Microseconds()}, "max_delivery": []int32{q.Props.MaxDeliveryCount}}
 	for _, tc := range []struct {
 		name string
-		sql  string
+		sql  statement
 		args pgx.NamedArgs
 	}{
 		{"peek-lock from the head", claimStatements[broker.PeekLock][0], pgx.NamedArgs{"entity": q.ID, "state": broker.StateActive, "now": s.now(), "n": 16,

@@ -9,7 +9,7 @@ import (
 	"github.com/sbgate/sbgate/broker"
 )
 
-// BenchmarkInsertArgs measures building the arguments of insertMessagesSQL for 100 rows, the
+// BenchmarkInsertArgs measures building the arguments of insertMessages.sql for 100 rows, the
 // part of a send's hot path that turns rows into the statement's per-column arrays.
 func BenchmarkInsertArgs(b *testing.B) {
 	now := time.Now()
@@ -41,14 +41,14 @@ func BenchmarkInsertArgsEncode(b *testing.B) {
 	}
 }
 
-// insertArgOIDs are the types PostgreSQL gives the arguments of insertMessagesSQL.
+// insertArgOIDs are the types PostgreSQL gives the arguments of insertMessages.sql.
 func insertArgOIDs() []uint32 {
 	arrays := map[string]uint32{"bigint": pgtype.Int8ArrayOID, "integer": pgtype.Int4ArrayOID, "smallint": pgtype.Int2ArrayOID,
 		"text": pgtype.TextArrayOID, "bytea": pgtype.ByteaArrayOID, "timestamptz": pgtype.TimestamptzArrayOID,
 		"interval": pgtype.IntervalArrayOID, "jsonb": pgtype.JSONBArrayOID}
 	oids := make([]uint32, insertArg.n)
-	for i, c := range insertColumns {
-		oids[insertArg.columns[i]] = arrays[c.sqlType]
+	for i, t := range insertColumnTypes {
+		oids[insertArg.columns[i]] = arrays[t]
 	}
 	oids[insertArg.dedupEntity], oids[insertArg.dedupUntil] = pgtype.Int8ArrayOID, pgtype.TimestamptzArrayOID
 	oids[insertArg.sessioned], oids[insertArg.originOf] = pgtype.BoolArrayOID, pgtype.Int8ArrayOID

@@ -64,7 +64,7 @@ func TestClaimOfManyDueRowsReadsABoundedWindow(t *testing.T) {
 	t.Parallel()
 	s, qs := planTestQueues(t, "q")
 	pool, ctx, q := s.pool, t.Context(), qs[0]
-	insertMessages(t, s, q, 50000, 100)
+	insertRawMessages(t, s, q, 50000, 100)
 	// All due, the latest sequence numbers first.
 	if _, err := pool.Exec(ctx, `UPDATE messages SET visible_at = $2::timestamptz - seq * interval '1 millisecond'
 		WHERE entity_id = $1`, q.ID, s.now()); err != nil {
@@ -80,7 +80,7 @@ func TestClaimOfManyDueRowsReadsABoundedWindow(t *testing.T) {
 		"lock_us": []int64{q.Props.LockDuration.Microseconds()}, "max_delivery": []int32{q.Props.MaxDeliveryCount}}
 	for _, tc := range []struct {
 		name string
-		sql  string
+		sql  statement
 		args pgx.NamedArgs
 	}{
 		{"peek-lock", claimStatements[broker.PeekLock][0], args},

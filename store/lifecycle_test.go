@@ -426,7 +426,7 @@ func TestReceiveDeferredPastMaxDeliveryCount(t *testing.T) {
 		t.Errorf("counts = %+v; want 2 active, 1 dead letter, %d bytes", c, sizeBefore)
 	}
 	dl := b.drain(t, q, broker.SubQueueDeadLetter)
-	if len(dl) != 1 || dl[0].MessageID != "worn" || dl[0].DeadLetterReason != store.ReasonMaxDeliveryCount {
+	if len(dl) != 1 || dl[0].MessageID != "worn" || dl[0].DeadLetterReason != broker.ReasonMaxDeliveryCount {
 		t.Fatalf("dead letters = %+v; want worn, dead-lettered for its deliveries", dl)
 	}
 

@@ -13,9 +13,6 @@ import (
 // tags) need nothing else. The random half makes every delivery's token different and
 // unguessable; a token is valid only while it equals the row's lock_token.
 
-// newLockTokenSQL is the SQL expression that makes a lock token for the row m.
-const newLockTokenSQL = `encode(substring(uuid_send(gen_random_uuid()) from 1 for 8) || int8send(m.seq), 'hex')::uuid`
-
 // lockTokenSeq returns the sequence number a lock token names.
 func lockTokenSeq(token uuid.UUID) int64 {
 	return int64(binary.BigEndian.Uint64(token[8:]))

@@ -73,7 +73,7 @@ WITH lapsed AS (
 	WHERE e.kind <> ` + sqlTopic + `
 ), moved AS (
 	UPDATE messages m SET state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
-		delivery_count = m.delivery_count + 1, dead_letter_reason = '` + ReasonMaxDeliveryCount + `',
+		delivery_count = m.delivery_count + 1, dead_letter_reason = '` + broker.ReasonMaxDeliveryCount + `',
 		dead_letter_description = 'Message could not be consumed after ' || l.max_delivery || ' delivery attempts.'
 	FROM lapsed l WHERE m.entity_id = l.entity_id AND m.seq = l.seq
 	RETURNING m.entity_id

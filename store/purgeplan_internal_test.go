@@ -21,13 +21,13 @@ func TestPurgeChunksStayFlat(t *testing.T) {
 	s, qs := planTestQueues(t, "ahead", "unseen", "full", "behind")
 	pool, ctx := s.pool, t.Context()
 	ahead, unseen, full, behind := qs[0], qs[1], qs[2], qs[3]
-	insertMessages(t, s, ahead, 300000, 100)
-	insertMessages(t, s, full, 50000, 100)
+	insertRawMessages(t, s, ahead, 300000, 100)
+	insertRawMessages(t, s, full, 50000, 100)
 	if _, err := pool.Exec(ctx, `ANALYZE messages`); err != nil {
 		t.Fatal(err)
 	}
-	insertMessages(t, s, unseen, 50000, 100)
-	insertMessages(t, s, behind, 100000, 100)
+	insertRawMessages(t, s, unseen, 50000, 100)
+	insertRawMessages(t, s, behind, 100000, 100)
 
 	const chunks, chunk, looked = 10, 5000, 1000
 	for _, q := range []*broker.Entity{unseen, full} {
@@ -40,7 +40,7 @@ func TestPurgeChunksStayFlat(t *testing.T) {
 		for i := range chunks {
 			// Look at the next chunk of 1,000 (rolled back), then purge the next 5,000.
 			for g, generic := range []bool{false, true} {
-				pages, nodes := explainPages(t, ctx, s, purgeSQL, pgx.NamedArgs{"entity": q.ID, "after": after, "upto": upto,
+				pages, nodes := explainPages(t, ctx, s, purgeMessages, pgx.NamedArgs{"entity": q.ID, "after": after, "upto": upto,
 					"state": broker.StateActive, "n": looked}, generic)
 				t.Logf("%s: chunk of %d after %d purged (generic plan %v): %d pages", q.Path, looked, i*chunk, generic, pages)
 				if i == 0 {

@@ -83,13 +83,6 @@ func (s *Postgres) recheck(e *broker.Entity) time.Duration {
 	return min(e.Props.LockDuration, s.opts.Recheck)
 }
 
-// releaseSQL gives peek-locked messages back as if they had not been delivered, due at once (in
-// the due range, which claims look at from the time they last looked). Each is found by its
-// primary key, a lookup of one row whatever the statistics say.
-const releaseSQL = `UPDATE messages m SET lock_token = NULL, visible_at = @now
-FROM unnest(@seq::bigint[], @token::uuid[]) r(seq, token)
-WHERE m.entity_id = @entity AND m.seq = r.seq AND m.lock_token = r.token`
-
 // release unlocks msgs without counting their delivery, for messages claimed for a receiver that
 // left before they reached it.
 func (s *Postgres) release(ctx context.Context, t broker.Target, msgs []*broker.Message) {
@@ -97,7 +90,7 @@ func (s *Postgres) release(ctx context.Context, t broker.Target, msgs []*broker.
 	for i, m := range msgs {
 		seqs[i], tokens[i] = m.SequenceNumber, m.LockToken
 	}
-	sql, values, err := positional(releaseSQL, pgx.NamedArgs{"entity": t.Entity.ID, "seq": seqs, "token": tokens, "now": s.now()})
+	sql, values, err := releaseLocks.bind(pgx.NamedArgs{"entity": t.Entity.ID, "seq": seqs, "token": tokens, "now": s.now()})
 	if err == nil {
 		_, err = s.pool.Exec(ctx, sql, values...)
 	}

@@ -34,7 +34,7 @@ func TestCollectRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The shared claim's columns: the message's, then k before the two the record has first.
-	query := `SELECT ` + messageSelect + `, 1::bigint AS k, visible_at AS claimed_due_at, NULL::timestamptz AS due_left
+	query := `SELECT ` + strings.Join(messageRecordColumns, ", ") + `, 1::bigint AS k, visible_at AS claimed_due_at, NULL::timestamptz AS due_left
 		FROM messages WHERE entity_id = $1 ORDER BY seq`
 	rows, _ := pool.Query(ctx, query, e.ID)
 	want, err := pgx.CollectRows(rows, pgx.RowToStructByName[claimedManyRecord])
@@ -54,9 +54,9 @@ func TestCollectRecords(t *testing.T) {
 	}
 
 	for _, bad := range []struct{ name, query string }{
-		{"a column missing", `SELECT ` + messageSelect + `, 1::bigint AS k, visible_at AS claimed_due_at FROM messages`},
-		{"a column more", `SELECT ` + messageSelect + `, 1::bigint AS k, NULL::timestamptz AS claimed_due_at, NULL::timestamptz AS due_left, 1 AS x FROM messages`},
-		{"a column twice", `SELECT ` + messageSelect + `, 1::bigint AS k, NULL::timestamptz AS claimed_due_at, NULL::timestamptz AS claimed_due_at FROM messages`},
+		{"a column missing", `SELECT ` + strings.Join(messageRecordColumns, ", ") + `, 1::bigint AS k, visible_at AS claimed_due_at FROM messages`},
+		{"a column more", `SELECT ` + strings.Join(messageRecordColumns, ", ") + `, 1::bigint AS k, NULL::timestamptz AS claimed_due_at, NULL::timestamptz AS due_left, 1 AS x FROM messages`},
+		{"a column twice", `SELECT ` + strings.Join(messageRecordColumns, ", ") + `, 1::bigint AS k, NULL::timestamptz AS claimed_due_at, NULL::timestamptz AS claimed_due_at FROM messages`},
 	} {
 		rows, _ := pool.Query(ctx, bad.query)
 		if _, err := collectRecords[claimedManyRecord](rows, 2); err == nil || !strings.Contains(err.Error(), "claimedManyRecord") {

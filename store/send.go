@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -317,90 +316,24 @@ func text(s string) pgtype.Text {
 	return pgtype.Text{String: s, Valid: s != ""}
 }
 
-// insertMessagesSQL writes a group of messages in one statement, so in one transaction, with
-// their duplicate-detection history and count deltas. A message sent to an entity that detects
-// duplicates (dedup_until, its history expiry, not NULL) is written only if its MessageId is
-// new to that entity (dedup_entity) or its earlier record has expired; concurrent senders with
-// the same id wait on the dedup key, so exactly one wins on every gateway, and all copies of a
-// topic message share the topic's record. Rows are inserted in input order, which gives a batch
-// increasing sequence numbers; so the statement returns the positions of the rows it inserted
-// and their sequence numbers, both in increasing order, and the n-th of one belongs to the n-th
-// of the other.
-//
-// The columns of messages it writes come from insertColumns, one array each, named after its
-// column (insertArgs): {{arrays}} are those arrays, {{columns}} their names, {{values}} what is
-// inserted in each (insertColumn.value, and insertValues). Its @names are numbered once, at
-// start (insertArg).
-var insertMessagesSQL, insertArg = numberInsertArgs(strings.NewReplacer(
-	"{{arrays}}", insertArrayList(),
-	"{{columns}}", insertColumnList(),
-	"{{values}}", insertValueList(),
-).Replace(`
-WITH input AS (
-	SELECT * FROM unnest({{arrays}},
-		@dedup_entity::bigint[], @dedup_until::timestamptz[], @sessioned::boolean[], @origin_of::bigint[])
-		WITH ORDINALITY AS u({{columns}}, dedup_entity, dedup_until, sessioned, origin_of, ord)
-), origin AS (
-	-- The sequence number of the original send of each auto-forwarded message that had no row
-	-- where it was sent, one per sent message (its copies share it).
-	SELECT origin_of, nextval('message_seq') AS oseq FROM (SELECT DISTINCT origin_of FROM input WHERE origin_of <> 0) f
-), opened AS (
-	-- A session entity's session becomes acceptable when its first message can be received; a
-	-- locked session keeps its time (the end of its lock).
-	INSERT INTO sessions (entity_id, session_id, available_at)
-	SELECT DISTINCT ON (entity_id, session_id) entity_id, session_id, coalesce(visible_at, @now)
-	FROM input WHERE sessioned
-	ORDER BY entity_id, session_id, coalesce(visible_at, @now)
-	ON CONFLICT (entity_id, session_id) DO UPDATE SET
-		available_at = CASE WHEN sessions.locked_until > @now THEN sessions.available_at
-			ELSE least(coalesce(sessions.available_at, excluded.available_at), excluded.available_at) END
-), fresh AS (
-	INSERT INTO dedup (entity_id, message_id, expires_at)
-	SELECT DISTINCT dedup_entity, message_id, dedup_until FROM input WHERE dedup_until IS NOT NULL
-	ORDER BY dedup_entity, message_id -- the order every send locks them in
-	ON CONFLICT (entity_id, message_id) DO UPDATE SET expires_at = excluded.expires_at
-		WHERE dedup.expires_at <= @now
-	RETURNING entity_id, message_id
-), ins AS (
-	INSERT INTO messages ({{columns}})
-	SELECT {{values}}
-	FROM input LEFT JOIN origin USING (origin_of)
-	WHERE dedup_until IS NULL
-		OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.dedup_entity AND f.message_id = input.message_id)
-	ORDER BY ord
-	RETURNING entity_id, state, size, seq
-), counted AS (
-	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-	SELECT entity_id, count(*) FILTER (WHERE state <> ` + sqlDeadLetter + `),
-		count(*) FILTER (WHERE state = ` + sqlDeadLetter + `), sum(size)
-	FROM ins GROUP BY entity_id
-)
-SELECT coalesce((SELECT array_agg(ord ORDER BY ord) FROM input
-		WHERE dedup_until IS NULL
-			OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.dedup_entity AND f.message_id = input.message_id)), '{}'),
-	coalesce((SELECT array_agg(seq ORDER BY seq) FROM ins), '{}')`))
-
-// insertArgPositions gives the place of each argument of insertMessagesSQL in its argument list.
+// insertArgPositions gives the place of each argument of insertMessages in its argument list.
 type insertArgPositions struct {
-	columns                                           []int // of insertColumns[i]
+	columns                                           []int // of insertColumnNames[i]
 	dedupEntity, dedupUntil, sessioned, originOf, now int
 	n                                                 int
 }
 
-// numberInsertArgs turns the @names of the message insert into $1, $2, … (number, as for the
-// receive path's statements) and says which is which. pgx.NamedArgs would do it on every send,
-// lexing the whole statement each time, which took as long as building the arrays; this does it
-// once. Every name must be an input or a column, and every input and column must be used.
-func numberInsertArgs(named string) (string, insertArgPositions) {
+// insertArg gives the place of each argument of insertMessages in its argument list.
+var insertArg = insertArgPositionsOf(insertMessages)
+
+// insertArgPositionsOf says which of st's arguments is which: every name must be an input or a
+// column, and every input and column must be used.
+func insertArgPositionsOf(st statement) insertArgPositions {
 	inputs := []string{"dedup_entity", "dedup_until", "sessioned", "origin_of", "now"}
-	for _, c := range insertColumns {
-		if slices.Contains(inputs, c.name) {
-			panic("store: message column " + c.name + " has the name of an input of the insert")
+	for _, c := range insertColumnNames {
+		if slices.Contains(inputs, c) {
+			panic("store: message column " + c + " has the name of an input of the insert")
 		}
-	}
-	st, err := number(named)
-	if err != nil {
-		panic("store: message insert: " + err.Error())
 	}
 	at := make(map[string]int, len(st.names))
 	for i, name := range st.names {
@@ -414,55 +347,16 @@ func numberInsertArgs(named string) (string, insertArgPositions) {
 		delete(at, name)
 		return i
 	}
-	pos := insertArgPositions{columns: make([]int, len(insertColumns)), n: len(st.names),
+	pos := insertArgPositions{columns: make([]int, len(insertColumnNames)), n: len(st.names),
 		dedupEntity: position("dedup_entity"), dedupUntil: position("dedup_until"), sessioned: position("sessioned"),
 		originOf: position("origin_of"), now: position("now")}
-	for i, c := range insertColumns {
-		pos.columns[i] = position(c.name)
+	for i, c := range insertColumnNames {
+		pos.columns[i] = position(c)
 	}
 	if len(at) > 0 {
 		panic(fmt.Sprintf("store: message insert uses %v, neither inputs nor columns", slices.Sorted(maps.Keys(at))))
 	}
-	return st.sql, pos
-}
-
-// insertValues are the columns whose value insertMessagesSQL computes from the one given ("%s"):
-// an auto-forwarded message without an EnqueuedSequenceNumber takes the one drawn for its
-// original send.
-var insertValues = map[string]string{
-	"enqueued_seq": "coalesce(%s, oseq)",
-}
-
-func insertArrayList() string {
-	list := make([]string, len(insertColumns))
-	for i, c := range insertColumns {
-		list[i] = "@" + c.name + "::" + c.sqlType + "[]"
-	}
-	return strings.Join(list, ", ")
-}
-
-func insertColumnList() string {
-	list := make([]string, len(insertColumns))
-	for i, c := range insertColumns {
-		list[i] = c.name
-	}
-	return strings.Join(list, ", ")
-}
-
-func insertValueList() string {
-	list := make([]string, len(insertColumns))
-	used := 0
-	for i, c := range insertColumns {
-		list[i] = c.value
-		if v, ok := insertValues[c.name]; ok {
-			list[i] = fmt.Sprintf(v, c.value)
-			used++
-		}
-	}
-	if used != len(insertValues) {
-		panic("store: insertValues names a column the message insert does not write")
-	}
-	return strings.Join(list, ", ")
+	return pos
 }
 
 // rowQuerier runs a statement on the pool or inside a transaction.
@@ -475,7 +369,7 @@ type rowQuerier interface {
 func (s *Postgres) insertRows(ctx context.Context, db rowQuerier, all []messageRow) ([]int64, error) {
 	rows, kept := dropDuplicateIDs(all)
 	var ords, seqs []int64
-	if err := db.QueryRow(ctx, insertMessagesSQL, insertArgs(rows, s.now())...).Scan(&ords, &seqs); err != nil {
+	if err := db.QueryRow(ctx, insertMessages.sql, insertArgs(rows, s.now())...).Scan(&ords, &seqs); err != nil {
 		return nil, err
 	}
 	if len(ords) != len(seqs) {
@@ -492,12 +386,12 @@ func (s *Postgres) insertRows(ctx context.Context, db rowQuerier, all []messageR
 	return out, nil
 }
 
-// insertArgs are the arguments of insertMessagesSQL that write rows: an array per column and
+// insertArgs are the arguments of insertMessages that write rows: an array per column and
 // per input the statement uses to decide.
 func insertArgs(rows []messageRow, now time.Time) []any {
 	args := make([]any, insertArg.n)
-	for i, c := range insertColumns {
-		args[insertArg.columns[i]] = c.array(rows)
+	for i, a := range insertColumnArrays(rows) {
+		args[insertArg.columns[i]] = a
 	}
 	n := len(rows)
 	dedupEntity, dedupUntil := make([]int64, n), make(pgtype.FlatArray[pgtype.Timestamptz], n)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/sbgate/sbgate/broker"
@@ -34,38 +33,5 @@ func TestSharedSettlementFailureFailsOneRequest(t *testing.T) {
 	}
 	if m, err := s.Receive(t.Context(), broker.ReceiveRequest{Target: broker.Target{Entity: q}, Mode: broker.PeekLock, Max: 2}); err != nil || len(m) != 0 {
 		t.Errorf("after the settlements: %d messages receivable (%v); want none (one completed, one still locked)", len(m), err)
-	}
-}
-
-// TestSettleStatementsWithoutModifications: the statements of settlements that modify no
-// properties (the hot path) are those of the modifying ones without what modifying adds, and
-// neither read nor write user properties or sizes.
-func TestSettleStatementsWithoutModifications(t *testing.T) {
-	added := strings.NewReplacer(", @props::jsonb[], @size::int[]", "", ", props, size", "",
-		"user_props = r.props, size = r.size, ", "", " AND r.props IS NOT NULL", "")
-	for op, plain := range settleStatements {
-		for _, word := range []string{"user_props", "props", "size = "} {
-			if strings.Contains(plain, word) {
-				t.Errorf("the %s statement mentions %q", op, word)
-			}
-		}
-		modify, ok := modifyStatements[op]
-		if !ok {
-			if op == broker.Abandon || op == broker.Defer || op == broker.DeadLetter {
-				t.Errorf("%s has no modifying statement", op)
-			}
-			continue
-		}
-		if got := added.Replace(modify); got != plain {
-			t.Errorf("the modifying %s statement, without what modifying adds:\n%s\nwant the plain one:\n%s", op, got, plain)
-		}
-		if !strings.Contains(modify, "user_props = r.props") || !strings.Contains(modify, "r.props IS NOT NULL") {
-			t.Errorf("the modifying %s statement does not write only checked properties:\n%s", op, modify)
-		}
-	}
-	for _, op := range []broker.Settlement{broker.Complete, broker.RenewLock, broker.Release} {
-		if _, ok := modifyStatements[op]; ok {
-			t.Errorf("%s has a modifying statement", op)
-		}
 	}
 }

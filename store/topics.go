@@ -12,18 +12,7 @@ import (
 
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sqlfilter"
-)
-
-// Dead-letter reasons the broker sets.
-const (
-	ReasonMaxDeliveryCount    = "MaxDeliveryCountExceeded"
-	ReasonTTLExpired          = "TTLExpiredException"
-	ReasonFilterEvaluation    = "FilterEvaluationException"
-	ReasonMaxTransferHopCount = "MaxTransferHopCountExceeded"
-	// ReasonActionResult dead-letters a subscription's copy that its rule's action made too
-	// large to keep or to receive (Options.CheckCopy).
-	ReasonActionResult         = "RuleActionResultTooLarge"
-	descriptionMaxTransferHops = "The message was auto-forwarded more than 4 times."
+	"github.com/sbgate/sbgate/store/internal/sqltext"
 )
 
 // subRoute is a subscription of a topic with its compiled rules.
@@ -141,7 +130,7 @@ func (d *delivery) deliver(target *broker.Entity, m *broker.Message, sent *broke
 	if fwd := target.Props.ForwardTo; fwd != "" && m.State != broker.StateDeadLetter {
 		if hops >= broker.MaxTransferHops {
 			dl := *m
-			dl.State, dl.DeadLetterReason, dl.DeadLetterDescription = broker.StateDeadLetter, ReasonMaxTransferHopCount, descriptionMaxTransferHops
+			dl.State, dl.DeadLetterReason, dl.DeadLetterDescription = broker.StateDeadLetter, broker.ReasonMaxTransferHopCount, broker.DescriptionMaxTransferHops
 			return d.place(target, &dl, hops)
 		}
 		next, err := d.s.Resolve(d.ctx, fwd)
@@ -263,7 +252,7 @@ func (d *delivery) fanOut(topic *broker.Entity, m *broker.Message, hops int) err
 					// The action grew the copy past what may be kept or received: it is
 					// dead-lettered as it was before the action, and the send goes on.
 					c = copyFor(sub, m, d.now)
-					c.State, c.DeadLetterReason = broker.StateDeadLetter, ReasonActionResult
+					c.State, c.DeadLetterReason = broker.StateDeadLetter, broker.ReasonActionResult
 					c.DeadLetterDescription = broker.ClipTo(fmt.Sprintf("The action of rule %s: %s", rule.Name, broker.ErrorMessage(err)), maxEvaluationDescription)
 				}
 			}
@@ -273,7 +262,7 @@ func (d *delivery) fanOut(topic *broker.Entity, m *broker.Message, hops int) err
 		}
 		if evalErr != nil && sub.Props.DeadLetteringOnFilterEvaluation {
 			c := copyFor(sub, m, d.now)
-			c.State, c.DeadLetterReason = broker.StateDeadLetter, ReasonFilterEvaluation
+			c.State, c.DeadLetterReason = broker.StateDeadLetter, broker.ReasonFilterEvaluation
 			c.DeadLetterDescription = broker.ClipTo(evalErr.Error(), maxEvaluationDescription)
 			if err := d.place(sub, c, hops); err != nil {
 				return err
@@ -412,7 +401,7 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *broker
 	sessionsOnly := target.Kind == broker.KindQueue && target.Props.ForwardTo == "" && target.Props.RequiresSession
 	for {
 		now := s.now()
-		rows, err := tx.Query(ctx, `SELECT `+messageSelectFrom("m")+` FROM messages m
+		rows, err := tx.Query(ctx, `SELECT `+sqltext.MessageSelectFromM+` FROM messages m
 			WHERE m.entity_id = $1 AND m.state = `+sqlDeadLetter+` AND (m.lock_token IS NULL OR m.visible_at <= $2)
 				AND m.seq > $4 AND (NOT $5 OR m.session_id IS NOT NULL)
 			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk, after, sessionsOnly)

@@ -168,7 +168,7 @@ func TestFilterEvaluationErrors(t *testing.T) {
 		t.Errorf("dl subscription received %d messages", len(got))
 	}
 	dead := b.drain(t, dl, broker.SubQueueDeadLetter)
-	if len(dead) != 1 || dead[0].DeadLetterReason != store.ReasonFilterEvaluation || !strings.Contains(dead[0].DeadLetterDescription, "Nonsense") {
+	if len(dead) != 1 || dead[0].DeadLetterReason != broker.ReasonFilterEvaluation || !strings.Contains(dead[0].DeadLetterDescription, "Nonsense") {
 		t.Errorf("dl dead letters = %+v", dead)
 	}
 	if got := b.drain(t, drop, broker.SubQueueDeadLetter); len(got) != 0 {
@@ -204,8 +204,8 @@ func TestFilterEvaluationBudget(t *testing.T) {
 		t.Errorf("dl subscription received %d messages", len(got))
 	}
 	dead := b.drain(t, dl, broker.SubQueueDeadLetter)
-	if len(dead) != 1 || dead[0].DeadLetterReason != store.ReasonFilterEvaluation || !strings.Contains(dead[0].DeadLetterDescription, "budget") {
-		t.Errorf("dl dead letters = %d, want 1 with reason %s and the budget in the description", len(dead), store.ReasonFilterEvaluation)
+	if len(dead) != 1 || dead[0].DeadLetterReason != broker.ReasonFilterEvaluation || !strings.Contains(dead[0].DeadLetterDescription, "budget") {
+		t.Errorf("dl dead letters = %d, want 1 with reason %s and the budget in the description", len(dead), broker.ReasonFilterEvaluation)
 		for _, m := range dead {
 			t.Logf("%s: %s", m.DeadLetterReason, m.DeadLetterDescription)
 		}
@@ -325,7 +325,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 	if again := b.receive(t, s, broker.SubQueueMain, broker.PeekLock); again != nil {
 		t.Errorf("message past MaxDeliveryCount delivered again")
 	}
-	if dl := b.drain(t, s, broker.SubQueueDeadLetter); len(dl) != 1 || dl[0].DeadLetterReason != store.ReasonMaxDeliveryCount {
+	if dl := b.drain(t, s, broker.SubQueueDeadLetter); len(dl) != 1 || dl[0].DeadLetterReason != broker.ReasonMaxDeliveryCount {
 		t.Errorf("dead letters = %+v", dl)
 	}
 	// Deleting the topic deletes its subscriptions, rules and messages.
@@ -434,7 +434,7 @@ func TestForwardingHopLimit(t *testing.T) {
 	b.send(t, q0, body("far"))
 	q4, _ := b.store.Resolve(b.ctx, "q4")
 	dead := b.drain(t, q4, broker.SubQueueDeadLetter)
-	if len(dead) != 1 || dead[0].DeadLetterReason != store.ReasonMaxTransferHopCount {
+	if len(dead) != 1 || dead[0].DeadLetterReason != broker.ReasonMaxTransferHopCount {
 		t.Fatalf("q4 dead letters = %+v; want the message, with MaxTransferHopCountExceeded", dead)
 	}
 }
@@ -471,7 +471,7 @@ func TestForwardDeadLetteredMessages(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("collector got %d messages; want 3", len(got))
 	}
-	for i, want := range []struct{ id, reason string }{{"e", "Bad"}, {"p", store.ReasonMaxDeliveryCount}, {"x", store.ReasonTTLExpired}} {
+	for i, want := range []struct{ id, reason string }{{"e", "Bad"}, {"p", broker.ReasonMaxDeliveryCount}, {"x", broker.ReasonTTLExpired}} {
 		if got[i].MessageID != want.id || got[i].DeadLetterReason != want.reason || got[i].DeadLetterSource != "work" {
 			t.Errorf("collector[%d] = %s, reason %q, source %q; want %s, %q, work", i, got[i].MessageID, got[i].DeadLetterReason, got[i].DeadLetterSource, want.id, want.reason)
 		}
