@@ -16,7 +16,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/sbgate ./cmd/sbgat
 # and the log line "Emulator Service is Successfully Up!". ACCEPT_EULA, SQL_SERVER, MSSQL_SA_PASSWORD
 # and SQL_WAIT_INTERVAL are accepted and ignored: it keeps its data in its own PostgreSQL, in the
 # volume /var/lib/sbgate (as root it runs that server as the postgres user). For development and
-# tests only: the key is public. cmd/sbgate/container_test.go runs this stage's ENTRYPOINT with its
+# tests only: the key is public. program/container_test.go runs this stage's ENTRYPOINT with its
 # ENV as the image would.
 FROM debian:bookworm-slim AS emulator
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl postgresql-15 \

@@ -1,6 +1,6 @@
 // Package cli is sbgate's client commands: queue, topic, subscription, rule, send, receive,
-// peek, dlq and config, the command line of a namespace over its HTTP API. cmd/sbgate runs them;
-// the broker itself is elsewhere.
+// peek, dlq and config, the command line of a namespace over its HTTP API. Package program runs
+// them; the broker itself is elsewhere.
 package cli
 
 import (
