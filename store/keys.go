@@ -9,35 +9,37 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/store/internal/sqlcdb"
 )
 
 // NamespaceKey returns (and with create, makes) a namespace-level key. See Store.
 func (s *Postgres) NamespaceKey(ctx context.Context, name string, create bool) (broker.NamespaceKey, error) {
-	const selectSQL = `SELECT name, primary_key, secondary_key, rights FROM namespace_keys WHERE name = $1`
-	var k broker.NamespaceKey
-	err := s.pool.QueryRow(ctx, selectSQL, name).Scan(&k.Name, &k.PrimaryKey, &k.SecondaryKey, &k.Rights)
+	row, err := queries.NamespaceKey(ctx, s.pool, name)
 	if err == nil {
-		return k, nil
+		return namespaceKeyOf(row), nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return k, fmt.Errorf("read key %s: %w", name, interpretError(err))
+		return broker.NamespaceKey{}, fmt.Errorf("read key %s: %w", name, interpretError(err))
 	}
 	if !create {
-		return k, broker.NotFound("No shared access key named '%s'.", name)
+		return broker.NamespaceKey{}, broker.NotFound("No shared access key named '%s'.", name)
 	}
-	primary, secondary := randomKey(), randomKey()
-	// Several gateways may start at once on an empty database: the first insert wins and every
-	// gateway reads back the same key.
-	tag, err := s.pool.Exec(ctx, `INSERT INTO namespace_keys (name, primary_key, secondary_key, rights)
-		VALUES ($1, $2, $3, ARRAY['Manage', 'Listen', 'Send']) ON CONFLICT (name) DO NOTHING`, name, primary, secondary)
+	n, err := queries.CreateFirstNamespaceKey(ctx, s.pool, sqlcdb.CreateFirstNamespaceKeyParams{
+		Name: name, PrimaryKey: randomKey(), SecondaryKey: randomKey()})
 	if err != nil {
-		return k, fmt.Errorf("create key %s: %w", name, interpretError(err))
+		return broker.NamespaceKey{}, fmt.Errorf("create key %s: %w", name, interpretError(err))
 	}
-	if err := s.pool.QueryRow(ctx, selectSQL, name).Scan(&k.Name, &k.PrimaryKey, &k.SecondaryKey, &k.Rights); err != nil {
-		return k, fmt.Errorf("read key %s: %w", name, interpretError(err))
+	if row, err = queries.NamespaceKey(ctx, s.pool, name); err != nil {
+		return broker.NamespaceKey{}, fmt.Errorf("read key %s: %w", name, interpretError(err))
 	}
-	k.Created = tag.RowsAffected() == 1
+	k := namespaceKeyOf(row)
+	k.Created = n == 1
 	return k, nil
+}
+
+// namespaceKeyOf is the key a row of namespace_keys holds.
+func namespaceKeyOf(r sqlcdb.NamespaceKeyRow) broker.NamespaceKey {
+	return broker.NamespaceKey{Name: r.Name, PrimaryKey: r.PrimaryKey, SecondaryKey: r.SecondaryKey, Rights: r.Rights}
 }
 
 // randomKey returns 32 random bytes in base64, the form of Azure's generated keys.
@@ -49,17 +51,13 @@ func randomKey() string {
 
 // NamespaceKeys lists the namespace-level keys kept in the database, by name.
 func (s *Postgres) NamespaceKeys(ctx context.Context) ([]broker.NamespaceKey, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name, primary_key, secondary_key, rights FROM namespace_keys ORDER BY name`)
+	rows, err := queries.NamespaceKeys(ctx, s.pool)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", interpretError(err))
 	}
-	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (broker.NamespaceKey, error) {
-		var k broker.NamespaceKey
-		err := row.Scan(&k.Name, &k.PrimaryKey, &k.SecondaryKey, &k.Rights)
-		return k, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", interpretError(err))
+	keys := make([]broker.NamespaceKey, len(rows))
+	for i, r := range rows {
+		keys[i] = namespaceKeyOf(sqlcdb.NamespaceKeyRow(r))
 	}
 	return keys, nil
 }
@@ -74,12 +72,12 @@ func (s *Postgres) CreateNamespaceKey(ctx context.Context, name string, rights [
 		return broker.NamespaceKey{}, broker.BadRequest("A key needs at least one right: Send, Listen or Manage.")
 	}
 	k := broker.NamespaceKey{Name: name, PrimaryKey: randomKey(), SecondaryKey: randomKey(), Rights: rights, Created: true}
-	tag, err := s.pool.Exec(ctx, `INSERT INTO namespace_keys (name, primary_key, secondary_key, rights)
-		VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING`, k.Name, k.PrimaryKey, k.SecondaryKey, k.Rights)
+	n, err := queries.CreateNamespaceKey(ctx, s.pool, sqlcdb.CreateNamespaceKeyParams{
+		Name: k.Name, PrimaryKey: k.PrimaryKey, SecondaryKey: k.SecondaryKey, Rights: k.Rights})
 	if err != nil {
 		return broker.NamespaceKey{}, fmt.Errorf("create key %s: %w", name, interpretError(err))
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return broker.NamespaceKey{}, &broker.Error{Code: broker.CodeConflict, Message: fmt.Sprintf("A key named '%s' already exists.", name)}
 	}
 	return k, nil
@@ -89,13 +87,20 @@ func (s *Postgres) CreateNamespaceKey(ctx context.Context, name string, rights [
 // name with a new random one; tokens signed with the old one stop working. The other key is kept,
 // so clients can move to it first.
 func (s *Postgres) RotateNamespaceKey(ctx context.Context, name string, secondary bool) (broker.NamespaceKey, error) {
-	column := "primary_key"
+	var row sqlcdb.NamespaceKeyRow
+	var err error
 	if secondary {
-		column = "secondary_key"
+		var r sqlcdb.RotateSecondaryNamespaceKeyRow
+		r, err = queries.RotateSecondaryNamespaceKey(ctx, s.pool,
+			sqlcdb.RotateSecondaryNamespaceKeyParams{Name: name, Key: randomKey()})
+		row = sqlcdb.NamespaceKeyRow(r)
+	} else {
+		var r sqlcdb.RotatePrimaryNamespaceKeyRow
+		r, err = queries.RotatePrimaryNamespaceKey(ctx, s.pool,
+			sqlcdb.RotatePrimaryNamespaceKeyParams{Name: name, Key: randomKey()})
+		row = sqlcdb.NamespaceKeyRow(r)
 	}
-	var k broker.NamespaceKey
-	err := s.pool.QueryRow(ctx, `UPDATE namespace_keys SET `+column+` = $2 WHERE name = $1
-		RETURNING name, primary_key, secondary_key, rights`, name, randomKey()).Scan(&k.Name, &k.PrimaryKey, &k.SecondaryKey, &k.Rights)
+	k := namespaceKeyOf(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, broker.NotFound("No shared access key named '%s'.", name)
 	}
@@ -107,11 +112,11 @@ func (s *Postgres) RotateNamespaceKey(ctx context.Context, name string, secondar
 
 // DeleteNamespaceKey revokes the key named name.
 func (s *Postgres) DeleteNamespaceKey(ctx context.Context, name string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM namespace_keys WHERE name = $1`, name)
+	n, err := queries.DeleteNamespaceKey(ctx, s.pool, name)
 	if err != nil {
 		return fmt.Errorf("delete key %s: %w", name, interpretError(err))
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return broker.NotFound("No shared access key named '%s'.", name)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/engine"
+	"github.com/sbgate/sbgate/store/internal/sqlcdb"
 )
 
 // Advisory lock keys of the background tasks. Every gateway runs the tasks; the lock makes one
@@ -23,90 +24,6 @@ const (
 
 // expireChunk bounds the expired messages one sweep statement handles per entity.
 const expireChunk = 1000
-
-// expireSQL removes expired messages that no valid lock holds, or dead-letters them
-// (TTLExpiredException) where the entity says so, counting either. It visits entities one by
-// one through the messages_expiry index, so its cost follows the number of expired messages,
-// not the size of the table.
-const expireSQL = `
-WITH candidates AS (
-	SELECT m.entity_id, m.seq, e.dead_lettering_on_expiration AS dl
-	FROM entities e CROSS JOIN LATERAL (
-		SELECT x.entity_id, x.seq FROM messages x
-		WHERE x.entity_id = e.id AND x.expires_at <= $1 AND x.state <> ` + sqlDeadLetter + `
-			AND (x.lock_token IS NULL OR x.visible_at <= $1)
-		ORDER BY x.expires_at LIMIT $2 FOR UPDATE OF x SKIP LOCKED
-	) m
-	WHERE e.kind <> ` + sqlTopic + `
-), dead_lettered AS (
-	UPDATE messages m SET state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
-		delivery_count = m.delivery_count + CASE WHEN m.lock_token IS NOT NULL THEN 1 ELSE 0 END,
-		dead_letter_reason = 'TTLExpiredException',
-		dead_letter_description = 'The message expired and was dead lettered.'
-	FROM candidates c WHERE c.dl AND m.entity_id = c.entity_id AND m.seq = c.seq
-	RETURNING m.entity_id
-), removed AS (
-	DELETE FROM messages m USING candidates c WHERE NOT c.dl AND m.entity_id = c.entity_id AND m.seq = c.seq
-	RETURNING m.entity_id, m.size
-), counted AS (
-	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-	SELECT entity_id, -count(*), count(*), 0 FROM dead_lettered GROUP BY entity_id
-	UNION ALL
-	SELECT entity_id, -count(*), 0, -sum(size) FROM removed GROUP BY entity_id
-)
-SELECT (SELECT count(*) FROM dead_lettered) + (SELECT count(*) FROM removed),
-	ARRAY(SELECT DISTINCT entity_id FROM dead_lettered)`
-
-// deadLetterLapsedSQL moves to the dead-letter subqueue the messages whose lock ran out on the
-// last delivery their entity allows (MaxDeliveryCountExceeded): on the service such a message is
-// in the dead-letter subqueue (and counted there) once its lock lapses, not at the next receive,
-// which may never come. Each entity is visited through messages_due, so the cost follows the
-// locks that lapsed, not the size of the table.
-const deadLetterLapsedSQL = `
-WITH lapsed AS (
-	SELECT x.entity_id, x.seq, e.max_delivery_count AS max_delivery FROM entities e CROSS JOIN LATERAL (
-		SELECT x.entity_id, x.seq FROM messages x
-		WHERE x.entity_id = e.id AND x.state IN (` + sqlActive + `, ` + sqlDeferred + `) AND x.visible_at <= $1
-			AND x.lock_token IS NOT NULL AND x.delivery_count + 1 >= e.max_delivery_count
-		LIMIT $2 FOR UPDATE OF x SKIP LOCKED
-	) x
-	WHERE e.kind <> ` + sqlTopic + `
-), moved AS (
-	UPDATE messages m SET state = ` + sqlDeadLetter + `, lock_token = NULL, visible_at = NULL,
-		delivery_count = m.delivery_count + 1, dead_letter_reason = '` + broker.ReasonMaxDeliveryCount + `',
-		dead_letter_description = 'Message could not be consumed after ' || l.max_delivery || ' delivery attempts.'
-	FROM lapsed l WHERE m.entity_id = l.entity_id AND m.seq = l.seq
-	RETURNING m.entity_id
-), counted AS (
-	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-	SELECT entity_id, -count(*), count(*), 0 FROM moved GROUP BY entity_id
-)
-SELECT count(*), ARRAY(SELECT DISTINCT entity_id FROM moved) FROM moved`
-
-// compactCountsSQL folds the count deltas into entity_counts in one statement: a reader sees the
-// deltas either still in their table or already in the totals, never both or neither.
-const compactCountsSQL = `
-WITH folded AS (
-	DELETE FROM entity_count_deltas RETURNING entity_id, main, dead, bytes
-), summed AS (
-	SELECT entity_id, sum(main) AS main, sum(dead) AS dead, sum(bytes) AS bytes FROM folded GROUP BY entity_id
-)
-INSERT INTO entity_counts (entity_id, main, dead, bytes)
-SELECT s.entity_id, s.main, s.dead, s.bytes FROM summed s WHERE EXISTS (SELECT 1 FROM entities e WHERE e.id = s.entity_id)
-ON CONFLICT (entity_id) DO UPDATE SET main = entity_counts.main + excluded.main,
-	dead = entity_counts.dead + excluded.dead, bytes = entity_counts.bytes + excluded.bytes`
-
-// idleEntitiesSQL finds entities idle for their AutoDeleteOnIdle: no send, receive, browse or
-// update since, and no scheduled message waiting (in them or, for a topic, its subscriptions).
-const idleEntitiesSQL = `
-SELECT e.path FROM entities e
-WHERE e.auto_delete_on_idle IS NOT NULL
-	AND greatest(e.created_at, e.updated_at, coalesce(e.accessed_at, e.created_at)) + e.auto_delete_on_idle <= $1
-	AND NOT EXISTS (
-		SELECT 1 FROM messages m
-		WHERE m.entity_id IN (SELECT e.id UNION ALL SELECT s.id FROM entities s WHERE s.parent_id = e.id)
-			AND m.lock_token IS NULL AND m.visible_at > $1)
-ORDER BY e.id LIMIT 100`
 
 // deadLetterForwardersSQL reads the entities whose dead letters Maintain moves on.
 var deadLetterForwardersSQL = `SELECT ` + entitySelect + ` FROM entities WHERE forward_dead_lettered_to <> ''`
@@ -122,14 +39,22 @@ func (s *Postgres) Maintain(ctx context.Context) error {
 	errs := []error{s.flushTouches(ctx, now)}
 	var woken []wakeTarget
 	errs = append(errs, s.led(ctx, lockExpire, func(tx pgx.Tx) error {
-		for _, sweep := range []struct{ what, sql string }{
-			{"expire messages", expireSQL},
-			{"dead-letter messages whose last lock lapsed", deadLetterLapsedSQL},
+		for _, sweep := range []struct {
+			what string
+			run  func() (n int64, ids []int64, err error)
+		}{
+			{"expire messages", func() (int64, []int64, error) {
+				r, err := queries.ExpireMessages(ctx, tx, sqlcdb.ExpireMessagesParams{Now: now, Chunk: expireChunk})
+				return r.N, r.Entities, err
+			}},
+			{"dead-letter messages whose last lock lapsed", func() (int64, []int64, error) {
+				r, err := queries.DeadLetterLapsed(ctx, tx, sqlcdb.DeadLetterLapsedParams{Now: now, Chunk: expireChunk})
+				return r.N, r.Entities, err
+			}},
 		} {
 			for {
-				var n int64
-				var ids []int64
-				if err := tx.QueryRow(ctx, sweep.sql, now, expireChunk).Scan(&n, &ids); err != nil {
+				n, ids, err := sweep.run()
+				if err != nil {
 					return fmt.Errorf("%s: %w", sweep.what, err)
 				}
 				for _, id := range ids {
@@ -157,18 +82,13 @@ func (s *Postgres) Maintain(ctx context.Context) error {
 	}))
 	s.announce(woken...)
 	errs = append(errs, s.led(ctx, lockCompactCounts, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, compactCountsSQL)
-		return err
+		return queries.CompactCounts(ctx, tx)
 	}))
 	errs = append(errs, s.led(ctx, lockPruneDedup, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM dedup WHERE expires_at <= $1`, now); err != nil {
+		if err := queries.PruneDedup(ctx, tx, now); err != nil {
 			return err
 		}
-		// Sessions with no messages, no state and no lock are forgotten (they come back with
-		// their next message).
-		_, err := tx.Exec(ctx, `DELETE FROM sessions WHERE available_at IS NULL AND state IS NULL
-			AND (locked_until IS NULL OR locked_until <= $1)`, now)
-		return err
+		return queries.ForgetIdleSessions(ctx, tx, now)
 	}))
 	errs = append(errs, s.autoDelete(ctx, now))
 	return errors.Join(errs...)
@@ -178,8 +98,8 @@ func (s *Postgres) Maintain(ctx context.Context) error {
 // holding it means the task is being done.
 func (s *Postgres) led(ctx context.Context, key int64, fn func(pgx.Tx) error) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var got bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, key).Scan(&got); err != nil || !got {
+		got, err := queries.TryTaskLock(ctx, tx, key)
+		if err != nil || !got {
 			return err
 		}
 		return fn(tx)
@@ -190,11 +110,8 @@ func (s *Postgres) led(ctx context.Context, key int64, fn func(pgx.Tx) error) er
 func (s *Postgres) autoDelete(ctx context.Context, now time.Time) error {
 	var paths []string
 	err := s.led(ctx, lockAutoDelete, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, idleEntitiesSQL, now)
-		if err != nil {
-			return err
-		}
-		paths, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		var err error
+		paths, err = queries.IdleEntities(ctx, tx, now)
 		return err
 	})
 	if err != nil {
@@ -260,7 +177,7 @@ func (s *Postgres) flushTouches(ctx context.Context, now time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := s.pool.Exec(ctx, `UPDATE entities SET accessed_at = $2 WHERE id = ANY($1) AND (accessed_at IS NULL OR accessed_at < $2)`, ids, now)
+	err := queries.RecordAccess(ctx, s.pool, sqlcdb.RecordAccessParams{Ids: ids, Now: now})
 	if err != nil {
 		return fmt.Errorf("record entity access: %w", interpretError(err))
 	}

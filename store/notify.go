@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sbgate/sbgate/store/internal/sqlcdb"
 )
 
 // notifyChannel is the one channel every gateway listens on. Payloads are
@@ -112,9 +113,7 @@ func (l *listener) notifyLoop(ctx context.Context) {
 }
 
 func (l *listener) checkPeers(ctx context.Context) {
-	var n int
-	err := l.s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-		WHERE application_name = $1 AND datname = current_database()`, listenAppName).Scan(&n)
+	n, err := queries.CountListeners(ctx, l.s.pool, listenAppName)
 	if err != nil {
 		return // the listen loop reports database trouble
 	}
@@ -160,7 +159,8 @@ func (l *listener) flush(ctx context.Context) {
 	if b.Len() > 0 {
 		payloads = append(payloads, b.String())
 	}
-	if _, err := l.s.pool.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) p`, notifyChannel, payloads); err != nil && ctx.Err() == nil {
+	err := queries.Notify(ctx, l.s.pool, sqlcdb.NotifyParams{Channel: notifyChannel, Payloads: payloads})
+	if err != nil && ctx.Err() == nil {
 		l.s.log.Warn("notify other gateways", "err", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/store/internal/sqlcdb"
 )
 
 // ruleJSON is how a rule's filter and action are kept in the rules table.
@@ -118,12 +119,12 @@ func insertRule(ctx context.Context, tx pgx.Tx, subID int64, r broker.Rule) erro
 	if err != nil {
 		return err
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO rules (subscription_id, name_key, name, filter, action, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, subID, strings.ToLower(r.Name), r.Name, filter, action, r.CreatedAt)
+	n, err := queries.InsertRule(ctx, tx, sqlcdb.InsertRuleParams{SubscriptionID: subID,
+		NameKey: strings.ToLower(r.Name), Name: r.Name, Filter: filter, Action: action, CreatedAt: r.CreatedAt})
 	if err != nil {
 		return err
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return &broker.Error{Code: broker.CodeConflict, Message: fmt.Sprintf("The messaging entity rule '%s' already exists.", r.Name)}
 	}
 	return nil
@@ -167,18 +168,16 @@ func (s *Postgres) PutRule(ctx context.Context, subPath string, r broker.Rule, u
 			if err != nil {
 				return err
 			}
-			var created time.Time
-			err = tx.QueryRow(ctx, `UPDATE rules SET filter = $3, action = $4, name = $5
-				WHERE subscription_id = $1 AND name_key = $2 RETURNING created_at`,
-				sub.ID, strings.ToLower(r.Name), filter, action, r.Name).Scan(&created)
+			created, err := queries.UpdateRule(ctx, tx, sqlcdb.UpdateRuleParams{SubscriptionID: sub.ID,
+				NameKey: strings.ToLower(r.Name), Filter: filter, Action: action, Name: r.Name})
 			if errors.Is(err, pgx.ErrNoRows) {
 				return broker.NotFound("The rule '%s' does not exist on '%s'.", r.Name, sub.Path)
 			}
 			r.CreatedAt = created.UTC()
 			return err
 		}
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM rules WHERE subscription_id = $1`, sub.ID).Scan(&n); err != nil {
+		n, err := queries.CountRules(ctx, tx, sub.ID)
+		if err != nil {
 			return err
 		}
 		if n >= broker.MaxRulesPerSub {
@@ -199,18 +198,14 @@ func (s *Postgres) GetRule(ctx context.Context, subPath, name string) (*broker.R
 	if err != nil {
 		return nil, err
 	}
-	var ruleName string
-	var filter, action []byte
-	var created time.Time
-	err = s.pool.QueryRow(ctx, `SELECT name, filter, action, created_at FROM rules WHERE subscription_id = $1 AND name_key = $2`,
-		sub.ID, strings.ToLower(name)).Scan(&ruleName, &filter, &action, &created)
+	row, err := queries.Rule(ctx, s.pool, sqlcdb.RuleParams{SubscriptionID: sub.ID, NameKey: strings.ToLower(name)})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, broker.NotFound("The rule '%s' does not exist on '%s'.", broker.Clip(name), sub.Path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get rule %s: %w", broker.Clip(name), interpretError(err))
 	}
-	r, err := decodeRule(ruleName, filter, action, created)
+	r, err := decodeRule(row.Name, row.Filter, row.Action, row.CreatedAt)
 	return &r, err
 }
 
@@ -220,11 +215,11 @@ func (s *Postgres) DeleteRule(ctx context.Context, subPath, name string) error {
 	if err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM rules WHERE subscription_id = $1 AND name_key = $2`, sub.ID, strings.ToLower(name))
+	n, err := queries.DeleteRule(ctx, s.pool, sqlcdb.DeleteRuleParams{SubscriptionID: sub.ID, NameKey: strings.ToLower(name)})
 	if err != nil {
 		return fmt.Errorf("delete rule %s: %w", broker.Clip(name), interpretError(err))
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return broker.NotFound("The rule '%s' does not exist on '%s'.", broker.Clip(name), sub.Path)
 	}
 	s.entityChanged(ctx, sub.Path)
@@ -241,19 +236,17 @@ func (s *Postgres) ListRules(ctx context.Context, subPath string, skip, top int)
 }
 
 func (s *Postgres) rulesOf(ctx context.Context, subID int64, skip, top int) ([]*broker.Rule, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name, filter, action, created_at FROM rules WHERE subscription_id = $1
-		ORDER BY name_key OFFSET $2 LIMIT $3`, subID, skip, top)
+	rows, err := queries.Rules(ctx, s.pool, sqlcdb.RulesParams{SubscriptionID: subID, Skip: int64(skip), Top: int64(top)})
 	if err != nil {
 		return nil, fmt.Errorf("list rules: %w", interpretError(err))
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*broker.Rule, error) {
-		var name string
-		var filter, action []byte
-		var created time.Time
-		if err := row.Scan(&name, &filter, &action, &created); err != nil {
+	rules := make([]*broker.Rule, 0, len(rows))
+	for _, row := range rows {
+		r, err := decodeRule(row.Name, row.Filter, row.Action, row.CreatedAt)
+		if err != nil {
 			return nil, err
 		}
-		r, err := decodeRule(name, filter, action, created)
-		return &r, err
-	})
+		rules = append(rules, &r)
+	}
+	return rules, nil
 }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/store/internal/sqlcdb"
 )
 
 // ListSessionsUpdatedSince lists, by id, the sessions of e whose state was set (or cleared)
@@ -18,10 +18,10 @@ func (s *Postgres) ListSessionsUpdatedSince(ctx context.Context, e *broker.Entit
 	if err := broker.CheckSessionful(e); err != nil && !errors.Is(err, broker.ErrForbidden) {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT session_id FROM sessions WHERE entity_id = $1 AND state_updated_at > $2
-		ORDER BY session_id OFFSET $3 LIMIT $4`, e.ID, since, skip, top)
+	ids, err := queries.SessionsUpdatedSince(ctx, s.pool, sqlcdb.SessionsUpdatedSinceParams{
+		EntityID: e.ID, Since: since, Skip: int64(skip), Top: int64(top)})
 	if err != nil {
 		return nil, fmt.Errorf("list sessions of %s updated since %s: %w", e.Path, since.Format(time.RFC3339), interpretError(err))
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, nil
 }

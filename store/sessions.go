@@ -10,25 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/engine"
+	"github.com/sbgate/sbgate/store/internal/sqlcdb"
 )
-
-// nextAvailableSQL is when the session $2 can next give a message: now if it holds a receivable
-// message (or one under a message lock, which accepting the session releases), the earliest
-// scheduled time if it holds only scheduled ones, NULL if it holds none. Each branch reads one
-// of the session's partial indexes; none scans the entity.
-const nextAvailableSQL = `SELECT CASE
-	WHEN EXISTS (SELECT 1 FROM messages WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NULL AND state = ` + sqlActive + `
-		AND (expires_at IS NULL OR expires_at > $3)) THEN $3::timestamptz
-	ELSE (SELECT min(CASE WHEN lock_token IS NOT NULL OR visible_at <= $3 THEN $3::timestamptz ELSE visible_at END)
-		FROM messages WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NOT NULL AND state = ` + sqlActive + `
-			AND (expires_at IS NULL OR expires_at > $3))
-END`
-
-// releaseMessageLocksSQL frees the messages of a session that were locked under an earlier
-// session lock: a new holder continues from the first unsettled message. Each of those
-// deliveries failed (its lock went with the session's), and counts.
-const releaseMessageLocksSQL = `UPDATE messages SET lock_token = NULL, visible_at = NULL, delivery_count = delivery_count + 1
-WHERE entity_id = $1 AND session_id = $2 AND visible_at IS NOT NULL AND lock_token IS NOT NULL AND state <> ` + sqlDeadLetter
 
 // AcceptSession locks the session of e named sessionID for the entity's LockDuration; "" is a
 // session id like any other. The session need not have messages. Messages it held under an
@@ -73,9 +56,9 @@ func (s *Postgres) AcceptNextSession(ctx context.Context, e *broker.Entity, wait
 			return got, true, nil
 		}
 		d.Next = func(ctx context.Context, since time.Time) (time.Time, error) {
-			var next pgtype.Timestamptz
-			err := s.pool.QueryRow(ctx, `SELECT min(available_at) FROM sessions WHERE entity_id = $1 AND available_at > $2`,
-				e.ID, since).Scan(&next)
+			due, err := queries.NextSessionDue(ctx, s.pool,
+				sqlcdb.NextSessionDueParams{EntityID: e.ID, Since: since})
+			next := nullTime(due)
 			if err != nil {
 				return time.Time{}, fmt.Errorf("look for sessions coming due in %s: %w", e.Path, interpretError(err))
 			}
@@ -117,9 +100,8 @@ func (s *Postgres) acceptNext(ctx context.Context, e *broker.Entity) (*broker.Se
 		stale := false
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			now := s.now()
-			var id string
-			err := tx.QueryRow(ctx, `SELECT session_id FROM sessions WHERE entity_id = $1 AND available_at <= $2
-				ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED`, e.ID, now).Scan(&id)
+			id, err := queries.OldestAvailableSession(ctx, tx,
+				sqlcdb.OldestAvailableSessionParams{EntityID: e.ID, Now: now})
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
 			}
@@ -142,13 +124,13 @@ func (s *Postgres) acceptNext(ctx context.Context, e *broker.Entity) (*broker.Se
 // lockSession locks session id (whose row tx holds) if it has a message to give, or records when
 // it will have one. stale reports the latter.
 func (s *Postgres) lockSession(ctx context.Context, tx pgx.Tx, e *broker.Entity, id string, now time.Time) (*broker.Session, bool, error) {
-	var next pgtype.Timestamptz
-	if err := tx.QueryRow(ctx, nextAvailableSQL, e.ID, id, now).Scan(&next); err != nil {
+	next, err := nextAvailable(ctx, tx, e, id, now)
+	if err != nil {
 		return nil, false, err
 	}
 	if !next.Valid || next.Time.After(now) {
-		_, err := tx.Exec(ctx, `UPDATE sessions SET available_at = $3, lock_token = NULL, locked_until = NULL
-			WHERE entity_id = $1 AND session_id = $2`, e.ID, id, next)
+		err := queries.SetSessionAvailable(ctx, tx,
+			sqlcdb.SetSessionAvailableParams{EntityID: e.ID, SessionID: id, AvailableAt: next})
 		return nil, true, err
 	}
 	sess, err := s.takeSessionLock(ctx, tx, e, id, now)
@@ -156,16 +138,27 @@ func (s *Postgres) lockSession(ctx context.Context, tx pgx.Tx, e *broker.Entity,
 }
 
 func (s *Postgres) takeSessionLock(ctx context.Context, tx pgx.Tx, e *broker.Entity, id string, now time.Time) (*broker.Session, error) {
-	if _, err := tx.Exec(ctx, releaseMessageLocksSQL, e.ID, id); err != nil {
+	err := queries.ReleaseMessageLocks(ctx, tx, sqlcdb.ReleaseMessageLocksParams{EntityID: e.ID, SessionID: id})
+	if err != nil {
 		return nil, err
 	}
-	sess := &broker.Session{ID: id}
-	err := tx.QueryRow(ctx, `UPDATE sessions SET lock_token = gen_random_uuid(), locked_until = $3::timestamptz + $4::interval,
-			available_at = $3::timestamptz + $4::interval
-		WHERE entity_id = $1 AND session_id = $2 RETURNING lock_token, locked_until`,
-		e.ID, id, now, interval(e.Props.LockDuration)).Scan(&sess.LockToken, &sess.LockedUntil)
-	sess.LockedUntil = sess.LockedUntil.UTC()
+	row, err := queries.TakeSessionLock(ctx, tx, sqlcdb.TakeSessionLockParams{
+		EntityID: e.ID, SessionID: id, Now: now, LockDuration: interval(e.Props.LockDuration)})
+	sess := &broker.Session{ID: id, LockToken: row.LockToken.Bytes, LockedUntil: row.LockedUntil.Time.UTC()}
 	return sess, err
+}
+
+// nextAvailable is when session id of e can next give a message (sqlcdb.NextAvailable).
+func nextAvailable(ctx context.Context, tx pgx.Tx, e *broker.Entity, id string, now time.Time) (pgtype.Timestamptz, error) {
+	next, err := queries.NextAvailable(ctx, tx, sqlcdb.NextAvailableParams{EntityID: e.ID, SessionID: id, Now: now})
+	return nullTime(next), err
+}
+
+// nullTime is a timestamptz that sqlc cannot type (a min() or a CASE, which may be NULL), as
+// pgx reads it into an any: a time.Time, or nil for NULL.
+func nullTime(v any) pgtype.Timestamptz {
+	t, ok := v.(time.Time)
+	return pgtype.Timestamptz{Time: t, Valid: ok}
 }
 
 func (s *Postgres) acceptNamed(ctx context.Context, e *broker.Entity, id string) (*broker.Session, error) {
@@ -173,10 +166,7 @@ func (s *Postgres) acceptNamed(ctx context.Context, e *broker.Entity, id string)
 	var sess *broker.Session
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.now()
-		var lockedUntil pgtype.Timestamptz
-		err := tx.QueryRow(ctx, `INSERT INTO sessions (entity_id, session_id) VALUES ($1, $2)
-			ON CONFLICT (entity_id, session_id) DO UPDATE SET session_id = excluded.session_id
-			RETURNING locked_until`, e.ID, id).Scan(&lockedUntil)
+		lockedUntil, err := queries.EnsureSession(ctx, tx, sqlcdb.EnsureSessionParams{EntityID: e.ID, SessionID: id})
 		if err != nil {
 			return err
 		}
@@ -194,34 +184,14 @@ func (s *Postgres) acceptNamed(ctx context.Context, e *broker.Entity, id string)
 }
 
 // checkSessionLock verifies that sl is the valid lock of its session. Errors: ErrLockLost.
-func (s *Postgres) checkSessionLock(ctx context.Context, db querier, e *broker.Entity, sl broker.SessionLock, now time.Time) error {
-	rows, err := db.Query(ctx, `SELECT 1 FROM sessions WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
-		e.ID, sl.SessionID, sl.Token, now)
-	if err != nil {
-		return interpretError(err)
-	}
-	held := rows.Next()
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return interpretError(err)
-	}
-	if !held {
+func (s *Postgres) checkSessionLock(ctx context.Context, db sqlcdb.DBTX, e *broker.Entity, sl broker.SessionLock, now time.Time) error {
+	_, err := queries.SessionLockHeld(ctx, db, sqlcdb.SessionLockHeldParams{
+		EntityID: e.ID, SessionID: sl.SessionID, LockToken: sl.Token, Now: now})
+	if errors.Is(err, pgx.ErrNoRows) {
 		return broker.SessionLockLost(e, sl.SessionID)
 	}
-	return nil
+	return interpretError(err)
 }
-
-// renewSessionLockSQL extends a session lock, and the locks of the messages received under it
-// with it (a message in a session is locked as long as its session).
-const renewSessionLockSQL = `WITH renewed AS (
-	UPDATE sessions SET locked_until = $4::timestamptz + $5::interval, available_at = $4::timestamptz + $5::interval
-	WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4 RETURNING locked_until
-), held AS (
-	UPDATE messages m SET visible_at = r.locked_until FROM renewed r
-	WHERE m.entity_id = $1 AND m.session_id = $2 AND m.lock_token IS NOT NULL AND m.visible_at > $4
-		AND m.state <> ` + sqlDeadLetter + `
-)
-SELECT locked_until FROM renewed`
 
 // RenewSessionLock extends a session lock by the entity's LockDuration, and the locks of the
 // messages received under it, and returns its new end. Errors: ErrLockLost.
@@ -229,9 +199,8 @@ func (s *Postgres) RenewSessionLock(ctx context.Context, e *broker.Entity, sl br
 	if err := broker.CheckSessionLockID(e, &sl); err != nil {
 		return time.Time{}, err
 	}
-	var until time.Time
-	err := s.pool.QueryRow(ctx, renewSessionLockSQL,
-		e.ID, sl.SessionID, sl.Token, s.now(), interval(e.Props.LockDuration)).Scan(&until)
+	until, err := queries.RenewSessionLock(ctx, s.pool, sqlcdb.RenewSessionLockParams{EntityID: e.ID,
+		SessionID: sl.SessionID, LockToken: sl.Token, Now: s.now(), LockDuration: interval(e.Props.LockDuration)})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, broker.SessionLockLost(e, sl.SessionID)
 	}
@@ -250,24 +219,24 @@ func (s *Postgres) ReleaseSession(ctx context.Context, e *broker.Entity, sl brok
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.now()
-		var held bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sessions WHERE entity_id = $1 AND session_id = $2
-			AND lock_token = $3 AND locked_until > $4 FOR UPDATE)`, e.ID, sl.SessionID, sl.Token, now).Scan(&held); err != nil {
+		held, err := queries.LockSessionHeld(ctx, tx, sqlcdb.LockSessionHeldParams{
+			EntityID: e.ID, SessionID: sl.SessionID, LockToken: sl.Token, Now: now})
+		if err != nil {
 			return err
 		}
 		if !held {
 			return broker.SessionLockLost(e, sl.SessionID)
 		}
-		if _, err := tx.Exec(ctx, releaseMessageLocksSQL, e.ID, sl.SessionID); err != nil {
+		err = queries.ReleaseMessageLocks(ctx, tx, sqlcdb.ReleaseMessageLocksParams{EntityID: e.ID, SessionID: sl.SessionID})
+		if err != nil {
 			return err
 		}
-		var next pgtype.Timestamptz
-		if err := tx.QueryRow(ctx, nextAvailableSQL, e.ID, sl.SessionID, now).Scan(&next); err != nil {
+		next, err := nextAvailable(ctx, tx, e, sl.SessionID, now)
+		if err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE sessions SET lock_token = NULL, locked_until = NULL, available_at = $3
-			WHERE entity_id = $1 AND session_id = $2`, e.ID, sl.SessionID, next)
-		return err
+		return queries.ReleaseSessionLock(ctx, tx, sqlcdb.ReleaseSessionLockParams{
+			EntityID: e.ID, SessionID: sl.SessionID, AvailableAt: next})
 	})
 	if err != nil {
 		return fmt.Errorf("release session %s: %w", broker.Clip(sl.SessionID), interpretError(err))
@@ -281,9 +250,8 @@ func (s *Postgres) SessionState(ctx context.Context, e *broker.Entity, sl broker
 	if err := broker.CheckSessionLockID(e, &sl); err != nil {
 		return nil, err
 	}
-	var state []byte
-	err := s.pool.QueryRow(ctx, `SELECT state FROM sessions WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
-		e.ID, sl.SessionID, sl.Token, s.now()).Scan(&state)
+	state, err := queries.SessionState(ctx, s.pool, sqlcdb.SessionStateParams{
+		EntityID: e.ID, SessionID: sl.SessionID, LockToken: sl.Token, Now: s.now()})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, broker.SessionLockLost(e, sl.SessionID)
 	}
@@ -304,17 +272,16 @@ func (s *Postgres) SetSessionState(ctx context.Context, e *broker.Entity, sl bro
 
 // setSessionState replaces the state of the session sl locks, on db (the pool, or a
 // transaction's connection), if the lock is still held at now.
-func (s *Postgres) setSessionState(ctx context.Context, db execer, e *broker.Entity, sl broker.SessionLock, state []byte, now time.Time) error {
+func (s *Postgres) setSessionState(ctx context.Context, db sqlcdb.DBTX, e *broker.Entity, sl broker.SessionLock, state []byte, now time.Time) error {
 	if len(state) == 0 {
 		state = nil
 	}
-	tag, err := db.Exec(ctx, `UPDATE sessions SET state = $5, state_updated_at = $4
-		WHERE entity_id = $1 AND session_id = $2 AND lock_token = $3 AND locked_until > $4`,
-		e.ID, sl.SessionID, sl.Token, now, state)
+	n, err := queries.SetSessionState(ctx, db, sqlcdb.SetSessionStateParams{
+		EntityID: e.ID, SessionID: sl.SessionID, LockToken: sl.Token, Now: now, State: state})
 	if err != nil {
 		return fmt.Errorf("set state of session %s: %w", broker.Clip(sl.SessionID), interpretError(err))
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return broker.SessionLockLost(e, sl.SessionID)
 	}
 	return nil
@@ -326,23 +293,17 @@ func (s *Postgres) ListSessions(ctx context.Context, e *broker.Entity, skip, top
 		return nil, err
 	}
 	now := s.now()
-	rows, err := s.pool.Query(ctx, `SELECT session_id, locked_until, state IS NOT NULL,
-			EXISTS (SELECT 1 FROM messages m WHERE m.entity_id = s.entity_id AND m.session_id = s.session_id
-				AND m.visible_at IS NULL AND m.state <> `+sqlDeadLetter+`)
-			OR EXISTS (SELECT 1 FROM messages m WHERE m.entity_id = s.entity_id AND m.session_id = s.session_id
-				AND m.visible_at IS NOT NULL AND m.state <> `+sqlDeadLetter+`)
-		FROM sessions s WHERE entity_id = $1 AND (available_at IS NOT NULL OR state IS NOT NULL OR locked_until > $2)
-		ORDER BY session_id OFFSET $3 LIMIT $4`, e.ID, now, skip, top)
+	rows, err := queries.ListSessions(ctx, s.pool, sqlcdb.ListSessionsParams{
+		EntityID: e.ID, Now: now, Skip: int64(skip), Top: int64(top)})
 	if err != nil {
 		return nil, fmt.Errorf("list sessions of %s: %w", e.Path, interpretError(err))
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (broker.SessionInfo, error) {
-		var info broker.SessionInfo
-		var locked pgtype.Timestamptz
-		err := r.Scan(&info.ID, &locked, &info.HasState, &info.HasMessages)
-		if locked.Valid && locked.Time.After(now) {
-			info.LockedUntil = locked.Time.UTC()
+	list := make([]broker.SessionInfo, len(rows))
+	for i, r := range rows {
+		list[i] = broker.SessionInfo{ID: r.SessionID, HasState: r.HasState, HasMessages: r.HasMessages}
+		if r.LockedUntil.Valid && r.LockedUntil.Time.After(now) {
+			list[i].LockedUntil = r.LockedUntil.Time.UTC()
 		}
-		return info, err
-	})
+	}
+	return list, nil
 }

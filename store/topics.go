@@ -33,33 +33,21 @@ func (s *Postgres) routesOf(ctx context.Context, topic *broker.Entity) ([]subRou
 	if err != nil {
 		return nil, fmt.Errorf("read subscriptions of %s: %w", topic.Path, interpretError(err))
 	}
-	ruleRows, err := s.pool.Query(ctx, `SELECT r.subscription_id, r.name, r.filter, r.action, r.created_at
-		FROM rules r JOIN entities e ON e.id = r.subscription_id WHERE e.parent_id = $1 ORDER BY r.subscription_id, r.name_key`, topic.ID)
+	ruleRows, err := queries.TopicRules(ctx, s.pool, topic.ID)
 	if err != nil {
 		return nil, fmt.Errorf("read rules of %s: %w", topic.Path, interpretError(err))
 	}
-	defer ruleRows.Close()
 	bySub := make(map[int64][]broker.CompiledRule)
-	for ruleRows.Next() {
-		var subID int64
-		var name string
-		var filter, action []byte
-		var created time.Time
-		if err := ruleRows.Scan(&subID, &name, &filter, &action, &created); err != nil {
-			return nil, err
-		}
-		r, err := decodeRule(name, filter, action, created)
+	for _, row := range ruleRows {
+		r, err := decodeRule(row.Name, row.Filter, row.Action, row.CreatedAt)
 		if err == nil {
 			var c broker.CompiledRule
 			if c, err = broker.CompileRule(r); err == nil {
-				bySub[subID] = append(bySub[subID], c)
+				bySub[row.SubscriptionID] = append(bySub[row.SubscriptionID], c)
 				continue
 			}
 		}
-		s.log.Error("skipping a rule that no longer compiles", "topic", topic.Path, "rule", name, "err", err)
-	}
-	if err := ruleRows.Err(); err != nil {
-		return nil, fmt.Errorf("read rules of %s: %w", topic.Path, interpretError(err))
+		s.log.Error("skipping a rule that no longer compiles", "topic", topic.Path, "rule", row.Name, "err", err)
 	}
 	routes := make([]subRoute, len(subs))
 	for i, sub := range subs {
@@ -348,11 +336,8 @@ func (s *Postgres) forwardsTo(ctx context.Context, e *broker.Entity, back string
 		if strings.HasPrefix(back, broker.Key(e.Path)+strings.ToLower(broker.SubscriptionsSegment)) {
 			return true, nil // a subscription forwarding to its own topic
 		}
-		rows, err := s.pool.Query(ctx, `SELECT forward_to FROM entities WHERE parent_id = $1 AND forward_to <> ''`, e.ID)
-		if err != nil {
-			return false, interpretError(err)
-		}
-		if next, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		var err error
+		if next, err = queries.ForwardingSubscriptions(ctx, s.pool, e.ID); err != nil {
 			return false, interpretError(err)
 		}
 	default:

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sbgate/sbgate/broker"
 )
 
@@ -17,16 +16,10 @@ import (
 // its commit, which is one PostgreSQL transaction for all of it. A gateway that dies before the
 // commit leaves nothing behind; one that dies during it leaves what PostgreSQL's commit decided.
 
-// execer runs a statement on the pool or inside a transaction.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
 // ReserveSequenceNumbers draws n sequence numbers for a transaction's scheduled messages. See
 // Store.
 func (s *Postgres) ReserveSequenceNumbers(ctx context.Context, n int) ([]int64, error) {
-	var nums []int64
-	err := s.pool.QueryRow(ctx, `SELECT array_agg(nextval('message_seq')) FROM generate_series(1, $1)`, n).Scan(&nums)
+	nums, err := queries.ReserveSequenceNumbers(ctx, s.pool, int32(n))
 	if err != nil {
 		return nil, fmt.Errorf("reserve sequence numbers: %w", interpretError(err))
 	}
