@@ -163,7 +163,7 @@ const purgeChunk = 10000
 // while senders keep sending.
 func (s *Postgres) Purge(ctx context.Context, e *broker.Entity, sq broker.SubQueue) (int64, error) {
 	var upto int64
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM messages WHERE entity_id = $1`, e.ID).Scan(&upto); err != nil {
+	if err := s.pool.QueryRow(ctx, lastSeq.sql, e.ID).Scan(&upto); err != nil {
 		return 0, fmt.Errorf("purge %s: %w", e.Path, interpretError(err))
 	}
 	var total, after int64

@@ -86,9 +86,7 @@ func (s *Postgres) originNumbers(ctx context.Context, rows []messageRow, stored 
 		entities, nums = append(entities, rows[k].EntityID), append(nums, stored[k])
 	}
 	var found []int64
-	err := s.pool.QueryRow(ctx, `SELECT array_agg(coalesce(m.enqueued_seq, 0) ORDER BY w.ord)
-		FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY w(entity, seq, ord)
-		LEFT JOIN messages m ON m.entity_id = w.entity AND m.seq = w.seq`, entities, nums).Scan(&found)
+	err := s.pool.QueryRow(ctx, readOriginNumbers.sql, entities, nums).Scan(&found)
 	if err != nil {
 		return fmt.Errorf("read the sequence numbers of messages sent on: %w", interpretError(err))
 	}

@@ -444,8 +444,7 @@ func (s *Postgres) countGrowth(ctx context.Context, tx pgx.Tx, a *settleArgs, fo
 	if len(entities) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-		SELECT e, 0, 0, sum(b) FROM unnest($1::bigint[], $2::bigint[]) AS d(e, b) GROUP BY e`, entities, bytes)
+	_, err := tx.Exec(ctx, grownBytes.sql, entities, bytes)
 	return err
 }
 

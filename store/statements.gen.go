@@ -761,6 +761,35 @@ WITH moved AS (
 )
 SELECT count(*) FROM moved`}
 
+// lastSeq is the highest sequence number an entity holds. Arguments: .
+var lastSeq = statement{sql: `SELECT coalesce(max(seq), 0) FROM messages WHERE entity_id = $1`}
+
+// readOriginNumbers reads the EnqueuedSequenceNumber of rows. Arguments: .
+var readOriginNumbers = statement{sql: `SELECT array_agg(coalesce(m.enqueued_seq, 0) ORDER BY w.ord)
+		FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY w(entity, seq, ord)
+		LEFT JOIN messages m ON m.entity_id = w.entity AND m.seq = w.seq`}
+
+// grownBytes counts the bytes modified properties added. Arguments: .
+var grownBytes = statement{sql: `INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+		SELECT e, 0, 0, sum(b) FROM unnest($1::bigint[], $2::bigint[]) AS d(e, b) GROUP BY e`}
+
+// deadLettersToForward reads dead letters to forward. Arguments: .
+var deadLettersToForward = statement{sql: `SELECT m.seq, m.state, m.visible_at, m.lock_token, m.delivery_count, m.enqueued_at, m.expires_at, m.ttl, m.scheduled_at, m.message_id, m.correlation_id, m.session_id, m.reply_to_session_id, m.label, m.to_addr, m.reply_to, m.partition_key, m.content_type, m.user_props, m.body, m.body_type, m.size, m.dead_letter_reason, m.dead_letter_description, m.dead_letter_source, m.via_partition_key, m.enqueued_seq, m.amqp_sections, m.ttl_from_sender FROM messages m
+			WHERE m.entity_id = $1 AND m.state = 2 AND (m.lock_token IS NULL OR m.visible_at <= $2)
+				AND m.seq > $4 AND (NOT $5 OR m.session_id IS NOT NULL)
+			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`}
+
+// removeForwarded deletes forwarded dead letters. Arguments: .
+var removeForwarded = statement{sql: `WITH removed AS (
+					DELETE FROM messages WHERE entity_id = $1 AND seq = ANY($2) RETURNING size
+				) INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+				SELECT $1, 0, -count(*), -sum(size) FROM removed HAVING count(*) > 0`}
+
+// renumberTxMessages gives a transaction's rows their reserved numbers. Arguments: .
+var renumberTxMessages = statement{sql: `UPDATE messages m SET seq = u.number, enqueued_seq = NULL, visible_at = coalesce(m.visible_at, $4)
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(entity, seq, number)
+		WHERE m.entity_id = u.entity AND m.seq = u.seq`}
+
 // generatedStatements are the statements above by name (TestGeneratedStatementsAreFresh).
 var generatedStatements = map[string]statement{
 	"claimPeekLock":                  claimPeekLock,
@@ -795,4 +824,10 @@ var generatedStatements = map[string]statement{
 	"purgeMessages":                  purgeMessages,
 	"resubmitCandidates":             resubmitCandidates,
 	"resubmitMessages":               resubmitMessages,
+	"lastSeq":                        lastSeq,
+	"readOriginNumbers":              readOriginNumbers,
+	"grownBytes":                     grownBytes,
+	"deadLettersToForward":           deadLettersToForward,
+	"removeForwarded":                removeForwarded,
+	"renumberTxMessages":             renumberTxMessages,
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sbgate/sbgate/broker"
 	"github.com/sbgate/sbgate/sqlfilter"
-	"github.com/sbgate/sbgate/store/internal/sqltext"
 )
 
 // subRoute is a subscription of a topic with its compiled rules.
@@ -386,10 +385,7 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *broker
 	sessionsOnly := target.Kind == broker.KindQueue && target.Props.ForwardTo == "" && target.Props.RequiresSession
 	for {
 		now := s.now()
-		rows, err := tx.Query(ctx, `SELECT `+sqltext.MessageSelectFromM+` FROM messages m
-			WHERE m.entity_id = $1 AND m.state = `+sqlDeadLetter+` AND (m.lock_token IS NULL OR m.visible_at <= $2)
-				AND m.seq > $4 AND (NOT $5 OR m.session_id IS NOT NULL)
-			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`, e.ID, now, chunk, after, sessionsOnly)
+		rows, err := tx.Query(ctx, deadLettersToForward.sql, e.ID, now, chunk, after, sessionsOnly)
 		if err != nil {
 			return woken, err
 		}
@@ -430,10 +426,7 @@ func (s *Postgres) transferDeadLetters(ctx context.Context, tx pgx.Tx, e *broker
 			}
 		}
 		if len(seqs) > 0 {
-			if _, err := tx.Exec(ctx, `WITH removed AS (
-					DELETE FROM messages WHERE entity_id = $1 AND seq = ANY($2) RETURNING size
-				) INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
-				SELECT $1, 0, -count(*), -sum(size) FROM removed HAVING count(*) > 0`, e.ID, seqs); err != nil {
+			if _, err := tx.Exec(ctx, removeForwarded.sql, e.ID, seqs); err != nil {
 				return woken, err
 			}
 		}

@@ -181,11 +181,7 @@ func renumber(ctx context.Context, tx pgx.Tx, rows []messageRow, stored []int64,
 	if len(entities) == 0 {
 		return nil
 	}
-	// The row was sent to its entity, not forwarded there: like any such row it has no
-	// EnqueuedSequenceNumber (the number was set on the message for its copies elsewhere).
-	_, err := tx.Exec(ctx, `UPDATE messages m SET seq = u.number, enqueued_seq = NULL, visible_at = coalesce(m.visible_at, $4)
-		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(entity, seq, number)
-		WHERE m.entity_id = u.entity AND m.seq = u.seq`, entities, from, to, now)
+	_, err := tx.Exec(ctx, renumberTxMessages.sql, entities, from, to, now)
 	return err
 }
 

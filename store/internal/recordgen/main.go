@@ -244,8 +244,7 @@ func writeSelects(b *bytes.Buffer, cols []column) {
 		fmt.Fprintf(b, "const messageSelectFrom%s = %s\n\n", exported(alias),
 			strconv.Quote(alias+"."+strings.Join(names, ", "+alias+".")))
 	}
-	fmt.Fprintf(b, "// MessageSelectFromM is messageSelectFromM, for the statements store writes itself.\n")
-	fmt.Fprintf(b, "const MessageSelectFromM = messageSelectFromM\n\n")
+
 }
 
 func exported(s string) string { return strings.ToUpper(s[:1]) + s[1:] }

@@ -14,9 +14,6 @@ const messageSelectFromM = "m.seq, m.state, m.visible_at, m.lock_token, m.delive
 // messageSelectFromLocked is messageSelect through the alias locked.
 const messageSelectFromLocked = "locked.seq, locked.state, locked.visible_at, locked.lock_token, locked.delivery_count, locked.enqueued_at, locked.expires_at, locked.ttl, locked.scheduled_at, locked.message_id, locked.correlation_id, locked.session_id, locked.reply_to_session_id, locked.label, locked.to_addr, locked.reply_to, locked.partition_key, locked.content_type, locked.user_props, locked.body, locked.body_type, locked.size, locked.dead_letter_reason, locked.dead_letter_description, locked.dead_letter_source, locked.via_partition_key, locked.enqueued_seq, locked.amqp_sections, locked.ttl_from_sender"
 
-// MessageSelectFromM is messageSelectFromM, for the statements store writes itself.
-const MessageSelectFromM = messageSelectFromM
-
 // insertColumnList, insertArrayList and insertValueList are the message insert's column
 // list, its argument arrays (@name::type[]) and the value of each column from its array.
 const (

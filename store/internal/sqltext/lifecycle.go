@@ -92,3 +92,6 @@ WITH moved AS (
 	SELECT $1, count(*), -count(*), 0 FROM moved HAVING count(*) > 0
 )
 SELECT count(*) FROM moved`
+
+// lastSeqSQL is the highest sequence number entity $1 holds (0: none), where a purge stops.
+const lastSeqSQL = `SELECT coalesce(max(seq), 0) FROM messages WHERE entity_id = $1`

@@ -57,3 +57,9 @@ SELECT coalesce((SELECT array_agg(ord ORDER BY ord) FROM input
 		WHERE dedup_until IS NULL
 			OR EXISTS (SELECT 1 FROM fresh f WHERE f.entity_id = input.dedup_entity AND f.message_id = input.message_id)), '{}'),
 	coalesce((SELECT array_agg(seq ORDER BY seq) FROM ins), '{}')`
+
+// originNumbersSQL reads the EnqueuedSequenceNumber of the rows (entity, seq) given, in their
+// order: 0 for a row that is gone already.
+const originNumbersSQL = `SELECT array_agg(coalesce(m.enqueued_seq, 0) ORDER BY w.ord)
+		FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY w(entity, seq, ord)
+		LEFT JOIN messages m ON m.entity_id = w.entity AND m.seq = w.seq`

@@ -135,3 +135,7 @@ const expiredSQL = `coalesce(m.state <> ` + sqlDeadLetter + ` AND m.expires_at <
 // abandonedLastSQL: the abandoned delivery of m was the last its entity allows (it is counted
 // as it is abandoned).
 const abandonedLastSQL = `(m.state <> ` + sqlDeadLetter + ` AND m.delivery_count + 1 >= r.max_delivery)`
+
+// grownBytesSQL counts the bytes by which modified properties grew messages ($2), by entity ($1).
+const grownBytesSQL = `INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+		SELECT e, 0, 0, sum(b) FROM unnest($1::bigint[], $2::bigint[]) AS d(e, b) GROUP BY e`

@@ -67,6 +67,12 @@ var Statements = []Statement{
 	{"purgeMessages", purgeSQL, "deletes a chunk of a subqueue's messages"},
 	{"resubmitCandidates", resubmitCandidatesSQL, "lists dead letters to resubmit"},
 	{"resubmitMessages", resubmitSQL, "moves dead letters back"},
+	{"lastSeq", lastSeqSQL, "is the highest sequence number an entity holds"},
+	{"readOriginNumbers", originNumbersSQL, "reads the EnqueuedSequenceNumber of rows"},
+	{"grownBytes", grownBytesSQL, "counts the bytes modified properties added"},
+	{"deadLettersToForward", deadLettersToForwardSQL, "reads dead letters to forward"},
+	{"removeForwarded", removeForwardedSQL, "deletes forwarded dead letters"},
+	{"renumberTxMessages", renumberSQL, "gives a transaction's rows their reserved numbers"},
 }
 
 // Number turns the @names of a statement into $1, $2, … through pgx's own rewriting, and
