@@ -337,6 +337,11 @@ func claimOutbox(ctx context.Context, tx pgx.Tx, now time.Time, limit int) ([]ou
 			st.m.TimeToLive = secondsToTTL(r.TtlSeconds.Float64)
 		}
 		if r.ScheduledAt.Valid {
+			if r.ScheduledAt.InfinityModifier != pgtype.Finite {
+				// As the scan into a time.Time refused it before: no time to schedule at.
+				return nil, fmt.Errorf("outbox row %d: scheduled_at is %s", st.id,
+					r.ScheduledAt.InfinityModifier)
+			}
 			st.m.ScheduledEnqueueTime = r.ScheduledAt.Time
 		}
 		if st.m.UserProperties, err = decodeStagedProperties(r.UserProps); err != nil {
