@@ -12,60 +12,18 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/store/internal/sqlcdb"
 )
 
-// entityRecord is a row of the entities table, every column of it. Columns are matched to fields
-// by name (pgx.RowToStructByName) and the select, insert and update lists are built from the db
-// tags, so a settable property is one field here plus its line in entityRecordOf and entity:
-// a statement that returns a column the struct lacks, or lacks one it has, fails instead of
-// scanning values into the wrong fields. The tag options say which columns the statements do not
-// write (see colGenerated, colInsertOnly).
-type entityRecord struct {
-	ID                                int64              `db:"id,generated"`
-	Kind                              broker.Kind        `db:"kind,insertonly"`
-	PathKey                           string             `db:"path_key,insertonly"`
-	Path                              string             `db:"path,insertonly"`
-	ParentID                          pgtype.Int8        `db:"parent_id,insertonly"`
-	LockDuration                      pgtype.Interval    `db:"lock_duration"`
-	MaxSizeMB                         int64              `db:"max_size_mb"`
-	RequiresDuplicateDetection        bool               `db:"requires_duplicate_detection"`
-	RequiresSession                   bool               `db:"requires_session"`
-	DefaultTTL                        pgtype.Interval    `db:"default_ttl"`
-	DeadLetteringOnExpiration         bool               `db:"dead_lettering_on_expiration"`
-	DeadLetteringOnFilterExceptions   bool               `db:"dead_lettering_on_filter_exceptions"`
-	DuplicateDetectionWindow          pgtype.Interval    `db:"duplicate_detection_window"`
-	MaxDeliveryCount                  int32              `db:"max_delivery_count"`
-	EnableBatchedOperations           bool               `db:"enable_batched_operations"`
-	IsAnonymousAccessible             bool               `db:"is_anonymous_accessible"`
-	Status                            string             `db:"status"`
-	ForwardTo                         string             `db:"forward_to"`
-	ForwardDeadLetteredTo             string             `db:"forward_dead_lettered_to"`
-	ForwardToURL                      string             `db:"forward_to_url"`
-	ForwardDeadLetteredToURL          string             `db:"forward_dead_lettered_to_url"`
-	UserMetadata                      string             `db:"user_metadata"`
-	SupportOrdering                   bool               `db:"support_ordering"`
-	AutoDeleteOnIdle                  pgtype.Interval    `db:"auto_delete_on_idle"`
-	EnablePartitioning                bool               `db:"enable_partitioning"`
-	EnableExpress                     bool               `db:"enable_express"`
-	MaxMessageSizeKB                  int64              `db:"max_message_size_kb"`
-	FilteringMessagesBeforePublishing bool               `db:"filtering_messages_before_publishing"`
-	EnableSubscriptionPartitioning    bool               `db:"enable_subscription_partitioning"`
-	AuthorizationRules                []byte             `db:"authorization_rules"`
-	CreatedAt                         time.Time          `db:"created_at,insertonly"`
-	UpdatedAt                         time.Time          `db:"updated_at"`
-	AccessedAt                        pgtype.Timestamptz `db:"accessed_at,insertonly"`
-}
-
-var (
-	// entitySelect is the select list of an entity row.
-	entitySelect = strings.Join(dbColumns[entityRecord](), ", ")
-	// entityInsertColumns are written by insertEntitySQL; entityUpdateColumns by updateEntitySQL.
-	entityInsertColumns = dbColumns[entityRecord](colGenerated)
-	entityUpdateColumns = dbColumns[entityRecord](colGenerated, colInsertOnly)
-)
+// An entity is stored as a row of the entities table, read into sqlcdb.Entity: sqlc makes that
+// type from the migrations and expands the `SELECT *` and `RETURNING *` of queries/entities.sql
+// into every column, so no read can miss a column or put one into another's field. The insert
+// and the update name their columns (sqlc checks each against the schema); a settable property
+// is its line in entityRecordOf and entity, and in createEntityParams and updateEntityParams.
+// entityrecord_internal_test.go fails until each of those is there.
 
 // entityRecordOf returns the row that stores e.
-func entityRecordOf(e *broker.Entity) (*entityRecord, error) {
+func entityRecordOf(e *broker.Entity) (*sqlcdb.Entity, error) {
 	p := &e.Props
 	rules := p.AuthorizationRules
 	if rules == nil {
@@ -75,17 +33,17 @@ func entityRecordOf(e *broker.Entity) (*entityRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode authorization rules of %s: %w", e.Path, err)
 	}
-	return &entityRecord{
+	return &sqlcdb.Entity{
 		ID:                                e.ID,
-		Kind:                              e.Kind,
+		Kind:                              int16(e.Kind),
 		PathKey:                           broker.Key(e.Path),
 		Path:                              e.Path,
 		ParentID:                          pgtype.Int8{Int64: e.ParentID, Valid: e.ParentID != 0},
 		LockDuration:                      interval(p.LockDuration),
-		MaxSizeMB:                         p.MaxSizeInMegabytes,
+		MaxSizeMb:                         p.MaxSizeInMegabytes,
 		RequiresDuplicateDetection:        p.RequiresDuplicateDetection,
 		RequiresSession:                   p.RequiresSession,
-		DefaultTTL:                        interval(p.DefaultMessageTimeToLive),
+		DefaultTtl:                        interval(p.DefaultMessageTimeToLive),
 		DeadLetteringOnExpiration:         p.DeadLetteringOnMessageExpiration,
 		DeadLetteringOnFilterExceptions:   p.DeadLetteringOnFilterEvaluation,
 		DuplicateDetectionWindow:          interval(p.DuplicateDetectionHistoryTimeWindow),
@@ -95,14 +53,14 @@ func entityRecordOf(e *broker.Entity) (*entityRecord, error) {
 		Status:                            string(p.Status),
 		ForwardTo:                         p.ForwardTo,
 		ForwardDeadLetteredTo:             p.ForwardDeadLetteredMessagesTo,
-		ForwardToURL:                      p.ForwardToURL,
-		ForwardDeadLetteredToURL:          p.ForwardDeadLetteredMessagesToURL,
+		ForwardToUrl:                      p.ForwardToURL,
+		ForwardDeadLetteredToUrl:          p.ForwardDeadLetteredMessagesToURL,
 		UserMetadata:                      p.UserMetadata,
 		SupportOrdering:                   p.SupportOrdering,
 		AutoDeleteOnIdle:                  interval(p.AutoDeleteOnIdle),
 		EnablePartitioning:                p.EnablePartitioning,
 		EnableExpress:                     p.EnableExpress,
-		MaxMessageSizeKB:                  p.MaxMessageSizeInKilobytes,
+		MaxMessageSizeKb:                  p.MaxMessageSizeInKilobytes,
 		FilteringMessagesBeforePublishing: p.FilteringMessagesBeforePublishing,
 		EnableSubscriptionPartitioning:    p.EnableSubscriptionPartitioning,
 		AuthorizationRules:                rulesJSON,
@@ -113,19 +71,19 @@ func entityRecordOf(e *broker.Entity) (*entityRecord, error) {
 }
 
 // entity turns a row into an Entity (without counts).
-func (r *entityRecord) entity() (*broker.Entity, error) {
+func entity(r *sqlcdb.Entity) (*broker.Entity, error) {
 	e := &broker.Entity{
 		ID:       r.ID,
-		Kind:     r.Kind,
+		Kind:     broker.Kind(r.Kind),
 		Path:     r.Path,
 		Name:     r.Path,
 		ParentID: r.ParentID.Int64,
 		Props: broker.Properties{
 			LockDuration:                        duration(r.LockDuration),
-			MaxSizeInMegabytes:                  r.MaxSizeMB,
+			MaxSizeInMegabytes:                  r.MaxSizeMb,
 			RequiresDuplicateDetection:          r.RequiresDuplicateDetection,
 			RequiresSession:                     r.RequiresSession,
-			DefaultMessageTimeToLive:            duration(r.DefaultTTL),
+			DefaultMessageTimeToLive:            duration(r.DefaultTtl),
 			DeadLetteringOnMessageExpiration:    r.DeadLetteringOnExpiration,
 			DeadLetteringOnFilterEvaluation:     r.DeadLetteringOnFilterExceptions,
 			DuplicateDetectionHistoryTimeWindow: duration(r.DuplicateDetectionWindow),
@@ -135,14 +93,14 @@ func (r *entityRecord) entity() (*broker.Entity, error) {
 			Status:                              broker.Status(r.Status),
 			ForwardTo:                           r.ForwardTo,
 			ForwardDeadLetteredMessagesTo:       r.ForwardDeadLetteredTo,
-			ForwardToURL:                        r.ForwardToURL,
-			ForwardDeadLetteredMessagesToURL:    r.ForwardDeadLetteredToURL,
+			ForwardToURL:                        r.ForwardToUrl,
+			ForwardDeadLetteredMessagesToURL:    r.ForwardDeadLetteredToUrl,
 			UserMetadata:                        r.UserMetadata,
 			SupportOrdering:                     r.SupportOrdering,
 			AutoDeleteOnIdle:                    duration(r.AutoDeleteOnIdle),
 			EnablePartitioning:                  r.EnablePartitioning,
 			EnableExpress:                       r.EnableExpress,
-			MaxMessageSizeInKilobytes:           r.MaxMessageSizeKB,
+			MaxMessageSizeInKilobytes:           r.MaxMessageSizeKb,
 			FilteringMessagesBeforePublishing:   r.FilteringMessagesBeforePublishing,
 			EnableSubscriptionPartitioning:      r.EnableSubscriptionPartitioning,
 		},
@@ -161,42 +119,89 @@ func (r *entityRecord) entity() (*broker.Entity, error) {
 	return e, nil
 }
 
-// queryEntities runs sql, which selects entitySelect, and reads every row as an entity.
-func queryEntities(ctx context.Context, q querier, sql string, args ...any) ([]*broker.Entity, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*broker.Entity, error) {
-		rec, err := pgx.RowToStructByName[entityRecord](r)
-		if err != nil {
+// entities turns rows into Entities (without counts).
+func entities(rows []sqlcdb.Entity) ([]*broker.Entity, error) {
+	list := make([]*broker.Entity, len(rows))
+	for i := range rows {
+		var err error
+		if list[i], err = entity(&rows[i]); err != nil {
 			return nil, err
 		}
-		return rec.entity()
-	})
+	}
+	return list, nil
 }
 
-// queryEntity runs sql, which returns at most one row of entitySelect, and reads it as an
-// entity; pgx.ErrNoRows when there is none.
-func queryEntity(ctx context.Context, q querier, sql string, args ...any) (*broker.Entity, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
+// createEntityParams is what CreateEntity writes of r: every column but the generated id.
+func createEntityParams(r *sqlcdb.Entity) sqlcdb.CreateEntityParams {
+	return sqlcdb.CreateEntityParams{
+		Kind:                              r.Kind,
+		PathKey:                           r.PathKey,
+		Path:                              r.Path,
+		ParentID:                          r.ParentID,
+		LockDuration:                      r.LockDuration,
+		MaxSizeMb:                         r.MaxSizeMb,
+		RequiresDuplicateDetection:        r.RequiresDuplicateDetection,
+		RequiresSession:                   r.RequiresSession,
+		DefaultTtl:                        r.DefaultTtl,
+		DeadLetteringOnExpiration:         r.DeadLetteringOnExpiration,
+		DeadLetteringOnFilterExceptions:   r.DeadLetteringOnFilterExceptions,
+		DuplicateDetectionWindow:          r.DuplicateDetectionWindow,
+		MaxDeliveryCount:                  r.MaxDeliveryCount,
+		EnableBatchedOperations:           r.EnableBatchedOperations,
+		IsAnonymousAccessible:             r.IsAnonymousAccessible,
+		Status:                            r.Status,
+		ForwardTo:                         r.ForwardTo,
+		ForwardDeadLetteredTo:             r.ForwardDeadLetteredTo,
+		UserMetadata:                      r.UserMetadata,
+		SupportOrdering:                   r.SupportOrdering,
+		AutoDeleteOnIdle:                  r.AutoDeleteOnIdle,
+		EnablePartitioning:                r.EnablePartitioning,
+		EnableExpress:                     r.EnableExpress,
+		MaxMessageSizeKb:                  r.MaxMessageSizeKb,
+		FilteringMessagesBeforePublishing: r.FilteringMessagesBeforePublishing,
+		EnableSubscriptionPartitioning:    r.EnableSubscriptionPartitioning,
+		AuthorizationRules:                r.AuthorizationRules,
+		CreatedAt:                         r.CreatedAt,
+		UpdatedAt:                         r.UpdatedAt,
+		AccessedAt:                        r.AccessedAt,
+		ForwardToUrl:                      r.ForwardToUrl,
+		ForwardDeadLetteredToUrl:          r.ForwardDeadLetteredToUrl,
 	}
-	rec, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[entityRecord])
-	if err != nil {
-		return nil, err
-	}
-	return rec.entity()
 }
 
-// insertEntitySQL writes every column but the generated id; a path taken already returns no row.
-// It and updateEntitySQL take pgx.StructArgs of an entityRecord: every @name in them comes from a
-// tag, so none is missing, and the fields a statement does not write (id here) are ignored.
-var insertEntitySQL = `INSERT INTO entities (` + strings.Join(entityInsertColumns, ", ") + `)
-VALUES (@` + strings.Join(entityInsertColumns, ", @") + `)
-ON CONFLICT (path_key) DO NOTHING
-RETURNING ` + entitySelect
+// updateEntityParams is what UpdateEntity writes of r: the description and updated_at, in the
+// row r.ID.
+func updateEntityParams(r *sqlcdb.Entity) sqlcdb.UpdateEntityParams {
+	return sqlcdb.UpdateEntityParams{
+		ID:                                r.ID,
+		LockDuration:                      r.LockDuration,
+		MaxSizeMb:                         r.MaxSizeMb,
+		RequiresDuplicateDetection:        r.RequiresDuplicateDetection,
+		RequiresSession:                   r.RequiresSession,
+		DefaultTtl:                        r.DefaultTtl,
+		DeadLetteringOnExpiration:         r.DeadLetteringOnExpiration,
+		DeadLetteringOnFilterExceptions:   r.DeadLetteringOnFilterExceptions,
+		DuplicateDetectionWindow:          r.DuplicateDetectionWindow,
+		MaxDeliveryCount:                  r.MaxDeliveryCount,
+		EnableBatchedOperations:           r.EnableBatchedOperations,
+		IsAnonymousAccessible:             r.IsAnonymousAccessible,
+		Status:                            r.Status,
+		ForwardTo:                         r.ForwardTo,
+		ForwardDeadLetteredTo:             r.ForwardDeadLetteredTo,
+		UserMetadata:                      r.UserMetadata,
+		SupportOrdering:                   r.SupportOrdering,
+		AutoDeleteOnIdle:                  r.AutoDeleteOnIdle,
+		EnablePartitioning:                r.EnablePartitioning,
+		EnableExpress:                     r.EnableExpress,
+		MaxMessageSizeKb:                  r.MaxMessageSizeKb,
+		FilteringMessagesBeforePublishing: r.FilteringMessagesBeforePublishing,
+		EnableSubscriptionPartitioning:    r.EnableSubscriptionPartitioning,
+		AuthorizationRules:                r.AuthorizationRules,
+		UpdatedAt:                         r.UpdatedAt,
+		ForwardToUrl:                      r.ForwardToUrl,
+		ForwardDeadLetteredToUrl:          r.ForwardDeadLetteredToUrl,
+	}
+}
 
 // CreateEntity creates a queue, topic or subscription. A subscription gets the $Default rule
 // (every message). See Store.
@@ -240,12 +245,14 @@ func (s *Postgres) createEntity(ctx context.Context, kind broker.Kind, path stri
 		return nil, err
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		e, err = queryEntity(ctx, tx, insertEntitySQL, pgx.StructArgs(rec))
+		row, err := queries.CreateEntity(ctx, tx, createEntityParams(rec))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return &broker.Error{Code: broker.CodeConflict, Message: fmt.Sprintf("The messaging entity '%s' already exists.", path)}
 		}
-		if err != nil || kind != broker.KindSubscription {
+		if err != nil {
+			return err
+		}
+		if e, err = entity(&row); err != nil || kind != broker.KindSubscription {
 			return err
 		}
 		first.CreatedAt = now
@@ -287,17 +294,6 @@ func (s *Postgres) checkNewEntity(ctx context.Context, kind broker.Kind, path st
 	return 0, broker.BadRequest("unknown entity kind %d", kind)
 }
 
-// updateEntitySQL writes the columns an update may change: the description and updated_at.
-var updateEntitySQL = `UPDATE entities SET ` + func() string {
-	set := make([]string, len(entityUpdateColumns))
-	for i, c := range entityUpdateColumns {
-		set[i] = c + " = @" + c
-	}
-	return strings.Join(set, ", ")
-}() + `
-WHERE id = @id
-RETURNING ` + entitySelect
-
 // UpdateEntity replaces an entity's description. See Store.
 func (s *Postgres) UpdateEntity(ctx context.Context, kind broker.Kind, path string, p broker.Properties) (*broker.Entity, error) {
 	if err := p.Validate(kind); err != nil {
@@ -305,10 +301,14 @@ func (s *Postgres) UpdateEntity(ctx context.Context, kind broker.Kind, path stri
 	}
 	var updated *broker.Entity
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		old, err := queryEntity(ctx, tx, `SELECT `+entitySelect+` FROM entities WHERE path_key = $1 FOR UPDATE`, broker.Key(path))
+		row, err := queries.EntityForUpdate(ctx, tx, broker.Key(path))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return broker.NotFound("The messaging entity '%s' could not be found.", path)
 		}
+		if err != nil {
+			return err
+		}
+		old, err := entity(&row)
 		if err != nil {
 			return err
 		}
@@ -332,7 +332,10 @@ func (s *Postgres) UpdateEntity(ctx context.Context, kind broker.Kind, path stri
 		if err != nil {
 			return err
 		}
-		updated, err = queryEntity(ctx, tx, updateEntitySQL, pgx.StructArgs(rec))
+		if row, err = queries.UpdateEntity(ctx, tx, updateEntityParams(rec)); err != nil {
+			return err
+		}
+		updated, err = entity(&row)
 		return err
 	})
 	if err != nil {
@@ -361,10 +364,14 @@ func checkImmutable(old *broker.Entity, p *broker.Properties) error {
 
 // lookup reads the entity at path without counts.
 func (s *Postgres) lookup(ctx context.Context, path string) (*broker.Entity, error) {
-	e, err := queryEntity(ctx, s.pool, `SELECT `+entitySelect+` FROM entities WHERE path_key = $1`, broker.Key(path))
+	row, err := queries.Entity(ctx, s.pool, broker.Key(path))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, broker.NotFound("The messaging entity '%s' could not be found.", broker.Clip(path))
 	}
+	if err != nil {
+		return nil, fmt.Errorf("look up %s: %w", broker.Clip(path), interpretError(err))
+	}
+	e, err := entity(&row)
 	if err != nil {
 		return nil, fmt.Errorf("look up %s: %w", broker.Clip(path), interpretError(err))
 	}
@@ -387,26 +394,21 @@ func (s *Postgres) GetEntity(ctx context.Context, path string) (*broker.Entity, 
 // DeleteEntity deletes an entity and everything in it. See Store.
 func (s *Postgres) DeleteEntity(ctx context.Context, path string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `DELETE FROM entities WHERE path_key = $1 OR parent_id IN
-			(SELECT id FROM entities WHERE path_key = $1) RETURNING id`, broker.Key(path))
-		if err != nil {
-			return err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		ids, err := queries.DeleteEntityTree(ctx, tx, broker.Key(path))
 		if err != nil {
 			return err
 		}
 		if len(ids) == 0 {
 			return broker.NotFound("The messaging entity '%s' could not be found.", broker.Clip(path))
 		}
-		for _, sql := range []string{
-			`DELETE FROM messages WHERE entity_id = ANY($1)`,
-			`DELETE FROM entity_counts WHERE entity_id = ANY($1)`,
-			`DELETE FROM entity_count_deltas WHERE entity_id = ANY($1)`,
-			`DELETE FROM dedup WHERE entity_id = ANY($1)`,
-			`DELETE FROM sessions WHERE entity_id = ANY($1)`,
+		for _, del := range []func(context.Context, sqlcdb.DBTX, []int64) error{
+			queries.DeleteEntitiesMessages,
+			queries.DeleteEntitiesCounts,
+			queries.DeleteEntitiesCountDeltas,
+			queries.DeleteEntitiesDedup,
+			queries.DeleteEntitiesSessions,
 		} {
-			if _, err := tx.Exec(ctx, sql, ids); err != nil {
+			if err := del(ctx, tx, ids); err != nil {
 				return err
 			}
 		}
@@ -432,9 +434,12 @@ func (s *Postgres) ListEntities(ctx context.Context, kind broker.Kind, parent st
 		}
 		parentID = t.ID
 	}
-	list, err := queryEntities(ctx, s.pool, `SELECT `+entitySelect+` FROM entities
-		WHERE kind = $1 AND ($2 = 0 OR parent_id = $2) ORDER BY path_key OFFSET $3 LIMIT $4`,
-		kind, parentID, skip, top)
+	rows, err := queries.ListEntities(ctx, s.pool, sqlcdb.ListEntitiesParams{
+		Kind: int16(kind), ParentID: parentID, Skip: int64(skip), Top: int64(top)})
+	if err != nil {
+		return nil, fmt.Errorf("list %ss: %w", kind, interpretError(err))
+	}
+	list, err := entities(rows)
 	if err != nil {
 		return nil, fmt.Errorf("list %ss: %w", kind, interpretError(err))
 	}
@@ -445,44 +450,8 @@ func (s *Postgres) ListEntities(ctx context.Context, kind broker.Kind, parent st
 	return list, nil
 }
 
-// countsSQL reads the counts of several entities: the kept totals plus the deltas not yet folded
-// in, less the messages whose time has not come (scheduled) and those expired but not yet swept,
-// each found through a small partial index. Nothing here scans an entity's messages.
-const countsSQL = `
-SELECT e.id,
-	coalesce(c.main, 0) + coalesce(d.main, 0),
-	coalesce(c.dead, 0) + coalesce(d.dead, 0),
-	coalesce(c.bytes, 0) + coalesce(d.bytes, 0),
-	sch.n, exp.n, exp.bytes
-FROM unnest($1::bigint[]) AS e(id)
-LEFT JOIN entity_counts c ON c.entity_id = e.id
-LEFT JOIN LATERAL (SELECT sum(main) AS main, sum(dead) AS dead, sum(bytes) AS bytes
-	FROM entity_count_deltas x WHERE x.entity_id = e.id) d ON true
-CROSS JOIN LATERAL (SELECT count(*) AS n FROM messages m
-	WHERE m.entity_id = e.id AND m.lock_token IS NULL AND m.visible_at > $2) sch
-CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(sum(m.size), 0) AS bytes FROM messages m
-	WHERE m.entity_id = e.id AND m.expires_at <= $2 AND m.state <> ` + sqlDeadLetter + `
-		AND NOT (m.lock_token IS NOT NULL AND m.visible_at > $2)) exp`
-
-// topicCountsSQL reads, for each topic, its subscriptions, the bytes they hold (each copy
-// counted: the service stores a message once per topic, sbgate once per subscription it reaches)
-// and the messages scheduled on it that have not come due: on the service those wait in the
-// topic, and its runtime properties count them (the Go SDK's live tests check it); here they wait
-// as copies in the subscriptions, counted once per scheduled message: the copies of one
-// scheduled through $management share its number (EnqueuedSequenceNumber), those of one sent
-// with a ScheduledEnqueueTime share its MessageId and enqueue time.
-const topicCountsSQL = `
-SELECT t.id, count(s.id),
-	coalesce(sum(coalesce(c.bytes, 0) + coalesce(d.bytes, 0)), 0)::bigint,
-	(SELECT count(DISTINCT (m.enqueued_seq, CASE WHEN m.enqueued_seq IS NULL THEN m.message_id END,
-			CASE WHEN m.enqueued_seq IS NULL THEN m.enqueued_at END)) FROM entities x JOIN messages m ON m.entity_id = x.id
-		WHERE x.parent_id = t.id AND m.lock_token IS NULL AND m.visible_at > $2 AND m.scheduled_at IS NOT NULL)
-FROM unnest($1::bigint[]) AS t(id)
-LEFT JOIN entities s ON s.parent_id = t.id
-LEFT JOIN entity_counts c ON c.entity_id = s.id
-LEFT JOIN LATERAL (SELECT sum(bytes) AS bytes FROM entity_count_deltas x WHERE x.entity_id = s.id) d ON true
-GROUP BY t.id`
-
+// fillCounts sets the counts of the entities of list (EntityCounts), and those of the topics
+// among them (TopicCounts, TopicRuleCounts).
 func (s *Postgres) fillCounts(ctx context.Context, list []*broker.Entity) error {
 	if len(list) == 0 {
 		return nil
@@ -493,32 +462,25 @@ func (s *Postgres) fillCounts(ctx context.Context, list []*broker.Entity) error 
 		byID[e.ID] = e
 		ids = append(ids, e.ID)
 	}
-	rows, err := s.pool.Query(ctx, countsSQL, ids, s.now())
+	counts, err := queries.EntityCounts(ctx, s.pool, sqlcdb.EntityCountsParams{Ids: ids, Now: s.now()})
 	if err != nil {
 		return fmt.Errorf("count messages: %w", interpretError(err))
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, main, dead, bytes, scheduled, expired, expiredBytes int64
-		if err := rows.Scan(&id, &main, &dead, &bytes, &scheduled, &expired, &expiredBytes); err != nil {
-			return fmt.Errorf("count messages: %w", err)
-		}
-		e := byID[id]
+	for _, r := range counts {
+		e := byID[r.ID]
 		if e == nil {
 			continue
 		}
 		// An expired message the sweep has not reached is already gone for a client, or already
 		// dead-lettered where the entity says so.
-		c := broker.Counts{Active: main - scheduled - expired, DeadLetter: dead, Scheduled: scheduled, SizeInBytes: bytes}
+		c := broker.Counts{Active: r.Main - r.Scheduled - r.Expired, DeadLetter: r.Dead,
+			Scheduled: r.Scheduled, SizeInBytes: r.Bytes}
 		if e.Props.DeadLetteringOnMessageExpiration {
-			c.DeadLetter += expired
+			c.DeadLetter += r.Expired
 		} else {
-			c.SizeInBytes -= expiredBytes
+			c.SizeInBytes -= r.ExpiredBytes
 		}
 		e.Counts = c
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("count messages: %w", interpretError(err))
 	}
 	var topics []int64
 	for _, e := range list {
@@ -529,38 +491,23 @@ func (s *Postgres) fillCounts(ctx context.Context, list []*broker.Entity) error 
 	if len(topics) == 0 {
 		return nil
 	}
-	subRows, err := s.pool.Query(ctx, topicCountsSQL, topics, s.now())
+	subs, err := queries.TopicCounts(ctx, s.pool, sqlcdb.TopicCountsParams{Ids: topics, Now: s.now()})
 	if err != nil {
 		return fmt.Errorf("count subscriptions: %w", interpretError(err))
 	}
-	defer subRows.Close()
-	for subRows.Next() {
-		var id, n, bytes, scheduled int64
-		if err := subRows.Scan(&id, &n, &bytes, &scheduled); err != nil {
-			return fmt.Errorf("count subscriptions: %w", err)
-		}
-		byID[id].SubscriptionCount = n
-		byID[id].Counts.SizeInBytes, byID[id].Counts.Scheduled = bytes, scheduled
+	for _, r := range subs {
+		byID[r.ID].SubscriptionCount = r.Subscriptions
+		byID[r.ID].Counts.SizeInBytes, byID[r.ID].Counts.Scheduled = r.Bytes, r.Scheduled
 	}
-	if err := subRows.Err(); err != nil {
-		return interpretError(err)
-	}
-	ruleRows, err := s.pool.Query(ctx, `SELECT e.parent_id,
-		count(*) FILTER (WHERE r.filter->>'kind' <> 'CorrelationFilter'),
-		count(*) FILTER (WHERE r.filter->>'kind' = 'CorrelationFilter')
-		FROM rules r JOIN entities e ON e.id = r.subscription_id WHERE e.parent_id = ANY($1) GROUP BY e.parent_id`, topics)
+	rules, err := queries.TopicRuleCounts(ctx, s.pool, topics)
 	if err != nil {
 		return fmt.Errorf("count rules: %w", interpretError(err))
 	}
-	defer ruleRows.Close()
-	for ruleRows.Next() {
-		var id, sql, corr int64
-		if err := ruleRows.Scan(&id, &sql, &corr); err != nil {
-			return fmt.Errorf("count rules: %w", err)
-		}
-		byID[id].SQLFilterCount, byID[id].CorrelationFilterCount = sql, corr
+	for _, r := range rules {
+		byID[r.ParentID.Int64].SQLFilterCount = r.SqlFilters
+		byID[r.ParentID.Int64].CorrelationFilterCount = r.CorrelationFilters
 	}
-	return interpretError(ruleRows.Err())
+	return nil
 }
 
 // entityChanged drops path from this gateway's cache and tells the other gateways to do the same.

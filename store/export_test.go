@@ -2,12 +2,46 @@ package store
 
 import (
 	"context"
+	"errors"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sbgate/sbgate/store/internal/sqlcdb"
 )
 
-// CountsSQL lets tests look at the plan of the count query.
-const CountsSQL = countsSQL
+// CountsSQL lets tests look at the plan of the count query: the text sqlc generated for
+// EntityCounts, as a DBTX that runs nothing receives it.
+var CountsSQL = func() string {
+	var rec sqlRecorder
+	_, _ = queries.EntityCounts(context.Background(), &rec, sqlcdb.EntityCountsParams{})
+	return rec.sql
+}()
+
+// sqlRecorder is a DBTX that keeps the text of the statement it is given and runs nothing.
+type sqlRecorder struct{ sql string }
+
+var errRecorded = errors.New("recorded, not run")
+
+func (r *sqlRecorder) Exec(_ context.Context, sql string, _ ...any) (pgconn.CommandTag, error) {
+	r.sql = sql
+	return pgconn.CommandTag{}, errRecorded
+}
+
+func (r *sqlRecorder) Query(_ context.Context, sql string, _ ...any) (pgx.Rows, error) {
+	r.sql = sql
+	return nil, errRecorded
+}
+
+func (r *sqlRecorder) QueryRow(_ context.Context, sql string, _ ...any) pgx.Row {
+	r.sql = sql
+	return recordedRow{}
+}
+
+type recordedRow struct{}
+
+func (recordedRow) Scan(...any) error { return errRecorded }
 
 // Claims is how many claim statements the store has run.
 func (s *Postgres) Claims() int64 { return s.claims.Load() }

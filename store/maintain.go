@@ -25,9 +25,6 @@ const (
 // expireChunk bounds the expired messages one sweep statement handles per entity.
 const expireChunk = 1000
 
-// deadLetterForwardersSQL reads the entities whose dead letters Maintain moves on.
-var deadLetterForwardersSQL = `SELECT ` + entitySelect + ` FROM entities WHERE forward_dead_lettered_to <> ''`
-
 // Maintain runs every background task once: it records when entities were last used, folds
 // count deltas, removes or dead-letters expired messages, prunes duplicate-detection history and
 // deletes entities idle past their AutoDeleteOnIdle. Start runs it every MaintenanceInterval;
@@ -67,7 +64,11 @@ func (s *Postgres) Maintain(ctx context.Context) error {
 		}
 		// Dead letters of entities that forward them, expired ones just now included, move on in
 		// the same transaction.
-		forwarding, err := queryEntities(ctx, tx, deadLetterForwardersSQL)
+		rows, err := queries.DeadLetterForwarders(ctx, tx)
+		if err != nil {
+			return err
+		}
+		forwarding, err := entities(rows)
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sbgate/sbgate/broker"
+	"github.com/sbgate/sbgate/store/internal/sqlcdb"
 )
 
 // The SQL send functions (migrations/000007_sql_send.up.sql) write messages into sbgate.outbox
@@ -152,8 +153,6 @@ type doorbell struct {
 	held bool
 }
 
-const doorbellLockSQL = `SELECT pg_try_advisory_lock(7367, 1)`
-
 func (b *doorbell) hold(ctx context.Context, s *Postgres) {
 	if b.conn == nil {
 		cfg := s.pool.Config().ConnConfig.Copy()
@@ -164,14 +163,15 @@ func (b *doorbell) hold(ctx context.Context, s *Postgres) {
 		}
 		b.conn = conn
 	}
-	if err := b.conn.QueryRow(ctx, doorbellLockSQL).Scan(&b.held); err != nil {
+	var err error
+	if b.held, err = queries.HoldDoorbell(ctx, b.conn); err != nil {
 		b.close() // another gateway may hold it: then it polls, and this one waits to be rung
 	}
 }
 
 func (b *doorbell) release(ctx context.Context) {
 	b.held = false
-	if _, err := b.conn.Exec(ctx, `SELECT pg_advisory_unlock(7367, 1)`); err != nil {
+	if err := queries.ReleaseDoorbell(ctx, b.conn); err != nil {
 		b.close()
 	}
 }
@@ -197,6 +197,7 @@ func (r *Relay) listen(ctx context.Context, poke func()) {
 				return err
 			}
 			defer conn.Close(context.WithoutCancel(ctx))
+			// LISTEN is a utility statement, which sqlc does not take; its text is a constant.
 			if _, err := conn.Exec(ctx, "LISTEN "+outboxChannel); err != nil {
 				return err
 			}
@@ -250,25 +251,6 @@ func (r *Relay) RelayPending(ctx context.Context) (int, error) {
 	}
 }
 
-// claimOutboxSQL takes the oldest due rows that no other relay holds.
-const claimOutboxSQL = `
-SELECT id, path, body, message_id, coalesce(correlation_id, ''), coalesce(session_id, ''),
-	coalesce(reply_to_session_id, ''), coalesce(label, ''), coalesce(to_addr, ''), coalesce(reply_to, ''),
-	coalesce(partition_key, ''), coalesce(via_partition_key, ''), coalesce(content_type, ''), ttl_seconds,
-	scheduled_at, user_props, attempts
-FROM sbgate.outbox WHERE retry_at IS NULL OR retry_at <= $1
-ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`
-
-// relayDoneSQL deletes the relayed rows and records the ones that could not be delivered:
-// $3 their errors, $4 when to try again ('infinity': never).
-const relayDoneSQL = `
-WITH gone AS (
-	DELETE FROM sbgate.outbox WHERE id = ANY($1::bigint[])
-)
-UPDATE sbgate.outbox o SET attempts = o.attempts + 1, last_error = f.err, retry_at = f.retry
-FROM unnest($2::bigint[], $3::text[], $4::timestamptz[]) AS f(id, err, retry)
-WHERE o.id = f.id`
-
 type relayed struct {
 	e     *broker.Entity
 	size  int
@@ -304,14 +286,15 @@ func (r *Relay) pass(ctx context.Context, limit int) (delivered, claimed int, er
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, relayDoneSQL, o.ids, o.failedIDs, o.failures, o.retries)
-		return err
+		return queries.RelayDone(ctx, tx, sqlcdb.RelayDoneParams{DoneIds: o.ids,
+			FailedIds: o.failedIDs, Failures: o.failures, Retries: o.retries})
 	})
 	var ie *relayInsertError
 	if errors.As(err, &ie) {
 		s.log.Error("relay SQL send: the message cannot be stored", "outbox_id", ie.id, "err", ie.err)
-		_, err = s.pool.Exec(ctx, relayDoneSQL, []int64{}, []int64{ie.id},
-			[]string{"The message could not be stored."}, []pgtype.Timestamptz{retryTime(broker.CodeInternal, ie.attempts, s.now())})
+		err = queries.RelayDone(ctx, s.pool, sqlcdb.RelayDoneParams{DoneIds: []int64{},
+			FailedIds: []int64{ie.id}, Failures: []string{"The message could not be stored."},
+			Retries: []pgtype.Timestamptz{retryTime(broker.CodeInternal, ie.attempts, s.now())}})
 		return 0, claimed, interpretError(err)
 	}
 	if err != nil {
@@ -336,39 +319,35 @@ type outboxRow struct {
 	attempts int
 }
 
-// claimOutbox claims up to limit outbox rows due at now, in tx.
+// claimOutbox claims up to limit outbox rows due at now, in tx (ClaimOutbox).
 func claimOutbox(ctx context.Context, tx pgx.Tx, now time.Time, limit int) ([]outboxRow, error) {
-	rows, err := tx.Query(ctx, claimOutboxSQL, now, limit)
+	rows, err := queries.ClaimOutbox(ctx, tx, sqlcdb.ClaimOutboxParams{Now: now, N: int64(limit)})
 	if err != nil {
 		return nil, err
 	}
 	var batch []outboxRow
-	for rows.Next() {
-		var st outboxRow
-		var ttl *float64
-		var sched *time.Time
-		var props []byte
-		m := &st.m
-		if err := rows.Scan(&st.id, &st.path, &m.Body, &m.MessageID, &m.CorrelationID, &m.SessionID,
-			&m.ReplyToSessionID, &m.Label, &m.To, &m.ReplyTo, &m.PartitionKey, &m.ViaPartitionKey,
-			&m.ContentType, &ttl, &sched, &props, &st.attempts); err != nil {
-			rows.Close()
-			return nil, err
+	for _, r := range rows {
+		st := outboxRow{id: r.ID, path: r.Path, attempts: int(r.Attempts), m: broker.Message{
+			Body: r.Body, MessageID: r.MessageID, CorrelationID: r.CorrelationID,
+			SessionID: r.SessionID, ReplyToSessionID: r.ReplyToSessionID, Label: r.Label,
+			To: r.ToAddr, ReplyTo: r.ReplyTo, PartitionKey: r.PartitionKey,
+			ViaPartitionKey: r.ViaPartitionKey, ContentType: r.ContentType,
+		}}
+		if r.TtlSeconds.Valid {
+			st.m.TimeToLive = secondsToTTL(r.TtlSeconds.Float64)
 		}
-		if ttl != nil {
-			m.TimeToLive = secondsToTTL(*ttl)
+		if r.ScheduledAt.Valid {
+			if r.ScheduledAt.InfinityModifier != pgtype.Finite {
+				// As the scan into a time.Time refused it before: no time to schedule at.
+				return nil, fmt.Errorf("outbox row %d: scheduled_at is %s", st.id,
+					r.ScheduledAt.InfinityModifier)
+			}
+			st.m.ScheduledEnqueueTime = r.ScheduledAt.Time
 		}
-		if sched != nil {
-			m.ScheduledEnqueueTime = *sched
-		}
-		if m.UserProperties, err = decodeStagedProperties(props); err != nil {
-			rows.Close()
+		if st.m.UserProperties, err = decodeStagedProperties(r.UserProps); err != nil {
 			return nil, fmt.Errorf("outbox row %d: %w", st.id, err)
 		}
 		batch = append(batch, st)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	return batch, nil
 }

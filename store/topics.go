@@ -28,7 +28,11 @@ func (s *Postgres) routesOf(ctx context.Context, topic *broker.Entity) ([]subRou
 	if r, ok := s.cache.getRoutes(key); ok {
 		return r, nil
 	}
-	subs, err := queryEntities(ctx, s.pool, `SELECT `+entitySelect+` FROM entities WHERE parent_id = $1 ORDER BY path_key`, topic.ID)
+	rows, err := queries.TopicSubscriptions(ctx, s.pool, topic.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read subscriptions of %s: %w", topic.Path, interpretError(err))
+	}
+	subs, err := entities(rows)
 	if err != nil {
 		return nil, fmt.Errorf("read subscriptions of %s: %w", topic.Path, interpretError(err))
 	}

@@ -7,7 +7,433 @@ package sqlcdb
 
 import (
 	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
+
+const createEntity = `-- name: CreateEntity :one
+INSERT INTO entities (kind, path_key, path, parent_id, lock_duration, max_size_mb,
+	requires_duplicate_detection, requires_session, default_ttl, dead_lettering_on_expiration,
+	dead_lettering_on_filter_exceptions, duplicate_detection_window, max_delivery_count,
+	enable_batched_operations, is_anonymous_accessible, status, forward_to,
+	forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle,
+	enable_partitioning, enable_express, max_message_size_kb,
+	filtering_messages_before_publishing, enable_subscription_partitioning, authorization_rules,
+	created_at, updated_at, accessed_at, forward_to_url, forward_dead_lettered_to_url)
+VALUES ($1, $2, $3, $4, $5, $6,
+	$7, $8, $9, $10,
+	$11, $12, $13,
+	$14, $15, $16, $17,
+	$18, $19, $20, $21,
+	$22, $23, $24,
+	$25, $26, $27,
+	$28, $29, $30, $31, $32)
+ON CONFLICT (path_key) DO NOTHING
+RETURNING id, kind, path_key, path, parent_id, lock_duration, max_size_mb, requires_duplicate_detection, requires_session, default_ttl, dead_lettering_on_expiration, dead_lettering_on_filter_exceptions, duplicate_detection_window, max_delivery_count, enable_batched_operations, is_anonymous_accessible, status, forward_to, forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle, enable_partitioning, enable_express, max_message_size_kb, filtering_messages_before_publishing, enable_subscription_partitioning, authorization_rules, created_at, updated_at, accessed_at, forward_to_url, forward_dead_lettered_to_url
+`
+
+type CreateEntityParams struct {
+	Kind                              int16
+	PathKey                           string
+	Path                              string
+	ParentID                          pgtype.Int8
+	LockDuration                      pgtype.Interval
+	MaxSizeMb                         int64
+	RequiresDuplicateDetection        bool
+	RequiresSession                   bool
+	DefaultTtl                        pgtype.Interval
+	DeadLetteringOnExpiration         bool
+	DeadLetteringOnFilterExceptions   bool
+	DuplicateDetectionWindow          pgtype.Interval
+	MaxDeliveryCount                  int32
+	EnableBatchedOperations           bool
+	IsAnonymousAccessible             bool
+	Status                            string
+	ForwardTo                         string
+	ForwardDeadLetteredTo             string
+	UserMetadata                      string
+	SupportOrdering                   bool
+	AutoDeleteOnIdle                  pgtype.Interval
+	EnablePartitioning                bool
+	EnableExpress                     bool
+	MaxMessageSizeKb                  int64
+	FilteringMessagesBeforePublishing bool
+	EnableSubscriptionPartitioning    bool
+	AuthorizationRules                []byte
+	CreatedAt                         time.Time
+	UpdatedAt                         time.Time
+	AccessedAt                        pgtype.Timestamptz
+	ForwardToUrl                      string
+	ForwardDeadLetteredToUrl          string
+}
+
+// CreateEntity writes every column but the generated id; a path taken already returns no row.
+// entityrecord_internal_test.go checks that it names every column of the table.
+func (q *Queries) CreateEntity(ctx context.Context, db DBTX, arg CreateEntityParams) (Entity, error) {
+	row := db.QueryRow(ctx, createEntity,
+		arg.Kind,
+		arg.PathKey,
+		arg.Path,
+		arg.ParentID,
+		arg.LockDuration,
+		arg.MaxSizeMb,
+		arg.RequiresDuplicateDetection,
+		arg.RequiresSession,
+		arg.DefaultTtl,
+		arg.DeadLetteringOnExpiration,
+		arg.DeadLetteringOnFilterExceptions,
+		arg.DuplicateDetectionWindow,
+		arg.MaxDeliveryCount,
+		arg.EnableBatchedOperations,
+		arg.IsAnonymousAccessible,
+		arg.Status,
+		arg.ForwardTo,
+		arg.ForwardDeadLetteredTo,
+		arg.UserMetadata,
+		arg.SupportOrdering,
+		arg.AutoDeleteOnIdle,
+		arg.EnablePartitioning,
+		arg.EnableExpress,
+		arg.MaxMessageSizeKb,
+		arg.FilteringMessagesBeforePublishing,
+		arg.EnableSubscriptionPartitioning,
+		arg.AuthorizationRules,
+		arg.CreatedAt,
+		arg.UpdatedAt,
+		arg.AccessedAt,
+		arg.ForwardToUrl,
+		arg.ForwardDeadLetteredToUrl,
+	)
+	var i Entity
+	err := row.Scan(
+		&i.ID,
+		&i.Kind,
+		&i.PathKey,
+		&i.Path,
+		&i.ParentID,
+		&i.LockDuration,
+		&i.MaxSizeMb,
+		&i.RequiresDuplicateDetection,
+		&i.RequiresSession,
+		&i.DefaultTtl,
+		&i.DeadLetteringOnExpiration,
+		&i.DeadLetteringOnFilterExceptions,
+		&i.DuplicateDetectionWindow,
+		&i.MaxDeliveryCount,
+		&i.EnableBatchedOperations,
+		&i.IsAnonymousAccessible,
+		&i.Status,
+		&i.ForwardTo,
+		&i.ForwardDeadLetteredTo,
+		&i.UserMetadata,
+		&i.SupportOrdering,
+		&i.AutoDeleteOnIdle,
+		&i.EnablePartitioning,
+		&i.EnableExpress,
+		&i.MaxMessageSizeKb,
+		&i.FilteringMessagesBeforePublishing,
+		&i.EnableSubscriptionPartitioning,
+		&i.AuthorizationRules,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.AccessedAt,
+		&i.ForwardToUrl,
+		&i.ForwardDeadLetteredToUrl,
+	)
+	return i, err
+}
+
+const deadLetterForwarders = `-- name: DeadLetterForwarders :many
+SELECT id, kind, path_key, path, parent_id, lock_duration, max_size_mb, requires_duplicate_detection, requires_session, default_ttl, dead_lettering_on_expiration, dead_lettering_on_filter_exceptions, duplicate_detection_window, max_delivery_count, enable_batched_operations, is_anonymous_accessible, status, forward_to, forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle, enable_partitioning, enable_express, max_message_size_kb, filtering_messages_before_publishing, enable_subscription_partitioning, authorization_rules, created_at, updated_at, accessed_at, forward_to_url, forward_dead_lettered_to_url FROM entities WHERE forward_dead_lettered_to <> ''
+`
+
+// DeadLetterForwarders reads the entities whose dead letters Maintain moves on (maintain.go).
+func (q *Queries) DeadLetterForwarders(ctx context.Context, db DBTX) ([]Entity, error) {
+	rows, err := db.Query(ctx, deadLetterForwarders)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Entity{}
+	for rows.Next() {
+		var i Entity
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.PathKey,
+			&i.Path,
+			&i.ParentID,
+			&i.LockDuration,
+			&i.MaxSizeMb,
+			&i.RequiresDuplicateDetection,
+			&i.RequiresSession,
+			&i.DefaultTtl,
+			&i.DeadLetteringOnExpiration,
+			&i.DeadLetteringOnFilterExceptions,
+			&i.DuplicateDetectionWindow,
+			&i.MaxDeliveryCount,
+			&i.EnableBatchedOperations,
+			&i.IsAnonymousAccessible,
+			&i.Status,
+			&i.ForwardTo,
+			&i.ForwardDeadLetteredTo,
+			&i.UserMetadata,
+			&i.SupportOrdering,
+			&i.AutoDeleteOnIdle,
+			&i.EnablePartitioning,
+			&i.EnableExpress,
+			&i.MaxMessageSizeKb,
+			&i.FilteringMessagesBeforePublishing,
+			&i.EnableSubscriptionPartitioning,
+			&i.AuthorizationRules,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.AccessedAt,
+			&i.ForwardToUrl,
+			&i.ForwardDeadLetteredToUrl,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deleteEntitiesCountDeltas = `-- name: DeleteEntitiesCountDeltas :exec
+DELETE FROM entity_count_deltas WHERE entity_id = ANY($1::bigint[])
+`
+
+func (q *Queries) DeleteEntitiesCountDeltas(ctx context.Context, db DBTX, ids []int64) error {
+	_, err := db.Exec(ctx, deleteEntitiesCountDeltas, ids)
+	return err
+}
+
+const deleteEntitiesCounts = `-- name: DeleteEntitiesCounts :exec
+DELETE FROM entity_counts WHERE entity_id = ANY($1::bigint[])
+`
+
+func (q *Queries) DeleteEntitiesCounts(ctx context.Context, db DBTX, ids []int64) error {
+	_, err := db.Exec(ctx, deleteEntitiesCounts, ids)
+	return err
+}
+
+const deleteEntitiesDedup = `-- name: DeleteEntitiesDedup :exec
+DELETE FROM dedup WHERE entity_id = ANY($1::bigint[])
+`
+
+func (q *Queries) DeleteEntitiesDedup(ctx context.Context, db DBTX, ids []int64) error {
+	_, err := db.Exec(ctx, deleteEntitiesDedup, ids)
+	return err
+}
+
+const deleteEntitiesMessages = `-- name: DeleteEntitiesMessages :exec
+DELETE FROM messages WHERE entity_id = ANY($1::bigint[])
+`
+
+func (q *Queries) DeleteEntitiesMessages(ctx context.Context, db DBTX, ids []int64) error {
+	_, err := db.Exec(ctx, deleteEntitiesMessages, ids)
+	return err
+}
+
+const deleteEntitiesSessions = `-- name: DeleteEntitiesSessions :exec
+DELETE FROM sessions WHERE entity_id = ANY($1::bigint[])
+`
+
+func (q *Queries) DeleteEntitiesSessions(ctx context.Context, db DBTX, ids []int64) error {
+	_, err := db.Exec(ctx, deleteEntitiesSessions, ids)
+	return err
+}
+
+const deleteEntityTree = `-- name: DeleteEntityTree :many
+DELETE FROM entities WHERE path_key = $1::text OR parent_id IN
+	(SELECT id FROM entities WHERE path_key = $1::text) RETURNING id
+`
+
+// DeleteEntityTree deletes an entity and, for a topic, its subscriptions, returning their ids
+// for the statements below.
+func (q *Queries) DeleteEntityTree(ctx context.Context, db DBTX, pathKey string) ([]int64, error) {
+	rows, err := db.Query(ctx, deleteEntityTree, pathKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const entity = `-- name: Entity :one
+SELECT id, kind, path_key, path, parent_id, lock_duration, max_size_mb, requires_duplicate_detection, requires_session, default_ttl, dead_lettering_on_expiration, dead_lettering_on_filter_exceptions, duplicate_detection_window, max_delivery_count, enable_batched_operations, is_anonymous_accessible, status, forward_to, forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle, enable_partitioning, enable_express, max_message_size_kb, filtering_messages_before_publishing, enable_subscription_partitioning, authorization_rules, created_at, updated_at, accessed_at, forward_to_url, forward_dead_lettered_to_url FROM entities WHERE path_key = $1
+`
+
+// Entity reads the entity at a path key. `SELECT *` and `RETURNING *` are expanded by sqlc into
+// every column, in table order, and read into its row type sqlcdb.Entity (made from the
+// migrations), so no statement reads an entity without some column.
+func (q *Queries) Entity(ctx context.Context, db DBTX, pathKey string) (Entity, error) {
+	row := db.QueryRow(ctx, entity, pathKey)
+	var i Entity
+	err := row.Scan(
+		&i.ID,
+		&i.Kind,
+		&i.PathKey,
+		&i.Path,
+		&i.ParentID,
+		&i.LockDuration,
+		&i.MaxSizeMb,
+		&i.RequiresDuplicateDetection,
+		&i.RequiresSession,
+		&i.DefaultTtl,
+		&i.DeadLetteringOnExpiration,
+		&i.DeadLetteringOnFilterExceptions,
+		&i.DuplicateDetectionWindow,
+		&i.MaxDeliveryCount,
+		&i.EnableBatchedOperations,
+		&i.IsAnonymousAccessible,
+		&i.Status,
+		&i.ForwardTo,
+		&i.ForwardDeadLetteredTo,
+		&i.UserMetadata,
+		&i.SupportOrdering,
+		&i.AutoDeleteOnIdle,
+		&i.EnablePartitioning,
+		&i.EnableExpress,
+		&i.MaxMessageSizeKb,
+		&i.FilteringMessagesBeforePublishing,
+		&i.EnableSubscriptionPartitioning,
+		&i.AuthorizationRules,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.AccessedAt,
+		&i.ForwardToUrl,
+		&i.ForwardDeadLetteredToUrl,
+	)
+	return i, err
+}
+
+const entityCounts = `-- name: EntityCounts :many
+SELECT e.id::bigint AS id,
+	(coalesce(c.main, 0) + coalesce(d.main, 0))::bigint AS main,
+	(coalesce(c.dead, 0) + coalesce(d.dead, 0))::bigint AS dead,
+	(coalesce(c.bytes, 0) + coalesce(d.bytes, 0))::bigint AS bytes,
+	sch.n::bigint AS scheduled, exp.n::bigint AS expired, exp.bytes::bigint AS expired_bytes
+FROM unnest($1::bigint[]) AS e(id)
+LEFT JOIN entity_counts c ON c.entity_id = e.id
+LEFT JOIN LATERAL (SELECT sum(main) AS main, sum(dead) AS dead, sum(bytes) AS bytes
+	FROM entity_count_deltas x WHERE x.entity_id = e.id) d ON true
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM messages m
+	WHERE m.entity_id = e.id AND m.lock_token IS NULL
+		AND m.visible_at > $2::timestamptz) sch
+CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(sum(m.size), 0) AS bytes FROM messages m
+	WHERE m.entity_id = e.id AND m.expires_at <= $2::timestamptz
+		AND m.state <> 2 /* sqlDeadLetter */
+		AND NOT (m.lock_token IS NOT NULL AND m.visible_at > $2::timestamptz)) exp
+`
+
+type EntityCountsParams struct {
+	Ids []int64
+	Now time.Time
+}
+
+type EntityCountsRow struct {
+	ID           int64
+	Main         int64
+	Dead         int64
+	Bytes        int64
+	Scheduled    int64
+	Expired      int64
+	ExpiredBytes int64
+}
+
+// EntityCounts reads the counts of several entities: the kept totals plus the deltas not yet
+// folded in, less the messages whose time has not come (scheduled) and those expired but not yet
+// swept, each found through a small partial index. Nothing here scans an entity's messages.
+// The ::bigint casts give sqlc the type the Go code reads (a sum of bigints is a numeric).
+func (q *Queries) EntityCounts(ctx context.Context, db DBTX, arg EntityCountsParams) ([]EntityCountsRow, error) {
+	rows, err := db.Query(ctx, entityCounts, arg.Ids, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EntityCountsRow{}
+	for rows.Next() {
+		var i EntityCountsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Main,
+			&i.Dead,
+			&i.Bytes,
+			&i.Scheduled,
+			&i.Expired,
+			&i.ExpiredBytes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const entityForUpdate = `-- name: EntityForUpdate :one
+SELECT id, kind, path_key, path, parent_id, lock_duration, max_size_mb, requires_duplicate_detection, requires_session, default_ttl, dead_lettering_on_expiration, dead_lettering_on_filter_exceptions, duplicate_detection_window, max_delivery_count, enable_batched_operations, is_anonymous_accessible, status, forward_to, forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle, enable_partitioning, enable_express, max_message_size_kb, filtering_messages_before_publishing, enable_subscription_partitioning, authorization_rules, created_at, updated_at, accessed_at, forward_to_url, forward_dead_lettered_to_url FROM entities WHERE path_key = $1 FOR UPDATE
+`
+
+// EntityForUpdate reads the entity at a path key and locks it until the transaction ends.
+func (q *Queries) EntityForUpdate(ctx context.Context, db DBTX, pathKey string) (Entity, error) {
+	row := db.QueryRow(ctx, entityForUpdate, pathKey)
+	var i Entity
+	err := row.Scan(
+		&i.ID,
+		&i.Kind,
+		&i.PathKey,
+		&i.Path,
+		&i.ParentID,
+		&i.LockDuration,
+		&i.MaxSizeMb,
+		&i.RequiresDuplicateDetection,
+		&i.RequiresSession,
+		&i.DefaultTtl,
+		&i.DeadLetteringOnExpiration,
+		&i.DeadLetteringOnFilterExceptions,
+		&i.DuplicateDetectionWindow,
+		&i.MaxDeliveryCount,
+		&i.EnableBatchedOperations,
+		&i.IsAnonymousAccessible,
+		&i.Status,
+		&i.ForwardTo,
+		&i.ForwardDeadLetteredTo,
+		&i.UserMetadata,
+		&i.SupportOrdering,
+		&i.AutoDeleteOnIdle,
+		&i.EnablePartitioning,
+		&i.EnableExpress,
+		&i.MaxMessageSizeKb,
+		&i.FilteringMessagesBeforePublishing,
+		&i.EnableSubscriptionPartitioning,
+		&i.AuthorizationRules,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.AccessedAt,
+		&i.ForwardToUrl,
+		&i.ForwardDeadLetteredToUrl,
+	)
+	return i, err
+}
 
 const forwardingSubscriptions = `-- name: ForwardingSubscriptions :many
 
@@ -35,4 +461,355 @@ func (q *Queries) ForwardingSubscriptions(ctx context.Context, db DBTX, topicID 
 		return nil, err
 	}
 	return items, nil
+}
+
+const listEntities = `-- name: ListEntities :many
+SELECT id, kind, path_key, path, parent_id, lock_duration, max_size_mb, requires_duplicate_detection, requires_session, default_ttl, dead_lettering_on_expiration, dead_lettering_on_filter_exceptions, duplicate_detection_window, max_delivery_count, enable_batched_operations, is_anonymous_accessible, status, forward_to, forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle, enable_partitioning, enable_express, max_message_size_kb, filtering_messages_before_publishing, enable_subscription_partitioning, authorization_rules, created_at, updated_at, accessed_at, forward_to_url, forward_dead_lettered_to_url FROM entities
+WHERE kind = $1 AND ($2::bigint = 0 OR parent_id = $2::bigint)
+ORDER BY path_key OFFSET $3::bigint LIMIT $4::bigint
+`
+
+type ListEntitiesParams struct {
+	Kind     int16
+	ParentID int64
+	Skip     int64
+	Top      int64
+}
+
+// ListEntities lists the entities of a kind, those of one parent unless parent_id is 0.
+func (q *Queries) ListEntities(ctx context.Context, db DBTX, arg ListEntitiesParams) ([]Entity, error) {
+	rows, err := db.Query(ctx, listEntities,
+		arg.Kind,
+		arg.ParentID,
+		arg.Skip,
+		arg.Top,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Entity{}
+	for rows.Next() {
+		var i Entity
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.PathKey,
+			&i.Path,
+			&i.ParentID,
+			&i.LockDuration,
+			&i.MaxSizeMb,
+			&i.RequiresDuplicateDetection,
+			&i.RequiresSession,
+			&i.DefaultTtl,
+			&i.DeadLetteringOnExpiration,
+			&i.DeadLetteringOnFilterExceptions,
+			&i.DuplicateDetectionWindow,
+			&i.MaxDeliveryCount,
+			&i.EnableBatchedOperations,
+			&i.IsAnonymousAccessible,
+			&i.Status,
+			&i.ForwardTo,
+			&i.ForwardDeadLetteredTo,
+			&i.UserMetadata,
+			&i.SupportOrdering,
+			&i.AutoDeleteOnIdle,
+			&i.EnablePartitioning,
+			&i.EnableExpress,
+			&i.MaxMessageSizeKb,
+			&i.FilteringMessagesBeforePublishing,
+			&i.EnableSubscriptionPartitioning,
+			&i.AuthorizationRules,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.AccessedAt,
+			&i.ForwardToUrl,
+			&i.ForwardDeadLetteredToUrl,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const topicCounts = `-- name: TopicCounts :many
+SELECT t.id::bigint AS id, count(s.id)::bigint AS subscriptions,
+	coalesce(sum(coalesce(c.bytes, 0) + coalesce(d.bytes, 0)), 0)::bigint AS bytes,
+	(SELECT count(DISTINCT (m.enqueued_seq, CASE WHEN m.enqueued_seq IS NULL THEN m.message_id END,
+			CASE WHEN m.enqueued_seq IS NULL THEN m.enqueued_at END))
+		FROM entities x JOIN messages m ON m.entity_id = x.id
+		WHERE x.parent_id = t.id AND m.lock_token IS NULL AND m.visible_at > $1::timestamptz
+			AND m.scheduled_at IS NOT NULL)::bigint AS scheduled
+FROM unnest($2::bigint[]) AS t(id)
+LEFT JOIN entities s ON s.parent_id = t.id
+LEFT JOIN entity_counts c ON c.entity_id = s.id
+LEFT JOIN LATERAL (SELECT sum(bytes) AS bytes FROM entity_count_deltas x
+	WHERE x.entity_id = s.id) d ON true
+GROUP BY t.id
+`
+
+type TopicCountsParams struct {
+	Now time.Time
+	Ids []int64
+}
+
+type TopicCountsRow struct {
+	ID            int64
+	Subscriptions int64
+	Bytes         int64
+	Scheduled     int64
+}
+
+// TopicCounts reads, for each topic, its subscriptions, the bytes they hold (each copy counted:
+// the service stores a message once per topic, sbgate once per subscription it reaches) and the
+// messages scheduled on it that have not come due: on the service those wait in the topic, and
+// its runtime properties count them (the Go SDK's live tests check it); here they wait as copies
+// in the subscriptions, counted once per scheduled message: the copies of one scheduled through
+// $management share its number (EnqueuedSequenceNumber), those of one sent with a
+// ScheduledEnqueueTime share its MessageId and enqueue time.
+func (q *Queries) TopicCounts(ctx context.Context, db DBTX, arg TopicCountsParams) ([]TopicCountsRow, error) {
+	rows, err := db.Query(ctx, topicCounts, arg.Now, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TopicCountsRow{}
+	for rows.Next() {
+		var i TopicCountsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Subscriptions,
+			&i.Bytes,
+			&i.Scheduled,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const topicRuleCounts = `-- name: TopicRuleCounts :many
+SELECT e.parent_id,
+	count(*) FILTER (WHERE r.filter->>'kind' <> 'CorrelationFilter') AS sql_filters,
+	count(*) FILTER (WHERE r.filter->>'kind' = 'CorrelationFilter') AS correlation_filters
+FROM rules r JOIN entities e ON e.id = r.subscription_id
+WHERE e.parent_id = ANY($1::bigint[]) GROUP BY e.parent_id
+`
+
+type TopicRuleCountsRow struct {
+	ParentID           pgtype.Int8
+	SqlFilters         int64
+	CorrelationFilters int64
+}
+
+// TopicRuleCounts counts the SQL and the correlation filters of the subscriptions of topics.
+func (q *Queries) TopicRuleCounts(ctx context.Context, db DBTX, topicIds []int64) ([]TopicRuleCountsRow, error) {
+	rows, err := db.Query(ctx, topicRuleCounts, topicIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TopicRuleCountsRow{}
+	for rows.Next() {
+		var i TopicRuleCountsRow
+		if err := rows.Scan(&i.ParentID, &i.SqlFilters, &i.CorrelationFilters); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const topicSubscriptions = `-- name: TopicSubscriptions :many
+SELECT id, kind, path_key, path, parent_id, lock_duration, max_size_mb, requires_duplicate_detection, requires_session, default_ttl, dead_lettering_on_expiration, dead_lettering_on_filter_exceptions, duplicate_detection_window, max_delivery_count, enable_batched_operations, is_anonymous_accessible, status, forward_to, forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle, enable_partitioning, enable_express, max_message_size_kb, filtering_messages_before_publishing, enable_subscription_partitioning, authorization_rules, created_at, updated_at, accessed_at, forward_to_url, forward_dead_lettered_to_url FROM entities WHERE parent_id = $1::bigint ORDER BY path_key
+`
+
+// TopicSubscriptions reads the subscriptions of a topic (topics.go).
+func (q *Queries) TopicSubscriptions(ctx context.Context, db DBTX, topicID int64) ([]Entity, error) {
+	rows, err := db.Query(ctx, topicSubscriptions, topicID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Entity{}
+	for rows.Next() {
+		var i Entity
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.PathKey,
+			&i.Path,
+			&i.ParentID,
+			&i.LockDuration,
+			&i.MaxSizeMb,
+			&i.RequiresDuplicateDetection,
+			&i.RequiresSession,
+			&i.DefaultTtl,
+			&i.DeadLetteringOnExpiration,
+			&i.DeadLetteringOnFilterExceptions,
+			&i.DuplicateDetectionWindow,
+			&i.MaxDeliveryCount,
+			&i.EnableBatchedOperations,
+			&i.IsAnonymousAccessible,
+			&i.Status,
+			&i.ForwardTo,
+			&i.ForwardDeadLetteredTo,
+			&i.UserMetadata,
+			&i.SupportOrdering,
+			&i.AutoDeleteOnIdle,
+			&i.EnablePartitioning,
+			&i.EnableExpress,
+			&i.MaxMessageSizeKb,
+			&i.FilteringMessagesBeforePublishing,
+			&i.EnableSubscriptionPartitioning,
+			&i.AuthorizationRules,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.AccessedAt,
+			&i.ForwardToUrl,
+			&i.ForwardDeadLetteredToUrl,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const updateEntity = `-- name: UpdateEntity :one
+UPDATE entities SET lock_duration = $1, max_size_mb = $2,
+	requires_duplicate_detection = $3,
+	requires_session = $4, default_ttl = $5,
+	dead_lettering_on_expiration = $6,
+	dead_lettering_on_filter_exceptions = $7,
+	duplicate_detection_window = $8,
+	max_delivery_count = $9,
+	enable_batched_operations = $10,
+	is_anonymous_accessible = $11, status = $12,
+	forward_to = $13, forward_dead_lettered_to = $14,
+	user_metadata = $15, support_ordering = $16,
+	auto_delete_on_idle = $17, enable_partitioning = $18,
+	enable_express = $19, max_message_size_kb = $20,
+	filtering_messages_before_publishing = $21,
+	enable_subscription_partitioning = $22,
+	authorization_rules = $23, updated_at = $24,
+	forward_to_url = $25, forward_dead_lettered_to_url = $26
+WHERE id = $27
+RETURNING id, kind, path_key, path, parent_id, lock_duration, max_size_mb, requires_duplicate_detection, requires_session, default_ttl, dead_lettering_on_expiration, dead_lettering_on_filter_exceptions, duplicate_detection_window, max_delivery_count, enable_batched_operations, is_anonymous_accessible, status, forward_to, forward_dead_lettered_to, user_metadata, support_ordering, auto_delete_on_idle, enable_partitioning, enable_express, max_message_size_kb, filtering_messages_before_publishing, enable_subscription_partitioning, authorization_rules, created_at, updated_at, accessed_at, forward_to_url, forward_dead_lettered_to_url
+`
+
+type UpdateEntityParams struct {
+	LockDuration                      pgtype.Interval
+	MaxSizeMb                         int64
+	RequiresDuplicateDetection        bool
+	RequiresSession                   bool
+	DefaultTtl                        pgtype.Interval
+	DeadLetteringOnExpiration         bool
+	DeadLetteringOnFilterExceptions   bool
+	DuplicateDetectionWindow          pgtype.Interval
+	MaxDeliveryCount                  int32
+	EnableBatchedOperations           bool
+	IsAnonymousAccessible             bool
+	Status                            string
+	ForwardTo                         string
+	ForwardDeadLetteredTo             string
+	UserMetadata                      string
+	SupportOrdering                   bool
+	AutoDeleteOnIdle                  pgtype.Interval
+	EnablePartitioning                bool
+	EnableExpress                     bool
+	MaxMessageSizeKb                  int64
+	FilteringMessagesBeforePublishing bool
+	EnableSubscriptionPartitioning    bool
+	AuthorizationRules                []byte
+	UpdatedAt                         time.Time
+	ForwardToUrl                      string
+	ForwardDeadLetteredToUrl          string
+	ID                                int64
+}
+
+// UpdateEntity writes the columns an update may change: the description and updated_at. The
+// others are fixed at creation (kind, path_key, path, parent_id, created_at) or written by their
+// own statement (accessed_at, RecordAccess); entityrecord_internal_test.go lists them.
+func (q *Queries) UpdateEntity(ctx context.Context, db DBTX, arg UpdateEntityParams) (Entity, error) {
+	row := db.QueryRow(ctx, updateEntity,
+		arg.LockDuration,
+		arg.MaxSizeMb,
+		arg.RequiresDuplicateDetection,
+		arg.RequiresSession,
+		arg.DefaultTtl,
+		arg.DeadLetteringOnExpiration,
+		arg.DeadLetteringOnFilterExceptions,
+		arg.DuplicateDetectionWindow,
+		arg.MaxDeliveryCount,
+		arg.EnableBatchedOperations,
+		arg.IsAnonymousAccessible,
+		arg.Status,
+		arg.ForwardTo,
+		arg.ForwardDeadLetteredTo,
+		arg.UserMetadata,
+		arg.SupportOrdering,
+		arg.AutoDeleteOnIdle,
+		arg.EnablePartitioning,
+		arg.EnableExpress,
+		arg.MaxMessageSizeKb,
+		arg.FilteringMessagesBeforePublishing,
+		arg.EnableSubscriptionPartitioning,
+		arg.AuthorizationRules,
+		arg.UpdatedAt,
+		arg.ForwardToUrl,
+		arg.ForwardDeadLetteredToUrl,
+		arg.ID,
+	)
+	var i Entity
+	err := row.Scan(
+		&i.ID,
+		&i.Kind,
+		&i.PathKey,
+		&i.Path,
+		&i.ParentID,
+		&i.LockDuration,
+		&i.MaxSizeMb,
+		&i.RequiresDuplicateDetection,
+		&i.RequiresSession,
+		&i.DefaultTtl,
+		&i.DeadLetteringOnExpiration,
+		&i.DeadLetteringOnFilterExceptions,
+		&i.DuplicateDetectionWindow,
+		&i.MaxDeliveryCount,
+		&i.EnableBatchedOperations,
+		&i.IsAnonymousAccessible,
+		&i.Status,
+		&i.ForwardTo,
+		&i.ForwardDeadLetteredTo,
+		&i.UserMetadata,
+		&i.SupportOrdering,
+		&i.AutoDeleteOnIdle,
+		&i.EnablePartitioning,
+		&i.EnableExpress,
+		&i.MaxMessageSizeKb,
+		&i.FilteringMessagesBeforePublishing,
+		&i.EnableSubscriptionPartitioning,
+		&i.AuthorizationRules,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.AccessedAt,
+		&i.ForwardToUrl,
+		&i.ForwardDeadLetteredToUrl,
+	)
+	return i, err
 }
