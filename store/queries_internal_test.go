@@ -6,7 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sbgate/sbgate/broker"
 )
 
@@ -18,7 +20,7 @@ func TestQueriesNameStateNumerals(t *testing.T) {
 		"sqlActive": sqlActive, "sqlDeferred": sqlDeferred, "sqlDeadLetter": sqlDeadLetter, "sqlTopic": sqlTopic,
 	}
 	named := regexp.MustCompile(`\b([0-9]+)\s*/\*\s*(\w+)\s*\*/`)
-	numeral := regexp.MustCompile(`\b(state|kind)\s*(=|<>|!=|<|>|<=|>=)\s*[0-9]|\b(state|kind)\s+IN\s*\(\s*[0-9]|::smallint\s*=\s*[0-9]`)
+	numeral := regexp.MustCompile(`\b(state|kind)\s*(=|<>|!=|<|>|<=|>=)\s*[0-9]|\b(state|kind)\s+IN\s*\([^)]*\b[0-9]|::smallint\s*=\s*[0-9]`)
 	files, err := filepath.Glob("queries/*.sql")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no queries/*.sql (%v)", err)
@@ -56,6 +58,32 @@ func TestQueriesSpellReasons(t *testing.T) {
 	for _, reason := range []string{broker.ReasonMaxDeliveryCount, broker.ReasonTTLExpired} {
 		if !strings.Contains(string(src), "'"+reason+"'") {
 			t.Errorf("queries/maintain.sql does not set the reason %q", reason)
+		}
+	}
+}
+
+// TestNullTimeKeepsInfinity: a time sqlc leaves untyped reads as it did typed. An infinite one
+// (a message that never comes due by itself) stays infinite, not NULL: a session whose next
+// message is infinitely far is not stale.
+func TestNullTimeKeepsInfinity(t *testing.T) {
+	t.Parallel()
+	s, _ := startedQueue(t, Options{})
+	for _, c := range []struct {
+		sql  string
+		want pgtype.Timestamptz
+	}{
+		{`SELECT CASE WHEN true THEN 'infinity'::timestamptz END`, pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}},
+		{`SELECT CASE WHEN false THEN now() END`, pgtype.Timestamptz{}},
+		{`SELECT CASE WHEN true THEN '2026-03-01 12:00:00+00'::timestamptz END`,
+			pgtype.Timestamptz{Time: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), Valid: true}},
+	} {
+		var v any
+		if err := s.pool.QueryRow(t.Context(), c.sql).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		got := nullTime(v)
+		if got.Valid != c.want.Valid || got.InfinityModifier != c.want.InfinityModifier || !got.Time.Equal(c.want.Time) {
+			t.Errorf("%s: nullTime(%#v) = %+v; want %+v", c.sql, v, got, c.want)
 		}
 	}
 }

@@ -155,10 +155,16 @@ func nextAvailable(ctx context.Context, tx pgx.Tx, e *broker.Entity, id string, 
 }
 
 // nullTime is a timestamptz that sqlc cannot type (a min() or a CASE, which may be NULL), as
-// pgx reads it into an any: a time.Time, or nil for NULL.
+// pgx reads it into an any: a time.Time, an InfinityModifier for ±infinity (a message that never
+// comes due), or nil for NULL.
 func nullTime(v any) pgtype.Timestamptz {
-	t, ok := v.(time.Time)
-	return pgtype.Timestamptz{Time: t, Valid: ok}
+	switch t := v.(type) {
+	case time.Time:
+		return pgtype.Timestamptz{Time: t, Valid: true}
+	case pgtype.InfinityModifier:
+		return pgtype.Timestamptz{InfinityModifier: t, Valid: true}
+	}
+	return pgtype.Timestamptz{}
 }
 
 func (s *Postgres) acceptNamed(ctx context.Context, e *broker.Entity, id string) (*broker.Session, error) {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 // ReserveSequenceNumbers draws n sequence numbers for a transaction's scheduled messages. See
 // Store.
 func (s *Postgres) ReserveSequenceNumbers(ctx context.Context, n int) ([]int64, error) {
+	if n < 0 || n > math.MaxInt32 {
+		return nil, fmt.Errorf("reserve sequence numbers: %d is not a number of messages", n)
+	}
 	nums, err := queries.ReserveSequenceNumbers(ctx, s.pool, int32(n))
 	if err != nil {
 		return nil, fmt.Errorf("reserve sequence numbers: %w", interpretError(err))
