@@ -11,6 +11,71 @@ var messageRecordColumns = []string{"seq", "state", "visible_at", "lock_token", 
 
 func (*messageRecord) columns() []string { return messageRecordColumns }
 
+// fieldOf is the place of column in messageRecordColumns, -1 for none.
+func (*messageRecord) fieldOf(column string) int {
+	switch column {
+	case "seq":
+		return 0
+	case "state":
+		return 1
+	case "visible_at":
+		return 2
+	case "lock_token":
+		return 3
+	case "delivery_count":
+		return 4
+	case "enqueued_at":
+		return 5
+	case "expires_at":
+		return 6
+	case "ttl":
+		return 7
+	case "scheduled_at":
+		return 8
+	case "message_id":
+		return 9
+	case "correlation_id":
+		return 10
+	case "session_id":
+		return 11
+	case "reply_to_session_id":
+		return 12
+	case "label":
+		return 13
+	case "to_addr":
+		return 14
+	case "reply_to":
+		return 15
+	case "partition_key":
+		return 16
+	case "content_type":
+		return 17
+	case "user_props":
+		return 18
+	case "body":
+		return 19
+	case "body_type":
+		return 20
+	case "size":
+		return 21
+	case "dead_letter_reason":
+		return 22
+	case "dead_letter_description":
+		return 23
+	case "dead_letter_source":
+		return 24
+	case "via_partition_key":
+		return 25
+	case "enqueued_seq":
+		return 26
+	case "amqp_sections":
+		return 27
+	case "ttl_from_sender":
+		return 28
+	}
+	return -1
+}
+
 // field returns a pointer to the field of column i of messageRecordColumns.
 func (r *messageRecord) field(i int) any {
 	switch i {
@@ -80,6 +145,75 @@ func (r *messageRecord) field(i int) any {
 var claimedRecordColumns = []string{"seq", "state", "visible_at", "lock_token", "delivery_count", "enqueued_at", "expires_at", "ttl", "scheduled_at", "message_id", "correlation_id", "session_id", "reply_to_session_id", "label", "to_addr", "reply_to", "partition_key", "content_type", "user_props", "body", "body_type", "size", "dead_letter_reason", "dead_letter_description", "dead_letter_source", "via_partition_key", "enqueued_seq", "amqp_sections", "ttl_from_sender", "claimed_due_at", "due_left"}
 
 func (*claimedRecord) columns() []string { return claimedRecordColumns }
+
+// fieldOf is the place of column in claimedRecordColumns, -1 for none.
+func (*claimedRecord) fieldOf(column string) int {
+	switch column {
+	case "seq":
+		return 0
+	case "state":
+		return 1
+	case "visible_at":
+		return 2
+	case "lock_token":
+		return 3
+	case "delivery_count":
+		return 4
+	case "enqueued_at":
+		return 5
+	case "expires_at":
+		return 6
+	case "ttl":
+		return 7
+	case "scheduled_at":
+		return 8
+	case "message_id":
+		return 9
+	case "correlation_id":
+		return 10
+	case "session_id":
+		return 11
+	case "reply_to_session_id":
+		return 12
+	case "label":
+		return 13
+	case "to_addr":
+		return 14
+	case "reply_to":
+		return 15
+	case "partition_key":
+		return 16
+	case "content_type":
+		return 17
+	case "user_props":
+		return 18
+	case "body":
+		return 19
+	case "body_type":
+		return 20
+	case "size":
+		return 21
+	case "dead_letter_reason":
+		return 22
+	case "dead_letter_description":
+		return 23
+	case "dead_letter_source":
+		return 24
+	case "via_partition_key":
+		return 25
+	case "enqueued_seq":
+		return 26
+	case "amqp_sections":
+		return 27
+	case "ttl_from_sender":
+		return 28
+	case "claimed_due_at":
+		return 29
+	case "due_left":
+		return 30
+	}
+	return -1
+}
 
 // field returns a pointer to the field of column i of claimedRecordColumns.
 func (r *claimedRecord) field(i int) any {
@@ -154,6 +288,77 @@ func (r *claimedRecord) field(i int) any {
 var claimedManyRecordColumns = []string{"seq", "state", "visible_at", "lock_token", "delivery_count", "enqueued_at", "expires_at", "ttl", "scheduled_at", "message_id", "correlation_id", "session_id", "reply_to_session_id", "label", "to_addr", "reply_to", "partition_key", "content_type", "user_props", "body", "body_type", "size", "dead_letter_reason", "dead_letter_description", "dead_letter_source", "via_partition_key", "enqueued_seq", "amqp_sections", "ttl_from_sender", "claimed_due_at", "due_left", "k"}
 
 func (*claimedManyRecord) columns() []string { return claimedManyRecordColumns }
+
+// fieldOf is the place of column in claimedManyRecordColumns, -1 for none.
+func (*claimedManyRecord) fieldOf(column string) int {
+	switch column {
+	case "seq":
+		return 0
+	case "state":
+		return 1
+	case "visible_at":
+		return 2
+	case "lock_token":
+		return 3
+	case "delivery_count":
+		return 4
+	case "enqueued_at":
+		return 5
+	case "expires_at":
+		return 6
+	case "ttl":
+		return 7
+	case "scheduled_at":
+		return 8
+	case "message_id":
+		return 9
+	case "correlation_id":
+		return 10
+	case "session_id":
+		return 11
+	case "reply_to_session_id":
+		return 12
+	case "label":
+		return 13
+	case "to_addr":
+		return 14
+	case "reply_to":
+		return 15
+	case "partition_key":
+		return 16
+	case "content_type":
+		return 17
+	case "user_props":
+		return 18
+	case "body":
+		return 19
+	case "body_type":
+		return 20
+	case "size":
+		return 21
+	case "dead_letter_reason":
+		return 22
+	case "dead_letter_description":
+		return 23
+	case "dead_letter_source":
+		return 24
+	case "via_partition_key":
+		return 25
+	case "enqueued_seq":
+		return 26
+	case "amqp_sections":
+		return 27
+	case "ttl_from_sender":
+		return 28
+	case "claimed_due_at":
+		return 29
+	case "due_left":
+		return 30
+	case "k":
+		return 31
+	}
+	return -1
+}
 
 // field returns a pointer to the field of column i of claimedManyRecordColumns.
 func (r *claimedManyRecord) field(i int) any {
@@ -230,6 +435,73 @@ func (r *claimedManyRecord) field(i int) any {
 var lockedRecordColumns = []string{"ord", "seq", "state", "visible_at", "lock_token", "delivery_count", "enqueued_at", "expires_at", "ttl", "scheduled_at", "message_id", "correlation_id", "session_id", "reply_to_session_id", "label", "to_addr", "reply_to", "partition_key", "content_type", "user_props", "body", "body_type", "size", "dead_letter_reason", "dead_letter_description", "dead_letter_source", "via_partition_key", "enqueued_seq", "amqp_sections", "ttl_from_sender"}
 
 func (*lockedRecord) columns() []string { return lockedRecordColumns }
+
+// fieldOf is the place of column in lockedRecordColumns, -1 for none.
+func (*lockedRecord) fieldOf(column string) int {
+	switch column {
+	case "ord":
+		return 0
+	case "seq":
+		return 1
+	case "state":
+		return 2
+	case "visible_at":
+		return 3
+	case "lock_token":
+		return 4
+	case "delivery_count":
+		return 5
+	case "enqueued_at":
+		return 6
+	case "expires_at":
+		return 7
+	case "ttl":
+		return 8
+	case "scheduled_at":
+		return 9
+	case "message_id":
+		return 10
+	case "correlation_id":
+		return 11
+	case "session_id":
+		return 12
+	case "reply_to_session_id":
+		return 13
+	case "label":
+		return 14
+	case "to_addr":
+		return 15
+	case "reply_to":
+		return 16
+	case "partition_key":
+		return 17
+	case "content_type":
+		return 18
+	case "user_props":
+		return 19
+	case "body":
+		return 20
+	case "body_type":
+		return 21
+	case "size":
+		return 22
+	case "dead_letter_reason":
+		return 23
+	case "dead_letter_description":
+		return 24
+	case "dead_letter_source":
+		return 25
+	case "via_partition_key":
+		return 26
+	case "enqueued_seq":
+		return 27
+	case "amqp_sections":
+		return 28
+	case "ttl_from_sender":
+		return 29
+	}
+	return -1
+}
 
 // field returns a pointer to the field of column i of lockedRecordColumns.
 func (r *lockedRecord) field(i int) any {

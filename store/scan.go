@@ -15,9 +15,10 @@ import (
 // record is a pointer to a record type with generated column accessors.
 type record[T any] interface {
 	*T
-	// columns lists the record's columns in field order; field(i) points to the field of the
-	// i-th.
+	// columns lists the record's columns in field order; fieldOf(c) is c's place in it and
+	// field(i) points to the field of the i-th.
 	columns() []string
+	fieldOf(column string) int
 	field(i int) any
 }
 
@@ -27,7 +28,8 @@ type record[T any] interface {
 // records are large, and growing their slice by doubling allocated twice what they hold.
 func collectRecords[T any, P record[T]](rows pgx.Rows, expect int) ([]T, error) {
 	defer rows.Close()
-	names := P(new(T)).columns()
+	rec := P(new(T))
+	names := rec.columns()
 	fds := rows.FieldDescriptions()
 	if len(fds) == 0 {
 		// A statement that failed (a deadlock, a serialization failure) returns no columns: its
@@ -40,7 +42,7 @@ func collectRecords[T any, P record[T]](rows pgx.Rows, expect int) ([]T, error) 
 	fields := make([]int, len(fds))
 	seen := make([]bool, len(names))
 	for i, fd := range fds {
-		k := indexOf(names, fd.Name)
+		k := rec.fieldOf(fd.Name)
 		if k < 0 || seen[k] {
 			return nil, fmt.Errorf("store: column %q of a result is not a field of %T, or comes twice", fd.Name, *new(T))
 		}
@@ -65,13 +67,4 @@ func collectRecords[T any, P record[T]](rows pgx.Rows, expect int) ([]T, error) 
 		}
 	}
 	return out, rows.Err()
-}
-
-func indexOf(names []string, name string) int {
-	for i, n := range names {
-		if n == name {
-			return i
-		}
-	}
-	return -1
 }

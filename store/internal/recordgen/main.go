@@ -220,6 +220,12 @@ func writeScanned(b *bytes.Buffer, name string, cols []column) {
 	fmt.Fprintf(b, "// %sColumns are the columns of a %s, in field order.\n", name, name)
 	fmt.Fprintf(b, "var %sColumns = []string{%s}\n\n", name, strings.Join(names, ", "))
 	fmt.Fprintf(b, "func (*%s) columns() []string { return %sColumns }\n\n", name, name)
+	fmt.Fprintf(b, "// fieldOf is the place of column in %sColumns, -1 for none.\n", name)
+	fmt.Fprintf(b, "func (*%s) fieldOf(column string) int {\n\tswitch column {\n", name)
+	for i, c := range cols {
+		fmt.Fprintf(b, "\tcase %q:\n\t\treturn %d\n", c.name, i)
+	}
+	fmt.Fprintf(b, "\t}\n\treturn -1\n}\n\n")
 	fmt.Fprintf(b, "// field returns a pointer to the field of column i of %sColumns.\n", name)
 	fmt.Fprintf(b, "func (r *%s) field(i int) any {\n\tswitch i {\n", name)
 	for i, c := range cols {
