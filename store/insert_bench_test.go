@@ -45,7 +45,7 @@ func BenchmarkInsertArgsEncode(b *testing.B) {
 func insertArgOIDs() []uint32 {
 	arrays := map[string]uint32{"bigint": pgtype.Int8ArrayOID, "integer": pgtype.Int4ArrayOID, "smallint": pgtype.Int2ArrayOID,
 		"text": pgtype.TextArrayOID, "bytea": pgtype.ByteaArrayOID, "timestamptz": pgtype.TimestamptzArrayOID,
-		"interval": pgtype.IntervalArrayOID, "jsonb": pgtype.JSONBArrayOID}
+		"interval": pgtype.IntervalArrayOID, "jsonb": pgtype.JSONBArrayOID, "boolean": pgtype.BoolArrayOID}
 	oids := make([]uint32, insertArg.n)
 	for i, t := range insertColumnTypes {
 		oids[insertArg.columns[i]] = arrays[t]
@@ -57,7 +57,7 @@ func insertArgOIDs() []uint32 {
 }
 
 // benchRows are 100 rows of a queue with most properties set.
-func benchRows(b *testing.B, now time.Time) []messageRow {
+func benchRows(b testing.TB, now time.Time) []messageRow {
 	e := &broker.Entity{ID: 1, Kind: broker.KindQueue, Path: "q", Props: broker.DefaultProperties(broker.KindQueue)}
 	rows := make([]messageRow, 100)
 	for i := range rows {
@@ -95,6 +95,21 @@ func BenchmarkMessageRows(b *testing.B) {
 			if err := rows[i].set(1, &msgs[i], nil, false); err != nil {
 				b.Fatal(err)
 			}
+		}
+	}
+}
+
+// BenchmarkInsertArgsWire is BenchmarkInsertArgsEncode with the encoding queryWire does instead
+// of pgx's (wire.go), into a buffer of its own each time, as a send does.
+func BenchmarkInsertArgsWire(b *testing.B) {
+	now := time.Now()
+	rows := benchRows(b, now)
+	oids := insertArgOIDs()
+	b.ReportAllocs()
+	for b.Loop() {
+		var w wireArgs
+		if err := w.encode(oids, insertArgs(rows, now)); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -357,18 +357,24 @@ func insertArgPositionsOf(st statement) insertArgPositions {
 	return pos
 }
 
-// rowQuerier runs a statement on the pool or inside a transaction.
-type rowQuerier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // insertRows writes rows in one statement, so in one transaction, and returns the sequence
-// number of each row in rows, 0 for one not stored (a duplicate).
-func (s *Postgres) insertRows(ctx context.Context, db rowQuerier, all []messageRow) ([]int64, error) {
+// number of each row in rows, 0 for one not stored (a duplicate). db is the pool or a
+// transaction (onConn).
+func (s *Postgres) insertRows(ctx context.Context, db any, all []messageRow) ([]int64, error) {
 	rows, kept := dropDuplicateIDs(all)
 	var ords, seqs []int64
-	if err := db.QueryRow(ctx, insertMessages.sql, insertArgs(rows, s.now())...).Scan(&ords, &seqs); err != nil {
+	read := 0
+	err := onConn(ctx, db, func(c *pgx.Conn) error {
+		return queryWire(ctx, c, insertMessages, insertArgs(rows, s.now()), func(r wireRow) error {
+			read++
+			return r.scan(&ords, &seqs)
+		})
+	})
+	if err != nil {
 		return nil, err
+	}
+	if read != 1 {
+		return nil, fmt.Errorf("store messages: the insert returned %d rows, not one", read)
 	}
 	if len(ords) != len(seqs) {
 		return nil, fmt.Errorf("store messages: %d rows inserted but %d sequence numbers returned", len(ords), len(seqs))
@@ -463,7 +469,11 @@ func newSendBatcher(s *Postgres) *engine.Batcher[*sendRequest] {
 func (s *Postgres) writeSends(jobs []*engine.Job[*sendRequest]) {
 	ctx, cancel := context.WithTimeout(context.Background(), engine.WriteTimeout)
 	defer cancel()
-	var rows []messageRow
+	n := 0
+	for _, j := range jobs {
+		n += len(j.Req.rows)
+	}
+	rows := make([]messageRow, 0, n)
 	for _, j := range jobs {
 		rows = append(rows, j.Req.rows...)
 	}

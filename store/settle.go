@@ -316,33 +316,28 @@ func (s *Postgres) settleWithin(ctx context.Context, tx pgx.Tx, op broker.Settle
 	return woken, nil
 }
 
-// runSettle runs op's statement for the requests of a on q, marks each request it satisfied
-// in found (with the MessageId of its message in ids) and fills its result; it returns the
-// wake-ups the settlements call for.
-func (s *Postgres) runSettle(ctx context.Context, q querier, op broker.Settlement, a *settleArgs, now time.Time, found []bool, ids []string) ([]wakeTarget, error) {
+// runSettle runs op's statement for the requests of a on q (the pool or a transaction), marks
+// each request it satisfied in found (with the MessageId of its message in ids) and fills its
+// result; it returns the wake-ups the settlements call for.
+func (s *Postgres) runSettle(ctx context.Context, q any, op broker.Settlement, a *settleArgs, now time.Time, found []bool, ids []string) ([]wakeTarget, error) {
 	statement := settleStatements[op]
 	if a.modify {
 		statement = modifyStatements[op]
 	}
-	sql, values, err := statement.bind(a.named(now))
+	_, values, err := statement.bind(a.named(now))
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.Query(ctx, sql, values...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var woken []wakeTarget
-	for rows.Next() {
+	settled := func(r wireRow) error {
 		var ord, entity int64
 		var session pgtype.Text
 		var state broker.State
 		var messageID string
 		var until pgtype.Timestamptz
 		var expired bool
-		if err := rows.Scan(&ord, &entity, &session, &state, &messageID, &until, &expired); err != nil {
-			return nil, err
+		if err := r.scan(&ord, &entity, &session, &state, &messageID, &until, &expired); err != nil {
+			return err
 		}
 		i := int(ord - 1)
 		found[i], ids[i] = true, messageID
@@ -360,8 +355,13 @@ func (s *Postgres) runSettle(ctx context.Context, q querier, op broker.Settlemen
 		case op == broker.DeadLetter, op == broker.Abandon:
 			woken = append(woken, wakeTarget{entity: entity})
 		}
+		return nil
 	}
-	return woken, rows.Err()
+	err = onConn(ctx, q, func(c *pgx.Conn) error { return queryWire(ctx, c, statement, values, settled) })
+	if err != nil {
+		return nil, err
+	}
+	return woken, nil
 }
 
 // modifyProperties reads and locks the messages of the requests in a (all of which modify

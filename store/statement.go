@@ -23,6 +23,18 @@ import (
 type statement struct {
 	sql   string
 	names []string
+	// prepared names a generated statement on a connection (queryWire), so that pgx finds it
+	// without hashing its text.
+	prepared string
+}
+
+// preparedName is the name st is prepared under on a connection: its own for a generated
+// statement, else its text, which pgx names by its hash.
+func (st statement) preparedName() string {
+	if st.prepared == "" {
+		return st.sql
+	}
+	return st.prepared
 }
 
 // bind returns st's text and the values of named in the order st takes them. named may hold

@@ -5,7 +5,8 @@ package store
 
 // claimPeekLock claims for peek-lock (claim.go). Arguments: entity, state, due_from, now, n, ready_from, max_delivery, lock.
 var claimPeekLock = statement{
-	names: []string{"entity", "state", "due_from", "now", "n", "ready_from", "max_delivery", "lock"},
+	prepared: "sbgate_claimPeekLock",
+	names:    []string{"entity", "state", "due_from", "now", "n", "ready_from", "max_delivery", "lock"},
 	sql: `WITH due_window AS MATERIALIZED (
 	SELECT ctid, seq, visible_at FROM messages WHERE entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
 		AND (expires_at IS NULL OR expires_at > $4 OR state = 2)
@@ -45,7 +46,8 @@ SELECT locked.seq, locked.state, locked.visible_at, locked.lock_token, locked.de
 
 // claimPeekLockInSession claims for peek-lock in a session. Arguments: entity, state, due_from, now, session, session_token, n, ready_from, max_delivery.
 var claimPeekLockInSession = statement{
-	names: []string{"entity", "state", "due_from", "now", "session", "session_token", "n", "ready_from", "max_delivery"},
+	prepared: "sbgate_claimPeekLockInSession",
+	names:    []string{"entity", "state", "due_from", "now", "session", "session_token", "n", "ready_from", "max_delivery"},
 	sql: `WITH due_window AS MATERIALIZED (
 	SELECT ctid, seq, visible_at FROM messages WHERE entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
 		AND (expires_at IS NULL OR expires_at > $4 OR state = 2)
@@ -90,7 +92,8 @@ SELECT locked.seq, locked.state, locked.visible_at, locked.lock_token, locked.de
 
 // claimReceiveAndDelete claims for receive-and-delete. Arguments: entity, state, due_from, now, n, ready_from.
 var claimReceiveAndDelete = statement{
-	names: []string{"entity", "state", "due_from", "now", "n", "ready_from"},
+	prepared: "sbgate_claimReceiveAndDelete",
+	names:    []string{"entity", "state", "due_from", "now", "n", "ready_from"},
 	sql: `WITH due_window AS MATERIALIZED (
 	SELECT ctid, seq, visible_at FROM messages WHERE entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
 		AND (expires_at IS NULL OR expires_at > $4 OR state = 2)
@@ -122,7 +125,8 @@ SELECT removed.seq, removed.state, removed.visible_at, NULL::uuid AS lock_token,
 
 // claimReceiveAndDeleteInSession claims for receive-and-delete in a session. Arguments: entity, state, due_from, now, session, session_token, n, ready_from.
 var claimReceiveAndDeleteInSession = statement{
-	names: []string{"entity", "state", "due_from", "now", "session", "session_token", "n", "ready_from"},
+	prepared: "sbgate_claimReceiveAndDeleteInSession",
+	names:    []string{"entity", "state", "due_from", "now", "session", "session_token", "n", "ready_from"},
 	sql: `WITH due_window AS MATERIALIZED (
 	SELECT ctid, seq, visible_at FROM messages WHERE entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
 		AND (expires_at IS NULL OR expires_at > $4 OR state = 2)
@@ -158,7 +162,8 @@ SELECT removed.seq, removed.state, removed.visible_at, NULL::uuid AS lock_token,
 
 // claimManyPeekLock claims for peek-lock for several targets. Arguments: entity, state, n, ready_from, due_from, lock_us, max_delivery, now.
 var claimManyPeekLock = statement{
-	names: []string{"entity", "state", "n", "ready_from", "due_from", "lock_us", "max_delivery", "now"},
+	prepared: "sbgate_claimManyPeekLock",
+	names:    []string{"entity", "state", "n", "ready_from", "due_from", "lock_us", "max_delivery", "now"},
 	sql: `WITH t AS MATERIALIZED (
 	SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::int[], $4::bigint[],
 		$5::timestamptz[], $6::bigint[], $7::int[])
@@ -212,7 +217,8 @@ SELECT locked.seq, locked.state, locked.visible_at, locked.lock_token, locked.de
 
 // claimManyReceiveAndDelete claims for receive-and-delete for several targets. Arguments: entity, state, n, ready_from, due_from, lock_us, max_delivery, now.
 var claimManyReceiveAndDelete = statement{
-	names: []string{"entity", "state", "n", "ready_from", "due_from", "lock_us", "max_delivery", "now"},
+	prepared: "sbgate_claimManyReceiveAndDelete",
+	names:    []string{"entity", "state", "n", "ready_from", "due_from", "lock_us", "max_delivery", "now"},
 	sql: `WITH t AS MATERIALIZED (
 	SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::int[], $4::bigint[],
 		$5::timestamptz[], $6::bigint[], $7::int[])
@@ -256,13 +262,15 @@ SELECT removed.seq, removed.state, removed.visible_at, NULL::uuid AS lock_token,
 
 // nextDue is when the next message of a subqueue becomes receivable by itself. Arguments: entity, state, now.
 var nextDue = statement{
-	names: []string{"entity", "state", "now"},
+	prepared: "sbgate_nextDue",
+	names:    []string{"entity", "state", "now"},
 	sql: `SELECT min(visible_at) FROM messages
 	WHERE entity_id = $1 AND state = $2 AND visible_at > $3`}
 
 // nextDueInSession is nextDue in a session. Arguments: entity, session, state, now, session_token.
 var nextDueInSession = statement{
-	names: []string{"entity", "session", "state", "now", "session_token"},
+	prepared: "sbgate_nextDueInSession",
+	names:    []string{"entity", "session", "state", "now", "session_token"},
 	sql: `SELECT least(
 	(SELECT min(visible_at) FROM messages WHERE entity_id = $1 AND session_id = $2
 		AND state = $3 AND visible_at > $4),
@@ -271,7 +279,8 @@ var nextDueInSession = statement{
 
 // availableDeferred lists the deferred messages asked for that are there. Arguments: session, now.
 var availableDeferred = statement{
-	names: []string{"session", "now"},
+	prepared: "sbgate_availableDeferred",
+	names:    []string{"session", "now"},
 	sql: `
 	WHERE m.entity_id = w.entity AND m.seq = w.seq AND m.state = 1
 		AND ($1::text IS NULL OR m.session_id = $1)
@@ -279,7 +288,8 @@ var availableDeferred = statement{
 
 // receiveDeferred takes deferred messages by sequence number. Arguments: max_delivery, now, lock, entities, seqs, session, entity.
 var receiveDeferred = statement{
-	names: []string{"max_delivery", "now", "lock", "entities", "seqs", "session", "entity"},
+	prepared: "sbgate_receiveDeferred",
+	names:    []string{"max_delivery", "now", "lock", "entities", "seqs", "session", "entity"},
 	sql: `
 WITH locked AS (
 	UPDATE messages m SET 
@@ -303,7 +313,8 @@ SELECT seq, state, visible_at, lock_token, delivery_count, enqueued_at, expires_
 
 // receiveDeferredInSession is receiveDeferred in a session. Arguments: max_delivery, entity, session, session_token, entities, seqs, now.
 var receiveDeferredInSession = statement{
-	names: []string{"max_delivery", "entity", "session", "session_token", "entities", "seqs", "now"},
+	prepared: "sbgate_receiveDeferredInSession",
+	names:    []string{"max_delivery", "entity", "session", "session_token", "entities", "seqs", "now"},
 	sql: `
 WITH locked AS (
 	UPDATE messages m SET 
@@ -328,7 +339,8 @@ SELECT seq, state, visible_at, lock_token, delivery_count, enqueued_at, expires_
 
 // deadLetterDeferred dead-letters deferred messages past MaxDeliveryCount. Arguments: max_delivery, now, lock, entities, seqs, session, entity.
 var deadLetterDeferred = statement{
-	names: []string{"max_delivery", "now", "lock", "entities", "seqs", "session", "entity"},
+	prepared: "sbgate_deadLetterDeferred",
+	names:    []string{"max_delivery", "now", "lock", "entities", "seqs", "session", "entity"},
 	sql: `
 WITH moved AS (
 	UPDATE messages m SET 
@@ -351,7 +363,8 @@ SELECT $7, -count(*), count(*), 0 FROM moved HAVING count(*) > 0`}
 
 // deleteDeferred takes deferred messages in receive-and-delete mode. Arguments: entities, seqs, session, now, entity.
 var deleteDeferred = statement{
-	names: []string{"entities", "seqs", "session", "now", "entity"},
+	prepared: "sbgate_deleteDeferred",
+	names:    []string{"entities", "seqs", "session", "now", "entity"},
 	sql: `
 WITH removed AS (
 	DELETE FROM messages m USING unnest($1::bigint[], $2::bigint[]) w(entity, seq)
@@ -367,7 +380,8 @@ SELECT seq, state, visible_at, lock_token, delivery_count, enqueued_at, expires_
 
 // settleComplete completes locks. Arguments: entity, seq, token, state, id, session, in_session, session_token, max_delivery, lock_us, reason, description, now.
 var settleComplete = statement{
-	names: []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
+	prepared: "sbgate_settleComplete",
+	names:    []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
 	sql: `
 WITH r AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::uuid[], $4::smallint[], $5::text[],
@@ -391,7 +405,8 @@ SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FR
 
 // settleAbandon abandons locks. Arguments: entity, seq, token, state, id, session, in_session, session_token, max_delivery, lock_us, reason, description, now.
 var settleAbandon = statement{
-	names: []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
+	prepared: "sbgate_settleAbandon",
+	names:    []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
 	sql: `
 WITH r AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::uuid[], $4::smallint[], $5::text[],
@@ -422,7 +437,8 @@ SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FR
 
 // settleRenewLock renews locks. Arguments: entity, seq, token, state, id, session, in_session, session_token, max_delivery, lock_us, reason, description, now.
 var settleRenewLock = statement{
-	names: []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
+	prepared: "sbgate_settleRenewLock",
+	names:    []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
 	sql: `
 WITH r AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::uuid[], $4::smallint[], $5::text[],
@@ -442,7 +458,8 @@ RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, m.visible_at 
 
 // settleDefer defers locked messages. Arguments: entity, seq, token, state, id, session, in_session, session_token, max_delivery, lock_us, reason, description, now.
 var settleDefer = statement{
-	names: []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
+	prepared: "sbgate_settleDefer",
+	names:    []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
 	sql: `
 WITH r AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::uuid[], $4::smallint[], $5::text[],
@@ -461,7 +478,8 @@ RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timesta
 
 // settleDeadLetter dead-letters locked messages. Arguments: entity, seq, token, state, id, session, in_session, session_token, max_delivery, lock_us, reason, description, now.
 var settleDeadLetter = statement{
-	names: []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
+	prepared: "sbgate_settleDeadLetter",
+	names:    []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
 	sql: `
 WITH r AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::uuid[], $4::smallint[], $5::text[],
@@ -486,7 +504,8 @@ SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FR
 
 // settleRelease releases locks. Arguments: entity, seq, token, state, id, session, in_session, session_token, max_delivery, lock_us, reason, description, now.
 var settleRelease = statement{
-	names: []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
+	prepared: "sbgate_settleRelease",
+	names:    []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
 	sql: `
 WITH r AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::uuid[], $4::smallint[], $5::text[],
@@ -505,7 +524,8 @@ RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timesta
 
 // modifyAbandon abandons locks, modifying properties. Arguments: entity, seq, token, state, id, session, in_session, session_token, max_delivery, lock_us, reason, description, props, size, now.
 var modifyAbandon = statement{
-	names: []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "props", "size", "now"},
+	prepared: "sbgate_modifyAbandon",
+	names:    []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "props", "size", "now"},
 	sql: `
 WITH r AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::uuid[], $4::smallint[], $5::text[],
@@ -536,7 +556,8 @@ SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FR
 
 // modifyDefer defers locked messages, modifying properties. Arguments: entity, seq, token, state, id, session, in_session, session_token, max_delivery, lock_us, reason, description, props, size, now.
 var modifyDefer = statement{
-	names: []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "props", "size", "now"},
+	prepared: "sbgate_modifyDefer",
+	names:    []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "props", "size", "now"},
 	sql: `
 WITH r AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::uuid[], $4::smallint[], $5::text[],
@@ -555,7 +576,8 @@ RETURNING r.ord, m.entity_id, m.session_id, m.state, m.message_id, NULL::timesta
 
 // modifyDeadLetter dead-letters locked messages, modifying properties. Arguments: entity, seq, token, state, id, session, in_session, session_token, max_delivery, lock_us, reason, description, props, size, now.
 var modifyDeadLetter = statement{
-	names: []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "props", "size", "now"},
+	prepared: "sbgate_modifyDeadLetter",
+	names:    []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "props", "size", "now"},
 	sql: `
 WITH r AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::uuid[], $4::smallint[], $5::text[],
@@ -580,7 +602,8 @@ SELECT ord, entity_id, session_id, state, message_id, until, false AS expired FR
 
 // lockedForModify reads and locks the messages whose properties are modified. Arguments: entity, seq, token, state, id, session, in_session, session_token, max_delivery, lock_us, reason, description, now.
 var lockedForModify = statement{
-	names: []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
+	prepared: "sbgate_lockedForModify",
+	names:    []string{"entity", "seq", "token", "state", "id", "session", "in_session", "session_token", "max_delivery", "lock_us", "reason", "description", "now"},
 	sql: `
 WITH r AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::uuid[], $4::smallint[], $5::text[],
@@ -600,7 +623,8 @@ FOR UPDATE OF m`}
 
 // insertMessages writes a group of messages (send.go). Arguments: entity_id, state, visible_at, enqueued_at, expires_at, ttl, scheduled_at, message_id, correlation_id, session_id, reply_to_session_id, label, to_addr, reply_to, partition_key, content_type, user_props, body, body_type, size, dead_letter_reason, dead_letter_description, dead_letter_source, via_partition_key, enqueued_seq, amqp_sections, ttl_from_sender, dedup_entity, dedup_until, sessioned, origin_of, now.
 var insertMessages = statement{
-	names: []string{"entity_id", "state", "visible_at", "enqueued_at", "expires_at", "ttl", "scheduled_at", "message_id", "correlation_id", "session_id", "reply_to_session_id", "label", "to_addr", "reply_to", "partition_key", "content_type", "user_props", "body", "body_type", "size", "dead_letter_reason", "dead_letter_description", "dead_letter_source", "via_partition_key", "enqueued_seq", "amqp_sections", "ttl_from_sender", "dedup_entity", "dedup_until", "sessioned", "origin_of", "now"},
+	prepared: "sbgate_insertMessages",
+	names:    []string{"entity_id", "state", "visible_at", "enqueued_at", "expires_at", "ttl", "scheduled_at", "message_id", "correlation_id", "session_id", "reply_to_session_id", "label", "to_addr", "reply_to", "partition_key", "content_type", "user_props", "body", "body_type", "size", "dead_letter_reason", "dead_letter_description", "dead_letter_source", "via_partition_key", "enqueued_seq", "amqp_sections", "ttl_from_sender", "dedup_entity", "dedup_until", "sessioned", "origin_of", "now"},
 	sql: `
 WITH input AS (
 	SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[], $6::interval[], $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::jsonb[], $18::bytea[], $19::smallint[], $20::integer[], $21::text[], $22::text[], $23::text[], $24::text[], $25::bigint[], $26::bytea[], $27::boolean[],
@@ -648,7 +672,8 @@ SELECT coalesce((SELECT array_agg(ord ORDER BY ord) FROM input
 
 // restoreMessages puts back messages a receive-and-delete could not hand out. Arguments: entity_id, state, visible_at, enqueued_at, expires_at, ttl, scheduled_at, message_id, correlation_id, session_id, reply_to_session_id, label, to_addr, reply_to, partition_key, content_type, user_props, body, body_type, size, dead_letter_reason, dead_letter_description, dead_letter_source, via_partition_key, enqueued_seq, amqp_sections, ttl_from_sender, seq, delivery_count, now, sessioned.
 var restoreMessages = statement{
-	names: []string{"entity_id", "state", "visible_at", "enqueued_at", "expires_at", "ttl", "scheduled_at", "message_id", "correlation_id", "session_id", "reply_to_session_id", "label", "to_addr", "reply_to", "partition_key", "content_type", "user_props", "body", "body_type", "size", "dead_letter_reason", "dead_letter_description", "dead_letter_source", "via_partition_key", "enqueued_seq", "amqp_sections", "ttl_from_sender", "seq", "delivery_count", "now", "sessioned"},
+	prepared: "sbgate_restoreMessages",
+	names:    []string{"entity_id", "state", "visible_at", "enqueued_at", "expires_at", "ttl", "scheduled_at", "message_id", "correlation_id", "session_id", "reply_to_session_id", "label", "to_addr", "reply_to", "partition_key", "content_type", "user_props", "body", "body_type", "size", "dead_letter_reason", "dead_letter_description", "dead_letter_source", "via_partition_key", "enqueued_seq", "amqp_sections", "ttl_from_sender", "seq", "delivery_count", "now", "sessioned"},
 	sql: `
 WITH input AS (
 	SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[], $6::interval[], $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::jsonb[], $18::bytea[], $19::smallint[], $20::integer[], $21::text[], $22::text[], $23::text[], $24::text[], $25::bigint[], $26::bytea[], $27::boolean[], $28::bigint[], $29::integer[])
@@ -676,13 +701,14 @@ SELECT count(*) FROM ins`}
 
 // releaseLocks releases the locks of messages never handed out. Arguments: now, seq, token, entity.
 var releaseLocks = statement{
-	names: []string{"now", "seq", "token", "entity"},
+	prepared: "sbgate_releaseLocks",
+	names:    []string{"now", "seq", "token", "entity"},
 	sql: `UPDATE messages m SET lock_token = NULL, visible_at = $1
 FROM unnest($2::bigint[], $3::uuid[]) r(seq, token)
 WHERE m.entity_id = $4 AND m.seq = r.seq AND m.lock_token = r.token`}
 
 // browseMessages lists messages without locks. Arguments: .
-var browseMessages = statement{sql: `SELECT m.seq, m.state, m.visible_at, m.lock_token, m.delivery_count, m.enqueued_at, m.expires_at, m.ttl, m.scheduled_at, m.message_id, m.correlation_id, m.session_id, m.reply_to_session_id, m.label, m.to_addr, m.reply_to, m.partition_key, m.content_type, m.user_props, m.body, m.body_type, m.size, m.dead_letter_reason, m.dead_letter_description, m.dead_letter_source, m.via_partition_key, m.enqueued_seq, m.amqp_sections, m.ttl_from_sender FROM messages m
+var browseMessages = statement{prepared: "sbgate_browseMessages", sql: `SELECT m.seq, m.state, m.visible_at, m.lock_token, m.delivery_count, m.enqueued_at, m.expires_at, m.ttl, m.scheduled_at, m.message_id, m.correlation_id, m.session_id, m.reply_to_session_id, m.label, m.to_addr, m.reply_to, m.partition_key, m.content_type, m.user_props, m.body, m.body_type, m.size, m.dead_letter_reason, m.dead_letter_description, m.dead_letter_source, m.via_partition_key, m.enqueued_seq, m.amqp_sections, m.ttl_from_sender FROM messages m
 WHERE m.entity_id = $1 AND (m.state = 2) = ($2::smallint = 2) AND m.seq >= $3
 	AND (m.expires_at IS NULL OR m.expires_at > $4 OR m.state = 2)
 	AND NOT ($6::boolean AND m.state = 0 AND m.lock_token IS NULL AND coalesce(m.scheduled_at > $4, false))
@@ -690,7 +716,8 @@ ORDER BY m.seq LIMIT $5`}
 
 // cancelScheduled removes scheduled messages. Arguments: entities, seqs, now, entity.
 var cancelScheduled = statement{
-	names: []string{"entities", "seqs", "now", "entity"},
+	prepared: "sbgate_cancelScheduled",
+	names:    []string{"entities", "seqs", "now", "entity"},
 	sql: `
 WITH removed AS (
 	DELETE FROM messages m USING unnest($1::bigint[], $2::bigint[]) w(entity, seq)
@@ -705,7 +732,8 @@ SELECT seq FROM removed`}
 
 // cancelScheduledCopies removes the scheduled copies of a topic message. Arguments: holders, seqs, now.
 var cancelScheduledCopies = statement{
-	names: []string{"holders", "seqs", "now"},
+	prepared: "sbgate_cancelScheduledCopies",
+	names:    []string{"holders", "seqs", "now"},
 	sql: `
 WITH removed AS (
 	DELETE FROM messages m
@@ -720,7 +748,8 @@ SELECT DISTINCT enqueued_seq FROM removed`}
 
 // purgeMessages deletes a chunk of a subqueue's messages. Arguments: entity, after, upto, state, n.
 var purgeMessages = statement{
-	names: []string{"entity", "after", "upto", "state", "n"},
+	prepared: "sbgate_purgeMessages",
+	names:    []string{"entity", "after", "upto", "state", "n"},
 	sql: `
 WITH bound AS MATERIALIZED (
 	SELECT max(seq) AS last FROM (
@@ -741,13 +770,13 @@ WITH bound AS MATERIALIZED (
 SELECT (SELECT count(*) FROM removed), (SELECT last FROM bound)`}
 
 // resubmitCandidates lists dead letters to resubmit. Arguments: .
-var resubmitCandidates = statement{sql: `SELECT m.seq, m.state, m.visible_at, m.lock_token, m.delivery_count, m.enqueued_at, m.expires_at, m.ttl, m.scheduled_at, m.message_id, m.correlation_id, m.session_id, m.reply_to_session_id, m.label, m.to_addr, m.reply_to, m.partition_key, m.content_type, m.user_props, m.body, m.body_type, m.size, m.dead_letter_reason, m.dead_letter_description, m.dead_letter_source, m.via_partition_key, m.enqueued_seq, m.amqp_sections, m.ttl_from_sender FROM messages m
+var resubmitCandidates = statement{prepared: "sbgate_resubmitCandidates", sql: `SELECT m.seq, m.state, m.visible_at, m.lock_token, m.delivery_count, m.enqueued_at, m.expires_at, m.ttl, m.scheduled_at, m.message_id, m.correlation_id, m.session_id, m.reply_to_session_id, m.label, m.to_addr, m.reply_to, m.partition_key, m.content_type, m.user_props, m.body, m.body_type, m.size, m.dead_letter_reason, m.dead_letter_description, m.dead_letter_source, m.via_partition_key, m.enqueued_seq, m.amqp_sections, m.ttl_from_sender FROM messages m
 WHERE m.entity_id = $1 AND m.state = 2 AND m.seq > $2 AND ($3::bigint = 0 OR m.seq = $3)
 	AND (m.lock_token IS NULL OR m.visible_at <= $4)
 ORDER BY m.seq LIMIT $5 FOR UPDATE SKIP LOCKED`}
 
 // resubmitMessages moves dead letters back. Arguments: .
-var resubmitMessages = statement{sql: `
+var resubmitMessages = statement{prepared: "sbgate_resubmitMessages", sql: `
 WITH moved AS (
 	UPDATE messages m SET seq = nextval('message_seq'), state = 0, visible_at = NULL, lock_token = NULL,
 		delivery_count = 0, enqueued_at = $3::timestamptz, scheduled_at = NULL,
@@ -762,31 +791,31 @@ WITH moved AS (
 SELECT count(*) FROM moved`}
 
 // lastSeq is the highest sequence number an entity holds. Arguments: .
-var lastSeq = statement{sql: `SELECT coalesce(max(seq), 0) FROM messages WHERE entity_id = $1`}
+var lastSeq = statement{prepared: "sbgate_lastSeq", sql: `SELECT coalesce(max(seq), 0) FROM messages WHERE entity_id = $1`}
 
 // readOriginNumbers reads the EnqueuedSequenceNumber of rows. Arguments: .
-var readOriginNumbers = statement{sql: `SELECT array_agg(coalesce(m.enqueued_seq, 0) ORDER BY w.ord)
+var readOriginNumbers = statement{prepared: "sbgate_readOriginNumbers", sql: `SELECT array_agg(coalesce(m.enqueued_seq, 0) ORDER BY w.ord)
 		FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY w(entity, seq, ord)
 		LEFT JOIN messages m ON m.entity_id = w.entity AND m.seq = w.seq`}
 
 // grownBytes counts the bytes modified properties added. Arguments: .
-var grownBytes = statement{sql: `INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
+var grownBytes = statement{prepared: "sbgate_grownBytes", sql: `INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
 		SELECT e, 0, 0, sum(b) FROM unnest($1::bigint[], $2::bigint[]) AS d(e, b) GROUP BY e`}
 
 // deadLettersToForward reads dead letters to forward. Arguments: .
-var deadLettersToForward = statement{sql: `SELECT m.seq, m.state, m.visible_at, m.lock_token, m.delivery_count, m.enqueued_at, m.expires_at, m.ttl, m.scheduled_at, m.message_id, m.correlation_id, m.session_id, m.reply_to_session_id, m.label, m.to_addr, m.reply_to, m.partition_key, m.content_type, m.user_props, m.body, m.body_type, m.size, m.dead_letter_reason, m.dead_letter_description, m.dead_letter_source, m.via_partition_key, m.enqueued_seq, m.amqp_sections, m.ttl_from_sender FROM messages m
+var deadLettersToForward = statement{prepared: "sbgate_deadLettersToForward", sql: `SELECT m.seq, m.state, m.visible_at, m.lock_token, m.delivery_count, m.enqueued_at, m.expires_at, m.ttl, m.scheduled_at, m.message_id, m.correlation_id, m.session_id, m.reply_to_session_id, m.label, m.to_addr, m.reply_to, m.partition_key, m.content_type, m.user_props, m.body, m.body_type, m.size, m.dead_letter_reason, m.dead_letter_description, m.dead_letter_source, m.via_partition_key, m.enqueued_seq, m.amqp_sections, m.ttl_from_sender FROM messages m
 			WHERE m.entity_id = $1 AND m.state = 2 AND (m.lock_token IS NULL OR m.visible_at <= $2)
 				AND m.seq > $4 AND (NOT $5 OR m.session_id IS NOT NULL)
 			ORDER BY m.seq LIMIT $3 FOR UPDATE SKIP LOCKED`}
 
 // removeForwarded deletes forwarded dead letters. Arguments: .
-var removeForwarded = statement{sql: `WITH removed AS (
+var removeForwarded = statement{prepared: "sbgate_removeForwarded", sql: `WITH removed AS (
 					DELETE FROM messages WHERE entity_id = $1 AND seq = ANY($2) RETURNING size
 				) INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
 				SELECT $1, 0, -count(*), -sum(size) FROM removed HAVING count(*) > 0`}
 
 // renumberTxMessages gives a transaction's rows their reserved numbers. Arguments: .
-var renumberTxMessages = statement{sql: `UPDATE messages m SET seq = u.number, enqueued_seq = NULL, visible_at = coalesce(m.visible_at, $4)
+var renumberTxMessages = statement{prepared: "sbgate_renumberTxMessages", sql: `UPDATE messages m SET seq = u.number, enqueued_seq = NULL, visible_at = coalesce(m.visible_at, $4)
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(entity, seq, number)
 		WHERE m.entity_id = u.entity AND m.seq = u.seq`}
 

@@ -51,11 +51,11 @@ package store
 		}
 		fmt.Fprintf(&b, "// %s %s. Arguments: %s.\n", st.Name, st.Doc, strings.Join(names, ", "))
 		if len(names) == 0 {
-			fmt.Fprintf(&b, "var %s = statement{sql: `%s`}\n\n", st.Name, sql)
+			fmt.Fprintf(&b, "var %s = statement{prepared: %q, sql: `%s`}\n\n", st.Name, "sbgate_"+st.Name, sql)
 			continue
 		}
-		fmt.Fprintf(&b, "var %s = statement{\n\tnames: []string{%s},\n\tsql: `%s`}\n\n",
-			st.Name, strings.Join(quoted, ", "), sql)
+		fmt.Fprintf(&b, "var %s = statement{\n\tprepared: %q,\n\tnames: []string{%s},\n\tsql: `%s`}\n\n",
+			st.Name, "sbgate_"+st.Name, strings.Join(quoted, ", "), sql)
 	}
 	b.WriteString("// generatedStatements are the statements above by name (TestGeneratedStatementsAreFresh).\n")
 	b.WriteString("var generatedStatements = map[string]statement{\n")
