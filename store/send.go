@@ -365,7 +365,7 @@ func (s *Postgres) insertRows(ctx context.Context, db any, all []messageRow) ([]
 	var ords, seqs []int64
 	read := 0
 	err := onConn(ctx, db, func(c *pgx.Conn) error {
-		return queryWire(ctx, c, insertMessages, insertArgs(rows, s.now()), func(r wireRow) error {
+		return queryWire(ctx, c, insertMessages, insertArgs(rows, s.now()), func(r *wireRow) error {
 			read++
 			return r.scan(&ords, &seqs)
 		})

@@ -329,7 +329,7 @@ func (s *Postgres) runSettle(ctx context.Context, q any, op broker.Settlement, a
 		return nil, err
 	}
 	var woken []wakeTarget
-	settled := func(r wireRow) error {
+	settled := func(r *wireRow) error {
 		var ord, entity int64
 		var session pgtype.Text
 		var state broker.State

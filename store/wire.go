@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"reflect"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -281,7 +282,7 @@ func onConn(ctx context.Context, q any, fn func(*pgx.Conn) error) error {
 
 // queryWire runs st on c, prepared under its own name (once per connection), with args in
 // binary format, and hands each row to row, its values in binary format.
-func queryWire(ctx context.Context, c *pgx.Conn, st statement, args []any, row func(wireRow) error) error {
+func queryWire(ctx context.Context, c *pgx.Conn, st statement, args []any, row func(*wireRow) error) error {
 	sd, err := c.Prepare(ctx, st.preparedName(), st.sql)
 	if err != nil {
 		return err
@@ -291,10 +292,12 @@ func queryWire(ctx context.Context, c *pgx.Conn, st statement, args []any, row f
 		return err
 	}
 	rr := c.PgConn().ExecPrepared(ctx, sd.Name, w.values, w.formats, []int16{pgtype.BinaryFormatCode})
+	r := wireRow{m: c.TypeMap()}
 	var rowErr error
 	for rr.NextRow() {
 		if rowErr == nil {
-			rowErr = row(wireRow{m: c.TypeMap(), fields: rr.FieldDescriptions(), values: rr.Values()})
+			r.fields, r.values = rr.FieldDescriptions(), rr.Values()
+			rowErr = row(&r)
 		}
 	}
 	if _, err := rr.Close(); err != nil {
@@ -303,21 +306,30 @@ func queryWire(ctx context.Context, c *pgx.Conn, st statement, args []any, row f
 	return rowErr
 }
 
-// wireRow is one row of a statement queryWire ran.
+// wireRow is the current row of a statement queryWire runs, and the scan plans of its columns,
+// made for the first row and kept for the others (as pgx.Rows keeps them).
 type wireRow struct {
 	m      *pgtype.Map
 	fields []pgconn.FieldDescription
 	values [][]byte
+	plans  []pgtype.ScanPlan
+	types  []reflect.Type
 }
 
 // scan reads the row's columns into dest, one pointer per column, as pgx.Rows.Scan does.
-func (r wireRow) scan(dest ...any) error {
-	if len(dest) != len(r.values) {
+func (r *wireRow) scan(dest ...any) error {
+	if len(dest) != len(r.values) || len(r.fields) != len(r.values) {
 		return fmt.Errorf("store: %d columns read into %d values", len(r.values), len(dest))
+	}
+	if r.plans == nil {
+		r.plans, r.types = make([]pgtype.ScanPlan, len(dest)), make([]reflect.Type, len(dest))
 	}
 	for i, d := range dest {
 		f := r.fields[i]
-		if err := r.m.Scan(f.DataTypeOID, f.Format, r.values[i], d); err != nil {
+		if t := reflect.TypeOf(d); r.plans[i] == nil || r.types[i] != t {
+			r.plans[i], r.types[i] = r.m.PlanScan(f.DataTypeOID, f.Format, d), t
+		}
+		if err := r.plans[i].Scan(r.values[i], d); err != nil {
 			return fmt.Errorf("store: column %s: %w", f.Name, err)
 		}
 	}
