@@ -360,7 +360,7 @@ func insertArgPositionsOf(st statement) insertArgPositions {
 // insertRows writes rows in one statement, so in one transaction, and returns the sequence
 // number of each row in rows, 0 for one not stored (a duplicate). db is the pool or a
 // transaction (onConn).
-func (s *Postgres) insertRows(ctx context.Context, db any, all []messageRow) ([]int64, error) {
+func (s *Postgres) insertRows(ctx context.Context, db querier, all []messageRow) ([]int64, error) {
 	rows, kept := dropDuplicateIDs(all)
 	var ords, seqs []int64
 	read := 0

@@ -319,7 +319,7 @@ func (s *Postgres) settleWithin(ctx context.Context, tx pgx.Tx, op broker.Settle
 // runSettle runs op's statement for the requests of a on q (the pool or a transaction), marks
 // each request it satisfied in found (with the MessageId of its message in ids) and fills its
 // result; it returns the wake-ups the settlements call for.
-func (s *Postgres) runSettle(ctx context.Context, q any, op broker.Settlement, a *settleArgs, now time.Time, found []bool, ids []string) ([]wakeTarget, error) {
+func (s *Postgres) runSettle(ctx context.Context, q querier, op broker.Settlement, a *settleArgs, now time.Time, found []bool, ids []string) ([]wakeTarget, error) {
 	statement := settleStatements[op]
 	if a.modify {
 		statement = modifyStatements[op]

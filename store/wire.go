@@ -270,7 +270,7 @@ func appendInterval(b []byte, iv pgtype.Interval) []byte {
 }
 
 // onConn runs fn on a connection of q: one the pool lends for fn's time, or the transaction's.
-func onConn(ctx context.Context, q any, fn func(*pgx.Conn) error) error {
+func onConn(ctx context.Context, q querier, fn func(*pgx.Conn) error) error {
 	switch q := q.(type) {
 	case *pgxpool.Pool:
 		return q.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return fn(c.Conn()) })
