@@ -13,7 +13,7 @@ var claimPeekLock = statement{
 	ORDER BY visible_at LIMIT $5 + 1000
 ), due AS MATERIALIZED (
 	SELECT ctid, seq, visible_at FROM messages
-	WHERE ctid = ANY(ARRAY(SELECT ctid FROM due_window)) AND entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
+	WHERE EXISTS (SELECT ctid FROM due_window) AND ctid = ANY(ARRAY(SELECT ctid FROM due_window)) AND entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
 		AND (expires_at IS NULL OR expires_at > $4 OR state = 2)
 	ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED
 ), ready AS MATERIALIZED (
@@ -56,7 +56,7 @@ var claimPeekLockInSession = statement{
 	ORDER BY visible_at LIMIT $7 + 1000
 ), due AS MATERIALIZED (
 	SELECT ctid, seq, visible_at FROM messages
-	WHERE ctid = ANY(ARRAY(SELECT ctid FROM due_window)) AND entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
+	WHERE EXISTS (SELECT ctid FROM due_window) AND ctid = ANY(ARRAY(SELECT ctid FROM due_window)) AND entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
 		AND (expires_at IS NULL OR expires_at > $4 OR state = 2)
 	ORDER BY seq LIMIT $7 FOR UPDATE SKIP LOCKED
 ), ready AS MATERIALIZED (
@@ -100,7 +100,7 @@ var claimReceiveAndDelete = statement{
 	ORDER BY visible_at LIMIT $5 + 1000
 ), due AS MATERIALIZED (
 	SELECT ctid, seq, visible_at FROM messages
-	WHERE ctid = ANY(ARRAY(SELECT ctid FROM due_window)) AND entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
+	WHERE EXISTS (SELECT ctid FROM due_window) AND ctid = ANY(ARRAY(SELECT ctid FROM due_window)) AND entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
 		AND (expires_at IS NULL OR expires_at > $4 OR state = 2)
 	ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED
 ), ready AS MATERIALIZED (
@@ -135,7 +135,7 @@ var claimReceiveAndDeleteInSession = statement{
 	ORDER BY visible_at LIMIT $7 + 1000
 ), due AS MATERIALIZED (
 	SELECT ctid, seq, visible_at FROM messages
-	WHERE ctid = ANY(ARRAY(SELECT ctid FROM due_window)) AND entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
+	WHERE EXISTS (SELECT ctid FROM due_window) AND ctid = ANY(ARRAY(SELECT ctid FROM due_window)) AND entity_id = $1 AND state = $2 AND visible_at >= $3 AND visible_at <= $4
 		AND (expires_at IS NULL OR expires_at > $4 OR state = 2)
 	ORDER BY seq LIMIT $7 FOR UPDATE SKIP LOCKED
 ), ready AS MATERIALIZED (
@@ -177,7 +177,7 @@ var claimManyPeekLock = statement{
 ), due AS MATERIALIZED (
 	SELECT t.k, d.ctid, d.seq, d.visible_at FROM t CROSS JOIN LATERAL (
 	SELECT ctid, seq, visible_at FROM messages
-	WHERE ctid = ANY(ARRAY(SELECT w.ctid FROM due_window w WHERE w.k = t.k)) AND entity_id = t.entity AND state = t.state AND visible_at >= t.due_from AND visible_at <= $8
+	WHERE EXISTS (SELECT w.ctid FROM due_window w WHERE w.k = t.k) AND ctid = ANY(ARRAY(SELECT w.ctid FROM due_window w WHERE w.k = t.k)) AND entity_id = t.entity AND state = t.state AND visible_at >= t.due_from AND visible_at <= $8
 		AND (expires_at IS NULL OR expires_at > $8 OR state = 2)
 	ORDER BY seq LIMIT t.n FOR UPDATE SKIP LOCKED
 	) d
@@ -189,7 +189,7 @@ var claimManyPeekLock = statement{
 	ORDER BY seq LIMIT t.n FOR UPDATE SKIP LOCKED
 	) r
 ), picked AS (
-	SELECT c.k, c.ctid, c.seq, c.due_at FROM (
+	SELECT c.k, c.ctid, c.seq, c.due_at, t.state AS target_state, t.lock_us, t.max_delivery FROM (
 		SELECT u.*, row_number() OVER (PARTITION BY u.k ORDER BY u.seq) AS rank FROM (
 			SELECT k, ctid, seq, visible_at AS due_at FROM due
 			UNION ALL SELECT k, ctid, seq, NULL::timestamptz FROM ready) u
@@ -203,9 +203,9 @@ var claimManyPeekLock = statement{
 		dead_letter_reason = CASE WHEN (m.delivery_count + CASE WHEN m.lock_token IS NOT NULL AND m.state <> 2 THEN 1 ELSE 0 END) >= x.max_delivery THEN 'MaxDeliveryCountExceeded' ELSE m.dead_letter_reason END,
 		dead_letter_description = CASE WHEN (m.delivery_count + CASE WHEN m.lock_token IS NOT NULL AND m.state <> 2 THEN 1 ELSE 0 END) >= x.max_delivery
 			THEN 'Message could not be consumed after ' || x.max_delivery::int || ' delivery attempts.' ELSE m.dead_letter_description END
-	FROM (SELECT p.ctid, t.state, t.lock_us, t.max_delivery FROM picked p JOIN t ON t.k = p.k) x
+	FROM picked x
 	WHERE m.ctid = ANY(ARRAY(SELECT ctid FROM picked)) AND m.ctid = x.ctid
-	RETURNING m.*, x.state AS target_state
+	RETURNING m.*, x.target_state
 ), moved AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
 	SELECT entity_id, -count(*), count(*), 0 FROM locked
@@ -232,7 +232,7 @@ var claimManyReceiveAndDelete = statement{
 ), due AS MATERIALIZED (
 	SELECT t.k, d.ctid, d.seq, d.visible_at FROM t CROSS JOIN LATERAL (
 	SELECT ctid, seq, visible_at FROM messages
-	WHERE ctid = ANY(ARRAY(SELECT w.ctid FROM due_window w WHERE w.k = t.k)) AND entity_id = t.entity AND state = t.state AND visible_at >= t.due_from AND visible_at <= $8
+	WHERE EXISTS (SELECT w.ctid FROM due_window w WHERE w.k = t.k) AND ctid = ANY(ARRAY(SELECT w.ctid FROM due_window w WHERE w.k = t.k)) AND entity_id = t.entity AND state = t.state AND visible_at >= t.due_from AND visible_at <= $8
 		AND (expires_at IS NULL OR expires_at > $8 OR state = 2)
 	ORDER BY seq LIMIT t.n FOR UPDATE SKIP LOCKED
 	) d
@@ -244,7 +244,7 @@ var claimManyReceiveAndDelete = statement{
 	ORDER BY seq LIMIT t.n FOR UPDATE SKIP LOCKED
 	) r
 ), picked AS (
-	SELECT c.k, c.ctid, c.seq, c.due_at FROM (
+	SELECT c.k, c.ctid, c.seq, c.due_at, t.state AS target_state, t.lock_us, t.max_delivery FROM (
 		SELECT u.*, row_number() OVER (PARTITION BY u.k ORDER BY u.seq) AS rank FROM (
 			SELECT k, ctid, seq, visible_at AS due_at FROM due
 			UNION ALL SELECT k, ctid, seq, NULL::timestamptz FROM ready) u

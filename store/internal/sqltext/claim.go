@@ -58,11 +58,15 @@ const (
 	// a row another claim locked and changed meanwhile is no longer due).
 	dueWindowOrderSQL = `
 	ORDER BY visible_at LIMIT @n + ` + dueLookahead
+	// The EXISTS is a one-time test (it names no column of messages): when the window read
+	// nothing, the due rows are not looked for again (the planner reads them through
+	// messages_due, one more index descent a target otherwise).
 	dueTakeSQL = `
 	SELECT ctid, seq, visible_at FROM messages
-	WHERE ctid = ANY(ARRAY(SELECT ctid FROM due_window)) AND ` + dueWhereSQL + `
+	WHERE EXISTS (` + dueWindowRowsSQL + `) AND ctid = ANY(ARRAY(` + dueWindowRowsSQL + `)) AND ` + dueWhereSQL + `
 	ORDER BY seq LIMIT @n FOR UPDATE SKIP LOCKED`
-	readyRangeSQL = `
+	dueWindowRowsSQL = `SELECT ctid FROM due_window`
+	readyRangeSQL    = `
 	SELECT ctid, seq FROM messages
 	WHERE entity_id = @entity AND state = @state AND visible_at IS NULL AND seq > @ready_from
 		AND (expires_at IS NULL OR expires_at > @now OR state = ` + sqlDeadLetter + `)`

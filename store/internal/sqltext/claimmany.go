@@ -26,14 +26,14 @@ var claimManyPickSQL = `WITH t AS MATERIALIZED (
 	SELECT t.k, w.ctid, w.seq, w.visible_at FROM t CROSS JOIN LATERAL (` + targetwise(dueRangeSQL+dueWindowOrderSQL) + `
 	) w
 ), due AS MATERIALIZED (
-	SELECT t.k, d.ctid, d.seq, d.visible_at FROM t CROSS JOIN LATERAL (` + targetwise(strings.Replace(dueTakeSQL,
-	"SELECT ctid FROM due_window", "SELECT w.ctid FROM due_window w WHERE w.k = t.k", 1)) + `
+	SELECT t.k, d.ctid, d.seq, d.visible_at FROM t CROSS JOIN LATERAL (` + targetwise(strings.ReplaceAll(dueTakeSQL,
+	dueWindowRowsSQL, "SELECT w.ctid FROM due_window w WHERE w.k = t.k")) + `
 	) d
 ), ready AS MATERIALIZED (
 	SELECT t.k, r.ctid, r.seq FROM t CROSS JOIN LATERAL (` + targetwise(readyRangeSQL+readyOrderSQL) + `
 	) r
 ), picked AS (
-	SELECT c.k, c.ctid, c.seq, c.due_at FROM (
+	SELECT c.k, c.ctid, c.seq, c.due_at, t.state AS target_state, t.lock_us, t.max_delivery FROM (
 		SELECT u.*, row_number() OVER (PARTITION BY u.k ORDER BY u.seq) AS rank FROM (
 			SELECT k, ctid, seq, visible_at AS due_at FROM due
 			UNION ALL SELECT k, ctid, seq, NULL::timestamptz FROM ready) u
@@ -50,9 +50,9 @@ var peekLockManyTailSQL = `, locked AS (
 	UPDATE messages m SET ` + strings.NewReplacer(
 	"@lock::interval", "(x.lock_us * interval '1 microsecond')",
 	"@max_delivery", "x.max_delivery").Replace(lockOrDeadLetterSQL) + `
-	FROM (SELECT p.ctid, t.state, t.lock_us, t.max_delivery FROM picked p JOIN t ON t.k = p.k) x
+	FROM picked x
 	WHERE m.ctid = ANY(ARRAY(SELECT ctid FROM picked)) AND m.ctid = x.ctid
-	RETURNING m.*, x.state AS target_state
+	RETURNING m.*, x.target_state
 ), moved AS (
 	INSERT INTO entity_count_deltas (entity_id, main, dead, bytes)
 	SELECT entity_id, -count(*), count(*), 0 FROM locked
