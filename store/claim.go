@@ -112,17 +112,24 @@ func newClaim(t broker.Target, mode broker.ReceiveMode, n int, cur *claimCursor,
 
 // statement is the claim as a statement of its own: numbered, and its arguments in order.
 func (cj *claimJob) statement() (string, []any, error) {
-	ct := cj.target
-	args := pgx.NamedArgs{"entity": ct.entity, "state": ct.state, "n": ct.n, "now": ct.now, "ready_from": ct.readyFrom, "due_from": ct.dueFrom}
 	inSession := 0
 	if cj.session != nil {
 		inSession = 1
+	}
+	return claimStatements[cj.mode][inSession].bind(cj.args())
+}
+
+// args are the named arguments of the claim as a statement of its own.
+func (cj *claimJob) args() pgx.NamedArgs {
+	ct := cj.target
+	args := pgx.NamedArgs{"entity": ct.entity, "state": ct.state, "n": ct.n, "now": ct.now, "ready_from": ct.readyFrom, "due_from": ct.dueFrom}
+	if cj.session != nil {
 		args["session"], args["session_token"] = cj.session.SessionID, cj.session.Token
 	}
 	if cj.mode == broker.PeekLock {
 		args["lock"], args["max_delivery"] = interval(ct.lock), ct.maxDelivery
 	}
-	return claimStatements[cj.mode][inSession].bind(args)
+	return args
 }
 
 // claimOnce runs one claim statement for up to n messages, from the head of both ranges or from

@@ -50,10 +50,7 @@ func TestClaimPlanWithStaleStatistics(t *testing.T) {
 	}
 	insertRawMessages(t, s, q, 100000, 1024)
 
-	sharedArgs := pgx.NamedArgs{"entity": []int64{q.ID, other.ID}, "state": []int16{0, 0}, "n": []int32{16, 16},
-		"ready_from": []int64{0, 0}, "due_from": []pgtype.Timestamptz{minusInfinity, minusInfinity},
-		"lock_us":      []int64{q.Props.LockDuration.Microseconds(), other.Props.LockDuration.Microseconds()},
-		"max_delivery": []int32{q.Props.MaxDeliveryCount, other.Props.MaxDeliveryCount}}
+	sharedArgs := headClaimsArgs(s.now(), 16, q, other)
 	base := pgx.NamedArgs{"entity": q.ID, "state": broker.StateActive, "now": s.now(), "n": 16, "ready_from": int64(0), "due_from": minusInfinity}
 	for _, tc := range []struct {
 		name string
@@ -193,16 +190,8 @@ func TestClaimLooksForDueRowsOnlyWhenSomeAre(t *testing.T) {
 	for _, q := range qs {
 		insertRawMessages(t, s, q, 3, 16)
 	}
-	ids, n, lockUs, maxDelivery := make([]int64, len(qs)), make([]int32, len(qs)), make([]int64, len(qs)), make([]int32, len(qs))
-	for i, q := range qs {
-		ids[i], n[i], lockUs[i], maxDelivery[i] = q.ID, 1, q.Props.LockDuration.Microseconds(), q.Props.MaxDeliveryCount
-	}
-	shared := pgx.NamedArgs{"entity": ids, "state": make([]int16, len(qs)), "n": n,
-		"ready_from": make([]int64, len(qs)), "due_from": []pgtype.Timestamptz{minusInfinity, minusInfinity, minusInfinity},
-		"lock_us": lockUs, "max_delivery": maxDelivery}
-	q := qs[0]
-	single := pgx.NamedArgs{"entity": q.ID, "state": broker.StateActive, "n": 1, "ready_from": int64(0), "due_from": minusInfinity,
-		"lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}
+	now := s.now()
+	shared, single := headClaimsArgs(now, 1, qs...), headClaimArgs(now, 1, qs[0])
 	for _, tc := range []struct {
 		name    string
 		sql     statement
@@ -214,12 +203,8 @@ func TestClaimLooksForDueRowsOnlyWhenSomeAre(t *testing.T) {
 		{"shared peek-lock", claimManyStatements[broker.PeekLock], shared, len(qs)},
 		{"shared receive-and-delete", claimManyStatements[broker.ReceiveAndDelete], shared, len(qs)},
 	} {
-		args := pgx.NamedArgs{"now": s.now()}
-		for k, v := range tc.args {
-			args[k] = v
-		}
 		for _, generic := range []bool{false, true} {
-			_, nodes := explainPlanOf(t, ctx, s, tc.sql, args, generic)
+			_, nodes := explainPlanOf(t, ctx, s, tc.sql, tc.args, generic)
 			// Index descents into messages other than the ready range's: the due range's read
 			// (through messages_due), and the due rows' lock if it ran (through messages_due or
 			// the primary key, as the planner likes).
@@ -235,6 +220,22 @@ func TestClaimLooksForDueRowsOnlyWhenSomeAre(t *testing.T) {
 			}
 		}
 	}
+}
+
+// headClaimArgs are the arguments of a peek-lock claim of n messages from the head of q's main
+// queue at now, as a receive makes it (newClaim), for its statement alone.
+func headClaimArgs(now time.Time, n int, q *broker.Entity) pgx.NamedArgs {
+	return newClaim(broker.Target{Entity: q}, broker.PeekLock, n, nil, true, now).args()
+}
+
+// headClaimsArgs are those of the peek-lock claims of n messages from the head of each of qs
+// at now, sharing a statement (claimManyArgs).
+func headClaimsArgs(now time.Time, n int, qs ...*broker.Entity) pgx.NamedArgs {
+	jobs := make([]*engine.Job[*claimJob], len(qs))
+	for i, q := range qs {
+		jobs[i] = engine.NewJob(newClaim(broker.Target{Entity: q}, broker.PeekLock, n, nil, true, now))
+	}
+	return claimManyArgs(jobs)
 }
 
 // planTestQueues starts a store on a database of its own and creates the queues named. Autovacuum

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sbgate/sbgate/broker"
 )
 
@@ -31,16 +30,13 @@ func TestHeadClaimPastLocksInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sharedArgs := pgx.NamedArgs{"entity": []int64{q.ID}, "state": []int16{0}, "n": []int32{16},
-		"ready_from": []int64{0}, "due_from": []pgtype.Timestamptz{minusInfinity}, "now": s.now(),
-		"lock_us": []int64{q.Props.LockDuration.Microseconds()}, "max_delivery": []int32{q.Props.MaxDeliveryCount}}
+	sharedArgs := headClaimsArgs(s.now(), 16, q)
 	for _, tc := range []struct {
 		name string
 		sql  statement
 		args pgx.NamedArgs
 	}{
-		{"peek-lock from the head", claimStatements[broker.PeekLock][0], pgx.NamedArgs{"entity": q.ID, "state": broker.StateActive, "now": s.now(), "n": 16,
-			"ready_from": int64(0), "due_from": minusInfinity, "lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}},
+		{"peek-lock from the head", claimStatements[broker.PeekLock][0], headClaimArgs(s.now(), 16, q)},
 		{"shared peek-lock from the head", claimManyStatements[broker.PeekLock], sharedArgs},
 	} {
 		// Through messages_ready a claim reads about 250 pages once the locked rows' dead index

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sbgate/sbgate/broker"
 )
 
@@ -73,11 +72,8 @@ func TestClaimOfManyDueRowsReadsABoundedWindow(t *testing.T) {
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE messages`); err != nil {
 		t.Fatal(err)
 	}
-	args := pgx.NamedArgs{"entity": q.ID, "state": broker.StateActive, "now": s.now(), "n": 16, "ready_from": int64(0),
-		"due_from": minusInfinity, "lock": interval(q.Props.LockDuration), "max_delivery": q.Props.MaxDeliveryCount}
-	sharedArgs := pgx.NamedArgs{"entity": []int64{q.ID}, "state": []int16{0}, "n": []int32{16},
-		"ready_from": []int64{0}, "due_from": []pgtype.Timestamptz{minusInfinity}, "now": s.now(),
-		"lock_us": []int64{q.Props.LockDuration.Microseconds()}, "max_delivery": []int32{q.Props.MaxDeliveryCount}}
+	args := headClaimArgs(s.now(), 16, q)
+	sharedArgs := headClaimsArgs(s.now(), 16, q)
 	for _, tc := range []struct {
 		name string
 		sql  statement

@@ -59,8 +59,8 @@ const (
 	dueWindowOrderSQL = `
 	ORDER BY visible_at LIMIT @n + ` + dueLookahead
 	// The EXISTS is a one-time test (it names no column of messages): when the window read
-	// nothing, the due rows are not looked for again (the planner reads them through
-	// messages_due, one more index descent a target otherwise).
+	// nothing, the due rows are not looked for again (otherwise one more index descent a
+	// target, through messages_due or the primary key as the planner likes).
 	dueTakeSQL = `
 	SELECT ctid, seq, visible_at FROM messages
 	WHERE EXISTS (` + dueWindowRowsSQL + `) AND ctid = ANY(ARRAY(` + dueWindowRowsSQL + `)) AND ` + dueWhereSQL + `
