@@ -48,7 +48,8 @@ type Conn struct {
 	cancel    context.CancelFunc
 	stopWatch func() bool
 
-	// Set during the handshake, read-only afterwards.
+	// Set during the handshake, read-only afterwards. peerMaxFrame is set under mu: a Close
+	// during the handshake reads it.
 	principal    any
 	mechanism    string
 	saslHostname string
@@ -214,7 +215,9 @@ func (c *Conn) handshake() (ConnHandler, error) {
 		return nil, err
 	}
 	c.peerOpen = open
+	c.mu.Lock() // a Close (the server shutting down) may be encoding its frame under it
 	c.peerMaxFrame = open.MaxFrameSize
+	c.mu.Unlock()
 	c.peerIdle = open.IdleTimeout
 	if c.peerIdle > 0 && c.peerIdle < 100*time.Millisecond {
 		// Heartbeats every few microseconds would be a denial of service on us.
